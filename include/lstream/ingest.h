@@ -1,0 +1,525 @@
+/*
+ * lstream ingest: Kafka partitions in, validated per-series windows out.
+ *
+ * Records (DESIGN.md): key = series id (1..255 bytes); value by format:
+ *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
+ *   LS_FORMAT_CSV  F decimal numbers separated by commas
+ * Event time = the Kafka message timestamp.
+ */
+#ifndef LSTREAM_INGEST_H
+#define LSTREAM_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+
+typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1 } ls_format_t;
+
+/* The most features a record may carry. */
+#define LS_FEATURES_MAX 4096
+/* The most bytes one csv value takes when encoded, its comma included: a
+ * buffer of F * LS_CSV_VALUE_MAX bytes always holds an encoded record. */
+#define LS_CSV_VALUE_MAX 16
+
+/* Why a record was rejected. */
+typedef enum ls_reject_e {
+  LS_REJECT_NONE = 0,   /* accepted */
+  LS_REJECT_SIZE,       /* wrong width: not F values */
+  LS_REJECT_PARSE,      /* does not decode */
+  LS_REJECT_NONFINITE,  /* holds NaN or Inf */
+  LS_REJECT_BACKWARDS,  /* event time before the series' previous record */
+  LS_REJECT_KEY,        /* key empty or longer than 255 bytes */
+  LS_REJECT_PARTITION,  /* series already seen on another partition */
+  LS_REJECT__COUNT
+} ls_reject_t;
+
+/* A short name for a reason ("size", "parse", "nonfinite", ...). */
+const char *ls_reject2str(ls_reject_t reason);
+
+/* Parses "f32" or "csv". */
+ls_err_t ls_format_parse(const char *name, ls_format_t *out);
+
+/* "f32" or "csv". */
+const char *ls_format2str(ls_format_t fmt);
+
+/* Encodes F values as a record value into buf (size bytes); *len receives
+ * the length. CSV uses the shortest text that reads back to the same float
+ * ("%.{6..9}g", "C" locale); nothing is NUL-terminated. Any value encodes,
+ * NaN and Inf included (as "nan", "inf"), so that tests can produce records
+ * the decoder must reject. */
+ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf, size_t size,
+                          size_t *len);
+
+/* Decodes a record value of exactly F values into out [F]. Returns
+ * LS_REJECT_NONE, or the reason it is rejected (SIZE, PARSE, NONFINITE);
+ * out may be partly written on rejection. csv accepts spaces and tabs around
+ * each number and one trailing "\n" or "\r\n" (ingest/record.c has the
+ * exact grammar). Invalid arguments (out NULL, F outside [1,
+ * LS_FEATURES_MAX], value NULL with len > 0) are rejected as SIZE. */
+ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F, float *out);
+
+/* ------------------------------------------------------------------------ */
+/* Embedded broker                                                           */
+/*
+ * An in-process Kafka cluster for development and tests: librdkafka's mock
+ * cluster (DESIGN.md, "Kafka for development and tests"), speaking the Kafka
+ * protocol on loopback TCP to any client (kcat included). It keeps about
+ * 5 MiB per partition and drops the oldest batches beyond that, serves
+ * fetches from one thread, has no SSL/SASL, and forgets everything (records,
+ * committed offsets) when destroyed. Topics a client asks for that were not
+ * created here are auto-created with 4 partitions (librdkafka's default).
+ */
+
+typedef struct ls_broker_s ls_broker_t;
+
+#define LS_BROKER_MAX_BROKERS    32
+#define LS_BROKER_MAX_PARTITIONS 10000
+
+/* Kafka protocol API keys, for ls_broker_push_request_errors. */
+typedef enum ls_kafka_api_e {
+  LS_KAFKA_API_FETCH = 1,
+  LS_KAFKA_API_LIST_OFFSETS = 2,
+  LS_KAFKA_API_METADATA = 3,
+  LS_KAFKA_API_OFFSET_COMMIT = 8,
+  LS_KAFKA_API_OFFSET_FETCH = 9,
+  LS_KAFKA_API_FIND_COORDINATOR = 10,
+  LS_KAFKA_API_JOIN_GROUP = 11
+} ls_kafka_api_t;
+
+/* Starts a cluster of n_brokers brokers (ids 1..n_brokers). port 0: the
+ * brokers' own random loopback ports are the bootstrap list. port P > 0:
+ * clients bootstrap through 127.0.0.1:P, relayed to the first broker that is
+ * up (librdkafka 2.0.2 cannot put a mock broker on a chosen port); they then
+ * connect to the brokers' advertised random ports on 127.0.0.1, so P works
+ * for clients on this machine only. Fails with LS_ERR_IO if P is taken. */
+ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port);
+
+/* Stops the cluster; every record in it is gone. Accepts NULL. */
+void ls_broker_destroy(ls_broker_t *broker);
+
+/* The bootstrap address list ("127.0.0.1:PORT[,...]"), valid until destroy. */
+const char *ls_broker_bootstrap(const ls_broker_t *broker);
+
+/* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
+ * partitions partitions, replication factor 1, leaders spread over the
+ * brokers. An existing name fails with LS_ERR_KAFKA. */
+ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
+
+/* Takes broker broker_id down (its listener and connections close) or brings
+ * it back up on the same port. Going down does NOT move leadership: clients
+ * see the partitions it leads as unavailable until ls_broker_set_leader moves
+ * them or the broker comes back. */
+ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id);
+ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id);
+
+/* Makes broker_id (or -1: no leader) the leader of topic [partition]. A topic
+ * unknown to the cluster is auto-created first (librdkafka's mock does so). */
+ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,
+                              int broker_id);
+
+/* Makes the next n requests of API api (on any broker) fail with errors [n],
+ * Kafka protocol error codes (e.g. 6 NOT_LEADER_OR_FOLLOWER, 7
+ * REQUEST_TIMED_OUT), in order; clear drops those not yet used. */
+ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, int n,
+                                       const int *errors);
+ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api);
+
+/* ------------------------------------------------------------------------ */
+/* Synthetic feed                                                            */
+/*
+ * A reproducible market-like feed: N series (keys "SYM0000", "SYM0001", ...,
+ * four digits at least), each with F features, one record per step. Every
+ * random draw is a pure function of (seed, series, step, feature), computed
+ * with splitmix64's mixer, so values do not depend on the order they are
+ * asked for, nor on the machine. The noise is Gaussian with standard
+ * deviation `noise` (variance s2 = noise^2). Generators, per feature f:
+ *
+ *   sine    x[k] = sin(2 pi k / P + phi) + noise * z[k], with period P in
+ *           [16, 128) steps and phase phi in [0, 2 pi) drawn per (series, f).
+ *   ar2     x[k] = ar1 x[k-1] + ar2 x[k-2] + noise * z[k], from x = 0. The
+ *           coefficients must be stationary (|ar2| < 1, ar1 + ar2 < 1,
+ *           ar2 - ar1 < 1); the defaults 1.2, -0.5 are (complex roots of
+ *           modulus 0.71: a damped cycle of about 11 steps; stationary
+ *           variance 3.7 s2).
+ *   regime  a random walk x[k] = x[k-1] + d[r] + v[r] z[k] from x = 0, whose
+ *           regime r (one per series) is calm (d = +0.01, v = noise) or
+ *           turbulent (d = -0.02, v = 3 noise), starts at random and switches
+ *           with probability 0.02 per step. Not stationary, by design.
+ *
+ * Event time of step k: start_ms + k * step_ms for every series.
+ */
+
+typedef enum ls_gen_e { LS_GEN_SINE = 0, LS_GEN_AR2 = 1, LS_GEN_REGIME = 2 } ls_gen_t;
+
+/* Parses "sine", "ar2" or "regime". */
+ls_err_t ls_gen_parse(const char *name, ls_gen_t *out);
+/* "sine", "ar2" or "regime". */
+const char *ls_gen2str(ls_gen_t gen);
+
+#define LS_FEED_MAX_SERIES 10000000
+/* Largest series * features: bounds the per-series state (8 bytes each). */
+#define LS_FEED_MAX_CELLS (1 << 26)
+
+typedef struct ls_feed_conf_s {
+  int series;                 /* N, 1..LS_FEED_MAX_SERIES (default 16) */
+  int features;               /* F, 1..LS_FEATURES_MAX (default 4) */
+  int64_t records_per_series; /* K >= 1: steps ls_feed_produce sends (default 1000) */
+  ls_gen_t generator;         /* default LS_GEN_SINE */
+  double noise;               /* noise standard deviation >= 0 (default 0.1) */
+  uint64_t seed;              /* default 1 */
+  double ar1, ar2;            /* AR(2) coefficients (default 1.2, -0.5) */
+  int64_t start_ms;           /* event time of step 0 (default 1704067200000,
+                                 2024-01-01 UTC: fixed, for reproducibility; a
+                                 real cluster's retention may delete records
+                                 that old at once, so set it to now there) */
+  int64_t step_ms;            /* event time between steps, >= 1 (default 1000) */
+} ls_feed_conf_t;
+
+/* Fills conf with the defaults above. */
+void ls_feed_conf_default(ls_feed_conf_t *conf);
+
+typedef struct ls_feed_s ls_feed_t;
+
+/* Checks conf (each bad field is named) and copies it. */
+ls_err_t ls_feed_new(ls_feed_t **out, const ls_feed_conf_t *conf);
+void ls_feed_destroy(ls_feed_t *feed); /* accepts NULL */
+
+/* The feed's configuration, as given to ls_feed_new. */
+const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
+
+/* The F values of series s at step k (any k >= 0) into out [F]; if mean is
+ * not NULL, mean [F] receives their expectation given steps 0..k-1 (and the
+ * hidden regime): the forecast of an ideal model, so that the mean of
+ * (out - mean)^2 is the best achievable one-step error. Values are rounded to
+ * float and the recursions run on the rounded values, exactly as they are
+ * produced. sine is random access; ar2 and regime keep per-series state, so
+ * asking each series for k, k+1, ... costs O(F) a step, and going back
+ * replays that series from step 0. Not thread-safe (one feed per thread). */
+ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean);
+
+/* Writes series s's key ("SYM0042") into buf (size bytes, NUL-terminated);
+ * returns its length, or -1 if it does not fit. */
+int ls_feed_key(int s, char *buf, size_t size);
+
+/* The event time (ms) of step k. */
+int64_t ls_feed_time(const ls_feed_t *feed, int64_t k);
+
+/* ------------------------------------------------------------------------ */
+/* Producing records                                                         */
+
+/* A Kafka producer for one topic, tuned for throughput and order: lz4
+ * compression, linger.ms=20, large batches and queue, idempotence (per-
+ * partition order and no duplicates across retries), and the murmur2
+ * partitioner of the Java client (partitioner=murmur2_random), so the same
+ * key always goes to the same partition, whichever client produced it. */
+typedef struct ls_producer_s ls_producer_t;
+
+/* Connects to brokers ("host:port,...") and waits up to 10 s for topic's
+ * metadata (a cluster that auto-creates topics creates it). settings [n] are
+ * librdkafka "key=value" properties applied after lstream's defaults, so
+ * they win. */
+ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *topic,
+                         const char *const *settings, int n_settings);
+
+/* Frees the producer; records not yet flushed are dropped. Accepts NULL. */
+void ls_producer_destroy(ls_producer_t *producer);
+
+/* The topic's partition count. */
+int ls_producer_partitions(const ls_producer_t *producer);
+
+/* Queues one record (key 1..255 bytes, timestamp in ms); blocks while the
+ * local queue is full. Delivery is checked by ls_producer_flush. */
+ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
+                          int64_t timestamp_ms, const void *value, size_t len);
+
+/* Waits until every queued record is delivered or has failed. Fails with
+ * LS_ERR_KAFKA (how many failed, the first reason) if any failed since the
+ * last flush. */
+ls_err_t ls_producer_flush(ls_producer_t *producer);
+
+/* Called about 4 times a second during ls_feed_produce and ls_csv_replay
+ * with the records queued so far and the total; return non-zero to stop
+ * early (what was queued is still flushed). */
+typedef int (*ls_progress_fn)(void *opaque, int64_t done, int64_t total);
+
+typedef struct ls_produce_opts_s {
+  ls_format_t format;      /* record value format (default LS_FORMAT_F32) */
+  double rate;             /* records per second, 0 = as fast as possible */
+  ls_progress_fn progress; /* may be NULL */
+  void *progress_opaque;
+} ls_produce_opts_t;
+
+typedef struct ls_produce_stats_s {
+  int64_t records; /* delivered */
+  int64_t bytes;   /* keys + values delivered */
+  double seconds;  /* from the first send to the end of the flush */
+  int stopped;     /* 1 if progress asked to stop */
+} ls_produce_stats_t;
+
+/* Fills opts with the defaults above. */
+void ls_produce_opts_default(ls_produce_opts_t *opts);
+
+/* Sends K steps of every series of feed (step-major: step 0 of every series,
+ * then step 1, ...), key = ls_feed_key, timestamp = ls_feed_time, then
+ * flushes. Restarts the feed's series at step 0. */
+ls_err_t ls_feed_produce(ls_feed_t *feed, ls_producer_t *producer, const ls_produce_opts_t *opts,
+                         ls_produce_stats_t *stats);
+
+/* Replays a CSV file of lines "series,time_ms,v1,...,vF" (the values follow
+ * the csv record grammar, the same F on every line; no quoting; blank lines,
+ * lines starting with '#' and a first line starting with "series," are
+ * skipped; per-series time order is not checked: the trainer rejects records
+ * that go back). The whole file is checked first: a bad line fails with
+ * LS_ERR_CORRUPT and "FILE:LINE: what is wrong", and nothing is sent. */
+ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer, const ls_produce_opts_t *opts,
+                       ls_produce_stats_t *stats);
+
+/* ------------------------------------------------------------------------ */
+/* Windows                                                                   */
+
+/* The longest window (T) a windower accepts. */
+#define LS_WINDOW_MAX 65536
+/* The longest series key, in bytes (keys are 1..LS_KEY_MAX bytes). */
+#define LS_KEY_MAX 255
+
+/* One training window of one series (DESIGN.md "Windows"): TBPTT with
+ * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
+ * x[kT+1 .. kT+T]. Consecutive windows share one record: the last target of
+ * window k is the first input of window k+1. */
+typedef struct ls_window_s {
+  const char *key;      /* series key, key_len bytes, NUL-terminated */
+  size_t key_len;       /* 1..LS_KEY_MAX */
+  int32_t partition;    /* the series' partition */
+  int64_t index;        /* k: the window's number in its series, from 0 */
+  int64_t first_offset; /* offset of the record in row 0 (first input) */
+  int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
+  int T, F;
+  int n_targets;        /* valid targets: T, fewer only in a flushed trailing window */
+  const float *x;       /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
+                           rows past n_targets are zero */
+  const float *mask;    /* [T] 1 where target t is valid, 0 (padding) after */
+} ls_window_t;
+
+/* One Kafka record as the windower sees it. */
+typedef struct ls_record_s {
+  const void *key;   /* series key (any bytes) */
+  size_t key_len;
+  const void *value; /* encoded values */
+  size_t value_len;
+  int32_t partition;
+  int64_t offset;
+  int64_t timestamp; /* event time, ms since the epoch; < 0 = unknown (not checked) */
+} ls_record_t;
+
+/* Counters of a windower (and of a consumer, below). */
+typedef struct ls_window_stats_s {
+  int64_t records;                     /* records pushed: accepted + rejected */
+  int64_t accepted;                    /* records now in a series buffer or a window */
+  int64_t rejected[LS_REJECT__COUNT];  /* per reason; [LS_REJECT_NONE] stays 0 */
+  int64_t windows;                     /* complete windows emitted */
+  int64_t series;                      /* distinct series seen */
+  int64_t buffered;                    /* records held for windows not yet complete */
+} ls_window_stats_t;
+
+/* The decode -> validate -> window pipeline for one consumer, without Kafka:
+ * records go in one at a time, complete windows come out. Series are keyed
+ * by message key in an open-addressing hash table; each holds a buffer of
+ * T+1 records [T+1, F] into which values are decoded in place, so a push
+ * allocates nothing except on a series' first record. Not thread-safe: one
+ * thread pushes. */
+typedef struct ls_windower_s ls_windower_t;
+
+/* Creates a windower for records of F features in format fmt and windows
+ * of T steps. */
+ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T);
+
+/* Frees a windower; accepts NULL. */
+void ls_windower_destroy(ls_windower_t *w);
+
+/* Validates and buffers one record. Checks, in this order: the key (1..255
+ * bytes: KEY), the partition (a series stays on the partition it was first
+ * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE), the time (not
+ * before the series' last accepted record: BACKWARDS). A rejected record
+ * changes nothing but the counters. When the record completes a window,
+ * *complete points at it (valid until the next call on w), else NULL.
+ * Returns the reason, LS_REJECT_NONE when accepted. Invalid arguments count
+ * nowhere and return LS_REJECT__COUNT, with a message in ls_last_error(). */
+ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
+                             const ls_window_t **complete);
+
+/* Emits the trailing partial windows, for end of data: each call gives the
+ * next series (in order of first appearance) that holds at least one target
+ * beyond its last window, as a window with n_targets < T and a mask, zero
+ * padded; *win is NULL when there are no more. Those series' buffers are
+ * then empty (the next push starts a new window from that record). */
+ls_err_t ls_windower_flush_next(ls_windower_t *w, const ls_window_t **win);
+
+/* Records of one series not yet in a complete window (0..T, its last
+ * window's final target included as the next window's first input); 0 with
+ * *found = 0 when the key was never accepted. */
+ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
+                             int64_t *records, int *found);
+
+/* The windower's counters. */
+ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* librdkafka properties                                                     */
+
+/* Reads a --kafka-config FILE (as kcat -F and the Kafka tools do): one
+ * key=value per line, blanks around key and value ignored, lines empty or
+ * starting with '#' skipped. Each property is checked against librdkafka;
+ * an error names the file and the line. On success *settings [*n] holds the
+ * "key=value" strings in file order; free them with ls_kafka_config_free. */
+ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n);
+
+/* Frees what ls_kafka_config_read returned; accepts NULL. */
+void ls_kafka_config_free(char **settings, int n);
+
+/* ------------------------------------------------------------------------ */
+/* Consumer                                                                  */
+
+/* Where a partition starts. */
+typedef enum ls_start_kind_e {
+  LS_START_OFFSET = 0,    /* value = an offset, within [low, high] watermarks */
+  LS_START_BEGINNING = 1, /* the low watermark */
+  LS_START_END = 2,       /* the high watermark: only records produced later */
+  LS_START_TIMESTAMP = 3  /* value = ms since the epoch: the first record at or after it */
+} ls_start_kind_t;
+
+typedef struct ls_start_s {
+  ls_start_kind_t kind;
+  int64_t value; /* the offset or the timestamp; unused otherwise */
+} ls_start_t;
+
+/* Parses "beginning", "end", an offset ("1234" or "offset:1234") or a
+ * timestamp in ms ("time:1700000000000"). */
+ls_err_t ls_start_parse(const char *text, ls_start_t *out);
+
+/* Consumer configuration: lstream keys and librdkafka properties. */
+typedef struct ls_ingest_conf_s ls_ingest_conf_t;
+
+/* Warnings the consumer does not stop for (rejected records, Kafka errors
+ * librdkafka retries, librdkafka's own warnings), rate limited: at most one
+ * per kind every warn.interval.ms, the message saying how many were
+ * suppressed. Called from the consumer's thread or librdkafka's threads,
+ * one call at a time. */
+typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
+
+ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out);
+void ls_ingest_conf_destroy(ls_ingest_conf_t *conf); /* accepts NULL */
+
+/* Sets an lstream key (value in text, as on a command line):
+ *   topic               the topic to read (required)
+ *   format              f32 | csv                               (f32)
+ *   features            F, values per record                    (1)
+ *   window              T, steps per window                     (32)
+ *   queue.windows       most complete windows queued for the trainer (256)
+ *   buffer.records      most records held in memory: series buffers plus
+ *                       T+1 per queued window                   (4194304)
+ *   stop                end: stop at the high watermarks read at start
+ *                       (replay) | never: run until destroyed (live)  (never)
+ *   flush               true: at the end, emit trailing partial windows,
+ *                       masked | false                          (false)
+ *   dead.letter.topic   copy rejected records there, with the header
+ *                       lstream-reject-reason                   (none)
+ *   warn.interval.ms    see ls_ingest_warn_cb                   (5000)
+ *   start.timeout.ms    limit on resolving start positions      (10000)
+ * An unknown key is LS_ERR_UNKNOWN_KEY; librdkafka properties go through
+ * ls_ingest_conf_set_kafka. */
+ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char *value);
+
+/* Passes one librdkafka property through, "key=value" (as kcat -X), checked
+ * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
+ * every consumer needs. Consumer defaults that a property replaces:
+ * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
+ * group is joined, no offset committed) and auto.offset.reset=error (a
+ * record deleted before it was read fails the consumer instead of being
+ * skipped). enable.auto.commit, enable.auto.offset.store (false) and
+ * enable.partition.eof (true) are fixed. */
+ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
+
+/* Adds a partition to consume (one a rank owns) and where it starts. */
+ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
+                                      ls_start_t start);
+
+ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
+                                    void *opaque);
+
+/* The number of partitions of the conf's topic, from the cluster's metadata. */
+ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
+
+/* Counters of a running consumer. Memory is counted in records: series
+ * buffers plus T+1 per queued window. */
+typedef struct ls_ingest_stats_s {
+  ls_window_stats_t w;         /* the windower's counters */
+  int64_t skipped;             /* records before a timestamp start, not consumed */
+  int64_t duplicates;          /* records the client delivered twice, dropped */
+  int64_t queued_windows;      /* windows waiting for ls_ingest_next */
+  int64_t memory_records;      /* buffered + (T+1) * queued_windows, now */
+  int64_t peak_memory_records; /* the most memory_records ever reached */
+  int64_t pauses;              /* times the partitions were paused (backpressure) */
+  int paused;                  /* 1 while paused */
+  int64_t dead_letters;        /* rejected records copied to the dead-letter topic */
+  int64_t dead_letter_errors;  /* copies that could not be delivered */
+  int64_t kafka_errors;        /* client errors librdkafka retries */
+  int64_t progress_done;       /* offsets consumed since the start positions */
+  int64_t progress_total;      /* offsets from the start positions to the high
+                                  watermarks read at start (stop=end), else -1 */
+} ls_ingest_stats_t;
+
+/* What ls_ingest_next returned. */
+typedef enum ls_next_e {
+  LS_NEXT_WINDOW = 0,  /* *win is a window: give it back with ls_ingest_release */
+  LS_NEXT_TIMEOUT = 1, /* none became ready within the timeout */
+  LS_NEXT_END = 2      /* stop=end: every partition reached its end, every window
+                          (and, with flush, every partial one) was delivered */
+} ls_next_t;
+
+typedef struct ls_ingest_s ls_ingest_t;
+
+/* A consumer: assigns the conf's partitions at their start positions
+ * (resolved now: an offset outside the watermarks fails here, naming them),
+ * then consumes on a thread of its own, decodes, validates, windows, and
+ * queues complete windows. When the queue or memory reaches its bound the
+ * partitions are paused and resumed once the trainer has drained half the
+ * queue: nothing is dropped. Records before a timestamp start are skipped
+ * (a broker that cannot look offsets up by time, such as librdkafka's mock,
+ * answers "none": the consumer then starts at the low watermark and skips).
+ * The conf is copied; it may be destroyed after. */
+ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
+
+/* Stops the thread, closes the clients (flushing dead letters); accepts
+ * NULL. Windows not released are freed: do not use them after. */
+void ls_ingest_destroy(ls_ingest_t *ing);
+
+/* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
+ * window. A failure of the consumer thread (a fatal Kafka error, an offset
+ * out of range, a memory bound too small for the series' partial windows)
+ * is returned here, with its message, once the queue is empty. */
+ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
+                        const ls_window_t **win);
+
+/* Gives a window back to the consumer's pool; accepts NULL. */
+void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
+
+/* A snapshot of the counters; callable from any thread. */
+ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
+
+/* ls_windower_pending for the consumer's series: only once
+ * ls_ingest_next has returned LS_NEXT_END (LS_ERR_STATE before). */
+ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
+                           int *found);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSTREAM_INGEST_H */

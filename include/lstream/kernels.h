@@ -1,0 +1,222 @@
+/*
+ * lstream kernels: the math of one truncated-BPTT training step.
+ *
+ * An engine holds one model (a stack of L LSTM layers and a linear head),
+ * its flat parameter, gradient and Adam buffers, and workspaces sized once
+ * for the largest window (T) and batch (B) it will see, on one device. The
+ * same calls run on the CPU backend (plain C + BLAS) and, where built and
+ * present, the CUDA backend.
+ *
+ * Dimension letters, used in every shape comment:
+ *   T  window length (time steps)        B  batch (series in the step)
+ *   I  input features                    H  hidden size
+ *   L  LSTM layers                       O  head outputs (default O = I)
+ *   S  slots of a series-state table
+ *
+ * Parameters follow PyTorch's nn.LSTM layout and gate order (i, f, g, o),
+ * all in one contiguous float buffer:
+ *   for k in 0..L-1: weight_ih_l{k} [4H, I_k] (I_0 = I, I_k = H for k > 0),
+ *                    weight_hh_l{k} [4H, H], bias_ih_l{k} [4H], bias_hh_l{k} [4H]
+ *   then head.weight [O, H], head.bias [O].
+ *
+ * Loss: masked MSE. For a window with mask m [T, B] (1 = a real target,
+ * 0 = padding) the loss sum is  sum_{t,b} m[t,b] * sum_o (pred - target)^2
+ * and the count is  O * sum_{t,b} m[t,b]. PyTorch's mean-reduced MSE over
+ * the valid targets is loss_sum / count. Positions with mask 0 contribute
+ * exactly nothing to the loss or to any gradient.
+ *
+ * Host pointers go in and out of every call; device memory stays inside the
+ * engine, except for series-state tables (see the state section below).
+ * Every function checks its arguments and returns an ls_err_t, with a
+ * message in ls_last_error(). Calls on one engine must not overlap.
+ */
+#ifndef LSTREAM_KERNELS_H
+#define LSTREAM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Parameter layout                                                          */
+
+typedef struct ls_shape_s {
+  int input_size;  /* I */
+  int hidden_size; /* H */
+  int num_layers;  /* L */
+  int output_size; /* O */
+} ls_shape_t;
+
+typedef enum ls_param_kind_e {
+  LS_PARAM_WEIGHT_IH = 0, /* weight_ih_l{k} [4H, I_k] */
+  LS_PARAM_WEIGHT_HH,     /* weight_hh_l{k} [4H, H]   */
+  LS_PARAM_BIAS_IH,       /* bias_ih_l{k}   [4H]      */
+  LS_PARAM_BIAS_HH,       /* bias_hh_l{k}   [4H]      */
+  LS_PARAM_HEAD_WEIGHT,   /* head.weight    [O, H]    (layer ignored) */
+  LS_PARAM_HEAD_BIAS      /* head.bias      [O]       (layer ignored) */
+} ls_param_kind_t;
+
+/* Checks a shape: every size >= 1, and small enough that buffers fit. */
+ls_err_t ls_shape_check(const ls_shape_t *shape);
+
+/* Number of floats in the flat parameter buffer of a shape. */
+ls_err_t ls_param_count(const ls_shape_t *shape, size_t *count);
+
+/* Where one parameter tensor lives in the flat buffer: its first float and
+ * its number of floats. `layer` is 0..L-1 for the LSTM tensors. */
+ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind,
+                         size_t *offset, size_t *count);
+
+/* PyTorch's name of a tensor ("weight_ih_l0", "head.weight"), written into
+ * buf (NUL-terminated). */
+ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                    */
+
+typedef enum ls_device_e { LS_DEVICE_CPU = 0, LS_DEVICE_CUDA = 1 } ls_device_t;
+
+typedef struct ls_engine_conf_s {
+  ls_shape_t shape;
+  int max_batch;    /* largest B of any call; workspaces are sized for it */
+  int max_window;   /* largest T of any call */
+  ls_device_t device;
+  int device_index; /* CUDA device ordinal (ignored on the CPU) */
+  int threads;      /* CPU threads for BLAS and pointwise math; 0 = all cores */
+} ls_engine_conf_t;
+
+/* Fills conf with defaults: I = O = 1, H = 64, L = 1, B = 64, T = 32, CPU,
+ * all cores. */
+void ls_engine_conf_init(ls_engine_conf_t *conf);
+
+typedef struct ls_engine_s ls_engine_t;
+
+/* Creates an engine and allocates every buffer it will use (no allocation
+ * happens in later calls). Parameters start at zero: call
+ * ls_engine_init_params or ls_engine_write_params. conf is copied. */
+ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out);
+
+/* Frees an engine; accepts NULL. */
+void ls_engine_destroy(ls_engine_t *eng);
+
+/* The engine's configuration (threads resolved to the number in use). */
+const ls_engine_conf_t *ls_engine_get_conf(const ls_engine_t *eng);
+
+/* Number of floats in the parameter (and gradient, and each Adam moment)
+ * buffer. */
+size_t ls_engine_param_count(const ls_engine_t *eng);
+
+/* PyTorch's initialisation, reproducibly from seed: every LSTM tensor and
+ * the head uniform in [-1/sqrt(H), 1/sqrt(H)]. Resets the optimizer. */
+ls_err_t ls_engine_init_params(ls_engine_t *eng, uint64_t seed);
+
+/* Copies the flat parameter buffer out of / into the engine (n floats,
+ * n == ls_engine_param_count). Writing resets nothing else. */
+ls_err_t ls_engine_read_params(ls_engine_t *eng, float *dst, size_t n);
+ls_err_t ls_engine_write_params(ls_engine_t *eng, const float *src, size_t n);
+
+/* The accumulated gradient (same layout as the parameters). */
+ls_err_t ls_engine_read_grads(ls_engine_t *eng, float *dst, size_t n);
+ls_err_t ls_engine_write_grads(ls_engine_t *eng, const float *src, size_t n);
+ls_err_t ls_engine_zero_grads(ls_engine_t *eng);
+
+/* ------------------------------------------------------------------------ */
+/* One window                                                                */
+
+/* Sets the initial state of the next forward: h0, c0 [L, B, H] from host
+ * memory; NULL for either means zeros. */
+ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, const float *c0);
+
+/* Runs the LSTM stack, the head and (when target is not NULL) the masked
+ * MSE over one window, keeping what backward needs.
+ *   x      [T, B, I]  inputs
+ *   target [T, B, O]  next-step targets, or NULL for predictions only
+ *   mask   [T, B]     1 = valid target, 0 = padding; NULL = all valid
+ * The initial state is the one set for this B by ls_engine_set_state or
+ * ls_engine_gather_state. loss_sum and count (may be NULL) receive the loss
+ * sum and the number of valid target values (see the top of this file). */
+ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x, const float *target,
+                           const float *mask, double *loss_sum, double *count);
+
+/* Back-propagates the last forward (which must have had a target):
+ * ACCUMULATES d(loss_scale * loss_sum)/d(parameters) into the gradient
+ * buffer, and keeps d/d(x), d/d(h0), d/d(c0) for ls_engine_read_input_grads.
+ * Pass loss_scale = 1/count for PyTorch's mean loss of this window alone, or
+ * 1 when counts are summed across windows or ranks (then give the optimizer
+ * grad_scale = 1/total count). */
+ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
+
+/* Results of the last forward, any may be NULL:
+ *   y [T, B, H] top-layer outputs, pred [T, B, O] head outputs,
+ *   hT, cT [L, B, H] final states. */
+ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT, float *cT);
+
+/* Input gradients of the last backward, any may be NULL:
+ *   dx [T, B, I], dh0 [L, B, H], dc0 [L, B, H]. */
+ls_err_t ls_engine_read_input_grads(ls_engine_t *eng, float *dx, float *dh0, float *dc0);
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer                                                                 */
+
+typedef struct ls_optim_s {
+  float lr;           /* learning rate */
+  float beta1, beta2; /* Adam moment decays */
+  float eps;          /* added to sqrt(v_hat), as in PyTorch */
+  float weight_decay; /* 0 = none */
+  int decoupled;      /* 1 = AdamW (decay the weights), 0 = Adam (add wd * p to the gradient) */
+  float clip_norm;    /* global 2-norm bound on the gradient; <= 0 = no clipping */
+} ls_optim_t;
+
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0. */
+void ls_optim_init(ls_optim_t *opt);
+
+/* One optimizer step on the flat buffers, with PyTorch's semantics:
+ *   g = grad_scale * grad
+ *   g *= min(1, clip_norm / (||g|| + 1e-6))        (clip_grad_norm_)
+ *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
+ * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
+ * before clipping. */
+ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
+                                  float *grad_norm);
+
+/* The optimizer's step count (number of updates so far). */
+int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
+
+/* ------------------------------------------------------------------------ */
+/* Series-state tables in device memory                                      */
+
+/* A table holds (h, c) for S series slots, laid out [S, L, H] each, in the
+ * engine's device memory (host memory on the CPU). New tables are zero. */
+typedef struct ls_state_table_s ls_state_table_t;
+
+ls_err_t ls_state_table_new(ls_engine_t *eng, size_t slots, ls_state_table_t **out);
+void ls_state_table_destroy(ls_state_table_t *tab); /* accepts NULL */
+size_t ls_state_table_slots(const ls_state_table_t *tab);
+
+/* Grows to at least `slots` slots keeping every existing row; new rows zero. */
+ls_err_t ls_state_table_grow(ls_state_table_t *tab, size_t slots);
+
+/* Host copies of rows [first, first + n): h, c [n, L, H]. */
+ls_err_t ls_state_table_read(ls_state_table_t *tab, size_t first, size_t n, float *h, float *c);
+ls_err_t ls_state_table_write(ls_state_table_t *tab, size_t first, size_t n, const float *h,
+                              const float *c);
+
+/* h0[l, b] = tab.h[slots[b], l] (and c), for b < B; a negative slot gives a
+ * zero state. Sets the initial state of the next forward of batch B. */
+ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
+                                const int64_t *slots);
+
+/* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B;
+ * negative slots are skipped. Slots must be distinct. */
+ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
+                                 const int64_t *slots);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSTREAM_KERNELS_H */

@@ -1,0 +1,42 @@
+/*
+ * The consumer's configuration (internal to ingest/): what
+ * ls_ingest_conf_set and friends fill in, and what ls_ingest_new copies.
+ */
+#ifndef LSTREAM_INGEST_CONF_H
+#define LSTREAM_INGEST_CONF_H
+
+#include <librdkafka/rdkafka.h>
+
+#include "lstream/ingest.h"
+
+typedef struct ingest_partition_s {
+  int32_t id;
+  ls_start_t start;
+} ingest_partition_t;
+
+struct ls_ingest_conf_s {
+  rd_kafka_conf_t *kafka; /* the librdkafka properties set so far */
+  unsigned kafka_user_set; /* bit i: the user set overridable default i (conf.c) */
+  char *topic;
+  char *dead_letter_topic;
+  ls_format_t format;
+  int features;           /* F */
+  int window;             /* T */
+  int64_t queue_windows;  /* bound on queued windows */
+  int64_t buffer_records; /* bound on records in memory (series buffers + queue) */
+  int stop_at_end;        /* 1: stop=end */
+  int flush;              /* 1: emit trailing partial windows at the end */
+  int warn_interval_ms;
+  int start_timeout_ms;
+  ingest_partition_t *partitions; /* [n_partitions] */
+  int n_partitions, partitions_cap;
+  ls_ingest_warn_cb warn_cb;
+  void *warn_opaque;
+};
+
+/* A copy of conf's librdkafka properties for a new client; for a consumer
+ * with lstream's defaults added: group.id (unless set), no offset commits or
+ * stores, partition EOF events. The caller owns *out. */
+ls_err_t ingest_conf_kafka(const ls_ingest_conf_t *conf, int consumer, rd_kafka_conf_t **out);
+
+#endif /* LSTREAM_INGEST_CONF_H */

@@ -1,0 +1,885 @@
+/*
+ * The consumer (include/lstream/ingest.h, "Consumer"): librdkafka with an
+ * explicit assignment, one thread that consumes in batches, validates and
+ * windows records (ingest/window.c), and a bounded queue of windows for the
+ * trainer.
+ *
+ * Threads. The consumer thread owns the librdkafka handles and the windower.
+ * The trainer's thread calls ls_ingest_next / _release / _stats. They meet
+ * under `lock`: the queue of windows, the pool of free ones, the published
+ * counters, the end and error flags. `queued` is also an atomic so that the
+ * consumer checks its bounds per record without locking.
+ *
+ * Bounds. Memory is counted in records: those in series buffers plus T+1 per
+ * queued window. Before each record the consumer checks that the queue has
+ * room and that memory + 2 fits (one record buffered, plus at most one net
+ * record when it completes a window: T leave the buffer, T+1 enter the
+ * queue). If not, it pauses its partitions (librdkafka drops what it
+ * prefetched and refetches it after the resume, from the position of the
+ * last record it handed out) and waits until the trainer has taken half the
+ * queue and memory is below 3/4 of its bound. If memory is full and the
+ * queue is empty, nothing can ever drain it: that is an error (buffer.records
+ * too small for the partial windows of all series), never a drop.
+ */
+#include "lstream/ingest.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "conf.h"
+
+/* Messages asked of librdkafka per batch. */
+#define BATCH_MAX 4096
+/* How long one batch call may wait (ms): bounds the latency of a stop. */
+#define BATCH_WAIT_MS 100
+
+/* A queued or handed-out window and its storage. win must stay first:
+ * ls_ingest_release gets the node back from the window's address. */
+typedef struct window_node_s {
+  ls_window_t win;
+  struct window_node_s *next;
+  char key[LS_KEY_MAX + 1];
+  float *x;    /* [T+1, F] */
+  float *mask; /* [T] */
+} window_node_t;
+
+typedef struct part_s {
+  int32_t id;
+  int64_t start;     /* first offset to read (progress counts from here) */
+  int64_t end;       /* stop=end: the high watermark at start; else INT64_MAX */
+  int64_t next;      /* offset after the last record handled */
+  int64_t skip_time; /* timestamp start: skip records before it, until one is not; -1 */
+  int64_t assign_at; /* the offset given to rd_kafka_assign (may be logical) */
+  int done;
+} part_t;
+
+/* Kinds of rate-limited warning: one per rejection reason, then these. */
+enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN__COUNT };
+
+typedef struct warn_state_s {
+  int64_t last_ms; /* when the last one went out; -1 never */
+  int64_t suppressed;
+} warn_state_t;
+
+struct ls_ingest_s {
+  /* Set by ls_ingest_new, then read-only. */
+  char *topic, *dead_letter_topic;
+  ls_format_t format;
+  int F, T;
+  int64_t queue_cap, memory_cap;
+  int stop_at_end, flush;
+  rd_kafka_t *rk;
+  rd_kafka_queue_t *rkq; /* the consumer queue */
+  rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
+  part_t *parts;         /* [n_parts] */
+  int n_parts;
+  int32_t *part_of_id; /* [max_id + 1]: index in parts, -1 if not ours */
+  int32_t max_id;
+  ls_windower_t *w;
+  pthread_t thread;
+  int thread_started;
+
+  /* The consumer thread's own. */
+  rd_kafka_message_t **batch; /* [BATCH_MAX] */
+  int n_done;
+  int64_t skipped, duplicates, kafka_errors, pauses;
+  int64_t dead_letters, dead_letter_errors;
+  int64_t peak_memory;
+  int paused;
+
+  /* Shared, under lock. */
+  pthread_mutex_t lock;
+  pthread_cond_t ready; /* a window, the end or an error */
+  pthread_cond_t room;  /* the trainer took a window, or stop */
+  window_node_t *head, *tail, *pool;
+  int64_t n_pool;
+  atomic_int_fast64_t queued;
+  atomic_int stop;
+  int at_end;
+  ls_err_t err;
+  char errmsg[1024];
+  ls_ingest_stats_t published;
+
+  /* Warnings, under warn_lock (librdkafka logs from its own threads). */
+  pthread_mutex_t warn_lock;
+  warn_state_t warn[WARN__COUNT];
+  ls_ingest_warn_cb warn_cb;
+  void *warn_opaque;
+  int warn_interval_ms;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Warnings                                                                  */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Passes a warning of this kind to the callback, at most one per interval. */
+static void warn(ls_ingest_t *ing, int kind, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void warn(ls_ingest_t *ing, int kind, const char *fmt, ...) {
+  if (ing->warn_cb == NULL) return;
+  pthread_mutex_lock(&ing->warn_lock);
+  warn_state_t *const st = &ing->warn[kind];
+  int64_t const now = now_ms();
+  if (st->last_ms >= 0 && now - st->last_ms < ing->warn_interval_ms) {
+    st->suppressed++;
+    pthread_mutex_unlock(&ing->warn_lock);
+    return;
+  }
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int const n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (st->suppressed > 0 && n >= 0 && (size_t)n < sizeof msg)
+    snprintf(msg + n, sizeof msg - (size_t)n, " (%" PRId64 " more like it suppressed)",
+             st->suppressed);
+  st->suppressed = 0;
+  st->last_ms = now;
+  ing->warn_cb(ing->warn_opaque, msg);
+  pthread_mutex_unlock(&ing->warn_lock);
+}
+
+static void on_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+  if (level <= 4) /* LOG_WARNING or worse */
+    warn(rd_kafka_opaque(rk), WARN_LOG, "librdkafka %s: %s", fac, buf);
+}
+
+static void on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+  ls_ingest_t *const ing = opaque;
+  ing->kafka_errors++;
+  warn(ing, WARN_KAFKA, "Kafka: %s: %s (librdkafka retries)",
+       rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failing, publishing                                                       */
+
+/* Records the consumer thread's failure for ls_ingest_next. */
+static void fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...) {
+  pthread_mutex_lock(&ing->lock);
+  if (ing->err == LS_OK) {
+    ing->err = err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ing->errmsg, sizeof ing->errmsg, fmt, ap);
+    va_end(ap);
+  }
+  pthread_cond_broadcast(&ing->ready);
+  pthread_mutex_unlock(&ing->lock);
+}
+
+static int64_t memory_records(const ls_ingest_t *ing, int64_t buffered) {
+  return buffered + atomic_load_explicit(&ing->queued, memory_order_relaxed) * (ing->T + 1);
+}
+
+/* Memory only grows on the consumer thread: it samples its peak there. */
+static void track_peak(ls_ingest_t *ing) {
+  ls_window_stats_t ws;
+  ls_windower_stats(ing->w, &ws);
+  int64_t const mem = memory_records(ing, ws.buffered);
+  if (mem > ing->peak_memory) ing->peak_memory = mem;
+}
+
+/* Copies the consumer thread's counters to `published`; caller holds lock. */
+static void publish_locked(ls_ingest_t *ing) {
+  ls_ingest_stats_t *const p = &ing->published;
+  ls_windower_stats(ing->w, &p->w);
+  p->skipped = ing->skipped;
+  p->duplicates = ing->duplicates;
+  p->peak_memory_records = ing->peak_memory;
+  p->pauses = ing->pauses;
+  p->paused = ing->paused;
+  p->dead_letters = ing->dead_letters;
+  p->dead_letter_errors = ing->dead_letter_errors;
+  p->kafka_errors = ing->kafka_errors;
+  int64_t done = 0;
+  for (int i = 0; i < ing->n_parts; i++) {
+    const part_t *const part = &ing->parts[i];
+    int64_t const at = part->done && part->end != INT64_MAX ? part->end : part->next;
+    done += at > part->start ? at - part->start : 0;
+  }
+  p->progress_done = done;
+}
+
+static void publish(ls_ingest_t *ing) {
+  pthread_mutex_lock(&ing->lock);
+  publish_locked(ing);
+  pthread_mutex_unlock(&ing->lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The queue of windows                                                      */
+
+static window_node_t *node_new(const ls_ingest_t *ing) {
+  size_t const rows = (size_t)ing->T + 1;
+  window_node_t *const node =
+      malloc(sizeof *node + (rows * (size_t)ing->F + (size_t)ing->T) * sizeof(float));
+  if (node == NULL) return NULL;
+  node->x = (float *)(node + 1);
+  node->mask = node->x + rows * (size_t)ing->F;
+  return node;
+}
+
+/* Queues a copy of window v, first waiting (for flushed windows; complete
+ * ones were checked before their record) while the queue is full or, with
+ * windows queued that will drain, while it would not fit the memory bound.
+ * Returns 0, or -1 when stopping or out of memory. */
+static int enqueue(ls_ingest_t *ing, const ls_window_t *v) {
+  ls_window_stats_t ws;
+  ls_windower_stats(ing->w, &ws);
+  pthread_mutex_lock(&ing->lock);
+  for (;;) {
+    int64_t const q = atomic_load(&ing->queued);
+    int const fits = q < ing->queue_cap && (q == 0 || ws.buffered + (q + 1) * (ing->T + 1) <=
+                                                          ing->memory_cap);
+    if (fits || atomic_load(&ing->stop)) break;
+    pthread_cond_wait(&ing->room, &ing->lock);
+  }
+  window_node_t *node = ing->pool;
+  if (node != NULL) {
+    ing->pool = node->next;
+    ing->n_pool--;
+  }
+  pthread_mutex_unlock(&ing->lock);
+  if (atomic_load(&ing->stop)) {
+    if (node != NULL) free(node);
+    return -1;
+  }
+  if (node == NULL && (node = node_new(ing)) == NULL) {
+    fail(ing, LS_ERR_NOMEM, "out of memory for a window (T=%d, F=%d)", ing->T, ing->F);
+    return -1;
+  }
+  size_t const rows = (size_t)ing->T + 1;
+  memcpy(node->key, v->key, v->key_len + 1);
+  memcpy(node->x, v->x, rows * (size_t)ing->F * sizeof(float));
+  memcpy(node->mask, v->mask, (size_t)ing->T * sizeof(float));
+  node->win = *v;
+  node->win.key = node->key;
+  node->win.x = node->x;
+  node->win.mask = node->mask;
+  node->next = NULL;
+  pthread_mutex_lock(&ing->lock);
+  if (ing->tail != NULL)
+    ing->tail->next = node;
+  else
+    ing->head = node;
+  ing->tail = node;
+  atomic_fetch_add(&ing->queued, 1);
+  pthread_cond_signal(&ing->ready);
+  pthread_mutex_unlock(&ing->lock);
+  track_peak(ing);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Partitions                                                                */
+
+static part_t *part_find(ls_ingest_t *ing, int32_t id) {
+  if (id < 0 || id > ing->max_id || ing->part_of_id[id] < 0) return NULL;
+  return &ing->parts[ing->part_of_id[id]];
+}
+
+/* Pauses (pause = 1) or resumes the partitions not done, or only `one`. */
+static void set_paused(ls_ingest_t *ing, int pause, const part_t *one) {
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
+  for (int i = 0; i < ing->n_parts; i++)
+    if (one != NULL ? &ing->parts[i] == one : !ing->parts[i].done)
+      rd_kafka_topic_partition_list_add(list, ing->topic, ing->parts[i].id);
+  rd_kafka_resp_err_t const err =
+      pause ? rd_kafka_pause_partitions(ing->rk, list) : rd_kafka_resume_partitions(ing->rk, list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    warn(ing, WARN_KAFKA, "cannot %s partitions: %s", pause ? "pause" : "resume",
+         rd_kafka_err2str(err));
+  rd_kafka_topic_partition_list_destroy(list);
+}
+
+static void part_finish(ls_ingest_t *ing, part_t *part) {
+  if (part->done) return;
+  part->done = 1;
+  ing->n_done++;
+  set_paused(ing, 1, part); /* records past the end are not ours to read */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backpressure                                                              */
+
+static int over_bounds(const ls_ingest_t *ing, int64_t q, int64_t buffered) {
+  return q >= ing->queue_cap || buffered + q * (ing->T + 1) + 2 > ing->memory_cap;
+}
+
+static int can_resume(const ls_ingest_t *ing, int64_t q, int64_t buffered) {
+  int64_t const mem = buffered + q * (ing->T + 1);
+  return q <= ing->queue_cap / 2 && mem + 2 <= ing->memory_cap &&
+         (q == 0 || mem <= ing->memory_cap / 4 * 3);
+}
+
+/* Waits, partitions paused, until there is room for one more record.
+ * Returns 0, or -1 when stopping or when nothing can ever make room. */
+static int make_room(ls_ingest_t *ing) {
+  ls_window_stats_t ws;
+  ls_windower_stats(ing->w, &ws);
+  if (!over_bounds(ing, atomic_load(&ing->queued), ws.buffered)) return 0;
+  set_paused(ing, 1, NULL);
+  ing->pauses++;
+  ing->paused = 1;
+  pthread_mutex_lock(&ing->lock);
+  publish_locked(ing);
+  int stuck = 0;
+  for (;;) {
+    int64_t const q = atomic_load(&ing->queued);
+    if (atomic_load(&ing->stop) || can_resume(ing, q, ws.buffered)) break;
+    if (q == 0) {
+      stuck = 1;
+      break;
+    }
+    pthread_cond_wait(&ing->room, &ing->lock);
+  }
+  ing->paused = 0;
+  publish_locked(ing);
+  pthread_mutex_unlock(&ing->lock);
+  if (stuck) {
+    fail(ing, LS_ERR_STATE,
+         "buffer.records=%" PRId64 " is full with %" PRId64 " records of %" PRId64
+         " series waiting for complete windows, and no window is queued to drain it: raise "
+         "buffer.records above series x (window + 1) = %" PRId64 " x %d",
+         ing->memory_cap, ws.buffered, ws.series, ws.series, ing->T + 1);
+    return -1;
+  }
+  if (atomic_load(&ing->stop)) return -1;
+  set_paused(ing, 0, NULL);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+
+/* What went wrong with a rejected record, for its warning. */
+static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_message_t *m,
+                          int64_t timestamp, char *buf, size_t size) {
+  switch (r) {
+  case LS_REJECT_SIZE:
+    snprintf(buf, size, "the value (%zu bytes) is not %d %s values", m->len, ing->F,
+             ls_format2str(ing->format));
+    return;
+  case LS_REJECT_PARSE:
+    snprintf(buf, size, "the value '%.40s' does not parse as %d csv numbers",
+             m->payload ? (const char *)m->payload : "", ing->F);
+    return;
+  case LS_REJECT_NONFINITE: snprintf(buf, size, "the value holds NaN or Inf"); return;
+  case LS_REJECT_BACKWARDS:
+    snprintf(buf, size, "its time %" PRId64 " ms is before the series' last record", timestamp);
+    return;
+  case LS_REJECT_KEY:
+    snprintf(buf, size, "the key is %zu bytes (1..%d allowed)", m->key_len, LS_KEY_MAX);
+    return;
+  case LS_REJECT_PARTITION:
+    snprintf(buf, size, "the series was first seen on another partition");
+    return;
+  default: snprintf(buf, size, "?"); return;
+  }
+}
+
+/* The key, printable, for messages: at most 40 bytes, '?' for the rest. */
+static void printable_key(const rd_kafka_message_t *m, char *buf, size_t size) {
+  size_t n = m->key_len < size - 1 ? m->key_len : size - 1;
+  if (n > 40) n = 40;
+  const unsigned char *const k = m->key;
+  for (size_t i = 0; i < n; i++) buf[i] = k[i] >= 32 && k[i] < 127 ? (char)k[i] : '?';
+  buf[n] = '\0';
+}
+
+static void dead_letter(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t r,
+                        int64_t timestamp) {
+  char source[96];
+  snprintf(source, sizeof source, "%s/%" PRId32 "/%" PRId64, ing->topic, m->partition, m->offset);
+  rd_kafka_resp_err_t err;
+  for (;;) {
+    err = rd_kafka_producev(
+        ing->dlq, RD_KAFKA_V_TOPIC(ing->dead_letter_topic), RD_KAFKA_V_KEY(m->key, m->key_len),
+        RD_KAFKA_V_VALUE(m->payload, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
+        RD_KAFKA_V_HEADER("lstream-reject-reason", ls_reject2str(r), -1),
+        RD_KAFKA_V_HEADER("lstream-source", source, -1), RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || atomic_load(&ing->stop)) break;
+    rd_kafka_poll(ing->dlq, BATCH_WAIT_MS); /* the local queue is full: let it drain */
+  }
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ing->dead_letter_errors++;
+    warn(ing, WARN_DEAD_LETTER, "cannot copy %s to dead-letter topic '%s': %s", source,
+         ing->dead_letter_topic, rd_kafka_err2str(err));
+  }
+}
+
+static void on_reject(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t r,
+                      int64_t timestamp) {
+  if (ing->warn_cb != NULL) {
+    char detail[160], key[48];
+    reject_detail(ing, r, m, timestamp, detail, sizeof detail);
+    printable_key(m, key, sizeof key);
+    warn(ing, r, "rejected record partition %" PRId32 " offset %" PRId64 " key '%s' (%s): %s",
+         m->partition, m->offset, key, ls_reject2str(r), detail);
+  }
+  if (ing->dlq != NULL) dead_letter(ing, m, r, timestamp);
+}
+
+/* Handles one record. Returns 0, or -1 when the thread must stop. */
+static int handle_record(ls_ingest_t *ing, const rd_kafka_message_t *m) {
+  part_t *const part = part_find(ing, m->partition);
+  if (part == NULL || part->done) return 0; /* not ours, or past our end */
+  if (m->offset < part->next) {
+    ing->duplicates++;
+    return 0;
+  }
+  if (m->offset >= part->end) {
+    part_finish(ing, part);
+    return 0;
+  }
+  if (make_room(ing) != 0) return -1;
+  part->next = m->offset + 1;
+  rd_kafka_timestamp_type_t ts_type;
+  int64_t const ts = rd_kafka_message_timestamp(m, &ts_type);
+  int64_t const timestamp = ts_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
+  if (part->skip_time >= 0) {
+    if (timestamp >= 0 && timestamp < part->skip_time) {
+      ing->skipped++;
+      if (part->next >= part->end) part_finish(ing, part);
+      return 0;
+    }
+    part->skip_time = -1; /* the first record at or after the start time */
+  }
+  ls_record_t const rec = {m->key,       m->key_len, m->payload, m->len,
+                           m->partition, m->offset,  timestamp};
+  const ls_window_t *win = NULL;
+  ls_reject_t const r = ls_windower_push(ing->w, &rec, &win);
+  if (r == LS_REJECT__COUNT) {
+    fail(ing, LS_ERR_NOMEM, "%s", ls_last_error());
+    return -1;
+  }
+  if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
+  if (win != NULL && enqueue(ing, win) != 0) return -1;
+  if (win == NULL) track_peak(ing);
+  if (part->next >= part->end) part_finish(ing, part);
+  return 0;
+}
+
+/* Handles a consumer event (m->err set). Returns 0, or -1 to stop. */
+static int handle_event(ls_ingest_t *ing, const rd_kafka_message_t *m) {
+  part_t *const part = m->rkt != NULL ? part_find(ing, m->partition) : NULL;
+  switch (m->err) {
+  case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+    if (part != NULL && m->offset > part->next) part->next = m->offset;
+    if (part != NULL && part->next >= part->end) part_finish(ing, part);
+    return 0;
+  case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
+  case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+    fail(ing, LS_ERR_KAFKA,
+         "topic '%s' partition %" PRId32 ": offset %" PRId64 " is out of range: %s (records "
+         "deleted by retention before they were read are lost; restart from a later position)",
+         ing->topic, m->partition, part != NULL ? part->next : m->offset,
+         rd_kafka_message_errstr(m));
+    return -1;
+  case RD_KAFKA_RESP_ERR__FATAL: {
+    char reason[512];
+    rd_kafka_resp_err_t const fatal = rd_kafka_fatal_error(ing->rk, reason, sizeof reason);
+    fail(ing, LS_ERR_KAFKA, "fatal Kafka error %s: %s", rd_kafka_err2name(fatal), reason);
+    return -1;
+  }
+  default:
+    ing->kafka_errors++;
+    warn(ing, WARN_KAFKA, "Kafka: partition %" PRId32 ": %s (librdkafka retries)", m->partition,
+         rd_kafka_message_errstr(m));
+    return 0;
+  }
+}
+
+/* At the end of a replay: the partial windows (flush), the dead letters. */
+static void finish(ls_ingest_t *ing) {
+  const ls_window_t *win = NULL;
+  while (ing->flush && ls_windower_flush_next(ing->w, &win) == LS_OK && win != NULL)
+    if (enqueue(ing, win) != 0) return;
+  if (ing->dlq != NULL) rd_kafka_flush(ing->dlq, 10000);
+  pthread_mutex_lock(&ing->lock);
+  publish_locked(ing);
+  ing->at_end = 1;
+  pthread_cond_broadcast(&ing->ready);
+  pthread_mutex_unlock(&ing->lock);
+}
+
+static void *consumer_main(void *arg) {
+  ls_ingest_t *const ing = arg;
+  int failed = 0;
+  while (!failed && !atomic_load(&ing->stop) &&
+         !(ing->stop_at_end && ing->n_done == ing->n_parts)) {
+    ssize_t const n = rd_kafka_consume_batch_queue(ing->rkq, BATCH_WAIT_MS, ing->batch, BATCH_MAX);
+    if (n < 0) {
+      fail(ing, LS_ERR_KAFKA, "consuming topic '%s' failed: %s", ing->topic,
+           rd_kafka_err2str(rd_kafka_last_error()));
+      break;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+      const rd_kafka_message_t *const m = ing->batch[i];
+      if (!failed) failed = m->err ? handle_event(ing, m) : handle_record(ing, m);
+      rd_kafka_message_destroy(ing->batch[i]);
+    }
+    if (ing->dlq != NULL) rd_kafka_poll(ing->dlq, 0);
+    publish(ing);
+  }
+  if (!failed && !atomic_load(&ing->stop) && ing->stop_at_end) finish(ing);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Start positions                                                           */
+
+/* Reads each partition's watermarks and turns its start into an offset. */
+static ls_err_t resolve_starts(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
+  int const timeout = conf->start_timeout_ms;
+  rd_kafka_topic_partition_list_t *const times = rd_kafka_topic_partition_list_new(1);
+  ls_err_t err = LS_OK;
+  for (int i = 0; i < ing->n_parts && err == LS_OK; i++) {
+    part_t *const p = &ing->parts[i];
+    ls_start_t const s = conf->partitions[i].start;
+    int64_t low = 0, high = 0;
+    rd_kafka_resp_err_t const kerr =
+        rd_kafka_query_watermark_offsets(ing->rk, ing->topic, p->id, &low, &high, timeout);
+    if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      err = ls_error_set(LS_ERR_KAFKA,
+                         "topic '%s' partition %" PRId32 ": cannot read its watermarks: %s "
+                         "(does the partition exist? is bootstrap.servers right?)",
+                         ing->topic, p->id, rd_kafka_err2str(kerr));
+      break;
+    }
+    p->end = ing->stop_at_end ? high : INT64_MAX;
+    p->skip_time = -1;
+    switch (s.kind) {
+    case LS_START_OFFSET:
+      if (s.value < low || s.value > high)
+        err = ls_error_set(LS_ERR_INVALID_ARG,
+                           "topic '%s' partition %" PRId32 ": start offset %" PRId64
+                           " is outside the watermarks [%" PRId64 ", %" PRId64
+                           "] (below: deleted by retention; above: not written yet)",
+                           ing->topic, p->id, s.value, low, high);
+      p->start = p->assign_at = s.value;
+      break;
+    case LS_START_BEGINNING:
+      p->start = low;
+      p->assign_at = RD_KAFKA_OFFSET_BEGINNING;
+      break;
+    case LS_START_END: p->start = p->assign_at = high; break;
+    case LS_START_TIMESTAMP:
+      p->start = p->assign_at = low; /* until offsets_for_times answers */
+      p->skip_time = s.value;
+      rd_kafka_topic_partition_list_add(times, ing->topic, p->id)->offset = s.value;
+      break;
+    }
+    p->next = p->start;
+  }
+  if (err == LS_OK && times->cnt > 0) {
+    rd_kafka_resp_err_t const kerr = rd_kafka_offsets_for_times(ing->rk, times, timeout);
+    for (int i = 0; i < times->cnt && err == LS_OK; i++) {
+      const rd_kafka_topic_partition_t *const t = &times->elems[i];
+      rd_kafka_resp_err_t const perr = kerr != RD_KAFKA_RESP_ERR_NO_ERROR ? kerr : t->err;
+      if (perr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        err = ls_error_set(LS_ERR_KAFKA,
+                           "topic '%s' partition %" PRId32 ": cannot look up the offset of a "
+                           "start time: %s",
+                           ing->topic, t->partition, rd_kafka_err2str(perr));
+        break;
+      }
+      part_t *const p = part_find(ing, t->partition);
+      if (t->offset >= 0) p->start = p->assign_at = p->next = t->offset;
+    }
+  }
+  rd_kafka_topic_partition_list_destroy(times);
+  return err;
+}
+
+/* Assigns the partitions that have something to read. */
+static ls_err_t assign(ls_ingest_t *ing) {
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
+  for (int i = 0; i < ing->n_parts; i++) {
+    part_t *const p = &ing->parts[i];
+    if (p->start >= p->end) {
+      p->done = 1;
+      ing->n_done++;
+      continue;
+    }
+    rd_kafka_topic_partition_list_add(list, ing->topic, p->id)->offset = p->assign_at;
+  }
+  rd_kafka_resp_err_t const kerr = rd_kafka_assign(ing->rk, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot assign the partitions of topic '%s': %s", ing->topic,
+               rd_kafka_err2str(kerr));
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                  */
+
+static void on_dead_letter_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+  ls_ingest_t *const ing = opaque;
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ing->dead_letters++;
+    return;
+  }
+  ing->dead_letter_errors++;
+  warn(ing, WARN_DEAD_LETTER, "a record for dead-letter topic '%s' was not delivered: %s",
+       ing->dead_letter_topic, rd_kafka_err2str(m->err));
+}
+
+/* A librdkafka client on conf's properties, its logs and errors turned
+ * into warnings. */
+static ls_err_t client_new(ls_ingest_t *ing, const ls_ingest_conf_t *conf, rd_kafka_type_t type,
+                           rd_kafka_t **out) {
+  rd_kafka_conf_t *k;
+  LS_FORWARD_IF_ERROR(ingest_conf_kafka(conf, type == RD_KAFKA_CONSUMER, &k));
+  rd_kafka_conf_set_opaque(k, ing);
+  rd_kafka_conf_set_log_cb(k, on_kafka_log);
+  rd_kafka_conf_set_error_cb(k, on_kafka_error);
+  if (type == RD_KAFKA_PRODUCER) rd_kafka_conf_set_dr_msg_cb(k, on_dead_letter_delivery);
+  char errstr[512];
+  *out = rd_kafka_new(type, k, errstr, sizeof errstr);
+  if (*out == NULL) {
+    rd_kafka_conf_destroy(k);
+    return ls_error_set(LS_ERR_KAFKA, "cannot create a Kafka %s: %s",
+                        type == RD_KAFKA_CONSUMER ? "consumer" : "dead-letter producer", errstr);
+  }
+  return LS_OK;
+}
+
+static ls_err_t check_conf(const ls_ingest_conf_t *conf) {
+  LS_RETURN_IF(conf->topic == NULL, LS_ERR_INVALID_ARG,
+               "no topic to consume (set the ingest key \"topic\")");
+  LS_RETURN_IF(conf->n_partitions == 0, LS_ERR_INVALID_ARG,
+               "no partitions to consume (ls_ingest_conf_add_partition; "
+               "ls_ingest_topic_partitions counts them)");
+  int64_t const one = (int64_t)conf->window + 1;
+  LS_RETURN_IF(conf->buffer_records < 2 * one, LS_ERR_INVALID_ARG,
+               "buffer.records=%" PRId64 " cannot hold even two windows of T+1=%" PRId64
+               " records",
+               conf->buffer_records, one);
+  return LS_OK;
+}
+
+/* Copies the conf's settings and partitions into ing. */
+static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
+  ing->format = conf->format;
+  ing->F = conf->features;
+  ing->T = conf->window;
+  ing->queue_cap = conf->queue_windows;
+  ing->memory_cap = conf->buffer_records;
+  ing->stop_at_end = conf->stop_at_end;
+  ing->flush = conf->flush;
+  ing->warn_cb = conf->warn_cb;
+  ing->warn_opaque = conf->warn_opaque;
+  ing->warn_interval_ms = conf->warn_interval_ms;
+  ing->topic = strdup(conf->topic);
+  ing->dead_letter_topic = conf->dead_letter_topic ? strdup(conf->dead_letter_topic) : NULL;
+  ing->n_parts = conf->n_partitions;
+  ing->parts = calloc((size_t)ing->n_parts, sizeof *ing->parts);
+  ing->batch = malloc(BATCH_MAX * sizeof *ing->batch);
+  for (int i = 0; i < ing->n_parts; i++)
+    if (conf->partitions[i].id > ing->max_id) ing->max_id = conf->partitions[i].id;
+  ing->part_of_id = malloc(((size_t)ing->max_id + 1) * sizeof *ing->part_of_id);
+  LS_RETURN_IF(!ing->topic || (conf->dead_letter_topic && !ing->dead_letter_topic) ||
+                   !ing->parts || !ing->batch || !ing->part_of_id,
+               LS_ERR_NOMEM, "ls_ingest_new: out of memory (%d partitions, largest id %" PRId32 ")",
+               ing->n_parts, ing->max_id);
+  for (int32_t id = 0; id <= ing->max_id; id++) ing->part_of_id[id] = -1;
+  for (int i = 0; i < ing->n_parts; i++) {
+    ing->parts[i].id = conf->partitions[i].id;
+    ing->part_of_id[ing->parts[i].id] = i;
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
+  LS_RETURN_IF(out == NULL || conf == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_new: out and conf must not be NULL");
+  *out = NULL;
+  LS_FORWARD_IF_ERROR(check_conf(conf));
+  ls_ingest_t *const ing = calloc(1, sizeof *ing);
+  LS_RETURN_IF(ing == NULL, LS_ERR_NOMEM, "ls_ingest_new: out of memory");
+  pthread_mutex_init(&ing->lock, NULL);
+  pthread_mutex_init(&ing->warn_lock, NULL);
+  pthread_cond_init(&ing->ready, NULL);
+  pthread_cond_init(&ing->room, NULL);
+  for (int k = 0; k < WARN__COUNT; k++) ing->warn[k].last_ms = -1;
+  atomic_init(&ing->queued, 0);
+  atomic_init(&ing->stop, 0);
+  ls_err_t err = copy_conf(ing, conf);
+  if (err == LS_OK) err = ls_windower_new(&ing->w, ing->format, ing->F, ing->T);
+  if (err == LS_OK) err = client_new(ing, conf, RD_KAFKA_CONSUMER, &ing->rk);
+  if (err == LS_OK && ing->dead_letter_topic != NULL)
+    err = client_new(ing, conf, RD_KAFKA_PRODUCER, &ing->dlq);
+  if (err == LS_OK) {
+    rd_kafka_poll_set_consumer(ing->rk);
+    ing->rkq = rd_kafka_queue_get_consumer(ing->rk);
+    err = resolve_starts(ing, conf);
+  }
+  if (err == LS_OK) err = assign(ing);
+  if (err == LS_OK) {
+    ing->published.progress_total = -1;
+    if (ing->stop_at_end) {
+      ing->published.progress_total = 0;
+      for (int i = 0; i < ing->n_parts; i++)
+        if (ing->parts[i].end > ing->parts[i].start)
+          ing->published.progress_total += ing->parts[i].end - ing->parts[i].start;
+    }
+    publish(ing);
+    if (pthread_create(&ing->thread, NULL, consumer_main, ing) != 0)
+      err = ls_error_set(LS_ERR_NOMEM, "ls_ingest_new: cannot start the consumer thread");
+    else
+      ing->thread_started = 1;
+  }
+  if (err != LS_OK) {
+    ls_ingest_destroy(ing);
+    return err;
+  }
+  *out = ing;
+  return LS_OK;
+}
+
+static void free_nodes(window_node_t *node) {
+  while (node != NULL) {
+    window_node_t *const next = node->next;
+    free(node);
+    node = next;
+  }
+}
+
+void ls_ingest_destroy(ls_ingest_t *ing) {
+  if (ing == NULL) return;
+  pthread_mutex_lock(&ing->lock);
+  atomic_store(&ing->stop, 1);
+  pthread_cond_broadcast(&ing->room);
+  pthread_cond_broadcast(&ing->ready);
+  pthread_mutex_unlock(&ing->lock);
+  if (ing->thread_started) pthread_join(ing->thread, NULL);
+  if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);
+  if (ing->rk != NULL) {
+    rd_kafka_consumer_close(ing->rk);
+    rd_kafka_destroy(ing->rk);
+  }
+  if (ing->dlq != NULL) {
+    rd_kafka_flush(ing->dlq, 5000);
+    rd_kafka_destroy(ing->dlq);
+  }
+  free_nodes(ing->head);
+  free_nodes(ing->pool);
+  ls_windower_destroy(ing->w);
+  free(ing->batch);
+  free(ing->part_of_id);
+  free(ing->parts);
+  free(ing->topic);
+  free(ing->dead_letter_topic);
+  pthread_cond_destroy(&ing->room);
+  pthread_cond_destroy(&ing->ready);
+  pthread_mutex_destroy(&ing->warn_lock);
+  pthread_mutex_destroy(&ing->lock);
+  free(ing);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The trainer's side                                                        */
+
+ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
+                        const ls_window_t **win) {
+  LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_next: ing, what and win must not be NULL");
+  *win = NULL;
+  *what = LS_NEXT_TIMEOUT;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  if (timeout_ms > 0) {
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000L;
+    }
+  }
+  pthread_mutex_lock(&ing->lock);
+  int timed_out = 0;
+  while (ing->head == NULL && !ing->at_end && ing->err == LS_OK && timeout_ms != 0 && !timed_out)
+    timed_out = timeout_ms < 0 ? pthread_cond_wait(&ing->ready, &ing->lock) != 0
+                               : pthread_cond_timedwait(&ing->ready, &ing->lock, &deadline) != 0;
+  window_node_t *const node = ing->head;
+  ls_err_t err = LS_OK;
+  if (node != NULL) {
+    ing->head = node->next;
+    if (ing->head == NULL) ing->tail = NULL;
+    atomic_fetch_sub(&ing->queued, 1);
+    pthread_cond_signal(&ing->room);
+    *win = &node->win;
+    *what = LS_NEXT_WINDOW;
+  } else if (ing->err != LS_OK) {
+    err = ls_error_set(ing->err, "%s", ing->errmsg);
+  } else if (ing->at_end) {
+    *what = LS_NEXT_END;
+  }
+  pthread_mutex_unlock(&ing->lock);
+  return err;
+}
+
+void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win) {
+  if (ing == NULL || win == NULL) return;
+  window_node_t *node = (window_node_t *)((char *)win - offsetof(window_node_t, win));
+  pthread_mutex_lock(&ing->lock);
+  if (ing->n_pool < ing->queue_cap) {
+    node->next = ing->pool;
+    ing->pool = node;
+    ing->n_pool++;
+    node = NULL;
+  }
+  pthread_mutex_unlock(&ing->lock);
+  free(node);
+}
+
+ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out) {
+  LS_RETURN_IF(ing == NULL || out == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_stats: ing and out must not be NULL");
+  pthread_mutex_lock(&ing->lock);
+  *out = ing->published;
+  out->queued_windows = atomic_load(&ing->queued);
+  out->memory_records = memory_records(ing, out->w.buffered);
+  pthread_mutex_unlock(&ing->lock);
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
+                           int *found) {
+  LS_RETURN_IF(ing == NULL, LS_ERR_INVALID_ARG, "ls_ingest_pending: ing is NULL");
+  pthread_mutex_lock(&ing->lock);
+  int const at_end = ing->at_end;
+  pthread_mutex_unlock(&ing->lock);
+  LS_RETURN_IF(!at_end, LS_ERR_STATE,
+               "ls_ingest_pending: the consumer is still running (call it once "
+               "ls_ingest_next returned LS_NEXT_END)");
+  return ls_windower_pending(ing->w, key, key_len, records, found);
+}

@@ -1,0 +1,36 @@
+/*
+ * Small helpers shared by ingest's librdkafka clients (internal): applying
+ * "key=value" properties to a configuration, and keeping the last message
+ * librdkafka logged so that errors can quote it (the library never prints).
+ */
+#ifndef LSTREAM_INGEST_KAFKA_UTIL_H
+#define LSTREAM_INGEST_KAFKA_UTIL_H
+
+#include <pthread.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "lstream/error.h"
+
+/* Sets each "key=value" of settings [n] on conf, in order, so that later ones
+ * win. A malformed entry or one librdkafka refuses fails with
+ * LS_ERR_INVALID_ARG (unknown property: LS_ERR_UNKNOWN_KEY) naming it. */
+ls_err_t kafka_conf_apply(rd_kafka_conf_t *conf, const char *const *settings, int n);
+
+/* The last warning or error librdkafka logged for one client handle.
+ * librdkafka calls log callbacks from its own threads: access is locked. */
+typedef struct kafka_log_s {
+  pthread_mutex_t lock;
+  char last[512]; /* "" until something is logged */
+} kafka_log_t;
+
+void kafka_log_init(kafka_log_t *log);
+void kafka_log_destroy(kafka_log_t *log);
+
+/* Keeps "FAC: message" if level is a warning or worse (syslog levels <= 4). */
+void kafka_log_store(kafka_log_t *log, int level, const char *fac, const char *msg);
+
+/* Copies the last message into buf (size bytes), "(none)" if there is none. */
+void kafka_log_get(kafka_log_t *log, char *buf, size_t size);
+
+#endif /* LSTREAM_INGEST_KAFKA_UTIL_H */

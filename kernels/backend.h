@@ -1,0 +1,101 @@
+/*
+ * The backend interface of kernels/: one table of functions per device.
+ *
+ * engine.c orchestrates a training step from these primitives and checks
+ * every public argument; a backend only does the math. The CPU table lives
+ * in lstm_cpu.c; a CUDA table fills the same slots with the same contracts
+ * (device pointers for every float*, work queued on the backend's stream).
+ * Within each backend file the functions carry the same names and argument
+ * order (lstm_forward, lstm_backward, ...), so the two read side by side.
+ *
+ * Letters: T window, B batch, In layer input size, H hidden, O outputs,
+ * N = T*B rows, S table slots, L layers, n parameters.
+ */
+#ifndef LSTREAM_KERNELS_BACKEND_H
+#define LSTREAM_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/kernels.h"
+
+typedef struct ls_backend_ops_s {
+  const char *name;
+
+  /* Context: BLAS handles, streams, thread pools. */
+  /* ctx_new may resolve conf->threads to the number it uses. */
+  ls_err_t (*ctx_new)(ls_engine_conf_t *conf, void **ctx);
+  void (*ctx_free)(void *ctx);
+
+  /* Device memory. alloc returns zeroed memory. */
+  ls_err_t (*alloc)(void *ctx, size_t bytes, void **ptr);
+  void (*free)(void *ctx, void *ptr);
+  ls_err_t (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);
+  ls_err_t (*download)(void *ctx, void *host_dst, const void *src, size_t bytes);
+  ls_err_t (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+  ls_err_t (*zero)(void *ctx, void *dst, size_t bytes);
+
+  /* One LSTM layer over a window. On entry hs[0], cs[0] hold h0, c0.
+   *   gates [T, B, 4H]  out: activated gates (i, f, g, o)
+   *   hs    [T+1, B, H] out: hs[t+1] = h_t
+   *   cs    [T+1, B, H] out: cs[t+1] = c_t
+   *   tcs   [T, B, H]   out: tanh(c_t)
+   *   x     [T, B, In], w_ih [4H, In], w_hh [4H, H], b_ih, b_hh [4H] */
+  ls_err_t (*lstm_forward)(void *ctx, float *gates, float *hs, float *cs, float *tcs,
+                           const float *x, const float *w_ih, const float *w_hh,
+                           const float *b_ih, const float *b_hh, int T, int B, int In, int H);
+
+  /* Back-propagates one layer, accumulating into dw_ih, dw_hh, db_ih, db_hh.
+   *   dh     [T, B, H]  in: d loss / d h_t from above; clobbered (scratch)
+   *   dx     [T, B, In] out: d loss / d x (may alias dh when In == H)
+   *   dh0, dc0 [B, H]   out
+   *   dgates [T, B, 4H] scratch (pre-activation gate gradients) */
+  ls_err_t (*lstm_backward)(void *ctx, float *dx, float *dh0, float *dc0, float *dw_ih,
+                            float *dw_hh, float *db_ih, float *db_hh, float *dgates, float *dh,
+                            const float *gates, const float *hs, const float *cs,
+                            const float *tcs, const float *x, const float *w_ih,
+                            const float *w_hh, int T, int B, int In, int H);
+
+  /* pred [N, O] = y [N, H] @ w^T [H, O] + b [O]. */
+  ls_err_t (*head_forward)(void *ctx, float *pred, const float *y, const float *w, const float *b,
+                           int N, int H, int O);
+
+  /* Masked MSE over N rows: loss[0] = sum_r mask[r] * sum_o (pred - target)^2,
+   * loss[1] = O * sum_r mask[r], two doubles in device memory.
+   * dpred [N, O] = scale * d loss[0] / d pred. mask NULL = all 1. */
+  ls_err_t (*mse_loss)(void *ctx, double *loss, float *dpred, const float *pred,
+                       const float *target, const float *mask, float scale, int N, int O);
+
+  /* dy [N, H] = dpred [N, O] @ w [O, H]; dw [O, H] += dpred^T @ y;
+   * db [O] += colsum(dpred). */
+  ls_err_t (*head_backward)(void *ctx, float *dy, float *dw, float *db, const float *dpred,
+                            const float *y, const float *w, int N, int H, int O);
+
+  /* norm_sq[0] = sum g[i]^2, one double in device memory; g [n]. */
+  ls_err_t (*grad_norm_sq)(void *ctx, double *norm_sq, const float *g, size_t n);
+
+  /* Clip + Adam/AdamW over the flat buffers (see ls_engine_optimizer_step):
+   * g is scaled by grad_scale and by the clip coefficient computed from
+   * norm_sq (device, from grad_norm_sq of the unscaled g), then zeroed.
+   * step is the 1-based update count. */
+  ls_err_t (*adam_update)(void *ctx, float *p, float *g, float *m, float *v, size_t n,
+                          const double *norm_sq, float grad_scale, const ls_optim_t *opt,
+                          int64_t step);
+
+  /* States <-> table [S, L, H]. The state of layer l, row b is at
+   * h0[l * stride + b * H] (so the engine's per-layer blocks need no
+   * repacking); slots [B] are host indices, < 0 = zero state (gather) /
+   * skip (scatter). */
+  ls_err_t (*state_gather)(void *ctx, float *h0, float *c0, size_t stride, const float *tab_h,
+                           const float *tab_c, const int64_t *slots, int B, int L, int H);
+  ls_err_t (*state_scatter)(void *ctx, float *tab_h, float *tab_c, const float *hT,
+                            const float *cT, size_t stride, const int64_t *slots, int B, int L,
+                            int H);
+} ls_backend_ops_t;
+
+extern const ls_backend_ops_t ls_backend_cpu;
+#ifdef LSTREAM_HAVE_CUDA
+extern const ls_backend_ops_t ls_backend_cuda;
+#endif
+
+#endif /* LSTREAM_KERNELS_BACKEND_H */

@@ -1,0 +1,566 @@
+/*
+ * The engine: argument checks, buffers, and the order of a training step,
+ * built from the primitives of a backend (kernels/backend.h). Public
+ * contract in include/lstream/kernels.h.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "lstream/kernels.h"
+
+struct ls_engine_s {
+  ls_engine_conf_t conf;
+  const ls_backend_ops_t *ops;
+  void *ctx;
+  size_t n_params; /* n */
+
+  /* Flat buffers, device memory. */
+  float *params; /* (n) PyTorch layout, see kernels.h */
+  float *grads;  /* (n) */
+  float *adam_m; /* (n) */
+  float *adam_v; /* (n) */
+
+  /* Workspaces for the largest window Tm = max_window, Bm = max_batch. A
+   * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
+  float *x;       /* (Tm, Bm, I) */
+  float *target;  /* (Tm, Bm, O) */
+  float *mask;    /* (Tm, Bm) */
+  float *gates;   /* (L, Tm, Bm, 4H) activated gates */
+  float *hs;      /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
+  float *cs;      /* (L, Tm+1, Bm, H) */
+  float *tcs;     /* (L, Tm, Bm, H) tanh(c_t) */
+  float *pred;    /* (Tm, Bm, O) */
+  float *dpred;   /* (Tm, Bm, O) */
+  float *dh;      /* (Tm, Bm, H) gradient flowing down the stack */
+  float *dgates;  /* (Tm, Bm, 4H) */
+  float *dx;      /* (Tm, Bm, I) */
+  float *dh0;     /* (L, Bm, H) */
+  float *dc0;     /* (L, Bm, H) */
+  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
+  size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
+
+  int64_t adam_steps;
+  int state_B;    /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
+  int fwd_T;      /* (T, B) of the last forward; 0 none */
+  int fwd_B;
+  int fwd_masked; /* last forward had a mask */
+  int fwd_target; /* last forward had a target */
+  int bwd_done;   /* input gradients are those of the last forward */
+};
+
+struct ls_state_table_s {
+  ls_engine_t *eng;
+  size_t slots; /* S */
+  float *h;     /* (S, L, H) */
+  float *c;     /* (S, L, H) */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Configuration and lifetime                                                */
+
+void ls_engine_conf_init(ls_engine_conf_t *conf) {
+  if (conf == NULL) return;
+  memset(conf, 0, sizeof *conf);
+  conf->shape.input_size = 1;
+  conf->shape.hidden_size = 64;
+  conf->shape.num_layers = 1;
+  conf->shape.output_size = 1;
+  conf->max_batch = 64;
+  conf->max_window = 32;
+  conf->device = LS_DEVICE_CPU;
+}
+
+#define LS_MAX_BATCH (1 << 20)
+#define LS_MAX_WINDOW (1 << 16)
+
+static ls_err_t conf_check(const ls_engine_conf_t *conf) {
+  LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "engine configuration is NULL");
+  LS_FORWARD_IF_ERROR(ls_shape_check(&conf->shape));
+  LS_RETURN_IF(conf->max_batch < 1 || conf->max_batch > LS_MAX_BATCH, LS_ERR_INVALID_ARG,
+               "max_batch=%d is out of range [1, %d]", conf->max_batch, LS_MAX_BATCH);
+  LS_RETURN_IF(conf->max_window < 1 || conf->max_window > LS_MAX_WINDOW, LS_ERR_INVALID_ARG,
+               "max_window=%d is out of range [1, %d]", conf->max_window, LS_MAX_WINDOW);
+  LS_RETURN_IF(conf->threads < 0 || conf->threads > 4096, LS_ERR_INVALID_ARG,
+               "threads=%d is out of range [0 (all cores), 4096]", conf->threads);
+  /* Row counts of the biggest GEMM (T*B rows of 4H) must fit in an int. */
+  double const rows = (double)conf->max_batch * (double)conf->max_window;
+  LS_RETURN_IF(rows * 4.0 * conf->shape.hidden_size > 2147483647.0, LS_ERR_INVALID_ARG,
+               "max_batch*max_window*4H = %.0f exceeds 2^31: lower the batch or window",
+               rows * 4.0 * conf->shape.hidden_size);
+  return LS_OK;
+}
+
+static ls_err_t select_backend(ls_device_t device, const ls_backend_ops_t **ops) {
+  switch (device) {
+  case LS_DEVICE_CPU: *ops = &ls_backend_cpu; return LS_OK;
+  case LS_DEVICE_CUDA:
+#ifdef LSTREAM_HAVE_CUDA
+    *ops = &ls_backend_cuda;
+    return LS_OK;
+#else
+    return ls_error_set(LS_ERR_UNSUPPORTED,
+                        "this build has no CUDA backend: rebuild where nvcc is found, "
+                        "or use --device cpu");
+#endif
+  }
+  return ls_error_set(LS_ERR_INVALID_ARG, "unknown device %d", (int)device);
+}
+
+static ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
+  return e->ops->alloc(e->ctx, floats * sizeof(float), (void **)ptr);
+}
+
+ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
+  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
+  *out = NULL;
+  LS_FORWARD_IF_ERROR(conf_check(conf));
+  const ls_backend_ops_t *ops = NULL;
+  LS_FORWARD_IF_ERROR(select_backend(conf->device, &ops));
+
+  ls_engine_t *e = calloc(1, sizeof *e);
+  LS_RETURN_IF(e == NULL, LS_ERR_NOMEM, "no memory for the engine");
+  e->conf = *conf;
+  e->ops = ops;
+  e->state_B = -1;
+  ls_err_t err = ops->ctx_new(&e->conf, &e->ctx);
+  if (err != LS_OK) {
+    free(e);
+    return err;
+  }
+  size_t const I = (size_t)conf->shape.input_size, H = (size_t)conf->shape.hidden_size;
+  size_t const L = (size_t)conf->shape.num_layers, O = (size_t)conf->shape.output_size;
+  size_t const Tm = (size_t)conf->max_window, Bm = (size_t)conf->max_batch;
+  (void)ls_param_count(&conf->shape, &e->n_params);
+  e->gates_stride = Tm * Bm * 4 * H;
+  e->hs_stride = (Tm + 1) * Bm * H;
+  e->tcs_stride = Tm * Bm * H;
+
+  struct {
+    float **ptr;
+    size_t floats;
+  } const bufs[] = {
+      {&e->params, e->n_params},     {&e->grads, e->n_params},       {&e->adam_m, e->n_params},
+      {&e->adam_v, e->n_params},     {&e->x, Tm * Bm * I},           {&e->target, Tm * Bm * O},
+      {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride}, {&e->hs, L * e->hs_stride},
+      {&e->cs, L * e->hs_stride},    {&e->tcs, L * e->tcs_stride},   {&e->pred, Tm * Bm * O},
+      {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},          {&e->dgates, Tm * Bm * 4 * H},
+      {&e->dx, Tm * Bm * I},         {&e->dh0, L * Bm * H},          {&e->dc0, L * Bm * H},
+  };
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
+    err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
+  if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err != LS_OK) {
+    ls_engine_destroy(e);
+    return err;
+  }
+  *out = e;
+  return LS_OK;
+}
+
+void ls_engine_destroy(ls_engine_t *e) {
+  if (e == NULL) return;
+  float *const bufs[] = {e->params, e->grads, e->adam_m, e->adam_v, e->x,     e->target,
+                         e->mask,   e->gates, e->hs,     e->cs,     e->tcs,   e->pred,
+                         e->dpred,  e->dh,    e->dgates, e->dx,     e->dh0,   e->dc0};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
+  if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
+  e->ops->ctx_free(e->ctx);
+  free(e);
+}
+
+const ls_engine_conf_t *ls_engine_get_conf(const ls_engine_t *e) {
+  return e == NULL ? NULL : &e->conf;
+}
+
+size_t ls_engine_param_count(const ls_engine_t *e) { return e == NULL ? 0 : e->n_params; }
+
+/* ------------------------------------------------------------------------ */
+/* Parameters and gradients                                                  */
+
+/* splitmix64: a small, well-mixed generator; reproducible across machines. */
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+ls_err_t ls_engine_init_params(ls_engine_t *e, uint64_t seed) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  float *host = malloc(e->n_params * sizeof(float));
+  LS_RETURN_IF(host == NULL, LS_ERR_NOMEM, "no memory for %zu initial parameters", e->n_params);
+  /* nn.LSTM: every tensor U(-k, k), k = 1/sqrt(H); nn.Linear(H, O): weight
+   * (kaiming_uniform with a = sqrt(5)) and bias are U(-1/sqrt(fan_in),
+   * 1/sqrt(fan_in)) with fan_in = H: the same bound. */
+  double const k = 1.0 / sqrt((double)e->conf.shape.hidden_size);
+  uint64_t state = seed;
+  for (size_t i = 0; i < e->n_params; i++) {
+    double const u = (double)(splitmix64(&state) >> 11) * 0x1.0p-53; /* [0, 1) */
+    host[i] = (float)((2.0 * u - 1.0) * k);
+  }
+  ls_err_t err = ls_engine_write_params(e, host, e->n_params);
+  free(host);
+  if (err == LS_OK) err = e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));
+  if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_m, e->n_params * sizeof(float));
+  if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_v, e->n_params * sizeof(float));
+  e->adam_steps = 0;
+  return err;
+}
+
+static ls_err_t check_flat(const ls_engine_t *e, const void *p, size_t n, const char *what) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(p == NULL, LS_ERR_INVALID_ARG, "%s buffer is NULL", what);
+  LS_RETURN_IF(n != e->n_params, LS_ERR_INVALID_ARG,
+               "%s buffer holds %zu floats but the model has %zu parameters", what, n,
+               e->n_params);
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_params(ls_engine_t *e, float *dst, size_t n) {
+  LS_FORWARD_IF_ERROR(check_flat(e, dst, n, "parameter"));
+  return e->ops->download(e->ctx, dst, e->params, n * sizeof(float));
+}
+
+ls_err_t ls_engine_write_params(ls_engine_t *e, const float *src, size_t n) {
+  LS_FORWARD_IF_ERROR(check_flat(e, src, n, "parameter"));
+  return e->ops->upload(e->ctx, e->params, src, n * sizeof(float));
+}
+
+ls_err_t ls_engine_read_grads(ls_engine_t *e, float *dst, size_t n) {
+  LS_FORWARD_IF_ERROR(check_flat(e, dst, n, "gradient"));
+  return e->ops->download(e->ctx, dst, e->grads, n * sizeof(float));
+}
+
+ls_err_t ls_engine_write_grads(ls_engine_t *e, const float *src, size_t n) {
+  LS_FORWARD_IF_ERROR(check_flat(e, src, n, "gradient"));
+  return e->ops->upload(e->ctx, e->grads, src, n * sizeof(float));
+}
+
+ls_err_t ls_engine_zero_grads(ls_engine_t *e) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  return e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));
+}
+
+/* ------------------------------------------------------------------------ */
+/* One window                                                                */
+
+static ls_err_t check_batch(const ls_engine_t *e, int B) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(B < 1 || B > e->conf.max_batch, LS_ERR_INVALID_ARG,
+               "batch B=%d is out of range [1, max_batch=%d]", B, e->conf.max_batch);
+  return LS_OK;
+}
+
+ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float *c0) {
+  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  size_t const rows = (size_t)B * (size_t)e->conf.shape.hidden_size;
+  for (int l = 0; l < e->conf.shape.num_layers; l++) {
+    float *const dst_h = e->hs + (size_t)l * e->hs_stride;
+    float *const dst_c = e->cs + (size_t)l * e->hs_stride;
+    size_t const bytes = rows * sizeof(float);
+    LS_FORWARD_IF_ERROR(h0 ? e->ops->upload(e->ctx, dst_h, h0 + (size_t)l * rows, bytes)
+                           : e->ops->zero(e->ctx, dst_h, bytes));
+    LS_FORWARD_IF_ERROR(c0 ? e->ops->upload(e->ctx, dst_c, c0 + (size_t)l * rows, bytes)
+                           : e->ops->zero(e->ctx, dst_c, bytes));
+  }
+  e->state_B = B;
+  e->fwd_T = 0;
+  return LS_OK;
+}
+
+/* Pointers into layer l's blocks for a call of batch B. */
+static float *layer_hs(const ls_engine_t *e, int l) { return e->hs + (size_t)l * e->hs_stride; }
+static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l * e->hs_stride; }
+
+ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const float *target,
+                           const float *mask, double *loss_sum, double *count) {
+  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_RETURN_IF(T < 1 || T > e->conf.max_window, LS_ERR_INVALID_ARG,
+               "window T=%d is out of range [1, max_window=%d]", T, e->conf.max_window);
+  LS_RETURN_IF(x == NULL, LS_ERR_INVALID_ARG, "inputs x are NULL");
+  LS_RETURN_IF(target == NULL && mask != NULL, LS_ERR_INVALID_ARG,
+               "a mask was given without targets");
+  LS_RETURN_IF(e->state_B != B, LS_ERR_STATE,
+               "no initial state for batch B=%d (set for B=%d): call ls_engine_set_state or "
+               "ls_engine_gather_state first",
+               B, e->state_B);
+  ls_shape_t const *s = &e->conf.shape;
+  int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
+  size_t const N = (size_t)T * (size_t)B;
+  const ls_backend_ops_t *const ops = e->ops;
+  e->fwd_T = 0; /* invalid until this forward completes */
+  e->bwd_done = 0;
+
+  LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, x, N * (size_t)I * sizeof(float)));
+  if (target != NULL)
+    LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target, N * (size_t)O * sizeof(float)));
+  if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+
+  for (int l = 0; l < L; l++) {
+    size_t offs[4], cnt;
+    for (int k = 0; k < 4; k++)
+      (void)ls_param_locate(s, l, (ls_param_kind_t)(LS_PARAM_WEIGHT_IH + k), &offs[k], &cnt);
+    int const In = l == 0 ? I : H;
+    const float *const xin = l == 0 ? e->x : layer_hs(e, l - 1) + (size_t)B * H;
+    LS_FORWARD_IF_ERROR(ops->lstm_forward(
+        e->ctx, e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
+        e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1],
+        e->params + offs[2], e->params + offs[3], T, B, In, H));
+  }
+  size_t off_w, off_b, cnt;
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
+  const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
+  LS_FORWARD_IF_ERROR(
+      ops->head_forward(e->ctx, e->pred, y, e->params + off_w, e->params + off_b, (int)N, H, O));
+
+  double loss[2] = {0.0, 0.0};
+  if (target != NULL) {
+    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, e->target,
+                                      mask ? e->mask : NULL, 1.0f, (int)N, O));
+    LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+  }
+  if (loss_sum != NULL) *loss_sum = loss[0];
+  if (count != NULL) *count = loss[1];
+  e->fwd_T = T;
+  e->fwd_B = B;
+  e->fwd_target = target != NULL;
+  e->fwd_masked = mask != NULL;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(!isfinite(loss_scale), LS_ERR_INVALID_ARG, "loss_scale %g is not finite",
+               (double)loss_scale);
+  LS_RETURN_IF(e->fwd_T == 0, LS_ERR_STATE, "backward without a completed forward");
+  LS_RETURN_IF(!e->fwd_target, LS_ERR_STATE, "backward after a forward without targets");
+  LS_RETURN_IF(e->bwd_done, LS_ERR_STATE, "backward was already run for this forward");
+  ls_shape_t const *s = &e->conf.shape;
+  int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
+  int const T = e->fwd_T, B = e->fwd_B;
+  int const N = T * B;
+  const ls_backend_ops_t *const ops = e->ops;
+
+  /* d loss / d pred, then through the head into dh = d loss / d y. */
+  LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->target,
+                                    e->fwd_masked ? e->mask : NULL, loss_scale, N, O));
+  size_t off_w, off_b, cnt;
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
+  const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
+  LS_FORWARD_IF_ERROR(ops->head_backward(e->ctx, e->dh, e->grads + off_w, e->grads + off_b,
+                                         e->dpred, y, e->params + off_w, N, H, O));
+
+  /* Down the stack: layer l's dx (into dh, in place) is layer l-1's dh. */
+  for (int l = L - 1; l >= 0; l--) {
+    size_t offs[4];
+    for (int k = 0; k < 4; k++)
+      (void)ls_param_locate(s, l, (ls_param_kind_t)(LS_PARAM_WEIGHT_IH + k), &offs[k], &cnt);
+    int const In = l == 0 ? I : H;
+    const float *const xin = l == 0 ? e->x : layer_hs(e, l - 1) + (size_t)B * H;
+    float *const dx = l == 0 ? e->dx : e->dh;
+    LS_FORWARD_IF_ERROR(ops->lstm_backward(
+        e->ctx, dx, e->dh0 + (size_t)l * B * H, e->dc0 + (size_t)l * B * H, e->grads + offs[0],
+        e->grads + offs[1], e->grads + offs[2], e->grads + offs[3], e->dgates, e->dh,
+        e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
+        e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1], T, B,
+        In, H));
+  }
+  e->bwd_done = 1;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_outputs(ls_engine_t *e, float *y, float *pred, float *hT, float *cT) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(e->fwd_T == 0, LS_ERR_STATE, "no completed forward to read");
+  ls_shape_t const *s = &e->conf.shape;
+  size_t const T = (size_t)e->fwd_T, B = (size_t)e->fwd_B, H = (size_t)s->hidden_size;
+  int const L = s->num_layers;
+  if (y != NULL)
+    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, y, layer_hs(e, L - 1) + B * H,
+                                         T * B * H * sizeof(float)));
+  if (pred != NULL)
+    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, pred, e->pred,
+                                         T * B * (size_t)s->output_size * sizeof(float)));
+  for (int l = 0; l < L; l++) {
+    size_t const last = T * B * H, rows = B * H * sizeof(float);
+    if (hT != NULL)
+      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + l * B * H, layer_hs(e, l) + last, rows));
+    if (cT != NULL)
+      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + l * B * H, layer_cs(e, l) + last, rows));
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_input_grads(ls_engine_t *e, float *dx, float *dh0, float *dc0) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(!e->bwd_done, LS_ERR_STATE, "no backward of the last forward to read");
+  ls_shape_t const *s = &e->conf.shape;
+  size_t const T = (size_t)e->fwd_T, B = (size_t)e->fwd_B, H = (size_t)s->hidden_size;
+  size_t const states = (size_t)s->num_layers * B * H * sizeof(float);
+  if (dx != NULL)
+    LS_FORWARD_IF_ERROR(
+        e->ops->download(e->ctx, dx, e->dx, T * B * (size_t)s->input_size * sizeof(float)));
+  if (dh0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, dh0, e->dh0, states));
+  if (dc0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, dc0, e->dc0, states));
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer                                                                 */
+
+ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float grad_scale,
+                                  float *grad_norm) {
+  LS_RETURN_IF(e == NULL || opt == NULL, LS_ERR_INVALID_ARG, "engine or optimizer is NULL");
+  LS_RETURN_IF(!(opt->lr >= 0.0f) || !isfinite(opt->lr), LS_ERR_INVALID_ARG,
+               "learning rate %g must be finite and >= 0", (double)opt->lr);
+  LS_RETURN_IF(!(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
+                   !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f),
+               LS_ERR_INVALID_ARG, "betas (%g, %g) must lie in [0, 1)", (double)opt->beta1,
+               (double)opt->beta2);
+  LS_RETURN_IF(!(opt->eps > 0.0f) || !isfinite(opt->eps), LS_ERR_INVALID_ARG,
+               "eps %g must be finite and > 0", (double)opt->eps);
+  LS_RETURN_IF(!(opt->weight_decay >= 0.0f) || !isfinite(opt->weight_decay), LS_ERR_INVALID_ARG,
+               "weight decay %g must be finite and >= 0", (double)opt->weight_decay);
+  LS_RETURN_IF(isnan(opt->clip_norm), LS_ERR_INVALID_ARG, "clip norm is NaN");
+  LS_RETURN_IF(!isfinite(grad_scale) || grad_scale < 0.0f, LS_ERR_INVALID_ARG,
+               "grad_scale %g must be finite and >= 0", (double)grad_scale);
+  LS_FORWARD_IF_ERROR(e->ops->grad_norm_sq(e->ctx, e->scalars + 2, e->grads, e->n_params));
+  LS_FORWARD_IF_ERROR(e->ops->adam_update(e->ctx, e->params, e->grads, e->adam_m, e->adam_v,
+                                          e->n_params, e->scalars + 2, grad_scale, opt,
+                                          e->adam_steps + 1));
+  e->adam_steps++;
+  if (grad_norm != NULL) {
+    double norm_sq = 0.0;
+    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &norm_sq, e->scalars + 2, sizeof norm_sq));
+    *grad_norm = (float)((double)grad_scale * sqrt(norm_sq));
+  }
+  return LS_OK;
+}
+
+int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
+
+/* ------------------------------------------------------------------------ */
+/* Series-state tables                                                       */
+
+static size_t row_floats(const ls_engine_t *e) {
+  return (size_t)e->conf.shape.num_layers * (size_t)e->conf.shape.hidden_size;
+}
+
+ls_err_t ls_state_table_new(ls_engine_t *e, size_t slots, ls_state_table_t **out) {
+  LS_RETURN_IF(e == NULL || out == NULL, LS_ERR_INVALID_ARG, "engine or out is NULL");
+  *out = NULL;
+  LS_RETURN_IF(slots == 0, LS_ERR_INVALID_ARG, "a state table needs at least one slot");
+  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
+               "%zu slots do not fit in memory", slots);
+  ls_state_table_t *t = calloc(1, sizeof *t);
+  LS_RETURN_IF(t == NULL, LS_ERR_NOMEM, "no memory for a state table");
+  t->eng = e;
+  t->slots = slots;
+  ls_err_t err = engine_alloc(e, &t->h, slots * row_floats(e));
+  if (err == LS_OK) err = engine_alloc(e, &t->c, slots * row_floats(e));
+  if (err != LS_OK) {
+    ls_state_table_destroy(t);
+    return err;
+  }
+  *out = t;
+  return LS_OK;
+}
+
+void ls_state_table_destroy(ls_state_table_t *t) {
+  if (t == NULL) return;
+  if (t->h != NULL) t->eng->ops->free(t->eng->ctx, t->h);
+  if (t->c != NULL) t->eng->ops->free(t->eng->ctx, t->c);
+  free(t);
+}
+
+size_t ls_state_table_slots(const ls_state_table_t *t) { return t == NULL ? 0 : t->slots; }
+
+ls_err_t ls_state_table_grow(ls_state_table_t *t, size_t slots) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "state table is NULL");
+  if (slots <= t->slots) return LS_OK;
+  ls_engine_t *const e = t->eng;
+  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
+               "%zu slots do not fit in memory", slots);
+  float *h = NULL, *c = NULL;
+  size_t const old_bytes = t->slots * row_floats(e) * sizeof(float);
+  ls_err_t err = engine_alloc(e, &h, slots * row_floats(e));
+  if (err == LS_OK) err = engine_alloc(e, &c, slots * row_floats(e));
+  if (err == LS_OK) err = e->ops->copy(e->ctx, h, t->h, old_bytes);
+  if (err == LS_OK) err = e->ops->copy(e->ctx, c, t->c, old_bytes);
+  if (err != LS_OK) { /* the table keeps its old rows */
+    if (h != NULL) e->ops->free(e->ctx, h);
+    if (c != NULL) e->ops->free(e->ctx, c);
+    return err;
+  }
+  e->ops->free(e->ctx, t->h);
+  e->ops->free(e->ctx, t->c);
+  t->h = h;
+  t->c = c;
+  t->slots = slots;
+  return LS_OK;
+}
+
+static ls_err_t check_rows(const ls_state_table_t *t, size_t first, size_t n, const void *h,
+                           const void *c) {
+  LS_RETURN_IF(t == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG,
+               "state table, h or c is NULL");
+  LS_RETURN_IF(n == 0 || first >= t->slots || n > t->slots - first, LS_ERR_INVALID_ARG,
+               "rows [%zu, %zu + %zu) are outside the table's %zu slots", first, first, n,
+               t->slots);
+  return LS_OK;
+}
+
+ls_err_t ls_state_table_read(ls_state_table_t *t, size_t first, size_t n, float *h, float *c) {
+  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
+  ls_engine_t *const e = t->eng;
+  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
+  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h, t->h + off, bytes));
+  return e->ops->download(e->ctx, c, t->c + off, bytes);
+}
+
+ls_err_t ls_state_table_write(ls_state_table_t *t, size_t first, size_t n, const float *h,
+                              const float *c) {
+  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
+  ls_engine_t *const e = t->eng;
+  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
+  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, t->h + off, h, bytes));
+  return e->ops->upload(e->ctx, t->c + off, c, bytes);
+}
+
+static ls_err_t check_slots(const ls_engine_t *e, const ls_state_table_t *t, int B,
+                            const int64_t *slots) {
+  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_RETURN_IF(t == NULL || slots == NULL, LS_ERR_INVALID_ARG, "state table or slots is NULL");
+  LS_RETURN_IF(t->eng != e, LS_ERR_INVALID_ARG, "the state table belongs to another engine");
+  for (int b = 0; b < B; b++)
+    LS_RETURN_IF(slots[b] >= (int64_t)t->slots, LS_ERR_INVALID_ARG,
+                 "slot %lld (row %d) is outside the table's %zu slots", (long long)slots[b], b,
+                 t->slots);
+  return LS_OK;
+}
+
+ls_err_t ls_engine_gather_state(ls_engine_t *e, ls_state_table_t *t, int B,
+                                const int64_t *slots) {
+  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
+  LS_FORWARD_IF_ERROR(e->ops->state_gather(e->ctx, e->hs, e->cs, e->hs_stride, t->h, t->c, slots,
+                                           B, e->conf.shape.num_layers,
+                                           e->conf.shape.hidden_size));
+  e->state_B = B;
+  e->fwd_T = 0;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B,
+                                 const int64_t *slots) {
+  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
+  LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
+               "scatter of B=%d rows needs a completed forward of the same batch", B);
+  size_t const last = (size_t)e->fwd_T * (size_t)B * (size_t)e->conf.shape.hidden_size;
+  return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
+                               slots, B, e->conf.shape.num_layers, e->conf.shape.hidden_size);
+}

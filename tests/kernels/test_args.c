@@ -1,0 +1,191 @@
+/*
+ * Bad arguments: every public kernels function refuses null pointers, zero
+ * or out-of-range sizes, mismatched buffers and calls out of order with an
+ * error code and a message, and never crashes.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lstream/kernels.h"
+
+/* The call fails with err and leaves a message that mentions `word`. */
+#define EXPECT_ERR(call, err, word)                                                        \
+  do {                                                                                     \
+    ls_error_clear();                                                                      \
+    ls_err_t const got_ = (call);                                                          \
+    cr_expect_eq(got_, err, "%s returned %d (%s), expected %d", #call, (int)got_,          \
+                 ls_err2str(got_), (int)(err));                                            \
+    cr_expect(strstr(ls_last_error(), word) != NULL, "%s: message '%s' lacks '%s'", #call, \
+              ls_last_error(), word);                                                      \
+  } while (0)
+
+static ls_engine_t *small_engine(void) {
+  ls_engine_conf_t conf;
+  ls_engine_conf_init(&conf);
+  conf.shape = (ls_shape_t){2, 4, 2, 2};
+  conf.max_batch = 3;
+  conf.max_window = 5;
+  conf.threads = 1;
+  ls_engine_t *e = NULL;
+  cr_assert_eq(ls_engine_new(&conf, &e), LS_OK, "%s", ls_last_error());
+  return e;
+}
+
+Test(args, engine_conf) {
+  ls_engine_conf_t conf;
+  ls_engine_t *e = (ls_engine_t *)&conf; /* must be reset to NULL on failure */
+  EXPECT_ERR(ls_engine_new(NULL, &e), LS_ERR_INVALID_ARG, "NULL");
+  cr_expect_null(e);
+  ls_engine_conf_init(&conf);
+  EXPECT_ERR(ls_engine_new(&conf, NULL), LS_ERR_INVALID_ARG, "NULL");
+  conf.shape.hidden_size = 0;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "H=0");
+  ls_engine_conf_init(&conf);
+  conf.shape.input_size = -3;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "I=-3");
+  ls_engine_conf_init(&conf);
+  conf.shape.num_layers = 0;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "L=0");
+  ls_engine_conf_init(&conf);
+  conf.shape.output_size = 0;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "O=0");
+  ls_engine_conf_init(&conf);
+  conf.max_batch = 0;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "max_batch=0");
+  ls_engine_conf_init(&conf);
+  conf.max_window = 0;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "max_window=0");
+  ls_engine_conf_init(&conf);
+  conf.threads = -1;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "threads=-1");
+  ls_engine_conf_init(&conf);
+  conf.max_batch = 1 << 20, conf.max_window = 1 << 16;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "2^31");
+  ls_engine_conf_init(&conf);
+  conf.device = (ls_device_t)7;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "device");
+  ls_engine_destroy(NULL); /* accepted */
+}
+
+Test(args, layout) {
+  ls_shape_t const s = {2, 4, 2, 3};
+  size_t off, cnt, n;
+  char name[8];
+  EXPECT_ERR(ls_param_count(NULL, &n), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_param_count(&s, NULL), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_param_locate(&s, 2, LS_PARAM_WEIGHT_IH, &off, &cnt), LS_ERR_INVALID_ARG,
+             "layer 2");
+  EXPECT_ERR(ls_param_locate(&s, -1, LS_PARAM_BIAS_HH, &off, &cnt), LS_ERR_INVALID_ARG,
+             "layer -1");
+  EXPECT_ERR(ls_param_locate(&s, 0, (ls_param_kind_t)9, &off, &cnt), LS_ERR_INVALID_ARG,
+             "kind 9");
+  EXPECT_ERR(ls_param_name(0, LS_PARAM_HEAD_WEIGHT, name, sizeof name), LS_ERR_INVALID_ARG,
+             "too small");
+  EXPECT_ERR(ls_param_name(0, LS_PARAM_HEAD_BIAS, NULL, 10), LS_ERR_INVALID_ARG, "NULL");
+  /* The layout itself: tensors tile the buffer in PyTorch's order. */
+  cr_assert_eq(ls_param_count(&s, &n), LS_OK);
+  size_t expect = 0;
+  for (int l = 0; l <= s.num_layers; l++)
+    for (int k = l < s.num_layers ? 0 : 4; k < (l < s.num_layers ? 4 : 6); k++) {
+      cr_assert_eq(ls_param_locate(&s, l, (ls_param_kind_t)k, &off, &cnt), LS_OK);
+      cr_expect_eq(off, expect, "layer %d kind %d at %zu, expected %zu", l, k, off, expect);
+      expect += cnt;
+    }
+  cr_expect_eq(expect, n);
+  cr_expect_eq(n, (size_t)(16 * 2 + 16 * 4 + 32) + (16 * 4 + 16 * 4 + 32) + 3 * 4 + 3);
+}
+
+Test(args, buffers_and_order) {
+  ls_engine_t *e = small_engine();
+  size_t const n = ls_engine_param_count(e);
+  float *p = calloc(n, sizeof(float));
+  float x[5 * 3 * 2] = {0}, y[5 * 3 * 2] = {0}, m[5 * 3] = {0};
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+
+  EXPECT_ERR(ls_engine_read_params(NULL, p, n), LS_ERR_INVALID_ARG, "engine");
+  EXPECT_ERR(ls_engine_read_params(e, NULL, n), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_write_params(e, p, n - 1), LS_ERR_INVALID_ARG, "parameters");
+  EXPECT_ERR(ls_engine_read_grads(e, p, n + 1), LS_ERR_INVALID_ARG, "parameters");
+  EXPECT_ERR(ls_engine_init_params(NULL, 1), LS_ERR_INVALID_ARG, "NULL");
+
+  /* Out of order: no state, no forward, no backward. */
+  EXPECT_ERR(ls_engine_forward(e, 5, 3, x, y, NULL, NULL, NULL), LS_ERR_STATE, "initial state");
+  EXPECT_ERR(ls_engine_backward(e, 1.0f), LS_ERR_STATE, "forward");
+  EXPECT_ERR(ls_engine_read_outputs(e, x, NULL, NULL, NULL), LS_ERR_STATE, "forward");
+  EXPECT_ERR(ls_engine_read_input_grads(e, x, NULL, NULL), LS_ERR_STATE, "backward");
+
+  EXPECT_ERR(ls_engine_set_state(e, 0, NULL, NULL), LS_ERR_INVALID_ARG, "B=0");
+  EXPECT_ERR(ls_engine_set_state(e, 4, NULL, NULL), LS_ERR_INVALID_ARG, "B=4");
+  cr_assert_eq(ls_engine_set_state(e, 3, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_forward(e, 6, 3, x, y, NULL, NULL, NULL), LS_ERR_INVALID_ARG, "T=6");
+  EXPECT_ERR(ls_engine_forward(e, 0, 3, x, y, NULL, NULL, NULL), LS_ERR_INVALID_ARG, "T=0");
+  EXPECT_ERR(ls_engine_forward(e, 5, 3, NULL, y, NULL, NULL, NULL), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_forward(e, 5, 3, x, NULL, m, NULL, NULL), LS_ERR_INVALID_ARG, "mask");
+  EXPECT_ERR(ls_engine_forward(e, 5, 2, x, y, NULL, NULL, NULL), LS_ERR_STATE, "B=2");
+
+  /* Predictions only: backward refuses. */
+  cr_assert_eq(ls_engine_forward(e, 5, 3, x, NULL, NULL, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_backward(e, 1.0f), LS_ERR_STATE, "without targets");
+  cr_assert_eq(ls_engine_forward(e, 5, 3, x, y, m, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_backward(e, 1.0f / 0.0f), LS_ERR_INVALID_ARG, "not finite");
+  cr_assert_eq(ls_engine_backward(e, 1.0f), LS_OK);
+  EXPECT_ERR(ls_engine_backward(e, 1.0f), LS_ERR_STATE, "already");
+
+  /* Optimizer hyper-parameters. */
+  EXPECT_ERR(ls_engine_optimizer_step(e, NULL, 1.0f, NULL), LS_ERR_INVALID_ARG, "NULL");
+  opt.lr = -1.0f;
+  EXPECT_ERR(ls_engine_optimizer_step(e, &opt, 1.0f, NULL), LS_ERR_INVALID_ARG, "learning rate");
+  ls_optim_init(&opt);
+  opt.beta1 = 1.0f;
+  EXPECT_ERR(ls_engine_optimizer_step(e, &opt, 1.0f, NULL), LS_ERR_INVALID_ARG, "betas");
+  ls_optim_init(&opt);
+  opt.eps = 0.0f;
+  EXPECT_ERR(ls_engine_optimizer_step(e, &opt, 1.0f, NULL), LS_ERR_INVALID_ARG, "eps");
+  ls_optim_init(&opt);
+  EXPECT_ERR(ls_engine_optimizer_step(e, &opt, -2.0f, NULL), LS_ERR_INVALID_ARG, "grad_scale");
+  cr_expect_eq(ls_engine_optimizer_steps(e), 0, "failed steps are not counted");
+  cr_assert_eq(ls_engine_optimizer_step(e, &opt, 1.0f, NULL), LS_OK);
+  cr_expect_eq(ls_engine_optimizer_steps(e), 1);
+  free(p);
+  ls_engine_destroy(e);
+}
+
+Test(args, state_tables) {
+  ls_engine_t *e = small_engine(), *other = small_engine();
+  ls_state_table_t *t = NULL;
+  float h[16], c[16];
+  int64_t slots[3] = {0, 1, 2};
+  EXPECT_ERR(ls_state_table_new(NULL, 4, &t), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_state_table_new(e, 0, &t), LS_ERR_INVALID_ARG, "at least one slot");
+  EXPECT_ERR(ls_state_table_new(e, (size_t)-1, &t), LS_ERR_INVALID_ARG, "do not fit");
+  cr_assert_eq(ls_state_table_new(e, 2, &t), LS_OK);
+  EXPECT_ERR(ls_state_table_read(t, 1, 2, h, c), LS_ERR_INVALID_ARG, "outside");
+  EXPECT_ERR(ls_state_table_write(t, 0, 0, h, c), LS_ERR_INVALID_ARG, "outside");
+  EXPECT_ERR(ls_state_table_read(t, 0, 1, NULL, c), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_gather_state(e, t, 3, slots), LS_ERR_INVALID_ARG, "slot 2");
+  EXPECT_ERR(ls_engine_gather_state(other, t, 2, slots), LS_ERR_INVALID_ARG, "another engine");
+  EXPECT_ERR(ls_engine_gather_state(e, t, 2, NULL), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_scatter_state(e, t, 2, slots), LS_ERR_STATE, "completed forward");
+  EXPECT_ERR(ls_state_table_grow(NULL, 5), LS_ERR_INVALID_ARG, "NULL");
+  ls_state_table_destroy(t);
+  ls_state_table_destroy(NULL);
+  ls_engine_destroy(e);
+  ls_engine_destroy(other);
+}
+
+Test(args, cuda_without_backend) {
+#ifndef LSTREAM_HAVE_CUDA
+  ls_engine_conf_t conf;
+  ls_engine_conf_init(&conf);
+  conf.device = LS_DEVICE_CUDA;
+  ls_engine_t *e = NULL;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_UNSUPPORTED, "--device cpu");
+#endif
+}
+
+Test(args, error_strings) {
+  for (int i = 0; i < LS_ERR__COUNT; i++) cr_expect(strlen(ls_err2str((ls_err_t)i)) > 0);
+  cr_expect_str_eq(ls_err2str((ls_err_t)99), "unknown error code");
+}

@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""PyTorch oracle of the lstream CPU engine (ctest: torch_oracle).
+
+For a fixed list of shapes and seeds (edge cases plus a few drawn from a
+seeded generator) it runs tests/oracle/oracle_dump, which pushes one window
+through the lstream engine and then trains K = 20 optimizer steps on it, and
+replays the same weights and inputs in torch.nn.LSTM + nn.Linear + masked MSE
++ clip_grad_norm_ + torch.optim.Adam / AdamW (float32, foreach=False). It
+compares outputs, final states, the loss, every gradient (parameters, x, h0,
+c0), the per-step losses and gradient norms, and the final parameters, prints
+a table of the worst error per quantity and run, and exits 1 on any mismatch.
+
+Each case runs three times: Adam without clipping (whose gradient norms pick
+the clip bound of the other two: their median, so that clipping engages in
+some steps and not in others), Adam with L2 weight decay and clipping, AdamW
+with decoupled weight decay and clipping.
+
+torch is required: without it the test FAILS (exit 1); it never skips.
+
+Usage: torch_oracle.py --dump PATH/oracle_dump [--keep DIR] [--float64]
+"""
+import argparse
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import torch
+except ImportError as exc:  # a failure, not a skip: the oracle is part of the acceptance tests
+    print(f"torch_oracle: FAIL: cannot import {exc.name} ({exc}); install python3-torch and "
+          f"python3-numpy for {sys.executable}", file=sys.stderr)
+    sys.exit(1)
+
+# Every comparison: max|lstream - torch| / max|torch| over a tensor, at most
+# TOL. Norm-relative, not elementwise: an entry near zero (a gradient that
+# nearly cancels, a hidden unit near 0) has an elementwise relative error of
+# float32 rounding divided by a tiny number, which says nothing about the
+# engine; what is comparable across implementations is the error against the
+# tensor's own scale. 1e-5 is the acceptance bound of the engine issue: about
+# 100 float32 ulps, room for different summation orders over T*B rows and a
+# 20-step Adam trajectory, and still far below any real bug (a wrong gate,
+# a missing mask, an off-by-one step show up at 1e-2 and above).
+TOL = 1e-5
+
+STEPS = 20          # optimizer steps per run (the acceptance criterion says 20)
+WEIGHT_DECAY = 1e-2  # torch.optim.AdamW's default, also used as Adam's L2 term
+
+# (I, H, L, O, T, B, seed, lr). Edge cases: L = 3, T = 1, B = 1, I = 1, H = 1,
+# H not a multiple of 8, O != I, B >= 8 (the engine splits the recurrence
+# across threads by batch rows from 8 rows on with 2 threads).
+FIXED_CASES = [
+    (3, 20, 3, 2, 7, 5, 11, 1e-3),
+    (1, 5, 1, 1, 1, 1, 2, 1e-3),
+    (1, 17, 3, 1, 9, 1, 5, 3e-3),
+    (4, 13, 2, 4, 12, 9, 7, 1e-3),
+    (2, 8, 2, 5, 1, 16, 99, 1e-3),
+    (5, 1, 2, 3, 6, 4, 31, 1e-2),
+    (6, 33, 1, 3, 25, 3, 123, 1e-3),
+]
+RANDOM_CASES = 3
+RANDOM_SEED = 20240611  # the drawn cases are the same on every run
+
+
+def draw_cases(n, seed):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(n):
+        I, H, L, O = (int(rng.integers(1, 9)), int(rng.integers(1, 41)),
+                      int(rng.integers(1, 4)), int(rng.integers(1, 9)))
+        T, B = int(rng.integers(1, 31)), int(rng.integers(1, 21))
+        lr = float(rng.choice([1e-3, 3e-3]))
+        cases.append((I, H, L, O, T, B, int(rng.integers(0, 2**32)), lr))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# The dump file (format documented in oracle_dump.c)
+
+def load_dump(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"LSORACL1":
+        raise ValueError(f"{path}: not an oracle dump (magic {data[:8]!r})")
+    pos = 8
+
+    def u32():
+        nonlocal pos
+        if pos + 4 > len(data):
+            raise ValueError(f"{path}: truncated at byte {pos}")
+        (v,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        return v
+
+    tensors = {}
+    for _ in range(u32()):
+        name_len = u32()
+        name = data[pos:pos + name_len].decode("ascii")
+        pos += name_len
+        dims = tuple(u32() for _ in range(u32()))
+        count = int(np.prod(dims, dtype=np.int64))
+        if pos + 4 * count > len(data):
+            raise ValueError(f"{path}: tensor {name} {dims} runs past the end")
+        tensors[name] = np.frombuffer(data, "<f4", count, pos).reshape(dims).copy()
+        pos += 4 * count
+    if pos != len(data):
+        raise ValueError(f"{path}: {len(data) - pos} bytes after the last tensor")
+    return tensors
+
+
+def layout(I, H, L, O):
+    """[(name, shape)] of the flat buffer, as include/lstream/kernels.h states it."""
+    out = []
+    for k in range(L):
+        out += [(f"weight_ih_l{k}", (4 * H, I if k == 0 else H)), (f"weight_hh_l{k}", (4 * H, H)),
+                (f"bias_ih_l{k}", (4 * H,)), (f"bias_hh_l{k}", (4 * H,))]
+    return out + [("head.weight", (O, H)), ("head.bias", (O,))]
+
+
+def split_flat(flat, lay):
+    parts, off = {}, 0
+    for name, shape in lay:
+        n = int(np.prod(shape))
+        parts[name] = flat[off:off + n].reshape(shape)
+        off += n
+    if off != flat.size:
+        raise ValueError(f"the layout covers {off} floats but the buffer holds {flat.size}")
+    return parts
+
+
+# ---------------------------------------------------------------------------
+# The torch side
+
+class Model:
+    def __init__(self, I, H, L, O, flat, dtype):
+        self.lstm = torch.nn.LSTM(I, H, L).to(dtype)
+        self.head = torch.nn.Linear(H, O).to(dtype)
+        self.lay = layout(I, H, L, O)
+        self.params = [self.tensor(name) for name, _ in self.lay]
+        with torch.no_grad():
+            for p, (name, arr) in zip(self.params, split_flat(flat, self.lay).items()):
+                p.copy_(torch.from_numpy(arr))
+
+    def tensor(self, name):
+        return getattr(self.head, name[5:]) if name.startswith("head.") else getattr(self.lstm, name)
+
+    def loss(self, x, target, mask, h0, c0):
+        """Masked MSE of kernels.h: sum(mask * sum_o (pred - target)^2) / (O * sum(mask))."""
+        y, (hT, cT) = self.lstm(x, (h0, c0))
+        pred = self.head(y)
+        O = pred.shape[-1]
+        loss = (((pred - target) ** 2).sum(-1) * mask).sum() / (O * mask.sum())
+        return loss, y, pred, hT, cT
+
+
+def rel_err(a, b):
+    """max|a - b| / max|b| (see TOL); inf when b is all zero and a is not."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: lstream {a.shape}, torch {b.shape}")
+    diff = float(np.abs(a - b).max()) if a.size else 0.0
+    scale = float(np.abs(b).max()) if b.size else 0.0
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / scale
+
+
+def replay(d, dtype):
+    """Errors {quantity: (worst error, where)} of one dump against torch, and
+    how many optimizer steps were clipped (torch's norms against the bound)."""
+    I, H, L, O, T, B = (int(v) for v in d["config"])
+    lr, beta1, beta2, eps, wd, decoupled, clip, steps = (float(v) for v in d["optim"])
+    steps, decoupled = int(steps), bool(decoupled)
+    errs = {}
+
+    def record(quantity, where, err):
+        if quantity not in errs or err > errs[quantity][0] or np.isnan(err):
+            errs[quantity] = (err, where)
+
+    # The library's statement of the layout must be kernels.h's.
+    off = 0
+    for name, shape in layout(I, H, L, O):
+        n = int(np.prod(shape))
+        got = d.get(f"layout/{name}")
+        if got is None or tuple(int(v) for v in got) != (off, n):
+            raise ValueError(f"layout of {name}: lstream says {got}, kernels.h says ({off}, {n})")
+        off += n
+
+    def t(name, grad=False):
+        return torch.tensor(d[name], dtype=dtype, requires_grad=grad)
+
+    # One forward + backward from (h0, c0).
+    model = Model(I, H, L, O, d["params_init"], dtype)
+    x, h0, c0 = t("x", True), t("h0", True), t("c0", True)
+    target, mask = t("target"), t("mask")
+    loss, y, pred, hT, cT = model.loss(x, target, mask, h0, c0)
+    loss.backward()
+    for name, ref in (("y", y), ("pred", pred), ("hT", hT), ("cT", cT)):
+        record(name, name, rel_err(d[name], ref.detach().numpy()))
+    valid = float(mask.sum()) * O
+    if float(d["count"]) != valid:
+        raise ValueError(f"lstream counts {float(d['count'])} valid targets; torch {valid}")
+    record("loss", "loss", rel_err(d["loss_sum"] / d["count"], loss.detach().numpy()))
+    grads = split_flat(d["grads"], model.lay)
+    for p, (name, _) in zip(model.params, model.lay):
+        record("dparams", name, rel_err(grads[name], p.grad.numpy()))
+    for name, ref in (("dx", x), ("dh0", h0), ("dc0", c0)):
+        record(name, name, rel_err(d[name], ref.grad.numpy()))
+
+    # STEPS optimizer steps on the same window, from the same initial state.
+    model = Model(I, H, L, O, d["params_init"], dtype)
+    kind = torch.optim.AdamW if decoupled else torch.optim.Adam
+    opt = kind(model.params, lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=wd, foreach=False)
+    h0, c0 = t("h0"), t("c0")
+    clipped = 0
+    for k in range(steps):
+        opt.zero_grad()
+        loss = model.loss(x.detach(), target, mask, h0, c0)[0]
+        loss.backward()
+        if clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(model.params, clip))
+            clipped += norm > clip
+        else:
+            norm = float(torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(p.grad) for p in model.params])))
+        opt.step()
+        record("step loss", f"step {k}", rel_err(d["step_loss"][k], loss.item()))
+        record("grad norm", f"step {k}", rel_err(d["step_grad_norm"][k], norm))
+    final = split_flat(d["params_final"], model.lay)
+    for p, (name, _) in zip(model.params, model.lay):
+        record("params", name, rel_err(final[name], p.detach().numpy()))
+    return errs, clipped
+
+
+# ---------------------------------------------------------------------------
+# Driver
+
+def run_dump(dump, out, case, opt, clip, wd):
+    I, H, L, O, T, B, seed, lr = case
+    cmd = [dump, "--shape", f"{I},{H},{L},{O},{T},{B}", "--seed", str(seed), "--opt", opt,
+           "--steps", str(STEPS), "--clip", repr(clip), "--lr", repr(lr), "--wd", repr(wd),
+           "--out", out]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {res.returncode}:\n"
+                           f"{res.stdout}{res.stderr}")
+    if res.stderr:  # a sanitizer report that did not change the exit status
+        raise RuntimeError(f"{' '.join(cmd)} wrote to stderr:\n{res.stderr}")
+    return load_dump(out)
+
+
+QUANTITIES = ["y", "pred", "hT", "cT", "loss", "dparams", "dx", "dh0", "dc0", "step loss",
+              "grad norm", "params"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dump", required=True, help="path of the oracle_dump program")
+    ap.add_argument("--keep", help="keep the dump files in this directory")
+    ap.add_argument("--float64", action="store_true",
+                    help="replay in float64 (diagnostics: lstream against exact math)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # deterministic sums; the machine is shared
+    dtype = torch.float64 if args.float64 else torch.float32
+    started = time.monotonic()
+
+    cases = FIXED_CASES + draw_cases(RANDOM_CASES, RANDOM_SEED)
+    failures, rows, total_clipped, total_unclipped = [], [], 0, 0
+    with tempfile.TemporaryDirectory(prefix="torch_oracle.") as tmp:
+        outdir = args.keep or tmp
+        os.makedirs(outdir, exist_ok=True)
+        for ci, case in enumerate(cases):
+            I, H, L, O, T, B, seed, lr = case
+            label = f"I{I} H{H} L{L} O{O} T{T} B{B} s{seed}"
+            clip = None
+            for run, opt, wd in (("adam", "adam", 0.0), ("adam+L2+clip", "adam", WEIGHT_DECAY),
+                                 ("adamw+clip", "adamw", WEIGHT_DECAY)):
+                path = os.path.join(outdir, f"case{ci}_{run.replace('+', '_')}.bin")
+                try:
+                    d = run_dump(args.dump, path, case, opt, clip or 0.0, wd)
+                    errs, clipped = replay(d, dtype)
+                except (RuntimeError, ValueError) as exc:
+                    failures.append(f"{label} {run}: {exc}")
+                    if clip is None:
+                        break  # no clip bound for the case's other runs
+                    continue
+                if clip is None:  # the unclipped run sets the bound of the next two
+                    clip = float(np.float32(np.median(d["step_grad_norm"])))
+                else:
+                    total_clipped += clipped
+                    total_unclipped += STEPS - clipped
+                rows.append((label, run, f"{clipped}/{STEPS}" if run != "adam" else "-", errs))
+                for q, (err, where) in errs.items():
+                    if not err <= TOL:
+                        failures.append(f"{label} {run}: {q} ({where}) differs from torch by "
+                                        f"{err:.3g} of its scale (tolerance {TOL:g})")
+
+    # The table: worst error per quantity and run.
+    short = {"step loss": "stploss", "grad norm": "gnorm"}
+    print(f"torch {torch.__version__}, {'float64' if args.float64 else 'float32'} replay; "
+          f"error = max|lstream - torch| / max|torch| per tensor, tolerance {TOL:g}")
+    print(f"{'case':<32} {'run':<13} {'clip':>5} " +
+          " ".join(f"{short.get(q, q):>8}" for q in QUANTITIES))
+    worst = {q: 0.0 for q in QUANTITIES}
+    for label, run, clipped, errs in rows:
+        cells = []
+        for q in QUANTITIES:
+            err = errs.get(q, (float("nan"), ""))[0]
+            worst[q] = max(worst[q], err)
+            cells.append(f"{err:8.1e}")
+        print(f"{label:<32} {run:<13} {clipped:>5} " + " ".join(cells))
+    print(f"{'worst':<32} {'':<13} {'':>5} " + " ".join(f"{worst[q]:8.1e}" for q in QUANTITIES))
+    print(f"clipping engaged in {total_clipped} and not in {total_unclipped} of the clipped "
+          f"runs' steps; {len(rows)} runs in {time.monotonic() - started:.1f} s")
+    if rows and (total_clipped == 0 or total_unclipped == 0):
+        failures.append("the clipped runs must have steps with and without clipping engaged, "
+                        f"got {total_clipped} clipped and {total_unclipped} not")
+    if failures:
+        print(f"\ntorch_oracle: FAIL: {len(failures)} mismatch(es):", file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return 1
+    print("torch_oracle: PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

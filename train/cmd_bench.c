@@ -1,0 +1,25 @@
+/*
+ * `lstream bench WHAT`: speed measurements users run on their own hardware.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const cli_command_t benches[] = {
+    {"engine", "time full training steps (forward, loss, backward, clip, Adam)", cmd_bench_engine},
+};
+static const int n_benches = (int)(sizeof benches / sizeof benches[0]);
+
+int cmd_bench(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    FILE *const f = argc < 2 ? stderr : stdout;
+    fprintf(f, "Usage: lstream bench WHAT [OPTIONS]   (lstream bench WHAT --help for each)\n\n");
+    for (int i = 0; i < n_benches; i++)
+      fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
+    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+  }
+  for (int i = 0; i < n_benches; i++)
+    if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+  return cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+}

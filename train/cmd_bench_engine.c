@@ -1,0 +1,192 @@
+/*
+ * `lstream bench engine`: times full training steps of the engine (set the
+ * initial state, forward, masked MSE, backward, clip + Adam) at given
+ * shapes, and the machine's sgemm rate as the limit to compare with.
+ */
+#include <cblas.h> /* the sgemm reference rate */
+#undef I                  /* <complex.h>, via OpenBLAS' cblas.h, defines I */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lstream/kernels.h"
+
+typedef struct bench_shape_s {
+  int B, I, H, L, T;
+} bench_shape_t;
+
+static const bench_shape_t default_shapes[] = {
+    {256, 8, 128, 2, 32},
+    {64, 4, 64, 1, 64},
+    {1024, 16, 256, 2, 64},
+};
+
+#define MAX_SHAPES 32
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: lstream bench engine [--device cpu|cuda] [--shape B,I,H,L,T]... [--steps N]\n"
+          "                            [--warmup N] [--threads N] [--no-sgemm]\n"
+          "\n"
+          "Times full training steps (zero initial state, forward, masked MSE over O = I\n"
+          "next-step targets, backward, global-norm clip + Adam) and prints one line per\n"
+          "shape:\n"
+          "  engine device=cpu B=.. I=.. H=.. L=.. T=.. ms_per_step=<median> "
+          "timesteps_per_s=.. gflops=..\n"
+          "then the machine's single-precision GEMM rate (2048^3 sgemm) as the limit.\n"
+          "\n"
+          "  --device D     cpu (default) or cuda\n"
+          "  --shape S      batch, inputs, hidden, layers, window; repeat for several\n"
+          "                 (default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64)\n"
+          "  --steps N      timed steps per shape (default 10); the median is reported\n"
+          "  --warmup N     untimed steps first (default 2)\n"
+          "  --threads N    CPU threads (default: all cores)\n"
+          "  --no-sgemm     skip the sgemm reference line\n");
+}
+
+/* Multiply-adds x2 of one training step: per layer the input and recurrent
+ * GEMMs forward (2*N*4H*(In+H)), and three times that backward (input
+ * gradient, weight gradients, recurrent gradient) ... counted as 2x forward;
+ * the head forward and backward likewise. Pointwise work is not counted. */
+static double step_flops(const bench_shape_t *s) {
+  double const N = (double)s->T * s->B, G = 4.0 * s->H;
+  double f = 0.0;
+  for (int l = 0; l < s->L; l++) f += 2.0 * N * G * ((l == 0 ? s->I : s->H) + s->H);
+  f += 2.0 * N * s->H * s->I; /* head, O = I */
+  return 3.0 * f;
+}
+
+static double sgemm_gflops(void) {
+  int const n = 2048;
+  float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
+        *c = malloc(sizeof(float) * n * n);
+  if (!a || !b || !c) {
+    free(a), free(b), free(c);
+    return 0.0;
+  }
+  for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 7), c[i] = 0.0f;
+  double t[3];
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+  for (int r = 0; r < 3; r++) {
+    double const t0 = cli_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    t[r] = cli_now() - t0;
+  }
+  free(a), free(b), free(c);
+  return 2.0 * n * (double)n * n / cli_median(t, 3) / 1e9;
+}
+
+/* Deterministic pseudo-random fill in [-1, 1). */
+static void fill(float *v, size_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    v[i] = (float)((double)x / 2147483648.0 - 1.0);
+  }
+}
+
+static int bench_one(const bench_shape_t *s, ls_device_t device, int threads, int steps,
+                     int warmup) {
+  ls_engine_conf_t conf;
+  ls_engine_conf_init(&conf);
+  conf.shape = (ls_shape_t){s->I, s->H, s->L, s->I};
+  conf.max_batch = s->B;
+  conf.max_window = s->T;
+  conf.device = device;
+  conf.threads = threads;
+  ls_engine_t *eng = NULL;
+  ls_err_t err = ls_engine_new(&conf, &eng);
+  if (err != LS_OK) return cli_fail(err, "cannot create the engine");
+  size_t const n = (size_t)s->T * s->B * s->I;
+  float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+  double *times = malloc((size_t)steps * sizeof(double));
+  int rc = CLI_EXIT_OK;
+  if (!x || !y || !times) {
+    rc = cli_fail(LS_ERR_NOMEM, "no memory for the benchmark data");
+    goto done;
+  }
+  fill(x, n, 1);
+  fill(y, n, 2);
+  err = ls_engine_init_params(eng, 42);
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  for (int i = 0; i < warmup + steps && err == LS_OK; i++) {
+    double const t0 = cli_now();
+    double loss = 0.0, count = 0.0;
+    err = ls_engine_set_state(eng, s->B, NULL, NULL);
+    if (err == LS_OK) err = ls_engine_forward(eng, s->T, s->B, x, y, NULL, &loss, &count);
+    if (err == LS_OK) err = ls_engine_backward(eng, (float)(1.0 / count));
+    if (err == LS_OK) err = ls_engine_optimizer_step(eng, &opt, 1.0f, NULL);
+    if (i >= warmup) times[i - warmup] = cli_now() - t0;
+  }
+  if (err != LS_OK) {
+    rc = cli_fail(err, "training step failed");
+    goto done;
+  }
+  double const sec = cli_median(times, steps);
+  printf("engine device=%s B=%d I=%d H=%d L=%d T=%d ms_per_step=%.3f timesteps_per_s=%.0f "
+         "gflops=%.1f\n",
+         device == LS_DEVICE_CPU ? "cpu" : "cuda", s->B, s->I, s->H, s->L, s->T, sec * 1e3,
+         (double)s->B * s->T / sec, step_flops(s) / sec / 1e9);
+  fflush(stdout);
+done:
+  free(x), free(y), free(times);
+  ls_engine_destroy(eng);
+  return rc;
+}
+
+int cmd_bench_engine(int argc, char **argv) {
+  bench_shape_t shapes[MAX_SHAPES];
+  int n_shapes = 0, steps = 10, warmup = 2, threads = 0, sgemm = 1;
+  ls_device_t device = LS_DEVICE_CPU;
+  for (int i = 1; i < argc; i++) {
+    const char *const a = argv[i];
+    const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "--no-sgemm")) {
+      sgemm = 0;
+      continue;
+    } else if (v == NULL) {
+      return cli_usage_error("bench engine", "option '%s' needs a value or is unknown", a);
+    } else if (!strcmp(a, "--device")) {
+      if (!strcmp(v, "cpu")) device = LS_DEVICE_CPU;
+      else if (!strcmp(v, "cuda")) device = LS_DEVICE_CUDA;
+      else return cli_usage_error("bench engine", "--device '%s': expected cpu or cuda", v);
+    } else if (!strcmp(a, "--shape")) {
+      bench_shape_t s;
+      char tail;
+      if (n_shapes == MAX_SHAPES)
+        return cli_usage_error("bench engine", "at most %d --shape options", MAX_SHAPES);
+      if (sscanf(v, "%d,%d,%d,%d,%d%c", &s.B, &s.I, &s.H, &s.L, &s.T, &tail) != 5 || s.B < 1 ||
+          s.I < 1 || s.H < 1 || s.L < 1 || s.T < 1)
+        return cli_usage_error("bench engine",
+                               "--shape '%s': expected five positive integers B,I,H,L,T", v);
+      shapes[n_shapes++] = s;
+    } else if (!strcmp(a, "--steps")) {
+      if (cli_parse_int(v, 1, 100000, &steps))
+        return cli_usage_error("bench engine", "--steps '%s': expected 1..100000", v);
+    } else if (!strcmp(a, "--warmup")) {
+      if (cli_parse_int(v, 0, 100000, &warmup))
+        return cli_usage_error("bench engine", "--warmup '%s': expected 0..100000", v);
+    } else if (!strcmp(a, "--threads")) {
+      if (cli_parse_int(v, 1, 4096, &threads))
+        return cli_usage_error("bench engine", "--threads '%s': expected 1..4096", v);
+    } else {
+      return cli_usage_error("bench engine", "unknown option '%s'", a);
+    }
+    i++;
+  }
+  if (n_shapes == 0) {
+    n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    memcpy(shapes, default_shapes, sizeof default_shapes);
+  }
+  for (int i = 0; i < n_shapes; i++) {
+    int const rc = bench_one(&shapes[i], device, threads, steps, warmup);
+    if (rc != CLI_EXIT_OK) return rc;
+  }
+  if (sgemm && device == LS_DEVICE_CPU) printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
+  return CLI_EXIT_OK;
+}
