@@ -100,7 +100,8 @@ static ls_err_t broker_check_topic(const char *topic) {
   size_t const len = strlen(topic);
   LS_RETURN_IF(len > 249, LS_ERR_INVALID_ARG, "topic name '%.40s...' is %zu characters (max 249)",
                topic, len);
-  size_t const bad = strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+  size_t const bad =
+      strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
   LS_RETURN_IF(bad != len, LS_ERR_INVALID_ARG,
                "topic name '%s' has '%c' at %zu (Kafka allows letters, digits, '.', '_', '-')",
                topic, topic[bad], bad);
@@ -157,12 +158,12 @@ ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partit
   snprintf(what, sizeof what, "moving the leader of %s [%d] to broker %d", topic, partition,
            broker_id);
   return broker_result(
-      rd_kafka_mock_partition_set_leader(broker->mock, topic, (int32_t)partition, broker_id),
-      what);
+      rd_kafka_mock_partition_set_leader(broker->mock, topic, (int32_t)partition, broker_id), what);
 }
 
 static ls_err_t broker_check_api(ls_kafka_api_t api) {
   switch (api) {
+  case LS_KAFKA_API_PRODUCE:
   case LS_KAFKA_API_FETCH:
   case LS_KAFKA_API_LIST_OFFSETS:
   case LS_KAFKA_API_METADATA:
@@ -199,7 +200,8 @@ ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, 
 }
 
 ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api) {
-  LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_clear_request_errors: broker is NULL");
+  LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG,
+               "ls_broker_clear_request_errors: broker is NULL");
   LS_FORWARD_IF_ERROR(broker_check_api(api));
   rd_kafka_mock_clear_request_errors(broker->mock, (int16_t)api);
   return LS_OK;

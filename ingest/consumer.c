@@ -1,33 +1,42 @@
 /*
  * The consumer (include/lstream/ingest.h, "Consumer"): librdkafka with an
  * explicit assignment, one thread that consumes in batches, validates and
- * windows records (ingest/window.c), and a bounded queue of windows for the
- * trainer.
+ * windows records (ingest/window.c), and bounded queues of windows for the
+ * trainer, one per partition.
  *
- * Threads. The consumer thread owns the librdkafka handles and the windower.
- * The trainer's thread calls ls_ingest_next / _release / _stats. They meet
- * under `lock`: the queue of windows, the pool of free ones, the published
- * counters, the end and error flags. `queued` is also an atomic so that the
- * consumer checks its bounds per record without locking.
+ * Threads. The consumer thread owns the librdkafka handles, the windower and
+ * each partition's consumer-side state. The trainer's thread calls
+ * ls_ingest_next[_partition] / _release / _stats. They meet under `lock`:
+ * the queues, the pool of free windows, the published counters, the end and
+ * error flags. Queue lengths are also atomics so that the consumer checks
+ * its bounds per record without locking.
  *
- * Bounds. Memory is counted in records: those in series buffers plus T+1 per
- * queued window. Before each record the consumer checks that the queue has
- * room and that memory + 2 fits (one record buffered, plus at most one net
- * record when it completes a window: T leave the buffer, T+1 enter the
- * queue). If not, it pauses its partitions (librdkafka drops what it
- * prefetched and refetches it after the resume, from the position of the
- * last record it handed out) and waits until the trainer has taken half the
- * queue and memory is below 3/4 of its bound. If memory is full and the
- * queue is empty, nothing can ever drain it: that is an error (buffer.records
- * too small for the partial windows of all series), never a drop.
+ * Queues. Every window is in two lists: its partition's (in the order its
+ * records completed them: what a replay's step formation relies on) and one
+ * of all partitions in arrival order (for live mode). The head of the second
+ * is always the head of its partition's, so either can be taken in O(1).
+ *
+ * Bounds. A partition whose queue holds queue.windows windows is paused on
+ * its own (rd_kafka_pause_partitions): its messages still in hand are held
+ * back, in order, with its events, and handled once the trainer has taken
+ * half its queue, when it is resumed (librdkafka refetches from after the
+ * last message it handed out). The other partitions go on, so a trainer
+ * waiting on one partition never waits behind another's full queue.
+ * Memory is counted in records: those in series buffers plus T+1 per queued
+ * window. A record needs memory + 2 to fit (it adds one record, and when it
+ * completes a window T leave the buffer and T+1 enter the queue); if it does
+ * not, every partition is paused until the trainer has drained memory below
+ * 3/4 of the bound. If nothing that can drain it will (no window queued, or
+ * the trainer waits on a partition with none queued), the consumer fails
+ * with an error naming the bound: it never drops, and never hangs silently.
  */
 #include "lstream/ingest.h"
 
 #include <inttypes.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +55,9 @@
  * ls_ingest_release gets the node back from the window's address. */
 typedef struct window_node_s {
   ls_window_t win;
-  struct window_node_s *next;
+  struct window_node_s *prev, *next; /* all partitions, in arrival order (pool: next) */
+  struct window_node_s *pnext;       /* its partition's queue */
+  int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
   float *x;    /* [T+1, F] */
   float *mask; /* [T] */
@@ -54,12 +65,22 @@ typedef struct window_node_s {
 
 typedef struct part_s {
   int32_t id;
+  /* Consumer thread. */
   int64_t start;     /* first offset to read (progress counts from here) */
   int64_t end;       /* stop=end: the high watermark at start; else INT64_MAX */
   int64_t next;      /* offset after the last record handled */
   int64_t skip_time; /* timestamp start: skip records before it, until one is not; -1 */
   int64_t assign_at; /* the offset given to rd_kafka_assign (may be logical) */
-  int done;
+  int done;          /* reached its end */
+  int flushing;      /* done, partial windows still to queue */
+  size_t flush_cursor;
+  int queue_paused;            /* paused because its queue is full */
+  rd_kafka_message_t **stash; /* [n_stash]: held back while its queue is full */
+  int n_stash, stash_at, cap_stash;
+  /* Under lock (n also atomic). */
+  window_node_t *head, *tail;
+  atomic_int_fast64_t n;
+  int ended; /* done and every window queued: LS_NEXT_END once the queue is empty */
 } part_t;
 
 /* Kinds of rate-limited warning: one per rejection reason, then these. */
@@ -90,18 +111,19 @@ struct ls_ingest_s {
 
   /* The consumer thread's own. */
   rd_kafka_message_t **batch; /* [BATCH_MAX] */
-  int n_done;
+  int n_done, n_ended;
   int64_t skipped, duplicates, kafka_errors, pauses;
   int64_t dead_letters, dead_letter_errors;
   int64_t peak_memory;
-  int paused;
+  int n_paused; /* partitions paused now */
 
   /* Shared, under lock. */
   pthread_mutex_t lock;
-  pthread_cond_t ready; /* a window, the end or an error */
-  pthread_cond_t room;  /* the trainer took a window, or stop */
+  pthread_cond_t ready; /* a window, an end or an error */
+  pthread_cond_t room;  /* the trainer took a window or waits, or stop */
   window_node_t *head, *tail, *pool;
   int64_t n_pool;
+  int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
   atomic_int_fast64_t queued;
   atomic_int stop;
   int at_end;
@@ -192,15 +214,19 @@ static void fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...) {
   pthread_mutex_unlock(&ing->lock);
 }
 
+static int64_t buffered_records(const ls_ingest_t *ing) {
+  ls_window_stats_t ws;
+  ls_windower_stats(ing->w, &ws);
+  return ws.buffered;
+}
+
 static int64_t memory_records(const ls_ingest_t *ing, int64_t buffered) {
   return buffered + atomic_load_explicit(&ing->queued, memory_order_relaxed) * (ing->T + 1);
 }
 
 /* Memory only grows on the consumer thread: it samples its peak there. */
 static void track_peak(ls_ingest_t *ing) {
-  ls_window_stats_t ws;
-  ls_windower_stats(ing->w, &ws);
-  int64_t const mem = memory_records(ing, ws.buffered);
+  int64_t const mem = memory_records(ing, buffered_records(ing));
   if (mem > ing->peak_memory) ing->peak_memory = mem;
 }
 
@@ -212,7 +238,7 @@ static void publish_locked(ls_ingest_t *ing) {
   p->duplicates = ing->duplicates;
   p->peak_memory_records = ing->peak_memory;
   p->pauses = ing->pauses;
-  p->paused = ing->paused;
+  p->paused = ing->n_paused;
   p->dead_letters = ing->dead_letters;
   p->dead_letter_errors = ing->dead_letter_errors;
   p->kafka_errors = ing->kafka_errors;
@@ -232,7 +258,57 @@ static void publish(ls_ingest_t *ing) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* The queue of windows                                                      */
+/* Partitions                                                                */
+
+static part_t *part_find(ls_ingest_t *ing, int32_t id) {
+  if (id < 0 || id > ing->max_id || ing->part_of_id[id] < 0) return NULL;
+  return &ing->parts[ing->part_of_id[id]];
+}
+
+static int queue_full(const ls_ingest_t *ing, part_t *part) {
+  return atomic_load_explicit(&part->n, memory_order_relaxed) >= ing->queue_cap;
+}
+
+/* Pauses or resumes one partition, or (part NULL) every partition not done
+ * (resuming: and not paused for its own queue). */
+static void set_paused(ls_ingest_t *ing, int pause, const part_t *part) {
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
+  for (int i = 0; i < ing->n_parts; i++) {
+    const part_t *const p = &ing->parts[i];
+    if (part != NULL ? p == part : !p->done && (pause || !p->queue_paused))
+      rd_kafka_topic_partition_list_add(list, ing->topic, p->id);
+  }
+  rd_kafka_resp_err_t const err =
+      pause ? rd_kafka_pause_partitions(ing->rk, list) : rd_kafka_resume_partitions(ing->rk, list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    warn(ing, WARN_KAFKA, "cannot %s partitions of '%s': %s", pause ? "pause" : "resume",
+         ing->topic, rd_kafka_err2str(err));
+  rd_kafka_topic_partition_list_destroy(list);
+}
+
+/* Marks a partition ended: every window it will ever have is queued. */
+static void part_end(ls_ingest_t *ing, part_t *part) {
+  ing->n_ended++;
+  pthread_mutex_lock(&ing->lock);
+  part->ended = 1;
+  pthread_cond_broadcast(&ing->ready);
+  pthread_mutex_unlock(&ing->lock);
+}
+
+/* The partition reached its end (stop=end). */
+static void part_finish(ls_ingest_t *ing, part_t *part) {
+  if (part->done) return;
+  part->done = 1;
+  ing->n_done++;
+  if (!part->queue_paused) set_paused(ing, 1, part); /* what lies past the end is not ours */
+  if (ing->flush)
+    part->flushing = 1; /* service() queues its partial windows as room allows */
+  else
+    part_end(ing, part);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The queues of windows                                                     */
 
 static window_node_t *node_new(const ls_ingest_t *ing) {
   size_t const rows = (size_t)ing->T + 1;
@@ -244,31 +320,17 @@ static window_node_t *node_new(const ls_ingest_t *ing) {
   return node;
 }
 
-/* Queues a copy of window v, first waiting (for flushed windows; complete
- * ones were checked before their record) while the queue is full or, with
- * windows queued that will drain, while it would not fit the memory bound.
- * Returns 0, or -1 when stopping or out of memory. */
-static int enqueue(ls_ingest_t *ing, const ls_window_t *v) {
-  ls_window_stats_t ws;
-  ls_windower_stats(ing->w, &ws);
+/* Queues a copy of window v on its partition. The caller checked that the
+ * partition's queue has room and that memory fits. Returns 0, or -1 when
+ * out of memory. */
+static int enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   pthread_mutex_lock(&ing->lock);
-  for (;;) {
-    int64_t const q = atomic_load(&ing->queued);
-    int const fits = q < ing->queue_cap && (q == 0 || ws.buffered + (q + 1) * (ing->T + 1) <=
-                                                          ing->memory_cap);
-    if (fits || atomic_load(&ing->stop)) break;
-    pthread_cond_wait(&ing->room, &ing->lock);
-  }
   window_node_t *node = ing->pool;
   if (node != NULL) {
     ing->pool = node->next;
     ing->n_pool--;
   }
   pthread_mutex_unlock(&ing->lock);
-  if (atomic_load(&ing->stop)) {
-    if (node != NULL) free(node);
-    return -1;
-  }
   if (node == NULL && (node = node_new(ing)) == NULL) {
     fail(ing, LS_ERR_NOMEM, "out of memory for a window (T=%d, F=%d)", ing->T, ing->F);
     return -1;
@@ -281,96 +343,98 @@ static int enqueue(ls_ingest_t *ing, const ls_window_t *v) {
   node->win.key = node->key;
   node->win.x = node->x;
   node->win.mask = node->mask;
-  node->next = NULL;
+  node->part = (int)(part - ing->parts);
+  node->next = node->pnext = NULL;
   pthread_mutex_lock(&ing->lock);
+  node->prev = ing->tail;
   if (ing->tail != NULL)
     ing->tail->next = node;
   else
     ing->head = node;
   ing->tail = node;
+  if (part->tail != NULL)
+    part->tail->pnext = node;
+  else
+    part->head = node;
+  part->tail = node;
+  atomic_fetch_add(&part->n, 1);
   atomic_fetch_add(&ing->queued, 1);
-  pthread_cond_signal(&ing->ready);
+  pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);
   track_peak(ing);
   return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Partitions                                                                */
-
-static part_t *part_find(ls_ingest_t *ing, int32_t id) {
-  if (id < 0 || id > ing->max_id || ing->part_of_id[id] < 0) return NULL;
-  return &ing->parts[ing->part_of_id[id]];
-}
-
-/* Pauses (pause = 1) or resumes the partitions not done, or only `one`. */
-static void set_paused(ls_ingest_t *ing, int pause, const part_t *one) {
-  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
-  for (int i = 0; i < ing->n_parts; i++)
-    if (one != NULL ? &ing->parts[i] == one : !ing->parts[i].done)
-      rd_kafka_topic_partition_list_add(list, ing->topic, ing->parts[i].id);
-  rd_kafka_resp_err_t const err =
-      pause ? rd_kafka_pause_partitions(ing->rk, list) : rd_kafka_resume_partitions(ing->rk, list);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    warn(ing, WARN_KAFKA, "cannot %s partitions: %s", pause ? "pause" : "resume",
-         rd_kafka_err2str(err));
-  rd_kafka_topic_partition_list_destroy(list);
-}
-
-static void part_finish(ls_ingest_t *ing, part_t *part) {
-  if (part->done) return;
-  part->done = 1;
-  ing->n_done++;
-  set_paused(ing, 1, part); /* records past the end are not ours to read */
+/* Takes the head of part's queue off both lists; caller holds lock. */
+static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
+  window_node_t *const node = part->head;
+  part->head = node->pnext;
+  if (part->head == NULL) part->tail = NULL;
+  if (node->prev != NULL)
+    node->prev->next = node->next;
+  else
+    ing->head = node->next;
+  if (node->next != NULL)
+    node->next->prev = node->prev;
+  else
+    ing->tail = node->prev;
+  int64_t const left = atomic_fetch_sub(&part->n, 1) - 1;
+  atomic_fetch_sub(&ing->queued, 1);
+  pthread_cond_broadcast(&ing->room);
+  /* Half drained: wake the consumer from its batch wait to resume it. */
+  if (left == ing->queue_cap / 2) rd_kafka_queue_yield(ing->rkq);
+  return node;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Backpressure                                                              */
+/* The memory bound                                                          */
 
-static int over_bounds(const ls_ingest_t *ing, int64_t q, int64_t buffered) {
-  return q >= ing->queue_cap || buffered + q * (ing->T + 1) + 2 > ing->memory_cap;
+/* 1 when the trainer can never drain memory: nothing queued, or it waits
+ * on a partition that has nothing queued and has not ended. Caller holds
+ * lock. */
+static int stuck_locked(const ls_ingest_t *ing) {
+  if (atomic_load(&ing->queued) == 0) return 1;
+  if (ing->waiting < 0) return 0;
+  const part_t *const w = &ing->parts[ing->waiting];
+  return atomic_load(&w->n) == 0 && !w->ended;
 }
 
-static int can_resume(const ls_ingest_t *ing, int64_t q, int64_t buffered) {
-  int64_t const mem = buffered + q * (ing->T + 1);
-  return q <= ing->queue_cap / 2 && mem + 2 <= ing->memory_cap &&
-         (q == 0 || mem <= ing->memory_cap / 4 * 3);
-}
-
-/* Waits, partitions paused, until there is room for one more record.
+/* Waits, every partition paused, until memory + growth fits the bound.
  * Returns 0, or -1 when stopping or when nothing can ever make room. */
-static int make_room(ls_ingest_t *ing) {
-  ls_window_stats_t ws;
-  ls_windower_stats(ing->w, &ws);
-  if (!over_bounds(ing, atomic_load(&ing->queued), ws.buffered)) return 0;
+static int make_room(ls_ingest_t *ing, int64_t growth) {
+  int64_t const buffered = buffered_records(ing);
+  if (memory_records(ing, buffered) + growth <= ing->memory_cap) return 0;
   set_paused(ing, 1, NULL);
+  int const was_paused = ing->n_paused;
   ing->pauses++;
-  ing->paused = 1;
+  ing->n_paused = ing->n_parts - ing->n_done;
   pthread_mutex_lock(&ing->lock);
   publish_locked(ing);
   int stuck = 0;
   for (;;) {
-    int64_t const q = atomic_load(&ing->queued);
-    if (atomic_load(&ing->stop) || can_resume(ing, q, ws.buffered)) break;
-    if (q == 0) {
-      stuck = 1;
+    int64_t const mem = memory_records(ing, buffered);
+    if (atomic_load(&ing->stop)) break;
+    if (mem + growth <= ing->memory_cap &&
+        (mem <= ing->memory_cap / 4 * 3 || atomic_load(&ing->queued) == 0))
       break;
-    }
+    if ((stuck = stuck_locked(ing)) != 0) break;
     pthread_cond_wait(&ing->room, &ing->lock);
   }
-  ing->paused = 0;
-  publish_locked(ing);
   pthread_mutex_unlock(&ing->lock);
   if (stuck) {
+    ls_window_stats_t ws;
+    ls_windower_stats(ing->w, &ws);
     fail(ing, LS_ERR_STATE,
-         "buffer.records=%" PRId64 " is full with %" PRId64 " records of %" PRId64
-         " series waiting for complete windows, and no window is queued to drain it: raise "
-         "buffer.records above series x (window + 1) = %" PRId64 " x %d",
-         ing->memory_cap, ws.buffered, ws.series, ws.series, ing->T + 1);
+         "buffer.records=%" PRId64 " is full (%" PRId64 " records in partial windows of %" PRId64
+         " series, %" PRId64 " queued windows of %d) and nothing the trainer will take can "
+         "drain it: raise buffer.records above partitions x queue.windows x (window + 1) + "
+         "series x (window + 1)",
+         ing->memory_cap, ws.buffered, ws.series, (int64_t)atomic_load(&ing->queued), ing->T + 1);
     return -1;
   }
   if (atomic_load(&ing->stop)) return -1;
   set_paused(ing, 0, NULL);
+  ing->n_paused = was_paused;
   return 0;
 }
 
@@ -386,8 +450,8 @@ static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_
              ls_format2str(ing->format));
     return;
   case LS_REJECT_PARSE:
-    snprintf(buf, size, "the value '%.40s' does not parse as %d csv numbers",
-             m->payload ? (const char *)m->payload : "", ing->F);
+    snprintf(buf, size, "the value '%.*s' does not parse as %d csv numbers",
+             (int)(m->len < 40 ? m->len : 40), m->payload ? (const char *)m->payload : "", ing->F);
     return;
   case LS_REJECT_NONFINITE: snprintf(buf, size, "the value holds NaN or Inf"); return;
   case LS_REJECT_BACKWARDS:
@@ -446,10 +510,9 @@ static void on_reject(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t
   if (ing->dlq != NULL) dead_letter(ing, m, r, timestamp);
 }
 
-/* Handles one record. Returns 0, or -1 when the thread must stop. */
-static int handle_record(ls_ingest_t *ing, const rd_kafka_message_t *m) {
-  part_t *const part = part_find(ing, m->partition);
-  if (part == NULL || part->done) return 0; /* not ours, or past our end */
+/* Handles one record of part. Returns 0, or -1 when the thread must stop. */
+static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_t *m) {
+  if (part->done) return 0; /* past our end */
   if (m->offset < part->next) {
     ing->duplicates++;
     return 0;
@@ -458,7 +521,7 @@ static int handle_record(ls_ingest_t *ing, const rd_kafka_message_t *m) {
     part_finish(ing, part);
     return 0;
   }
-  if (make_room(ing) != 0) return -1;
+  if (make_room(ing, 2) != 0) return -1;
   part->next = m->offset + 1;
   rd_kafka_timestamp_type_t ts_type;
   int64_t const ts = rd_kafka_message_timestamp(m, &ts_type);
@@ -480,15 +543,15 @@ static int handle_record(ls_ingest_t *ing, const rd_kafka_message_t *m) {
     return -1;
   }
   if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
-  if (win != NULL && enqueue(ing, win) != 0) return -1;
+  if (win != NULL && enqueue(ing, part, win) != 0) return -1;
   if (win == NULL) track_peak(ing);
   if (part->next >= part->end) part_finish(ing, part);
   return 0;
 }
 
-/* Handles a consumer event (m->err set). Returns 0, or -1 to stop. */
-static int handle_event(ls_ingest_t *ing, const rd_kafka_message_t *m) {
-  part_t *const part = m->rkt != NULL ? part_find(ing, m->partition) : NULL;
+/* Handles a consumer event (m->err set) of part (NULL: not a partition's).
+ * Returns 0, or -1 to stop. */
+static int handle_event(ls_ingest_t *ing, part_t *part, const rd_kafka_message_t *m) {
   switch (m->err) {
   case RD_KAFKA_RESP_ERR__PARTITION_EOF:
     if (part != NULL && m->offset > part->next) part->next = m->offset;
@@ -516,11 +579,80 @@ static int handle_event(ls_ingest_t *ing, const rd_kafka_message_t *m) {
   }
 }
 
-/* At the end of a replay: the partial windows (flush), the dead letters. */
+static int handle(ls_ingest_t *ing, part_t *part, const rd_kafka_message_t *m) {
+  return m->err ? handle_event(ing, part, m) : handle_record(ing, part, m);
+}
+
+/* Keeps m (a record or an event) for later, in order. Returns 0, or -1
+ * when out of memory. */
+static int stash(ls_ingest_t *ing, part_t *part, rd_kafka_message_t *m) {
+  if (part->n_stash == part->cap_stash) {
+    int const cap = part->cap_stash ? 2 * part->cap_stash : 64;
+    rd_kafka_message_t **const grown = realloc(part->stash, (size_t)cap * sizeof *grown);
+    if (grown == NULL) {
+      fail(ing, LS_ERR_NOMEM, "out of memory holding back %d messages of partition %" PRId32,
+           cap, part->id);
+      return -1;
+    }
+    part->stash = grown;
+    part->cap_stash = cap;
+  }
+  part->stash[part->n_stash++] = m;
+  if (!part->queue_paused) {
+    part->queue_paused = 1;
+    set_paused(ing, 1, part);
+    ing->pauses++;
+    ing->n_paused++;
+  }
+  return 0;
+}
+
+/* Takes one message from librdkafka: handles it, or holds it back while
+ * its partition's queue is full. Takes ownership of m. Returns 0 or -1. */
+static int dispatch(ls_ingest_t *ing, rd_kafka_message_t *m) {
+  part_t *const part = m->rkt != NULL ? part_find(ing, m->partition) : NULL;
+  if (part != NULL && (part->stash_at < part->n_stash || queue_full(ing, part)))
+    return stash(ing, part, m);
+  int const rc = handle(ing, part, m);
+  rd_kafka_message_destroy(m);
+  return rc;
+}
+
+/* Work that waits on the trainer: messages held back, partitions to
+ * resume, partial windows to queue. Returns 0 or -1. */
+static int service(ls_ingest_t *ing) {
+  for (int i = 0; i < ing->n_parts; i++) {
+    part_t *const part = &ing->parts[i];
+    while (part->stash_at < part->n_stash && !queue_full(ing, part)) {
+      rd_kafka_message_t *const m = part->stash[part->stash_at++];
+      int const rc = handle(ing, part, m);
+      rd_kafka_message_destroy(m);
+      if (rc != 0) return -1;
+    }
+    if (part->stash_at == part->n_stash) part->stash_at = part->n_stash = 0;
+    if (part->queue_paused && part->n_stash == 0 &&
+        atomic_load(&part->n) <= ing->queue_cap / 2) {
+      part->queue_paused = 0;
+      ing->n_paused--;
+      if (!part->done) set_paused(ing, 0, part);
+    }
+    while (part->flushing && !queue_full(ing, part)) {
+      if (make_room(ing, ing->T + 1) != 0) return -1;
+      const ls_window_t *win = NULL;
+      ls_windower_flush_next(ing->w, part->id, &part->flush_cursor, &win);
+      if (win == NULL) {
+        part->flushing = 0;
+        part_end(ing, part);
+      } else if (enqueue(ing, part, win) != 0) {
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+/* At the end of a replay: the dead letters delivered, the end announced. */
 static void finish(ls_ingest_t *ing) {
-  const ls_window_t *win = NULL;
-  while (ing->flush && ls_windower_flush_next(ing->w, &win) == LS_OK && win != NULL)
-    if (enqueue(ing, win) != 0) return;
   if (ing->dlq != NULL) rd_kafka_flush(ing->dlq, 10000);
   pthread_mutex_lock(&ing->lock);
   publish_locked(ing);
@@ -532,8 +664,10 @@ static void finish(ls_ingest_t *ing) {
 static void *consumer_main(void *arg) {
   ls_ingest_t *const ing = arg;
   int failed = 0;
-  while (!failed && !atomic_load(&ing->stop) &&
-         !(ing->stop_at_end && ing->n_done == ing->n_parts)) {
+  while (!failed && !atomic_load(&ing->stop)) {
+    if ((failed = service(ing)) != 0) break;
+    publish(ing);
+    if (ing->stop_at_end && ing->n_ended == ing->n_parts) break;
     ssize_t const n = rd_kafka_consume_batch_queue(ing->rkq, BATCH_WAIT_MS, ing->batch, BATCH_MAX);
     if (n < 0) {
       fail(ing, LS_ERR_KAFKA, "consuming topic '%s' failed: %s", ing->topic,
@@ -541,12 +675,12 @@ static void *consumer_main(void *arg) {
       break;
     }
     for (ssize_t i = 0; i < n; i++) {
-      const rd_kafka_message_t *const m = ing->batch[i];
-      if (!failed) failed = m->err ? handle_event(ing, m) : handle_record(ing, m);
-      rd_kafka_message_destroy(ing->batch[i]);
+      if (!failed)
+        failed = dispatch(ing, ing->batch[i]);
+      else
+        rd_kafka_message_destroy(ing->batch[i]);
     }
     if (ing->dlq != NULL) rd_kafka_poll(ing->dlq, 0);
-    publish(ing);
   }
   if (!failed && !atomic_load(&ing->stop) && ing->stop_at_end) finish(ing);
   return NULL;
@@ -591,7 +725,7 @@ static ls_err_t resolve_starts(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
       break;
     case LS_START_END: p->start = p->assign_at = high; break;
     case LS_START_TIMESTAMP:
-      p->start = p->assign_at = low; /* until offsets_for_times answers */
+      p->start = p->assign_at = low; /* unless offsets_for_times finds it */
       p->skip_time = s.value;
       rd_kafka_topic_partition_list_add(times, ing->topic, p->id)->offset = s.value;
       break;
@@ -618,14 +752,16 @@ static ls_err_t resolve_starts(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   return err;
 }
 
-/* Assigns the partitions that have something to read. */
+/* Assigns the partitions that have something to read; the others are done
+ * (with nothing to flush) from the start. */
 static ls_err_t assign(ls_ingest_t *ing) {
   rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
   for (int i = 0; i < ing->n_parts; i++) {
     part_t *const p = &ing->parts[i];
     if (p->start >= p->end) {
-      p->done = 1;
+      p->done = p->ended = 1;
       ing->n_done++;
+      ing->n_ended++;
       continue;
     }
     rd_kafka_topic_partition_list_add(list, ing->topic, p->id)->offset = p->assign_at;
@@ -713,6 +849,7 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   for (int32_t id = 0; id <= ing->max_id; id++) ing->part_of_id[id] = -1;
   for (int i = 0; i < ing->n_parts; i++) {
     ing->parts[i].id = conf->partitions[i].id;
+    atomic_init(&ing->parts[i].n, 0);
     ing->part_of_id[ing->parts[i].id] = i;
   }
   return LS_OK;
@@ -730,6 +867,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   pthread_cond_init(&ing->ready, NULL);
   pthread_cond_init(&ing->room, NULL);
   for (int k = 0; k < WARN__COUNT; k++) ing->warn[k].last_ms = -1;
+  ing->waiting = -1;
   atomic_init(&ing->queued, 0);
   atomic_init(&ing->stop, 0);
   ls_err_t err = copy_conf(ing, conf);
@@ -781,6 +919,11 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);
   if (ing->thread_started) pthread_join(ing->thread, NULL);
+  for (int i = 0; ing->parts != NULL && i < ing->n_parts; i++) {
+    part_t *const part = &ing->parts[i];
+    for (int k = part->stash_at; k < part->n_stash; k++) rd_kafka_message_destroy(part->stash[k]);
+    free(part->stash);
+  }
   if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);
   if (ing->rk != NULL) {
     rd_kafka_consumer_close(ing->rk);
@@ -808,10 +951,10 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
 /* ------------------------------------------------------------------------ */
 /* The trainer's side                                                        */
 
-ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
-                        const ls_window_t **win) {
-  LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
-               "ls_ingest_next: ing, what and win must not be NULL");
+/* Takes the next window of one partition (part) or of any (NULL), waiting
+ * up to timeout_ms. */
+static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_next_t *what,
+                          const ls_window_t **win) {
   *win = NULL;
   *what = LS_NEXT_TIMEOUT;
   struct timespec deadline;
@@ -826,32 +969,57 @@ ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
   }
   pthread_mutex_lock(&ing->lock);
   int timed_out = 0;
-  while (ing->head == NULL && !ing->at_end && ing->err == LS_OK && timeout_ms != 0 && !timed_out)
+  for (;;) {
+    window_node_t *const head = part != NULL ? part->head : ing->head;
+    int const ended = part != NULL ? part->ended : ing->at_end;
+    if (head != NULL || ended || ing->err != LS_OK || timeout_ms == 0 || timed_out) break;
+    if (part != NULL && ing->waiting != (int)(part - ing->parts)) {
+      ing->waiting = (int)(part - ing->parts);
+      pthread_cond_broadcast(&ing->room); /* a consumer paused on memory re-checks */
+    }
     timed_out = timeout_ms < 0 ? pthread_cond_wait(&ing->ready, &ing->lock) != 0
                                : pthread_cond_timedwait(&ing->ready, &ing->lock, &deadline) != 0;
-  window_node_t *const node = ing->head;
+  }
+  ing->waiting = -1;
+  window_node_t *const head = part != NULL ? part->head : ing->head;
   ls_err_t err = LS_OK;
-  if (node != NULL) {
-    ing->head = node->next;
-    if (ing->head == NULL) ing->tail = NULL;
-    atomic_fetch_sub(&ing->queued, 1);
-    pthread_cond_signal(&ing->room);
+  if (head != NULL) {
+    window_node_t *const node = dequeue_locked(ing, &ing->parts[head->part]);
     *win = &node->win;
     *what = LS_NEXT_WINDOW;
   } else if (ing->err != LS_OK) {
     err = ls_error_set(ing->err, "%s", ing->errmsg);
-  } else if (ing->at_end) {
+  } else if (part != NULL ? part->ended : ing->at_end) {
     *what = LS_NEXT_END;
   }
   pthread_mutex_unlock(&ing->lock);
   return err;
 }
 
+ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
+                        const ls_window_t **win) {
+  LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_next: ing, what and win must not be NULL");
+  return take_next(ing, NULL, timeout_ms, what, win);
+}
+
+ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
+                                  ls_next_t *what, const ls_window_t **win) {
+  LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_next_partition: ing, what and win must not be NULL");
+  part_t *const part = part_find(ing, partition);
+  LS_RETURN_IF(part == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_next_partition: partition %" PRId32 " of topic '%s' is not one this "
+               "consumer reads",
+               partition, ing->topic);
+  return take_next(ing, part, timeout_ms, what, win);
+}
+
 void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win) {
   if (ing == NULL || win == NULL) return;
   window_node_t *node = (window_node_t *)((char *)win - offsetof(window_node_t, win));
   pthread_mutex_lock(&ing->lock);
-  if (ing->n_pool < ing->queue_cap) {
+  if (ing->n_pool < ing->queue_cap * ing->n_parts) {
     node->next = ing->pool;
     ing->pool = node;
     ing->n_pool++;

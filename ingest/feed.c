@@ -27,9 +27,9 @@ static const double two_pi = 6.283185307179586;
 
 struct ls_feed_s {
   ls_feed_conf_t conf;
-  int64_t *next;   /* (N) the step each series' state is ready to compute */
+  int64_t *next;         /* (N) the step each series' state is ready to compute */
   unsigned char *regime; /* (N) regime of the series' last computed step */
-  float *x1, *x2;  /* (N, F) the series' last and second-to-last values */
+  float *x1, *x2;        /* (N, F) the series' last and second-to-last values */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -96,10 +96,12 @@ static ls_err_t feed_check_conf(const ls_feed_conf_t *c) {
   LS_RETURN_IF(c->features < 1 || c->features > LS_FEATURES_MAX, LS_ERR_INVALID_ARG,
                "feed: features = %d is out of range (1..%d)", c->features, LS_FEATURES_MAX);
   LS_RETURN_IF((int64_t)c->series * c->features > LS_FEED_MAX_CELLS, LS_ERR_INVALID_ARG,
-               "feed: series * features = %d * %d exceeds %d (fewer series or features)",
-               c->series, c->features, LS_FEED_MAX_CELLS);
-  LS_RETURN_IF(c->records_per_series < 1, LS_ERR_INVALID_ARG,
-               "feed: records_per_series = %lld must be at least 1",
+               "feed: series * features = %d * %d exceeds %d (fewer series or features)", c->series,
+               c->features, LS_FEED_MAX_CELLS);
+  LS_RETURN_IF(c->records_per_series < 1 || c->records_per_series > INT64_MAX / c->series,
+               LS_ERR_INVALID_ARG,
+               "feed: records_per_series = %lld must be at least 1, and series * "
+               "records_per_series must fit in 64 bits",
                (long long)c->records_per_series);
   LS_RETURN_IF(c->generator < LS_GEN_SINE || c->generator > LS_GEN_REGIME, LS_ERR_INVALID_ARG,
                "feed: generator %d is not one of ls_gen_t", (int)c->generator);
@@ -137,8 +139,8 @@ ls_err_t ls_feed_new(ls_feed_t **out, const ls_feed_conf_t *conf) {
     feed->x2 = calloc(cells, sizeof *feed->x2);
     if (!feed->next || !feed->regime || !feed->x1 || !feed->x2) {
       ls_feed_destroy(feed);
-      return ls_error_set(LS_ERR_NOMEM, "feed: allocating the state of %zu series x %d features",
-                          n, conf->features);
+      return ls_error_set(LS_ERR_NOMEM, "feed: allocating the state of %zu series x %d features", n,
+                          conf->features);
     }
   }
   *out = feed;
@@ -241,7 +243,8 @@ ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mea
     memset(feed->x1 + at, 0, F * sizeof *feed->x1);
     memset(feed->x2 + at, 0, F * sizeof *feed->x2);
   }
-  while (feed->next[s] < k) feed_step(feed, s, out, NULL);
+  while (feed->next[s] < k)
+    feed_step(feed, s, out, NULL);
   feed_step(feed, s, out, mean);
   return LS_OK;
 }

@@ -18,8 +18,8 @@ ls_err_t kafka_conf_apply(rd_kafka_conf_t *conf, const char *const *settings, in
                  "Kafka setting '%s' is not of the form key=value", kv);
     char key[256];
     size_t const key_len = (size_t)(eq - kv);
-    LS_RETURN_IF(key_len >= sizeof key, LS_ERR_INVALID_ARG, "Kafka setting key '%.40s...' is too long",
-                 kv);
+    LS_RETURN_IF(key_len >= sizeof key, LS_ERR_INVALID_ARG,
+                 "Kafka setting key '%.40s...' is too long", kv);
     memcpy(key, kv, key_len);
     key[key_len] = '\0';
     char errstr[512];
@@ -37,7 +37,9 @@ void kafka_log_init(kafka_log_t *log) {
   log->last[0] = '\0';
 }
 
-void kafka_log_destroy(kafka_log_t *log) { pthread_mutex_destroy(&log->lock); }
+void kafka_log_destroy(kafka_log_t *log) {
+  pthread_mutex_destroy(&log->lock);
+}
 
 void kafka_log_store(kafka_log_t *log, int level, const char *fac, const char *msg) {
   if (level > 4) return; /* LOG_WARNING */

@@ -26,8 +26,6 @@
 static const char *const producer_defaults[] = {
     "compression.type=lz4",
     "linger.ms=20",
-    "batch.size=1000000",
-    "batch.num.messages=10000",
     "queue.buffering.max.messages=500000",
     "enable.idempotence=true",
     "partitioner=murmur2_random",
@@ -130,12 +128,10 @@ ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *t
   p->topic = strdup(topic);
   rd_kafka_conf_t *const conf = rd_kafka_conf_new();
   ls_err_t err = p->brokers && p->topic ? LS_OK : ls_error_set(LS_ERR_NOMEM, "producer: strdup");
-  if (err == LS_OK) {
-    char bootstrap[1024];
-    snprintf(bootstrap, sizeof bootstrap, "bootstrap.servers=%s", brokers);
-    const char *const b = bootstrap;
-    err = kafka_conf_apply(conf, &b, 1);
-  }
+  char errstr[512];
+  if (err == LS_OK && rd_kafka_conf_set(conf, "bootstrap.servers", brokers, errstr,
+                                        sizeof errstr) != RD_KAFKA_CONF_OK)
+    err = ls_error_set(LS_ERR_INVALID_ARG, "producer: brokers '%s': %s", brokers, errstr);
   if (err == LS_OK)
     err = kafka_conf_apply(conf, producer_defaults,
                            (int)(sizeof producer_defaults / sizeof producer_defaults[0]));
@@ -149,7 +145,6 @@ ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *t
   rd_kafka_conf_set_log_cb(conf, producer_log_cb);
   rd_kafka_conf_set_error_cb(conf, producer_error_cb);
   rd_kafka_conf_set_dr_msg_cb(conf, producer_dr_cb);
-  char errstr[512];
   p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
   if (p->rk == NULL) {
     rd_kafka_conf_destroy(conf);
@@ -222,7 +217,8 @@ ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_l
 ls_err_t ls_producer_flush(ls_producer_t *producer) {
   LS_RETURN_IF(producer == NULL, LS_ERR_INVALID_ARG, "ls_producer_flush: producer is NULL");
   /* Every record ends delivered or failed within message.timeout.ms. */
-  while (rd_kafka_outq_len(producer->rk) > 0) rd_kafka_flush(producer->rk, 1000);
+  while (rd_kafka_outq_len(producer->rk) > 0)
+    rd_kafka_flush(producer->rk, 1000);
   rd_kafka_poll(producer->rk, 0);
   int64_t const failed = producer->failed;
   producer->failed = 0;
@@ -286,11 +282,11 @@ static ls_err_t produce_run_begin(produce_run_t *run, ls_producer_t *producer,
   return LS_OK;
 }
 
-static void produce_run_progress(produce_run_t *run, double now) {
+/* Reports progress; returns the callback's answer (non-zero: stop). */
+static int produce_run_progress(produce_run_t *run, double now) {
   run->last_progress = now;
-  if (run->opts.progress != NULL &&
-      run->opts.progress(run->opts.progress_opaque, run->done, run->total) != 0)
-    run->stopped = 1;
+  return run->opts.progress != NULL &&
+         run->opts.progress(run->opts.progress_opaque, run->done, run->total) != 0;
 }
 
 static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key_len,
@@ -304,12 +300,11 @@ static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key
     double const wait = run->start + (double)run->done / run->opts.rate - mono_now();
     if (wait > 0.0) sleep_seconds(wait);
   }
-  LS_FORWARD_IF_ERROR(
-      ls_producer_send(run->producer, key, key_len, timestamp_ms, run->buf, len));
+  LS_FORWARD_IF_ERROR(ls_producer_send(run->producer, key, key_len, timestamp_ms, run->buf, len));
   run->done++;
   if (paced || (run->done & 1023) == 0) {
     double const now = mono_now();
-    if (now - run->last_progress >= 0.25) produce_run_progress(run, now);
+    if (now - run->last_progress >= 0.25 && produce_run_progress(run, now)) run->stopped = 1;
   }
   return LS_OK;
 }
@@ -317,7 +312,8 @@ static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key
 /* Flushes what was sent (also after an error, which then wins), fills stats
  * and frees the run. */
 static ls_err_t produce_run_end(produce_run_t *run, ls_err_t err, ls_produce_stats_t *stats) {
-  if (err == LS_OK) produce_run_progress(run, mono_now());
+  if (err == LS_OK && !run->stopped) /* the last report: a stop asked now changes nothing */
+    (void)produce_run_progress(run, mono_now());
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", ls_last_error());
   ls_err_t const flushed = ls_producer_flush(run->producer);
@@ -381,8 +377,8 @@ static ls_err_t csv_parse_line(const char *path, int64_t lineno, const char *lin
   const char *const t = c1 + 1;
   const char *const c2 = memchr(t, ',', (size_t)(end - t));
   LS_RETURN_IF(c2 == NULL, LS_ERR_CORRUPT,
-               "%s:%lld: no values after the time (each line is series,time_ms,v1[,v2...])",
-               path, (long long)lineno);
+               "%s:%lld: no values after the time (each line is series,time_ms,v1[,v2...])", path,
+               (long long)lineno);
   char field[32];
   size_t const t_len = (size_t)(c2 - t);
   char *tail = NULL;
@@ -399,7 +395,8 @@ static ls_err_t csv_parse_line(const char *path, int64_t lineno, const char *lin
   const char *const v = c2 + 1;
   size_t const v_len = (size_t)(end - v);
   int F = 1;
-  for (const char *q = v; (q = memchr(q, ',', (size_t)(end - q))) != NULL; q++) F++;
+  for (const char *q = v; (q = memchr(q, ',', (size_t)(end - q))) != NULL; q++)
+    F++;
   LS_RETURN_IF(F > LS_FEATURES_MAX, LS_ERR_CORRUPT, "%s:%lld: %d values (max %d)", path,
                (long long)lineno, F, LS_FEATURES_MAX);
   if (*features == 0) {
@@ -433,7 +430,9 @@ static ls_err_t csv_scan(const char *path, FILE *f, int *features, float *values
   while (err == LS_OK && (run == NULL || !run->stopped) && (n = getline(&line, &cap, f)) >= 0) {
     lineno++;
     size_t len = (size_t)n;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+      len--;
+    line[len] = '\0'; /* messages quote parts of the line with %s */
     if (len == 0 || line[0] == '#') continue;
     bool const header = first && len >= 7 && !memcmp(line, "series,", 7);
     first = false;

@@ -125,29 +125,76 @@ static void f32_encode(const float *values, int F, unsigned char *p) {
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* Skips the digits at s[*i..n); returns how many there were. */
-static size_t skip_digits(const char *s, size_t n, size_t *i) {
+/* A decimal number as scanned: (-1)^neg * mant * 10^exp10, exactly when
+ * exact (at most 19 significant digits and an exponent below 10^6). */
+typedef struct decimal_s {
+  int neg, exact;
+  uint64_t mant;
+  int64_t exp10;
+} decimal_t;
+
+/* Scans the digits at s[*i..n) into d (frac: they follow the point);
+ * returns how many there were. */
+static size_t scan_digits(const char *s, size_t n, size_t *i, decimal_t *d, int frac) {
   size_t const start = *i;
-  while (*i < n && is_digit(s[*i])) (*i)++;
+  for (; *i < n && is_digit(s[*i]); (*i)++) {
+    if (d->mant < UINT64_C(1000000000000000000)) { /* 10^18: one more digit fits */
+      d->mant = d->mant * 10 + (uint64_t)(s[*i] - '0');
+      d->exp10 -= frac;
+    } else {
+      d->exact = 0; /* the 20th significant digit and beyond: strtof rounds */
+    }
+  }
   return *i - start;
 }
 
-/* 1 if s[0..n) is exactly a decimal number by the grammar above. */
-static int csv_is_decimal(const char *s, size_t n) {
+/* 1 if s[0..n) is exactly a decimal number by the grammar above, scanned
+ * into d. */
+static int csv_scan_decimal(const char *s, size_t n, decimal_t *d) {
+  *d = (decimal_t){0, 1, 0, 0};
   size_t i = 0;
-  if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-  size_t digits = skip_digits(s, n, &i);
+  if (i < n && (s[i] == '+' || s[i] == '-')) d->neg = s[i++] == '-';
+  size_t digits = scan_digits(s, n, &i, d, 0);
   if (i < n && s[i] == '.') {
     i++;
-    digits += skip_digits(s, n, &i);
+    digits += scan_digits(s, n, &i, d, 1);
   }
   if (digits == 0) return 0;
   if (i < n && (s[i] == 'e' || s[i] == 'E')) {
     i++;
+    int const neg = i < n && s[i] == '-';
     if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-    if (skip_digits(s, n, &i) == 0) return 0;
+    size_t const start = i;
+    int64_t e = 0;
+    for (; i < n && is_digit(s[i]); i++)
+      if (e < 1000000) e = e * 10 + (s[i] - '0');
+    if (i == start) return 0;
+    if (e >= 1000000) d->exact = 0;
+    d->exp10 += neg ? -e : e;
   }
   return i == n;
+}
+
+/* Clinger's fast path: when mant < 2^53 and |exp10| <= 22, mant and
+ * 10^|exp10| are exact doubles, so one IEEE multiply or divide gives the
+ * correctly rounded double. Rounding that to float is the correctly rounded
+ * float unless the double sits exactly halfway between two floats (the
+ * decimal may be just off that midpoint): then it returns 0 and strtof
+ * decides. */
+static int csv_fast_float(const decimal_t *d, float *out) {
+  static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (!d->exact || d->mant > (UINT64_C(1) << 53) || d->exp10 < -22 || d->exp10 > 22) return 0;
+  double v = (double)d->mant;
+  v = d->exp10 < 0 ? v / pow10[-d->exp10] : v * pow10[d->exp10];
+  float const f = (float)v;
+  if ((double)f != v && isfinite(f)) {
+    float const other = nextafterf(f, (double)f < v ? INFINITY : -INFINITY);
+    if (isfinite(other) && ((double)f + (double)other) / 2 == v) return 0;
+  }
+  *out = d->neg ? -f : f;
+  return 1;
 }
 
 /* 1 if s[0..n) is [+-]nan, [+-]inf or [+-]infinity, in any case. */
@@ -163,7 +210,9 @@ static int csv_is_nonfinite_word(const char *s, size_t n) {
 /* Parses one trimmed field s[0..n) into *out. */
 static ls_reject_t csv_parse_number(const char *s, size_t n, float *out) {
   if (csv_is_nonfinite_word(s, n)) return LS_REJECT_NONFINITE;
-  if (n > LS_CSV_NUMBER_MAX || !csv_is_decimal(s, n)) return LS_REJECT_PARSE;
+  decimal_t d;
+  if (n > LS_CSV_NUMBER_MAX || !csv_scan_decimal(s, n, &d)) return LS_REJECT_PARSE;
+  if (csv_fast_float(&d, out)) return isfinite(*out) ? LS_REJECT_NONE : LS_REJECT_NONFINITE;
   char text[LS_CSV_NUMBER_MAX + 1];
   memcpy(text, s, n);
   text[n] = '\0';

@@ -232,7 +232,8 @@ void relay_destroy(relay_t *relay) {
   while (write(relay->wake[1], &byte, 1) < 0 && errno == EINTR) {
   }
   pthread_join(relay->thread, NULL);
-  while (relay->n_pairs > 0) relay_pair_close(relay, relay->n_pairs - 1);
+  while (relay->n_pairs > 0)
+    relay_pair_close(relay, relay->n_pairs - 1);
   close(relay->listen_fd);
   close(relay->wake[0]);
   close(relay->wake[1]);

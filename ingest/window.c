@@ -47,7 +47,6 @@ struct ls_windower_s {
   float *scratch;      /* [F]: a new series' first record, before it is accepted */
   float *ones;         /* [T]: the mask of a complete window */
   float *partial_mask; /* [T]: the mask of a flushed partial window */
-  size_t flush_cursor; /* next series ls_windower_flush_next looks at */
   ls_window_t view;    /* the window last handed out */
   ls_window_stats_t stats;
 };
@@ -267,15 +266,16 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
 /* Records of s not yet in a complete window. */
 static int series_pending(const series_t *s, int T) { return s->count == T + 1 ? 1 : s->count; }
 
-ls_err_t ls_windower_flush_next(ls_windower_t *w, const ls_window_t **win) {
-  LS_RETURN_IF(w == NULL || win == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_flush_next: w and win must not be NULL");
+ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cursor,
+                                const ls_window_t **win) {
+  LS_RETURN_IF(w == NULL || cursor == NULL || win == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_flush_next: w, cursor and win must not be NULL");
   *win = NULL;
   int const F = w->F, T = w->T;
-  while (w->flush_cursor < w->n_series) {
-    series_t *const s = w->series[w->flush_cursor++];
+  while (*cursor < w->n_series) {
+    series_t *const s = w->series[(*cursor)++];
     int const n = series_pending(s, T);
-    if (n < 2) continue;
+    if (n < 2 || (partition >= 0 && s->partition != partition)) continue;
     /* Rows n..T are padding: zero them so no stale values reach a model. */
     memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
     for (int t = 0; t < T; t++) w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;

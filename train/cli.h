@@ -22,14 +22,18 @@ typedef struct cli_command_s {
 int cmd_bench(int argc, char **argv);   /* lstream bench engine|... */
 int cmd_broker(int argc, char **argv);  /* lstream broker (train/cmd_broker.c) */
 int cmd_produce(int argc, char **argv); /* lstream produce (train/cmd_produce.c) */
+int cmd_train(int argc, char **argv);   /* lstream train (train/cmd_train.c) */
 
 /* `lstream bench engine ...` (train/cmd_bench_engine.c). */
 int cmd_bench_engine(int argc, char **argv);
 
+/* `lstream bench ingest ...` (train/cmd_bench_ingest.c). */
+int cmd_bench_ingest(int argc, char **argv);
+
 /* Kafka client properties from `-X key=value` and `--kafka-config FILE`
- * (one key=value a line; blank lines and '#' comments skipped), in the order
- * given so that later ones win; items [n] are "key=value" strings for the
- * library's settings arguments. Zero-initialise; free with _free. */
+ * (ls_kafka_config_read's format), in the order given so that later ones
+ * win; items [n] are "key=value" strings for the library's settings
+ * arguments. Zero-initialise; free with _free. */
 typedef struct cli_kafka_props_s {
   char **items;
   int n, cap;

@@ -17,7 +17,9 @@
 
 static volatile sig_atomic_t broker_stop = 0;
 
-static void broker_on_signal(int sig) { broker_stop = sig; }
+static void broker_on_signal(int sig) {
+  broker_stop = sig;
+}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -36,9 +38,10 @@ static void usage(FILE *f) {
           "                         first broker that is up; clients then use the brokers'\n"
           "                         advertised random ports, which works from this machine\n"
           "                         only. Fails if P is taken.\n"
-          "  --topic NAME:PARTITIONS create a topic (repeatable, up to %d; 1..%d partitions).\n"
-          "                         Other topics are auto-created with 4 partitions when a\n"
-          "                         client first asks for them.\n"
+          "  --topic NAME:PARTITIONS\n"
+          "                         create a topic (repeatable, up to %d; 1..%d\n"
+          "                         partitions). Other topics are auto-created with 4\n"
+          "                         partitions when a client first asks for them.\n"
           "  --bootstrap-file PATH  also write the address to PATH, atomically (a temporary\n"
           "                         file renamed into place once complete); removed on exit\n"
           "\n"
@@ -95,7 +98,8 @@ static void broker_wait_for_signal(void) {
   sigprocmask(SIG_BLOCK, &block, &old);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  while (!broker_stop) sigsuspend(&old);
+  while (!broker_stop)
+    sigsuspend(&old);
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 

@@ -23,8 +23,9 @@ static void usage(FILE *f) {
           "                       [--kafka-config FILE]\n"
           "\n"
           "Produces a reproducible synthetic market feed into a Kafka topic: series keyed\n"
-          "SYM0000, SYM0001, ..., each with F features and one record per step, sent step by\n"
-          "step across all series; timestamps are event times that increase per series.\n"
+          "SYM0000, SYM0001, ..., each with F features and one record per step, sent\n"
+          "step by step across all series; timestamps are event times that increase per\n"
+          "series."
           "The same seed and options give the same records. With --csv, replays a file\n"
           "instead. Returns once every record is delivered (exit 1 if any is not).\n"
           "\n"
@@ -36,9 +37,10 @@ static void usage(FILE *f) {
           "  --rate R               at most R records/s (default 0: as fast as possible)\n"
           "  -X key=value           a librdkafka producer property (repeatable); overrides\n"
           "                         lstream's defaults: compression.type=lz4, linger.ms=20,\n"
-          "                         batch.size=1000000, enable.idempotence=true,\n"
-          "                         partitioner=murmur2_random (the Java client's: a key\n"
-          "                         always goes to the same partition)\n"
+          "                         queue.buffering.max.messages=500000,\n"
+          "                         enable.idempotence=true, partitioner=murmur2_random\n"
+          "                         (the Java client's: a key always goes to the same\n"
+          "                         partition)\n"
           "  --kafka-config FILE    librdkafka properties, one key=value a line ('#'\n"
           "                         comments); applied in order with -X, later ones win\n"
           "\n"
@@ -46,29 +48,31 @@ static void usage(FILE *f) {
           "  --series N             number of series (default %d)\n"
           "  --features F           values per record (default %d, max %d)\n"
           "  --records-per-series K steps per series (default %" PRId64 ")\n"
-          "  --generator G          sine (default): sin(2 pi k/P + phase) + noise, period P in\n"
-          "                           [16,128) steps and phase random per series and feature;\n"
+          "  --generator G          sine (default): sin(2 pi k/P + phase) + noise, period P\n"
+          "                           in [16,128) steps and phase random per series and\n"
+          "                           feature;\n"
           "                         ar2: x[k] = a1 x[k-1] + a2 x[k-2] + noise (stationary);\n"
           "                         regime: a random walk switching between a calm regime\n"
           "                           (drift +0.01, vol = noise) and a turbulent one (drift\n"
           "                           -0.02, vol = 3 x noise), switch probability 0.02/step\n"
           "  --noise S              standard deviation of the Gaussian noise (default %g)\n"
-          "  --ar A1,A2             ar2 coefficients (default %g,%g: a damped ~11-step cycle);\n"
-          "                         must be stationary: |A2| < 1, A1 + A2 < 1, A2 - A1 < 1\n"
+          "  --ar A1,A2             ar2 coefficients (default %g,%g: a damped cycle of\n"
+          "                         ~11 steps); must be stationary: |A2| < 1, A1 + A2 < 1,\n"
+          "                         A2 - A1 < 1\n"
           "  --seed S               random seed, 0..2^64-1 (default %" PRIu64 ")\n"
-          "  --start-ms MS          event time of step 0 in ms since the epoch (default %" PRId64
-          ",\n"
-          "                         2024-01-01 UTC; use a recent time against a real cluster,\n"
-          "                         whose retention may delete older records at once)\n"
+          "  --start-ms MS          event time of step 0, ms since the epoch (default\n"
+          "                         %" PRId64 ", 2024-01-01 UTC; against a real cluster\n"
+          "                         use a recent time: retention may delete older records)\n"
           "  --step-ms MS           event time between steps (default %" PRId64 ")\n"
           "\n"
-          "  --csv FILE             replay FILE instead: lines series,time_ms,v1,...,vF (same F\n"
-          "                         on every line; blank lines, '#' comments and a first line\n"
-          "                         starting with 'series,' skipped). The whole file is checked\n"
-          "                         first; a bad line is reported as FILE:LINE and nothing is\n"
-          "                         sent. Feed options do not apply.\n"
+          "  --csv FILE             replay FILE instead: lines series,time_ms,v1,...,vF\n"
+          "                         (same F on every line; blank lines, '#' comments and a\n"
+          "                         first line starting with 'series,' skipped). The whole\n"
+          "                         file is checked first: a bad line is reported as\n"
+          "                         FILE:LINE and nothing is sent. Feed options do not apply.\n"
           "\n"
-          "Output: progress on stderr for runs longer than a second, then one line on stdout:\n"
+          "Output: progress on stderr for runs longer than a second, then one line on\n"
+          "stdout:\n"
           "  produce topic=NAME partitions=P records=N bytes=B seconds=S records_per_s=R\n",
           d.series, d.features, LS_FEATURES_MAX, d.records_per_series, d.noise, d.ar1, d.ar2,
           d.seed, d.start_ms, d.step_ms);
@@ -77,7 +81,9 @@ static void usage(FILE *f) {
 /* Set by the first SIGINT or SIGTERM: stop sending, flush what was queued. */
 static volatile sig_atomic_t produce_interrupted = 0;
 
-static void produce_on_signal(int sig) { produce_interrupted = sig; }
+static void produce_on_signal(int sig) {
+  produce_interrupted = sig;
+}
 
 /* Progress on stderr: redrawn in place on a terminal, else a line every 5 s;
  * nothing during the first second. */
@@ -106,9 +112,8 @@ static int produce_parse_ar(const char *s, double *a1, double *a2) {
   if (comma == NULL || (size_t)(comma - s) >= sizeof buf) return -1;
   memcpy(buf, s, (size_t)(comma - s));
   buf[comma - s] = '\0';
-  return cli_parse_double(buf, -10.0, 10.0, a1) || cli_parse_double(comma + 1, -10.0, 10.0, a2)
-             ? -1
-             : 0;
+  return cli_parse_double(buf, -10.0, 10.0, a1) || cli_parse_double(comma + 1, -10.0, 10.0, a2) ? -1
+                                                                                                : 0;
 }
 
 typedef struct produce_args_s {
@@ -149,12 +154,10 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
       ls_feed_conf_t *const c = &a->feed;
       if (!strcmp(o, "--series")) {
         if (cli_parse_int(v, 1, LS_FEED_MAX_SERIES, &c->series))
-          return cli_usage_error("produce", "--series '%s': expected 1..%d", v,
-                                 LS_FEED_MAX_SERIES);
+          return cli_usage_error("produce", "--series '%s': expected 1..%d", v, LS_FEED_MAX_SERIES);
       } else if (!strcmp(o, "--features")) {
         if (cli_parse_int(v, 1, LS_FEATURES_MAX, &c->features))
-          return cli_usage_error("produce", "--features '%s': expected 1..%d", v,
-                                 LS_FEATURES_MAX);
+          return cli_usage_error("produce", "--features '%s': expected 1..%d", v, LS_FEATURES_MAX);
       } else if (!strcmp(o, "--records-per-series")) {
         if (cli_parse_i64(v, 1, INT64_MAX, &c->records_per_series))
           return cli_usage_error("produce", "--records-per-series '%s': expected >= 1", v);

@@ -12,6 +12,7 @@
 #endif
 
 static const cli_command_t commands[] = {
+    {"train", "train the model on a topic, carrying each series' state", cmd_train},
     {"bench", "measure the engine's training-step speed (bench engine)", cmd_bench},
     {"broker", "host an embedded Kafka cluster for development and tests", cmd_broker},
     {"produce", "write a synthetic market feed (or a CSV file) into a Kafka topic", cmd_produce},

@@ -85,6 +85,7 @@ typedef struct ls_broker_s ls_broker_t;
 
 /* Kafka protocol API keys, for ls_broker_push_request_errors. */
 typedef enum ls_kafka_api_e {
+  LS_KAFKA_API_PRODUCE = 0,
   LS_KAFKA_API_FETCH = 1,
   LS_KAFKA_API_LIST_OFFSETS = 2,
   LS_KAFKA_API_METADATA = 3,
@@ -109,8 +110,9 @@ void ls_broker_destroy(ls_broker_t *broker);
 const char *ls_broker_bootstrap(const ls_broker_t *broker);
 
 /* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
- * partitions partitions, replication factor 1, leaders spread over the
- * brokers. An existing name fails with LS_ERR_KAFKA. */
+ * partitions partitions, leaders spread over the brokers. Replication
+ * factor 1 is asked for, though the mock lists every broker as a replica
+ * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA. */
 ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
 
 /* Takes broker broker_id down (its listener and connections close) or brings
@@ -122,12 +124,14 @@ ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id);
 
 /* Makes broker_id (or -1: no leader) the leader of topic [partition]. A topic
  * unknown to the cluster is auto-created first (librdkafka's mock does so). */
-ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,
-                              int broker_id);
+ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition, int broker_id);
 
 /* Makes the next n requests of API api (on any broker) fail with errors [n],
  * Kafka protocol error codes (e.g. 6 NOT_LEADER_OR_FOLLOWER, 7
- * REQUEST_TIMED_OUT), in order; clear drops those not yet used. */
+ * REQUEST_TIMED_OUT, 10 MESSAGE_TOO_LARGE), in order; clear drops those not
+ * yet used. librdkafka's mock ignores injected METADATA errors (its Metadata
+ * handler never applies them): disturb metadata with ls_broker_set_down or a
+ * leader of -1 instead. */
 ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, int n,
                                        const int *errors);
 ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api);
@@ -216,10 +220,11 @@ int64_t ls_feed_time(const ls_feed_t *feed, int64_t k);
 /* Producing records                                                         */
 
 /* A Kafka producer for one topic, tuned for throughput and order: lz4
- * compression, linger.ms=20, large batches and queue, idempotence (per-
- * partition order and no duplicates across retries), and the murmur2
- * partitioner of the Java client (partitioner=murmur2_random), so the same
- * key always goes to the same partition, whichever client produced it. */
+ * compression, linger.ms=20 (fuller batches), a queue of 500,000 records,
+ * idempotence (per-partition order and no duplicates across retries), and
+ * the Java client's murmur2 partitioner (partitioner=murmur2_random), so
+ * the same key always goes to the same partition, whichever client
+ * produced it. */
 typedef struct ls_producer_s ls_producer_t;
 
 /* Connects to brokers ("host:port,...") and waits up to 10 s for topic's
@@ -355,12 +360,14 @@ void ls_windower_destroy(ls_windower_t *w);
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                              const ls_window_t **complete);
 
-/* Emits the trailing partial windows, for end of data: each call gives the
- * next series (in order of first appearance) that holds at least one target
- * beyond its last window, as a window with n_targets < T and a mask, zero
- * padded; *win is NULL when there are no more. Those series' buffers are
- * then empty (the next push starts a new window from that record). */
-ls_err_t ls_windower_flush_next(ls_windower_t *w, const ls_window_t **win);
+/* Emits the trailing partial windows, for the end of data: each call gives
+ * the next series (in order of first appearance, from *cursor, which starts
+ * at 0) of `partition` (-1: any) that holds at least one target beyond its
+ * last window, as a window with n_targets < T, masked and zero padded; *win
+ * is NULL when there are no more. Those series' buffers are then empty (a
+ * later push starts a new window from that record). */
+ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cursor,
+                                const ls_window_t **win);
 
 /* Records of one series not yet in a complete window (0..T, its last
  * window's final target included as the next window's first input); 0 with
@@ -422,9 +429,9 @@ void ls_ingest_conf_destroy(ls_ingest_conf_t *conf); /* accepts NULL */
  *   format              f32 | csv                               (f32)
  *   features            F, values per record                    (1)
  *   window              T, steps per window                     (32)
- *   queue.windows       most complete windows queued for the trainer (256)
+ *   queue.windows       most complete windows queued per partition (256)
  *   buffer.records      most records held in memory: series buffers plus
- *                       T+1 per queued window                   (4194304)
+ *                       T+1 per queued window, all partitions   (4194304)
  *   stop                end: stop at the high watermarks read at start
  *                       (replay) | never: run until destroyed (live)  (never)
  *   flush               true: at the end, emit trailing partial windows,
@@ -466,8 +473,8 @@ typedef struct ls_ingest_stats_s {
   int64_t queued_windows;      /* windows waiting for ls_ingest_next */
   int64_t memory_records;      /* buffered + (T+1) * queued_windows, now */
   int64_t peak_memory_records; /* the most memory_records ever reached */
-  int64_t pauses;              /* times the partitions were paused (backpressure) */
-  int paused;                  /* 1 while paused */
+  int64_t pauses;              /* times partitions were paused (backpressure) */
+  int paused;                  /* partitions paused for backpressure now */
   int64_t dead_letters;        /* rejected records copied to the dead-letter topic */
   int64_t dead_letter_errors;  /* copies that could not be delivered */
   int64_t kafka_errors;        /* client errors librdkafka retries */
@@ -489,12 +496,16 @@ typedef struct ls_ingest_s ls_ingest_t;
 /* A consumer: assigns the conf's partitions at their start positions
  * (resolved now: an offset outside the watermarks fails here, naming them),
  * then consumes on a thread of its own, decodes, validates, windows, and
- * queues complete windows. When the queue or memory reaches its bound the
- * partitions are paused and resumed once the trainer has drained half the
- * queue: nothing is dropped. Records before a timestamp start are skipped
- * (a broker that cannot look offsets up by time, such as librdkafka's mock,
- * answers "none": the consumer then starts at the low watermark and skips).
- * The conf is copied; it may be destroyed after. */
+ * queues complete windows, one queue per partition. Backpressure: a
+ * partition whose queue is full is paused alone (its records already
+ * fetched are held back, in order) and resumed once the trainer took half
+ * of it; when memory (buffer.records) is full every partition is paused
+ * until the trainer drains it below 3/4. Nothing is ever dropped; a bound
+ * that nothing the trainer takes can relieve is an error. Records before a
+ * timestamp start are skipped (a broker that cannot look offsets up by time,
+ * such as librdkafka's mock, answers "none": the consumer then starts at
+ * the low watermark and skips). The conf is copied; it may be destroyed
+ * after. */
 ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
 /* Stops the thread, closes the clients (flushing dead letters); accepts
@@ -502,11 +513,19 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window. A failure of the consumer thread (a fatal Kafka error, an offset
+ * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error, an offset
  * out of range, a memory bound too small for the series' partial windows)
  * is returned here, with its message, once the queue is empty. */
 ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                         const ls_window_t **win);
+
+/* ls_ingest_next for one partition (one of the conf's): its windows in the
+ * order its records completed them, which depends on the data only (what a
+ * deterministic replay forms its steps from). LS_NEXT_END once stop=end,
+ * the partition reached its end and all its windows (flushed ones
+ * included) were taken. One thread takes windows, by either call. */
+ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
+                                  ls_next_t *what, const ls_window_t **win);
 
 /* Gives a window back to the consumer's pool; accepts NULL. */
 void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);

@@ -13,10 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef LSTREAM_BIN
-#error "LSTREAM_BIN (the lstream program's path) must be defined"
-#endif
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -56,7 +52,8 @@ static pid_t spawn(const char *const argv[], int in_fd, int out_fd, int err_fd) 
   dup2(in_fd >= 0 ? in_fd : devnull, 0);
   dup2(out_fd >= 0 ? out_fd : devnull, 1);
   dup2(err_fd >= 0 ? err_fd : devnull, 2);
-  for (int fd = 3; fd < 256; fd++) close(fd);
+  for (int fd = 3; fd < 256; fd++)
+    close(fd);
   execvp(argv[0], (char *const *)argv);
   _exit(127);
 }
@@ -94,8 +91,7 @@ int proc_run(const char *const argv[], const char *input, double timeout_s, proc
     if (poll(pfd, 2, left_ms(deadline)) <= 0) continue;
     if (pfd[0].revents && !drain(out[0], &res->out, &res->out_len, &cap[0]))
       pfd[0].fd = -1, open_fds--;
-    if (pfd[1].revents && !drain(err[0], &res->err, &err_len, &cap[1]))
-      pfd[1].fd = -1, open_fds--;
+    if (pfd[1].revents && !drain(err[0], &res->err, &err_len, &cap[1])) pfd[1].fd = -1, open_fds--;
   }
   close(out[0]);
   close(err[0]);
@@ -111,10 +107,11 @@ void proc_result_free(proc_result_t *res) {
   memset(res, 0, sizeof *res);
 }
 
-int proc_broker_start(proc_broker_t *b, const char *const args[]) {
-  const char *argv[64] = {LSTREAM_BIN, "broker"};
+int proc_broker_start(proc_broker_t *b, const char *lstream, const char *const args[]) {
+  const char *argv[64] = {lstream, "broker"};
   int n = 2;
-  for (int i = 0; args != NULL && args[i] != NULL && n < 63; i++) argv[n++] = args[i];
+  for (int i = 0; args != NULL && args[i] != NULL && n < 63; i++)
+    argv[n++] = args[i];
   argv[n] = NULL;
   int out[2];
   memset(b, 0, sizeof *b);

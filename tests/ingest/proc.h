@@ -29,9 +29,10 @@ typedef struct proc_broker_s {
   char addr[512]; /* the bootstrap line it printed */
 } proc_broker_t;
 
-/* Starts the broker (args: NULL-terminated extra arguments) and waits up to
- * 20 s for its address line. Returns 0 on success. */
-int proc_broker_start(proc_broker_t *b, const char *const args[]);
+/* Starts `LSTREAM broker ARGS...` (lstream: the program's path; args:
+ * NULL-terminated, may be NULL) and waits up to 20 s for its address line.
+ * Returns 0 on success. */
+int proc_broker_start(proc_broker_t *b, const char *lstream, const char *const args[]);
 
 /* Sends SIGTERM and waits up to 20 s; returns the exit code (-1: killed by
  * a signal or did not stop in time). */

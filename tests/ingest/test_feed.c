@@ -90,13 +90,14 @@ Test(feed, random_access_matches_sequential) {
     ls_feed_t *const feed = feed_make(g, 4, 2, 0.1, 3);
     float seq[4][100][2], v[2];
     for (int64_t k = 0; k < 100; k++) /* series interleaved, as produced */
-      for (int s = 0; s < 4; s++) ls_feed_value(feed, s, k, seq[s][k], NULL);
+      for (int s = 0; s < 4; s++)
+        ls_feed_value(feed, s, k, seq[s][k], NULL);
     int64_t const probes[] = {99, 0, 57, 58, 3, 99, 42};
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
       int64_t const k = probes[i];
       cr_assert_eq(ls_feed_value(feed, 2, k, v, NULL), LS_OK);
-      cr_assert(!memcmp(v, seq[2][k], sizeof v), "%s: step %lld asked again differs",
-                ls_gen2str(g), (long long)k);
+      cr_assert(!memcmp(v, seq[2][k], sizeof v), "%s: step %lld asked again differs", ls_gen2str(g),
+                (long long)k);
     }
     ls_feed_destroy(feed);
   }

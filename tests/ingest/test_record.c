@@ -6,6 +6,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lstream/ingest.h"
@@ -250,5 +252,53 @@ Test(record, round_trip_bit_exact) {
         cr_assert_eq(bits_of(out[f]), bits_of(v[f]), "%s: %a became %a",
                      ls_format2str((ls_format_t)fmt), (double)v[f], (double)out[f]);
     }
+  }
+}
+
+/* The csv decoder's fast path (an exact double product, then float) gives
+ * strtof's correctly rounded float, also next to float midpoints where
+ * double rounding would go wrong (those fall back to strtof). */
+static void expect_like_strtof(const char *text) {
+  float got = 0;
+  ls_reject_t const r = csv(text, 1, &got);
+  float const want = strtof(text, NULL);
+  if (!isfinite(want)) {
+    cr_expect_eq(r, LS_REJECT_NONFINITE, "'%s'", text);
+    return;
+  }
+  cr_assert_eq(r, LS_REJECT_NONE, "'%s'", text);
+  cr_assert_eq(bits_of(got), bits_of(want), "'%s': %a, strtof %a", text, (double)got,
+               (double)want);
+}
+
+Test(record, csv_matches_strtof) {
+  /* 2^24 + 1 is the midpoint of 2^24 and 2^24 + 2 (ties to even: down).
+   * 1.012272298336029 and the next three are 16-digit decimals next to a
+   * float midpoint whose nearest double IS that midpoint: rounding the double
+   * to float would go the wrong way. */
+  const char *const cases[] = {"16777217", "1.012272298336029", "1.015104353427887e+00",
+                               "1.033040702342987", "-1.035872757434845", "16777217.0000000001",
+                               "16777216.9999999999",
+                               "16777219", "-16777217.00000000001", "33554435", "0.1",
+                               "1e22", "9007199254740993", "123456789012345678901",
+                               "0.000000000000000000000001", "3.4028235e38", "3.4028236e38",
+                               "1.17549435e-38", "1e-45", "7e-46", "-0", "0e99999"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_like_strtof(cases[i]);
+  uint32_t state = 0xdeadbeefu;
+  for (int n = 0; n < 200000; n++) {
+    char text[64];
+    int at = 0;
+    if (next_bits(&state) & 1) text[at++] = '-';
+    int const digits = 1 + (int)(next_bits(&state) % 20);
+    int const point = (int)(next_bits(&state) % (unsigned)(digits + 1));
+    for (int d = 0; d < digits; d++) {
+      if (d == point && d > 0) text[at++] = '.';
+      text[at++] = (char)('0' + next_bits(&state) % 10);
+    }
+    if (next_bits(&state) & 1)
+      at += snprintf(text + at, sizeof text - (size_t)at, "e%d",
+                     (int)(next_bits(&state) % 81) - 40);
+    text[at] = '\0';
+    expect_like_strtof(text);
   }
 }

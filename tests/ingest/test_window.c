@@ -5,6 +5,7 @@
  * series untouched, and a table of many series.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +17,6 @@ enum { F = 2 };
 /* Record step k of a series: features (v, -v) with v = 1000 s + k, exact
  * in float. */
 static float value_of(int s, int k) { return (float)(1000 * s + k); }
-
-typedef struct feed_s {
-  ls_windower_t *w;
-  char buf[F * 4];
-  ls_record_t rec;
-} feed_t;
 
 static ls_windower_t *windower(int T) {
   ls_windower_t *w = NULL;
@@ -95,9 +90,13 @@ Test(window, one_series_exact_windows_and_overlap) {
   cr_expect_eq(st.buffered, 3);
 
   const ls_window_t *win = NULL;
-  cr_assert_eq(ls_windower_flush_next(w, &win), LS_OK);
+  size_t cursor = 0;
+  cr_assert_eq(ls_windower_flush_next(w, 4, &cursor, &win), LS_OK);
+  cr_expect_null(win, "AAPL is on partition 5");
+  cursor = 0;
+  cr_assert_eq(ls_windower_flush_next(w, 5, &cursor, &win), LS_OK);
   expect_window(win, "AAPL", 0, 3, T, 2, offset_single);
-  cr_assert_eq(ls_windower_flush_next(w, &win), LS_OK);
+  cr_assert_eq(ls_windower_flush_next(w, 5, &cursor, &win), LS_OK);
   cr_expect_null(win);
   cr_assert_eq(ls_windower_pending(w, "AAPL", 4, &pending, &found), LS_OK);
   cr_expect_eq(pending, 0);
@@ -144,7 +143,8 @@ Test(window, interleaved_series) {
     }
   for (int s = 0; s < 3; s++) cr_expect_eq(got[s], 3, "series %d", s); /* 13 = 3 * 4 + 1 */
   const ls_window_t *win = NULL;
-  cr_assert_eq(ls_windower_flush_next(w, &win), LS_OK);
+  size_t cursor = 0;
+  cr_assert_eq(ls_windower_flush_next(w, -1, &cursor, &win), LS_OK);
   cr_expect_null(win, "one pending record per series makes no target");
   ls_windower_destroy(w);
 }
@@ -277,7 +277,9 @@ Test(window, bad_arguments) {
   cr_expect_eq(ls_windower_push(w, NULL, &win), LS_REJECT__COUNT);
   ls_record_t const ok = {"k", 1, "abcdefgh", 8, 0, 0, 0};
   cr_expect_eq(ls_windower_push(w, &ok, NULL), LS_REJECT__COUNT);
-  cr_expect_eq(ls_windower_flush_next(w, NULL), LS_ERR_INVALID_ARG);
+  size_t cursor = 0;
+  cr_expect_eq(ls_windower_flush_next(w, -1, &cursor, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_flush_next(w, -1, NULL, &win), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_windower_stats(w, NULL), LS_ERR_INVALID_ARG);
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);

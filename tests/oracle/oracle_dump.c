@@ -14,8 +14,11 @@
  *   2. one forward + backward(loss_scale = 1/count) from (h0, c0): outputs,
  *      final states, loss, parameter gradients, d/dx, d/dh0, d/dc0;
  *   3. K optimizer steps on the same batch, each: set_state(h0, c0),
- *      forward, backward(1/count), ls_engine_optimizer_step (clip C,
- *      grad_scale 1); then the parameters.
+ *      forward, backward(1/count), read the gradient,
+ *      ls_engine_optimizer_step (clip C, grad_scale 1), read the parameters.
+ *      The oracle checks each step on its own (the gradient at the step's
+ *      parameters, and the update given that gradient) as well as the whole
+ *      trajectory: see torch_oracle.py for why both.
  *
  * File format (all integers uint32 and all values float32, little-endian):
  *   magic "LSORACL1" (8 bytes), tensor count
@@ -34,7 +37,8 @@
  *   grads [n]  dx [T,B,I]  dh0 [L,B,H]  dc0 [L,B,H]
  *   step_loss [K]         loss_sum / count of each optimizer step's forward
  *   step_grad_norm [K]    gradient norm before clipping, per step
- *   params_final [n]      parameters after the K steps
+ *   step_grads [K,n]      gradient of each step, before clipping
+ *   step_params [K,n]     parameters after each step (row K-1: the final ones)
  *
  * Exit status: 0 on success, 1 on any error (message on stderr), 2 on a
  * usage error.
@@ -131,9 +135,12 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->seed = (uint64_t)s;
       have |= SEED;
     } else if (strcmp(opt, "--opt") == 0) {
-      if (strcmp(val, "adam") == 0) a->decoupled = 0;
-      else if (strcmp(val, "adamw") == 0) a->decoupled = 1;
-      else return usage("bad --opt '%s': want adam or adamw", val);
+      if (strcmp(val, "adam") == 0)
+        a->decoupled = 0;
+      else if (strcmp(val, "adamw") == 0)
+        a->decoupled = 1;
+      else
+        return usage("bad --opt '%s': want adam or adamw", val);
     } else if (strcmp(opt, "--steps") == 0) {
       if (parse_long(val, 0, 100000, &v) != 0) return usage("bad --steps '%s'", val);
       a->steps = (int)v;
@@ -180,13 +187,15 @@ static float uniform(uint64_t *state, float lo, float hi) {
 }
 
 static void fill_uniform(float *dst, size_t n, uint64_t *state, float lo, float hi) {
-  for (size_t i = 0; i < n; i++) dst[i] = uniform(state, lo, hi);
+  for (size_t i = 0; i < n; i++)
+    dst[i] = uniform(state, lo, hi);
 }
 
 /* About 30% zeros; entry 0 is forced to 1 and, when there are two or more
  * entries, the last one to 0, so the mask always has both. */
 static void fill_mask(float *mask, size_t n, uint64_t *state) {
-  for (size_t i = 0; i < n; i++) mask[i] = uniform(state, 0.0f, 1.0f) < 0.3f ? 0.0f : 1.0f;
+  for (size_t i = 0; i < n; i++)
+    mask[i] = uniform(state, 0.0f, 1.0f) < 0.3f ? 0.0f : 1.0f;
   mask[0] = 1.0f;
   if (n > 1) mask[n - 1] = 0.0f;
 }
@@ -209,8 +218,8 @@ static void put_bytes(writer_t *w, const void *p, size_t n) {
 }
 
 static void put_u32(writer_t *w, uint32_t v) {
-  unsigned char const b[4] = {(unsigned char)v, (unsigned char)(v >> 8),
-                              (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+  unsigned char const b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                              (unsigned char)(v >> 24)};
   put_bytes(w, b, sizeof b);
 }
 
@@ -222,15 +231,22 @@ static void put_tensor(writer_t *w, const char *name, int ndim, const size_t *di
   put_bytes(w, name, strlen(name));
   put_u32(w, (uint32_t)ndim);
   for (int d = 0; d < ndim; d++) {
+    if (dims[d] > UINT32_MAX && !w->failed) {
+      fprintf(stderr, "oracle_dump: tensor %s: dimension %zu does not fit the format's uint32\n",
+              name, dims[d]);
+      w->failed = 1;
+    }
     put_u32(w, (uint32_t)dims[d]);
     n *= dims[d];
   }
+  if (w->failed) return;
   unsigned char buf[4096];
   size_t used = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, &v[i], sizeof u);
-    for (int k = 0; k < 4; k++) buf[used++] = (unsigned char)(u >> (8 * k));
+    for (int k = 0; k < 4; k++)
+      buf[used++] = (unsigned char)(u >> (8 * k));
     if (used == sizeof buf || i + 1 == n) {
       put_bytes(w, buf, used);
       used = 0;
@@ -242,8 +258,7 @@ static void put_1d(writer_t *w, const char *name, size_t n, const float *v) {
   put_tensor(w, name, 1, &n, v);
 }
 
-static void put_3d(writer_t *w, const char *name, size_t d0, size_t d1, size_t d2,
-                   const float *v) {
+static void put_3d(writer_t *w, const char *name, size_t d0, size_t d1, size_t d2, const float *v) {
   size_t const dims[3] = {d0, d1, d2};
   put_tensor(w, name, 3, dims, v);
 }
@@ -252,38 +267,42 @@ static void put_3d(writer_t *w, const char *name, size_t d0, size_t d1, size_t d
 /* The run                                                                   */
 
 typedef struct bufs_s {
-  float *params_init, *params_final, *grads;  /* (n) */
-  float *x, *dx;                              /* (T, B, I) */
-  float *target, *pred;                       /* (T, B, O) */
-  float *mask;                                /* (T, B) */
-  float *y;                                   /* (T, B, H) */
-  float *h0, *c0, *hT, *cT, *dh0, *dc0;       /* (L, B, H) */
-  float *step_loss, *step_grad_norm;          /* (K) */
+  float *params_init, *grads;           /* (n) */
+  float *x, *dx;                        /* (T, B, I) */
+  float *target, *pred;                 /* (T, B, O) */
+  float *mask;                          /* (T, B) */
+  float *y;                             /* (T, B, H) */
+  float *h0, *c0, *hT, *cT, *dh0, *dc0; /* (L, B, H) */
+  float *step_loss, *step_grad_norm;    /* (K) */
+  float *step_grads, *step_params;      /* (K, n) */
 } bufs_t;
 
 static void bufs_free(bufs_t *b) {
-  float *const all[] = {b->params_init, b->params_final, b->grads, b->x,  b->dx,  b->target,
-                        b->pred,        b->mask,         b->y,     b->h0, b->c0,  b->hT,
-                        b->cT,          b->dh0,          b->dc0,   b->step_loss,
-                        b->step_grad_norm};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+  float *const all[] = {b->params_init, b->grads,      b->x,         b->dx,
+                        b->target,      b->pred,       b->mask,      b->y,
+                        b->h0,          b->c0,         b->hT,        b->cT,
+                        b->dh0,         b->dc0,        b->step_loss, b->step_grad_norm,
+                        b->step_grads,  b->step_params};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    free(all[i]);
 }
 
 static int bufs_alloc(bufs_t *b, const args_t *a, size_t n) {
   size_t const TB = (size_t)a->T * (size_t)a->B, LBH = (size_t)a->L * a->B * a->H;
+  size_t const K = (size_t)a->steps;
   struct {
     float **p;
     size_t n;
   } const want[] = {
-      {&b->params_init, n},        {&b->params_final, n},  {&b->grads, n},
-      {&b->x, TB * a->I},          {&b->dx, TB * a->I},    {&b->target, TB * a->O},
-      {&b->pred, TB * a->O},       {&b->mask, TB},         {&b->y, TB * a->H},
-      {&b->h0, LBH},               {&b->c0, LBH},          {&b->hT, LBH},
-      {&b->cT, LBH},               {&b->dh0, LBH},         {&b->dc0, LBH},
-      {&b->step_loss, (size_t)a->steps + 1}, {&b->step_grad_norm, (size_t)a->steps + 1},
+      {&b->params_init, n},    {&b->grads, n},          {&b->x, TB * a->I},
+      {&b->dx, TB * a->I},     {&b->target, TB * a->O}, {&b->pred, TB * a->O},
+      {&b->mask, TB},          {&b->y, TB * a->H},      {&b->h0, LBH},
+      {&b->c0, LBH},           {&b->hT, LBH},           {&b->cT, LBH},
+      {&b->dh0, LBH},          {&b->dc0, LBH},          {&b->step_loss, K},
+      {&b->step_grad_norm, K}, {&b->step_grads, K * n}, {&b->step_params, K * n},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    *want[i].p = calloc(want[i].n, sizeof(float));
+    *want[i].p = calloc(want[i].n > 0 ? want[i].n : 1, sizeof(float)); /* K may be 0 */
     if (*want[i].p == NULL) {
       fprintf(stderr, "oracle_dump: no memory for %zu floats\n", want[i].n);
       return -1;
@@ -298,10 +317,10 @@ static int fail(ls_err_t err, const char *what) {
   return 1;
 }
 
-#define CHECK(call)                                \
-  do {                                             \
-    ls_err_t const err_ = (call);                  \
-    if (err_ != LS_OK) return fail(err_, #call);   \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    ls_err_t const err_ = (call);                                                                  \
+    if (err_ != LS_OK) return fail(err_, #call);                                                   \
   } while (0)
 
 /* Steps 1-3 of the header comment, into b. */
@@ -343,7 +362,9 @@ static int run_engine(ls_engine_t *eng, const args_t *a, bufs_t *b, size_t n, fl
     CHECK(ls_engine_set_state(eng, a->B, b->h0, b->c0));
     CHECK(ls_engine_forward(eng, a->T, a->B, b->x, b->target, b->mask, &sum, &cnt));
     CHECK(ls_engine_backward(eng, (float)(1.0 / cnt)));
+    CHECK(ls_engine_read_grads(eng, b->step_grads + (size_t)k * n, n));
     CHECK(ls_engine_optimizer_step(eng, &opt, 1.0f, &b->step_grad_norm[k]));
+    CHECK(ls_engine_read_params(eng, b->step_params + (size_t)k * n, n));
     b->step_loss[k] = (float)(sum / cnt);
   }
   if (ls_engine_optimizer_steps(eng) != a->steps) {
@@ -351,7 +372,6 @@ static int run_engine(ls_engine_t *eng, const args_t *a, bufs_t *b, size_t n, fl
             (long long)ls_engine_optimizer_steps(eng), a->steps);
     return 1;
   }
-  CHECK(ls_engine_read_params(eng, b->params_final, n));
   return 0;
 }
 
@@ -376,8 +396,8 @@ static int put_layout(writer_t *w, const ls_shape_t *shape, int layer, ls_param_
 static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum, float count) {
   ls_shape_t const shape = {a->I, a->H, a->L, a->O};
   size_t const T = (size_t)a->T, B = (size_t)a->B, L = (size_t)a->L, H = (size_t)a->H;
-  /* config, optim; 4 layout entries per layer + 2 for the head; 19 more. */
-  uint32_t const n_tensors = 2 + (4 * (uint32_t)a->L + 2) + 19;
+  /* config, optim; 4 layout entries per layer + 2 for the head; 20 more. */
+  uint32_t const n_tensors = 2 + (4 * (uint32_t)a->L + 2) + 20;
 
   writer_t w = {fopen(a->out, "wb"), a->out, 0};
   if (w.f == NULL) {
@@ -391,8 +411,8 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
   put_1d(&w, "config", 6, config);
   ls_optim_t opt;
   ls_optim_init(&opt);
-  float const optim[8] = {a->lr,         opt.beta1,          opt.beta2, opt.eps,
-                          a->wd,         (float)a->decoupled, a->clip,   (float)a->steps};
+  float const optim[8] = {a->lr, opt.beta1,           opt.beta2, opt.eps,
+                          a->wd, (float)a->decoupled, a->clip,   (float)a->steps};
   put_1d(&w, "optim", 8, optim);
 
   /* The layout as the library states it, for the oracle to check against
@@ -422,7 +442,9 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
   put_3d(&w, "dc0", L, B, H, b->dc0);
   put_1d(&w, "step_loss", (size_t)a->steps, b->step_loss);
   put_1d(&w, "step_grad_norm", (size_t)a->steps, b->step_grad_norm);
-  put_1d(&w, "params_final", n, b->params_final);
+  size_t const kn[2] = {(size_t)a->steps, n};
+  put_tensor(&w, "step_grads", 2, kn, b->step_grads);
+  put_tensor(&w, "step_params", 2, kn, b->step_params);
 
   if (fclose(w.f) != 0 && !w.failed) {
     fprintf(stderr, "oracle_dump: closing %s failed: %s\n", a->out, strerror(errno));

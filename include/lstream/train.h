@@ -1,0 +1,155 @@
+/*
+ * lstream train: the step loop. A trainer reads windows from its partitions
+ * (ingest), forms steps, gathers each series' state, runs the engine
+ * (kernels) and stores the states back (state), and reports every step.
+ *
+ * Step formation. A step holds at most B windows, each of a different
+ * series (a series' next window needs this one's final state).
+ *   replay (until = end): the partitions are visited in a fixed rotation,
+ *     one window at a time, waiting for each partition's next window in
+ *     offset order; a partition whose next window's series is already in
+ *     the step sits the rest of the step out. Steps therefore depend on the
+ *     topic's contents only, never on arrival timing: two runs are
+ *     bit-identical.
+ *   live (until = never): a step fires when B windows are ready or
+ *     deadline.ms has passed since its first window arrived.
+ * The loss of each step is measured before its update: the prequential
+ * (test-then-train) loss. Beside it the trainer measures, on the same
+ * targets, the last-value baseline (predict x[t+1] = x[t]).
+ */
+#ifndef LSTREAM_TRAIN_H
+#define LSTREAM_TRAIN_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/error.h"
+#include "lstream/state.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ls_train_conf_s ls_train_conf_t;
+
+ls_err_t ls_train_conf_new(ls_train_conf_t **out);
+void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
+
+/* Sets a key from its text (the same keys as `lstream train --KEY VALUE`
+ * and `--config FILE`). LS_ERR_UNKNOWN_KEY for a key that does not exist,
+ * LS_ERR_INVALID_ARG (with the reason) for a bad value. Keys and defaults:
+ *   brokers         bootstrap servers host:port[,...]          (required)
+ *   topic           topic to read                             (required)
+ *   format          f32 | csv                                 (f32)
+ *   features        F, values per record                      (1)
+ *   window          T, steps per window                       (32)
+ *   batch           B, windows per step                       (64)
+ *   hidden          H                                         (64)
+ *   layers          L                                         (1)
+ *   optimizer       adam | adamw                              (adam)
+ *   lr              learning rate                             (0.001)
+ *   beta1, beta2    Adam decays                               (0.9, 0.999)
+ *   eps             Adam epsilon                              (1e-8)
+ *   weight_decay    L2 (adam) or decoupled (adamw) decay      (0)
+ *   clip            global gradient-norm bound, 0 = none      (1.0)
+ *   warmup          updates over which lr ramps up linearly   (0)
+ *   accumulate      steps whose gradients make one update     (1)
+ *   seed            parameter initialisation seed             (1)
+ *   device          cpu | cuda                                (cpu)
+ *   threads         CPU threads, 0 = all cores                (0)
+ *   until           end: replay to the high watermarks read at start,
+ *                   then stop | live: run until stopped       (live)
+ *   start           where every partition starts: beginning | end |
+ *                   OFFSET | time:MS                          (beginning)
+ *   stateless       true: every window starts from a zero state (false)
+ *   deadline_ms     live mode: fire a partial step this long after its
+ *                   first window                              (200)
+ *   queue_windows   ingest queue bound, windows               (256)
+ *   buffer_records  ingest memory bound, records              (4194304)
+ *   partitions      the partitions to read, "0,2,5" or "all"  (all)
+ */
+ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
+
+/* Passes a librdkafka property "key=value" to the consumer (as kcat -X). */
+ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setting);
+
+/* Reads KEY = VALUE lines (blank lines and lines starting with # skipped)
+ * and sets each; an error names the file and the line. */
+ls_err_t ls_train_conf_read(ls_train_conf_t *conf, const char *path);
+
+/* The current value of a key as text, into buf. */
+ls_err_t ls_train_conf_get(const ls_train_conf_t *conf, const char *key, char *buf,
+                           size_t size);
+
+/* The keys, NULL-terminated, with one-line help each (for --help). */
+typedef struct ls_train_key_s {
+  const char *key;
+  const char *help;
+} ls_train_key_t;
+const ls_train_key_t *ls_train_conf_keys(void);
+
+/* What one step did. Losses are sums over valid target values; divide by
+ * count for the mean squared error. */
+typedef struct ls_step_stats_s {
+  int64_t step;          /* 1-based */
+  int windows;           /* windows in this step */
+  int64_t records;       /* target records in this step */
+  double loss_sum;       /* model, before this step's update (prequential) */
+  double baseline_sum;   /* last-value prediction, same targets */
+  double count;          /* valid target values */
+  int updated;           /* 1 if the optimizer stepped after this step */
+  float grad_norm;       /* gradient norm of that update (before clipping) */
+  float lr;              /* learning rate of that update */
+  double compute_s;      /* seconds in the engine */
+  double wait_s;         /* seconds waiting for windows */
+} ls_step_stats_t;
+
+/* Totals of a run; `tail` covers the last fifth of the steps (at most the
+ * last 65536), the "final" loss of a run. */
+typedef struct ls_train_summary_s {
+  int64_t steps, windows, records, series, updates;
+  double loss_sum, baseline_sum, count;
+  double tail_loss_sum, tail_baseline_sum, tail_count;
+  int64_t tail_steps;
+  double compute_s, wait_s, elapsed_s;
+  int64_t rejected; /* records the consumer rejected (all reasons) */
+} ls_train_summary_t;
+
+typedef struct ls_trainer_s ls_trainer_t;
+
+/* Creates a trainer: checks the conf, connects, resolves the partitions and
+ * their start positions, builds the engine. conf is copied. */
+ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out);
+void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
+
+/* Called after every step; a non-zero return stops the run (cleanly). */
+typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
+
+/* Runs until the end of a replay, until *stop becomes non-zero (checked at
+ * least every 100 ms; a signal handler may set it), or until cb asks.
+ * stop and cb may be NULL. */
+ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
+                        void *opaque);
+
+ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out);
+
+/* Ingest progress of a replay: offsets consumed and the total to the
+ * watermarks (-1 when live). */
+ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total);
+
+/* FNV-1a digests of the flat parameter buffer and of the series table (keys,
+ * counts and states): equal digests, bit-identical models. */
+ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states);
+
+/* Number of series seen. */
+int64_t ls_trainer_series_count(const ls_trainer_t *tr);
+
+/* What the trainer knows of series i (0 <= i < count, in order of first
+ * appearance): key, partition, windows and target records trained. */
+ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LSTREAM_TRAIN_H */

@@ -1,0 +1,207 @@
+/*
+ * The series table (include/lstream/state.h): an open-addressing hash map
+ * from key to slot, per-slot bookkeeping, and the states in engine memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lstream/state.h"
+
+#define KEY_MAX 255
+
+typedef struct series_s {
+  char *key; /* NUL-terminated copy */
+  size_t key_len;
+  uint64_t hash;
+  int32_t partition;
+  int64_t windows, records, last_offset;
+} series_t;
+
+struct ls_series_table_s {
+  ls_engine_t *eng;
+  ls_state_table_t *states; /* (S, L, H) h and c */
+  series_t *series;         /* [count], by slot */
+  size_t count, cap;        /* slots used / allocated (series and states) */
+  int64_t *index;           /* [buckets] slot or -1; buckets a power of two */
+  size_t buckets;
+};
+
+/* FNV-1a, 64 bit. */
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+#define FNV_OFFSET 0xcbf29ce484222325ull
+
+static ls_err_t check_key(const void *key, size_t key_len) {
+  LS_RETURN_IF(key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
+  LS_RETURN_IF(key_len < 1 || key_len > KEY_MAX, LS_ERR_INVALID_ARG,
+               "series key of %zu bytes: keys have 1..%d bytes", key_len, KEY_MAX);
+  return LS_OK;
+}
+
+static ls_err_t index_build(ls_series_table_t *t, size_t buckets) {
+  int64_t *idx = malloc(buckets * sizeof *idx);
+  LS_RETURN_IF(idx == NULL, LS_ERR_NOMEM, "no memory for a %zu-bucket series index", buckets);
+  for (size_t i = 0; i < buckets; i++) idx[i] = -1;
+  for (size_t s = 0; s < t->count; s++) {
+    size_t b = (size_t)t->series[s].hash & (buckets - 1);
+    while (idx[b] >= 0) b = (b + 1) & (buckets - 1);
+    idx[b] = (int64_t)s;
+  }
+  free(t->index);
+  t->index = idx;
+  t->buckets = buckets;
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t **out) {
+  LS_RETURN_IF(eng == NULL || out == NULL, LS_ERR_INVALID_ARG, "engine or out is NULL");
+  *out = NULL;
+  LS_RETURN_IF(initial == 0 || initial > ((size_t)1 << 40), LS_ERR_INVALID_ARG,
+               "initial capacity %zu is out of range [1, 2^40]", initial);
+  ls_series_table_t *t = calloc(1, sizeof *t);
+  LS_RETURN_IF(t == NULL, LS_ERR_NOMEM, "no memory for a series table");
+  t->eng = eng;
+  t->cap = initial;
+  ls_err_t err = ls_state_table_new(eng, initial, &t->states);
+  if (err == LS_OK) {
+    t->series = calloc(initial, sizeof *t->series);
+    if (t->series == NULL) err = ls_error_set(LS_ERR_NOMEM, "no memory for %zu series", initial);
+  }
+  size_t buckets = 16;
+  while (buckets < 2 * initial) buckets *= 2;
+  if (err == LS_OK) err = index_build(t, buckets);
+  if (err != LS_OK) {
+    ls_series_table_destroy(t);
+    return err;
+  }
+  *out = t;
+  return LS_OK;
+}
+
+void ls_series_table_destroy(ls_series_table_t *t) {
+  if (t == NULL) return;
+  for (size_t s = 0; s < t->count; s++) free(t->series[s].key);
+  free(t->series);
+  free(t->index);
+  ls_state_table_destroy(t->states);
+  free(t);
+}
+
+/* The bucket holding key, or the empty bucket where it would go. */
+static size_t probe(const ls_series_table_t *t, const void *key, size_t key_len, uint64_t hash) {
+  size_t b = (size_t)hash & (t->buckets - 1);
+  for (;;) {
+    int64_t const s = t->index[b];
+    if (s < 0) return b;
+    const series_t *const e = &t->series[s];
+    if (e->hash == hash && e->key_len == key_len && !memcmp(e->key, key, key_len)) return b;
+    b = (b + 1) & (t->buckets - 1);
+  }
+}
+
+ls_err_t ls_series_table_find(const ls_series_table_t *t, const void *key, size_t key_len,
+                              int64_t *slot) {
+  LS_RETURN_IF(t == NULL || slot == NULL, LS_ERR_INVALID_ARG, "table or slot is NULL");
+  LS_FORWARD_IF_ERROR(check_key(key, key_len));
+  *slot = t->index[probe(t, key, key_len, fnv1a(FNV_OFFSET, key, key_len))];
+  return LS_OK;
+}
+
+static ls_err_t grow(ls_series_table_t *t) {
+  size_t const cap = t->cap * 2;
+  series_t *s = realloc(t->series, cap * sizeof *s);
+  LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for %zu series", cap);
+  t->series = s;
+  LS_FORWARD_IF_ERROR(ls_state_table_grow(t->states, cap));
+  t->cap = cap;
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_len,
+                              int32_t partition, int64_t *slot) {
+  LS_RETURN_IF(t == NULL || slot == NULL, LS_ERR_INVALID_ARG, "table or slot is NULL");
+  LS_FORWARD_IF_ERROR(check_key(key, key_len));
+  uint64_t const hash = fnv1a(FNV_OFFSET, key, key_len);
+  size_t b = probe(t, key, key_len, hash);
+  if (t->index[b] >= 0) {
+    *slot = t->index[b];
+    return LS_OK;
+  }
+  if (t->count == t->cap) LS_FORWARD_IF_ERROR(grow(t));
+  if (2 * (t->count + 1) > t->buckets) { /* keep the load factor <= 1/2 */
+    LS_FORWARD_IF_ERROR(index_build(t, t->buckets * 2));
+    b = probe(t, key, key_len, hash);
+  }
+  char *copy = malloc(key_len + 1);
+  LS_RETURN_IF(copy == NULL, LS_ERR_NOMEM, "no memory for a series key");
+  memcpy(copy, key, key_len);
+  copy[key_len] = '\0';
+  t->series[t->count] = (series_t){copy, key_len, hash, partition, 0, 0, -1};
+  t->index[b] = (int64_t)t->count;
+  *slot = (int64_t)t->count++;
+  return LS_OK;
+}
+
+size_t ls_series_table_count(const ls_series_table_t *t) { return t == NULL ? 0 : t->count; }
+
+static ls_err_t check_slot(const ls_series_table_t *t, int64_t slot) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
+  LS_RETURN_IF(slot < 0 || (size_t)slot >= t->count, LS_ERR_INVALID_ARG,
+               "slot %lld is not one of the table's %zu series", (long long)slot, t->count);
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_trained(ls_series_table_t *t, int64_t slot, int64_t records,
+                                 int64_t last_offset) {
+  LS_FORWARD_IF_ERROR(check_slot(t, slot));
+  LS_RETURN_IF(records < 0, LS_ERR_INVALID_ARG, "negative record count %lld",
+               (long long)records);
+  series_t *const s = &t->series[slot];
+  s->windows++;
+  s->records += records;
+  s->last_offset = last_offset;
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_info(const ls_series_table_t *t, int64_t slot, ls_series_info_t *out) {
+  LS_FORWARD_IF_ERROR(check_slot(t, slot));
+  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
+  const series_t *const s = &t->series[slot];
+  *out = (ls_series_info_t){s->key,     s->key_len, s->partition,  slot,
+                            s->windows, s->records, s->last_offset};
+  return LS_OK;
+}
+
+ls_state_table_t *ls_series_table_states(ls_series_table_t *t) {
+  return t == NULL ? NULL : t->states;
+}
+
+ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
+  LS_RETURN_IF(t == NULL || digest == NULL, LS_ERR_INVALID_ARG, "table or digest is NULL");
+  const ls_engine_conf_t *const conf = ls_engine_get_conf(t->eng);
+  size_t const row = (size_t)conf->shape.num_layers * (size_t)conf->shape.hidden_size;
+  float *h = malloc(row * sizeof(float)), *c = malloc(row * sizeof(float));
+  if (h == NULL || c == NULL) {
+    free(h), free(c);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for a state row");
+  }
+  uint64_t d = FNV_OFFSET;
+  ls_err_t err = LS_OK;
+  for (size_t s = 0; s < t->count && err == LS_OK; s++) {
+    const series_t *const e = &t->series[s];
+    d = fnv1a(d, e->key, e->key_len + 1);
+    d = fnv1a(d, &e->partition, sizeof e->partition);
+    d = fnv1a(d, &e->windows, sizeof e->windows);
+    d = fnv1a(d, &e->records, sizeof e->records);
+    d = fnv1a(d, &e->last_offset, sizeof e->last_offset);
+    err = ls_state_table_read(t->states, s, 1, h, c);
+    d = fnv1a(d, h, row * sizeof(float));
+    d = fnv1a(d, c, row * sizeof(float));
+  }
+  free(h), free(c);
+  if (err == LS_OK) *digest = d;
+  return err;
+}

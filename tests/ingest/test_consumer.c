@@ -1,0 +1,905 @@
+/*
+ * The consumer (ingest/consumer.c) against the embedded broker
+ * (ls_broker: librdkafka's mock cluster in this process, what `lstream
+ * broker` hosts): records from kcat and from a librdkafka producer become
+ * exactly the expected windows; order per series across partitions; start
+ * offsets, beginning, end and times; every rejection reason counted and
+ * dead-lettered with the rest of the stream untouched; a broker down and up
+ * and injected fetch errors lose and duplicate nothing; a stalled trainer
+ * keeps memory under its bound, and everything arrives after it resumes.
+ *
+ * Every wait is on a condition with a generous deadline, never a fixed sleep.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "lstream/ingest.h"
+#include "proc.h"
+
+/* Deadline for anything to arrive. The suite runs in seconds; 60 s only
+ * matters on a starved machine (2 cores shared, ASan). */
+#define WAIT_S 60.0
+
+/* Event time of step k of every series. */
+#define TIME0 1700000000000LL
+static int64_t time_of(int k) { return TIME0 + 1000LL * k; }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The cluster and a producer with explicit partitions                       */
+
+static ls_broker_t *cluster(int brokers, const char *topic, int partitions) {
+  ls_broker_t *b = NULL;
+  cr_assert_eq(ls_broker_new(&b, brokers, 0), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_broker_topic_create(b, topic, partitions), LS_OK, "%s", ls_last_error());
+  return b;
+}
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+  int64_t *const slot = m->_private;
+  if (slot != NULL) *slot = m->err ? -1 : m->offset;
+}
+
+/* An idempotent producer (in order, no duplicates), quiet. */
+static rd_kafka_t *producer_new(const ls_broker_t *b) {
+  rd_kafka_conf_t *const c = rd_kafka_conf_new();
+  char err[256];
+  cr_assert_eq(rd_kafka_conf_set(c, "bootstrap.servers", ls_broker_bootstrap(b), err, sizeof err),
+               RD_KAFKA_CONF_OK);
+  cr_assert_eq(rd_kafka_conf_set(c, "enable.idempotence", "true", err, sizeof err),
+               RD_KAFKA_CONF_OK);
+  cr_assert_eq(rd_kafka_conf_set(c, "linger.ms", "5", err, sizeof err), RD_KAFKA_CONF_OK);
+  cr_assert_eq(rd_kafka_conf_set(c, "log_level", "0", err, sizeof err), RD_KAFKA_CONF_OK);
+  rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+  rd_kafka_t *const rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+  cr_assert_not_null(rk, "%s", err);
+  return rk;
+}
+
+/* Queues one record; its offset lands in *offset (if not NULL) on delivery. */
+static void produce(rd_kafka_t *p, const char *topic, int32_t partition, const void *key,
+                    size_t key_len, const void *value, size_t len, int64_t time,
+                    int64_t *offset) {
+  if (offset != NULL) *offset = -2;
+  rd_kafka_resp_err_t err;
+  while ((err = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                  RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, len),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                  RD_KAFKA_V_TIMESTAMP(time), RD_KAFKA_V_OPAQUE(offset),
+                                  RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    rd_kafka_poll(p, 10);
+  cr_assert_eq(err, RD_KAFKA_RESP_ERR_NO_ERROR, "%s", rd_kafka_err2str(err));
+}
+
+static void producer_flush(rd_kafka_t *p) {
+  cr_assert_eq(rd_kafka_flush(p, (int)(WAIT_S * 1000)), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The expected data: S series, K steps, F features                          */
+
+enum { F = 4 };
+
+/* Feature f of step k of series s: exact in float (< 2^24 / 8). */
+static float value_of(int s, int k, int f) { return (float)(1000 * s + k) + 0.125f * (float)f; }
+
+typedef struct world_s {
+  int S, K, T;
+  int32_t *partition; /* [S] */
+  int64_t *offset;    /* [S, K]: where step k of series s landed, -1 if not produced */
+} world_t;
+
+static world_t world_new(int S, int K, int T) {
+  world_t w = {S, K, T, calloc((size_t)S, sizeof(int32_t)), malloc(sizeof(int64_t) * S * K)};
+  for (int i = 0; i < S * K; i++) w.offset[i] = -1;
+  return w;
+}
+
+static void world_free(world_t *w) {
+  free(w->partition);
+  free(w->offset);
+}
+
+static void key_of(int s, char *buf, size_t size) { snprintf(buf, size, "series-%04d", s); }
+
+/* Produces steps [k0, k1) of every series, step-major, f32, to partition
+ * s % partitions. */
+static void produce_steps(rd_kafka_t *p, const char *topic, world_t *w, int partitions, int k0,
+                          int k1) {
+  for (int k = k0; k < k1; k++)
+    for (int s = 0; s < w->S; s++) {
+      float v[F];
+      for (int f = 0; f < F; f++) v[f] = value_of(s, k, f);
+      char buf[4 * F], key[32];
+      size_t len;
+      cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
+      key_of(s, key, sizeof key);
+      w->partition[s] = s % partitions;
+      produce(p, topic, w->partition[s], key, strlen(key), buf, len, time_of(k),
+              &w->offset[(size_t)s * w->K + k]);
+    }
+  producer_flush(p);
+  for (int k = k0; k < k1; k++)
+    for (int s = 0; s < w->S; s++) cr_assert_geq(w->offset[(size_t)s * w->K + k], 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Consuming                                                                  */
+
+static ls_ingest_conf_t *consumer_conf(const ls_broker_t *b, const char *topic, int T,
+                                       const char *stop) {
+  ls_ingest_conf_t *c = NULL;
+  cr_assert_eq(ls_ingest_conf_new(&c), LS_OK);
+  char bootstrap[600];
+  snprintf(bootstrap, sizeof bootstrap, "bootstrap.servers=%s", ls_broker_bootstrap(b));
+  const char *const kafka[] = {bootstrap, "fetch.wait.max.ms=20", "reconnect.backoff.max.ms=500",
+                               "log_level=0"};
+  for (size_t i = 0; i < sizeof kafka / sizeof kafka[0]; i++)
+    cr_assert_eq(ls_ingest_conf_set_kafka(c, kafka[i]), LS_OK, "%s", ls_last_error());
+  char t[16];
+  snprintf(t, sizeof t, "%d", T);
+  cr_assert_eq(ls_ingest_conf_set(c, "topic", topic), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "features", "4"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "window", t), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "stop", stop), LS_OK);
+  return c;
+}
+
+static void add_partitions(ls_ingest_conf_t *c, int n, ls_start_kind_t kind) {
+  ls_start_t const start = {kind, 0};
+  for (int p = 0; p < n; p++) cr_assert_eq(ls_ingest_conf_add_partition(c, p, start), LS_OK);
+}
+
+static ls_ingest_t *consumer_new(const ls_ingest_conf_t *c) {
+  ls_ingest_t *ing = NULL;
+  cr_assert_eq(ls_ingest_new(&ing, c), LS_OK, "%s", ls_last_error());
+  return ing;
+}
+
+/* A window as received (copied before its release). */
+typedef struct got_s {
+  char key[LS_KEY_MAX + 1];
+  int32_t partition;
+  int64_t index, first_offset, last_offset;
+  int n_targets, T;
+  float *x;    /* [T+1, F] */
+  float *mask; /* [T] */
+} got_t;
+
+typedef struct gotlist_s {
+  got_t *w;
+  int n, cap;
+} gotlist_t;
+
+static void got_add(gotlist_t *g, const ls_window_t *win) {
+  if (g->n == g->cap) {
+    g->cap = g->cap ? 2 * g->cap : 256;
+    g->w = realloc(g->w, (size_t)g->cap * sizeof *g->w);
+  }
+  got_t *const o = &g->w[g->n++];
+  snprintf(o->key, sizeof o->key, "%s", win->key);
+  o->partition = win->partition;
+  o->index = win->index;
+  o->first_offset = win->first_offset;
+  o->last_offset = win->last_offset;
+  o->n_targets = win->n_targets;
+  o->T = win->T;
+  cr_assert_eq(win->F, F);
+  size_t const xs = sizeof(float) * (size_t)(win->T + 1) * F, ms = sizeof(float) * win->T;
+  o->x = malloc(xs);
+  o->mask = malloc(ms);
+  memcpy(o->x, win->x, xs);
+  memcpy(o->mask, win->mask, ms);
+}
+
+static void got_free(gotlist_t *g) {
+  for (int i = 0; i < g->n; i++) {
+    free(g->w[i].x);
+    free(g->w[i].mask);
+  }
+  free(g->w);
+  *g = (gotlist_t){0};
+}
+
+/* Takes windows until `count` were received (count < 0: until the end). */
+static void take(ls_ingest_t *ing, gotlist_t *g, int count) {
+  double const deadline = now_s() + WAIT_S;
+  while (count < 0 || g->n < count) {
+    ls_next_t what;
+    const ls_window_t *win = NULL;
+    ls_err_t const err = ls_ingest_next(ing, 200, &what, &win);
+    cr_assert_eq(err, LS_OK, "%s: %s", ls_err2str(err), ls_last_error());
+    if (what == LS_NEXT_END) {
+      cr_assert(count < 0, "the end came after %d of %d windows", g->n, count);
+      return;
+    }
+    if (what == LS_NEXT_WINDOW) {
+      got_add(g, win);
+      ls_ingest_release(ing, win);
+    }
+    cr_assert(now_s() < deadline, "%d windows after %.0f s", g->n, WAIT_S);
+  }
+}
+
+/* Steps of series s produced so far (offsets known). */
+static int steps_of(const world_t *w, int s) {
+  int k = 0;
+  while (k < w->K && w->offset[(size_t)s * w->K + k] >= 0) k++;
+  return k;
+}
+
+/* Checks that g holds exactly the complete windows of every series of w
+ * from step first[s] (NULL: 0) through the last produced step, in order per
+ * series, with their values, offsets and partition. */
+static void expect_world(const world_t *w, const gotlist_t *g, const int *first) {
+  int *const next_index = calloc((size_t)w->S, sizeof(int));
+  int const T = w->T;
+  for (int i = 0; i < g->n; i++) {
+    const got_t *const o = &g->w[i];
+    int s = -1;
+    cr_assert_eq(sscanf(o->key, "series-%d", &s), 1, "unexpected key '%s'", o->key);
+    cr_assert(s >= 0 && s < w->S);
+    cr_assert_eq(o->index, next_index[s], "series %d: window %lld, expected %d", s,
+                 (long long)o->index, next_index[s]);
+    next_index[s]++;
+    cr_assert_eq(o->n_targets, T);
+    cr_assert_eq(o->partition, w->partition[s]);
+    int const k0 = (first ? first[s] : 0) + (int)o->index * T;
+    cr_assert_eq(o->first_offset, w->offset[(size_t)s * w->K + k0], "series %d window %lld", s,
+                 (long long)o->index);
+    cr_assert_eq(o->last_offset, w->offset[(size_t)s * w->K + k0 + T]);
+    for (int t = 0; t <= T; t++)
+      for (int f = 0; f < F; f++)
+        cr_assert_eq(o->x[t * F + f], value_of(s, k0 + t, f), "series %d window %lld row %d", s,
+                     (long long)o->index, t);
+  }
+  for (int s = 0; s < w->S; s++) {
+    int const steps = steps_of(w, s) - (first ? first[s] : 0);
+    int const want = steps > 0 ? (steps - 1) / T : 0;
+    cr_assert_eq(next_index[s], want, "series %d: %d windows, expected %d", s, next_index[s],
+                 want);
+  }
+  free(next_index);
+}
+
+static ls_ingest_stats_t stats_of(ls_ingest_t *ing) {
+  ls_ingest_stats_t st;
+  cr_assert_eq(ls_ingest_stats(ing, &st), LS_OK);
+  return st;
+}
+
+static void expect_clean_end(ls_ingest_t *ing, int64_t records) {
+  ls_ingest_stats_t const st = stats_of(ing);
+  cr_expect_eq(st.w.records, records);
+  cr_expect_eq(st.w.accepted, records);
+  cr_expect_eq(st.duplicates, 0);
+  cr_expect_eq(st.progress_done, st.progress_total);
+  for (int r = 0; r < LS_REJECT__COUNT; r++) cr_expect_eq(st.w.rejected[r], 0, "reason %d", r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                      */
+
+/* csv records produced by kcat, a real client, on two partitions; flush
+ * emits the trailing partial windows, masked. */
+Test(consumer, kcat_records_become_exact_windows) {
+  ls_broker_t *const b = cluster(1, "ticks", 2);
+  int const T = 3, K = 8, S = 5;
+  char input[2][4096] = {"", ""};
+  float expect[5][8][F];
+  for (int k = 0; k < K; k++)
+    for (int s = 0; s < S; s++) {
+      char line[128], vals[F][16];
+      for (int f = 0; f < F; f++) {
+        snprintf(vals[f], sizeof vals[f], "%d.%d", s * 10 + k, f + 1);
+        expect[s][k][f] = strtof(vals[f], NULL);
+      }
+      snprintf(line, sizeof line, "series-%04d: %s,%s , %s,%s\n", s, vals[0], vals[1], vals[2],
+               vals[3]);
+      strcat(input[s % 2], line);
+    }
+  for (int p = 0; p < 2; p++) {
+    char part[8];
+    snprintf(part, sizeof part, "%d", p);
+    const char *const argv[] = {"kcat", "-P", "-b", ls_broker_bootstrap(b), "-t", "ticks", "-p",
+                                part, "-K", ":", NULL};
+    proc_result_t res;
+    cr_assert_eq(proc_run(argv, input[p], WAIT_S, &res), 0, "cannot run kcat");
+    cr_assert_eq(res.status, 0, "kcat failed: %s", res.err);
+    proc_result_free(&res);
+  }
+  ls_ingest_conf_t *const c = consumer_conf(b, "ticks", T, "end");
+  cr_assert_eq(ls_ingest_conf_set(c, "format", "csv"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "flush", "true"), LS_OK);
+  add_partitions(c, 2, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  gotlist_t g = {0};
+  take(ing, &g, -1);
+  /* Per series: windows 0 and 1 complete (steps 0..6), then a partial
+   * window 2 of steps 6, 7 (one target). Offsets: series on partition p in
+   * line order, S/2 rounded per partition. */
+  int n_windows[5] = {0};
+  for (int i = 0; i < g.n; i++) {
+    const got_t *const o = &g.w[i];
+    int s;
+    cr_assert_eq(sscanf(o->key, "series-%d", &s), 1);
+    cr_assert_eq(o->index, n_windows[s]++, "series %d out of order", s);
+    cr_expect_eq(o->partition, s % 2);
+    int const on_partition = s % 2 ? 2 : 3; /* series 0, 2, 4 on 0; 1, 3 on 1 */
+    int const rank = s / 2;
+    int const k0 = (int)o->index * T;
+    int const n_targets = o->index < 2 ? T : 1;
+    cr_expect_eq(o->n_targets, n_targets);
+    cr_expect_eq(o->first_offset, (int64_t)k0 * on_partition + rank);
+    cr_expect_eq(o->last_offset, (int64_t)(k0 + n_targets) * on_partition + rank);
+    for (int t = 0; t <= T; t++)
+      for (int f = 0; f < F; f++)
+        cr_expect_eq(o->x[t * F + f], t <= n_targets ? expect[s][k0 + t][f] : 0.0f,
+                     "series %d window %lld row %d", s, (long long)o->index, t);
+    for (int t = 0; t < T; t++) cr_expect_eq(o->mask[t], t < n_targets ? 1.0f : 0.0f);
+  }
+  for (int s = 0; s < S; s++) cr_expect_eq(n_windows[s], 3, "series %d", s);
+  expect_clean_end(ing, S * K);
+  int64_t pending;
+  int found;
+  cr_assert_eq(ls_ingest_pending(ing, "series-0001", 11, &pending, &found), LS_OK);
+  cr_expect_eq(found, 1);
+  cr_expect_eq(pending, 0, "flushed");
+  cr_assert_eq(ls_ingest_pending(ing, "nobody", 6, &pending, &found), LS_OK);
+  cr_expect_eq(found, 0);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  ls_broker_destroy(b);
+}
+
+/* 1000 series over 8 partitions, interleaved: each series' windows come in
+ * order, with exactly its records. Without flush one record per series
+ * stays pending. */
+Test(consumer, order_per_series_8_partitions_1000_series) {
+  ls_broker_t *const b = cluster(3, "wide", 8);
+  world_t w = world_new(1000, 17, 8);
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "wide", &w, 8, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "wide", w.T, "end");
+  add_partitions(c, 8, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  cr_expect_eq(stats_of(ing).progress_total, 17000);
+  gotlist_t g = {0};
+  take(ing, &g, -1);
+  expect_world(&w, &g, NULL);
+  expect_clean_end(ing, 17000);
+  cr_expect_eq(stats_of(ing).w.windows, 2000);
+  cr_expect_eq(stats_of(ing).w.series, 1000);
+  int64_t pending;
+  int found;
+  cr_assert_eq(ls_ingest_pending(ing, "series-0999", 11, &pending, &found), LS_OK);
+  cr_expect_eq(pending, 1);
+  int32_t n = 0;
+  cr_assert_eq(ls_ingest_topic_partitions(c, &n), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(n, 8);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* Per partition: an offset, the beginning, the end, a time. */
+Test(consumer, start_positions) {
+  ls_broker_t *const b = cluster(1, "starts", 4);
+  world_t w = world_new(4, 20, 2); /* series s alone on partition s */
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "starts", &w, 4, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "starts", w.T, "end");
+  ls_start_t const starts[4] = {{LS_START_OFFSET, 5},
+                                {LS_START_BEGINNING, 0},
+                                {LS_START_END, 0},
+                                {LS_START_TIMESTAMP, time_of(12)}};
+  for (int i = 0; i < 4; i++) cr_assert_eq(ls_ingest_conf_add_partition(c, i, starts[i]), LS_OK);
+  ls_ingest_t *const ing = consumer_new(c);
+  gotlist_t g = {0};
+  take(ing, &g, -1);
+  int const first[4] = {5, 0, 20, 12};
+  expect_world(&w, &g, first);
+  ls_ingest_stats_t const st = stats_of(ing);
+  /* librdkafka's mock cannot look offsets up by time (it answers "none"), so
+   * partition 3 starts at its low watermark and skips steps 0..11. */
+  cr_expect_eq(st.skipped, 12);
+  cr_expect_eq(st.w.records, 15 + 20 + 8);
+  cr_expect_eq(st.progress_total, 15 + 20 + 0 + 20);
+  cr_expect_eq(st.progress_done, st.progress_total);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+
+  /* An offset past the high watermark fails at once, naming the range. */
+  ls_ingest_conf_t *const bad = consumer_conf(b, "starts", w.T, "end");
+  ls_start_t const past = {LS_START_OFFSET, 21};
+  cr_assert_eq(ls_ingest_conf_add_partition(bad, 1, past), LS_OK);
+  ls_ingest_t *none = NULL;
+  cr_expect_eq(ls_ingest_new(&none, bad), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "[0, 20]") != NULL, "%s", ls_last_error());
+  cr_expect_null(none);
+  ls_ingest_conf_destroy(bad);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* Live mode from the end: only records produced after the start arrive. */
+Test(consumer, live_from_end) {
+  ls_broker_t *const b = cluster(1, "live", 1);
+  world_t w = world_new(1, 10, 2);
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "live", &w, 1, 0, 5);
+  ls_ingest_conf_t *const c = consumer_conf(b, "live", w.T, "never");
+  add_partitions(c, 1, LS_START_END);
+  ls_ingest_t *const ing = consumer_new(c);
+  cr_expect_eq(stats_of(ing).progress_total, -1);
+  produce_steps(p, "live", &w, 1, 5, 10);
+  gotlist_t g = {0};
+  take(ing, &g, 2); /* steps 5..9: windows (5,6,7) and (7,8,9) */
+  int const first[1] = {5};
+  expect_world(&w, &g, first);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rejections and the dead-letter topic                                      */
+
+typedef struct warnings_s {
+  pthread_mutex_t lock;
+  int rejected, per_reason[LS_REJECT__COUNT];
+  char last[1024];
+} warnings_t;
+
+static void on_warning(void *opaque, const char *message) {
+  warnings_t *const w = opaque;
+  pthread_mutex_lock(&w->lock);
+  if (strstr(message, "rejected record") != NULL) {
+    w->rejected++;
+    for (int r = 1; r < LS_REJECT__COUNT; r++) {
+      char tag[32];
+      snprintf(tag, sizeof tag, "(%s)", ls_reject2str((ls_reject_t)r));
+      if (strstr(message, tag) != NULL) w->per_reason[r]++;
+    }
+    snprintf(w->last, sizeof w->last, "%s", message);
+  }
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* Reads n records of a topic's partition 0 with a plain librdkafka consumer;
+ * returns how many carry the header lstream-reject-reason = reason. */
+static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__COUNT],
+                              size_t *longest_key) {
+  rd_kafka_conf_t *const c = rd_kafka_conf_new();
+  char err[256];
+  rd_kafka_conf_set(c, "bootstrap.servers", ls_broker_bootstrap(b), err, sizeof err);
+  rd_kafka_conf_set(c, "group.id", "dlq-reader", err, sizeof err);
+  rd_kafka_conf_set(c, "log_level", "0", err, sizeof err);
+  rd_kafka_t *const rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+  cr_assert_not_null(rk);
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, "dlq", 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  cr_assert_eq(rd_kafka_assign(rk, list), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(list);
+  double const deadline = now_s() + WAIT_S;
+  int got = 0;
+  while (got < n) {
+    cr_assert(now_s() < deadline, "%d of %d dead letters", got, n);
+    rd_kafka_message_t *const m = rd_kafka_consumer_poll(rk, 200);
+    if (m == NULL) continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      got++;
+      rd_kafka_headers_t *hdrs = NULL;
+      const void *val = NULL;
+      size_t len = 0;
+      cr_assert_eq(rd_kafka_message_headers(m, &hdrs), RD_KAFKA_RESP_ERR_NO_ERROR);
+      cr_assert_eq(rd_kafka_header_get_last(hdrs, "lstream-reject-reason", &val, &len),
+                   RD_KAFKA_RESP_ERR_NO_ERROR);
+      for (int r = 1; r < LS_REJECT__COUNT; r++)
+        if (len == strlen(ls_reject2str((ls_reject_t)r)) &&
+            !memcmp(val, ls_reject2str((ls_reject_t)r), len))
+          count[r]++;
+      cr_assert_eq(rd_kafka_header_get_last(hdrs, "lstream-source", &val, &len),
+                   RD_KAFKA_RESP_ERR_NO_ERROR);
+      cr_expect(len > 7 && !memcmp(val, "reject/", 7));
+      if (m->key_len > *longest_key) *longest_key = m->key_len;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+}
+
+/* Waits until the consumer's counters satisfy done(st). */
+static ls_ingest_stats_t wait_stats(ls_ingest_t *ing, int (*done)(const ls_ingest_stats_t *, int64_t),
+                                    int64_t arg, const char *what) {
+  double const deadline = now_s() + WAIT_S;
+  for (;;) {
+    ls_ingest_stats_t const st = stats_of(ing);
+    if (done(&st, arg)) return st;
+    cr_assert(now_s() < deadline, "waited %.0f s for %s", WAIT_S, what);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+}
+
+static int records_reach(const ls_ingest_stats_t *st, int64_t n) { return st->w.records >= n; }
+static int dead_letters_reach(const ls_ingest_stats_t *st, int64_t n) {
+  return st->dead_letters + st->dead_letter_errors >= n;
+}
+
+/* Produces step k of series s as csv. */
+static void produce_csv(rd_kafka_t *p, const char *topic, world_t *w, int s, int k) {
+  char value[128], key[32];
+  snprintf(value, sizeof value, "%.9g,%.9g,%.9g,%.9g", (double)value_of(s, k, 0),
+           (double)value_of(s, k, 1), (double)value_of(s, k, 2), (double)value_of(s, k, 3));
+  key_of(s, key, sizeof key);
+  produce(p, topic, w->partition[s], key, strlen(key), value, strlen(value), time_of(k),
+          &w->offset[(size_t)s * w->K + k]);
+}
+
+/* Live mode, csv: series 0 (7 steps, partition 0) and series 1 (3 steps,
+ * partition 1), interleaved with records rejected for every reason (size
+ * twice). The record of series 0 on partition 1 is produced only once
+ * series 0 was accepted on partition 0: across partitions the order of
+ * arrival is not defined, so only then is "partition" the right verdict. */
+Test(consumer, every_rejection_counted_rest_untouched) {
+  ls_broker_t *const b = cluster(1, "reject", 2);
+  cr_assert_eq(ls_broker_topic_create(b, "dlq", 1), LS_OK);
+  world_t w = world_new(2, 7, 2);
+  w.partition[1] = 1;
+  rd_kafka_t *const p = producer_new(b);
+  char long_key[LS_KEY_MAX + 1];
+  memset(long_key, 'L', sizeof long_key);
+  struct {
+    int after_step; /* produced after this step of series 0 */
+    const char *key; /* NULL: the null key */
+    size_t key_len;
+    const char *value;
+    int64_t time;
+  } const bad[] = {
+      {0, "series-0000", 11, "1,2,3", time_of(0)},          /* size */
+      {1, "series-0000", 11, "1,2,3,4,5", time_of(1)},      /* size */
+      {1, "series-0000", 11, "1,2,x,4", time_of(1)},        /* parse */
+      {2, "series-0000", 11, "1,2,nan,4", time_of(2)},      /* nonfinite */
+      {3, "series-0000", 11, "1,2,3,4", time_of(2) + 500},  /* backwards */
+      {4, NULL, 0, "1,2,3,4", time_of(4)},                  /* key: none */
+      {4, long_key, LS_KEY_MAX + 1, "1,2,3,4", time_of(4)}, /* key: 256 bytes */
+  };
+  int const n_bad = (int)(sizeof bad / sizeof bad[0]);
+  for (int k = 0; k < w.K; k++) {
+    produce_csv(p, "reject", &w, 0, k);
+    if (k < 3) produce_csv(p, "reject", &w, 1, k);
+    for (int i = 0; i < n_bad; i++)
+      if (bad[i].after_step == k)
+        produce(p, "reject", 0, bad[i].key, bad[i].key_len, bad[i].value, strlen(bad[i].value),
+                bad[i].time, NULL);
+  }
+  producer_flush(p);
+  warnings_t warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  ls_ingest_conf_t *const c = consumer_conf(b, "reject", w.T, "never");
+  cr_assert_eq(ls_ingest_conf_set(c, "format", "csv"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "dead.letter.topic", "dlq"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "warn.interval.ms", "600000"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(c, on_warning, &warned), LS_OK);
+  add_partitions(c, 2, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  wait_stats(ing, records_reach, 7 + 3 + n_bad, "the first records");
+  produce(p, "reject", 1, "series-0000", 11, "1,2,3,4", 4, time_of(9), NULL); /* partition */
+  producer_flush(p);
+  ls_ingest_stats_t const st = wait_stats(ing, records_reach, 7 + 3 + n_bad + 1, "all records");
+  gotlist_t g = {0};
+  take(ing, &g, 4); /* series 0: 7 steps, 3 windows; series 1: 3 steps, 1 window */
+  expect_world(&w, &g, NULL);
+  cr_expect_eq(st.w.rejected[LS_REJECT_SIZE], 2);
+  cr_expect_eq(st.w.rejected[LS_REJECT_PARSE], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_NONFINITE], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_BACKWARDS], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_KEY], 2);
+  cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 1);
+  cr_expect_eq(st.w.accepted, 10);
+  cr_expect_eq(st.w.windows, 4);
+  ls_ingest_stats_t const dl = wait_stats(ing, dead_letters_reach, n_bad + 1, "dead letters");
+  cr_expect_eq(dl.dead_letters, n_bad + 1);
+  cr_expect_eq(dl.dead_letter_errors, 0);
+  /* One warning per reason: the second size rejection was rate limited. */
+  pthread_mutex_lock(&warned.lock);
+  cr_expect_eq(warned.rejected, 6, "last: %s", warned.last);
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    cr_expect_eq(warned.per_reason[r], 1, "reason %s", ls_reject2str((ls_reject_t)r));
+  pthread_mutex_unlock(&warned.lock);
+
+  int count[LS_REJECT__COUNT] = {0};
+  size_t longest_key = 0;
+  read_dead_letters(b, n_bad + 1, count, &longest_key);
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    cr_expect_eq(count[r], st.w.rejected[r], "dead letters for %s",
+                 ls_reject2str((ls_reject_t)r));
+  cr_expect_eq(longest_key, LS_KEY_MAX + 1, "keys are copied whole");
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures of the cluster                                                   */
+
+/* 16 series over 4 partitions led by brokers 1, 2, 3, 1. A small queue
+ * keeps the consumer pausing, so the failures happen mid-stream. */
+static void failover_setup(ls_broker_t **b, world_t *w, const char *topic) {
+  *b = cluster(3, topic, 4);
+  int const leaders[4] = {1, 2, 3, 1};
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(ls_broker_set_leader(*b, topic, i, leaders[i]), LS_OK, "%s", ls_last_error());
+  *w = world_new(16, 61, 4); /* 15 windows a series, 240 in all */
+  rd_kafka_t *const p = producer_new(*b);
+  produce_steps(p, topic, w, 4, 0, w->K);
+  rd_kafka_destroy(p);
+}
+
+static ls_ingest_t *failover_consumer(const ls_broker_t *b, const char *topic, const world_t *w,
+                                      ls_ingest_conf_t **c) {
+  *c = consumer_conf(b, topic, w->T, "end");
+  cr_assert_eq(ls_ingest_conf_set(*c, "queue.windows", "4"), LS_OK);
+  add_partitions(*c, 4, LS_START_BEGINNING);
+  return consumer_new(*c);
+}
+
+Test(consumer, broker_down_and_up_loses_and_duplicates_nothing) {
+  ls_broker_t *b;
+  world_t w;
+  failover_setup(&b, &w, "failover");
+  ls_ingest_conf_t *c;
+  ls_ingest_t *const ing = failover_consumer(b, "failover", &w, &c);
+  gotlist_t g = {0};
+  take(ing, &g, 40);
+  /* Broker 1 goes down; its partitions move to broker 2. */
+  cr_assert_eq(ls_broker_set_down(b, 1), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(b, "failover", 0, 2), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(b, "failover", 3, 2), LS_OK);
+  take(ing, &g, 120);
+  /* It comes back and leads partition 0 again. */
+  cr_assert_eq(ls_broker_set_up(b, 1), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(b, "failover", 0, 1), LS_OK);
+  take(ing, &g, -1);
+  expect_world(&w, &g, NULL);
+  expect_clean_end(ing, (int64_t)w.S * w.K);
+  cr_expect_gt(stats_of(ing).pauses, 0, "the queue bound never paused the consumer");
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+Test(consumer, fetch_errors_lose_and_duplicate_nothing) {
+  ls_broker_t *b;
+  world_t w;
+  failover_setup(&b, &w, "flaky");
+  /* Kafka protocol errors: 6 NOT_LEADER_OR_FOLLOWER, 5 LEADER_NOT_AVAILABLE,
+   * 7 REQUEST_TIMED_OUT. */
+  int const errors[] = {6, 6, 5, 7, 6, 7};
+  int const n_errors = (int)(sizeof errors / sizeof errors[0]);
+  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  ls_ingest_conf_t *c;
+  ls_ingest_t *const ing = failover_consumer(b, "flaky", &w, &c);
+  gotlist_t g = {0};
+  take(ing, &g, 60);
+  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  take(ing, &g, 150);
+  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  take(ing, &g, -1);
+  expect_world(&w, &g, NULL);
+  expect_clean_end(ing, (int64_t)w.S * w.K);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backpressure                                                              */
+
+static int all_paused(const ls_ingest_stats_t *st, int64_t partitions) {
+  return st->paused == partitions;
+}
+
+/* The trainer stalls until the consumer pauses; memory stays within the
+ * bound the whole time (peak_memory_records is sampled at every change),
+ * and every record arrives once the trainer takes windows again. */
+static void stall_and_resume(const char *queue_windows, const char *buffer_records,
+                             int64_t memory_bound, int64_t queue_bound) {
+  ls_broker_t *const b = cluster(1, "stall", 2);
+  world_t w = world_new(10, 401, 8); /* 50 windows a series, 500 in all */
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "stall", &w, 2, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "stall", w.T, "end");
+  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", queue_windows), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", buffer_records), LS_OK);
+  add_partitions(c, 2, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  ls_ingest_stats_t const st = wait_stats(ing, all_paused, 2, "both partitions to pause");
+  cr_expect_leq(st.memory_records, memory_bound);
+  cr_expect_leq(st.peak_memory_records, memory_bound);
+  cr_expect_leq(st.queued_windows, queue_bound);
+  cr_expect_lt(st.w.records, (int64_t)w.S * w.K, "paused only at the end");
+  gotlist_t g = {0};
+  take(ing, &g, -1);
+  expect_world(&w, &g, NULL);
+  expect_clean_end(ing, (int64_t)w.S * w.K);
+  ls_ingest_stats_t const end = stats_of(ing);
+  cr_expect_leq(end.peak_memory_records, memory_bound);
+  cr_expect_geq(end.pauses, 1);
+  cr_expect_eq(end.paused, 0);
+  got_free(&g);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* Memory first: 300 records = at most 80 in partial windows (10 series x 8)
+ * and about 24 queued windows of T+1 = 9 records. */
+Test(consumer, stalled_trainer_memory_bound) { stall_and_resume("1000", "300", 300, 1000); }
+
+/* The queues first: 5 windows per partition. */
+Test(consumer, stalled_trainer_queue_bound) { stall_and_resume("5", "1000000", 1000000, 2 * 5); }
+
+/* 50 series on one partition, each holding a partial window: a memory bound
+ * of 18 records can never drain. That is an error, not a drop or a hang. */
+Test(consumer, memory_bound_too_small_is_an_error) {
+  ls_broker_t *const b = cluster(1, "tight", 1);
+  world_t w = world_new(50, 3, 8);
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "tight", &w, 1, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "tight", w.T, "end");
+  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", "18"), LS_OK);
+  add_partitions(c, 1, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  ls_next_t what;
+  const ls_window_t *win = NULL;
+  ls_err_t const err = ls_ingest_next(ing, (int)(WAIT_S * 1000), &what, &win);
+  cr_expect_eq(err, LS_ERR_STATE, "%s", ls_err2str(err));
+  cr_expect(strstr(ls_last_error(), "buffer.records=18") != NULL, "%s", ls_last_error());
+  cr_expect_null(win);
+  cr_expect_leq(stats_of(ing).peak_memory_records, 18);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-partition queues                                                      */
+
+/* Takes partition `partition`'s windows until its end. */
+static void take_partition(ls_ingest_t *ing, int32_t partition, gotlist_t *g) {
+  double const deadline = now_s() + WAIT_S;
+  for (;;) {
+    ls_next_t what;
+    const ls_window_t *win = NULL;
+    ls_err_t const err = ls_ingest_next_partition(ing, partition, 200, &what, &win);
+    cr_assert_eq(err, LS_OK, "%s: %s", ls_err2str(err), ls_last_error());
+    if (what == LS_NEXT_END) return;
+    if (what == LS_NEXT_WINDOW) {
+      cr_assert_eq(win->partition, partition);
+      got_add(g, win);
+      ls_ingest_release(ing, win);
+    }
+    cr_assert(now_s() < deadline, "partition %d: %d windows after %.0f s", (int)partition, g->n,
+              WAIT_S);
+  }
+}
+
+/* A trainer that reads partition 1 to its end before touching partition 0
+ * never waits behind partition 0's full queue: partitions pause alone. Each
+ * partition's windows come in the order of their offsets, flushed partial
+ * windows last. */
+Test(consumer, partition_queues_are_independent) {
+  ls_broker_t *const b = cluster(1, "perpart", 2);
+  world_t w = world_new(6, 42, 4); /* 10 windows a series, then 1 partial */
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "perpart", &w, 2, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "perpart", w.T, "end");
+  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", "3"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "flush", "true"), LS_OK);
+  add_partitions(c, 2, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  gotlist_t g1 = {0}, g0 = {0};
+  take_partition(ing, 1, &g1);
+  take_partition(ing, 0, &g0);
+  for (gotlist_t *g = &g1; g != NULL; g = g == &g1 ? &g0 : NULL) {
+    cr_assert_eq(g->n, 3 * 11);
+    /* Complete windows in offset order of their last record, then the 3
+     * partial ones (steps 40, 41: one target) in order of the series. */
+    for (int i = 1; i < 30; i++) cr_expect_lt(g->w[i - 1].last_offset, g->w[i].last_offset);
+    for (int i = 30; i < 33; i++) {
+      cr_expect_eq(g->w[i].n_targets, 1);
+      cr_expect_eq(g->w[i].index, 10);
+      cr_expect_eq(g->w[i].mask[0], 1.0f);
+      cr_expect_eq(g->w[i].mask[1], 0.0f);
+    }
+  }
+  /* Both partitions' complete windows are exactly the series' windows. */
+  gotlist_t all = {0};
+  for (int i = 0; i < 30; i++) {
+    got_add(&all, &(ls_window_t){g0.w[i].key, strlen(g0.w[i].key), g0.w[i].partition,
+                                 g0.w[i].index, g0.w[i].first_offset, g0.w[i].last_offset,
+                                 g0.w[i].T, F, g0.w[i].n_targets, g0.w[i].x, g0.w[i].mask});
+    got_add(&all, &(ls_window_t){g1.w[i].key, strlen(g1.w[i].key), g1.w[i].partition,
+                                 g1.w[i].index, g1.w[i].first_offset, g1.w[i].last_offset,
+                                 g1.w[i].T, F, g1.w[i].n_targets, g1.w[i].x, g1.w[i].mask});
+  }
+  expect_world(&w, &all, NULL);
+  got_free(&all);
+  ls_ingest_stats_t const st = stats_of(ing);
+  cr_expect_geq(st.pauses, 1, "partition 0's queue of 3 never filled");
+  ls_next_t what;
+  const ls_window_t *win;
+  cr_assert_eq(ls_ingest_next(ing, 1000, &what, &win), LS_OK);
+  cr_expect_eq(what, LS_NEXT_END);
+  cr_expect_eq(ls_ingest_next_partition(ing, 7, 0, &what, &win), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "partition 7") != NULL, "%s", ls_last_error());
+  got_free(&g0);
+  got_free(&g1);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}
+
+/* A trainer waiting on partition 1, which has nothing, while partition 0's
+ * windows fill memory: nothing it will take can drain memory, and while
+ * memory is full no partition is read. An error, not a hang. */
+Test(consumer, waiting_on_a_starved_partition_is_an_error) {
+  ls_broker_t *const b = cluster(1, "starved", 2);
+  world_t w = world_new(10, 41, 4); /* all on partition 0: 100 windows of 5 records */
+  rd_kafka_t *const p = producer_new(b);
+  produce_steps(p, "starved", &w, 1, 0, w.K);
+  ls_ingest_conf_t *const c = consumer_conf(b, "starved", w.T, "never");
+  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", "1000"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", "200"), LS_OK);
+  add_partitions(c, 2, LS_START_BEGINNING);
+  ls_ingest_t *const ing = consumer_new(c);
+  ls_next_t what;
+  const ls_window_t *win = NULL;
+  ls_err_t const err = ls_ingest_next_partition(ing, 1, (int)(WAIT_S * 1000), &what, &win);
+  cr_expect_eq(err, LS_ERR_STATE, "%s", ls_err2str(err));
+  cr_expect(strstr(ls_last_error(), "buffer.records=200") != NULL, "%s", ls_last_error());
+  ls_ingest_stats_t const st = stats_of(ing);
+  cr_expect_gt(st.queued_windows, 0, "partition 0's windows are there to take");
+  cr_expect_leq(st.peak_memory_records, 200);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+  rd_kafka_destroy(p);
+  world_free(&w);
+  ls_broker_destroy(b);
+}

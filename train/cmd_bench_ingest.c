@@ -1,0 +1,284 @@
+/*
+ * `lstream bench ingest`: the speed of decode + validate + window (no
+ * training), either consuming a topic from its beginning to its end, or on
+ * records generated in memory first (one core, no Kafka).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lstream/ingest.h"
+#include "progress.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: lstream bench ingest --brokers ADDR --topic NAME [--format f32|csv]\n"
+          "                            [--window T] [--features F] [-X key=value]...\n"
+          "                            [--kafka-config FILE]\n"
+          "       lstream bench ingest --from-memory [--records N] [--series K]\n"
+          "                            [--format f32|csv] [--window T] [--features F]\n"
+          "\n"
+          "Times decoding, validation and windowing, without training, and prints one line:\n"
+          "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"
+          "\n"
+          "With --brokers, consumes every partition of the topic from its beginning to the\n"
+          "high watermarks read at start, as the trainer would (progress on stderr).\n"
+          "With --from-memory, first encodes N records of K series (the synthetic sine\n"
+          "feed) in memory, then times one thread pushing them through the windower; the\n"
+          "median of 3 passes is reported.\n"
+          "\n"
+          "  --brokers ADDR       bootstrap servers (host:port,...)\n"
+          "  --topic NAME         the topic to read\n"
+          "  --format FMT         record values: f32 (default) or csv\n"
+          "  --window T           steps per window (default 32)\n"
+          "  --features F         values per record (default 4)\n"
+          "  -X key=value         a librdkafka property (repeatable)\n"
+          "  --kafka-config FILE  librdkafka properties, key=value lines\n"
+          "  --from-memory        no Kafka: records generated in memory\n"
+          "  --records N          records to generate (default 4000000)\n"
+          "  --series K           series they belong to (default 1000)\n");
+}
+
+typedef struct bench_args_s {
+  const char *brokers, *topic;
+  ls_format_t format;
+  int window, features, from_memory, series;
+  int64_t records;
+  cli_kafka_props_t props;
+} bench_args_t;
+
+static void print_result(const bench_args_t *a, int64_t records, double seconds,
+                         int64_t windows) {
+  printf("ingest format=%s records=%" PRId64 " seconds=%.3f records_per_s=%.0f windows=%" PRId64
+         "\n",
+         ls_format2str(a->format), records, seconds, seconds > 0 ? (double)records / seconds : 0.0,
+         windows);
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------ */
+/* From memory                                                               */
+
+/* N encoded records, series round robin: value i in arena[at[i], at[i+1]). */
+typedef struct records_s {
+  char *arena;
+  size_t *at; /* [N + 1] */
+  char (*keys)[16];
+} records_t;
+
+static void records_free(records_t *r) {
+  free(r->arena);
+  free(r->at);
+  free(r->keys);
+}
+
+static int records_make(const bench_args_t *a, records_t *r) {
+  int const F = a->features, K = a->series;
+  int64_t const N = a->records;
+  size_t const per = a->format == LS_FORMAT_F32 ? 4 * (size_t)F : LS_CSV_VALUE_MAX * (size_t)F;
+  r->arena = malloc((size_t)N * per);
+  r->at = malloc(((size_t)N + 1) * sizeof *r->at);
+  r->keys = malloc((size_t)K * sizeof *r->keys);
+  float *const v = malloc((size_t)F * sizeof *v);
+  ls_feed_conf_t fc;
+  ls_feed_conf_default(&fc);
+  fc.series = K;
+  fc.features = F;
+  ls_feed_t *feed = NULL;
+  ls_err_t err = r->arena && r->at && r->keys && v ? ls_feed_new(&feed, &fc) : LS_ERR_NOMEM;
+  for (int s = 0; s < K && err == LS_OK; s++)
+    if (ls_feed_key(s, r->keys[s], sizeof r->keys[s]) < 0)
+      err = ls_error_set(LS_ERR_INVALID_ARG, "series key %d does not fit", s);
+  r->at[0] = 0;
+  for (int64_t i = 0; i < N && err == LS_OK; i++) {
+    err = ls_feed_value(feed, (int)(i % K), i / K, v, NULL);
+    size_t len = 0;
+    if (err == LS_OK) err = ls_record_encode(a->format, v, F, r->arena + r->at[i], per, &len);
+    r->at[i + 1] = r->at[i] + len;
+  }
+  ls_feed_destroy(feed);
+  free(v);
+  if (err != LS_OK) return cli_fail(err, "cannot generate %" PRId64 " records", N);
+  return CLI_EXIT_OK;
+}
+
+/* One pass: every record through a new windower. Returns seconds. */
+static double records_pass(const bench_args_t *a, const records_t *r, int64_t *windows,
+                           ls_err_t *err) {
+  ls_windower_t *w = NULL;
+  *err = ls_windower_new(&w, a->format, a->features, a->window);
+  if (*err != LS_OK) return 0.0;
+  int64_t n_windows = 0;
+  int const K = a->series;
+  double const t0 = cli_now();
+  for (int64_t i = 0; i < a->records; i++) {
+    int const s = (int)(i % K);
+    ls_record_t const rec = {r->keys[s],
+                             strlen(r->keys[s]),
+                             r->arena + r->at[i],
+                             r->at[i + 1] - r->at[i],
+                             s % 8,
+                             i,
+                             i / K};
+    const ls_window_t *win = NULL;
+    ls_reject_t const rej = ls_windower_push(w, &rec, &win);
+    if (rej != LS_REJECT_NONE) {
+      *err = ls_error_set(LS_ERR_CORRUPT, "generated record %" PRId64 " was rejected (%s)", i,
+                          ls_reject2str(rej));
+      break;
+    }
+    n_windows += win != NULL;
+  }
+  double const seconds = cli_now() - t0;
+  ls_windower_destroy(w);
+  *windows = n_windows;
+  return seconds;
+}
+
+static int bench_from_memory(const bench_args_t *a) {
+  records_t r = {0};
+  int rc = records_make(a, &r);
+  double t[3];
+  int64_t windows = 0;
+  for (int pass = 0; pass < 3 && rc == CLI_EXIT_OK; pass++) {
+    ls_err_t err;
+    t[pass] = records_pass(a, &r, &windows, &err);
+    if (err != LS_OK) rc = cli_fail(err, "bench ingest --from-memory");
+  }
+  if (rc == CLI_EXIT_OK) print_result(a, a->records, cli_median(t, 3), windows);
+  records_free(&r);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* From a topic                                                              */
+
+static void print_warning(void *opaque, const char *message) {
+  fprintf(stderr, "lstream: warning: %s\n", message);
+}
+
+/* The consumer's configuration: every partition from its beginning, to the
+ * high watermarks. */
+static int conf_make(const bench_args_t *a, ls_ingest_conf_t **out) {
+  ls_ingest_conf_t *c = NULL;
+  ls_err_t err = ls_ingest_conf_new(&c);
+  char servers[1024], num[32];
+  snprintf(servers, sizeof servers, "bootstrap.servers=%s", a->brokers);
+  if (err == LS_OK) err = ls_ingest_conf_set_kafka(c, servers);
+  for (int i = 0; i < a->props.n && err == LS_OK; i++)
+    err = ls_ingest_conf_set_kafka(c, a->props.items[i]);
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "topic", a->topic);
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "format", ls_format2str(a->format));
+  snprintf(num, sizeof num, "%d", a->features);
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "features", num);
+  snprintf(num, sizeof num, "%d", a->window);
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "window", num);
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "stop", "end");
+  if (err == LS_OK) err = ls_ingest_conf_set(c, "queue.windows", "4096");
+  if (err == LS_OK) err = ls_ingest_conf_set_warn_cb(c, print_warning, NULL);
+  int32_t partitions = 0;
+  if (err == LS_OK) err = ls_ingest_topic_partitions(c, &partitions);
+  ls_start_t const beginning = {LS_START_BEGINNING, 0};
+  for (int32_t p = 0; p < partitions && err == LS_OK; p++)
+    err = ls_ingest_conf_add_partition(c, p, beginning);
+  if (err != LS_OK) {
+    ls_ingest_conf_destroy(c);
+    return cli_fail(err, "bench ingest: topic '%s' on %s", a->topic, a->brokers);
+  }
+  *out = c;
+  return CLI_EXIT_OK;
+}
+
+static int bench_topic(const bench_args_t *a) {
+  ls_ingest_conf_t *c = NULL;
+  int rc = conf_make(a, &c);
+  if (rc != CLI_EXIT_OK) return rc;
+  double const t0 = cli_now();
+  ls_ingest_t *ing = NULL;
+  ls_err_t err = ls_ingest_new(&ing, c);
+  ls_ingest_conf_destroy(c);
+  if (err != LS_OK) return cli_fail(err, "bench ingest: cannot start consuming '%s'", a->topic);
+  cli_progress_t bar;
+  cli_progress_init(&bar, "ingest", "records");
+  ls_ingest_stats_t st = {0};
+  for (;;) {
+    ls_next_t what;
+    const ls_window_t *win = NULL;
+    err = ls_ingest_next(ing, 100, &what, &win);
+    if (err != LS_OK || what == LS_NEXT_END) break;
+    ls_ingest_release(ing, win);
+    ls_ingest_stats(ing, &st);
+    cli_progress_update(&bar, st.progress_done, st.progress_total);
+  }
+  double const seconds = cli_now() - t0;
+  cli_progress_finish(&bar);
+  ls_ingest_stats(ing, &st);
+  ls_ingest_destroy(ing);
+  if (err != LS_OK) return cli_fail(err, "bench ingest: consuming '%s' failed", a->topic);
+  int64_t rejected = 0;
+  for (int r = 0; r < LS_REJECT__COUNT; r++) rejected += st.w.rejected[r];
+  if (rejected > 0)
+    fprintf(stderr, "lstream: bench ingest: %" PRId64 " of %" PRId64 " records were rejected\n",
+            rejected, st.w.records);
+  print_result(a, st.w.records, seconds, st.w.windows);
+  return CLI_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int cmd_bench_ingest(int argc, char **argv) {
+  bench_args_t a = {.format = LS_FORMAT_F32, .window = 32, .features = 4, .series = 1000,
+                    .records = 4000000};
+  int rc = CLI_EXIT_OK;
+  for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
+    const char *const opt = argv[i];
+    const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
+    int const takes_value = strcmp(opt, "--from-memory") && strcmp(opt, "-h") &&
+                            strcmp(opt, "--help");
+    if (takes_value && v == NULL) {
+      rc = cli_usage_error("bench ingest", "%s needs a value", opt);
+    } else if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      usage(stdout);
+      cli_kafka_props_free(&a.props);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(opt, "--from-memory")) {
+      a.from_memory = 1;
+      continue;
+    } else if (!strcmp(opt, "--brokers")) {
+      a.brokers = v;
+    } else if (!strcmp(opt, "--topic")) {
+      a.topic = v;
+    } else if (!strcmp(opt, "--format")) {
+      if (ls_format_parse(v, &a.format) != LS_OK)
+        rc = cli_usage_error("bench ingest", "--format '%s' is not f32 or csv", v);
+    } else if (!strcmp(opt, "--window")) {
+      if (cli_parse_int(v, 1, LS_WINDOW_MAX, &a.window))
+        rc = cli_usage_error("bench ingest", "--window '%s' is not in [1, %d]", v, LS_WINDOW_MAX);
+    } else if (!strcmp(opt, "--features")) {
+      if (cli_parse_int(v, 1, LS_FEATURES_MAX, &a.features))
+        rc = cli_usage_error("bench ingest", "--features '%s' is not in [1, %d]", v,
+                             LS_FEATURES_MAX);
+    } else if (!strcmp(opt, "--records")) {
+      if (cli_parse_i64(v, 1, INT64_C(1) << 31, &a.records))
+        rc = cli_usage_error("bench ingest", "--records '%s' is not in [1, 2^31]", v);
+    } else if (!strcmp(opt, "--series")) {
+      if (cli_parse_int(v, 1, LS_FEED_MAX_SERIES, &a.series))
+        rc = cli_usage_error("bench ingest", "--series '%s' is not in [1, %d]", v,
+                             LS_FEED_MAX_SERIES);
+    } else if (!strcmp(opt, "-X")) {
+      rc = cli_kafka_props_add(&a.props, v);
+    } else if (!strcmp(opt, "--kafka-config")) {
+      rc = cli_kafka_props_load(&a.props, v);
+    } else {
+      rc = cli_usage_error("bench ingest", "unknown option '%s'", opt);
+    }
+    i++;
+  }
+  if (rc == CLI_EXIT_OK && !a.from_memory && (a.brokers == NULL || a.topic == NULL))
+    rc = cli_usage_error("bench ingest", "give --brokers and --topic, or --from-memory");
+  if (rc == CLI_EXIT_OK) rc = a.from_memory ? bench_from_memory(&a) : bench_topic(&a);
+  cli_kafka_props_free(&a.props);
+  return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * Internals of train/ shared by its files: the configuration's fields.
+ */
+#ifndef LSTREAM_TRAIN_INTERNAL_H
+#define LSTREAM_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/train.h"
+
+struct ls_train_conf_s {
+  char brokers[512];
+  char topic[256];
+  int format; /* ls_format_t */
+  int features, window, batch, hidden, layers;
+  int optimizer; /* 0 adam, 1 adamw */
+  double lr, beta1, beta2, eps, weight_decay, clip;
+  int warmup, accumulate;
+  int64_t seed;
+  int device; /* ls_device_t */
+  int threads;
+  int until; /* 0 live, 1 end */
+  char start[64];
+  int stateless;
+  int deadline_ms;
+  int queue_windows;
+  int64_t buffer_records;
+  char partitions[1024];
+  char **kafka; /* "key=value" librdkafka properties */
+  int n_kafka;
+};
+
+void train_conf_defaults(ls_train_conf_t *c);
+ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
+void train_conf_free_kafka(ls_train_conf_t *c);
+
+#endif

@@ -1,0 +1,517 @@
+/*
+ * The step loop (include/lstream/train.h): windows from ingest, steps
+ * formed from the data, states gathered and scattered through the series
+ * table, one engine step per batch, an update every `accumulate` steps.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lstream/ingest.h"
+#include "lstream/kernels.h"
+#include "lstream/state.h"
+#include "train_internal.h"
+
+/* Steps whose losses the summary keeps for its tail (the last fifth). */
+#define TAIL_RING 65536
+/* How long one wait for a window may block before the stop flag is read. */
+#define WAIT_SLICE_MS 100
+
+typedef struct step_loss_s {
+  double loss, base, count;
+} step_loss_t;
+
+struct ls_trainer_s {
+  ls_train_conf_t conf;
+  ls_engine_t *eng;
+  ls_series_table_t *series;
+  ls_ingest_t *ing;
+  ls_optim_t opt;
+  int F, T, B;
+
+  int32_t *parts; /* [P] partitions read, ascending */
+  int P;
+  int *ended;                /* [P] partition delivered its last window (replay) */
+  const ls_window_t **held;  /* [P] a partition's next window, taken but not yet used */
+  int rr;                    /* replay: partition where the next step starts */
+  const ls_window_t **defer; /* live: windows waiting for a later step, in order */
+  int n_defer, cap_defer;
+
+  /* The step being formed and its host buffers. */
+  const ls_window_t **wins; /* [B] */
+  int64_t *slots;           /* [B] series slots, -1 for stateless gathers */
+  int64_t *gather;          /* [B] slots to gather from (-1 = zero state) */
+  int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
+  size_t cap_mark;
+  int64_t stamp;
+  float *x, *y, *mask; /* [T, B, F], [T, B, F], [T, B] */
+
+  /* Accumulation and totals. */
+  double acc_count;
+  int acc_steps;
+  ls_train_summary_t sum;
+  step_loss_t *ring; /* [TAIL_RING] */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup                                                                     */
+
+static ls_err_t ingest_set(ls_ingest_conf_t *ic, const char *key, const char *value) {
+  ls_err_t const err = ls_ingest_conf_set(ic, key, value);
+  if (err != LS_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", ls_last_error());
+    return ls_error_set(err, "ingest %s=%s: %s", key, value, why);
+  }
+  return LS_OK;
+}
+
+/* Parses the partitions key against the topic's count into tr->parts. */
+static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
+  tr->parts = calloc((size_t)count, sizeof *tr->parts);
+  LS_RETURN_IF(tr->parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
+  if (!strcmp(tr->conf.partitions, "all")) {
+    for (int32_t p = 0; p < count; p++) tr->parts[tr->P++] = p;
+    return LS_OK;
+  }
+  char *want = calloc((size_t)count, 1);
+  LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
+  const char *s = tr->conf.partitions;
+  ls_err_t err = LS_OK;
+  while (*s && err == LS_OK) {
+    char *end = NULL;
+    long const p = strtol(s, &end, 10);
+    if (end == s || (*end != ',' && *end != '\0') || p < 0 || p >= count)
+      err = ls_error_set(LS_ERR_INVALID_ARG,
+                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)",
+                         tr->conf.partitions, (int)count);
+    else
+      want[p] = 1, s = *end ? end + 1 : end;
+  }
+  for (int32_t p = 0; p < count && err == LS_OK; p++)
+    if (want[p]) tr->parts[tr->P++] = p;
+  free(want);
+  if (err == LS_OK && tr->P == 0)
+    err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", tr->conf.partitions);
+  return err;
+}
+
+static ls_err_t open_ingest(ls_trainer_t *tr) {
+  const ls_train_conf_t *const c = &tr->conf;
+  LS_RETURN_IF(c->brokers[0] == '\0', LS_ERR_INVALID_ARG,
+               "no brokers: give --brokers HOST:PORT (e.g. the address `lstream broker` prints)");
+  LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
+  ls_start_t start;
+  LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
+  ls_ingest_conf_t *ic = NULL;
+  LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
+  char num[32], servers[600];
+  snprintf(servers, sizeof servers, "bootstrap.servers=%s", c->brokers);
+  ls_err_t err = ls_ingest_conf_set_kafka(ic, servers);
+  for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
+  if (err == LS_OK) err = ingest_set(ic, "topic", c->topic);
+  if (err == LS_OK) err = ingest_set(ic, "format", c->format ? "csv" : "f32");
+  snprintf(num, sizeof num, "%d", c->features);
+  if (err == LS_OK) err = ingest_set(ic, "features", num);
+  snprintf(num, sizeof num, "%d", c->window);
+  if (err == LS_OK) err = ingest_set(ic, "window", num);
+  snprintf(num, sizeof num, "%d", c->queue_windows);
+  if (err == LS_OK) err = ingest_set(ic, "queue.windows", num);
+  snprintf(num, sizeof num, "%lld", (long long)c->buffer_records);
+  if (err == LS_OK) err = ingest_set(ic, "buffer.records", num);
+  if (err == LS_OK) err = ingest_set(ic, "stop", c->until ? "end" : "never");
+  /* A replay trains every record: trailing partial windows too, masked. */
+  if (err == LS_OK) err = ingest_set(ic, "flush", c->until ? "true" : "false");
+  int32_t count = 0;
+  if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
+  if (err == LS_OK) err = pick_partitions(tr, count);
+  for (int i = 0; i < tr->P && err == LS_OK; i++)
+    err = ls_ingest_conf_add_partition(ic, tr->parts[i], start);
+  if (err == LS_OK) err = ls_ingest_new(&tr->ing, ic);
+  ls_ingest_conf_destroy(ic);
+  return err;
+}
+
+static ls_err_t alloc_buffers(ls_trainer_t *tr) {
+  size_t const B = (size_t)tr->B, T = (size_t)tr->T, F = (size_t)tr->F, P = (size_t)tr->P;
+  tr->ended = calloc(P, sizeof *tr->ended);
+  tr->held = calloc(P, sizeof *tr->held);
+  tr->wins = calloc(B, sizeof *tr->wins);
+  tr->slots = calloc(B, sizeof *tr->slots);
+  tr->gather = calloc(B, sizeof *tr->gather);
+  tr->x = calloc(T * B * F, sizeof(float));
+  tr->y = calloc(T * B * F, sizeof(float));
+  tr->mask = calloc(T * B, sizeof(float));
+  tr->ring = calloc(TAIL_RING, sizeof *tr->ring);
+  tr->cap_mark = 1024;
+  tr->mark = calloc(tr->cap_mark, sizeof *tr->mark);
+  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->x ||
+                   !tr->y || !tr->mask || !tr->ring || !tr->mark,
+               LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu, F=%zu)", B, T, F);
+  return LS_OK;
+}
+
+ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
+  LS_RETURN_IF(conf == NULL || out == NULL, LS_ERR_INVALID_ARG, "conf or out is NULL");
+  *out = NULL;
+  ls_trainer_t *tr = calloc(1, sizeof *tr);
+  LS_RETURN_IF(tr == NULL, LS_ERR_NOMEM, "no memory for a trainer");
+  ls_err_t err = train_conf_copy(&tr->conf, conf);
+  if (err != LS_OK) {
+    free(tr);
+    return err;
+  }
+  const ls_train_conf_t *const c = &tr->conf;
+  tr->F = c->features, tr->T = c->window, tr->B = c->batch;
+  ls_optim_init(&tr->opt);
+  tr->opt.lr = (float)c->lr;
+  tr->opt.beta1 = (float)c->beta1;
+  tr->opt.beta2 = (float)c->beta2;
+  tr->opt.eps = (float)c->eps;
+  tr->opt.weight_decay = (float)c->weight_decay;
+  tr->opt.decoupled = c->optimizer == 1;
+  tr->opt.clip_norm = (float)c->clip;
+
+  ls_engine_conf_t ec;
+  ls_engine_conf_init(&ec);
+  ec.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features};
+  ec.max_batch = c->batch;
+  ec.max_window = c->window;
+  ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+  ec.threads = c->threads;
+  err = ls_engine_new(&ec, &tr->eng);
+  if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
+  if (err == LS_OK) err = ls_series_table_new(tr->eng, 1024, &tr->series);
+  if (err == LS_OK) err = open_ingest(tr);
+  if (err == LS_OK) err = alloc_buffers(tr);
+  if (err != LS_OK) {
+    ls_trainer_destroy(tr);
+    return err;
+  }
+  *out = tr;
+  return LS_OK;
+}
+
+void ls_trainer_destroy(ls_trainer_t *tr) {
+  if (tr == NULL) return;
+  if (tr->ing != NULL) {
+    for (int p = 0; tr->held && p < tr->P; p++) ls_ingest_release(tr->ing, tr->held[p]);
+    for (int i = 0; i < tr->n_defer; i++) ls_ingest_release(tr->ing, tr->defer[i]);
+  }
+  ls_ingest_destroy(tr->ing);
+  ls_series_table_destroy(tr->series);
+  ls_engine_destroy(tr->eng);
+  train_conf_free_kafka(&tr->conf);
+  free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
+  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->x), free(tr->y), free(tr->mask);
+  free(tr->ring);
+  free(tr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Step formation                                                            */
+
+/* The slot of a window's series; grows the per-slot marks with the table. */
+static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
+  LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->series, w->key, w->key_len, w->partition, slot));
+  if ((size_t)*slot >= tr->cap_mark) {
+    size_t cap = tr->cap_mark;
+    while (cap <= (size_t)*slot) cap *= 2;
+    int64_t *m = realloc(tr->mark, cap * sizeof *m);
+    LS_RETURN_IF(m == NULL, LS_ERR_NOMEM, "no memory for %zu series marks", cap);
+    memset(m + tr->cap_mark, 0, (cap - tr->cap_mark) * sizeof *m);
+    tr->mark = m;
+    tr->cap_mark = cap;
+  }
+  return LS_OK;
+}
+
+/* Copies window w into row b of the step's buffers. */
+static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t slot) {
+  size_t const F = (size_t)tr->F, B = (size_t)tr->B;
+  for (int t = 0; t < tr->T; t++) {
+    memcpy(tr->x + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
+    memcpy(tr->y + ((size_t)t * B + b) * F, w->x + (size_t)(t + 1) * F, F * sizeof(float));
+    tr->mask[(size_t)t * B + b] = w->mask[t];
+  }
+  tr->wins[b] = w;
+  tr->slots[b] = slot;
+  tr->mark[slot] = tr->stamp;
+}
+
+/* Waits for the next window of partition i (replay). *win is NULL when the
+ * partition has ended or the run was stopped. */
+static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t *stop,
+                                  const ls_window_t **win) {
+  *win = NULL;
+  double const t0 = now_s();
+  ls_err_t err = LS_OK;
+  while (!(stop && *stop)) {
+    ls_next_t what;
+    err = ls_ingest_next_partition(tr->ing, tr->parts[i], WAIT_SLICE_MS, &what, win);
+    if (err != LS_OK || what == LS_NEXT_WINDOW) break;
+    if (what == LS_NEXT_END) {
+      tr->ended[i] = 1;
+      break;
+    }
+  }
+  tr->sum.wait_s += now_s() - t0;
+  return err;
+}
+
+/* Replay: fills the step from the partitions in rotation (see train.h).
+ * *n receives the number of windows (0: every partition has ended). */
+static ls_err_t form_replay(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
+  int *const blocked = tr->ended; /* reuse: 2 = sits this step out */
+  *n = 0;
+  int progress = 1, last = -1;
+  while (*n < tr->B && progress && !(stop && *stop)) {
+    progress = 0;
+    for (int k = 0; k < tr->P && *n < tr->B; k++) {
+      int const i = (tr->rr + k) % tr->P;
+      if (blocked[i]) continue;
+      const ls_window_t *w = tr->held[i];
+      if (w == NULL) LS_FORWARD_IF_ERROR(next_of_partition(tr, i, stop, &w));
+      if (w == NULL) continue; /* ended or stopped */
+      int64_t slot;
+      LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
+      if (tr->mark[slot] == tr->stamp) { /* its series is in this step already */
+        tr->held[i] = w;
+        blocked[i] = 2;
+        continue;
+      }
+      tr->held[i] = NULL;
+      add_window(tr, (*n)++, w, slot);
+      progress = 1;
+      last = i;
+    }
+  }
+  for (int i = 0; i < tr->P; i++)
+    if (blocked[i] == 2) blocked[i] = 0;
+  if (last >= 0) tr->rr = (last + 1) % tr->P;
+  return LS_OK;
+}
+
+static ls_err_t defer_window(ls_trainer_t *tr, const ls_window_t *w) {
+  if (tr->n_defer == tr->cap_defer) {
+    int const cap = tr->cap_defer ? 2 * tr->cap_defer : 64;
+    const ls_window_t **d = realloc(tr->defer, (size_t)cap * sizeof *d);
+    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory to defer %d windows", cap);
+    tr->defer = d;
+    tr->cap_defer = cap;
+  }
+  tr->defer[tr->n_defer++] = w;
+  return LS_OK;
+}
+
+/* Live: deferred windows first, in order, then new ones until B or the
+ * deadline. A series with a window deferred (or in the step) defers its
+ * later windows too, so each series stays in order. */
+static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
+  *n = 0;
+  int kept = 0;
+  for (int i = 0; i < tr->n_defer; i++) {
+    const ls_window_t *const w = tr->defer[i];
+    int64_t slot;
+    LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
+    if (*n < tr->B && tr->mark[slot] != tr->stamp) add_window(tr, (*n)++, w, slot);
+    else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
+  }
+  tr->n_defer = kept;
+  double const t0 = now_s();
+  double deadline = *n > 0 ? t0 + tr->conf.deadline_ms / 1e3 : INFINITY;
+  while (*n < tr->B && !(stop && *stop)) {
+    double const left = deadline - now_s();
+    if (left <= 0) break;
+    int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
+    ls_next_t what;
+    const ls_window_t *w = NULL;
+    LS_FORWARD_IF_ERROR(ls_ingest_next(tr->ing, wait_ms, &what, &w));
+    if (what != LS_NEXT_WINDOW) continue;
+    int64_t slot;
+    LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
+    if (tr->mark[slot] == tr->stamp) {
+      LS_FORWARD_IF_ERROR(defer_window(tr, w));
+      continue;
+    }
+    if (*n == 0) deadline = now_s() + tr->conf.deadline_ms / 1e3;
+    add_window(tr, (*n)++, w, slot);
+  }
+  tr->sum.wait_s += now_s() - t0;
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One step                                                                  */
+
+static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
+  ls_optim_t opt = tr->opt;
+  int64_t const u = tr->sum.updates;
+  if (tr->conf.warmup > 0 && u < tr->conf.warmup)
+    opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
+  float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
+  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->eng, &opt, scale, &st->grad_norm));
+  st->updated = 1;
+  st->lr = opt.lr;
+  tr->sum.updates++;
+  tr->acc_count = 0;
+  tr->acc_steps = 0;
+  return LS_OK;
+}
+
+static ls_err_t train_step(ls_trainer_t *tr, int n, ls_step_stats_t *st) {
+  size_t const F = (size_t)tr->F, B = (size_t)tr->B;
+  int const T = tr->T;
+  double const t0 = now_s();
+  /* The engine takes dense [T, n, F]: pack the rows of a partial step. */
+  if (n < tr->B)
+    for (int t = 1; t < T; t++) {
+      memmove(tr->x + (size_t)t * n * F, tr->x + (size_t)t * B * F, (size_t)n * F * sizeof(float));
+      memmove(tr->y + (size_t)t * n * F, tr->y + (size_t)t * B * F, (size_t)n * F * sizeof(float));
+      memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
+    }
+  /* Last-value baseline on the same targets. */
+  double base = 0.0;
+  for (int t = 0; t < T; t++)
+    for (int b = 0; b < n; b++) {
+      if (tr->mask[(size_t)t * n + b] == 0.0f) continue;
+      const float *const xv = tr->x + ((size_t)t * n + b) * F, *const yv = tr->y + ((size_t)t * n + b) * F;
+      for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
+    }
+  for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
+  ls_state_table_t *const states = ls_series_table_states(tr->series);
+  double loss = 0.0, count = 0.0;
+  LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->eng, states, n, tr->gather));
+  LS_FORWARD_IF_ERROR(ls_engine_forward(tr->eng, T, n, tr->x, tr->y, tr->mask, &loss, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_backward(tr->eng, 1.0f));
+  if (!tr->conf.stateless)
+    LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->eng, states, n, tr->slots));
+  tr->acc_count += count;
+  if (++tr->acc_steps == tr->conf.accumulate) LS_FORWARD_IF_ERROR(update(tr, st));
+
+  int64_t records = 0;
+  for (int b = 0; b < n; b++) {
+    const ls_window_t *const w = tr->wins[b];
+    LS_FORWARD_IF_ERROR(
+        ls_series_table_trained(tr->series, tr->slots[b], w->n_targets, w->last_offset));
+    records += w->n_targets;
+    ls_ingest_release(tr->ing, w);
+    tr->wins[b] = NULL;
+  }
+  st->step = ++tr->sum.steps;
+  st->windows = n;
+  st->records = records;
+  st->loss_sum = loss;
+  st->baseline_sum = base;
+  st->count = count;
+  st->compute_s = now_s() - t0;
+  tr->sum.windows += n;
+  tr->sum.records += records;
+  tr->sum.loss_sum += loss;
+  tr->sum.baseline_sum += base;
+  tr->sum.count += count;
+  tr->sum.compute_s += st->compute_s;
+  tr->ring[(st->step - 1) % TAIL_RING] = (step_loss_t){loss, base, count};
+  return LS_OK;
+}
+
+ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
+                        void *opaque) {
+  LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
+  double const t0 = now_s();
+  ls_err_t err = LS_OK;
+  while (err == LS_OK && !(stop && *stop)) {
+    ls_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.grad_norm = -1.0f;
+    double const w0 = tr->sum.wait_s;
+    int n = 0;
+    tr->stamp++;
+    err = tr->conf.until ? form_replay(tr, stop, &n) : form_live(tr, stop, &n);
+    if (err != LS_OK) break;
+    if (n == 0) {
+      if (tr->conf.until && !(stop && *stop)) break; /* every partition has ended */
+      continue;
+    }
+    err = train_step(tr, n, &st);
+    st.wait_s = tr->sum.wait_s - w0;
+    if (err == LS_OK && cb != NULL && cb(opaque, &st) != 0) break;
+  }
+  /* Gradients accumulated for a partial update are applied at the end. */
+  if (err == LS_OK && tr->acc_steps > 0) {
+    ls_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    err = update(tr, &st);
+  }
+  tr->sum.elapsed_s += now_s() - t0;
+  return err;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Results                                                                   */
+
+ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
+  LS_RETURN_IF(tr == NULL || out == NULL, LS_ERR_INVALID_ARG, "trainer or out is NULL");
+  *out = tr->sum;
+  out->series = (int64_t)ls_series_table_count(tr->series);
+  int64_t tail = tr->sum.steps / 5;
+  if (tail < 1) tail = tr->sum.steps;
+  if (tail > TAIL_RING) tail = TAIL_RING;
+  out->tail_steps = tail;
+  out->tail_loss_sum = out->tail_baseline_sum = out->tail_count = 0.0;
+  for (int64_t s = tr->sum.steps - tail; s < tr->sum.steps; s++) {
+    const step_loss_t *const r = &tr->ring[s % TAIL_RING];
+    out->tail_loss_sum += r->loss;
+    out->tail_baseline_sum += r->base;
+    out->tail_count += r->count;
+  }
+  ls_ingest_stats_t is;
+  if (ls_ingest_stats(tr->ing, &is) == LS_OK) {
+    out->rejected = 0;
+    for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total) {
+  LS_RETURN_IF(tr == NULL || done == NULL || total == NULL, LS_ERR_INVALID_ARG,
+               "trainer, done or total is NULL");
+  ls_ingest_stats_t is;
+  LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->ing, &is));
+  *done = is.progress_done;
+  *total = is.progress_total;
+  return LS_OK;
+}
+
+ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
+  LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
+               "trainer or outputs are NULL");
+  size_t const n = ls_engine_param_count(tr->eng);
+  float *p = malloc(n * sizeof(float));
+  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
+  ls_err_t const err = ls_engine_read_params(tr->eng, p, n);
+  uint64_t h = 0xcbf29ce484222325ull;
+  const unsigned char *const bytes = (const unsigned char *)p;
+  for (size_t i = 0; err == LS_OK && i < n * sizeof(float); i++) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  free(p);
+  LS_FORWARD_IF_ERROR(err);
+  *params = h;
+  return ls_series_table_digest(tr->series, states);
+}
+
+int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
+  return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->series);
+}
+
+ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out) {
+  LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
+  return ls_series_table_info(tr->series, i, out);
+}
