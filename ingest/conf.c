@@ -87,8 +87,8 @@ static ls_err_t kafka_apply_one(rd_kafka_conf_t *kconf, const char *setting) {
 
 /* Trims ASCII blanks from both ends of s[0..*n) in place; returns the start. */
 static char *trim(char *s, size_t *n) {
-  while (*n > 0 && (s[*n - 1] == ' ' || s[*n - 1] == '\t' || s[*n - 1] == '\r' ||
-                    s[*n - 1] == '\n'))
+  while (*n > 0 &&
+         (s[*n - 1] == ' ' || s[*n - 1] == '\t' || s[*n - 1] == '\r' || s[*n - 1] == '\n'))
     (*n)--;
   while (*n > 0 && (*s == ' ' || *s == '\t')) {
     s++;
@@ -100,8 +100,8 @@ static char *trim(char *s, size_t *n) {
 
 /* Turns one line of a --kafka-config file into "key=value" in *setting
  * (NULL for a blank or comment line), checked against librdkafka. */
-static ls_err_t kafka_config_line(const char *path, int line_no, char *line,
-                                  rd_kafka_conf_t *check, char **setting) {
+static ls_err_t kafka_config_line(const char *path, int line_no, char *line, rd_kafka_conf_t *check,
+                                  char **setting) {
   *setting = NULL;
   size_t n = strlen(line);
   char *const text = trim(line, &n);
@@ -112,8 +112,8 @@ static ls_err_t kafka_config_line(const char *path, int line_no, char *line,
   size_t key_n = (size_t)(eq - text), value_n = n - key_n - 1;
   char *const key = trim(text, &key_n);
   char *const value = trim(eq + 1, &value_n);
-  LS_RETURN_IF(key_n == 0, LS_ERR_INVALID_ARG, "%s:%d: expected key=value, the key is empty",
-               path, line_no);
+  LS_RETURN_IF(key_n == 0, LS_ERR_INVALID_ARG, "%s:%d: expected key=value, the key is empty", path,
+               line_no);
   size_t const size = key_n + value_n + 2;
   char *const kv = malloc(size);
   LS_RETURN_IF(kv == NULL, LS_ERR_NOMEM, "%s:%d: out of memory", path, line_no);
@@ -151,8 +151,7 @@ ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n) {
   *settings = NULL;
   *n = 0;
   FILE *const f = fopen(path, "r");
-  LS_RETURN_IF(f == NULL, LS_ERR_IO, "cannot open Kafka config file %s: %s", path,
-               strerror(errno));
+  LS_RETURN_IF(f == NULL, LS_ERR_IO, "cannot open Kafka config file %s: %s", path, strerror(errno));
   rd_kafka_conf_t *const check = rd_kafka_conf_new();
   char **list = NULL;
   int count = 0, cap = 0, line_no = 0;
@@ -165,8 +164,7 @@ ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n) {
     if (err == LS_OK && setting != NULL) err = settings_append(&list, &count, &cap, setting);
   }
   if (err == LS_OK && ferror(f))
-    err = ls_error_set(LS_ERR_IO, "cannot read Kafka config file %s after line %d", path,
-                       line_no);
+    err = ls_error_set(LS_ERR_IO, "cannot read Kafka config file %s after line %d", path, line_no);
   free(line);
   fclose(f);
   rd_kafka_conf_destroy(check);
@@ -181,7 +179,8 @@ ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n) {
 
 void ls_kafka_config_free(char **settings, int n) {
   if (settings == NULL) return;
-  for (int i = 0; i < n; i++) free(settings[i]);
+  for (int i = 0; i < n; i++)
+    free(settings[i]);
   free(settings);
 }
 
@@ -260,13 +259,11 @@ ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting) {
   return LS_OK;
 }
 
-ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
-                                      ls_start_t start) {
+ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition, ls_start_t start) {
   LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "ls_ingest_conf_add_partition: conf is NULL");
   LS_RETURN_IF(partition < 0, LS_ERR_INVALID_ARG, "partition %d is negative", (int)partition);
-  LS_RETURN_IF(start.kind < LS_START_OFFSET || start.kind > LS_START_TIMESTAMP,
-               LS_ERR_INVALID_ARG, "partition %d: unknown start kind %d", (int)partition,
-               (int)start.kind);
+  LS_RETURN_IF(start.kind < LS_START_OFFSET || start.kind > LS_START_TIMESTAMP, LS_ERR_INVALID_ARG,
+               "partition %d: unknown start kind %d", (int)partition, (int)start.kind);
   LS_RETURN_IF((start.kind == LS_START_OFFSET || start.kind == LS_START_TIMESTAMP) &&
                    start.value < 0,
                LS_ERR_INVALID_ARG, "partition %d: start %s %lld is negative", (int)partition,
@@ -298,9 +295,8 @@ ls_err_t ingest_conf_kafka(const ls_ingest_conf_t *conf, int consumer, rd_kafka_
   if (consumer) {
     /* What the consumer relies on: it commits nothing and finds the end of
      * each partition. */
-    static const char *const fixed[] = {"enable.auto.commit=false",
-                                        "enable.auto.offset.store=false",
-                                        "enable.partition.eof=true"};
+    static const char *const fixed[] = {
+        "enable.auto.commit=false", "enable.auto.offset.store=false", "enable.partition.eof=true"};
     ls_err_t err = kafka_conf_apply(k, fixed, 3);
     for (int i = 0; i < N_OVERRIDABLE && err == LS_OK; i++)
       if (!(conf->kafka_user_set & (1u << i))) err = kafka_apply_one(k, overridable[i].setting);

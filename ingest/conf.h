@@ -15,7 +15,7 @@ typedef struct ingest_partition_s {
 } ingest_partition_t;
 
 struct ls_ingest_conf_s {
-  rd_kafka_conf_t *kafka; /* the librdkafka properties set so far */
+  rd_kafka_conf_t *kafka;  /* the librdkafka properties set so far */
   unsigned kafka_user_set; /* bit i: the user set overridable default i (conf.c) */
   char *topic;
   char *dead_letter_topic;

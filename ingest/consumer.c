@@ -74,7 +74,7 @@ typedef struct part_s {
   int done;          /* reached its end */
   int flushing;      /* done, partial windows still to queue */
   size_t flush_cursor;
-  int queue_paused;            /* paused because its queue is full */
+  int queue_paused;           /* paused because its queue is full */
   rd_kafka_message_t **stash; /* [n_stash]: held back while its queue is full */
   int n_stash, stash_at, cap_stash;
   /* Under lock (n also atomic). */
@@ -472,7 +472,8 @@ static void printable_key(const rd_kafka_message_t *m, char *buf, size_t size) {
   size_t n = m->key_len < size - 1 ? m->key_len : size - 1;
   if (n > 40) n = 40;
   const unsigned char *const k = m->key;
-  for (size_t i = 0; i < n; i++) buf[i] = k[i] >= 32 && k[i] < 127 ? (char)k[i] : '?';
+  for (size_t i = 0; i < n; i++)
+    buf[i] = k[i] >= 32 && k[i] < 127 ? (char)k[i] : '?';
   buf[n] = '\0';
 }
 
@@ -590,8 +591,8 @@ static int stash(ls_ingest_t *ing, part_t *part, rd_kafka_message_t *m) {
     int const cap = part->cap_stash ? 2 * part->cap_stash : 64;
     rd_kafka_message_t **const grown = realloc(part->stash, (size_t)cap * sizeof *grown);
     if (grown == NULL) {
-      fail(ing, LS_ERR_NOMEM, "out of memory holding back %d messages of partition %" PRId32,
-           cap, part->id);
+      fail(ing, LS_ERR_NOMEM, "out of memory holding back %d messages of partition %" PRId32, cap,
+           part->id);
       return -1;
     }
     part->stash = grown;
@@ -630,8 +631,7 @@ static int service(ls_ingest_t *ing) {
       if (rc != 0) return -1;
     }
     if (part->stash_at == part->n_stash) part->stash_at = part->n_stash = 0;
-    if (part->queue_paused && part->n_stash == 0 &&
-        atomic_load(&part->n) <= ing->queue_cap / 2) {
+    if (part->queue_paused && part->n_stash == 0 && atomic_load(&part->n) <= ing->queue_cap / 2) {
       part->queue_paused = 0;
       ing->n_paused--;
       if (!part->done) set_paused(ing, 0, part);
@@ -651,9 +651,11 @@ static int service(ls_ingest_t *ing) {
   return 0;
 }
 
-/* At the end of a replay: the dead letters delivered, the end announced. */
+/* At the end of a replay: the dead letters delivered, the end announced.
+ * Every partition is done: none is paused for backpressure any more. */
 static void finish(ls_ingest_t *ing) {
   if (ing->dlq != NULL) rd_kafka_flush(ing->dlq, 10000);
+  ing->n_paused = 0;
   pthread_mutex_lock(&ing->lock);
   publish_locked(ing);
   ing->at_end = 1;
@@ -816,8 +818,7 @@ static ls_err_t check_conf(const ls_ingest_conf_t *conf) {
                "ls_ingest_topic_partitions counts them)");
   int64_t const one = (int64_t)conf->window + 1;
   LS_RETURN_IF(conf->buffer_records < 2 * one, LS_ERR_INVALID_ARG,
-               "buffer.records=%" PRId64 " cannot hold even two windows of T+1=%" PRId64
-               " records",
+               "buffer.records=%" PRId64 " cannot hold even two windows of T+1=%" PRId64 " records",
                conf->buffer_records, one);
   return LS_OK;
 }
@@ -842,11 +843,12 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   for (int i = 0; i < ing->n_parts; i++)
     if (conf->partitions[i].id > ing->max_id) ing->max_id = conf->partitions[i].id;
   ing->part_of_id = malloc(((size_t)ing->max_id + 1) * sizeof *ing->part_of_id);
-  LS_RETURN_IF(!ing->topic || (conf->dead_letter_topic && !ing->dead_letter_topic) ||
-                   !ing->parts || !ing->batch || !ing->part_of_id,
+  LS_RETURN_IF(!ing->topic || (conf->dead_letter_topic && !ing->dead_letter_topic) || !ing->parts ||
+                   !ing->batch || !ing->part_of_id,
                LS_ERR_NOMEM, "ls_ingest_new: out of memory (%d partitions, largest id %" PRId32 ")",
                ing->n_parts, ing->max_id);
-  for (int32_t id = 0; id <= ing->max_id; id++) ing->part_of_id[id] = -1;
+  for (int32_t id = 0; id <= ing->max_id; id++)
+    ing->part_of_id[id] = -1;
   for (int i = 0; i < ing->n_parts; i++) {
     ing->parts[i].id = conf->partitions[i].id;
     atomic_init(&ing->parts[i].n, 0);
@@ -866,7 +868,8 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   pthread_mutex_init(&ing->warn_lock, NULL);
   pthread_cond_init(&ing->ready, NULL);
   pthread_cond_init(&ing->room, NULL);
-  for (int k = 0; k < WARN__COUNT; k++) ing->warn[k].last_ms = -1;
+  for (int k = 0; k < WARN__COUNT; k++)
+    ing->warn[k].last_ms = -1;
   ing->waiting = -1;
   atomic_init(&ing->queued, 0);
   atomic_init(&ing->stop, 0);
@@ -921,7 +924,8 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   if (ing->thread_started) pthread_join(ing->thread, NULL);
   for (int i = 0; ing->parts != NULL && i < ing->n_parts; i++) {
     part_t *const part = &ing->parts[i];
-    for (int k = part->stash_at; k < part->n_stash; k++) rd_kafka_message_destroy(part->stash[k]);
+    for (int k = part->stash_at; k < part->n_stash; k++)
+      rd_kafka_message_destroy(part->stash[k]);
     free(part->stash);
   }
   if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);

@@ -78,7 +78,9 @@ const char *ls_format2str(ls_format_t fmt) {
 static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 
-static void c_locale_init(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+static void c_locale_init(void) {
+  c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
 
 /* Switches the calling thread to the "C" numeric locale; returns the
  * previous one for restore_locale(). */
@@ -94,7 +96,9 @@ static void restore_locale(locale_t previous) {
 /* ------------------------------------------------------------------------ */
 /* f32                                                                       */
 
-static int f32_is_finite_bits(uint32_t bits) { return (bits & 0x7f800000u) != 0x7f800000u; }
+static int f32_is_finite_bits(uint32_t bits) {
+  return (bits & 0x7f800000u) != 0x7f800000u;
+}
 
 static ls_reject_t f32_decode(const unsigned char *p, size_t len, int F, float *out) {
   if (len != (size_t)F * 4) return LS_REJECT_SIZE;
@@ -122,8 +126,12 @@ static void f32_encode(const float *values, int F, unsigned char *p) {
 /* ------------------------------------------------------------------------ */
 /* csv                                                                       */
 
-static int is_blank(char c) { return c == ' ' || c == '\t'; }
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 /* A decimal number as scanned: (-1)^neg * mant * 10^exp10, exactly when
  * exact (at most 19 significant digits and an exponent below 10^6). */
@@ -234,7 +242,8 @@ static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
     if (len > 0 && s[len - 1] == '\r') len--;
   }
   size_t fields = 1;
-  for (size_t i = 0; i < len; i++) fields += s[i] == ',';
+  for (size_t i = 0; i < len; i++)
+    fields += s[i] == ',';
   if (fields != (size_t)F) return LS_REJECT_SIZE;
 
   ls_reject_t worst = LS_REJECT_NONE;
@@ -242,10 +251,13 @@ static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
   size_t start = 0;
   for (int f = 0; f < F; f++) {
     size_t end = start;
-    while (end < len && s[end] != ',') end++;
+    while (end < len && s[end] != ',')
+      end++;
     size_t a = start, b = end;
-    while (a < b && is_blank(s[a])) a++;
-    while (b > a && is_blank(s[b - 1])) b--;
+    while (a < b && is_blank(s[a]))
+      a++;
+    while (b > a && is_blank(s[b - 1]))
+      b--;
     ls_reject_t const r = csv_parse_number(s + a, b - a, &out[f]);
     if (r == LS_REJECT_PARSE) {
       worst = r;

@@ -90,7 +90,8 @@ static series_t *table_find(const ls_windower_t *w, uint64_t hash, const void *k
 
 static void table_place(slot_t *slots, size_t mask, uint64_t hash, uint32_t idx) {
   size_t i = hash & mask;
-  while (slots[i].idx != 0) i = (i + 1) & mask;
+  while (slots[i].idx != 0)
+    i = (i + 1) & mask;
   slots[i].tag = (uint32_t)(hash >> 32);
   slots[i].idx = idx;
 }
@@ -109,8 +110,7 @@ static ls_err_t table_reserve(ls_windower_t *w) {
   if ((w->n_series + 1) * 2 <= w->mask + 1) return LS_OK;
   size_t const size = (w->mask + 1) * 2;
   slot_t *const slots = calloc(size, sizeof *slots);
-  LS_RETURN_IF(slots == NULL, LS_ERR_NOMEM, "windower: no memory for a table of %zu slots",
-               size);
+  LS_RETURN_IF(slots == NULL, LS_ERR_NOMEM, "windower: no memory for a table of %zu slots", size);
   for (size_t i = 0; i < w->n_series; i++)
     table_place(slots, size - 1, w->series[i]->hash, (uint32_t)(i + 1));
   free(w->slots);
@@ -124,9 +124,8 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *r
                            series_t **out) {
   LS_FORWARD_IF_ERROR(table_reserve(w));
   size_t const rows = (size_t)w->T + 1;
-  size_t const bytes =
-      sizeof(series_t) + rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float) +
-      rec->key_len + 1;
+  size_t const bytes = sizeof(series_t) + rows * sizeof(int64_t) +
+                       rows * (size_t)w->F * sizeof(float) + rec->key_len + 1;
   series_t *const s = malloc(bytes);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
                w->n_series, bytes);
@@ -177,14 +176,16 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
     ls_windower_destroy(w);
     return ls_error_set(LS_ERR_NOMEM, "windower: out of memory (F=%d, T=%d)", F, T);
   }
-  for (int t = 0; t < T; t++) w->ones[t] = 1.0f;
+  for (int t = 0; t < T; t++)
+    w->ones[t] = 1.0f;
   *out = w;
   return LS_OK;
 }
 
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
-  for (size_t i = 0; i < w->n_series; i++) free(w->series[i]);
+  for (size_t i = 0; i < w->n_series; i++)
+    free(w->series[i]);
   free(w->series);
   free(w->slots);
   free(w->scratch);
@@ -264,7 +265,9 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
 }
 
 /* Records of s not yet in a complete window. */
-static int series_pending(const series_t *s, int T) { return s->count == T + 1 ? 1 : s->count; }
+static int series_pending(const series_t *s, int T) {
+  return s->count == T + 1 ? 1 : s->count;
+}
 
 ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cursor,
                                 const ls_window_t **win) {
@@ -278,7 +281,8 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cur
     if (n < 2 || (partition >= 0 && s->partition != partition)) continue;
     /* Rows n..T are padding: zero them so no stale values reach a model. */
     memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
-    for (int t = 0; t < T; t++) w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
+    for (int t = 0; t < T; t++)
+      w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
     w->stats.buffered -= n;
     s->count = 0;
     *win = window_view(w, s, n - 1, w->partial_mask);

@@ -239,6 +239,12 @@ ls_err_t ls_engine_write_grads(ls_engine_t *e, const float *src, size_t n) {
   return e->ops->upload(e->ctx, e->grads, src, n * sizeof(float));
 }
 
+float *ls_engine_grad_buffer(ls_engine_t *e) { return e == NULL ? NULL : e->grads; }
+
+ls_device_t ls_engine_device(const ls_engine_t *e) {
+  return e == NULL ? LS_DEVICE_CPU : e->conf.device;
+}
+
 ls_err_t ls_engine_zero_grads(ls_engine_t *e) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   return e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));

@@ -18,6 +18,7 @@
 
 typedef struct cpu_ctx_s {
   int threads;
+  double *colsum; /* (max(4H, O)) bias-gradient sums, in double */
 } cpu_ctx_t;
 
 /* The pointwise loops are compiled for AVX-512, AVX2 and the baseline; the
@@ -73,12 +74,22 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   int const cores = omp_get_num_procs();
   c->threads = conf->threads > 0 ? conf->threads : (cores > 0 ? cores : 1);
   conf->threads = c->threads;
+  int const H = conf->shape.hidden_size, O = conf->shape.output_size;
+  c->colsum = malloc((size_t)(4 * H > O ? 4 * H : O) * sizeof(double));
+  if (c->colsum == NULL) {
+    free(c);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for the CPU backend");
+  }
   openblas_set_num_threads(c->threads);
   *out = c;
   return LS_OK;
 }
 
-static void ctx_free(void *ctx) { free(ctx); }
+static void ctx_free(void *ctx) {
+  cpu_ctx_t *const c = ctx;
+  if (c != NULL) free(c->colsum);
+  free(c);
+}
 
 static ls_err_t mem_alloc(void *ctx, size_t bytes, void **ptr) {
   /* 64-byte alignment: whole cache lines and AVX-512 vectors. */
@@ -192,17 +203,20 @@ static void fill_rows(float *restrict rows, const float *restrict b1, const floa
   }
 }
 
-/* a [n] += column sums of rows [N, n]; b (may be NULL) gets the same sums. */
-static void colsum_add(float *restrict a, float *restrict b, const float *restrict rows, int N,
-                       int n) {
+/* a [n] += column sums of rows [N, n]; b (may be NULL) gets the same sums.
+ * The sums run in double: bias gradients add T*B terms that may cancel. */
+static void colsum_add(cpu_ctx_t *c, float *restrict a, float *restrict b,
+                       const float *restrict rows, int N, int n) {
+  double *restrict acc = c->colsum;
+  memset(acc, 0, (size_t)n * sizeof(double));
   for (int r = 0; r < N; r++) {
     const float *restrict src = rows + (size_t)r * n;
 #pragma omp simd
-    for (int j = 0; j < n; j++) a[j] += src[j];
-    if (b == NULL) continue;
-#pragma omp simd
-    for (int j = 0; j < n; j++) b[j] += src[j];
+    for (int j = 0; j < n; j++) acc[j] += (double)src[j];
   }
+  for (int j = 0; j < n; j++) a[j] = (float)((double)a[j] + acc[j]);
+  if (b != NULL)
+    for (int j = 0; j < n; j++) b[j] = (float)((double)b[j] + acc[j]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -295,7 +309,7 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
               dw_ih, In);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, G, H, N, 1.0f, dgates, G, hs, H, 1.0f,
               dw_hh, H);
-  colsum_add(db_ih, db_hh, dgates, N, G);
+  colsum_add(c, db_ih, db_hh, dgates, N, G);
   /* dx [N, In] = dgates @ w_ih [4H, In]; may overwrite dh, which is spent. */
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, G, 1.0f, dgates, G, w_ih, In,
               0.0f, dx, In);
@@ -344,7 +358,7 @@ static ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const 
               H);
   /* dw [O, H] += dpred^T @ y */
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, H, N, 1.0f, dpred, O, y, H, 1.0f, dw, H);
-  colsum_add(db, NULL, dpred, N, O);
+  colsum_add(ctx, db, NULL, dpred, N, O);
   return LS_OK;
 }
 

@@ -13,32 +13,31 @@
 #include "progress.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: lstream bench ingest --brokers ADDR --topic NAME [--format f32|csv]\n"
-          "                            [--window T] [--features F] [-X key=value]...\n"
-          "                            [--kafka-config FILE]\n"
-          "       lstream bench ingest --from-memory [--records N] [--series K]\n"
-          "                            [--format f32|csv] [--window T] [--features F]\n"
-          "\n"
-          "Times decoding, validation and windowing, without training, and prints one line:\n"
-          "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"
-          "\n"
-          "With --brokers, consumes every partition of the topic from its beginning to the\n"
-          "high watermarks read at start, as the trainer would (progress on stderr).\n"
-          "With --from-memory, first encodes N records of K series (the synthetic sine\n"
-          "feed) in memory, then times one thread pushing them through the windower; the\n"
-          "median of 3 passes is reported.\n"
-          "\n"
-          "  --brokers ADDR       bootstrap servers (host:port,...)\n"
-          "  --topic NAME         the topic to read\n"
-          "  --format FMT         record values: f32 (default) or csv\n"
-          "  --window T           steps per window (default 32)\n"
-          "  --features F         values per record (default 4)\n"
-          "  -X key=value         a librdkafka property (repeatable)\n"
-          "  --kafka-config FILE  librdkafka properties, key=value lines\n"
-          "  --from-memory        no Kafka: records generated in memory\n"
-          "  --records N          records to generate (default 4000000)\n"
-          "  --series K           series they belong to (default 1000)\n");
+  fprintf(f, "Usage: lstream bench ingest --brokers ADDR --topic NAME [--format f32|csv]\n"
+             "                            [--window T] [--features F] [-X key=value]...\n"
+             "                            [--kafka-config FILE]\n"
+             "       lstream bench ingest --from-memory [--records N] [--series K]\n"
+             "                            [--format f32|csv] [--window T] [--features F]\n"
+             "\n"
+             "Times decoding, validation and windowing, without training, and prints one line:\n"
+             "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"
+             "\n"
+             "With --brokers, consumes every partition of the topic from its beginning to the\n"
+             "high watermarks read at start, as the trainer would (progress on stderr).\n"
+             "With --from-memory, first encodes N records of K series (the synthetic sine\n"
+             "feed) in memory, then times one thread pushing them through the windower; the\n"
+             "median of 3 passes is reported.\n"
+             "\n"
+             "  --brokers ADDR       bootstrap servers (host:port,...)\n"
+             "  --topic NAME         the topic to read\n"
+             "  --format FMT         record values: f32 (default) or csv\n"
+             "  --window T           steps per window (default 32)\n"
+             "  --features F         values per record (default 4)\n"
+             "  -X key=value         a librdkafka property (repeatable)\n"
+             "  --kafka-config FILE  librdkafka properties, key=value lines\n"
+             "  --from-memory        no Kafka: records generated in memory\n"
+             "  --records N          records to generate (default 4000000)\n"
+             "  --series K           series they belong to (default 1000)\n");
 }
 
 typedef struct bench_args_s {
@@ -49,8 +48,7 @@ typedef struct bench_args_s {
   cli_kafka_props_t props;
 } bench_args_t;
 
-static void print_result(const bench_args_t *a, int64_t records, double seconds,
-                         int64_t windows) {
+static void print_result(const bench_args_t *a, int64_t records, double seconds, int64_t windows) {
   printf("ingest format=%s records=%" PRId64 " seconds=%.3f records_per_s=%.0f windows=%" PRId64
          "\n",
          ls_format2str(a->format), records, seconds, seconds > 0 ? (double)records / seconds : 0.0,
@@ -115,13 +113,9 @@ static double records_pass(const bench_args_t *a, const records_t *r, int64_t *w
   double const t0 = cli_now();
   for (int64_t i = 0; i < a->records; i++) {
     int const s = (int)(i % K);
-    ls_record_t const rec = {r->keys[s],
-                             strlen(r->keys[s]),
-                             r->arena + r->at[i],
-                             r->at[i + 1] - r->at[i],
-                             s % 8,
-                             i,
-                             i / K};
+    ls_record_t const rec = {
+        r->keys[s], strlen(r->keys[s]), r->arena + r->at[i], r->at[i + 1] - r->at[i], s % 8, i,
+        i / K};
     const ls_window_t *win = NULL;
     ls_reject_t const rej = ls_windower_push(w, &rec, &win);
     if (rej != LS_REJECT_NONE) {
@@ -218,7 +212,8 @@ static int bench_topic(const bench_args_t *a) {
   ls_ingest_destroy(ing);
   if (err != LS_OK) return cli_fail(err, "bench ingest: consuming '%s' failed", a->topic);
   int64_t rejected = 0;
-  for (int r = 0; r < LS_REJECT__COUNT; r++) rejected += st.w.rejected[r];
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    rejected += st.w.rejected[r];
   if (rejected > 0)
     fprintf(stderr, "lstream: bench ingest: %" PRId64 " of %" PRId64 " records were rejected\n",
             rejected, st.w.records);
@@ -229,14 +224,14 @@ static int bench_topic(const bench_args_t *a) {
 /* ------------------------------------------------------------------------ */
 
 int cmd_bench_ingest(int argc, char **argv) {
-  bench_args_t a = {.format = LS_FORMAT_F32, .window = 32, .features = 4, .series = 1000,
-                    .records = 4000000};
+  bench_args_t a = {
+      .format = LS_FORMAT_F32, .window = 32, .features = 4, .series = 1000, .records = 4000000};
   int rc = CLI_EXIT_OK;
   for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
     const char *const opt = argv[i];
     const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
-    int const takes_value = strcmp(opt, "--from-memory") && strcmp(opt, "-h") &&
-                            strcmp(opt, "--help");
+    int const takes_value =
+        strcmp(opt, "--from-memory") && strcmp(opt, "-h") && strcmp(opt, "--help");
     if (takes_value && v == NULL) {
       rc = cli_usage_error("bench ingest", "%s needs a value", opt);
     } else if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {

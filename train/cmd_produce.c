@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "lstream/ingest.h"
+#include "progress.h"
 
 static void usage(FILE *f) {
   ls_feed_conf_t d;
@@ -85,24 +85,11 @@ static void produce_on_signal(int sig) {
   produce_interrupted = sig;
 }
 
-/* Progress on stderr: redrawn in place on a terminal, else a line every 5 s;
- * nothing during the first second. */
-typedef struct produce_progress_s {
-  double start, last;
-  int tty, shown;
-} produce_progress_t;
-
+/* The library's progress callback: draws the bar, and asks to stop after a
+ * signal. */
 static int produce_on_progress(void *opaque, int64_t done, int64_t total) {
-  produce_progress_t *const p = opaque;
-  double const now = cli_now(), elapsed = now - p->start;
-  if (produce_interrupted) return 1;
-  if (elapsed < 1.0 || (!p->tty && now - p->last < 5.0)) return 0;
-  p->last = now;
-  p->shown = 1;
-  fprintf(stderr, "%sproduce: %" PRId64 "/%" PRId64 " records (%.0f%%), %.0f records/s%s",
-          p->tty ? "\r" : "", done, total, total > 0 ? 100.0 * (double)done / (double)total : 0.0,
-          (double)done / elapsed, p->tty ? "  " : "\n");
-  return 0;
+  cli_progress_update(opaque, done, total);
+  return produce_interrupted != 0;
 }
 
 /* Parses "A1,A2". */
@@ -220,13 +207,14 @@ int cmd_produce(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    produce_progress_t progress = {.start = cli_now(), .tty = isatty(STDERR_FILENO)};
+    cli_progress_t bar;
+    cli_progress_init(&bar, "produce", "records");
     a.opts.progress = produce_on_progress;
-    a.opts.progress_opaque = &progress;
+    a.opts.progress_opaque = &bar;
     ls_produce_stats_t st = {0};
     err = a.csv != NULL ? ls_csv_replay(a.csv, producer, &a.opts, &st)
                         : ls_feed_produce(feed, producer, &a.opts, &st);
-    if (progress.shown && progress.tty) fputc('\n', stderr);
+    cli_progress_finish(&bar);
     if (err != LS_OK)
       rc = cli_fail(err, "producing to '%s' failed after %" PRId64 " delivered records", a.topic,
                     st.records);

@@ -11,6 +11,10 @@
 #include "cli.h"
 #include "lstream/train.h"
 
+#ifdef LSTREAM_HAVE_MPI
+#include <mpi.h> /* MPI_Init_thread / MPI_Finalize around a multi-rank run */
+#endif
+
 static volatile sig_atomic_t stop_flag = 0;
 static void on_signal(int sig) {
   (void)sig;
@@ -58,7 +62,10 @@ static void usage(FILE *f) {
           "  --kafka-config FILE  librdkafka properties, one KEY=VALUE a line\n"
           "  --metrics FILE       append one JSON object per step\n"
           "  --series-out FILE    at the end, write series,partition,windows,records,\n"
-          "                       last_offset for every series (CSV)\n"
+          "                       last_offset for every series (CSV; with several ranks\n"
+          "                       each writes FILE.rankN for its own series)\n"
+          "  --params-out FILE    at the end, write the flat parameters (float32, PyTorch\n"
+          "                       nn.LSTM + Linear order; rank 0)\n"
           "  --log-every N        a log line every N steps (default: one per second)\n"
           "  --quiet              only the summary\n"
           "  -h, --help           this text\n"
@@ -68,7 +75,10 @@ static void usage(FILE *f) {
           "steps since the previous line. At the end (a replay's end, or SIGINT/SIGTERM)\n"
           "a summary gives the MSE over the whole run and over its last fifth (final),\n"
           "the series, and digests of the parameters and states (equal digests,\n"
-          "bit-identical models).\n");
+          "bit-identical models).\n"
+          "\n"
+          "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"
+          "p with p %% N == r; gradients are summed with MPI; rank 0 prints).\n");
 }
 
 static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
@@ -114,7 +124,12 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
 }
 
 /* --series-out: one CSV line per series. */
-static int write_series(ls_trainer_t *tr, const char *path) {
+static int write_series(ls_trainer_t *tr, const char *base) {
+  int rank = 0, world = 1;
+  ls_trainer_rank(tr, &rank, &world);
+  char path[4096];
+  if (world > 1) snprintf(path, sizeof path, "%s.rank%d", base, rank);
+  else snprintf(path, sizeof path, "%s", base);
   FILE *f = fopen(path, "w");
   if (f == NULL) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
   fprintf(f, "series,partition,windows,records,last_offset\n");
@@ -127,6 +142,23 @@ static int write_series(ls_trainer_t *tr, const char *path) {
   }
   if (fclose(f) != 0) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
   return CLI_EXIT_OK;
+}
+
+/* --params-out: the flat parameter buffer as raw float32. */
+static int write_params(ls_trainer_t *tr, const char *path) {
+  size_t const n = ls_trainer_param_count(tr);
+  float *p = malloc(n * sizeof(float));
+  if (p == NULL) return cli_fail(LS_ERR_NOMEM, "no memory for %zu parameters", n);
+  ls_err_t const err = ls_trainer_params(tr, p, n);
+  if (err != LS_OK) {
+    free(p);
+    return cli_fail(err, "cannot read the parameters");
+  }
+  FILE *f = fopen(path, "wb");
+  int ok = f != NULL && fwrite(p, sizeof(float), n, f) == n;
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  free(p);
+  return ok ? CLI_EXIT_OK : cli_fail(LS_ERR_IO, "cannot write --params-out %s", path);
 }
 
 /* Applies --config FILE before everything else, so that options override it. */
@@ -144,7 +176,8 @@ int cmd_train(int argc, char **argv) {
   cli_kafka_props_t props = {0};
   run_log_t lg = {0};
   lg.interval_s = 1.0;
-  const char *metrics_path = NULL, *series_path = NULL;
+  const char *metrics_path = NULL, *series_path = NULL, *params_path = NULL;
+  int mpi_up = 0, rank = 0;
   ls_trainer_t *tr = NULL;
   int rc = CLI_EXIT_OK;
   if (ls_train_conf_new(&conf) != LS_OK) return cli_fail(LS_ERR_NOMEM, "no memory");
@@ -172,6 +205,8 @@ int cmd_train(int argc, char **argv) {
       metrics_path = v;
     } else if (!strcmp(a, "--series-out")) {
       series_path = v;
+    } else if (!strcmp(a, "--params-out")) {
+      params_path = v;
     } else if (!strcmp(a, "--log-every")) {
       if (cli_parse_int(v, 1, 1 << 30, &lg.log_every))
         rc = cli_usage_error("train", "--log-every '%s': expected a positive integer", v);
@@ -187,6 +222,19 @@ int cmd_train(int argc, char **argv) {
     if (err != LS_OK) rc = cli_usage_error("train", "%s", ls_last_error());
   }
   if (rc != CLI_EXIT_OK) goto done;
+  if (ls_train_launched_ranks() > 1) {
+#ifdef LSTREAM_HAVE_MPI
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+      rc = cli_fail(LS_ERR_BACKEND, "MPI_Init_thread failed");
+      goto done;
+    }
+    mpi_up = 1;
+#else
+    rc = cli_fail(LS_ERR_UNSUPPORTED, "started by mpirun, but this build has no MPI");
+    goto done;
+#endif
+  }
   if (metrics_path != NULL && (lg.metrics = fopen(metrics_path, "a")) == NULL) {
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", metrics_path);
     goto done;
@@ -201,15 +249,22 @@ int cmd_train(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  int world = 1;
+  ls_trainer_rank(tr, &rank, &world);
+  lg.quiet |= rank != 0; /* rank 0 prints; the figures it prints are every rank's */
   lg.tr = tr;
   lg.t0 = lg.last_t = cli_now();
   err = ls_trainer_run(tr, &stop_flag, on_step, &lg);
   if (!lg.quiet && lg.steps > 0) print_line(&lg, -1, cli_now());
-  if (err != LS_OK) rc = cli_fail(err, "training stopped");
+  if (err != LS_OK) {
+    rc = cli_fail(err, "training stopped on rank %d", rank);
+    goto done; /* the other ranks may be gone: no collective calls now */
+  }
 
   ls_train_summary_t s;
   uint64_t dp = 0, ds = 0;
-  if (ls_trainer_summary(tr, &s) == LS_OK && ls_trainer_digest(tr, &dp, &ds) == LS_OK) {
+  if (ls_trainer_summary(tr, &s) == LS_OK && ls_trainer_digest(tr, &dp, &ds) == LS_OK &&
+      rank == 0) {
     double const busy = s.wait_s + s.compute_s;
     printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
            "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f\n",
@@ -227,10 +282,18 @@ int cmd_train(int argc, char **argv) {
            (unsigned long long)ds);
   }
   if (series_path != NULL && write_series(tr, series_path) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+  if (params_path != NULL && rank == 0 && write_params(tr, params_path) != CLI_EXIT_OK)
+    rc = CLI_EXIT_FAIL;
 done:
   if (lg.metrics != NULL) fclose(lg.metrics);
   ls_trainer_destroy(tr);
   cli_kafka_props_free(&props);
   ls_train_conf_destroy(conf);
+#ifdef LSTREAM_HAVE_MPI
+  if (mpi_up) {
+    if (rc != CLI_EXIT_OK) MPI_Abort(MPI_COMM_WORLD, rc); /* the others must not wait on us */
+    MPI_Finalize();
+  }
+#endif
   return rc;
 }

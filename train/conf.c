@@ -27,6 +27,7 @@ static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const untils[] = {"live", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
+static const char *const comms[] = {"auto", "none", "mpi", "nccl", NULL};
 
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
@@ -58,6 +59,7 @@ static const key_def_t keys[] = {
     {"queue_windows", "ingest bound on queued windows", K_INT, F(queue_windows), 0, 1, 1 << 24, NULL},
     {"buffer_records", "ingest bound on records held in memory", K_I64, F(buffer_records), 0, 1, 1e15, NULL},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", K_STR, F(partitions), S(partitions), 0, 0, NULL},
+    {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", K_ENUM, F(comm), 0, 0, 0, comms},
 };
 #undef F
 #undef S
@@ -176,16 +178,18 @@ ls_err_t ls_train_conf_set(ls_train_conf_t *c, const char *key, const char *valu
     *(double *)field = v;
     return LS_OK;
   }
-  case K_ENUM:
-    for (int i = 0; k->choices[i] != NULL; i++)
+  case K_ENUM: {
+    char list[128] = "";
+    for (int i = 0; k->choices[i] != NULL; i++) {
       if (!strcmp(value, k->choices[i])) {
         *(int *)field = i;
         return LS_OK;
       }
-    return ls_error_set(LS_ERR_INVALID_ARG, "%s: '%s' is not one of %s%s%s%s%s", key, value,
-                        k->choices[0], k->choices[1] ? ", " : "", k->choices[1] ? k->choices[1] : "",
-                        k->choices[1] && k->choices[2] ? ", " : "",
-                        k->choices[1] && k->choices[2] ? k->choices[2] : "");
+      size_t const len = strlen(list);
+      snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", k->choices[i]);
+    }
+    return ls_error_set(LS_ERR_INVALID_ARG, "%s: '%s' is not one of %s", key, value, list);
+  }
   }
   return ls_error_set(LS_ERR_INVALID_ARG, "%s: unhandled kind", key);
 }

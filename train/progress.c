@@ -36,8 +36,8 @@ static void si(char *buf, size_t size, double v) {
     snprintf(buf, size, "%.0f", v);
 }
 
-void cli_progress_format(char *buf, size_t size, const char *label, const char *unit,
-                         int64_t done, int64_t total, double elapsed_s, int bar) {
+void cli_progress_format(char *buf, size_t size, const char *label, const char *unit, int64_t done,
+                         int64_t total, double elapsed_s, int bar) {
   double const rate = elapsed_s > 0 ? (double)done / elapsed_s : 0.0;
   char rate_text[32];
   si(rate_text, sizeof rate_text, rate);
@@ -50,7 +50,8 @@ void cli_progress_format(char *buf, size_t size, const char *label, const char *
   if (bar) {
     int const filled = (int)(frac * PROGRESS_WIDTH);
     bar_text[0] = '[';
-    for (int i = 0; i < PROGRESS_WIDTH; i++) bar_text[1 + i] = i < filled ? '#' : '.';
+    for (int i = 0; i < PROGRESS_WIDTH; i++)
+      bar_text[1 + i] = i < filled ? '#' : '.';
     bar_text[PROGRESS_WIDTH + 1] = ']';
     bar_text[PROGRESS_WIDTH + 2] = '\0';
   }
@@ -59,8 +60,8 @@ void cli_progress_format(char *buf, size_t size, const char *label, const char *
     int64_t const left = (int64_t)((double)(total - (done < total ? done : total)) / rate + 0.5);
     snprintf(eta, sizeof eta, "ETA %" PRId64 ":%02d", left / 60, (int)(left % 60));
   }
-  snprintf(buf, size, "%s %3.0f%% %s%s%" PRId64 "/%" PRId64 " %s, %s %s/s, %s", label,
-           100.0 * frac, bar_text, bar ? " " : "", done, total, unit, rate_text, unit, eta);
+  snprintf(buf, size, "%s %3.0f%% %s%s%" PRId64 "/%" PRId64 " %s, %s %s/s, %s", label, 100.0 * frac,
+           bar_text, bar ? " " : "", done, total, unit, rate_text, unit, eta);
 }
 
 void cli_progress_update(cli_progress_t *p, int64_t done, int64_t total) {

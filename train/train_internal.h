@@ -27,6 +27,7 @@ struct ls_train_conf_s {
   int queue_windows;
   int64_t buffer_records;
   char partitions[1024];
+  int comm; /* 0 auto, 1 none, 2 mpi, 3 nccl */
   char **kafka; /* "key=value" librdkafka properties */
   int n_kafka;
 };

@@ -12,6 +12,7 @@
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "comm.h"
 #include "train_internal.h"
 
 /* Steps whose losses the summary keeps for its tail (the last fifth). */
@@ -25,17 +26,20 @@ typedef struct step_loss_s {
 
 struct ls_trainer_s {
   ls_train_conf_t conf;
+  comm_t *comm;
+  int rank, world;
   ls_engine_t *eng;
   ls_series_table_t *series;
   ls_ingest_t *ing;
   ls_optim_t opt;
   int F, T, B;
 
-  int32_t *parts; /* [P] partitions read, ascending */
+  int32_t *parts; /* [P] partitions this rank reads, ascending */
   int P;
+  int P_all;      /* partitions of all ranks */
   int *ended;                /* [P] partition delivered its last window (replay) */
   const ls_window_t **held;  /* [P] a partition's next window, taken but not yet used */
-  int rr;                    /* replay: partition where the next step starts */
+  int quota;                 /* replay: windows a step takes from each partition */
   const ls_window_t **defer; /* live: windows waiting for a later step, in order */
   int n_defer, cap_defer;
 
@@ -74,18 +78,15 @@ static ls_err_t ingest_set(ls_ingest_conf_t *ic, const char *key, const char *va
   return LS_OK;
 }
 
-/* Parses the partitions key against the topic's count into tr->parts. */
+/* Parses the partitions key against the topic's count; keeps this rank's. */
 static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   tr->parts = calloc((size_t)count, sizeof *tr->parts);
   LS_RETURN_IF(tr->parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
-  if (!strcmp(tr->conf.partitions, "all")) {
-    for (int32_t p = 0; p < count; p++) tr->parts[tr->P++] = p;
-    return LS_OK;
-  }
   char *want = calloc((size_t)count, 1);
   LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   const char *s = tr->conf.partitions;
   ls_err_t err = LS_OK;
+  if (!strcmp(s, "all")) memset(want, 1, (size_t)count), s = "";
   while (*s && err == LS_OK) {
     char *end = NULL;
     long const p = strtol(s, &end, 10);
@@ -96,10 +97,13 @@ static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
     else
       want[p] = 1, s = *end ? end + 1 : end;
   }
-  for (int32_t p = 0; p < count && err == LS_OK; p++)
-    if (want[p]) tr->parts[tr->P++] = p;
+  /* Partition p belongs to rank p % world: its series and their states too. */
+  for (int32_t p = 0; p < count && err == LS_OK; p++) {
+    tr->P_all += want[p];
+    if (want[p] && p % tr->world == tr->rank) tr->parts[tr->P++] = p;
+  }
   free(want);
-  if (err == LS_OK && tr->P == 0)
+  if (err == LS_OK && tr->P_all == 0)
     err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", tr->conf.partitions);
   return err;
 }
@@ -135,13 +139,15 @@ static ls_err_t open_ingest(ls_trainer_t *tr) {
   if (err == LS_OK) err = pick_partitions(tr, count);
   for (int i = 0; i < tr->P && err == LS_OK; i++)
     err = ls_ingest_conf_add_partition(ic, tr->parts[i], start);
-  if (err == LS_OK) err = ls_ingest_new(&tr->ing, ic);
+  /* A rank with no partition (more ranks than partitions) only joins steps. */
+  if (err == LS_OK && tr->P > 0) err = ls_ingest_new(&tr->ing, ic);
   ls_ingest_conf_destroy(ic);
   return err;
 }
 
 static ls_err_t alloc_buffers(ls_trainer_t *tr) {
-  size_t const B = (size_t)tr->B, T = (size_t)tr->T, F = (size_t)tr->F, P = (size_t)tr->P;
+  size_t const B = (size_t)tr->B, T = (size_t)tr->T, F = (size_t)tr->F;
+  size_t const P = tr->P > 0 ? (size_t)tr->P : 1;
   tr->ended = calloc(P, sizeof *tr->ended);
   tr->held = calloc(P, sizeof *tr->held);
   tr->wins = calloc(B, sizeof *tr->wins);
@@ -159,6 +165,22 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   return LS_OK;
 }
 
+/* The backend of the comm key: auto = mpi when started by mpirun on more
+ * than one rank (the program initialises MPI then), else none. */
+static ls_err_t open_comm(ls_trainer_t *tr) {
+  comm_kind_t kind = COMM_NONE;
+  switch (tr->conf.comm) {
+  case 0: kind = ls_train_launched_ranks() > 1 ? (tr->conf.device ? COMM_NCCL : COMM_MPI) : COMM_NONE; break;
+  case 1: kind = COMM_NONE; break;
+  case 2: kind = COMM_MPI; break;
+  case 3: kind = COMM_NCCL; break;
+  }
+  LS_FORWARD_IF_ERROR(comm_new(kind, &tr->comm));
+  tr->rank = comm_rank(tr->comm);
+  tr->world = comm_world(tr->comm);
+  return LS_OK;
+}
+
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   LS_RETURN_IF(conf == NULL || out == NULL, LS_ERR_INVALID_ARG, "conf or out is NULL");
   *out = NULL;
@@ -170,7 +192,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     return err;
   }
   const ls_train_conf_t *const c = &tr->conf;
-  tr->F = c->features, tr->T = c->window, tr->B = c->batch;
+  tr->F = c->features, tr->T = c->window;
   ls_optim_init(&tr->opt);
   tr->opt.lr = (float)c->lr;
   tr->opt.beta1 = (float)c->beta1;
@@ -180,17 +202,24 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   tr->opt.decoupled = c->optimizer == 1;
   tr->opt.clip_norm = (float)c->clip;
 
-  ls_engine_conf_t ec;
-  ls_engine_conf_init(&ec);
-  ec.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features};
-  ec.max_batch = c->batch;
-  ec.max_window = c->window;
-  ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
-  ec.threads = c->threads;
-  err = ls_engine_new(&ec, &tr->eng);
+  err = open_comm(tr);
+  if (err == LS_OK) err = open_ingest(tr);
+  if (err == LS_OK) {
+    /* A replay step takes batch/partitions windows from each partition (at
+     * least one), whichever rank reads it; live steps take `batch` each. */
+    tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
+    tr->B = c->until ? tr->quota * (tr->P > 0 ? tr->P : 1) : c->batch;
+    ls_engine_conf_t ec;
+    ls_engine_conf_init(&ec);
+    ec.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features};
+    ec.max_batch = tr->B;
+    ec.max_window = c->window;
+    ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    ec.threads = c->threads;
+    err = ls_engine_new(&ec, &tr->eng);
+  }
   if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
   if (err == LS_OK) err = ls_series_table_new(tr->eng, 1024, &tr->series);
-  if (err == LS_OK) err = open_ingest(tr);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err != LS_OK) {
     ls_trainer_destroy(tr);
@@ -209,6 +238,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   ls_ingest_destroy(tr->ing);
   ls_series_table_destroy(tr->series);
   ls_engine_destroy(tr->eng);
+  comm_destroy(tr->comm);
   train_conf_free_kafka(&tr->conf);
   free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
   free(tr->slots), free(tr->gather), free(tr->mark), free(tr->x), free(tr->y), free(tr->mask);
@@ -267,36 +297,29 @@ static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t
   return err;
 }
 
-/* Replay: fills the step from the partitions in rotation (see train.h).
+/* Replay: takes up to `quota` windows from every partition in turn, in its
+ * offset order; a partition stops early when it ends or when its next
+ * window's series is already in the step (that window is held for the next
+ * step). What a partition gives depends on its own data only, so the step's
+ * windows are the same whichever rank reads which partitions.
  * *n receives the number of windows (0: every partition has ended). */
 static ls_err_t form_replay(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
-  int *const blocked = tr->ended; /* reuse: 2 = sits this step out */
   *n = 0;
-  int progress = 1, last = -1;
-  while (*n < tr->B && progress && !(stop && *stop)) {
-    progress = 0;
-    for (int k = 0; k < tr->P && *n < tr->B; k++) {
-      int const i = (tr->rr + k) % tr->P;
-      if (blocked[i]) continue;
+  for (int i = 0; i < tr->P && !(stop && *stop); i++) {
+    for (int k = 0; k < tr->quota && !tr->ended[i]; k++) {
       const ls_window_t *w = tr->held[i];
       if (w == NULL) LS_FORWARD_IF_ERROR(next_of_partition(tr, i, stop, &w));
-      if (w == NULL) continue; /* ended or stopped */
+      if (w == NULL) break; /* ended or stopped */
       int64_t slot;
       LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
       if (tr->mark[slot] == tr->stamp) { /* its series is in this step already */
         tr->held[i] = w;
-        blocked[i] = 2;
-        continue;
+        break;
       }
       tr->held[i] = NULL;
       add_window(tr, (*n)++, w, slot);
-      progress = 1;
-      last = i;
     }
   }
-  for (int i = 0; i < tr->P; i++)
-    if (blocked[i] == 2) blocked[i] = 0;
-  if (last >= 0) tr->rr = (last + 1) % tr->P;
   return LS_OK;
 }
 
@@ -312,9 +335,10 @@ static ls_err_t defer_window(ls_trainer_t *tr, const ls_window_t *w) {
   return LS_OK;
 }
 
-/* Live: deferred windows first, in order, then new ones until B or the
- * deadline. A series with a window deferred (or in the step) defers its
- * later windows too, so each series stays in order. */
+/* Live: deferred windows first, in order, then new ones until B windows or
+ * deadline_ms after the step began (so that ranks meet in lockstep even
+ * when one has no data). A series with a window deferred (or in the step)
+ * defers its later windows too, so each series stays in order. */
 static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
   *n = 0;
   int kept = 0;
@@ -326,24 +350,24 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
-  double const t0 = now_s();
-  double deadline = *n > 0 ? t0 + tr->conf.deadline_ms / 1e3 : INFINITY;
+  double const t0 = now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
   while (*n < tr->B && !(stop && *stop)) {
     double const left = deadline - now_s();
     if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
-    ls_next_t what;
+    ls_next_t what = LS_NEXT_TIMEOUT;
     const ls_window_t *w = NULL;
+    if (tr->ing == NULL) { /* no partition on this rank: wait out the step */
+      struct timespec const ts = {0, (long)wait_ms * 1000000L};
+      nanosleep(&ts, NULL);
+      continue;
+    }
     LS_FORWARD_IF_ERROR(ls_ingest_next(tr->ing, wait_ms, &what, &w));
     if (what != LS_NEXT_WINDOW) continue;
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (tr->mark[slot] == tr->stamp) {
-      LS_FORWARD_IF_ERROR(defer_window(tr, w));
-      continue;
-    }
-    if (*n == 0) deadline = now_s() + tr->conf.deadline_ms / 1e3;
-    add_window(tr, (*n)++, w, slot);
+    if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
+    else add_window(tr, (*n)++, w, slot);
   }
   tr->sum.wait_s += now_s() - t0;
   return LS_OK;
@@ -352,7 +376,15 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 /* ------------------------------------------------------------------------ */
 /* One step                                                                  */
 
+/* What every rank contributes to a step, summed across ranks. */
+enum {
+  V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
+};
+
+/* Sums the gradients across ranks and steps the optimizer. */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
+  size_t const n = ls_engine_param_count(tr->eng);
+  LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm, tr->eng, ls_engine_grad_buffer(tr->eng), n));
   ls_optim_t opt = tr->opt;
   int64_t const u = tr->sum.updates;
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
@@ -367,10 +399,12 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   return LS_OK;
 }
 
-static ls_err_t train_step(ls_trainer_t *tr, int n, ls_step_stats_t *st) {
+/* This rank's part of a step over its n windows: the baseline, gather,
+ * forward, backward (accumulating gradient sums), scatter, bookkeeping.
+ * v receives the loss, baseline and counts. */
+static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
   int const T = tr->T;
-  double const t0 = now_s();
   /* The engine takes dense [T, n, F]: pack the rows of a partial step. */
   if (n < tr->B)
     for (int t = 1; t < T; t++) {
@@ -380,12 +414,11 @@ static ls_err_t train_step(ls_trainer_t *tr, int n, ls_step_stats_t *st) {
     }
   /* Last-value baseline on the same targets. */
   double base = 0.0;
-  for (int t = 0; t < T; t++)
-    for (int b = 0; b < n; b++) {
-      if (tr->mask[(size_t)t * n + b] == 0.0f) continue;
-      const float *const xv = tr->x + ((size_t)t * n + b) * F, *const yv = tr->y + ((size_t)t * n + b) * F;
-      for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
-    }
+  for (size_t r = 0; r < (size_t)T * n; r++) {
+    if (tr->mask[r] == 0.0f) continue;
+    const float *const xv = tr->x + r * F, *const yv = tr->y + r * F;
+    for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
+  }
   for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
   ls_state_table_t *const states = ls_series_table_states(tr->series);
   double loss = 0.0, count = 0.0;
@@ -394,9 +427,6 @@ static ls_err_t train_step(ls_trainer_t *tr, int n, ls_step_stats_t *st) {
   LS_FORWARD_IF_ERROR(ls_engine_backward(tr->eng, 1.0f));
   if (!tr->conf.stateless)
     LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->eng, states, n, tr->slots));
-  tr->acc_count += count;
-  if (++tr->acc_steps == tr->conf.accumulate) LS_FORWARD_IF_ERROR(update(tr, st));
-
   int64_t records = 0;
   for (int b = 0; b < n; b++) {
     const ls_window_t *const w = tr->wins[b];
@@ -406,46 +436,75 @@ static ls_err_t train_step(ls_trainer_t *tr, int n, ls_step_stats_t *st) {
     ls_ingest_release(tr->ing, w);
     tr->wins[b] = NULL;
   }
-  st->step = ++tr->sum.steps;
-  st->windows = n;
-  st->records = records;
-  st->loss_sum = loss;
-  st->baseline_sum = base;
-  st->count = count;
-  st->compute_s = now_s() - t0;
-  tr->sum.windows += n;
-  tr->sum.records += records;
-  tr->sum.loss_sum += loss;
-  tr->sum.baseline_sum += base;
-  tr->sum.count += count;
-  tr->sum.compute_s += st->compute_s;
-  tr->ring[(st->step - 1) % TAIL_RING] = (step_loss_t){loss, base, count};
+  v[V_LOSS] = loss, v[V_COUNT] = count, v[V_BASE] = base;
+  v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   return LS_OK;
 }
 
+/* Replay: does this rank still have windows to give? */
+static int has_more(const ls_trainer_t *tr) {
+  for (int i = 0; i < tr->P; i++)
+    if (!tr->ended[i] || tr->held[i] != NULL) return 1;
+  return 0;
+}
+
+/* Every rank steps in lockstep: it forms its part of the step (possibly
+ * empty), computes it, and joins one sum of the step's figures; a rank with
+ * nothing adds zeros. The run ends when every rank has run out (replay) or
+ * any rank is stopped. */
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   double const t0 = now_s();
   ls_err_t err = LS_OK;
-  while (err == LS_OK && !(stop && *stop)) {
-    ls_step_stats_t st;
-    memset(&st, 0, sizeof st);
-    st.grad_norm = -1.0f;
+  int cb_stop = 0;
+  for (;;) {
+    double v[V__N] = {0};
     double const w0 = tr->sum.wait_s;
     int n = 0;
     tr->stamp++;
-    err = tr->conf.until ? form_replay(tr, stop, &n) : form_live(tr, stop, &n);
-    if (err != LS_OK) break;
-    if (n == 0) {
-      if (tr->conf.until && !(stop && *stop)) break; /* every partition has ended */
-      continue;
+    if (!(stop && *stop) && !cb_stop) {
+      if (tr->conf.until) err = tr->P > 0 ? form_replay(tr, stop, &n) : LS_OK;
+      else err = form_live(tr, stop, &n);
     }
-    err = train_step(tr, n, &st);
-    st.wait_s = tr->sum.wait_s - w0;
-    if (err == LS_OK && cb != NULL && cb(opaque, &st) != 0) break;
+    double const c0 = now_s();
+    if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
+    if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
+    v[V_COMPUTE] = now_s() - c0;
+    v[V_WAIT] = tr->sum.wait_s - w0;
+    v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
+    v[V_STOP] = (stop && *stop) || cb_stop;
+    err = comm_sum_doubles(tr->comm, v, V__N);
+    if (err != LS_OK) break;
+    if (v[V_WINDOWS] > 0) {
+      ls_step_stats_t st;
+      memset(&st, 0, sizeof st);
+      st.grad_norm = -1.0f;
+      tr->acc_count += v[V_COUNT];
+      if (++tr->acc_steps == tr->conf.accumulate && (err = update(tr, &st)) != LS_OK) break;
+      st.step = ++tr->sum.steps;
+      st.windows = (int)v[V_WINDOWS];
+      st.records = (int64_t)v[V_RECORDS];
+      st.loss_sum = v[V_LOSS];
+      st.baseline_sum = v[V_BASE];
+      st.count = v[V_COUNT];
+      /* Times: the mean over ranks. */
+      st.compute_s = v[V_COMPUTE] / tr->world;
+      st.wait_s = v[V_WAIT] / tr->world;
+      tr->sum.windows += st.windows;
+      tr->sum.records += st.records;
+      tr->sum.loss_sum += st.loss_sum;
+      tr->sum.baseline_sum += st.baseline_sum;
+      tr->sum.count += st.count;
+      tr->sum.compute_s += st.compute_s;
+      tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
+      if (cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
+    }
+    if (v[V_STOP] > 0) break;
+    if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
   }
-  /* Gradients accumulated for a partial update are applied at the end. */
+  /* Gradients accumulated for a partial update are applied at the end (on
+   * every rank alike: the sums above are the same everywhere). */
   if (err == LS_OK && tr->acc_steps > 0) {
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -457,6 +516,32 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
 
 /* ------------------------------------------------------------------------ */
 /* Results                                                                   */
+
+int ls_train_launched_ranks(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *const v = getenv(vars[i]);
+    if (v != NULL && atoi(v) > 0) return atoi(v);
+  }
+  return 1;
+}
+
+ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
+  LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
+               "trainer, rank or world is NULL");
+  *rank = tr->rank;
+  *world = tr->world;
+  return LS_OK;
+}
+
+size_t ls_trainer_param_count(const ls_trainer_t *tr) {
+  return tr == NULL ? 0 : ls_engine_param_count(tr->eng);
+}
+
+ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n) {
+  LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
+  return ls_engine_read_params(tr->eng, dst, n);
+}
 
 ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   LS_RETURN_IF(tr == NULL || out == NULL, LS_ERR_INVALID_ARG, "trainer or out is NULL");
@@ -474,10 +559,14 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
     out->tail_count += r->count;
   }
   ls_ingest_stats_t is;
-  if (ls_ingest_stats(tr->ing, &is) == LS_OK) {
-    out->rejected = 0;
+  out->rejected = 0;
+  if (tr->ing != NULL && ls_ingest_stats(tr->ing, &is) == LS_OK)
     for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
-  }
+  double v[3] = {(double)out->series, (double)out->rejected, out->wait_s};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 3));
+  out->series = (int64_t)v[0];
+  out->rejected = (int64_t)v[1];
+  out->wait_s = v[2] / tr->world;
   return LS_OK;
 }
 
@@ -485,6 +574,8 @@ ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total) {
   LS_RETURN_IF(tr == NULL || done == NULL || total == NULL, LS_ERR_INVALID_ARG,
                "trainer, done or total is NULL");
   ls_ingest_stats_t is;
+  *done = 0, *total = 0;
+  if (tr->ing == NULL) return LS_OK;
   LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->ing, &is));
   *done = is.progress_done;
   *total = is.progress_total;
@@ -504,7 +595,14 @@ ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states)
   free(p);
   LS_FORWARD_IF_ERROR(err);
   *params = h;
-  return ls_series_table_digest(tr->series, states);
+  uint64_t mine = 0;
+  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->series, &mine));
+  /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
+  double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 2));
+  uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
+  *states = tr->world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
+  return LS_OK;
 }
 
 int64_t ls_trainer_series_count(const ls_trainer_t *tr) {

@@ -31,13 +31,13 @@ typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1 } ls_format_t;
 
 /* Why a record was rejected. */
 typedef enum ls_reject_e {
-  LS_REJECT_NONE = 0,   /* accepted */
-  LS_REJECT_SIZE,       /* wrong width: not F values */
-  LS_REJECT_PARSE,      /* does not decode */
-  LS_REJECT_NONFINITE,  /* holds NaN or Inf */
-  LS_REJECT_BACKWARDS,  /* event time before the series' previous record */
-  LS_REJECT_KEY,        /* key empty or longer than 255 bytes */
-  LS_REJECT_PARTITION,  /* series already seen on another partition */
+  LS_REJECT_NONE = 0,  /* accepted */
+  LS_REJECT_SIZE,      /* wrong width: not F values */
+  LS_REJECT_PARSE,     /* does not decode */
+  LS_REJECT_NONFINITE, /* holds NaN or Inf */
+  LS_REJECT_BACKWARDS, /* event time before the series' previous record */
+  LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
+  LS_REJECT_PARTITION, /* series already seen on another partition */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -307,15 +307,15 @@ typedef struct ls_window_s {
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
   int T, F;
-  int n_targets;        /* valid targets: T, fewer only in a flushed trailing window */
-  const float *x;       /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
-                           rows past n_targets are zero */
-  const float *mask;    /* [T] 1 where target t is valid, 0 (padding) after */
+  int n_targets;     /* valid targets: T, fewer only in a flushed trailing window */
+  const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
+                        rows past n_targets are zero */
+  const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
 } ls_window_t;
 
 /* One Kafka record as the windower sees it. */
 typedef struct ls_record_s {
-  const void *key;   /* series key (any bytes) */
+  const void *key; /* series key (any bytes) */
   size_t key_len;
   const void *value; /* encoded values */
   size_t value_len;
@@ -326,12 +326,12 @@ typedef struct ls_record_s {
 
 /* Counters of a windower (and of a consumer, below). */
 typedef struct ls_window_stats_s {
-  int64_t records;                     /* records pushed: accepted + rejected */
-  int64_t accepted;                    /* records now in a series buffer or a window */
-  int64_t rejected[LS_REJECT__COUNT];  /* per reason; [LS_REJECT_NONE] stays 0 */
-  int64_t windows;                     /* complete windows emitted */
-  int64_t series;                      /* distinct series seen */
-  int64_t buffered;                    /* records held for windows not yet complete */
+  int64_t records;                    /* records pushed: accepted + rejected */
+  int64_t accepted;                   /* records now in a series buffer or a window */
+  int64_t rejected[LS_REJECT__COUNT]; /* per reason; [LS_REJECT_NONE] stays 0 */
+  int64_t windows;                    /* complete windows emitted */
+  int64_t series;                     /* distinct series seen */
+  int64_t buffered;                   /* records held for windows not yet complete */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -455,11 +455,9 @@ ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char 
 ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
-ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
-                                      ls_start_t start);
+ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition, ls_start_t start);
 
-ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
-                                    void *opaque);
+ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb, void *opaque);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
 ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
@@ -513,11 +511,10 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error, an offset
- * out of range, a memory bound too small for the series' partial windows)
- * is returned here, with its message, once the queue is empty. */
-ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
-                        const ls_window_t **win);
+ * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error,
+ * an offset out of range, a memory bound too small for the series' partial windows) is returned
+ * here, with its message, once the queue is empty. */
+ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what, const ls_window_t **win);
 
 /* ls_ingest_next for one partition (one of the conf's): its windows in the
  * order its records completed them, which depends on the data only (what a

@@ -125,6 +125,14 @@ ls_err_t ls_engine_read_grads(ls_engine_t *eng, float *dst, size_t n);
 ls_err_t ls_engine_write_grads(ls_engine_t *eng, const float *src, size_t n);
 ls_err_t ls_engine_zero_grads(ls_engine_t *eng);
 
+/* The gradient buffer itself, in the engine's device memory (host memory on
+ * the CPU): ls_engine_param_count floats, for an in-place all-reduce between
+ * ls_engine_backward and ls_engine_optimizer_step. NULL for a NULL engine. */
+float *ls_engine_grad_buffer(ls_engine_t *eng);
+
+/* The engine's device: LS_DEVICE_CPU or LS_DEVICE_CUDA. */
+ls_device_t ls_engine_device(const ls_engine_t *eng);
+
 /* ------------------------------------------------------------------------ */
 /* One window                                                                */
 

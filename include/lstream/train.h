@@ -68,6 +68,16 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   queue_windows   ingest queue bound, windows               (256)
  *   buffer_records  ingest memory bound, records              (4194304)
  *   partitions      the partitions to read, "0,2,5" or "all"  (all)
+ *   comm            auto | none | mpi | nccl: how replicas sum gradients;
+ *                   auto = mpi (cpu) or nccl (cuda) when started by mpirun
+ *                   on several ranks, else none               (auto)
+ *
+ * Replicas. Under mpirun every rank runs a trainer: rank r reads the
+ * partitions p with p % world == r (and so owns their series and states),
+ * all ranks step in lockstep, a rank with nothing ready adds zeros, and the
+ * update divides the summed gradient by the summed count of valid targets.
+ * In a replay a step takes batch/partitions windows from each partition, so
+ * N ranks train on the same windows per step as one.
  */
 ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
 
@@ -118,6 +128,10 @@ typedef struct ls_train_summary_s {
 
 typedef struct ls_trainer_s ls_trainer_t;
 
+/* The number of ranks the process was started among by mpirun (Open MPI or
+ * a PMI launcher), or 1. The program initialises MPI when it is above 1. */
+int ls_train_launched_ranks(void);
+
 /* Creates a trainer: checks the conf, connects, resolves the partitions and
  * their start positions, builds the engine. conf is copied. */
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out);
@@ -132,14 +146,24 @@ typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque);
 
+/* Totals of the run. Collective: every rank calls it; series and rejected
+ * records are summed over the ranks. */
 ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out);
+
+/* This trainer's rank and the number of ranks. */
+ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world);
+
+/* A host copy of the parameters (n = their count, from ls_trainer_param_count). */
+size_t ls_trainer_param_count(const ls_trainer_t *tr);
+ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n);
 
 /* Ingest progress of a replay: offsets consumed and the total to the
  * watermarks (-1 when live). */
 ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total);
 
 /* FNV-1a digests of the flat parameter buffer and of the series table (keys,
- * counts and states): equal digests, bit-identical models. */
+ * counts and states; with several ranks, every rank's tables combined):
+ * equal digests, bit-identical models. Collective. */
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states);
 
 /* Number of series seen. */

@@ -44,21 +44,55 @@ static int wait_until(pid_t pid, double deadline) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Forks argv with stdin/stdout/stderr on the given fds (-1: /dev/null). */
-static pid_t spawn(const char *const argv[], int in_fd, int out_fd, int err_fd) {
-  pid_t const pid = fork();
-  if (pid != 0) return pid;
-  int const devnull = open("/dev/null", O_RDWR);
-  dup2(in_fd >= 0 ? in_fd : devnull, 0);
-  dup2(out_fd >= 0 ? out_fd : devnull, 1);
-  dup2(err_fd >= 0 ? err_fd : devnull, 2);
-  for (int fd = 3; fd < 256; fd++)
-    close(fd);
-  execvp(argv[0], (char *const *)argv);
-  _exit(127);
+int proc_start(proc_child_t *c, const char *const argv[]) {
+  int in[2], out[2], err[2];
+  c->pid = -1;
+  c->in_fd = c->out_fd = c->err_fd = -1;
+  if (pipe(in)) return -1;
+  if (pipe(out)) {
+    close(in[0]), close(in[1]);
+    return -1;
+  }
+  if (pipe(err)) {
+    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+    return -1;
+  }
+  c->pid = fork();
+  if (c->pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    for (int fd = 3; fd < 256; fd++)
+      close(fd);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  close(in[0]), close(out[1]), close(err[1]);
+  if (c->pid < 0) {
+    close(in[1]), close(out[0]), close(err[0]);
+    return -1;
+  }
+  c->in_fd = in[1], c->out_fd = out[0], c->err_fd = err[0];
+  signal(SIGPIPE, SIG_IGN); /* a child that does not read its input */
+  return 0;
 }
 
-/* Appends what is readable on fd to *buf; returns 0 at EOF. */
+int proc_read_line(int fd, char *line, size_t size, double timeout_s) {
+  double const deadline = now_s() + timeout_s;
+  for (size_t len = 0; len + 1 < size && left_ms(deadline) > 0;) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, left_ms(deadline)) <= 0) continue;
+    if (read(fd, line + len, 1) != 1) return -1;
+    if (line[len] == '\n') {
+      line[len] = '\0';
+      return 0;
+    }
+    len++;
+  }
+  return -1;
+}
+
+/* Appends what is readable on fd to *buf; returns 0 at EOF or on error. */
 static int drain(int fd, char **buf, size_t *len, size_t *cap) {
   if (*cap - *len < 65536) {
     *cap = 2 * *cap + 65536;
@@ -67,37 +101,38 @@ static int drain(int fd, char **buf, size_t *len, size_t *cap) {
   ssize_t const n = read(fd, *buf + *len, *cap - *len);
   if (n > 0) *len += (size_t)n;
   (*buf)[*len] = '\0';
-  return n != 0 && !(n < 0 && errno != EINTR && errno != EAGAIN);
+  return n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN));
+}
+
+void proc_finish(proc_child_t *c, double timeout_s, proc_result_t *res) {
+  proc_result_t local;
+  if (res == NULL) res = &local;
+  memset(res, 0, sizeof *res);
+  close(c->in_fd);
+  double const deadline = now_s() + timeout_s;
+  size_t cap[2] = {0, 0}, err_len = 0;
+  struct pollfd pfd[2] = {{.fd = c->out_fd, .events = POLLIN}, {.fd = c->err_fd, .events = POLLIN}};
+  while ((pfd[0].fd >= 0 || pfd[1].fd >= 0) && left_ms(deadline) > 0) {
+    if (poll(pfd, 2, left_ms(deadline)) <= 0) continue;
+    if (pfd[0].revents && !drain(c->out_fd, &res->out, &res->out_len, &cap[0])) pfd[0].fd = -1;
+    if (pfd[1].revents && !drain(c->err_fd, &res->err, &err_len, &cap[1])) pfd[1].fd = -1;
+  }
+  close(c->out_fd);
+  close(c->err_fd);
+  if (res->out == NULL) res->out = calloc(1, 1);
+  if (res->err == NULL) res->err = calloc(1, 1);
+  res->status = wait_until(c->pid, deadline);
+  c->pid = -1;
+  if (res == &local) proc_result_free(&local);
 }
 
 int proc_run(const char *const argv[], const char *input, double timeout_s, proc_result_t *res) {
+  proc_child_t c;
   memset(res, 0, sizeof *res);
   res->status = -1;
-  int in[2], out[2], err[2];
-  if (pipe(in) || pipe(out) || pipe(err)) return -1;
-  pid_t const pid = spawn(argv, in[0], out[1], err[1]);
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  if (pid < 0) return -1;
-  signal(SIGPIPE, SIG_IGN); /* a child that does not read its input */
-  if (input != NULL) (void)!write(in[1], input, strlen(input));
-  close(in[1]);
-  double const deadline = now_s() + timeout_s;
-  size_t cap[2] = {0, 0}, err_len = 0;
-  int open_fds = 2;
-  struct pollfd pfd[2] = {{.fd = out[0], .events = POLLIN}, {.fd = err[0], .events = POLLIN}};
-  while (open_fds > 0 && left_ms(deadline) > 0) {
-    if (poll(pfd, 2, left_ms(deadline)) <= 0) continue;
-    if (pfd[0].revents && !drain(out[0], &res->out, &res->out_len, &cap[0]))
-      pfd[0].fd = -1, open_fds--;
-    if (pfd[1].revents && !drain(err[0], &res->err, &err_len, &cap[1])) pfd[1].fd = -1, open_fds--;
-  }
-  close(out[0]);
-  close(err[0]);
-  if (res->out == NULL) res->out = calloc(1, 1);
-  if (res->err == NULL) res->err = calloc(1, 1);
-  res->status = wait_until(pid, deadline);
+  if (proc_start(&c, argv) != 0) return -1;
+  if (input != NULL) (void)!write(c.in_fd, input, strlen(input));
+  proc_finish(&c, timeout_s, res);
   return 0;
 }
 
@@ -113,36 +148,20 @@ int proc_broker_start(proc_broker_t *b, const char *lstream, const char *const a
   for (int i = 0; args != NULL && args[i] != NULL && n < 63; i++)
     argv[n++] = args[i];
   argv[n] = NULL;
-  int out[2];
   memset(b, 0, sizeof *b);
-  if (pipe(out)) return -1;
-  b->pid = spawn(argv, -1, out[1], -1);
-  close(out[1]);
-  b->out_fd = out[0];
-  if (b->pid < 0) return -1;
-  /* Read up to the first newline. */
-  double const deadline = now_s() + 20.0;
-  size_t len = 0;
-  while (len < sizeof b->addr - 1 && left_ms(deadline) > 0) {
-    struct pollfd pfd = {.fd = b->out_fd, .events = POLLIN};
-    if (poll(&pfd, 1, left_ms(deadline)) <= 0) continue;
-    ssize_t const r = read(b->out_fd, b->addr + len, 1);
-    if (r <= 0) break;
-    if (b->addr[len] == '\n') {
-      b->addr[len] = '\0';
-      return len > 0 ? 0 : -1;
-    }
-    len++;
-  }
+  if (proc_start(&b->child, argv) != 0) return -1;
+  if (proc_read_line(b->child.out_fd, b->addr, sizeof b->addr, 20.0) == 0 && b->addr[0] != '\0')
+    return 0;
   proc_broker_stop(b);
   return -1;
 }
 
 int proc_broker_stop(proc_broker_t *b) {
-  if (b->pid <= 0) return -1;
-  kill(b->pid, SIGTERM);
-  int const status = wait_until(b->pid, now_s() + 20.0);
-  close(b->out_fd);
-  b->pid = 0;
+  if (b->child.pid <= 0) return -1;
+  kill(b->child.pid, SIGTERM);
+  proc_result_t res;
+  proc_finish(&b->child, 20.0, &res);
+  int const status = res.status;
+  proc_result_free(&res);
   return status;
 }

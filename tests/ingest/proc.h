@@ -1,8 +1,9 @@
 /*
  * Child programs for the ingest tests: runs a command with a deadline and
- * captures what it prints (kcat, `lstream produce`), and starts and stops
- * `lstream broker` in the background. Waits on conditions (output, exit)
- * with generous deadlines, never on fixed sleeps.
+ * captures what it prints (kcat, `lstream produce`), or runs one in the
+ * background (`lstream broker`) and reads its output line by line. Waits on
+ * conditions (a line, an exit) with generous deadlines, never on fixed
+ * sleeps.
  */
 #ifndef LSTREAM_TESTS_INGEST_PROC_H
 #define LSTREAM_TESTS_INGEST_PROC_H
@@ -17,15 +18,32 @@ typedef struct proc_result_s {
   char *err; /* stderr, NUL-terminated */
 } proc_result_t;
 
-/* Runs argv (argv[0] looked up in PATH) with input on its stdin (NULL: none),
- * killing it after timeout_s. Returns 0 if it could be started. */
+/* A child with its stdin, stdout and stderr on pipes. */
+typedef struct proc_child_s {
+  pid_t pid;
+  int in_fd, out_fd, err_fd;
+} proc_child_t;
+
+/* Starts argv (argv[0] looked up in PATH). Returns 0 on success. */
+int proc_start(proc_child_t *c, const char *const argv[]);
+
+/* Reads fd up to the next newline into line (NUL-terminated, newline
+ * dropped), waiting up to timeout_s. Returns 0 on success, -1 at EOF, on
+ * error, past the deadline or if the line does not fit. */
+int proc_read_line(int fd, char *line, size_t size, double timeout_s);
+
+/* Closes the child's stdin, collects the rest of its output until it exits
+ * (killing it past timeout_s), and closes its pipes. res may be NULL. */
+void proc_finish(proc_child_t *c, double timeout_s, proc_result_t *res);
+
+/* proc_start + input (NULL: none) on stdin + proc_finish. Returns 0 if the
+ * command could be started. */
 int proc_run(const char *const argv[], const char *input, double timeout_s, proc_result_t *res);
 void proc_result_free(proc_result_t *res);
 
 /* `lstream broker ARGS...` running in the background. */
 typedef struct proc_broker_s {
-  pid_t pid;
-  int out_fd;     /* its stdout */
+  proc_child_t child;
   char addr[512]; /* the bootstrap line it printed */
 } proc_broker_t;
 

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +548,34 @@ Test(cli, broker_serves_kcat_and_produce, .timeout = 120) {
   cr_expect_neq(access(file, F_OK), 0, "the bootstrap file outlived the broker");
 }
 
+Test(cli, produce_stops_cleanly_on_sigint, .timeout = 120) {
+  ls_broker_t *const b = broker_with_topic(1, "interrupted", 2);
+  const char *const argv[] = {
+      LSTREAM_BIN,   "produce",  "--brokers", ls_broker_bootstrap(b), "--topic",
+      "interrupted", "--series", "10",        "--records-per-series", "1000",
+      "--rate",      "500",      NULL}; /* 20 s unless stopped */
+  proc_child_t c;
+  cr_assert_eq(proc_start(&c, argv), 0);
+  /* The first progress line (after a second) shows it is sending. */
+  char line[512];
+  cr_assert_eq(proc_read_line(c.err_fd, line, sizeof line, CHILD_TIMEOUT_S), 0, "no progress");
+  cr_expect(!strncmp(line, "produce", 7), "progress line: %s", line);
+  kill(c.pid, SIGINT);
+  proc_result_t r;
+  proc_finish(&c, CHILD_TIMEOUT_S, &r);
+  cr_expect_eq(r.status, 1, "an interrupted produce exits 1");
+  const char *const said = strstr(r.err, "interrupted (");
+  long long sent = -1;
+  cr_assert(said && sscanf(said, "interrupted (%*[^)]): %lld records", &sent) == 1, "stderr: %s",
+            r.err);
+  cr_expect(sent > 0 && sent < 10000, "%lld records before the signal", sent);
+  proc_result_free(&r);
+  int n = 0;
+  free(kcat_read(ls_broker_bootstrap(b), "interrupted", &n));
+  cr_expect_eq(n, sent, "what it says it delivered is in the topic");
+  ls_broker_destroy(b);
+}
+
 /* A free loopback port: bind port 0, read it, close. Another process could
  * take it before the broker does; nothing else here binds fixed ports. */
 static int free_port(void) {
@@ -557,6 +586,22 @@ static int free_port(void) {
             !getsockname(s, (struct sockaddr *)&sin, &len));
   close(s);
   return ntohs(sin.sin_port);
+}
+
+Test(broker, fixed_port_relays_to_a_broker_that_is_up, .timeout = 120) {
+  int const port = free_port();
+  ls_broker_t *b = NULL;
+  cr_assert_eq(ls_broker_new(&b, 2, port), LS_OK, "%s", ls_last_error());
+  char want[32];
+  snprintf(want, sizeof want, "127.0.0.1:%d", port);
+  cr_expect_str_eq(ls_broker_bootstrap(b), want);
+  cr_assert_eq(ls_broker_topic_create(b, "relayed", 1), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(b, "relayed", 0, 2), LS_OK);
+  cr_assert_eq(ls_broker_set_down(b, 1), LS_OK); /* the relay's first target */
+  ls_feed_conf_t const c = feed_conf(LS_GEN_SINE, 3, 1, 10);
+  cr_expect_eq(produce_feed(b, "relayed", &c, LS_FORMAT_F32).records, 30);
+  expect_feed_in_topic(b, "relayed", 1, &c, LS_FORMAT_F32);
+  ls_broker_destroy(b);
 }
 
 Test(cli, fixed_port_bootstraps_and_a_taken_port_fails, .timeout = 120) {

@@ -58,19 +58,27 @@ Test(conf, start_parse) {
 
 Test(conf, keys) {
   ls_ingest_conf_t *const c = conf_new();
-  const char *const good[][2] = {
-      {"topic", "ticks"},        {"format", "csv"},          {"features", "4"},
-      {"window", "64"},          {"queue.windows", "8"},     {"buffer.records", "100000"},
-      {"stop", "end"},           {"stop", "never"},          {"flush", "true"},
-      {"flush", "false"},        {"dead.letter.topic", "dlq"}, {"warn.interval.ms", "0"},
-      {"start.timeout.ms", "500"}, {"dead.letter.topic", ""}};
+  const char *const good[][2] = {{"topic", "ticks"},
+                                 {"format", "csv"},
+                                 {"features", "4"},
+                                 {"window", "64"},
+                                 {"queue.windows", "8"},
+                                 {"buffer.records", "100000"},
+                                 {"stop", "end"},
+                                 {"stop", "never"},
+                                 {"flush", "true"},
+                                 {"flush", "false"},
+                                 {"dead.letter.topic", "dlq"},
+                                 {"warn.interval.ms", "0"},
+                                 {"start.timeout.ms", "500"},
+                                 {"dead.letter.topic", ""}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
     cr_expect_eq(ls_ingest_conf_set(c, good[i][0], good[i][1]), LS_OK, "%s=%s: %s", good[i][0],
                  good[i][1], ls_last_error());
-  const char *const bad[][2] = {{"format", "json"},   {"features", "0"},   {"features", "4x"},
-                                {"window", "-1"},      {"window", "65537"}, {"queue.windows", "0"},
-                                {"buffer.records", "1"}, {"stop", "maybe"}, {"flush", "1"},
-                                {"features", ""}};
+  const char *const bad[][2] = {
+      {"format", "json"},  {"features", "0"},      {"features", "4x"},      {"window", "-1"},
+      {"window", "65537"}, {"queue.windows", "0"}, {"buffer.records", "1"}, {"stop", "maybe"},
+      {"flush", "1"},      {"features", ""}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     cr_expect_eq(ls_ingest_conf_set(c, bad[i][0], bad[i][1]), LS_ERR_INVALID_ARG, "%s=%s",
                  bad[i][0], bad[i][1]);
@@ -114,7 +122,8 @@ Test(conf, kafka_config_file) {
   cr_expect_str_eq(settings[2], "sasl.username=a=b");
   cr_expect_str_eq(settings[3], "fetch.wait.max.ms=25");
   ls_ingest_conf_t *const c = conf_new();
-  for (int i = 0; i < n; i++) cr_expect_eq(ls_ingest_conf_set_kafka(c, settings[i]), LS_OK);
+  for (int i = 0; i < n; i++)
+    cr_expect_eq(ls_ingest_conf_set_kafka(c, settings[i]), LS_OK);
   ls_ingest_conf_destroy(c);
   ls_kafka_config_free(settings, n);
   ls_kafka_config_free(NULL, 0);

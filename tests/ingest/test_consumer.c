@@ -28,7 +28,9 @@
 
 /* Event time of step k of every series. */
 #define TIME0 1700000000000LL
-static int64_t time_of(int k) { return TIME0 + 1000LL * k; }
+static int64_t time_of(int k) {
+  return TIME0 + 1000LL * k;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -69,15 +71,14 @@ static rd_kafka_t *producer_new(const ls_broker_t *b) {
 
 /* Queues one record; its offset lands in *offset (if not NULL) on delivery. */
 static void produce(rd_kafka_t *p, const char *topic, int32_t partition, const void *key,
-                    size_t key_len, const void *value, size_t len, int64_t time,
-                    int64_t *offset) {
+                    size_t key_len, const void *value, size_t len, int64_t time, int64_t *offset) {
   if (offset != NULL) *offset = -2;
   rd_kafka_resp_err_t err;
-  while ((err = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-                                  RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, len),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                  RD_KAFKA_V_TIMESTAMP(time), RD_KAFKA_V_OPAQUE(offset),
-                                  RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+  while ((err = rd_kafka_producev(
+              p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+              RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, len),
+              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_TIMESTAMP(time),
+              RD_KAFKA_V_OPAQUE(offset), RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
     rd_kafka_poll(p, 10);
   cr_assert_eq(err, RD_KAFKA_RESP_ERR_NO_ERROR, "%s", rd_kafka_err2str(err));
 }
@@ -92,7 +93,9 @@ static void producer_flush(rd_kafka_t *p) {
 enum { F = 4 };
 
 /* Feature f of step k of series s: exact in float (< 2^24 / 8). */
-static float value_of(int s, int k, int f) { return (float)(1000 * s + k) + 0.125f * (float)f; }
+static float value_of(int s, int k, int f) {
+  return (float)(1000 * s + k) + 0.125f * (float)f;
+}
 
 typedef struct world_s {
   int S, K, T;
@@ -102,7 +105,8 @@ typedef struct world_s {
 
 static world_t world_new(int S, int K, int T) {
   world_t w = {S, K, T, calloc((size_t)S, sizeof(int32_t)), malloc(sizeof(int64_t) * S * K)};
-  for (int i = 0; i < S * K; i++) w.offset[i] = -1;
+  for (int i = 0; i < S * K; i++)
+    w.offset[i] = -1;
   return w;
 }
 
@@ -111,7 +115,9 @@ static void world_free(world_t *w) {
   free(w->offset);
 }
 
-static void key_of(int s, char *buf, size_t size) { snprintf(buf, size, "series-%04d", s); }
+static void key_of(int s, char *buf, size_t size) {
+  snprintf(buf, size, "series-%04d", s);
+}
 
 /* Produces steps [k0, k1) of every series, step-major, f32, to partition
  * s % partitions. */
@@ -120,7 +126,8 @@ static void produce_steps(rd_kafka_t *p, const char *topic, world_t *w, int part
   for (int k = k0; k < k1; k++)
     for (int s = 0; s < w->S; s++) {
       float v[F];
-      for (int f = 0; f < F; f++) v[f] = value_of(s, k, f);
+      for (int f = 0; f < F; f++)
+        v[f] = value_of(s, k, f);
       char buf[4 * F], key[32];
       size_t len;
       cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
@@ -131,7 +138,8 @@ static void produce_steps(rd_kafka_t *p, const char *topic, world_t *w, int part
     }
   producer_flush(p);
   for (int k = k0; k < k1; k++)
-    for (int s = 0; s < w->S; s++) cr_assert_geq(w->offset[(size_t)s * w->K + k], 0);
+    for (int s = 0; s < w->S; s++)
+      cr_assert_geq(w->offset[(size_t)s * w->K + k], 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -158,7 +166,8 @@ static ls_ingest_conf_t *consumer_conf(const ls_broker_t *b, const char *topic, 
 
 static void add_partitions(ls_ingest_conf_t *c, int n, ls_start_kind_t kind) {
   ls_start_t const start = {kind, 0};
-  for (int p = 0; p < n; p++) cr_assert_eq(ls_ingest_conf_add_partition(c, p, start), LS_OK);
+  for (int p = 0; p < n; p++)
+    cr_assert_eq(ls_ingest_conf_add_partition(c, p, start), LS_OK);
 }
 
 static ls_ingest_t *consumer_new(const ls_ingest_conf_t *c) {
@@ -235,7 +244,8 @@ static void take(ls_ingest_t *ing, gotlist_t *g, int count) {
 /* Steps of series s produced so far (offsets known). */
 static int steps_of(const world_t *w, int s) {
   int k = 0;
-  while (k < w->K && w->offset[(size_t)s * w->K + k] >= 0) k++;
+  while (k < w->K && w->offset[(size_t)s * w->K + k] >= 0)
+    k++;
   return k;
 }
 
@@ -267,8 +277,7 @@ static void expect_world(const world_t *w, const gotlist_t *g, const int *first)
   for (int s = 0; s < w->S; s++) {
     int const steps = steps_of(w, s) - (first ? first[s] : 0);
     int const want = steps > 0 ? (steps - 1) / T : 0;
-    cr_assert_eq(next_index[s], want, "series %d: %d windows, expected %d", s, next_index[s],
-                 want);
+    cr_assert_eq(next_index[s], want, "series %d: %d windows, expected %d", s, next_index[s], want);
   }
   free(next_index);
 }
@@ -285,17 +294,66 @@ static void expect_clean_end(ls_ingest_t *ing, int64_t records) {
   cr_expect_eq(st.w.accepted, records);
   cr_expect_eq(st.duplicates, 0);
   cr_expect_eq(st.progress_done, st.progress_total);
-  for (int r = 0; r < LS_REJECT__COUNT; r++) cr_expect_eq(st.w.rejected[r], 0, "reason %d", r);
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    cr_expect_eq(st.w.rejected[r], 0, "reason %d", r);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tests                                                                      */
+/* A test's cluster, data, producer and consumer                            */
+
+typedef struct rig_s {
+  ls_broker_t *b;
+  const char *topic;
+  world_t w;
+  rd_kafka_t *p;
+  ls_ingest_conf_t *c; /* the consumer's, to complete before rig_start */
+  ls_ingest_t *ing;
+  gotlist_t got; /* windows taken */
+} rig_t;
+
+/* A cluster of `brokers` with `topic` of `partitions`, a producer, S series
+ * of K steps to come (windows of T), and a consumer conf (stop: end|never). */
+static void rig_new(rig_t *r, int brokers, const char *topic, int partitions, int S, int K, int T,
+                    const char *stop) {
+  *r = (rig_t){.topic = topic};
+  r->b = cluster(brokers, topic, partitions);
+  r->w = world_new(S, K, T);
+  r->p = producer_new(r->b);
+  r->c = consumer_conf(r->b, topic, T, stop);
+}
+
+/* Produces steps [k0, k1) of every series, series s on partition s % spread. */
+static void rig_produce(rig_t *r, int spread, int k0, int k1) {
+  produce_steps(r->p, r->topic, &r->w, spread, k0, k1);
+}
+
+static void rig_set(rig_t *r, const char *key, const char *value) {
+  cr_assert_eq(ls_ingest_conf_set(r->c, key, value), LS_OK, "%s=%s: %s", key, value,
+               ls_last_error());
+}
+
+static void rig_start(rig_t *r) {
+  r->ing = consumer_new(r->c);
+}
+
+static void rig_free(rig_t *r) {
+  got_free(&r->got);
+  ls_ingest_destroy(r->ing);
+  ls_ingest_conf_destroy(r->c);
+  rd_kafka_destroy(r->p);
+  world_free(&r->w);
+  ls_broker_destroy(r->b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Exact windows, order, start positions                                     */
 
 /* csv records produced by kcat, a real client, on two partitions; flush
  * emits the trailing partial windows, masked. */
 Test(consumer, kcat_records_become_exact_windows) {
-  ls_broker_t *const b = cluster(1, "ticks", 2);
   int const T = 3, K = 8, S = 5;
+  rig_t r;
+  rig_new(&r, 1, "ticks", 2, 0, 0, T, "end");
   char input[2][4096] = {"", ""};
   float expect[5][8][F];
   for (int k = 0; k < K; k++)
@@ -312,32 +370,29 @@ Test(consumer, kcat_records_become_exact_windows) {
   for (int p = 0; p < 2; p++) {
     char part[8];
     snprintf(part, sizeof part, "%d", p);
-    const char *const argv[] = {"kcat", "-P", "-b", ls_broker_bootstrap(b), "-t", "ticks", "-p",
-                                part, "-K", ":", NULL};
+    const char *const argv[] = {
+        "kcat", "-P", "-b", ls_broker_bootstrap(r.b), "-t", "ticks", "-p", part, "-K", ":", NULL};
     proc_result_t res;
     cr_assert_eq(proc_run(argv, input[p], WAIT_S, &res), 0, "cannot run kcat");
     cr_assert_eq(res.status, 0, "kcat failed: %s", res.err);
     proc_result_free(&res);
   }
-  ls_ingest_conf_t *const c = consumer_conf(b, "ticks", T, "end");
-  cr_assert_eq(ls_ingest_conf_set(c, "format", "csv"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "flush", "true"), LS_OK);
-  add_partitions(c, 2, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  gotlist_t g = {0};
-  take(ing, &g, -1);
+  rig_set(&r, "format", "csv");
+  rig_set(&r, "flush", "true");
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  take(r.ing, &r.got, -1);
   /* Per series: windows 0 and 1 complete (steps 0..6), then a partial
-   * window 2 of steps 6, 7 (one target). Offsets: series on partition p in
-   * line order, S/2 rounded per partition. */
+   * window 2 of steps 6, 7 (one target). Offsets: series 0, 2, 4 take
+   * turns on partition 0, series 1, 3 on partition 1, in line order. */
   int n_windows[5] = {0};
-  for (int i = 0; i < g.n; i++) {
-    const got_t *const o = &g.w[i];
+  for (int i = 0; i < r.got.n; i++) {
+    const got_t *const o = &r.got.w[i];
     int s;
     cr_assert_eq(sscanf(o->key, "series-%d", &s), 1);
     cr_assert_eq(o->index, n_windows[s]++, "series %d out of order", s);
     cr_expect_eq(o->partition, s % 2);
-    int const on_partition = s % 2 ? 2 : 3; /* series 0, 2, 4 on 0; 1, 3 on 1 */
-    int const rank = s / 2;
+    int const on_partition = s % 2 ? 2 : 3, rank = s / 2;
     int const k0 = (int)o->index * T;
     int const n_targets = o->index < 2 ? T : 1;
     cr_expect_eq(o->n_targets, n_targets);
@@ -347,86 +402,72 @@ Test(consumer, kcat_records_become_exact_windows) {
       for (int f = 0; f < F; f++)
         cr_expect_eq(o->x[t * F + f], t <= n_targets ? expect[s][k0 + t][f] : 0.0f,
                      "series %d window %lld row %d", s, (long long)o->index, t);
-    for (int t = 0; t < T; t++) cr_expect_eq(o->mask[t], t < n_targets ? 1.0f : 0.0f);
+    for (int t = 0; t < T; t++)
+      cr_expect_eq(o->mask[t], t < n_targets ? 1.0f : 0.0f);
   }
-  for (int s = 0; s < S; s++) cr_expect_eq(n_windows[s], 3, "series %d", s);
-  expect_clean_end(ing, S * K);
+  for (int s = 0; s < S; s++)
+    cr_expect_eq(n_windows[s], 3, "series %d", s);
+  expect_clean_end(r.ing, S * K);
   int64_t pending;
   int found;
-  cr_assert_eq(ls_ingest_pending(ing, "series-0001", 11, &pending, &found), LS_OK);
+  cr_assert_eq(ls_ingest_pending(r.ing, "series-0001", 11, &pending, &found), LS_OK);
   cr_expect_eq(found, 1);
   cr_expect_eq(pending, 0, "flushed");
-  cr_assert_eq(ls_ingest_pending(ing, "nobody", 6, &pending, &found), LS_OK);
+  cr_assert_eq(ls_ingest_pending(r.ing, "nobody", 6, &pending, &found), LS_OK);
   cr_expect_eq(found, 0);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }
 
 /* 1000 series over 8 partitions, interleaved: each series' windows come in
  * order, with exactly its records. Without flush one record per series
  * stays pending. */
 Test(consumer, order_per_series_8_partitions_1000_series) {
-  ls_broker_t *const b = cluster(3, "wide", 8);
-  world_t w = world_new(1000, 17, 8);
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "wide", &w, 8, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "wide", w.T, "end");
-  add_partitions(c, 8, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  cr_expect_eq(stats_of(ing).progress_total, 17000);
-  gotlist_t g = {0};
-  take(ing, &g, -1);
-  expect_world(&w, &g, NULL);
-  expect_clean_end(ing, 17000);
-  cr_expect_eq(stats_of(ing).w.windows, 2000);
-  cr_expect_eq(stats_of(ing).w.series, 1000);
+  rig_t r;
+  rig_new(&r, 3, "wide", 8, 1000, 17, 8, "end");
+  rig_produce(&r, 8, 0, r.w.K);
+  add_partitions(r.c, 8, LS_START_BEGINNING);
+  rig_start(&r);
+  cr_expect_eq(stats_of(r.ing).progress_total, 17000);
+  take(r.ing, &r.got, -1);
+  expect_world(&r.w, &r.got, NULL);
+  expect_clean_end(r.ing, 17000);
+  cr_expect_eq(stats_of(r.ing).w.windows, 2000);
+  cr_expect_eq(stats_of(r.ing).w.series, 1000);
   int64_t pending;
   int found;
-  cr_assert_eq(ls_ingest_pending(ing, "series-0999", 11, &pending, &found), LS_OK);
+  cr_assert_eq(ls_ingest_pending(r.ing, "series-0999", 11, &pending, &found), LS_OK);
   cr_expect_eq(pending, 1);
   int32_t n = 0;
-  cr_assert_eq(ls_ingest_topic_partitions(c, &n), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_ingest_topic_partitions(r.c, &n), LS_OK, "%s", ls_last_error());
   cr_expect_eq(n, 8);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }
 
 /* Per partition: an offset, the beginning, the end, a time. */
 Test(consumer, start_positions) {
-  ls_broker_t *const b = cluster(1, "starts", 4);
-  world_t w = world_new(4, 20, 2); /* series s alone on partition s */
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "starts", &w, 4, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "starts", w.T, "end");
+  rig_t r;
+  rig_new(&r, 1, "starts", 4, 4, 20, 2, "end"); /* series s alone on partition s */
+  rig_produce(&r, 4, 0, r.w.K);
   ls_start_t const starts[4] = {{LS_START_OFFSET, 5},
                                 {LS_START_BEGINNING, 0},
                                 {LS_START_END, 0},
                                 {LS_START_TIMESTAMP, time_of(12)}};
-  for (int i = 0; i < 4; i++) cr_assert_eq(ls_ingest_conf_add_partition(c, i, starts[i]), LS_OK);
-  ls_ingest_t *const ing = consumer_new(c);
-  gotlist_t g = {0};
-  take(ing, &g, -1);
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(ls_ingest_conf_add_partition(r.c, i, starts[i]), LS_OK);
+  rig_start(&r);
+  take(r.ing, &r.got, -1);
   int const first[4] = {5, 0, 20, 12};
-  expect_world(&w, &g, first);
-  ls_ingest_stats_t const st = stats_of(ing);
+  expect_world(&r.w, &r.got, first);
+  ls_ingest_stats_t const st = stats_of(r.ing);
   /* librdkafka's mock cannot look offsets up by time (it answers "none"), so
    * partition 3 starts at its low watermark and skips steps 0..11. */
   cr_expect_eq(st.skipped, 12);
   cr_expect_eq(st.w.records, 15 + 20 + 8);
   cr_expect_eq(st.progress_total, 15 + 20 + 0 + 20);
   cr_expect_eq(st.progress_done, st.progress_total);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
 
   /* An offset past the high watermark fails at once, naming the range. */
-  ls_ingest_conf_t *const bad = consumer_conf(b, "starts", w.T, "end");
+  ls_ingest_conf_t *const bad = consumer_conf(r.b, "starts", r.w.T, "end");
   ls_start_t const past = {LS_START_OFFSET, 21};
   cr_assert_eq(ls_ingest_conf_add_partition(bad, 1, past), LS_OK);
   ls_ingest_t *none = NULL;
@@ -434,32 +475,22 @@ Test(consumer, start_positions) {
   cr_expect(strstr(ls_last_error(), "[0, 20]") != NULL, "%s", ls_last_error());
   cr_expect_null(none);
   ls_ingest_conf_destroy(bad);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }
 
 /* Live mode from the end: only records produced after the start arrive. */
 Test(consumer, live_from_end) {
-  ls_broker_t *const b = cluster(1, "live", 1);
-  world_t w = world_new(1, 10, 2);
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "live", &w, 1, 0, 5);
-  ls_ingest_conf_t *const c = consumer_conf(b, "live", w.T, "never");
-  add_partitions(c, 1, LS_START_END);
-  ls_ingest_t *const ing = consumer_new(c);
-  cr_expect_eq(stats_of(ing).progress_total, -1);
-  produce_steps(p, "live", &w, 1, 5, 10);
-  gotlist_t g = {0};
-  take(ing, &g, 2); /* steps 5..9: windows (5,6,7) and (7,8,9) */
+  rig_t r;
+  rig_new(&r, 1, "live", 1, 1, 10, 2, "never");
+  rig_produce(&r, 1, 0, 5);
+  add_partitions(r.c, 1, LS_START_END);
+  rig_start(&r);
+  cr_expect_eq(stats_of(r.ing).progress_total, -1);
+  rig_produce(&r, 1, 5, 10);
+  take(r.ing, &r.got, 2); /* steps 5..9: windows (5,6,7) and (7,8,9) */
   int const first[1] = {5};
-  expect_world(&w, &g, first);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  expect_world(&r.w, &r.got, first);
+  rig_free(&r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -532,8 +563,9 @@ static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__
 }
 
 /* Waits until the consumer's counters satisfy done(st). */
-static ls_ingest_stats_t wait_stats(ls_ingest_t *ing, int (*done)(const ls_ingest_stats_t *, int64_t),
-                                    int64_t arg, const char *what) {
+static ls_ingest_stats_t wait_stats(ls_ingest_t *ing,
+                                    int (*done)(const ls_ingest_stats_t *, int64_t), int64_t arg,
+                                    const char *what) {
   double const deadline = now_s() + WAIT_S;
   for (;;) {
     ls_ingest_stats_t const st = stats_of(ing);
@@ -544,7 +576,9 @@ static ls_ingest_stats_t wait_stats(ls_ingest_t *ing, int (*done)(const ls_inges
   }
 }
 
-static int records_reach(const ls_ingest_stats_t *st, int64_t n) { return st->w.records >= n; }
+static int records_reach(const ls_ingest_stats_t *st, int64_t n) {
+  return st->w.records >= n;
+}
 static int dead_letters_reach(const ls_ingest_stats_t *st, int64_t n) {
   return st->dead_letters + st->dead_letter_errors >= n;
 }
@@ -565,15 +599,14 @@ static void produce_csv(rd_kafka_t *p, const char *topic, world_t *w, int s, int
  * series 0 was accepted on partition 0: across partitions the order of
  * arrival is not defined, so only then is "partition" the right verdict. */
 Test(consumer, every_rejection_counted_rest_untouched) {
-  ls_broker_t *const b = cluster(1, "reject", 2);
-  cr_assert_eq(ls_broker_topic_create(b, "dlq", 1), LS_OK);
-  world_t w = world_new(2, 7, 2);
-  w.partition[1] = 1;
-  rd_kafka_t *const p = producer_new(b);
+  rig_t r;
+  rig_new(&r, 1, "reject", 2, 2, 7, 2, "never");
+  cr_assert_eq(ls_broker_topic_create(r.b, "dlq", 1), LS_OK);
+  r.w.partition[1] = 1;
   char long_key[LS_KEY_MAX + 1];
   memset(long_key, 'L', sizeof long_key);
   struct {
-    int after_step; /* produced after this step of series 0 */
+    int after_step;  /* produced after this step of series 0 */
     const char *key; /* NULL: the null key */
     size_t key_len;
     const char *value;
@@ -588,30 +621,28 @@ Test(consumer, every_rejection_counted_rest_untouched) {
       {4, long_key, LS_KEY_MAX + 1, "1,2,3,4", time_of(4)}, /* key: 256 bytes */
   };
   int const n_bad = (int)(sizeof bad / sizeof bad[0]);
-  for (int k = 0; k < w.K; k++) {
-    produce_csv(p, "reject", &w, 0, k);
-    if (k < 3) produce_csv(p, "reject", &w, 1, k);
+  for (int k = 0; k < r.w.K; k++) {
+    produce_csv(r.p, "reject", &r.w, 0, k);
+    if (k < 3) produce_csv(r.p, "reject", &r.w, 1, k);
     for (int i = 0; i < n_bad; i++)
       if (bad[i].after_step == k)
-        produce(p, "reject", 0, bad[i].key, bad[i].key_len, bad[i].value, strlen(bad[i].value),
+        produce(r.p, "reject", 0, bad[i].key, bad[i].key_len, bad[i].value, strlen(bad[i].value),
                 bad[i].time, NULL);
   }
-  producer_flush(p);
+  producer_flush(r.p);
   warnings_t warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
-  ls_ingest_conf_t *const c = consumer_conf(b, "reject", w.T, "never");
-  cr_assert_eq(ls_ingest_conf_set(c, "format", "csv"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "dead.letter.topic", "dlq"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "warn.interval.ms", "600000"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set_warn_cb(c, on_warning, &warned), LS_OK);
-  add_partitions(c, 2, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  wait_stats(ing, records_reach, 7 + 3 + n_bad, "the first records");
-  produce(p, "reject", 1, "series-0000", 11, "1,2,3,4", 4, time_of(9), NULL); /* partition */
-  producer_flush(p);
-  ls_ingest_stats_t const st = wait_stats(ing, records_reach, 7 + 3 + n_bad + 1, "all records");
-  gotlist_t g = {0};
-  take(ing, &g, 4); /* series 0: 7 steps, 3 windows; series 1: 3 steps, 1 window */
-  expect_world(&w, &g, NULL);
+  rig_set(&r, "format", "csv");
+  rig_set(&r, "dead.letter.topic", "dlq");
+  rig_set(&r, "warn.interval.ms", "600000");
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_warning, &warned), LS_OK);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  wait_stats(r.ing, records_reach, 7 + 3 + n_bad, "the first records");
+  produce(r.p, "reject", 1, "series-0000", 11, "1,2,3,4", 4, time_of(9), NULL); /* partition */
+  producer_flush(r.p);
+  ls_ingest_stats_t const st = wait_stats(r.ing, records_reach, 7 + 3 + n_bad + 1, "all records");
+  take(r.ing, &r.got, 4); /* series 0: 7 steps, 3 windows; series 1: 3 steps, 1 window */
+  expect_world(&r.w, &r.got, NULL);
   cr_expect_eq(st.w.rejected[LS_REJECT_SIZE], 2);
   cr_expect_eq(st.w.rejected[LS_REJECT_PARSE], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_NONFINITE], 1);
@@ -620,106 +651,78 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 1);
   cr_expect_eq(st.w.accepted, 10);
   cr_expect_eq(st.w.windows, 4);
-  ls_ingest_stats_t const dl = wait_stats(ing, dead_letters_reach, n_bad + 1, "dead letters");
+  ls_ingest_stats_t const dl = wait_stats(r.ing, dead_letters_reach, n_bad + 1, "dead letters");
   cr_expect_eq(dl.dead_letters, n_bad + 1);
   cr_expect_eq(dl.dead_letter_errors, 0);
   /* One warning per reason: the second size rejection was rate limited. */
   pthread_mutex_lock(&warned.lock);
   cr_expect_eq(warned.rejected, 6, "last: %s", warned.last);
-  for (int r = 1; r < LS_REJECT__COUNT; r++)
-    cr_expect_eq(warned.per_reason[r], 1, "reason %s", ls_reject2str((ls_reject_t)r));
+  for (int k = 1; k < LS_REJECT__COUNT; k++)
+    cr_expect_eq(warned.per_reason[k], 1, "reason %s", ls_reject2str((ls_reject_t)k));
   pthread_mutex_unlock(&warned.lock);
 
   int count[LS_REJECT__COUNT] = {0};
   size_t longest_key = 0;
-  read_dead_letters(b, n_bad + 1, count, &longest_key);
-  for (int r = 1; r < LS_REJECT__COUNT; r++)
-    cr_expect_eq(count[r], st.w.rejected[r], "dead letters for %s",
-                 ls_reject2str((ls_reject_t)r));
+  read_dead_letters(r.b, n_bad + 1, count, &longest_key);
+  for (int k = 1; k < LS_REJECT__COUNT; k++)
+    cr_expect_eq(count[k], st.w.rejected[k], "dead letters for %s", ls_reject2str((ls_reject_t)k));
   cr_expect_eq(longest_key, LS_KEY_MAX + 1, "keys are copied whole");
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Failures of the cluster                                                   */
 
-/* 16 series over 4 partitions led by brokers 1, 2, 3, 1. A small queue
- * keeps the consumer pausing, so the failures happen mid-stream. */
-static void failover_setup(ls_broker_t **b, world_t *w, const char *topic) {
-  *b = cluster(3, topic, 4);
+/* 16 series over 4 partitions led by brokers 1, 2, 3, 1, 15 windows a series.
+ * A queue of 4 windows a partition keeps the consumer pausing, so what the
+ * test does between takes happens mid-stream. */
+static void failover_rig(rig_t *r, const char *topic) {
+  rig_new(r, 3, topic, 4, 16, 61, 4, "end");
   int const leaders[4] = {1, 2, 3, 1};
   for (int i = 0; i < 4; i++)
-    cr_assert_eq(ls_broker_set_leader(*b, topic, i, leaders[i]), LS_OK, "%s", ls_last_error());
-  *w = world_new(16, 61, 4); /* 15 windows a series, 240 in all */
-  rd_kafka_t *const p = producer_new(*b);
-  produce_steps(p, topic, w, 4, 0, w->K);
-  rd_kafka_destroy(p);
+    cr_assert_eq(ls_broker_set_leader(r->b, topic, i, leaders[i]), LS_OK, "%s", ls_last_error());
+  rig_produce(r, 4, 0, r->w.K);
+  rig_set(r, "queue.windows", "4");
+  add_partitions(r->c, 4, LS_START_BEGINNING);
+  rig_start(r);
 }
 
-static ls_ingest_t *failover_consumer(const ls_broker_t *b, const char *topic, const world_t *w,
-                                      ls_ingest_conf_t **c) {
-  *c = consumer_conf(b, topic, w->T, "end");
-  cr_assert_eq(ls_ingest_conf_set(*c, "queue.windows", "4"), LS_OK);
-  add_partitions(*c, 4, LS_START_BEGINNING);
-  return consumer_new(*c);
+static void failover_check(rig_t *r) {
+  take(r->ing, &r->got, -1);
+  expect_world(&r->w, &r->got, NULL);
+  expect_clean_end(r->ing, (int64_t)r->w.S * r->w.K);
+  cr_expect_gt(stats_of(r->ing).pauses, 0, "the queue bound never paused the consumer");
+  rig_free(r);
 }
 
 Test(consumer, broker_down_and_up_loses_and_duplicates_nothing) {
-  ls_broker_t *b;
-  world_t w;
-  failover_setup(&b, &w, "failover");
-  ls_ingest_conf_t *c;
-  ls_ingest_t *const ing = failover_consumer(b, "failover", &w, &c);
-  gotlist_t g = {0};
-  take(ing, &g, 40);
+  rig_t r;
+  failover_rig(&r, "failover");
+  take(r.ing, &r.got, 40);
   /* Broker 1 goes down; its partitions move to broker 2. */
-  cr_assert_eq(ls_broker_set_down(b, 1), LS_OK);
-  cr_assert_eq(ls_broker_set_leader(b, "failover", 0, 2), LS_OK);
-  cr_assert_eq(ls_broker_set_leader(b, "failover", 3, 2), LS_OK);
-  take(ing, &g, 120);
+  cr_assert_eq(ls_broker_set_down(r.b, 1), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(r.b, "failover", 0, 2), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(r.b, "failover", 3, 2), LS_OK);
+  take(r.ing, &r.got, 120);
   /* It comes back and leads partition 0 again. */
-  cr_assert_eq(ls_broker_set_up(b, 1), LS_OK);
-  cr_assert_eq(ls_broker_set_leader(b, "failover", 0, 1), LS_OK);
-  take(ing, &g, -1);
-  expect_world(&w, &g, NULL);
-  expect_clean_end(ing, (int64_t)w.S * w.K);
-  cr_expect_gt(stats_of(ing).pauses, 0, "the queue bound never paused the consumer");
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  world_free(&w);
-  ls_broker_destroy(b);
+  cr_assert_eq(ls_broker_set_up(r.b, 1), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(r.b, "failover", 0, 1), LS_OK);
+  failover_check(&r);
 }
 
 Test(consumer, fetch_errors_lose_and_duplicate_nothing) {
-  ls_broker_t *b;
-  world_t w;
-  failover_setup(&b, &w, "flaky");
   /* Kafka protocol errors: 6 NOT_LEADER_OR_FOLLOWER, 5 LEADER_NOT_AVAILABLE,
    * 7 REQUEST_TIMED_OUT. */
   int const errors[] = {6, 6, 5, 7, 6, 7};
   int const n_errors = (int)(sizeof errors / sizeof errors[0]);
-  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
-  ls_ingest_conf_t *c;
-  ls_ingest_t *const ing = failover_consumer(b, "flaky", &w, &c);
-  gotlist_t g = {0};
-  take(ing, &g, 60);
-  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
-  take(ing, &g, 150);
-  cr_assert_eq(ls_broker_push_request_errors(b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
-  take(ing, &g, -1);
-  expect_world(&w, &g, NULL);
-  expect_clean_end(ing, (int64_t)w.S * w.K);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_t r;
+  failover_rig(&r, "flaky");
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  take(r.ing, &r.got, 60);
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  take(r.ing, &r.got, 150);
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_FETCH, n_errors, errors), LS_OK);
+  failover_check(&r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -729,71 +732,90 @@ static int all_paused(const ls_ingest_stats_t *st, int64_t partitions) {
   return st->paused == partitions;
 }
 
-/* The trainer stalls until the consumer pauses; memory stays within the
- * bound the whole time (peak_memory_records is sampled at every change),
- * and every record arrives once the trainer takes windows again. */
+/* The trainer stalls until the consumer pauses both partitions; memory
+ * stays within the bound the whole time (peak_memory_records is sampled at
+ * every change), and every record arrives once the trainer takes windows
+ * again. 10 series on 2 partitions, 50 windows a series. */
 static void stall_and_resume(const char *queue_windows, const char *buffer_records,
                              int64_t memory_bound, int64_t queue_bound) {
-  ls_broker_t *const b = cluster(1, "stall", 2);
-  world_t w = world_new(10, 401, 8); /* 50 windows a series, 500 in all */
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "stall", &w, 2, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "stall", w.T, "end");
-  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", queue_windows), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", buffer_records), LS_OK);
-  add_partitions(c, 2, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  ls_ingest_stats_t const st = wait_stats(ing, all_paused, 2, "both partitions to pause");
+  rig_t r;
+  rig_new(&r, 1, "stall", 2, 10, 401, 8, "end");
+  rig_produce(&r, 2, 0, r.w.K);
+  rig_set(&r, "queue.windows", queue_windows);
+  rig_set(&r, "buffer.records", buffer_records);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_ingest_stats_t const st = wait_stats(r.ing, all_paused, 2, "both partitions to pause");
   cr_expect_leq(st.memory_records, memory_bound);
   cr_expect_leq(st.peak_memory_records, memory_bound);
   cr_expect_leq(st.queued_windows, queue_bound);
-  cr_expect_lt(st.w.records, (int64_t)w.S * w.K, "paused only at the end");
-  gotlist_t g = {0};
-  take(ing, &g, -1);
-  expect_world(&w, &g, NULL);
-  expect_clean_end(ing, (int64_t)w.S * w.K);
-  ls_ingest_stats_t const end = stats_of(ing);
+  cr_expect_lt(st.w.records, (int64_t)r.w.S * r.w.K, "paused only at the end");
+  take(r.ing, &r.got, -1);
+  expect_world(&r.w, &r.got, NULL);
+  expect_clean_end(r.ing, (int64_t)r.w.S * r.w.K);
+  ls_ingest_stats_t const end = stats_of(r.ing);
   cr_expect_leq(end.peak_memory_records, memory_bound);
   cr_expect_geq(end.pauses, 1);
   cr_expect_eq(end.paused, 0);
-  got_free(&g);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }
 
 /* Memory first: 300 records = at most 80 in partial windows (10 series x 8)
  * and about 24 queued windows of T+1 = 9 records. */
-Test(consumer, stalled_trainer_memory_bound) { stall_and_resume("1000", "300", 300, 1000); }
+Test(consumer, stalled_trainer_memory_bound) {
+  stall_and_resume("1000", "300", 300, 1000);
+}
 
 /* The queues first: 5 windows per partition. */
-Test(consumer, stalled_trainer_queue_bound) { stall_and_resume("5", "1000000", 1000000, 2 * 5); }
+Test(consumer, stalled_trainer_queue_bound) {
+  stall_and_resume("5", "1000000", 1000000, 2 * 5);
+}
+
+/* What the trainer's wait for a window of `partition` (-1: any) returns. */
+static ls_err_t wait_window(rig_t *r, int32_t partition) {
+  ls_next_t what;
+  const ls_window_t *win = NULL;
+  int const ms = (int)(WAIT_S * 1000);
+  ls_err_t const err = partition < 0 ? ls_ingest_next(r->ing, ms, &what, &win)
+                                     : ls_ingest_next_partition(r->ing, partition, ms, &what, &win);
+  cr_expect_null(win);
+  return err;
+}
 
 /* 50 series on one partition, each holding a partial window: a memory bound
  * of 18 records can never drain. That is an error, not a drop or a hang. */
 Test(consumer, memory_bound_too_small_is_an_error) {
-  ls_broker_t *const b = cluster(1, "tight", 1);
-  world_t w = world_new(50, 3, 8);
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "tight", &w, 1, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "tight", w.T, "end");
-  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", "18"), LS_OK);
-  add_partitions(c, 1, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  ls_next_t what;
-  const ls_window_t *win = NULL;
-  ls_err_t const err = ls_ingest_next(ing, (int)(WAIT_S * 1000), &what, &win);
+  rig_t r;
+  rig_new(&r, 1, "tight", 1, 50, 3, 8, "end");
+  rig_produce(&r, 1, 0, r.w.K);
+  rig_set(&r, "buffer.records", "18");
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_err_t const err = wait_window(&r, -1);
   cr_expect_eq(err, LS_ERR_STATE, "%s", ls_err2str(err));
   cr_expect(strstr(ls_last_error(), "buffer.records=18") != NULL, "%s", ls_last_error());
-  cr_expect_null(win);
-  cr_expect_leq(stats_of(ing).peak_memory_records, 18);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  cr_expect_leq(stats_of(r.ing).peak_memory_records, 18);
+  rig_free(&r);
+}
+
+/* A trainer waiting on partition 1, which has nothing, while partition 0's
+ * windows fill memory: nothing it will take can drain memory, and while
+ * memory is full no partition is read. An error, not a hang. */
+Test(consumer, waiting_on_a_starved_partition_is_an_error) {
+  rig_t r;
+  rig_new(&r, 1, "starved", 2, 10, 41, 4, "never"); /* 100 windows of 5 records */
+  rig_produce(&r, 1, 0, r.w.K);                     /* all on partition 0 */
+  rig_set(&r, "queue.windows", "1000");
+  rig_set(&r, "buffer.records", "200");
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_err_t const err = wait_window(&r, 1);
+  cr_expect_eq(err, LS_ERR_STATE, "%s", ls_err2str(err));
+  cr_expect(strstr(ls_last_error(), "buffer.records=200") != NULL, "%s", ls_last_error());
+  ls_ingest_stats_t const st = stats_of(r.ing);
+  cr_expect_gt(st.queued_windows, 0, "partition 0's windows are there to take");
+  cr_expect_leq(st.peak_memory_records, 200);
+  rig_free(&r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -823,83 +845,46 @@ static void take_partition(ls_ingest_t *ing, int32_t partition, gotlist_t *g) {
  * partition's windows come in the order of their offsets, flushed partial
  * windows last. */
 Test(consumer, partition_queues_are_independent) {
-  ls_broker_t *const b = cluster(1, "perpart", 2);
-  world_t w = world_new(6, 42, 4); /* 10 windows a series, then 1 partial */
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "perpart", &w, 2, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "perpart", w.T, "end");
-  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", "3"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "flush", "true"), LS_OK);
-  add_partitions(c, 2, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  gotlist_t g1 = {0}, g0 = {0};
-  take_partition(ing, 1, &g1);
-  take_partition(ing, 0, &g0);
-  for (gotlist_t *g = &g1; g != NULL; g = g == &g1 ? &g0 : NULL) {
+  rig_t r;
+  rig_new(&r, 1, "perpart", 2, 6, 42, 4, "end"); /* 10 windows a series, then 1 partial */
+  rig_produce(&r, 2, 0, r.w.K);
+  rig_set(&r, "queue.windows", "3");
+  rig_set(&r, "flush", "true");
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  gotlist_t part[2] = {{0}, {0}};
+  take_partition(r.ing, 1, &part[1]);
+  take_partition(r.ing, 0, &part[0]);
+  for (int p = 0; p < 2; p++) {
+    const gotlist_t *const g = &part[p];
     cr_assert_eq(g->n, 3 * 11);
     /* Complete windows in offset order of their last record, then the 3
      * partial ones (steps 40, 41: one target) in order of the series. */
-    for (int i = 1; i < 30; i++) cr_expect_lt(g->w[i - 1].last_offset, g->w[i].last_offset);
+    for (int i = 1; i < 30; i++)
+      cr_expect_lt(g->w[i - 1].last_offset, g->w[i].last_offset);
     for (int i = 30; i < 33; i++) {
       cr_expect_eq(g->w[i].n_targets, 1);
       cr_expect_eq(g->w[i].index, 10);
       cr_expect_eq(g->w[i].mask[0], 1.0f);
       cr_expect_eq(g->w[i].mask[1], 0.0f);
     }
+    /* The complete ones, of both partitions, are exactly the series'. */
+    for (int i = 0; i < 30; i++) {
+      const got_t *const o = &g->w[i];
+      ls_window_t const view = {o->key,          strlen(o->key), o->partition, o->index,
+                                o->first_offset, o->last_offset, o->T,         F,
+                                o->n_targets,    o->x,           o->mask};
+      got_add(&r.got, &view);
+    }
+    got_free(&part[p]);
   }
-  /* Both partitions' complete windows are exactly the series' windows. */
-  gotlist_t all = {0};
-  for (int i = 0; i < 30; i++) {
-    got_add(&all, &(ls_window_t){g0.w[i].key, strlen(g0.w[i].key), g0.w[i].partition,
-                                 g0.w[i].index, g0.w[i].first_offset, g0.w[i].last_offset,
-                                 g0.w[i].T, F, g0.w[i].n_targets, g0.w[i].x, g0.w[i].mask});
-    got_add(&all, &(ls_window_t){g1.w[i].key, strlen(g1.w[i].key), g1.w[i].partition,
-                                 g1.w[i].index, g1.w[i].first_offset, g1.w[i].last_offset,
-                                 g1.w[i].T, F, g1.w[i].n_targets, g1.w[i].x, g1.w[i].mask});
-  }
-  expect_world(&w, &all, NULL);
-  got_free(&all);
-  ls_ingest_stats_t const st = stats_of(ing);
-  cr_expect_geq(st.pauses, 1, "partition 0's queue of 3 never filled");
+  expect_world(&r.w, &r.got, NULL);
+  cr_expect_geq(stats_of(r.ing).pauses, 1, "partition 0's queue of 3 never filled");
   ls_next_t what;
   const ls_window_t *win;
-  cr_assert_eq(ls_ingest_next(ing, 1000, &what, &win), LS_OK);
+  cr_assert_eq(ls_ingest_next(r.ing, 1000, &what, &win), LS_OK);
   cr_expect_eq(what, LS_NEXT_END);
-  cr_expect_eq(ls_ingest_next_partition(ing, 7, 0, &what, &win), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_next_partition(r.ing, 7, 0, &what, &win), LS_ERR_INVALID_ARG);
   cr_expect(strstr(ls_last_error(), "partition 7") != NULL, "%s", ls_last_error());
-  got_free(&g0);
-  got_free(&g1);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
-}
-
-/* A trainer waiting on partition 1, which has nothing, while partition 0's
- * windows fill memory: nothing it will take can drain memory, and while
- * memory is full no partition is read. An error, not a hang. */
-Test(consumer, waiting_on_a_starved_partition_is_an_error) {
-  ls_broker_t *const b = cluster(1, "starved", 2);
-  world_t w = world_new(10, 41, 4); /* all on partition 0: 100 windows of 5 records */
-  rd_kafka_t *const p = producer_new(b);
-  produce_steps(p, "starved", &w, 1, 0, w.K);
-  ls_ingest_conf_t *const c = consumer_conf(b, "starved", w.T, "never");
-  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", "1000"), LS_OK);
-  cr_assert_eq(ls_ingest_conf_set(c, "buffer.records", "200"), LS_OK);
-  add_partitions(c, 2, LS_START_BEGINNING);
-  ls_ingest_t *const ing = consumer_new(c);
-  ls_next_t what;
-  const ls_window_t *win = NULL;
-  ls_err_t const err = ls_ingest_next_partition(ing, 1, (int)(WAIT_S * 1000), &what, &win);
-  cr_expect_eq(err, LS_ERR_STATE, "%s", ls_err2str(err));
-  cr_expect(strstr(ls_last_error(), "buffer.records=200") != NULL, "%s", ls_last_error());
-  ls_ingest_stats_t const st = stats_of(ing);
-  cr_expect_gt(st.queued_windows, 0, "partition 0's windows are there to take");
-  cr_expect_leq(st.peak_memory_records, 200);
-  ls_ingest_destroy(ing);
-  ls_ingest_conf_destroy(c);
-  rd_kafka_destroy(p);
-  world_free(&w);
-  ls_broker_destroy(b);
+  rig_free(&r);
 }

@@ -38,8 +38,8 @@ static uint32_t next_bits(uint32_t *state) {
 }
 
 Test(record, names) {
-  const char *const expected[] = {"none", "size", "parse", "nonfinite", "backwards", "key",
-                                  "partition"};
+  const char *const expected[] = {"none",      "size", "parse",    "nonfinite",
+                                  "backwards", "key",  "partition"};
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     cr_expect_str_eq(ls_reject2str((ls_reject_t)r), expected[r]);
   cr_expect_str_eq(ls_reject2str(LS_REJECT__COUNT), "unknown");
@@ -75,7 +75,8 @@ Test(record, f32_unaligned_and_special_finite_values) {
   cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, 4, buf + 1, 16, &len), LS_OK);
   float out[4];
   cr_assert_eq(ls_record_decode(LS_FORMAT_F32, buf + 1, len, 4, out), LS_REJECT_NONE);
-  for (int i = 0; i < 4; i++) cr_expect_eq(bits_of(out[i]), bits_of(v[i]), "value %d", i);
+  for (int i = 0; i < 4; i++)
+    cr_expect_eq(bits_of(out[i]), bits_of(v[i]), "value %d", i);
 }
 
 Test(record, f32_rejections) {
@@ -135,10 +136,9 @@ Test(record, csv_size) {
 Test(record, csv_parse) {
   float out[2];
   const char *const cases[] = {
-      "1,x",   "1,",     "1, ",      "1,1e",  "1,e5",    "1,.",     "1,+",       "1,0x10",
-      "1,1 2", "1,--1",  "1,1..2",   "1,1e+", "1,1,5",   "1;2,3",   "1,\"2\"",   "1,1f",
-      "1,nana", "1,in",  "1,\v2",    "1,2\r", "1,2\n\r", "1,1_000", "1,٣",       "1,infinit",
-      "1,2\n\n"};
+      "1,x",   "1,",     "1, ",     "1,1e",    "1,e5",  "1,.",       "1,+",    "1,0x10", "1,1 2",
+      "1,--1", "1,1..2", "1,1e+",   "1,1,5",   "1;2,3", "1,\"2\"",   "1,1f",   "1,nana", "1,in",
+      "1,\v2", "1,2\r",  "1,2\n\r", "1,1_000", "1,٣",   "1,infinit", "1,2\n\n"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ls_reject_t const r = csv(cases[i], 2, out);
     /* "1,1,5" has three fields: that is a size error, checked first. */
@@ -162,8 +162,8 @@ Test(record, csv_parse) {
 
 Test(record, csv_nonfinite) {
   float out[2];
-  const char *const cases[] = {"1,nan", "1,NaN", "1,-nan", "1,inf", "1,-Inf", "1,+INFINITY",
-                               "1,1e39", "1,-3.5e38", "1,1e999999"};
+  const char *const cases[] = {"1,nan",       "1,NaN",  "1,-nan",    "1,inf",     "1,-Inf",
+                               "1,+INFINITY", "1,1e39", "1,-3.5e38", "1,1e999999"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     cr_expect_eq(csv(cases[i], 2, out), LS_REJECT_NONFINITE, "'%s'", cases[i]);
   /* The largest float is finite. */
@@ -172,9 +172,9 @@ Test(record, csv_nonfinite) {
 
 Test(record, csv_precedence) {
   float out[3];
-  cr_expect_eq(csv("nan,x,1", 3, out), LS_REJECT_PARSE);      /* parse beats nonfinite */
+  cr_expect_eq(csv("nan,x,1", 3, out), LS_REJECT_PARSE); /* parse beats nonfinite */
   cr_expect_eq(csv("x,nan,1", 3, out), LS_REJECT_PARSE);
-  cr_expect_eq(csv("nan,x", 3, out), LS_REJECT_SIZE);         /* size beats both */
+  cr_expect_eq(csv("nan,x", 3, out), LS_REJECT_SIZE); /* size beats both */
   cr_expect_eq(csv("inf,1,2", 3, out), LS_REJECT_NONFINITE);
 }
 
@@ -205,9 +205,16 @@ Test(record, csv_shortest_text) {
   struct {
     float v;
     const char *text;
-  } const cases[] = {{0.1f, "0.1"},         {1.0f / 3, "0.33333334"}, {16777216.0f, "16777216"},
-                     {-0.0f, "-0"},         {1e-45f, "1e-45"}, {0.3f, "0.3"},
-                     {3.4028235e38f, "3.4028235e+38"}, {100.0f, "100"}, {1.1754944e-38f, "1.1754944e-38"}, {3e-40f, "3e-40"}};
+  } const cases[] = {{0.1f, "0.1"},
+                     {1.0f / 3, "0.33333334"},
+                     {16777216.0f, "16777216"},
+                     {-0.0f, "-0"},
+                     {1e-45f, "1e-45"},
+                     {0.3f, "0.3"},
+                     {3.4028235e38f, "3.4028235e+38"},
+                     {100.0f, "100"},
+                     {1.1754944e-38f, "1.1754944e-38"},
+                     {3e-40f, "3e-40"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char buf[LS_CSV_VALUE_MAX];
     size_t len = 0;
@@ -267,8 +274,7 @@ static void expect_like_strtof(const char *text) {
     return;
   }
   cr_assert_eq(r, LS_REJECT_NONE, "'%s'", text);
-  cr_assert_eq(bits_of(got), bits_of(want), "'%s': %a, strtof %a", text, (double)got,
-               (double)want);
+  cr_assert_eq(bits_of(got), bits_of(want), "'%s': %a, strtof %a", text, (double)got, (double)want);
 }
 
 Test(record, csv_matches_strtof) {
@@ -276,14 +282,30 @@ Test(record, csv_matches_strtof) {
    * 1.012272298336029 and the next three are 16-digit decimals next to a
    * float midpoint whose nearest double IS that midpoint: rounding the double
    * to float would go the wrong way. */
-  const char *const cases[] = {"16777217", "1.012272298336029", "1.015104353427887e+00",
-                               "1.033040702342987", "-1.035872757434845", "16777217.0000000001",
+  const char *const cases[] = {"16777217",
+                               "1.012272298336029",
+                               "1.015104353427887e+00",
+                               "1.033040702342987",
+                               "-1.035872757434845",
+                               "16777217.0000000001",
                                "16777216.9999999999",
-                               "16777219", "-16777217.00000000001", "33554435", "0.1",
-                               "1e22", "9007199254740993", "123456789012345678901",
-                               "0.000000000000000000000001", "3.4028235e38", "3.4028236e38",
-                               "1.17549435e-38", "1e-45", "7e-46", "-0", "0e99999"};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_like_strtof(cases[i]);
+                               "16777219",
+                               "-16777217.00000000001",
+                               "33554435",
+                               "0.1",
+                               "1e22",
+                               "9007199254740993",
+                               "123456789012345678901",
+                               "0.000000000000000000000001",
+                               "3.4028235e38",
+                               "3.4028236e38",
+                               "1.17549435e-38",
+                               "1e-45",
+                               "7e-46",
+                               "-0",
+                               "0e99999"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_like_strtof(cases[i]);
   uint32_t state = 0xdeadbeefu;
   for (int n = 0; n < 200000; n++) {
     char text[64];
@@ -296,8 +318,8 @@ Test(record, csv_matches_strtof) {
       text[at++] = (char)('0' + next_bits(&state) % 10);
     }
     if (next_bits(&state) & 1)
-      at += snprintf(text + at, sizeof text - (size_t)at, "e%d",
-                     (int)(next_bits(&state) % 81) - 40);
+      at +=
+          snprintf(text + at, sizeof text - (size_t)at, "e%d", (int)(next_bits(&state) % 81) - 40);
     text[at] = '\0';
     expect_like_strtof(text);
   }

@@ -16,7 +16,9 @@ enum { F = 2 };
 
 /* Record step k of a series: features (v, -v) with v = 1000 s + k, exact
  * in float. */
-static float value_of(int s, int k) { return (float)(1000 * s + k); }
+static float value_of(int s, int k) {
+  return (float)(1000 * s + k);
+}
 
 static ls_windower_t *windower(int T) {
   ls_windower_t *w = NULL;
@@ -54,10 +56,13 @@ static void expect_window(const ls_window_t *win, const char *key, int s, int64_
     cr_expect_eq(win->x[t * F], want, "series %d window %lld row %d", s, (long long)index, t);
     cr_expect_eq(win->x[t * F + 1], -want);
   }
-  for (int t = 0; t < T; t++) cr_expect_eq(win->mask[t], t < n_targets ? 1.0f : 0.0f);
+  for (int t = 0; t < T; t++)
+    cr_expect_eq(win->mask[t], t < n_targets ? 1.0f : 0.0f);
 }
 
-static int64_t offset_single(int s, int k) { return 100 + 10 * k; }
+static int64_t offset_single(int s, int k) {
+  return 100 + 10 * k;
+}
 
 Test(window, one_series_exact_windows_and_overlap) {
   int const T = 3;
@@ -141,7 +146,8 @@ Test(window, interleaved_series) {
         got[s]++;
       }
     }
-  for (int s = 0; s < 3; s++) cr_expect_eq(got[s], 3, "series %d", s); /* 13 = 3 * 4 + 1 */
+  for (int s = 0; s < 3; s++)
+    cr_expect_eq(got[s], 3, "series %d", s); /* 13 = 3 * 4 + 1 */
   const ls_window_t *win = NULL;
   size_t cursor = 0;
   cr_assert_eq(ls_windower_flush_next(w, -1, &cursor, &win), LS_OK);
