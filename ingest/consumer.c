@@ -55,7 +55,8 @@
  * ls_ingest_release gets the node back from the window's address. */
 typedef struct window_node_s {
   ls_window_t win;
-  struct window_node_s *prev, *next; /* all partitions, in arrival order (pool: next) */
+  struct window_node_s *prev, *next; /* the queue of all partitions, in arrival order; once
+                                        handed out, the list of those; in the pool: next */
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
@@ -122,6 +123,7 @@ struct ls_ingest_s {
   pthread_cond_t ready; /* a window, an end or an error */
   pthread_cond_t room;  /* the trainer took a window or waits, or stop */
   window_node_t *head, *tail, *pool;
+  window_node_t *out; /* handed out, not yet released (freed by destroy) */
   int64_t n_pool;
   int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
   atomic_int_fast64_t queued;
@@ -365,7 +367,8 @@ static int enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   return 0;
 }
 
-/* Takes the head of part's queue off both lists; caller holds lock. */
+/* Takes the head of part's queue off both queues, onto the list of windows
+ * handed out; caller holds lock. */
 static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
   window_node_t *const node = part->head;
   part->head = node->pnext;
@@ -378,6 +381,10 @@ static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
     node->next->prev = node->prev;
   else
     ing->tail = node->prev;
+  node->prev = NULL;
+  node->next = ing->out;
+  if (ing->out != NULL) ing->out->prev = node;
+  ing->out = node;
   int64_t const left = atomic_fetch_sub(&part->n, 1) - 1;
   atomic_fetch_sub(&ing->queued, 1);
   pthread_cond_broadcast(&ing->room);
@@ -938,6 +945,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
     rd_kafka_destroy(ing->dlq);
   }
   free_nodes(ing->head);
+  free_nodes(ing->out);
   free_nodes(ing->pool);
   ls_windower_destroy(ing->w);
   free(ing->batch);
@@ -1023,6 +1031,11 @@ void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win) {
   if (ing == NULL || win == NULL) return;
   window_node_t *node = (window_node_t *)((char *)win - offsetof(window_node_t, win));
   pthread_mutex_lock(&ing->lock);
+  if (node->prev != NULL)
+    node->prev->next = node->next;
+  else
+    ing->out = node->next;
+  if (node->next != NULL) node->next->prev = node->prev;
   if (ing->n_pool < ing->queue_cap * ing->n_parts) {
     node->next = ing->pool;
     ing->pool = node;

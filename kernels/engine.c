@@ -450,6 +450,28 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
 
 int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
 
+ls_err_t ls_engine_read_optimizer(ls_engine_t *e, float *m, float *v, size_t n, int64_t *steps) {
+  LS_FORWARD_IF_ERROR(check_flat(e, m, n, "first-moment"));
+  LS_FORWARD_IF_ERROR(check_flat(e, v, n, "second-moment"));
+  LS_RETURN_IF(steps == NULL, LS_ERR_INVALID_ARG, "steps is NULL");
+  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, m, e->adam_m, n * sizeof(float)));
+  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, v, e->adam_v, n * sizeof(float)));
+  *steps = e->adam_steps;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_write_optimizer(ls_engine_t *e, const float *m, const float *v, size_t n,
+                                   int64_t steps) {
+  LS_FORWARD_IF_ERROR(check_flat(e, m, n, "first-moment"));
+  LS_FORWARD_IF_ERROR(check_flat(e, v, n, "second-moment"));
+  LS_RETURN_IF(steps < 0, LS_ERR_INVALID_ARG, "negative optimizer step count %lld",
+               (long long)steps);
+  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_m, m, n * sizeof(float)));
+  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_v, v, n * sizeof(float)));
+  e->adam_steps = steps;
+  return LS_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Series-state tables                                                       */
 

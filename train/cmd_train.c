@@ -27,6 +27,7 @@ typedef struct run_log_s {
   int log_every;     /* steps between log lines; 0 = by time */
   double interval_s; /* seconds between log lines when log_every is 0 */
   int quiet;
+  int64_t last_step; /* the newest step seen */
   double t0, last_t;
   /* Since the last log line. */
   int64_t steps, windows, records;
@@ -101,6 +102,7 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = cli_now();
   lg->steps++;
+  lg->last_step = s->step;
   lg->windows += s->windows;
   lg->records += s->records;
   lg->loss += s->loss_sum;
@@ -255,7 +257,7 @@ int cmd_train(int argc, char **argv) {
   lg.tr = tr;
   lg.t0 = lg.last_t = cli_now();
   err = ls_trainer_run(tr, &stop_flag, on_step, &lg);
-  if (!lg.quiet && lg.steps > 0) print_line(&lg, -1, cli_now());
+  if (!lg.quiet && lg.steps > 0) print_line(&lg, lg.last_step, cli_now());
   if (err != LS_OK) {
     rc = cli_fail(err, "training stopped on rank %d", rank);
     goto done; /* the other ranks may be gone: no collective calls now */
@@ -280,6 +282,12 @@ int cmd_train(int argc, char **argv) {
            s.tail_baseline_sum > 0 ? s.tail_loss_sum / s.tail_baseline_sum : 0.0);
     printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
            (unsigned long long)ds);
+    if (!lg.quiet && s.tail_count > 0 && s.tail_baseline_sum > 0)
+      fprintf(stderr,
+              "lstream train: final prequential MSE %.4g, last-value baseline %.4g: the model's "
+              "error is %.3g of the baseline's (over the last %lld steps)\n",
+              mse(s.tail_loss_sum, s.tail_count), mse(s.tail_baseline_sum, s.tail_count),
+              s.tail_loss_sum / s.tail_baseline_sum, (long long)s.tail_steps);
   }
   if (series_path != NULL && write_series(tr, series_path) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
   if (params_path != NULL && rank == 0 && write_params(tr, params_path) != CLI_EXIT_OK)

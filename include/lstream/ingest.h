@@ -355,8 +355,9 @@ void ls_windower_destroy(ls_windower_t *w);
  * before the series' last accepted record: BACKWARDS). A rejected record
  * changes nothing but the counters. When the record completes a window,
  * *complete points at it (valid until the next call on w), else NULL.
- * Returns the reason, LS_REJECT_NONE when accepted. Invalid arguments count
- * nowhere and return LS_REJECT__COUNT, with a message in ls_last_error(). */
+ * Returns the reason, LS_REJECT_NONE when accepted. Invalid arguments, and
+ * no memory for a new series, count nowhere and return LS_REJECT__COUNT,
+ * with a message in ls_last_error(). */
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                              const ls_window_t **complete);
 
@@ -530,8 +531,9 @@ void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
 /* A snapshot of the counters; callable from any thread. */
 ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 
-/* ls_windower_pending for the consumer's series: only once
- * ls_ingest_next has returned LS_NEXT_END (LS_ERR_STATE before). */
+/* ls_windower_pending for the consumer's series, once a replay (stop=end)
+ * has reached the end of every partition (LS_ERR_STATE before): the records
+ * left out of windows, e.g. to report or to carry into a snapshot. */
 ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
                            int *found);
 

@@ -195,6 +195,12 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float
 /* The optimizer's step count (number of updates so far). */
 int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
 
+/* The optimizer's state, for snapshots: Adam's moments m, v (n floats each,
+ * n == ls_engine_param_count, the parameters' layout) and its step count. */
+ls_err_t ls_engine_read_optimizer(ls_engine_t *eng, float *m, float *v, size_t n, int64_t *steps);
+ls_err_t ls_engine_write_optimizer(ls_engine_t *eng, const float *m, const float *v, size_t n,
+                                   int64_t steps);
+
 /* ------------------------------------------------------------------------ */
 /* Series-state tables in device memory                                      */
 
