@@ -189,12 +189,18 @@ void ls_kafka_config_free(char **settings, int n) {
 
 /* Consumer defaults that a user's property replaces. group.id is required by
  * rd_kafka_assign but used for nothing else; auto.offset.reset=error makes
- * records deleted before they were read an error instead of a silent skip. */
+ * records deleted before they were read an error instead of a silent skip.
+ * queued.min.messages: with assigned partitions sharing one consumer queue,
+ * librdkafka 2.0 stops fetching every partition once that queue holds this
+ * many messages and resumes only on a later timer tick, so its default
+ * (100000) leaves a fast consumer idle for ~0.5 s at a time; memory stays
+ * bounded by queued.max.messages.kbytes. */
 static const struct {
   const char *key, *setting;
 } overridable[] = {
     {"group.id", "group.id=lstream-ingest"},
     {"auto.offset.reset", "auto.offset.reset=error"},
+    {"queued.min.messages", "queued.min.messages=1000000"},
 };
 enum { N_OVERRIDABLE = sizeof overridable / sizeof overridable[0] };
 

@@ -670,6 +670,14 @@ static void finish(ls_ingest_t *ing) {
   pthread_mutex_unlock(&ing->lock);
 }
 
+/* What librdkafka has ready, up to BATCH_MAX messages; if nothing is,
+ * waits up to BATCH_WAIT_MS for one. (A batch call that blocks waits until
+ * its batch is full or its time is up, however many messages came.) */
+static ssize_t consume_batch(ls_ingest_t *ing) {
+  ssize_t const n = rd_kafka_consume_batch_queue(ing->rkq, 0, ing->batch, BATCH_MAX);
+  return n != 0 ? n : rd_kafka_consume_batch_queue(ing->rkq, BATCH_WAIT_MS, ing->batch, 1);
+}
+
 static void *consumer_main(void *arg) {
   ls_ingest_t *const ing = arg;
   int failed = 0;
@@ -677,7 +685,7 @@ static void *consumer_main(void *arg) {
     if ((failed = service(ing)) != 0) break;
     publish(ing);
     if (ing->stop_at_end && ing->n_ended == ing->n_parts) break;
-    ssize_t const n = rd_kafka_consume_batch_queue(ing->rkq, BATCH_WAIT_MS, ing->batch, BATCH_MAX);
+    ssize_t const n = consume_batch(ing);
     if (n < 0) {
       fail(ing, LS_ERR_KAFKA, "consuming topic '%s' failed: %s", ing->topic,
            rd_kafka_err2str(rd_kafka_last_error()));

@@ -179,6 +179,10 @@ ls_state_table_t *ls_series_table_states(ls_series_table_t *t) {
   return t == NULL ? NULL : t->states;
 }
 
+ls_engine_t *ls_series_table_engine(const ls_series_table_t *t) {
+  return t == NULL ? NULL : t->eng;
+}
+
 ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
   LS_RETURN_IF(t == NULL || digest == NULL, LS_ERR_INVALID_ARG, "table or digest is NULL");
   const ls_engine_conf_t *const conf = ls_engine_get_conf(t->eng);

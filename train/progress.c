@@ -36,8 +36,10 @@ static void si(char *buf, size_t size, double v) {
     snprintf(buf, size, "%.0f", v);
 }
 
-void cli_progress_format(char *buf, size_t size, const char *label, const char *unit, int64_t done,
-                         int64_t total, double elapsed_s, int bar) {
+/* The text of one report: "label 45% [#########...........] 900000/2000000
+ * unit, 1.20M unit/s, ETA 0:01" (the bar only when bar is set). */
+static void progress_format(char *buf, size_t size, const char *label, const char *unit,
+                            int64_t done, int64_t total, double elapsed_s, int bar) {
   double const rate = elapsed_s > 0 ? (double)done / elapsed_s : 0.0;
   char rate_text[32];
   si(rate_text, sizeof rate_text, rate);
@@ -69,7 +71,7 @@ void cli_progress_update(cli_progress_t *p, int64_t done, int64_t total) {
   if (now - p->start < PROGRESS_QUIET_S) return;
   if (now - p->last < (p->tty ? PROGRESS_TTY_S : PROGRESS_PLAIN_S) && p->shown) return;
   char line[256];
-  cli_progress_format(line, sizeof line, p->label, p->unit, done, total, now - p->start, p->tty);
+  progress_format(line, sizeof line, p->label, p->unit, done, total, now - p->start, p->tty);
   fprintf(p->out, p->tty ? "\r%s\033[K" : "%s\n", line);
   fflush(p->out);
   p->last = now;

@@ -31,9 +31,4 @@ void cli_progress_update(cli_progress_t *p, int64_t done, int64_t total);
 /* Ends the bar (the terminal line is left as is, with a newline). */
 void cli_progress_finish(cli_progress_t *p);
 
-/* The text of one report into buf: "label 45% [#########...........]
- * 900000/2000000 unit, 1.20M unit/s, ETA 0:01". Exposed for tests. */
-void cli_progress_format(char *buf, size_t size, const char *label, const char *unit, int64_t done,
-                         int64_t total, double elapsed_s, int bar);
-
 #endif /* LSTREAM_TRAIN_PROGRESS_H */

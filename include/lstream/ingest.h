@@ -449,10 +449,12 @@ ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char 
  * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
  * every consumer needs. Consumer defaults that a property replaces:
  * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
- * group is joined, no offset committed) and auto.offset.reset=error (a
- * record deleted before it was read fails the consumer instead of being
- * skipped). enable.auto.commit, enable.auto.offset.store (false) and
- * enable.partition.eof (true) are fixed. */
+ * group is joined, no offset committed), auto.offset.reset=error (a record
+ * deleted before it was read fails the consumer instead of being skipped)
+ * and queued.min.messages=1000000 (librdkafka's 100000 idles a fast
+ * consumer; ingest/conf.c says why). enable.auto.commit,
+ * enable.auto.offset.store (false) and enable.partition.eof (true) are
+ * fixed. */
 ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */

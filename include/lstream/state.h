@@ -3,7 +3,8 @@
  * slot for the life of the table; its hidden state (h, c) lives in the
  * engine's memory at that slot (ls_state_table_t, kernels.h), and the table
  * counts what of it has been trained: windows, target records, and the
- * offset of the last record trained.
+ * offset of the last record trained. Snapshots (below) save and restore a
+ * run: the model, each rank's series and its partitions' offsets.
  */
 #ifndef LSTREAM_STATE_H
 #define LSTREAM_STATE_H
@@ -64,6 +65,291 @@ ls_state_table_t *ls_series_table_states(ls_series_table_t *tab);
 /* A 64-bit FNV-1a digest of every series' key, partition, counts and state
  * bits, in slot order: equal digests mean bit-identical tables. */
 ls_err_t ls_series_table_digest(ls_series_table_t *tab, uint64_t *digest);
+
+/* The engine whose memory holds the table's states (NULL for NULL). */
+ls_engine_t *ls_series_table_engine(const ls_series_table_t *tab);
+
+/* ======================================================================== */
+/* Snapshots                                                                 */
+/*                                                                           */
+/* A snapshot is a directory DIR/snap-<step, 12 digits> holding `manifest`   */
+/* and one `shard-<rank>` file per rank; DIR/latest names the newest one.   */
+/* Rank 0's shard holds the model and the optimizer state; every shard      */
+/* holds its rank's series (key, partition, counts, h and c) and the resume */
+/* offsets of its partitions. Every file is a versioned header, zstd-       */
+/* compressed sections each with its own CRC32C, and a whole-file CRC32C    */
+/* (the format is described in state/snapshot_format.h). A snapshot becomes */
+/* visible only once complete: shards are written into DIR/.tmp-snap-<step>, */
+/* rank 0 then commits (manifest, fsync, rename, latest, prune).            */
+/*                                                                           */
+/* Writing, one rank:  fill an ls_snapshot_t, ls_snapshot_write_shard, then  */
+/*   ls_snapshot_commit (or let an ls_snapshotter_t do both off the step    */
+/*   loop). Several ranks: each writes its shard; once every rank reports   */
+/*   its shard written (the caller's collective), rank 0 commits.           */
+/* Reading: ls_snapshot_find_latest, then ls_snapshot_load for a rank of a  */
+/*   run of any world size, or ls_snapshot_manifest_read and               */
+/*   ls_snapshot_load_shard for the files one by one.                       */
+/* ======================================================================== */
+
+/* The content of one rank's part of a snapshot: built by the trainer
+ * (reset, set_info, set_model / set_engine, add_series / add_series_table,
+ * add_partition), or loaded from a file. Arrays keep their capacity across
+ * resets: once a snapshot has held the largest content it will hold, filling
+ * it again allocates nothing. */
+typedef struct ls_snapshot_s ls_snapshot_t;
+
+/* Who wrote a snapshot, and where in the run. */
+typedef struct ls_snapshot_info_s {
+  int64_t step;         /* trainer steps completed, 0 .. 10^12 - 1 */
+  uint64_t seed;        /* the run's seed */
+  uint64_t fingerprint; /* the caller's 64-bit digest of its configuration */
+  int32_t world;        /* ranks of the run that wrote it */
+  int32_t rank;         /* the rank whose part this is, 0 .. world - 1 */
+} ls_snapshot_info_t;
+
+/* The model of a snapshot (rank 0's part only), read-only views. */
+typedef struct ls_snapshot_model_s {
+  size_t n;             /* floats in each buffer: ls_param_count of the shape */
+  const float *params;  /* [n] flat parameters, kernels.h layout */
+  const float *adam_m;  /* [n] Adam's first moment */
+  const float *adam_v;  /* [n] Adam's second moment */
+  int64_t adam_steps;   /* optimizer updates so far */
+} ls_snapshot_model_t;
+
+/* Creates an empty snapshot for states of `shape` (its L and H size the
+ * states), with room for `series` series and `partitions` partitions before
+ * it first grows (0 is allowed for either). */
+ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitions,
+                         ls_snapshot_t **out);
+
+/* Frees a snapshot; accepts NULL. */
+void ls_snapshot_destroy(ls_snapshot_t *snap);
+
+/* Empties a snapshot (no series, no partitions, no model, info zero) and
+ * keeps its memory for the next fill. */
+void ls_snapshot_reset(ls_snapshot_t *snap);
+
+/* Sets who wrote it and when (checked: step in range, 0 <= rank < world). */
+ls_err_t ls_snapshot_set_info(ls_snapshot_t *snap, const ls_snapshot_info_t *info);
+
+/* Copies the model: params, adam_m, adam_v [n] each (n == ls_param_count of
+ * the snapshot's shape) and the optimizer's step count. Only rank 0's part
+ * holds a model. */
+ls_err_t ls_snapshot_set_model(ls_snapshot_t *snap, const float *params, const float *adam_m,
+                               const float *adam_v, size_t n, int64_t adam_steps);
+
+/* Copies the model straight out of an engine of the same shape (parameters,
+ * Adam moments and step count): what ls_snapshot_set_model does without a
+ * host buffer in between. */
+ls_err_t ls_snapshot_set_engine(ls_snapshot_t *snap, ls_engine_t *eng);
+
+/* Appends one series, copying its key, counts (series->slot is ignored) and
+ * its states h, c [L, H] each. */
+ls_err_t ls_snapshot_add_series(ls_snapshot_t *snap, const ls_series_info_t *series,
+                                const float *h, const float *c);
+
+/* Appends every series of a table in slot order, with its states read in
+ * one copy (ls_state_table_read). The table's engine must have the
+ * snapshot's L and H. */
+ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_table_t *tab);
+
+/* Appends a partition and the offset its consumer resumes from (the next
+ * record to read). Each partition at most once. */
+ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
+
+/* Accessors; pointers stay valid until the snapshot is changed or freed. */
+ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
+ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
+/* LS_ERR_STATE when the snapshot holds no model (a part of rank > 0). */
+ls_err_t ls_snapshot_get_model(const ls_snapshot_t *snap, ls_snapshot_model_t *out);
+size_t ls_snapshot_series_count(const ls_snapshot_t *snap);
+/* Series i (0 <= i < count, in the order added): key (NUL-terminated),
+ * partition and counts in *out (slot = i), states h, c [L, H] (either
+ * pointer may be NULL). */
+ls_err_t ls_snapshot_get_series(const ls_snapshot_t *snap, size_t i, ls_series_info_t *out,
+                                const float **h, const float **c);
+/* Every series' states at once: h, c [S, L, H] (S = series count), for
+ * ls_state_table_write. */
+ls_err_t ls_snapshot_get_states(const ls_snapshot_t *snap, const float **h, const float **c);
+size_t ls_snapshot_partition_count(const ls_snapshot_t *snap);
+ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, int32_t *partition,
+                                   int64_t *offset);
+
+/* ------------------------------------------------------------------------ */
+/* Snapshot files                                                            */
+
+/* How snapshot files are written. */
+typedef struct ls_snapshot_conf_s {
+  int level;   /* zstd compression level, 1 .. ZSTD_maxCLevel() (19 or 22)   (3) */
+  int workers; /* zstd worker threads; 0 = compress on the writing thread   (0) */
+  int shuffle; /* 1 = split float arrays into 4 byte planes before
+                * compression (blocks of 64 KiB): states and weights then
+                * compress better, see `lstream bench snapshot`           (1) */
+  int keep;    /* snapshots kept by commits, >= 1                           (3) */
+} ls_snapshot_conf_t;
+
+/* Fills conf with the defaults above. */
+void ls_snapshot_conf_init(ls_snapshot_conf_t *conf);
+
+/* Checks a configuration (level, workers and keep in range). */
+ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf);
+
+/* Writes snap (whose info says its step, world and rank) as
+ * DIR/.tmp-snap-<step>/shard-<rank>, fsynced, creating DIR and the
+ * temporary directory as needed. Rank 0's part must hold the model, other
+ * ranks' must not. Several ranks may write into the same DIR at once. */
+ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *dir,
+                                 const ls_snapshot_conf_t *conf);
+
+/* Rank 0, once every rank's shard of `step` is written: verifies the
+ * world shards in DIR/.tmp-snap-<step> (present, structure and checksums,
+ * step, world and rank), writes the manifest, fsyncs, renames the directory
+ * to DIR/snap-<step> (replacing a snapshot of the same step), fsyncs DIR,
+ * points DIR/latest at it (temporary file + rename), and deletes all but the
+ * `keep` newest snapshots up to this step (and older temporary directories
+ * left by failed attempts). Snapshots of later steps, left by a run that was
+ * resumed from an earlier one, are not deleted but are no longer found. */
+ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
+
+/* What a file of a snapshot held, as verified when it was read. */
+#define LS_SNAPSHOT_SECTIONS_MAX 8
+typedef struct ls_snapshot_section_s {
+  const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
+                     * "partitions" (shards) or "shards" (the manifest); static */
+  uint64_t offset;  /* where its zstd frame starts in the file */
+  uint64_t stored;  /* bytes in the file */
+  uint64_t raw;     /* bytes once decompressed */
+  uint32_t crc;     /* CRC32C of the raw bytes */
+  int shuffled;     /* float planes byte-shuffled before compression */
+} ls_snapshot_section_t;
+
+typedef struct ls_snapshot_file_s {
+  uint32_t version; /* format version */
+  uint64_t size;    /* bytes */
+  uint32_t crc;     /* CRC32C of the file but its last 4 bytes */
+  int n_sections;
+  ls_snapshot_section_t sections[LS_SNAPSHOT_SECTIONS_MAX];
+} ls_snapshot_file_t;
+
+/* The file a loaded snapshot came from (all zero for one built in memory). */
+ls_err_t ls_snapshot_get_file(const ls_snapshot_t *snap, ls_snapshot_file_t *out);
+
+/* A snapshot's manifest: its step, world, and each shard's size, checksum
+ * and counts. */
+typedef struct ls_snapshot_manifest_s ls_snapshot_manifest_t;
+
+typedef struct ls_snapshot_shard_s {
+  uint64_t size;       /* bytes of shard-<rank> */
+  uint32_t crc;        /* its whole-file CRC32C */
+  uint64_t series;     /* series it holds */
+  uint64_t partitions; /* partitions it holds */
+} ls_snapshot_shard_t;
+
+/* Reads and verifies PATH/manifest (PATH: a snap-<step> directory). */
+ls_err_t ls_snapshot_manifest_read(const char *path, ls_snapshot_manifest_t **out);
+void ls_snapshot_manifest_destroy(ls_snapshot_manifest_t *man); /* accepts NULL */
+ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *man, int64_t *step,
+                                  int32_t *world);
+ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, int rank,
+                                    ls_snapshot_shard_t *out);
+ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man, ls_snapshot_file_t *out);
+
+/* Loads shard `rank` of a snapshot, verifying everything: the size and
+ * checksum the manifest lists, magic, version, structure, every section's
+ * stored and raw checksums, the whole-file checksum, and that its step,
+ * world and rank are the manifest's. */
+ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank,
+                                ls_snapshot_t **out);
+
+/* Loads what rank `rank` of a `world`-rank run resumes from, out of the
+ * snapshot at PATH (a snap-<step> directory) written by any number of ranks:
+ * the model (from shard 0) and
+ *   - the snapshot's world equals `world`: all of shard `rank`;
+ *   - otherwise (re-sharding): from every shard, the series and the
+ *     partition offsets of the partitions p with p % world == rank.
+ * The result's info carries the snapshot's step, seed and fingerprint and
+ * the given world and rank. Every file read is verified as by load_shard. */
+ls_err_t ls_snapshot_load(const char *path, int world, int rank, ls_snapshot_t **out);
+
+/* Called by ls_snapshot_find_latest for each snapshot it passes over:
+ * path (the snapshot directory, or DIR/latest) and why. */
+typedef void (*ls_snapshot_reject_cb)(void *opaque, const char *path, ls_err_t err,
+                                      const char *why);
+
+/* The newest good snapshot in DIR, into path (size bytes): the one DIR/latest
+ * names, or, when that one is damaged (a file truncated, changed, missing,
+ * of another version), the newest good one before it; without DIR/latest
+ * the newest good snapshot of all. A snapshot is good when its manifest and
+ * every shard pass the checks of their structure and checksums. Each
+ * snapshot passed over is reported to cb (may be NULL). path is "" (and
+ * LS_OK returned) when DIR holds no snapshot at all; LS_ERR_CORRUPT when it
+ * holds some but none is good. */
+ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb cb, void *opaque,
+                                 char *path, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Export                                                                    */
+
+/* The model of rank 0's part as a safetensors file (F32 tensors with
+ * PyTorch's names for a module with .lstm = nn.LSTM(I, H, L) and
+ * .head = nn.Linear(H, O): lstm.weight_ih_l0, ..., head.weight, head.bias),
+ * loadable by load_state_dict(strict=True). */
+ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *path);
+
+/* The states of the parts parts[0 .. n-1] (in that order) as a safetensors
+ * file: h, c [S, L, H] F32, and in __metadata__ "keys" (a JSON array of
+ * strings, key byte b as code point b) and "partitions" (a JSON array). */
+ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Background writer                                                         */
+
+/* A thread that writes snapshots while the step loop goes on. It owns two
+ * snapshots: the caller fills the staging one (ls_snapshotter_staging) and
+ * submits it; the writer swaps it with the one it wrote last, so the step
+ * loop never waits on compression or I/O and, once both have held the
+ * largest content, never allocates. Calls come from one thread. */
+typedef struct ls_snapshotter_s ls_snapshotter_t;
+
+typedef struct ls_snapshotter_status_s {
+  int busy;               /* a shard or commit is in progress */
+  int64_t written_step;   /* step of the last shard written, -1 before any */
+  int64_t committed_step; /* step of the last commit, -1 before any */
+  int64_t failures;       /* writes and commits that failed */
+  ls_err_t err;           /* the last finished job's result */
+  char message[512];      /* its error message ("" when LS_OK) */
+  double seconds;         /* how long it took */
+} ls_snapshotter_status_t;
+
+/* Creates a writer for snapshots of `shape` into DIR, configured by conf
+ * (copied), and starts its thread. */
+ls_err_t ls_snapshotter_new(const char *dir, const ls_shape_t *shape,
+                            const ls_snapshot_conf_t *conf, ls_snapshotter_t **out);
+
+/* Waits for the job in progress, stops the thread, frees both snapshots;
+ * accepts NULL. */
+void ls_snapshotter_destroy(ls_snapshotter_t *w);
+
+/* The snapshot to fill for the next submit (reset it first). It changes at
+ * every accepted submit: ask again each time. */
+ls_snapshot_t *ls_snapshotter_staging(ls_snapshotter_t *w);
+
+/* Hands the staging snapshot to the thread, which writes its shard, and
+ * commits it too when its info says world 1. *busy = 1 (and nothing
+ * happens) while the previous job is still running: the caller skips this
+ * snapshot (poll first to skip the filling too). */
+ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy);
+
+/* Rank 0 of several: has the thread commit `step` (every rank reported its
+ * shard written). *busy = 1 (and nothing happens) while a job is running. */
+ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy);
+
+/* The writer's state; never blocks. */
+ls_err_t ls_snapshotter_poll(ls_snapshotter_t *w, ls_snapshotter_status_t *out);
+
+/* Waits until no job is running; returns the last job's error (its
+ * message in ls_last_error()). */
+ls_err_t ls_snapshotter_flush(ls_snapshotter_t *w);
 
 #ifdef __cplusplus
 }

@@ -895,3 +895,41 @@ Test(consumer, partition_queues_are_independent) {
   cr_expect(strstr(ls_last_error(), "partition 7") != NULL, "%s", ls_last_error());
   rig_free(&r);
 }
+
+/* ------------------------------------------------------------------------ */
+/* `lstream bench ingest`                                                    */
+
+/* Runs `lstream bench ingest ARGS...` and checks its one line of output:
+ * "ingest format=F records=N seconds=S records_per_s=R windows=W". */
+static void expect_bench_line(const char *const args[], const char *head, const char *tail) {
+  const char *argv[16] = {LSTREAM_BIN, "bench", "ingest"};
+  int n = 3;
+  for (int i = 0; args[i] != NULL; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  proc_result_t res;
+  cr_assert_eq(proc_run(argv, NULL, WAIT_S, &res), 0, "cannot run %s", LSTREAM_BIN);
+  cr_expect_eq(res.status, 0, "stderr: %s", res.err);
+  cr_expect(strncmp(res.out, head, strlen(head)) == 0, "'%s' does not start with '%s'", res.out,
+            head);
+  cr_expect(strstr(res.out, " records_per_s=") != NULL, "%s", res.out);
+  size_t const n_tail = strlen(tail);
+  cr_expect(res.out_len >= n_tail && !strcmp(res.out + res.out_len - n_tail, tail),
+            "'%s' does not end with '%s'", res.out, tail);
+  cr_expect_eq(strchr(res.out, '\n') - res.out + 1, (long)res.out_len, "one line: %s", res.out);
+  proc_result_free(&res);
+}
+
+Test(consumer, bench_ingest_prints_one_line) {
+  rig_t r;
+  rig_new(&r, 1, "benched", 3, 30, 9, 4, "end"); /* 30 series, 2 windows each */
+  rig_produce(&r, 3, 0, r.w.K);
+  const char *const topic[] = {
+      "--brokers", ls_broker_bootstrap(r.b), "--topic", "benched", "--window", "4", NULL};
+  expect_bench_line(topic, "ingest format=f32 records=270 seconds=", " windows=60\n");
+  const char *const memory[] = {"--from-memory", "--records", "3000", "--series", "10",
+                                "--format",      "csv",       NULL};
+  /* 300 steps a series, T = 32 (the default): 9 windows a series. */
+  expect_bench_line(memory, "ingest format=csv records=3000 seconds=", " windows=90\n");
+  rig_free(&r);
+}

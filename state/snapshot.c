@@ -1,0 +1,299 @@
+/*
+ * The in-memory content of one rank's part of a snapshot
+ * (include/lstream/state.h, "Snapshots"): builders that copy the trainer's
+ * data in with a few memcpys into arrays that keep their capacity, and
+ * accessors for a loaded one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot_format.h"
+
+/* Steps fit the 12 digits of a snapshot's directory name. */
+#define STEP_LIMIT 1000000000000ll
+
+ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitions,
+                         ls_snapshot_t **out) {
+  LS_RETURN_IF(shape == NULL || out == NULL, LS_ERR_INVALID_ARG, "shape or out is NULL");
+  *out = NULL;
+  LS_FORWARD_IF_ERROR(ls_shape_check(shape));
+  ls_snapshot_t *s = calloc(1, sizeof *s);
+  LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for a snapshot");
+  s->shape = *shape;
+  s->row = (size_t)shape->num_layers * (size_t)shape->hidden_size;
+  ls_err_t const err = snap_reserve(s, series, 16 * series, partitions);
+  if (err != LS_OK) {
+    ls_snapshot_destroy(s);
+    return err;
+  }
+  *out = s;
+  return LS_OK;
+}
+
+void ls_snapshot_destroy(ls_snapshot_t *s) {
+  if (s == NULL) return;
+  free(s->params), free(s->adam_m), free(s->adam_v);
+  free(s->key_len), free(s->key_off), free(s->keys);
+  free(s->partition), free(s->windows), free(s->records), free(s->last_off);
+  free(s->h), free(s->c);
+  free(s->part_id), free(s->part_offset);
+  free(s);
+}
+
+void ls_snapshot_reset(ls_snapshot_t *s) {
+  if (s == NULL) return;
+  s->info = (ls_snapshot_info_t){0, 0, 0, 0, 0};
+  s->has_model = 0;
+  s->adam_steps = 0;
+  s->series = s->key_bytes = s->parts = 0;
+  memset(&s->file, 0, sizeof s->file);
+}
+
+/* *p = a block of `count` elements of `size` bytes, keeping its content;
+ * count may be 0. */
+static ls_err_t grow_array(void *p, size_t count, size_t size, const char *what) {
+  void **const slot = p;
+  LS_RETURN_IF(count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory", count,
+               what);
+  void *const q = realloc(*slot, count ? count * size : 1);
+  LS_RETURN_IF(q == NULL, LS_ERR_NOMEM, "no memory for %zu %s", count, what);
+  *slot = q;
+  return LS_OK;
+}
+
+/* The next capacity for `need` elements: at least double the current one. */
+static size_t next_cap(size_t cap, size_t need) {
+  if (need <= cap) return cap;
+  return need > 2 * cap ? need : 2 * cap;
+}
+
+ls_err_t snap_reserve(ls_snapshot_t *s, size_t series, size_t key_bytes, size_t parts) {
+  size_t const cs = next_cap(s->cap_series, series);
+  if (cs != s->cap_series || s->key_len == NULL) {
+    LS_RETURN_IF(s->row != 0 && cs > SIZE_MAX / sizeof(float) / s->row, LS_ERR_NOMEM,
+                 "states of %zu series do not fit in memory", cs);
+    LS_FORWARD_IF_ERROR(grow_array(&s->key_len, cs, sizeof *s->key_len, "key lengths"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->key_off, cs, sizeof *s->key_off, "key offsets"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->partition, cs, sizeof *s->partition, "partitions"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->windows, cs, sizeof *s->windows, "window counts"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->records, cs, sizeof *s->records, "record counts"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->last_off, cs, sizeof *s->last_off, "offsets"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->h, cs * s->row, sizeof *s->h, "h state floats"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->c, cs * s->row, sizeof *s->c, "c state floats"));
+    s->cap_series = cs;
+  }
+  size_t const ck = next_cap(s->cap_keys, key_bytes);
+  if (ck != s->cap_keys || s->keys == NULL) {
+    LS_FORWARD_IF_ERROR(grow_array(&s->keys, ck, 1, "key bytes"));
+    s->cap_keys = ck;
+  }
+  size_t const cp = next_cap(s->cap_parts, parts);
+  if (cp != s->cap_parts || s->part_id == NULL) {
+    LS_FORWARD_IF_ERROR(grow_array(&s->part_id, cp, sizeof *s->part_id, "partitions"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->part_offset, cp, sizeof *s->part_offset, "offsets"));
+    s->cap_parts = cp;
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_info(ls_snapshot_t *s, const ls_snapshot_info_t *info) {
+  LS_RETURN_IF(s == NULL || info == NULL, LS_ERR_INVALID_ARG, "snapshot or info is NULL");
+  LS_RETURN_IF(info->step < 0 || info->step >= STEP_LIMIT, LS_ERR_INVALID_ARG,
+               "step %lld is out of range [0, 10^12)", (long long)info->step);
+  LS_RETURN_IF(info->world < 1, LS_ERR_INVALID_ARG, "world size %d: at least 1 rank",
+               (int)info->world);
+  LS_RETURN_IF(info->rank < 0 || info->rank >= info->world, LS_ERR_INVALID_ARG,
+               "rank %d is not in [0, world %d)", (int)info->rank, (int)info->world);
+  s->info = *info;
+  return LS_OK;
+}
+
+ls_err_t snap_model_buffers(ls_snapshot_t *s, size_t n) {
+  size_t count = 0;
+  LS_FORWARD_IF_ERROR(ls_param_count(&s->shape, &count));
+  LS_RETURN_IF(n != count, LS_ERR_INVALID_ARG,
+               "a model of %zu floats, but shape I=%d H=%d L=%d O=%d has %zu parameters", n,
+               s->shape.input_size, s->shape.hidden_size, s->shape.num_layers,
+               s->shape.output_size, count);
+  if (s->params == NULL) {
+    LS_FORWARD_IF_ERROR(grow_array(&s->params, n, sizeof(float), "parameters"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->adam_m, n, sizeof(float), "Adam moments"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->adam_v, n, sizeof(float), "Adam moments"));
+  }
+  s->n = n;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_model(ls_snapshot_t *s, const float *params, const float *adam_m,
+                               const float *adam_v, size_t n, int64_t adam_steps) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_RETURN_IF(params == NULL || adam_m == NULL || adam_v == NULL, LS_ERR_INVALID_ARG,
+               "params, adam_m or adam_v is NULL");
+  LS_RETURN_IF(adam_steps < 0, LS_ERR_INVALID_ARG, "negative optimizer step count %lld",
+               (long long)adam_steps);
+  LS_FORWARD_IF_ERROR(snap_model_buffers(s, n));
+  memcpy(s->params, params, n * sizeof(float));
+  memcpy(s->adam_m, adam_m, n * sizeof(float));
+  memcpy(s->adam_v, adam_v, n * sizeof(float));
+  s->adam_steps = adam_steps;
+  s->has_model = 1;
+  return LS_OK;
+}
+
+/* The engine's L and H must be the snapshot's (its states' row). */
+static ls_err_t check_engine_shape(const ls_snapshot_t *s, const ls_engine_t *eng,
+                                   int whole) {
+  LS_RETURN_IF(eng == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  const ls_shape_t *const e = &ls_engine_get_conf(eng)->shape;
+  const ls_shape_t *const m = &s->shape;
+  int const same = e->hidden_size == m->hidden_size && e->num_layers == m->num_layers &&
+                   (!whole || (e->input_size == m->input_size && e->output_size == m->output_size));
+  LS_RETURN_IF(!same, LS_ERR_INVALID_ARG,
+               "the engine's shape I=%d H=%d L=%d O=%d is not the snapshot's I=%d H=%d L=%d O=%d",
+               e->input_size, e->hidden_size, e->num_layers, e->output_size, m->input_size,
+               m->hidden_size, m->num_layers, m->output_size);
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_engine(ls_snapshot_t *s, ls_engine_t *eng) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_FORWARD_IF_ERROR(check_engine_shape(s, eng, 1));
+  size_t const n = ls_engine_param_count(eng);
+  LS_FORWARD_IF_ERROR(snap_model_buffers(s, n));
+  LS_FORWARD_IF_ERROR(ls_engine_read_params(eng, s->params, n));
+  LS_FORWARD_IF_ERROR(ls_engine_read_optimizer(eng, s->adam_m, s->adam_v, n, &s->adam_steps));
+  s->has_model = 1;
+  return LS_OK;
+}
+
+/* Appends a series' key and counts (not its states) at index s->series. */
+static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
+  LS_RETURN_IF(in->key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
+  LS_RETURN_IF(in->key_len < 1 || in->key_len > SNAP_KEY_MAX, LS_ERR_INVALID_ARG,
+               "series key of %zu bytes: keys have 1..%d bytes", in->key_len, SNAP_KEY_MAX);
+  LS_RETURN_IF(in->partition < 0, LS_ERR_INVALID_ARG, "negative partition %d",
+               (int)in->partition);
+  LS_FORWARD_IF_ERROR(snap_reserve(s, s->series + 1, s->key_bytes + in->key_len + 1, 0));
+  size_t const i = s->series++;
+  s->key_len[i] = (uint8_t)in->key_len;
+  s->key_off[i] = s->key_bytes;
+  memcpy(s->keys + s->key_bytes, in->key, in->key_len);
+  s->keys[s->key_bytes + in->key_len] = '\0';
+  s->key_bytes += in->key_len + 1;
+  s->partition[i] = in->partition;
+  s->windows[i] = in->windows;
+  s->records[i] = in->records;
+  s->last_off[i] = in->last_offset;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series,
+                                const float *h, const float *c) {
+  LS_RETURN_IF(s == NULL || series == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
+  LS_RETURN_IF(h == NULL || c == NULL, LS_ERR_INVALID_ARG, "state h or c is NULL");
+  LS_FORWARD_IF_ERROR(append_series(s, series));
+  size_t const i = s->series - 1;
+  memcpy(s->h + i * s->row, h, s->row * sizeof(float));
+  memcpy(s->c + i * s->row, c, s->row * sizeof(float));
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) {
+  LS_RETURN_IF(s == NULL || tab == NULL, LS_ERR_INVALID_ARG, "snapshot or table is NULL");
+  LS_FORWARD_IF_ERROR(check_engine_shape(s, ls_series_table_engine(tab), 0));
+  size_t const first = s->series, n = ls_series_table_count(tab);
+  if (n == 0) return LS_OK;
+  LS_FORWARD_IF_ERROR(snap_reserve(s, first + n, 0, 0));
+  for (size_t i = 0; i < n; i++) {
+    ls_series_info_t info;
+    LS_FORWARD_IF_ERROR(ls_series_table_info(tab, (int64_t)i, &info));
+    LS_FORWARD_IF_ERROR(append_series(s, &info));
+  }
+  return ls_state_table_read(ls_series_table_states(tab), 0, n, s->h + first * s->row,
+                             s->c + first * s->row);
+}
+
+ls_err_t ls_snapshot_add_partition(ls_snapshot_t *s, int32_t partition, int64_t offset) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_RETURN_IF(partition < 0, LS_ERR_INVALID_ARG, "negative partition %d", (int)partition);
+  LS_RETURN_IF(offset < 0, LS_ERR_INVALID_ARG, "negative resume offset %lld for partition %d",
+               (long long)offset, (int)partition);
+  for (size_t i = 0; i < s->parts; i++)
+    LS_RETURN_IF(s->part_id[i] == partition, LS_ERR_INVALID_ARG,
+                 "partition %d is already in the snapshot", (int)partition);
+  LS_FORWARD_IF_ERROR(snap_reserve(s, 0, 0, s->parts + 1));
+  s->part_id[s->parts] = partition;
+  s->part_offset[s->parts++] = offset;
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accessors                                                                 */
+
+ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *s, ls_shape_t *out) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  *out = s->shape;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_info(const ls_snapshot_t *s, ls_snapshot_info_t *out) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  *out = s->info;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_model(const ls_snapshot_t *s, ls_snapshot_model_t *out) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  LS_RETURN_IF(!s->has_model, LS_ERR_STATE,
+               "this part of the snapshot (rank %d) holds no model: rank 0's does",
+               (int)s->info.rank);
+  *out = (ls_snapshot_model_t){s->n, s->params, s->adam_m, s->adam_v, s->adam_steps};
+  return LS_OK;
+}
+
+size_t ls_snapshot_series_count(const ls_snapshot_t *s) { return s == NULL ? 0 : s->series; }
+
+ls_err_t ls_snapshot_get_series(const ls_snapshot_t *s, size_t i, ls_series_info_t *out,
+                                const float **h, const float **c) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i,
+               s->series);
+  *out = (ls_series_info_t){s->keys + s->key_off[i], s->key_len[i], s->partition[i],
+                            (int64_t)i,  s->windows[i],          s->records[i],
+                            s->last_off[i]};
+  if (h != NULL) *h = s->h + i * s->row;
+  if (c != NULL) *c = s->c + i * s->row;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_states(const ls_snapshot_t *s, const float **h, const float **c) {
+  LS_RETURN_IF(s == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, h or c is NULL");
+  *h = s->h;
+  *c = s->c;
+  return LS_OK;
+}
+
+size_t ls_snapshot_partition_count(const ls_snapshot_t *s) { return s == NULL ? 0 : s->parts; }
+
+ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *s, size_t i, int32_t *partition,
+                                   int64_t *offset) {
+  LS_RETURN_IF(s == NULL || partition == NULL || offset == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, partition or offset is NULL");
+  LS_RETURN_IF(i >= s->parts, LS_ERR_INVALID_ARG, "partition %zu of a snapshot of %zu", i,
+               s->parts);
+  *partition = s->part_id[i];
+  *offset = s->part_offset[i];
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_file(const ls_snapshot_t *s, ls_snapshot_file_t *out) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  *out = s->file;
+  return LS_OK;
+}
+
+void ls_snapshot_conf_init(ls_snapshot_conf_t *conf) {
+  if (conf == NULL) return;
+  *conf = (ls_snapshot_conf_t){3, 0, 1, 3};
+}

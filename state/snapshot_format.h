@@ -1,0 +1,224 @@
+/*
+ * Snapshot files: the on-disk format, and the internals shared by the
+ * snapshot modules (snapshot.c: the in-memory content; snapshot_format.c:
+ * encoding and decoding one file; snapshot_io.c: directories, commit, load;
+ * snapshotter.c: the background writer; safetensors.c: export). Not a public
+ * header.
+ *
+ * Format, version 1. Every integer little-endian (the build requires a
+ * little-endian host); every checksum CRC32C (Castagnoli, as in iSCSI, ext4
+ * and Kafka's record batches).
+ *
+ *   file    = header | frame* | table | tail
+ *   header  (40 bytes)
+ *     0  magic      8   "LSTRSNAP"
+ *     8  version    u32 1
+ *     12 kind       u32 1 = shard, 2 = manifest
+ *     16 flags      u32 bit 0: some section is byte-shuffled
+ *     20 reserved   u32 0
+ *     24 step       i64
+ *     32 world      i32
+ *     36 rank       i32 (0 in the manifest)
+ *   frame   one zstd frame per section, in table order, back to back from
+ *           byte 40; each with zstd's content size and content checksum
+ *   table   (40 bytes per section)
+ *     0  id         u32 section id (below)
+ *     4  flags      u32 bit 0: float arrays byte-shuffled
+ *     8  offset     u64 where its frame starts
+ *     16 stored     u64 frame bytes
+ *     24 raw        u64 bytes once decompressed
+ *     32 stored_crc u32 CRC32C of the frame bytes
+ *     36 raw_crc    u32 CRC32C of the raw bytes (before shuffling)
+ *   tail    (32 bytes)
+ *     0  sections   u32 number of table entries
+ *     4  table_crc  u32 CRC32C of the table
+ *     8  file_size  u64 bytes of the whole file
+ *     16 end        8   "LSSNPEND"
+ *     24 reserved   u32 0
+ *     28 file_crc   u32 CRC32C of every byte before it
+ *
+ * A writer streams header, frames, table and tail in one pass; a reader
+ * checks, in this order, the magic, version and kind, the tail (a missing
+ * end marker or a wrong size: truncated), the table's checksum and bounds,
+ * each frame's stored checksum (naming the section at fault), the whole-file
+ * checksum, and then, decoding, each section's content size and raw
+ * checksum and the content's consistency.
+ *
+ * Shard sections, in this order (model and optimizer in rank 0's only):
+ *   1 meta        80 bytes: I, H, L, O i32; has_model u32; reserved u32;
+ *                 n u64 (params); adam_steps i64; seed u64; fingerprint u64;
+ *                 series S u64; partitions P u64; key_bytes u64
+ *   2 model       params f32 [n]
+ *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
+ *   4 keys        key_len u8 [S], then the keys, each followed by a NUL
+ *                 (key_bytes = sum(key_len + 1))
+ *   5 counts      partition i32 [S], windows i64 [S], records i64 [S],
+ *                 last_offset i64 [S]
+ *   6 states      h f32 [S, L, H], c f32 [S, L, H]
+ *   7 partitions  partition i32 [P], offset i64 [P]
+ * Manifest sections:
+ *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
+ *                 partitions u64 (32 bytes each)
+ * Byte shuffling (flag bit 0 of a section) splits each 64 KiB block of a
+ * float array (the last block shorter) into 4 planes: byte 0 of every
+ * float, then byte 1, ...; raw_crc is over the unshuffled bytes.
+ */
+#ifndef LSTREAM_STATE_SNAPSHOT_FORMAT_H
+#define LSTREAM_STATE_SNAPSHOT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/state.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "snapshot files are written in the host's byte order, which must be little-endian"
+#endif
+
+enum {
+  SNAP_VERSION = 1,
+  SNAP_KIND_SHARD = 1,
+  SNAP_KIND_MANIFEST = 2,
+  SNAP_HEADER_BYTES = 40,
+  SNAP_ENTRY_BYTES = 40,
+  SNAP_TAIL_BYTES = 32,
+  SNAP_META_BYTES = 80,
+  SNAP_SHARD_ENTRY_BYTES = 32,
+  SNAP_KEY_MAX = 255,
+  SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
+  SNAP_FLAG_SHUFFLED = 1
+};
+
+/* Section ids (the table's id field). */
+typedef enum snap_section_e {
+  SNAP_META = 1,
+  SNAP_MODEL,
+  SNAP_OPTIMIZER,
+  SNAP_KEYS,
+  SNAP_COUNTS,
+  SNAP_STATES,
+  SNAP_PARTITIONS,
+  SNAP_SHARDS
+} snap_section_t;
+
+/* "meta", ...; "?" for an unknown id. */
+const char *snap_section_name(uint32_t id);
+
+/* The content of one rank's part (include/lstream/state.h). Arrays have
+ * room for cap_series series, cap_parts partitions and cap_keys key bytes. */
+struct ls_snapshot_s {
+  ls_shape_t shape;
+  size_t row; /* L * H: floats of one series' h (or c) */
+  ls_snapshot_info_t info;
+
+  int has_model;
+  size_t n;                       /* floats of each model buffer */
+  float *params, *adam_m, *adam_v; /* [n], allocated at the first set_model */
+  int64_t adam_steps;
+
+  size_t series, cap_series;
+  uint8_t *key_len;                      /* [S] */
+  size_t *key_off;                       /* [S] where each key starts in keys */
+  char *keys;                            /* key bytes, each key followed by a NUL */
+  size_t key_bytes, cap_keys;
+  int32_t *partition;                    /* [S] */
+  int64_t *windows, *records, *last_off; /* [S] */
+  float *h, *c;                          /* [S, L, H] */
+
+  size_t parts, cap_parts;
+  int32_t *part_id;      /* [P] */
+  int64_t *part_offset;  /* [P] */
+
+  ls_snapshot_file_t file; /* what it was loaded from */
+};
+
+/* Makes room for `series` series, `key_bytes` key bytes and `parts`
+ * partitions (growing by doubling at least). */
+ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t parts);
+
+/* Allocates the model buffers (once) and checks n against the shape. */
+ls_err_t snap_model_buffers(ls_snapshot_t *snap, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Checksums and shuffling                                                   */
+
+/* CRC32C of n bytes, continuing from crc (start with 0). Uses the CPU's
+ * crc32 instruction where it has one. */
+uint32_t snap_crc32c(uint32_t crc, const void *data, size_t n);
+/* The same, table-driven on any CPU (the reference the fast one is tested
+ * against). */
+uint32_t snap_crc32c_portable(uint32_t crc, const void *data, size_t n);
+
+/* dst = the 4 byte planes of n floats' bytes (src, n * 4 bytes), and back. */
+void snap_shuffle4(uint8_t *dst, const uint8_t *src, size_t n);
+void snap_unshuffle4(uint8_t *dst, const uint8_t *src, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Encoding                                                                  */
+
+/* A compression context and its buffers, reused from file to file. */
+typedef struct snap_encoder_s snap_encoder_t;
+
+ls_err_t snap_encoder_new(const ls_snapshot_conf_t *conf, snap_encoder_t **out);
+void snap_encoder_destroy(snap_encoder_t *enc);
+
+/* Writes snap as a shard file at path (created or truncated, fsynced). */
+ls_err_t snap_write_shard_file(snap_encoder_t *enc, const ls_snapshot_t *snap, const char *path);
+
+/* Writes a manifest for `world` shards at path (fsynced). */
+ls_err_t snap_write_manifest_file(snap_encoder_t *enc, const char *path, int64_t step,
+                                  int32_t world, const ls_snapshot_shard_t *shards);
+
+/* ls_snapshot_write_shard and ls_snapshot_commit with a given encoder (the
+ * background writer keeps one). */
+ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *snap, const char *dir);
+ls_err_t snap_commit(snap_encoder_t *enc, const char *dir, int64_t step, int world, int keep);
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                  */
+
+/* Limits for decoding untrusted bytes. The library always verifies every
+ * checksum and allocates what a verified file asks for; the fuzzer turns
+ * checksums off to reach the decoders behind them, and caps allocations. */
+typedef struct snap_limits_s {
+  int skip_checksums;
+  uint64_t max_alloc; /* bytes a decoded file may allocate; 0 = no limit */
+} snap_limits_t;
+
+/* A file's bytes, parsed and checked up to its sections' content. */
+typedef struct snap_file_s {
+  const char *name; /* for messages */
+  const uint8_t *data;
+  size_t size;
+  uint32_t kind, flags;
+  int64_t step;
+  int32_t world, rank;
+  ls_snapshot_file_t desc; /* sections[i].crc holds the raw_crc to verify */
+  uint32_t ids[LS_SNAPSHOT_SECTIONS_MAX];
+} snap_file_t;
+
+/* Checks a file's container (magic, version, kind, tail, table, every
+ * stored checksum, the file checksum) and fills *out. Errors are
+ * LS_ERR_CORRUPT with "NAME: what is wrong". */
+ls_err_t snap_file_parse(const uint8_t *data, size_t size, const char *name, uint32_t kind,
+                         const snap_limits_t *lim, snap_file_t *out);
+
+/* What of a shard to decode. */
+enum { SNAP_DECODE_MODEL = 1, SNAP_DECODE_SERIES = 2, SNAP_DECODE_ALL = 3 };
+
+/* Decodes a parsed shard into a new snapshot: its meta, and the model
+ * and/or series and partitions as `what` asks. */
+ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *lim,
+                           ls_snapshot_t **out);
+
+/* The meta section's counts only (series, partitions). */
+ls_err_t snap_decode_shard_counts(const snap_file_t *f, uint64_t *series, uint64_t *parts);
+
+/* Decodes a parsed manifest's shard list: shards [f->world], malloc'ed. */
+ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
+                              ls_snapshot_shard_t **shards);
+
+/* Reads a whole file into memory (malloc'ed). */
+ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
+
+#endif /* LSTREAM_STATE_SNAPSHOT_FORMAT_H */

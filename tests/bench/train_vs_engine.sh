@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End-to-end training rate against the engine's raw step rate, one run.
+#
+# Builds a topic on the embedded broker (SERIES series x RECORDS records of
+# F features, 16 partitions, lz4), then runs `lstream bench engine` at the
+# training shape and `lstream train --until end` on the topic, and prints
+# both windows/s, their ratio, and the share of time the trainer waited for
+# data.
+#
+# Usage: tests/bench/train_vs_engine.sh [BUILD_DIR]
+#   env: B (256) F (8) H (128) L (2) T (32) SERIES (1024) RECORDS (1025)
+set -euo pipefail
+build=${1:-build}
+lstream="$build/lstream"
+[ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
+B=${B:-256} F=${F:-8} H=${H:-128} L=${L:-2} T=${T:-32}
+SERIES=${SERIES:-1024} RECORDS=${RECORDS:-1025}
+work=$(mktemp -d)
+broker_pid=
+cleanup() {
+  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$lstream" broker --topic bench:16 --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
+broker_pid=$!
+while [ ! -s "$work/bootstrap" ]; do sleep 0.1; done
+bootstrap=$(cat "$work/bootstrap")
+"$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
+  --records-per-series "$RECORDS" --generator sine --seed 1 2>/dev/null
+
+engine=$("$lstream" bench engine --no-sgemm --steps 10 --shape "$B,$F,$H,$L,$T")
+echo "$engine"
+ms=$(echo "$engine" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')
+out=$("$lstream" train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" \
+  --batch "$B" --hidden "$H" --layers "$L" --until end --quiet)
+echo "$out" | grep '^summary'
+wps=$(echo "$out" | sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p')
+wait_share=$(echo "$out" | sed -n 's/^summary.* wait_share=\([0-9.]*\).*/\1/p')
+awk -v ms="$ms" -v b="$B" -v w="$wps" -v ws="$wait_share" 'BEGIN {
+  e = b / (ms / 1000)
+  printf "train_vs_engine B=%d engine_windows_per_s=%.1f train_windows_per_s=%.1f ratio=%.3f wait_share=%.4f\n", b, e, w, w / e, ws
+}'

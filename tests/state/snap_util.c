@@ -1,0 +1,210 @@
+/*
+ * Test helpers for snapshots (snap_util.h).
+ */
+#define _GNU_SOURCE /* nftw */
+#include "snap_util.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint32_t next(uint32_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+  return *s;
+}
+
+/* Floats like a model's or a state's, with a few special bit patterns. */
+static void fill(float *v, size_t n, uint32_t *s) {
+  for (size_t i = 0; i < n; i++) v[i] = (float)((double)next(s) / 4294967296.0 - 0.5);
+  if (n >= 4) {
+    uint32_t const nan = 0x7fc01234u, denormal = 0x00000123u;
+    v[0] = -0.0f;
+    memcpy(&v[1], &nan, sizeof nan);
+    memcpy(&v[2], &denormal, sizeof denormal);
+  }
+}
+
+ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
+                           size_t series, size_t parts, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 12345u;
+  ls_snapshot_t *snap = NULL;
+  cr_assert_eq(ls_snapshot_new(shape, series / 2, 1, &snap), LS_OK, "%s", ls_last_error());
+  ls_snapshot_info_t const info = {step, 0x5eedull, 0xf00dfacecafeull, world, rank};
+  cr_assert_eq(ls_snapshot_set_info(snap, &info), LS_OK, "%s", ls_last_error());
+  if (rank == 0) {
+    size_t n = 0;
+    cr_assert_eq(ls_param_count(shape, &n), LS_OK);
+    float *p = malloc(3 * n * sizeof *p);
+    fill(p, 3 * n, &s);
+    cr_assert_eq(ls_snapshot_set_model(snap, p, p + n, p + 2 * n, n, 17 + seed), LS_OK, "%s",
+                 ls_last_error());
+    free(p);
+  }
+  size_t const row = (size_t)shape->num_layers * shape->hidden_size;
+  float *h = malloc(row * sizeof *h), *c = malloc(row * sizeof *c);
+  for (size_t i = 0; i < series; i++) {
+    char key[255];
+    size_t const len = i % 7 == 3 ? 255 : i % 11 == 5 ? 1 : 8 + next(&s) % 24;
+    for (size_t k = 0; k < len; k++) key[k] = (char)('a' + next(&s) % 26);
+    /* rank and index, then a NUL or 0xff byte inside the key (where it fits) */
+    int const n = snprintf(key, len, "r%d-%zu", rank, i);
+    if (n >= 0 && (size_t)n + 1 < len) key[n] = i % 2 ? '\0' : '\xff';
+    int32_t const part = rank + world * (int32_t)(next(&s) % (parts ? parts : 1));
+    ls_series_info_t const si = {key, len, part, -1, (int64_t)(next(&s) % 1000),
+                                 (int64_t)(next(&s) % 100000), (int64_t)next(&s) % 1000000 - 1};
+    fill(h, row, &s);
+    fill(c, row, &s);
+    cr_assert_eq(ls_snapshot_add_series(snap, &si, h, c), LS_OK, "%s", ls_last_error());
+  }
+  free(h), free(c);
+  for (size_t p = 0; p < parts; p++)
+    cr_assert_eq(ls_snapshot_add_partition(snap, rank + world * (int32_t)p,
+                                           (int64_t)(next(&s) % 1000000)),
+                 LS_OK, "%s", ls_last_error());
+  return snap;
+}
+
+void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
+  ls_snapshot_reset(dst);
+  ls_snapshot_info_t info;
+  ls_snapshot_model_t m;
+  cr_assert_eq(ls_snapshot_get_info(src, &info), LS_OK);
+  cr_assert_eq(ls_snapshot_set_info(dst, &info), LS_OK, "%s", ls_last_error());
+  if (ls_snapshot_get_model(src, &m) == LS_OK)
+    cr_assert_eq(ls_snapshot_set_model(dst, m.params, m.adam_m, m.adam_v, m.n, m.adam_steps),
+                 LS_OK, "%s", ls_last_error());
+  for (size_t i = 0; i < ls_snapshot_series_count(src); i++) {
+    ls_series_info_t si;
+    const float *h, *c;
+    cr_assert_eq(ls_snapshot_get_series(src, i, &si, &h, &c), LS_OK);
+    cr_assert_eq(ls_snapshot_add_series(dst, &si, h, c), LS_OK, "%s", ls_last_error());
+  }
+  for (size_t i = 0; i < ls_snapshot_partition_count(src); i++) {
+    int32_t p;
+    int64_t off;
+    cr_assert_eq(ls_snapshot_get_partition(src, i, &p, &off), LS_OK);
+    cr_assert_eq(ls_snapshot_add_partition(dst, p, off), LS_OK, "%s", ls_last_error());
+  }
+}
+
+void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
+  ls_shape_t sa, sb;
+  ls_snapshot_info_t ia, ib;
+  cr_assert_eq(ls_snapshot_get_shape(a, &sa), LS_OK);
+  cr_assert_eq(ls_snapshot_get_shape(b, &sb), LS_OK);
+  cr_assert_arr_eq(&sa, &sb, sizeof sa, "shapes differ");
+  cr_assert_eq(ls_snapshot_get_info(a, &ia), LS_OK);
+  cr_assert_eq(ls_snapshot_get_info(b, &ib), LS_OK);
+  cr_assert(ia.step == ib.step && ia.seed == ib.seed && ia.fingerprint == ib.fingerprint &&
+                ia.world == ib.world && ia.rank == ib.rank,
+            "info differs: step %lld/%lld rank %d/%d", (long long)ia.step, (long long)ib.step,
+            ia.rank, ib.rank);
+  ls_snapshot_model_t ma, mb;
+  ls_err_t const ea = ls_snapshot_get_model(a, &ma), eb = ls_snapshot_get_model(b, &mb);
+  cr_assert_eq(ea, eb, "one holds a model, the other not");
+  if (ea == LS_OK) {
+    cr_assert_eq(ma.n, mb.n);
+    cr_assert_eq(ma.adam_steps, mb.adam_steps);
+    cr_assert_arr_eq(ma.params, mb.params, ma.n * sizeof(float), "params differ");
+    cr_assert_arr_eq(ma.adam_m, mb.adam_m, ma.n * sizeof(float), "adam_m differs");
+    cr_assert_arr_eq(ma.adam_v, mb.adam_v, ma.n * sizeof(float), "adam_v differs");
+  }
+  size_t const S = ls_snapshot_series_count(a), row = (size_t)sa.num_layers * sa.hidden_size;
+  cr_assert_eq(S, ls_snapshot_series_count(b), "series counts differ");
+  for (size_t i = 0; i < S; i++) {
+    ls_series_info_t x, y;
+    const float *hx, *cx, *hy, *cy;
+    cr_assert_eq(ls_snapshot_get_series(a, i, &x, &hx, &cx), LS_OK);
+    cr_assert_eq(ls_snapshot_get_series(b, i, &y, &hy, &cy), LS_OK);
+    cr_assert(x.key_len == y.key_len && !memcmp(x.key, y.key, x.key_len) &&
+                  y.key[y.key_len] == '\0',
+              "series %zu: keys differ", i);
+    cr_assert(x.partition == y.partition && x.windows == y.windows && x.records == y.records &&
+                  x.last_offset == y.last_offset,
+              "series %zu: counts differ", i);
+    cr_assert_arr_eq(hx, hy, row * sizeof(float), "series %zu: h differs", i);
+    cr_assert_arr_eq(cx, cy, row * sizeof(float), "series %zu: c differs", i);
+  }
+  size_t const P = ls_snapshot_partition_count(a);
+  cr_assert_eq(P, ls_snapshot_partition_count(b), "partition counts differ");
+  for (size_t i = 0; i < P; i++) {
+    int32_t pa, pb;
+    int64_t oa, ob;
+    cr_assert_eq(ls_snapshot_get_partition(a, i, &pa, &oa), LS_OK);
+    cr_assert_eq(ls_snapshot_get_partition(b, i, &pb, &ob), LS_OK);
+    cr_assert(pa == pb && oa == ob, "partition %zu differs", i);
+  }
+}
+
+char *su_temp_dir(void) {
+  char *const dir = strdup("/tmp/lstream-snap-test-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
+  return dir;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  return remove(path);
+}
+
+void su_remove(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+void su_snap_path(char *buf, const char *dir, int64_t step, const char *name) {
+  if (name == NULL)
+    snprintf(buf, PATH_MAX, "%s/snap-%012lld", dir, (long long)step);
+  else
+    snprintf(buf, PATH_MAX, "%s/snap-%012lld/%s", dir, (long long)step, name);
+}
+
+void su_write_snapshot(const char *dir, const ls_shape_t *shape, int world, int64_t step,
+                       size_t series, uint32_t seed, const ls_snapshot_conf_t *conf, int keep,
+                       ls_snapshot_t **out) {
+  for (int r = 0; r < world; r++) {
+    ls_snapshot_t *const s =
+        su_snapshot(shape, world, r, step, series + (size_t)r, 2 + (size_t)r, seed + (uint32_t)r);
+    cr_assert_eq(ls_snapshot_write_shard(s, dir, conf), LS_OK, "%s", ls_last_error());
+    if (out != NULL)
+      out[r] = s;
+    else
+      ls_snapshot_destroy(s);
+  }
+  cr_assert_eq(ls_snapshot_commit(dir, step, world, keep), LS_OK, "%s", ls_last_error());
+}
+
+/* Opens path for reading and writing, or fails the test. */
+static int open_rw(const char *path) {
+  int const fd = open(path, O_RDWR);
+  cr_assert(fd >= 0, "cannot open %s", path);
+  return fd;
+}
+
+void su_flip_bit(const char *path, uint64_t offset, int bit) {
+  int const fd = open_rw(path);
+  unsigned char b;
+  cr_assert_eq(pread(fd, &b, 1, (off_t)offset), 1, "%s: no byte at %llu", path,
+               (unsigned long long)offset);
+  b ^= (unsigned char)(1u << bit);
+  cr_assert_eq(pwrite(fd, &b, 1, (off_t)offset), 1);
+  close(fd);
+}
+
+void su_truncate(const char *path, uint64_t size) {
+  cr_assert_eq(truncate(path, (off_t)size), 0, "cannot truncate %s", path);
+}
+
+void su_poke_u32(const char *path, uint64_t offset, uint32_t value) {
+  int const fd = open_rw(path);
+  cr_assert_eq(pwrite(fd, &value, sizeof value, (off_t)offset), (ssize_t)sizeof value);
+  close(fd);
+}
+
+uint64_t su_file_size(const char *path) {
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "cannot stat %s", path);
+  return (uint64_t)st.st_size;
+}

@@ -1,0 +1,310 @@
+/*
+ * Snapshots written and loaded back are bit-identical: one and three
+ * ranks, with and without byte shuffling, zstd levels 1 and 19 and with
+ * worker threads; re-sharding to other world sizes; empty parts; a staging
+ * snapshot refilled without reallocating; a snapshot filled from an engine
+ * and a series table. Also CRC32C and the byte shuffle on their own.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snap_util.h"
+#include "snapshot_format.h"
+
+static const ls_shape_t SHAPE = {3, 20, 2, 3}; /* I, H, L, O */
+
+/* Writes a world-rank snapshot with conf, loads every shard, and the part
+ * of every rank through ls_snapshot_load, and compares with what was
+ * written. */
+static void round_trip(int world, const ls_snapshot_conf_t *conf) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_t *parts[3];
+  su_write_snapshot(dir, &SHAPE, world, 42, 300, 7, conf, 2, parts);
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 42, NULL);
+  ls_snapshot_manifest_t *man = NULL;
+  cr_assert_eq(ls_snapshot_manifest_read(path, &man), LS_OK, "%s", ls_last_error());
+  int64_t step;
+  int32_t w;
+  cr_assert_eq(ls_snapshot_manifest_get(man, &step, &w), LS_OK);
+  cr_assert(step == 42 && w == world);
+  ls_snapshot_model_t zero;
+  cr_assert_eq(ls_snapshot_get_model(parts[0], &zero), LS_OK);
+  for (int r = 0; r < world; r++) {
+    ls_snapshot_t *back = NULL;
+    cr_assert_eq(ls_snapshot_load_shard(man, r, &back), LS_OK, "%s", ls_last_error());
+    su_expect_same(parts[r], back);
+    ls_snapshot_file_t file;
+    cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
+    cr_assert_eq(file.n_sections, r == 0 ? 7 : 5);
+    for (int i = 0; i < file.n_sections; i++) {
+      const char *const name = file.sections[i].name;
+      int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
+                         !strcmp(name, "states");
+      cr_assert_eq(file.sections[i].shuffled, floats && conf->shuffle, "section %s", name);
+    }
+    ls_snapshot_shard_t sh;
+    cr_assert_eq(ls_snapshot_manifest_shard(man, r, &sh), LS_OK);
+    cr_assert(sh.size == file.size && sh.crc == file.crc && sh.series == 300 + (uint64_t)r &&
+              sh.partitions == 2 + (uint64_t)r);
+    ls_snapshot_destroy(back);
+
+    /* A rank's resume part: its shard plus rank 0's model. */
+    cr_assert_eq(ls_snapshot_load(path, world, r, &back), LS_OK, "%s", ls_last_error());
+    if (r > 0)
+      cr_assert_eq(ls_snapshot_set_model(parts[r], zero.params, zero.adam_m, zero.adam_v, zero.n,
+                                         zero.adam_steps),
+                   LS_OK);
+    su_expect_same(parts[r], back);
+    ls_snapshot_destroy(back);
+  }
+  for (int r = 0; r < world; r++) ls_snapshot_destroy(parts[r]);
+  ls_snapshot_manifest_destroy(man);
+  su_remove(dir);
+  free(dir);
+}
+
+Test(round_trip, one_rank) {
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  for (int level = 1; level <= 19; level += 18)
+    for (int shuffle = 0; shuffle <= 1; shuffle++) {
+      conf.level = level;
+      conf.shuffle = shuffle;
+      round_trip(1, &conf);
+    }
+}
+
+Test(round_trip, three_ranks) {
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  for (int level = 1; level <= 19; level += 18)
+    for (int shuffle = 0; shuffle <= 1; shuffle++) {
+      conf.level = level;
+      conf.shuffle = shuffle;
+      round_trip(3, &conf);
+    }
+}
+
+Test(round_trip, zstd_workers) {
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  conf.workers = 2;
+  round_trip(1, &conf);
+}
+
+/* Loading a 3-rank snapshot for M ranks: every series and partition lands
+ * once, on rank p % M, unchanged; every rank gets the model. */
+static void reshard(int M) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  ls_snapshot_t *parts[3];
+  su_write_snapshot(dir, &SHAPE, 3, 9, 50, 3, &conf, 1, parts);
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 9, NULL);
+  size_t const row = (size_t)SHAPE.num_layers * SHAPE.hidden_size;
+  size_t found = 0, found_parts = 0;
+  ls_snapshot_model_t zero;
+  cr_assert_eq(ls_snapshot_get_model(parts[0], &zero), LS_OK);
+  for (int r = 0; r < M; r++) {
+    ls_snapshot_t *s = NULL;
+    cr_assert_eq(ls_snapshot_load(path, M, r, &s), LS_OK, "%s", ls_last_error());
+    ls_snapshot_info_t info;
+    ls_snapshot_model_t model;
+    cr_assert_eq(ls_snapshot_get_info(s, &info), LS_OK);
+    cr_assert(info.world == M && info.rank == r && info.step == 9);
+    cr_assert_eq(ls_snapshot_get_model(s, &model), LS_OK);
+    cr_assert_arr_eq(model.params, zero.params, zero.n * sizeof(float));
+    cr_assert_arr_eq(model.adam_v, zero.adam_v, zero.n * sizeof(float));
+    /* Each series is one written by some old rank, in the old ranks' order. */
+    for (size_t i = 0; i < ls_snapshot_series_count(s); i++, found++) {
+      ls_series_info_t a;
+      const float *ha, *ca;
+      cr_assert_eq(ls_snapshot_get_series(s, i, &a, &ha, &ca), LS_OK);
+      cr_assert_eq(a.partition % M, r, "series of partition %d on rank %d of %d", a.partition,
+                   r, M);
+      ls_snapshot_t *const old = parts[a.partition % 3];
+      int hit = 0;
+      for (size_t j = 0; j < ls_snapshot_series_count(old) && !hit; j++) {
+        ls_series_info_t b;
+        const float *hb, *cb;
+        cr_assert_eq(ls_snapshot_get_series(old, j, &b, &hb, &cb), LS_OK);
+        hit = b.key_len == a.key_len && !memcmp(a.key, b.key, a.key_len) &&
+              a.partition == b.partition && a.windows == b.windows &&
+              a.last_offset == b.last_offset && !memcmp(ha, hb, row * sizeof(float)) &&
+              !memcmp(ca, cb, row * sizeof(float));
+      }
+      cr_assert(hit, "series %zu of new rank %d is not one that was written", i, r);
+    }
+    for (size_t i = 0; i < ls_snapshot_partition_count(s); i++, found_parts++) {
+      int32_t p;
+      int64_t off;
+      cr_assert_eq(ls_snapshot_get_partition(s, i, &p, &off), LS_OK);
+      cr_assert_eq(p % M, r);
+    }
+    ls_snapshot_destroy(s);
+  }
+  /* 50, 51, 52 series and 2, 3, 4 partitions were written. */
+  cr_assert_eq(found, 153, "%zu series after re-sharding to %d ranks", found, M);
+  cr_assert_eq(found_parts, 9);
+  for (int r = 0; r < 3; r++) ls_snapshot_destroy(parts[r]);
+  su_remove(dir);
+  free(dir);
+}
+
+Test(round_trip, reshard_to_1_2_5_ranks) {
+  reshard(1);
+  reshard(2);
+  reshard(5);
+}
+
+Test(round_trip, empty_part) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  ls_snapshot_t *s = su_snapshot(&SHAPE, 1, 0, 0, 0, 0, 1);
+  cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_commit(dir, 0, 1, 1), LS_OK, "%s", ls_last_error());
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 0, NULL);
+  ls_snapshot_t *back = NULL;
+  cr_assert_eq(ls_snapshot_load(path, 1, 0, &back), LS_OK, "%s", ls_last_error());
+  su_expect_same(s, back);
+  ls_snapshot_destroy(back);
+  ls_snapshot_destroy(s);
+  su_remove(dir);
+  free(dir);
+}
+
+/* Refilling a reset snapshot with as much content reuses its memory. */
+Test(round_trip, staging_reuse) {
+  ls_snapshot_t *a = su_snapshot(&SHAPE, 2, 1, 5, 40, 2, 3);
+  const float *h1, *c1, *h2, *c2;
+  cr_assert_eq(ls_snapshot_get_states(a, &h1, &c1), LS_OK);
+  ls_snapshot_t *const b = su_snapshot(&SHAPE, 2, 1, 5, 40, 2, 4);
+  ls_snapshot_reset(a);
+  cr_assert_eq(ls_snapshot_series_count(a), 0);
+  cr_assert_eq(ls_snapshot_partition_count(a), 0);
+  su_copy(a, b);
+  cr_assert_eq(ls_snapshot_get_states(a, &h2, &c2), LS_OK);
+  cr_assert(h1 == h2 && c1 == c2, "the states were reallocated");
+  su_expect_same(b, a);
+  ls_snapshot_destroy(a);
+  ls_snapshot_destroy(b);
+}
+
+/* set_engine + add_series_table capture an engine and a series table;
+ * loading gives back the same parameters, moments and states. */
+Test(round_trip, engine_and_series_table) {
+  ls_engine_conf_t ec;
+  ls_engine_conf_init(&ec);
+  ec.shape = SHAPE;
+  ec.max_batch = 4;
+  ec.max_window = 3;
+  ec.threads = 1;
+  ls_engine_t *eng = NULL;
+  cr_assert_eq(ls_engine_new(&ec, &eng), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_engine_init_params(eng, 11), LS_OK);
+  ls_series_table_t *tab = NULL;
+  cr_assert_eq(ls_series_table_new(eng, 2, &tab), LS_OK);
+  /* Three optimizer steps on windows of 4 series make moments and states. */
+  float x[3 * 4 * 3], y[3 * 4 * 3];
+  for (int i = 0; i < 36; i++) x[i] = 0.1f * (float)(i % 7), y[i] = 0.05f * (float)(i % 5);
+  int64_t slots[4];
+  for (int k = 0; k < 4; k++) {
+    char key[8];
+    snprintf(key, sizeof key, "s%d", k);
+    cr_assert_eq(ls_series_table_slot(tab, key, strlen(key), k % 2, &slots[k]), LS_OK);
+  }
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  for (int step = 0; step < 3; step++) {
+    cr_assert_eq(ls_engine_gather_state(eng, ls_series_table_states(tab), 4, slots), LS_OK);
+    cr_assert_eq(ls_engine_forward(eng, 3, 4, x, y, NULL, NULL, NULL), LS_OK);
+    cr_assert_eq(ls_engine_backward(eng, 1.0f / 36), LS_OK);
+    cr_assert_eq(ls_engine_optimizer_step(eng, &opt, 1.0f, NULL), LS_OK);
+    cr_assert_eq(ls_engine_scatter_state(eng, ls_series_table_states(tab), 4, slots), LS_OK);
+    for (int k = 0; k < 4; k++) ls_series_table_trained(tab, slots[k], 3, 10 * step + k);
+  }
+  ls_snapshot_t *s = NULL;
+  cr_assert_eq(ls_snapshot_new(&SHAPE, 0, 0, &s), LS_OK);
+  ls_snapshot_info_t const info = {3, 11, 99, 1, 0};
+  cr_assert_eq(ls_snapshot_set_info(s, &info), LS_OK);
+  cr_assert_eq(ls_snapshot_set_engine(s, eng), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_add_series_table(s, tab), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_add_partition(s, 0, 12), LS_OK);
+  char *const dir = su_temp_dir();
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_commit(dir, 3, 1, 1), LS_OK, "%s", ls_last_error());
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 3, NULL);
+  ls_snapshot_t *back = NULL;
+  cr_assert_eq(ls_snapshot_load(path, 1, 0, &back), LS_OK, "%s", ls_last_error());
+  su_expect_same(s, back);
+
+  size_t const n = ls_engine_param_count(eng), row = 2 * 20;
+  float *p = malloc(3 * n * sizeof *p), *h = malloc(4 * row * sizeof *h),
+        *c = malloc(4 * row * sizeof *c);
+  int64_t adam_steps;
+  cr_assert_eq(ls_engine_read_params(eng, p, n), LS_OK);
+  cr_assert_eq(ls_engine_read_optimizer(eng, p + n, p + 2 * n, n, &adam_steps), LS_OK);
+  ls_snapshot_model_t m;
+  cr_assert_eq(ls_snapshot_get_model(back, &m), LS_OK);
+  cr_assert_eq(m.adam_steps, 3);
+  cr_assert_eq(adam_steps, 3);
+  cr_assert_arr_eq(m.params, p, n * sizeof(float));
+  cr_assert_arr_eq(m.adam_m, p + n, n * sizeof(float));
+  cr_assert_arr_eq(m.adam_v, p + 2 * n, n * sizeof(float));
+  cr_assert_eq(ls_state_table_read(ls_series_table_states(tab), 0, 4, h, c), LS_OK);
+  const float *hb, *cb;
+  cr_assert_eq(ls_snapshot_get_states(back, &hb, &cb), LS_OK);
+  cr_assert_arr_eq(hb, h, 4 * row * sizeof(float));
+  cr_assert_arr_eq(cb, c, 4 * row * sizeof(float));
+  for (int k = 0; k < 4; k++) {
+    ls_series_info_t a, b;
+    cr_assert_eq(ls_series_table_info(tab, k, &a), LS_OK);
+    cr_assert_eq(ls_snapshot_get_series(back, (size_t)k, &b, NULL, NULL), LS_OK);
+    cr_assert(a.key_len == b.key_len && !memcmp(a.key, b.key, a.key_len) &&
+              a.partition == b.partition && a.windows == 3 && b.windows == 3 &&
+              a.records == b.records && a.last_offset == b.last_offset);
+  }
+  free(p), free(h), free(c);
+  ls_snapshot_destroy(back);
+  ls_snapshot_destroy(s);
+  ls_series_table_destroy(tab);
+  ls_engine_destroy(eng);
+  su_remove(dir);
+  free(dir);
+}
+
+Test(format, crc32c) {
+  /* The check value of CRC-32C (RFC 3720, and every CRC catalogue). */
+  cr_assert_eq(snap_crc32c(0, "123456789", 9), 0xe3069283u);
+  cr_assert_eq(snap_crc32c_portable(0, "123456789", 9), 0xe3069283u);
+  uint8_t buf[1000];
+  for (int i = 0; i < 1000; i++) buf[i] = (uint8_t)(i * 131 + 7);
+  for (size_t at = 0; at < 9; at++)
+    for (size_t n = 0; n < 300; n += 7) {
+      uint32_t const fast = snap_crc32c(0, buf + at, n);
+      cr_assert_eq(fast, snap_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
+      /* In two pieces, the same as in one. */
+      cr_assert_eq(snap_crc32c(snap_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3),
+                   fast);
+    }
+}
+
+Test(format, shuffle) {
+  uint8_t const src[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  uint8_t planes[12], back[12];
+  snap_shuffle4(planes, src, 3);
+  uint8_t const want[12] = {1, 5, 9, 2, 6, 10, 3, 7, 11, 4, 8, 12};
+  cr_assert_arr_eq(planes, want, 12);
+  snap_unshuffle4(back, planes, 3);
+  cr_assert_arr_eq(back, src, 12);
+}

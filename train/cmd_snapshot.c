@@ -1,0 +1,249 @@
+/*
+ * `lstream inspect SNAPSHOT` and `lstream export SNAPSHOT ...`: look into a
+ * snapshot (verifying every checksum), and write its model and states as
+ * safetensors files for PyTorch.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "lstream/state.h"
+
+/* Partitions listed per rank by inspect before "...". */
+#define SHOWN_PARTITIONS 8
+
+static void print_rejected(void *opaque, const char *path, ls_err_t err, const char *why) {
+  fprintf(stderr, "lstream %s: passed over %s: %s: %s\n", (const char *)opaque, path,
+          ls_err2str(err), why);
+}
+
+/* path = arg when it is a snapshot (it holds a manifest), else the newest
+ * good snapshot under arg, reporting those passed over. */
+static int resolve(const char *cmd, const char *arg, char *path, size_t size) {
+  char manifest[PATH_MAX];
+  struct stat st;
+  snprintf(manifest, sizeof manifest, "%s/manifest", arg);
+  if (stat(manifest, &st) == 0) {
+    snprintf(path, size, "%s", arg);
+    return CLI_EXIT_OK;
+  }
+  ls_err_t const err = ls_snapshot_find_latest(arg, print_rejected, (void *)cmd, path, size);
+  if (err != LS_OK) return cli_fail(err, "%s: no snapshot to read", arg);
+  if (path[0] == '\0') return cli_fail(LS_OK, "%s: no snapshot there (nor a manifest)", arg);
+  printf("%s: latest good snapshot is %s\n", arg, path);
+  return CLI_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* inspect                                                                   */
+
+typedef struct totals_s {
+  uint64_t stored, raw, sections, files, series, partitions;
+} totals_t;
+
+static void print_file(const char *name, const ls_snapshot_file_t *f, totals_t *t) {
+  uint64_t raw = 0;
+  for (int i = 0; i < f->n_sections; i++) raw += f->sections[i].raw;
+  printf("%s: %llu bytes (%llu raw, ratio %.2f), format version %u, crc32c %08x: ok\n", name,
+         (unsigned long long)f->size, (unsigned long long)raw,
+         (double)raw / (double)f->size, f->version, f->crc);
+  printf("  %-11s %10s %12s %12s %7s %8s  %s\n", "section", "offset", "stored", "raw", "ratio",
+         "shuffled", "crc32c");
+  for (int i = 0; i < f->n_sections; i++) {
+    const ls_snapshot_section_t *const s = &f->sections[i];
+    printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok\n", s->name,
+           (unsigned long long)s->offset, (unsigned long long)s->stored,
+           (unsigned long long)s->raw, s->stored ? (double)s->raw / (double)s->stored : 0.0,
+           s->shuffled ? "yes" : "no", s->crc);
+  }
+  t->stored += f->size;
+  t->raw += raw;
+  t->sections += (uint64_t)f->n_sections;
+  t->files++;
+}
+
+static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
+  ls_snapshot_model_t m;
+  if (ls_snapshot_get_model(s, &m) == LS_OK) {
+    ls_shape_t shape;
+    ls_snapshot_info_t info;
+    ls_snapshot_get_shape(s, &shape);
+    ls_snapshot_get_info(s, &info);
+    printf("model: I=%d H=%d L=%d O=%d, %zu parameters, %lld optimizer updates, step %lld, "
+           "seed %llu, config fingerprint %016llx\n",
+           shape.input_size, shape.hidden_size, shape.num_layers, shape.output_size, m.n,
+           (long long)m.adam_steps, (long long)info.step, (unsigned long long)info.seed,
+           (unsigned long long)info.fingerprint);
+  }
+  size_t const S = ls_snapshot_series_count(s), P = ls_snapshot_partition_count(s);
+  printf("rank %d: %zu series, %zu partitions (partition@resume offset:", rank, S, P);
+  for (size_t i = 0; i < P && i < SHOWN_PARTITIONS; i++) {
+    int32_t p;
+    int64_t off;
+    ls_snapshot_get_partition(s, i, &p, &off);
+    printf(" %d@%lld", (int)p, (long long)off);
+  }
+  printf("%s)\n", P > SHOWN_PARTITIONS ? " ..." : "");
+  t->series += S;
+  t->partitions += P;
+}
+
+static void inspect_usage(FILE *f) {
+  fprintf(f, "Usage: lstream inspect SNAPSHOT\n"
+             "\n"
+             "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
+             "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
+             "Prints the manifest, every file's sections with their sizes, compression\n"
+             "ratios and checksums, the model's shape and step, and each rank's series\n"
+             "and partitions. Every checksum is verified and every section decoded; the\n"
+             "exit status is 1 on any fault.\n");
+}
+
+int cmd_inspect(int argc, char **argv) {
+  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    inspect_usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (argc != 2) return cli_usage_error("inspect", "expected one SNAPSHOT");
+  char path[PATH_MAX];
+  int rc = resolve("inspect", argv[1], path, sizeof path);
+  if (rc != CLI_EXIT_OK) return rc;
+  ls_snapshot_manifest_t *man = NULL;
+  ls_err_t err = ls_snapshot_manifest_read(path, &man);
+  if (err != LS_OK) return cli_fail(err, "FAULT: %s", path);
+  int64_t step;
+  int32_t world;
+  ls_snapshot_file_t file;
+  ls_snapshot_manifest_get(man, &step, &world);
+  ls_snapshot_manifest_file(man, &file);
+  totals_t t = {0};
+  printf("snapshot %s: step %lld, %d rank%s\n", path, (long long)step, (int)world,
+         world > 1 ? "s" : "");
+  print_file("manifest", &file, &t);
+  printf("  %-6s %12s %9s %10s %10s\n", "shard", "bytes", "crc32c", "series", "partitions");
+  for (int r = 0; r < world; r++) {
+    ls_snapshot_shard_t sh;
+    ls_snapshot_manifest_shard(man, r, &sh);
+    printf("  %-6d %12llu  %08x %10llu %10llu\n", r, (unsigned long long)sh.size, sh.crc,
+           (unsigned long long)sh.series, (unsigned long long)sh.partitions);
+  }
+  int faults = 0;
+  for (int r = 0; r < world; r++) {
+    ls_snapshot_t *s = NULL;
+    err = ls_snapshot_load_shard(man, r, &s);
+    if (err != LS_OK) {
+      cli_fail(err, "FAULT: shard-%d", r);
+      faults++;
+      continue;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "shard-%d", r);
+    ls_snapshot_get_file(s, &file);
+    print_file(name, &file, &t);
+    print_part(r, s, &t);
+    ls_snapshot_destroy(s);
+  }
+  ls_snapshot_manifest_destroy(man);
+  printf("total: %llu series, %llu partitions, %llu bytes in %llu files (%llu raw, ratio %.2f)\n",
+         (unsigned long long)t.series, (unsigned long long)t.partitions,
+         (unsigned long long)t.stored, (unsigned long long)t.files, (unsigned long long)t.raw,
+         t.stored ? (double)t.raw / (double)t.stored : 0.0);
+  if (faults > 0) {
+    printf("verification: FAILED, %d of %d shards damaged\n", faults, (int)world);
+    return CLI_EXIT_FAIL;
+  }
+  printf("verification: ok, %llu section checksums and %llu file checksums\n",
+         (unsigned long long)t.sections, (unsigned long long)t.files);
+  return CLI_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* export                                                                    */
+
+static void export_usage(FILE *f) {
+  fprintf(f,
+          "Usage: lstream export SNAPSHOT [--safetensors FILE] [--states FILE]\n"
+          "\n"
+          "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
+          "as safetensors files (F32, little-endian):\n"
+          "  --safetensors FILE  the model, with PyTorch's names for a module M with\n"
+          "                      M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
+          "                      lstm.weight_ih_l0, ..., head.weight, head.bias\n"
+          "                      (M.load_state_dict(tensors, strict=True) loads it)\n"
+          "  --states FILE       every rank's series states h, c [S, L, H], and in\n"
+          "                      __metadata__ \"keys\" (a JSON array of strings, key byte b\n"
+          "                      as code point b) and \"partitions\" (a JSON array)\n"
+          "At least one of the two.\n");
+}
+
+/* Writes the states of every shard of the snapshot at path. */
+static int export_states(const char *path, const char *out) {
+  ls_snapshot_manifest_t *man = NULL;
+  ls_err_t err = ls_snapshot_manifest_read(path, &man);
+  if (err != LS_OK) return cli_fail(err, "cannot read the manifest of %s", path);
+  int64_t step;
+  int32_t world;
+  ls_snapshot_manifest_get(man, &step, &world);
+  ls_snapshot_t **const parts = calloc((size_t)world, sizeof *parts);
+  err = parts ? LS_OK : LS_ERR_NOMEM;
+  for (int r = 0; r < world && err == LS_OK; r++) err = ls_snapshot_load_shard(man, r, &parts[r]);
+  int rc = CLI_EXIT_OK;
+  if (err != LS_OK)
+    rc = cli_fail(err, "cannot load %s", path);
+  else if ((err = ls_snapshot_export_states((const ls_snapshot_t *const *)parts, world, out)) !=
+           LS_OK)
+    rc = cli_fail(err, "cannot export the states");
+  for (int r = 0; parts && r < world; r++) ls_snapshot_destroy(parts[r]);
+  free(parts);
+  ls_snapshot_manifest_destroy(man);
+  return rc;
+}
+
+int cmd_export(int argc, char **argv) {
+  const char *snapshot = NULL, *model_out = NULL, *states_out = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *const a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      export_usage(stdout);
+      return CLI_EXIT_OK;
+    }
+    int const takes = !strcmp(a, "--safetensors") || !strcmp(a, "--states");
+    if (takes && i + 1 >= argc) return cli_usage_error("export", "%s needs a FILE", a);
+    if (!strcmp(a, "--safetensors"))
+      model_out = argv[++i];
+    else if (!strcmp(a, "--states"))
+      states_out = argv[++i];
+    else if (a[0] == '-')
+      return cli_usage_error("export", "unknown option '%s'", a);
+    else if (snapshot != NULL)
+      return cli_usage_error("export", "one SNAPSHOT only ('%s' and '%s')", snapshot, a);
+    else
+      snapshot = a;
+  }
+  if (snapshot == NULL) return cli_usage_error("export", "expected a SNAPSHOT");
+  if (model_out == NULL && states_out == NULL)
+    return cli_usage_error("export", "nothing to do: give --safetensors FILE and/or --states FILE");
+  char path[PATH_MAX];
+  int rc = resolve("export", snapshot, path, sizeof path);
+  if (rc != CLI_EXIT_OK) return rc;
+  if (model_out != NULL) {
+    ls_snapshot_manifest_t *man = NULL;
+    ls_snapshot_t *s = NULL;
+    ls_err_t err = ls_snapshot_manifest_read(path, &man);
+    if (err == LS_OK) err = ls_snapshot_load_shard(man, 0, &s);
+    if (err == LS_OK) err = ls_snapshot_export_model(s, model_out);
+    ls_snapshot_destroy(s);
+    ls_snapshot_manifest_destroy(man);
+    if (err != LS_OK) return cli_fail(err, "cannot export the model of %s", path);
+    printf("model of %s -> %s\n", path, model_out);
+  }
+  if (states_out != NULL) {
+    rc = export_states(path, states_out);
+    if (rc != CLI_EXIT_OK) return rc;
+    printf("states of %s -> %s\n", path, states_out);
+  }
+  return CLI_EXIT_OK;
+}
