@@ -23,12 +23,17 @@ int cmd_bench(int argc, char **argv);   /* lstream bench engine|... */
 int cmd_broker(int argc, char **argv);  /* lstream broker (train/cmd_broker.c) */
 int cmd_produce(int argc, char **argv); /* lstream produce (train/cmd_produce.c) */
 int cmd_train(int argc, char **argv);   /* lstream train (train/cmd_train.c) */
+int cmd_inspect(int argc, char **argv); /* lstream inspect (train/cmd_snapshot.c) */
+int cmd_export(int argc, char **argv);  /* lstream export (train/cmd_snapshot.c) */
 
 /* `lstream bench engine ...` (train/cmd_bench_engine.c). */
 int cmd_bench_engine(int argc, char **argv);
 
 /* `lstream bench ingest ...` (train/cmd_bench_ingest.c). */
 int cmd_bench_ingest(int argc, char **argv);
+
+/* `lstream bench snapshot ...` (train/cmd_bench_snapshot.c). */
+int cmd_bench_snapshot(int argc, char **argv);
 
 /* Kafka client properties from `-X key=value` and `--kafka-config FILE`
  * (ls_kafka_config_read's format), in the order given so that later ones

@@ -10,6 +10,8 @@ static const cli_command_t benches[] = {
     {"engine", "time full training steps (forward, loss, backward, clip, Adam)", cmd_bench_engine},
     {"ingest", "time decode + validate + window of a topic, or of records in memory",
      cmd_bench_ingest},
+    {"snapshot", "size and speed of snapshots of many series' states (zstd levels, shuffling)",
+     cmd_bench_snapshot},
 };
 static const int n_benches = (int)(sizeof benches / sizeof benches[0]);
 

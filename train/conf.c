@@ -56,7 +56,7 @@ static const key_def_t keys[] = {
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", K_STR, F(start), S(start), 0, 0, NULL},
     {"stateless", "true: start every window from a zero state (for comparison)", K_ENUM, F(stateless), 0, 0, 0, bools},
     {"deadline_ms", "live: fire a partial step this long after its first window", K_INT, F(deadline_ms), 0, 1, 3600000, NULL},
-    {"queue_windows", "ingest bound on queued windows", K_INT, F(queue_windows), 0, 1, 1 << 24, NULL},
+    {"queue_windows", "ingest bound on queued windows, per partition", K_INT, F(queue_windows), 0, 1, 1 << 24, NULL},
     {"buffer_records", "ingest bound on records held in memory", K_I64, F(buffer_records), 0, 1, 1e15, NULL},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", K_STR, F(partitions), S(partitions), 0, 0, NULL},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", K_ENUM, F(comm), 0, 0, 0, comms},
@@ -91,8 +91,8 @@ void train_conf_defaults(ls_train_conf_t *c) {
   c->until = 0;
   snprintf(c->start, sizeof c->start, "beginning");
   c->deadline_ms = 200;
-  c->queue_windows = 256;
-  c->buffer_records = 4194304;
+  c->queue_windows = 4096;
+  c->buffer_records = 16777216;
   snprintf(c->partitions, sizeof c->partitions, "all");
 }
 

@@ -16,6 +16,8 @@ static const cli_command_t commands[] = {
     {"bench", "measure the engine's training-step speed (bench engine)", cmd_bench},
     {"broker", "host an embedded Kafka cluster for development and tests", cmd_broker},
     {"produce", "write a synthetic market feed (or a CSV file) into a Kafka topic", cmd_produce},
+    {"inspect", "verify and describe a snapshot", cmd_inspect},
+    {"export", "write a snapshot's model and states as safetensors files", cmd_export},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

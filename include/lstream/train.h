@@ -65,8 +65,11 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   stateless       true: every window starts from a zero state (false)
  *   deadline_ms     live mode: fire a partial step this long after its
  *                   first window                              (200)
- *   queue_windows   ingest queue bound, windows               (256)
- *   buffer_records  ingest memory bound, records              (4194304)
+ *   queue_windows   ingest queue bound per partition, windows (4096)
+ *   buffer_records  ingest memory bound, records              (16777216)
+ *                   (large on purpose: librdkafka resumes a paused partition
+ *                   only at its broker thread's next wakeup, ~0.5 s later,
+ *                   so a queue the trainer drains in less than that stalls)
  *   partitions      the partitions to read, "0,2,5" or "all"  (all)
  *   comm            auto | none | mpi | nccl: how replicas sum gradients;
  *                   auto = mpi (cpu) or nccl (cuda) when started by mpirun
