@@ -84,15 +84,18 @@ static ls_err_t write_safetensors(const char *path, const tensor_t *ts, int n, c
   size_t at = 0;
   for (int i = 0; i < n; i++) {
     size_t count = 1;
-    for (int d = 0; d < ts[i].ndim; d++) count *= ts[i].dims[d];
+    for (int d = 0; d < ts[i].ndim; d++)
+      count *= ts[i].dims[d];
     text_add(&t, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", i == 0 && meta == NULL ? "" : ",",
              ts[i].name);
-    for (int d = 0; d < ts[i].ndim; d++) text_add(&t, "%s%zu", d ? "," : "", ts[i].dims[d]);
+    for (int d = 0; d < ts[i].ndim; d++)
+      text_add(&t, "%s%zu", d ? "," : "", ts[i].dims[d]);
     text_add(&t, "],\"data_offsets\":[%zu,%zu]}", at, at + count * sizeof(float));
     at += count * sizeof(float);
   }
   text_add(&t, "}");
-  while (!t.failed && t.len % 8 != 0) text_add(&t, " ");
+  while (!t.failed && t.len % 8 != 0)
+    text_add(&t, " ");
   if (t.failed) {
     free(t.p);
     return ls_error_set(LS_ERR_NOMEM, "%s: no memory for the safetensors header", path);
@@ -138,8 +141,8 @@ ls_err_t ls_snapshot_export_model(const ls_snapshot_t *s, const char *path) {
     tensor_t *const t = &ts[i];
     snprintf(t->name, sizeof t->name, "%s%s", kind < LS_PARAM_HEAD_WEIGHT ? "lstm." : "", name);
     /* Weights are [rows, count / rows]: 4H rows in the LSTM, O in the head. */
-    int const matrix = kind == LS_PARAM_WEIGHT_IH || kind == LS_PARAM_WEIGHT_HH ||
-                       kind == LS_PARAM_HEAD_WEIGHT;
+    int const matrix =
+        kind == LS_PARAM_WEIGHT_IH || kind == LS_PARAM_WEIGHT_HH || kind == LS_PARAM_HEAD_WEIGHT;
     size_t const rows = kind == LS_PARAM_HEAD_WEIGHT ? (size_t)s->shape.output_size : 4u * H;
     t->ndim = matrix ? 2 : 1;
     t->dims[0] = matrix ? rows : count;
@@ -177,8 +180,9 @@ ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, con
   size_t *const counts = malloc((size_t)n * sizeof *counts);
   text_t keys = {0}, meta = {0};
   text_add(&keys, "[");
-  text_add(&meta, "{\"format\":\"lstream-states\",\"layout\":\"[S, L, H]\",\"step\":\"%lld\","
-                  "\"partitions\":\"[",
+  text_add(&meta,
+           "{\"format\":\"lstream-states\",\"layout\":\"[S, L, H]\",\"step\":\"%lld\","
+           "\"partitions\":\"[",
            (long long)parts[0]->info.step);
   for (int i = 0; i < n; i++)
     for (size_t j = 0; j < parts[i]->series; j++) {

@@ -53,8 +53,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
  * count may be 0. */
 static ls_err_t grow_array(void *p, size_t count, size_t size, const char *what) {
   void **const slot = p;
-  LS_RETURN_IF(count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory", count,
-               what);
+  LS_RETURN_IF(count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory", count, what);
   void *const q = realloc(*slot, count ? count * size : 1);
   LS_RETURN_IF(q == NULL, LS_ERR_NOMEM, "no memory for %zu %s", count, what);
   *slot = q;
@@ -113,8 +112,8 @@ ls_err_t snap_model_buffers(ls_snapshot_t *s, size_t n) {
   LS_FORWARD_IF_ERROR(ls_param_count(&s->shape, &count));
   LS_RETURN_IF(n != count, LS_ERR_INVALID_ARG,
                "a model of %zu floats, but shape I=%d H=%d L=%d O=%d has %zu parameters", n,
-               s->shape.input_size, s->shape.hidden_size, s->shape.num_layers,
-               s->shape.output_size, count);
+               s->shape.input_size, s->shape.hidden_size, s->shape.num_layers, s->shape.output_size,
+               count);
   if (s->params == NULL) {
     LS_FORWARD_IF_ERROR(grow_array(&s->params, n, sizeof(float), "parameters"));
     LS_FORWARD_IF_ERROR(grow_array(&s->adam_m, n, sizeof(float), "Adam moments"));
@@ -141,8 +140,7 @@ ls_err_t ls_snapshot_set_model(ls_snapshot_t *s, const float *params, const floa
 }
 
 /* The engine's L and H must be the snapshot's (its states' row). */
-static ls_err_t check_engine_shape(const ls_snapshot_t *s, const ls_engine_t *eng,
-                                   int whole) {
+static ls_err_t check_engine_shape(const ls_snapshot_t *s, const ls_engine_t *eng, int whole) {
   LS_RETURN_IF(eng == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   const ls_shape_t *const e = &ls_engine_get_conf(eng)->shape;
   const ls_shape_t *const m = &s->shape;
@@ -171,8 +169,7 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   LS_RETURN_IF(in->key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
   LS_RETURN_IF(in->key_len < 1 || in->key_len > SNAP_KEY_MAX, LS_ERR_INVALID_ARG,
                "series key of %zu bytes: keys have 1..%d bytes", in->key_len, SNAP_KEY_MAX);
-  LS_RETURN_IF(in->partition < 0, LS_ERR_INVALID_ARG, "negative partition %d",
-               (int)in->partition);
+  LS_RETURN_IF(in->partition < 0, LS_ERR_INVALID_ARG, "negative partition %d", (int)in->partition);
   LS_FORWARD_IF_ERROR(snap_reserve(s, s->series + 1, s->key_bytes + in->key_len + 1, 0));
   size_t const i = s->series++;
   s->key_len[i] = (uint8_t)in->key_len;
@@ -187,8 +184,8 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   return LS_OK;
 }
 
-ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series,
-                                const float *h, const float *c) {
+ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series, const float *h,
+                                const float *c) {
   LS_RETURN_IF(s == NULL || series == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
   LS_RETURN_IF(h == NULL || c == NULL, LS_ERR_INVALID_ARG, "state h or c is NULL");
   LS_FORWARD_IF_ERROR(append_series(s, series));
@@ -251,30 +248,31 @@ ls_err_t ls_snapshot_get_model(const ls_snapshot_t *s, ls_snapshot_model_t *out)
   return LS_OK;
 }
 
-size_t ls_snapshot_series_count(const ls_snapshot_t *s) { return s == NULL ? 0 : s->series; }
+size_t ls_snapshot_series_count(const ls_snapshot_t *s) {
+  return s == NULL ? 0 : s->series;
+}
 
 ls_err_t ls_snapshot_get_series(const ls_snapshot_t *s, size_t i, ls_series_info_t *out,
                                 const float **h, const float **c) {
   LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
-  LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i,
-               s->series);
-  *out = (ls_series_info_t){s->keys + s->key_off[i], s->key_len[i], s->partition[i],
-                            (int64_t)i,  s->windows[i],          s->records[i],
-                            s->last_off[i]};
+  LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
+  *out = (ls_series_info_t){s->keys + s->key_off[i], s->key_len[i], s->partition[i], (int64_t)i,
+                            s->windows[i],           s->records[i], s->last_off[i]};
   if (h != NULL) *h = s->h + i * s->row;
   if (c != NULL) *c = s->c + i * s->row;
   return LS_OK;
 }
 
 ls_err_t ls_snapshot_get_states(const ls_snapshot_t *s, const float **h, const float **c) {
-  LS_RETURN_IF(s == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG,
-               "snapshot, h or c is NULL");
+  LS_RETURN_IF(s == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG, "snapshot, h or c is NULL");
   *h = s->h;
   *c = s->c;
   return LS_OK;
 }
 
-size_t ls_snapshot_partition_count(const ls_snapshot_t *s) { return s == NULL ? 0 : s->parts; }
+size_t ls_snapshot_partition_count(const ls_snapshot_t *s) {
+  return s == NULL ? 0 : s->parts;
+}
 
 ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *s, size_t i, int32_t *partition,
                                    int64_t *offset) {

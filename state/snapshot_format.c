@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, for snap_limits_t */
 #include <zstd.h>
 
 #include "snapshot_format.h"
@@ -32,8 +33,12 @@ const char *snap_section_name(uint32_t id) {
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
-static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
+static void put_u32(uint8_t *p, uint32_t v) {
+  memcpy(p, &v, sizeof v);
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  memcpy(p, &v, sizeof v);
+}
 static uint32_t get_u32(const uint8_t *p) {
   uint32_t v;
   memcpy(&v, p, sizeof v);
@@ -54,7 +59,8 @@ static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static void crc_table_init(void) {
   for (uint32_t i = 0; i < 256; i++) {
     uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    for (int k = 0; k < 8; k++)
+      c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
     crc_table[i] = c;
   }
 }
@@ -63,7 +69,8 @@ uint32_t snap_crc32c_portable(uint32_t crc, const void *data, size_t n) {
   pthread_once(&crc_once, crc_table_init);
   const uint8_t *p = data;
   uint32_t c = ~crc;
-  for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  for (size_t i = 0; i < n; i++)
+    c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return ~c;
 }
 
@@ -78,7 +85,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
     c = _mm_crc32_u64(c, v);
   }
   uint32_t c32 = (uint32_t)c;
-  for (; n > 0; n--) c32 = _mm_crc32_u8(c32, *p++);
+  for (; n > 0; n--)
+    c32 = _mm_crc32_u8(c32, *p++);
   return ~c32;
 }
 #endif
@@ -95,12 +103,14 @@ uint32_t snap_crc32c(uint32_t crc, const void *data, size_t n) {
 
 void snap_shuffle4(uint8_t *dst, const uint8_t *src, size_t n) {
   for (size_t i = 0; i < n; i++)
-    for (int b = 0; b < 4; b++) dst[(size_t)b * n + i] = src[4 * i + (size_t)b];
+    for (int b = 0; b < 4; b++)
+      dst[(size_t)b * n + i] = src[4 * i + (size_t)b];
 }
 
 void snap_unshuffle4(uint8_t *dst, const uint8_t *src, size_t n) {
   for (size_t i = 0; i < n; i++)
-    for (int b = 0; b < 4; b++) dst[4 * i + (size_t)b] = src[(size_t)b * n + i];
+    for (int b = 0; b < 4; b++)
+      dst[4 * i + (size_t)b] = src[(size_t)b * n + i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -126,7 +136,8 @@ static section_t section_of(const ls_snapshot_t *s, uint32_t id) {
   size_t const S = s->series, P = s->parts, f = sizeof(float), st = S * s->row * f;
   switch (id) {
   case SNAP_MODEL: return (section_t){id, 1, {{s->params, s->n * f, 1}}};
-  case SNAP_OPTIMIZER: return (section_t){id, 2, {{s->adam_m, s->n * f, 1}, {s->adam_v, s->n * f, 1}}};
+  case SNAP_OPTIMIZER:
+    return (section_t){id, 2, {{s->adam_m, s->n * f, 1}, {s->adam_v, s->n * f, 1}}};
   case SNAP_KEYS: return (section_t){id, 2, {{s->key_len, S, 0}, {s->keys, s->key_bytes, 0}}};
   case SNAP_COUNTS:
     return (section_t){id,
@@ -142,7 +153,8 @@ static section_t section_of(const ls_snapshot_t *s, uint32_t id) {
 
 static uint64_t section_bytes(const section_t *sec) {
   uint64_t n = 0;
-  for (int i = 0; i < sec->n; i++) n += sec->span[i].bytes;
+  for (int i = 0; i < sec->n; i++)
+    n += sec->span[i].bytes;
   return n;
 }
 
@@ -156,8 +168,7 @@ static int section_has_floats(const section_t *sec) {
 static int shard_ids(int has_model, uint32_t ids[6]) {
   int n = 0;
   if (has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
-  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES,
-  ids[n++] = SNAP_PARTITIONS;
+  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES, ids[n++] = SNAP_PARTITIONS;
   return n;
 }
 
@@ -187,16 +198,16 @@ static void meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
 }
 
 static meta_t meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
-  return (meta_t){{(int)get_u32(m + 0), (int)get_u32(m + 4), (int)get_u32(m + 8),
-                   (int)get_u32(m + 12)},
-                  get_u32(m + 16),
-                  get_u64(m + 24),
-                  (int64_t)get_u64(m + 32),
-                  get_u64(m + 40),
-                  get_u64(m + 48),
-                  get_u64(m + 56),
-                  get_u64(m + 64),
-                  get_u64(m + 72)};
+  return (meta_t){
+      {(int)get_u32(m + 0), (int)get_u32(m + 4), (int)get_u32(m + 8), (int)get_u32(m + 12)},
+      get_u32(m + 16),
+      get_u64(m + 24),
+      (int64_t)get_u64(m + 32),
+      get_u64(m + 40),
+      get_u64(m + 48),
+      get_u64(m + 56),
+      get_u64(m + 64),
+      get_u64(m + 72)};
 }
 
 /* ------------------------------------------------------------------------ */
@@ -299,8 +310,8 @@ static ls_err_t compress_feed(snap_encoder_t *e, out_file_t *o, const void *src,
   for (;;) {
     ZSTD_outBuffer ob = {e->out, OUT_BYTES, 0};
     size_t const left = ZSTD_compressStream2(e->cctx, &ob, &in, mode);
-    LS_RETURN_IF(ZSTD_isError(left), LS_ERR_BACKEND, "%s: zstd compression failed: %s",
-                 o->path, ZSTD_getErrorName(left));
+    LS_RETURN_IF(ZSTD_isError(left), LS_ERR_BACKEND, "%s: zstd compression failed: %s", o->path,
+                 ZSTD_getErrorName(left));
     *crc = snap_crc32c(*crc, e->out, ob.pos);
     *stored += ob.pos;
     LS_FORWARD_IF_ERROR(out_write(o, e->out, ob.pos));
@@ -323,8 +334,7 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const section_t 
     size_t const bytes = sec->span[i].bytes;
     raw_crc = snap_crc32c(raw_crc, src, bytes);
     if (!(shuffled && sec->span[i].floats)) {
-      LS_FORWARD_IF_ERROR(
-          compress_feed(e, o, src, bytes, ZSTD_e_continue, &stored_crc, &stored));
+      LS_FORWARD_IF_ERROR(compress_feed(e, o, src, bytes, ZSTD_e_continue, &stored_crc, &stored));
       continue;
     }
     for (size_t at = 0; at < bytes; at += SNAP_SHUFFLE_BLOCK) {
@@ -349,7 +359,8 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const section_t 
 static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, int64_t step,
                                int32_t world, int32_t rank, const section_t *secs, int n) {
   int any_shuffled = 0;
-  for (int i = 0; i < n; i++) any_shuffled |= e->conf.shuffle && section_has_floats(&secs[i]);
+  for (int i = 0; i < n; i++)
+    any_shuffled |= e->conf.shuffle && section_has_floats(&secs[i]);
   uint8_t head[SNAP_HEADER_BYTES] = {0};
   memcpy(head, MAGIC, sizeof MAGIC);
   put_u32(head + 8, SNAP_VERSION);
@@ -395,13 +406,14 @@ ls_err_t snap_write_shard_file(snap_encoder_t *e, const ls_snapshot_t *s, const 
   section_t secs[1 + 6] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
   uint32_t ids[6];
   int const n = shard_ids(s->has_model, ids);
-  for (int i = 0; i < n; i++) secs[1 + i] = section_of(s, ids[i]);
+  for (int i = 0; i < n; i++)
+    secs[1 + i] = section_of(s, ids[i]);
   return write_file(e, path, SNAP_KIND_SHARD, s->info.step, s->info.world, s->info.rank, secs,
                     1 + n);
 }
 
-ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t step,
-                                  int32_t world, const ls_snapshot_shard_t *shards) {
+ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t step, int32_t world,
+                                  const ls_snapshot_shard_t *shards) {
   size_t const bytes = (size_t)world * SNAP_SHARD_ENTRY_BYTES;
   uint8_t *const list = calloc(1, bytes);
   LS_RETURN_IF(list == NULL, LS_ERR_NOMEM, "no memory for a manifest of %d shards", (int)world);
@@ -435,8 +447,8 @@ ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
   else if (!S_ISREG(st.st_mode))
     err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
   else if ((buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL)
-    err = ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path,
-                       (long long)st.st_size);
+    err =
+        ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path, (long long)st.st_size);
   size_t got = 0;
   while (err == LS_OK && got < (size_t)st.st_size) {
     ssize_t const r = read(fd, buf + got, (size_t)st.st_size - got);
@@ -483,8 +495,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   size_t const least = SNAP_HEADER_BYTES + SNAP_TAIL_BYTES;
   *f = (snap_file_t){.name = name, .data = d, .size = size};
   if (size < least)
-    return CORRUPT("%s: truncated: %zu bytes, a snapshot file has at least %zu", name, size,
-                   least);
+    return CORRUPT("%s: truncated: %zu bytes, a snapshot file has at least %zu", name, size, least);
   if (memcmp(d, MAGIC, sizeof MAGIC) != 0)
     return CORRUPT("%s: not a snapshot file (wrong magic number: its first bytes are not "
                    "\"LSTRSNAP\")",
@@ -510,8 +521,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    size);
   if (file_size != size)
     return CORRUPT("%s: %s: %zu bytes, written with %llu", name,
-                   size < file_size ? "truncated" : "damaged", size,
-                   (unsigned long long)file_size);
+                   size < file_size ? "truncated" : "damaged", size, (unsigned long long)file_size);
   uint32_t const n = get_u32(tail);
   if (n < 1 || n > LS_SNAPSHOT_SECTIONS_MAX || n * SNAP_ENTRY_BYTES > size - least)
     return CORRUPT("%s: damaged: %u sections do not fit in %zu bytes (at most %d)", name, n, size,
@@ -523,8 +533,8 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    table_crc, get_u32(tail + 4));
   uint64_t next = SNAP_HEADER_BYTES;
   for (uint32_t i = 0; i < n; i++)
-    LS_FORWARD_IF_ERROR(parse_entry(f, (int)i, d + table_at + i * SNAP_ENTRY_BYTES, &next,
-                                    table_at));
+    LS_FORWARD_IF_ERROR(
+        parse_entry(f, (int)i, d + table_at + i * SNAP_ENTRY_BYTES, &next, table_at));
   if (next != table_at)
     return CORRUPT("%s: damaged: %llu bytes between the last section and the table", name,
                    (unsigned long long)(table_at - next));
@@ -568,8 +578,8 @@ typedef struct inflow_s {
 
 /* Decompresses into dst (n bytes, n == 0 to finish the frame) until it is
  * full, or the frame ends. */
-static ls_err_t inflate_into(const snap_file_t *f, const ls_snapshot_section_t *s,
-                             ZSTD_DCtx *dctx, inflow_t *flow, void *dst, size_t n) {
+static ls_err_t inflate_into(const snap_file_t *f, const ls_snapshot_section_t *s, ZSTD_DCtx *dctx,
+                             inflow_t *flow, void *dst, size_t n) {
   ZSTD_outBuffer out = {dst, n, 0};
   while (flow->left != 0) {
     size_t const in_was = flow->in.pos, out_was = out.pos;
@@ -581,23 +591,22 @@ static ls_err_t inflate_into(const snap_file_t *f, const ls_snapshot_section_t *
     if (flow->in.pos == in_was && out.pos == out_was) break; /* no progress: input ends */
   }
   if (out.pos < out.size || flow->left != 0)
-    return CORRUPT("%s: section '%s' holds less than the %llu bytes it was written with",
-                   f->name, s->name, (unsigned long long)s->raw);
+    return CORRUPT("%s: section '%s' holds less than the %llu bytes it was written with", f->name,
+                   s->name, (unsigned long long)s->raw);
   return LS_OK;
 }
 
 /* Decodes section i of f into the spans of sec (which must add up to its
  * raw size), unshuffling, and checks its raw checksum. */
-static ls_err_t decode_section(const snap_file_t *f, int i, const section_t *sec,
-                               decoder_t *dec, const snap_limits_t *lim) {
+static ls_err_t decode_section(const snap_file_t *f, int i, const section_t *sec, decoder_t *dec,
+                               const snap_limits_t *lim) {
   const ls_snapshot_section_t *const s = &f->desc.sections[i];
   if (f->ids[i] != sec->id)
     return CORRUPT("%s: section %d is '%s' where '%s' was expected", f->name, i, s->name,
                    snap_section_name(sec->id));
   if (s->raw != section_bytes(sec))
     return CORRUPT("%s: section '%s' holds %llu bytes, its meta section says %llu", f->name,
-                   s->name, (unsigned long long)s->raw,
-                   (unsigned long long)section_bytes(sec));
+                   s->name, (unsigned long long)s->raw, (unsigned long long)section_bytes(sec));
   const uint8_t *const frame = f->data + s->offset;
   if (ZSTD_getFrameContentSize(frame, s->stored) != s->raw)
     return CORRUPT("%s: section '%s' is not a zstd frame of %llu bytes", f->name, s->name,
@@ -632,7 +641,8 @@ static ls_err_t decode_section(const snap_file_t *f, int i, const section_t *sec
   return LS_OK;
 }
 
-static ls_err_t decoder_new(decoder_t **out) {
+/* A decoder; skipping checksums (the fuzzer) skips zstd's too. */
+static ls_err_t decoder_new(const snap_limits_t *lim, decoder_t **out) {
   decoder_t *d = malloc(sizeof *d);
   ZSTD_DCtx *const dctx = ZSTD_createDCtx();
   if (d == NULL || dctx == NULL) {
@@ -640,6 +650,8 @@ static ls_err_t decoder_new(decoder_t **out) {
     ZSTD_freeDCtx(dctx);
     return ls_error_set(LS_ERR_NOMEM, "no memory for a zstd decompression context");
   }
+  if (lim->skip_checksums)
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
   d->dctx = dctx;
   *out = d;
   return LS_OK;
@@ -659,9 +671,8 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   LS_FORWARD_IF_ERROR(decode_section(f, 0, &sec, dec, lim));
   *m = meta_unpack(raw);
   if (ls_shape_check(&m->shape) != LS_OK)
-    return CORRUPT("%s: meta: shape I=%d H=%d L=%d O=%d is not valid", f->name,
-                   m->shape.input_size, m->shape.hidden_size, m->shape.num_layers,
-                   m->shape.output_size);
+    return CORRUPT("%s: meta: shape I=%d H=%d L=%d O=%d is not valid", f->name, m->shape.input_size,
+                   m->shape.hidden_size, m->shape.num_layers, m->shape.output_size);
   if (f->step < 0 || f->world < 1 || f->rank < 0 || f->rank >= f->world)
     return CORRUPT("%s: step %lld, rank %d of world %d is not possible", f->name,
                    (long long)f->step, (int)f->rank, (int)f->world);
@@ -682,8 +693,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
    * 3 * 8 bytes of counts, 8 of key offset, 2 * L * H floats; keys have
    * 2..256 bytes each with their NUL. */
   uint64_t const S = m->series, row = (uint64_t)m->shape.num_layers * m->shape.hidden_size;
-  if (S > (1ull << 40) || m->parts > (1ull << 40) || m->key_bytes < 2 * S ||
-      m->key_bytes > 256 * S)
+  if (S > (1ull << 40) || m->parts > (1ull << 40) || m->key_bytes < 2 * S || m->key_bytes > 256 * S)
     return CORRUPT("%s: meta: %llu series with %llu key bytes, %llu partitions are not possible",
                    f->name, (unsigned long long)S, (unsigned long long)m->key_bytes,
                    (unsigned long long)m->parts);
@@ -693,6 +703,19 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
     return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
                    (unsigned long long)(lim->max_alloc ? lim->max_alloc : 1ull << 62));
+  /* Every section's size as the meta says, before anything is allocated. */
+  ls_snapshot_t sizing = {.row = (size_t)row,
+                          .n = n,
+                          .series = (size_t)S,
+                          .parts = (size_t)m->parts,
+                          .key_bytes = (size_t)m->key_bytes};
+  for (int i = 1; i < count; i++) {
+    section_t const want = section_of(&sizing, ids[i - 1]);
+    if (f->desc.sections[i].raw != section_bytes(&want))
+      return CORRUPT("%s: section '%s' holds %llu bytes, its meta section says %llu", f->name,
+                     f->desc.sections[i].name, (unsigned long long)f->desc.sections[i].raw,
+                     (unsigned long long)section_bytes(&want));
+  }
   return LS_OK;
 }
 
@@ -744,8 +767,8 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
 
 /* Decodes the sections after meta that `what` asks for into s (sized from
  * m), and checks them. */
-static ls_err_t decode_shard_body(const snap_file_t *f, const meta_t *m, int what,
-                                  decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
+static ls_err_t decode_shard_body(const snap_file_t *f, const meta_t *m, int what, decoder_t *dec,
+                                  const snap_limits_t *lim, ls_snapshot_t *s) {
   uint32_t ids[6];
   int const n = shard_ids((int)m->has_model, ids);
   for (int i = 0; i < n; i++) {
@@ -760,8 +783,7 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const meta_t *m, int wha
 }
 
 /* A snapshot sized for what of m's content `what` asks for. */
-static ls_err_t shard_alloc(const snap_file_t *f, const meta_t *m, int what,
-                            ls_snapshot_t **out) {
+static ls_err_t shard_alloc(const snap_file_t *f, const meta_t *m, int what, ls_snapshot_t **out) {
   int const series = (what & SNAP_DECODE_SERIES) != 0;
   ls_snapshot_t *s = NULL;
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&m->shape, series ? (size_t)m->series : 0,
@@ -790,7 +812,7 @@ ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *
                            ls_snapshot_t **out) {
   *out = NULL;
   decoder_t *dec = NULL;
-  LS_FORWARD_IF_ERROR(decoder_new(&dec));
+  LS_FORWARD_IF_ERROR(decoder_new(lim, &dec));
   meta_t m;
   ls_snapshot_t *s = NULL;
   ls_err_t err = read_meta(f, dec, lim, &m);
@@ -807,9 +829,9 @@ ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *
 }
 
 ls_err_t snap_decode_shard_counts(const snap_file_t *f, uint64_t *series, uint64_t *parts) {
-  decoder_t *dec = NULL;
-  LS_FORWARD_IF_ERROR(decoder_new(&dec));
   snap_limits_t const lim = {0, 0};
+  decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
   meta_t m;
   ls_err_t const err = read_meta(f, dec, &lim, &m);
   decoder_destroy(dec);
@@ -826,13 +848,17 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
     return CORRUPT("%s: step %lld, world %d, rank %d, %d sections: not a manifest's", f->name,
                    (long long)f->step, (int)f->world, (int)f->rank, f->desc.n_sections);
   uint64_t const bytes = (uint64_t)f->world * SNAP_SHARD_ENTRY_BYTES;
+  if (f->desc.sections[0].raw != bytes)
+    return CORRUPT("%s: section 'shards' holds %llu bytes, %d shards take %llu", f->name,
+                   (unsigned long long)f->desc.sections[0].raw, (int)f->world,
+                   (unsigned long long)bytes);
   if (lim->max_alloc != 0 && bytes > lim->max_alloc)
     return CORRUPT("%s: %d shards exceed the limit of %llu bytes", f->name, (int)f->world,
                    (unsigned long long)lim->max_alloc);
   uint8_t *const list = malloc((size_t)bytes);
   ls_snapshot_shard_t *const out = malloc((size_t)f->world * sizeof *out);
   decoder_t *dec = NULL;
-  ls_err_t err = list && out ? decoder_new(&dec)
+  ls_err_t err = list && out ? decoder_new(lim, &dec)
                              : ls_error_set(LS_ERR_NOMEM, "no memory for %d shards", (int)f->world);
   section_t const sec = {SNAP_SHARDS, 1, {{list, (size_t)bytes, 0}}};
   if (err == LS_OK) err = decode_section(f, 0, &sec, dec, lim);

@@ -112,22 +112,22 @@ struct ls_snapshot_s {
   ls_snapshot_info_t info;
 
   int has_model;
-  size_t n;                       /* floats of each model buffer */
+  size_t n;                        /* floats of each model buffer */
   float *params, *adam_m, *adam_v; /* [n], allocated at the first set_model */
   int64_t adam_steps;
 
   size_t series, cap_series;
-  uint8_t *key_len;                      /* [S] */
-  size_t *key_off;                       /* [S] where each key starts in keys */
-  char *keys;                            /* key bytes, each key followed by a NUL */
+  uint8_t *key_len; /* [S] */
+  size_t *key_off;  /* [S] where each key starts in keys */
+  char *keys;       /* key bytes, each key followed by a NUL */
   size_t key_bytes, cap_keys;
   int32_t *partition;                    /* [S] */
   int64_t *windows, *records, *last_off; /* [S] */
   float *h, *c;                          /* [S, L, H] */
 
   size_t parts, cap_parts;
-  int32_t *part_id;      /* [P] */
-  int64_t *part_offset;  /* [P] */
+  int32_t *part_id;     /* [P] */
+  int64_t *part_offset; /* [P] */
 
   ls_snapshot_file_t file; /* what it was loaded from */
 };

@@ -80,8 +80,7 @@ static ls_err_t make_dirs(const char *dir) {
     *p = '/';
   }
   struct stat st;
-  LS_RETURN_IF(stat(dir, &st) != 0 || !S_ISDIR(st.st_mode), LS_ERR_IO,
-               "%s: not a directory", dir);
+  LS_RETURN_IF(stat(dir, &st) != 0 || !S_ISDIR(st.st_mode), LS_ERR_IO, "%s: not a directory", dir);
   return LS_OK;
 }
 
@@ -95,7 +94,9 @@ static ls_err_t fsync_path(const char *path, int flags) {
   return LS_OK;
 }
 
-static ls_err_t fsync_dir(const char *dir) { return fsync_path(dir, O_RDONLY | O_DIRECTORY); }
+static ls_err_t fsync_dir(const char *dir) {
+  return fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
 
 /* Deletes a snapshot directory (it holds only files). */
 static ls_err_t remove_tree(const char *dir) {
@@ -359,8 +360,7 @@ void ls_snapshot_manifest_destroy(ls_snapshot_manifest_t *m) {
   free(m);
 }
 
-ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *m, int64_t *step,
-                                  int32_t *world) {
+ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *m, int64_t *step, int32_t *world) {
   LS_RETURN_IF(m == NULL || step == NULL || world == NULL, LS_ERR_INVALID_ARG,
                "manifest, step or world is NULL");
   *step = m->step;
@@ -371,8 +371,8 @@ ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *m, int64_t *step
 ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *m, int rank,
                                     ls_snapshot_shard_t *out) {
   LS_RETURN_IF(m == NULL || out == NULL, LS_ERR_INVALID_ARG, "manifest or out is NULL");
-  LS_RETURN_IF(rank < 0 || rank >= m->world, LS_ERR_INVALID_ARG,
-               "rank %d is not in [0, world %d)", rank, (int)m->world);
+  LS_RETURN_IF(rank < 0 || rank >= m->world, LS_ERR_INVALID_ARG, "rank %d is not in [0, world %d)",
+               rank, (int)m->world);
   *out = m->shards[rank];
   return LS_OK;
 }
@@ -418,24 +418,22 @@ static ls_err_t load_part(const ls_snapshot_manifest_t *m, int rank, int what,
   return err;
 }
 
-ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *m, int rank,
-                                ls_snapshot_t **out) {
+ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *m, int rank, ls_snapshot_t **out) {
   LS_RETURN_IF(m == NULL || out == NULL, LS_ERR_INVALID_ARG, "manifest or out is NULL");
   *out = NULL;
-  LS_RETURN_IF(rank < 0 || rank >= m->world, LS_ERR_INVALID_ARG,
-               "rank %d is not in [0, world %d)", rank, (int)m->world);
+  LS_RETURN_IF(rank < 0 || rank >= m->world, LS_ERR_INVALID_ARG, "rank %d is not in [0, world %d)",
+               rank, (int)m->world);
   return load_part(m, rank, SNAP_DECODE_ALL, out);
 }
 
 /* Moves the model of src (rank 0's part) into dst, which must have its
  * shape. */
 static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
-  LS_RETURN_IF(memcmp(&dst->shape, &src->shape, sizeof dst->shape) != 0 ||
-                   dst->info.seed != src->info.seed ||
-                   dst->info.fingerprint != src->info.fingerprint,
-               LS_ERR_CORRUPT,
-               "shard %d of step %lld has another shape, seed or fingerprint than shard 0",
-               (int)dst->info.rank, (long long)dst->info.step);
+  LS_RETURN_IF(
+      memcmp(&dst->shape, &src->shape, sizeof dst->shape) != 0 ||
+          dst->info.seed != src->info.seed || dst->info.fingerprint != src->info.fingerprint,
+      LS_ERR_CORRUPT, "shard %d of step %lld has another shape, seed or fingerprint than shard 0",
+      (int)dst->info.rank, (long long)dst->info.step);
   float *const p = dst->params, *const m = dst->adam_m, *const v = dst->adam_v;
   dst->params = src->params, dst->adam_m = src->adam_m, dst->adam_v = src->adam_v;
   src->params = p, src->adam_m = m, src->adam_v = v;
@@ -466,8 +464,8 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
 
 /* Builds rank's part of a world-rank run from every shard of m, starting
  * from shard 0 (loaded whole in *zero). */
-static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, int world,
-                        int rank, ls_snapshot_t **out) {
+static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, int world, int rank,
+                        ls_snapshot_t **out) {
   ls_snapshot_t *s = NULL;
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&zero->shape, 0, 0, &s));
   s->info = zero->info;
@@ -480,8 +478,8 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
       s->info.rank = r; /* for take_model's and take_series' messages */
       err = memcmp(&part->shape, &s->shape, sizeof s->shape) == 0
                 ? take_series(s, part, world, rank)
-                : ls_error_set(LS_ERR_CORRUPT, "%s/shard-%d: another shape than shard 0's",
-                               m->path, r);
+                : ls_error_set(LS_ERR_CORRUPT, "%s/shard-%d: another shape than shard 0's", m->path,
+                               r);
     }
     ls_snapshot_destroy(part);
   }
@@ -532,7 +530,8 @@ static ls_err_t verify(const char *path) {
   ls_snapshot_manifest_t *m = NULL;
   LS_FORWARD_IF_ERROR(ls_snapshot_manifest_read(path, &m));
   ls_err_t err = LS_OK;
-  for (int r = 0; err == LS_OK && r < m->world; r++) err = load_part(m, r, 0, NULL);
+  for (int r = 0; err == LS_OK && r < m->world; r++)
+    err = load_part(m, r, 0, NULL);
   ls_snapshot_manifest_destroy(m);
   return err;
 }

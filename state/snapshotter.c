@@ -68,7 +68,8 @@ static void *thread_main(void *arg) {
   ls_snapshotter_t *const w = arg;
   pthread_mutex_lock(&w->lock);
   for (;;) {
-    while (w->job == JOB_NONE && !w->quit) pthread_cond_wait(&w->wake, &w->lock);
+    while (w->job == JOB_NONE && !w->quit)
+      pthread_cond_wait(&w->wake, &w->lock);
     if (w->job == JOB_NONE) break; /* quit, nothing left to do */
     job_t const job = w->job;
     int64_t const step = w->job_step;
@@ -167,16 +168,16 @@ ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy) {
   LS_RETURN_IF(info->world < 1, LS_ERR_STATE,
                "the staging snapshot has no step, world and rank: call ls_snapshot_set_info");
   LS_RETURN_IF(w->staging->has_model != (info->rank == 0), LS_ERR_INVALID_ARG,
-               "rank %d's part %s a model: rank 0's part and only it holds one",
-               (int)info->rank, w->staging->has_model ? "holds" : "lacks");
+               "rank %d's part %s a model: rank 0's part and only it holds one", (int)info->rank,
+               w->staging->has_model ? "holds" : "lacks");
   post(w, JOB_SHARD, info->step, info->world, busy);
   return LS_OK;
 }
 
 ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy) {
   LS_RETURN_IF(w == NULL || busy == NULL, LS_ERR_INVALID_ARG, "writer or busy is NULL");
-  LS_RETURN_IF(step < 0 || world < 1, LS_ERR_INVALID_ARG, "step %lld of world %d",
-               (long long)step, world);
+  LS_RETURN_IF(step < 0 || world < 1, LS_ERR_INVALID_ARG, "step %lld of world %d", (long long)step,
+               world);
   post(w, JOB_COMMIT, step, world, busy);
   return LS_OK;
 }
@@ -192,7 +193,8 @@ ls_err_t ls_snapshotter_poll(ls_snapshotter_t *w, ls_snapshotter_status_t *out) 
 ls_err_t ls_snapshotter_flush(ls_snapshotter_t *w) {
   LS_RETURN_IF(w == NULL, LS_ERR_INVALID_ARG, "writer is NULL");
   pthread_mutex_lock(&w->lock);
-  while (w->job != JOB_NONE) pthread_cond_wait(&w->idle, &w->lock);
+  while (w->job != JOB_NONE)
+    pthread_cond_wait(&w->idle, &w->lock);
   ls_snapshotter_status_t const s = w->status;
   pthread_mutex_unlock(&w->lock);
   return s.err == LS_OK ? LS_OK : ls_error_set(s.err, "%s", s.message);

@@ -23,29 +23,28 @@ typedef struct bench_s {
 } bench_t;
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: lstream bench snapshot [--series N] [--hidden H] [--layers L] [--inputs I]\n"
-          "                              [--window T] [--levels A,B,..] [--workers W]\n"
-          "                              [--threads N] [--dir DIR]\n"
-          "\n"
-          "Makes N series' states by running a window of T random-walk steps per series\n"
-          "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"
-          "the engine and series table as the trainer does, then writes (shard + commit,\n"
-          "fsync included) and loads it back at each level, without and with byte\n"
-          "shuffling, and prints one line per configuration:\n"
-          "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"
-          "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"
-          "(MB/s of raw content). The files go to DIR (default\n"
-          "/tmp/lstream-bench-snapshot, emptied of its snapshots as it goes).\n"
-          "\n"
-          "  --series N   series (default 100000)\n"
-          "  --hidden H   hidden size (default 256)\n"
-          "  --layers L   layers (default 2)\n"
-          "  --inputs I   features (default 1)\n"
-          "  --window T   steps run per series to make its state (default 4)\n"
-          "  --levels     zstd levels (default 1,3)\n"
-          "  --workers W  zstd worker threads (default 0: compress on the writing thread)\n"
-          "  --threads N  engine threads (default: all cores)\n");
+  fprintf(f, "Usage: lstream bench snapshot [--series N] [--hidden H] [--layers L] [--inputs I]\n"
+             "                              [--window T] [--levels A,B,..] [--workers W]\n"
+             "                              [--threads N] [--dir DIR]\n"
+             "\n"
+             "Makes N series' states by running a window of T random-walk steps per series\n"
+             "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"
+             "the engine and series table as the trainer does, then writes (shard + commit,\n"
+             "fsync included) and loads it back at each level, without and with byte\n"
+             "shuffling, and prints one line per configuration:\n"
+             "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"
+             "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"
+             "(MB/s of raw content). The files go to DIR (default\n"
+             "/tmp/lstream-bench-snapshot, emptied of its snapshots as it goes).\n"
+             "\n"
+             "  --series N   series (default 100000)\n"
+             "  --hidden H   hidden size (default 256)\n"
+             "  --layers L   layers (default 2)\n"
+             "  --inputs I   features (default 1)\n"
+             "  --window T   steps run per series to make its state (default 4)\n"
+             "  --levels     zstd levels (default 1,3)\n"
+             "  --workers W  zstd worker threads (default 0: compress on the writing thread)\n"
+             "  --threads N  engine threads (default: all cores)\n");
 }
 
 /* Random-walk inputs x [T, B, I]. */
@@ -118,7 +117,8 @@ static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snaps
   ls_snapshot_get_file(back, &file);
   ls_snapshot_destroy(back);
   double raw_mb = 0.0;
-  for (int i = 0; i < file.n_sections; i++) raw_mb += (double)file.sections[i].raw / 1e6;
+  for (int i = 0; i < file.n_sections; i++)
+    raw_mb += (double)file.sections[i].raw / 1e6;
   if (err != LS_OK) return cli_fail(err, "cannot load the snapshot back");
   if (loaded != (size_t)b->series)
     return cli_fail(LS_OK, "loaded %zu series of %d", loaded, b->series);
@@ -178,8 +178,7 @@ static int run(const bench_t *b) {
       conf.workers = b->workers;
       ls_snapshot_info_t const info = {step, 1, 0, 1, 0};
       err = ls_snapshot_set_info(snap, &info);
-      rc = err == LS_OK ? bench_one(b, snap, &conf, step++)
-                        : cli_fail(err, "bad configuration");
+      rc = err == LS_OK ? bench_one(b, snap, &conf, step++) : cli_fail(err, "bad configuration");
     }
   ls_snapshot_destroy(snap);
   ls_series_table_destroy(tab);
@@ -189,7 +188,7 @@ static int run(const bench_t *b) {
 
 int cmd_bench_snapshot(int argc, char **argv) {
   bench_t b = {100000, 1, 256, 2, 4, 0, 0, {1, 3}, 2, "/tmp/lstream-bench-snapshot"};
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *const a = argv[i];
     const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -199,14 +198,22 @@ int cmd_bench_snapshot(int argc, char **argv) {
     if (v == NULL)
       return cli_usage_error("bench snapshot", "option '%s' needs a value or is unknown", a);
     int bad = 0;
-    if (!strcmp(a, "--series")) bad = cli_parse_int(v, 1, 100000000, &b.series);
-    else if (!strcmp(a, "--hidden")) bad = cli_parse_int(v, 1, 65536, &b.H);
-    else if (!strcmp(a, "--layers")) bad = cli_parse_int(v, 1, 64, &b.L);
-    else if (!strcmp(a, "--inputs")) bad = cli_parse_int(v, 1, 65536, &b.I);
-    else if (!strcmp(a, "--window")) bad = cli_parse_int(v, 1, 4096, &b.T);
-    else if (!strcmp(a, "--workers")) bad = cli_parse_int(v, 0, 256, &b.workers);
-    else if (!strcmp(a, "--threads")) bad = cli_parse_int(v, 1, 4096, &b.threads);
-    else if (!strcmp(a, "--dir")) b.dir = v;
+    if (!strcmp(a, "--series"))
+      bad = cli_parse_int(v, 1, 100000000, &b.series);
+    else if (!strcmp(a, "--hidden"))
+      bad = cli_parse_int(v, 1, 65536, &b.H);
+    else if (!strcmp(a, "--layers"))
+      bad = cli_parse_int(v, 1, 64, &b.L);
+    else if (!strcmp(a, "--inputs"))
+      bad = cli_parse_int(v, 1, 65536, &b.I);
+    else if (!strcmp(a, "--window"))
+      bad = cli_parse_int(v, 1, 4096, &b.T);
+    else if (!strcmp(a, "--workers"))
+      bad = cli_parse_int(v, 0, 256, &b.workers);
+    else if (!strcmp(a, "--threads"))
+      bad = cli_parse_int(v, 1, 4096, &b.threads);
+    else if (!strcmp(a, "--dir"))
+      b.dir = v;
     else if (!strcmp(a, "--levels")) {
       char *copy = strdup(v), *save = NULL;
       b.n_levels = 0;
@@ -217,7 +224,6 @@ int cmd_bench_snapshot(int argc, char **argv) {
     } else
       return cli_usage_error("bench snapshot", "unknown option '%s'", a);
     if (bad) return cli_usage_error("bench snapshot", "%s '%s' is not valid", a, v);
-    i++;
   }
   return run(&b);
 }

@@ -46,18 +46,19 @@ typedef struct totals_s {
 
 static void print_file(const char *name, const ls_snapshot_file_t *f, totals_t *t) {
   uint64_t raw = 0;
-  for (int i = 0; i < f->n_sections; i++) raw += f->sections[i].raw;
+  for (int i = 0; i < f->n_sections; i++)
+    raw += f->sections[i].raw;
   printf("%s: %llu bytes (%llu raw, ratio %.2f), format version %u, crc32c %08x: ok\n", name,
-         (unsigned long long)f->size, (unsigned long long)raw,
-         (double)raw / (double)f->size, f->version, f->crc);
+         (unsigned long long)f->size, (unsigned long long)raw, (double)raw / (double)f->size,
+         f->version, f->crc);
   printf("  %-11s %10s %12s %12s %7s %8s  %s\n", "section", "offset", "stored", "raw", "ratio",
          "shuffled", "crc32c");
   for (int i = 0; i < f->n_sections; i++) {
     const ls_snapshot_section_t *const s = &f->sections[i];
     printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok\n", s->name,
-           (unsigned long long)s->offset, (unsigned long long)s->stored,
-           (unsigned long long)s->raw, s->stored ? (double)s->raw / (double)s->stored : 0.0,
-           s->shuffled ? "yes" : "no", s->crc);
+           (unsigned long long)s->offset, (unsigned long long)s->stored, (unsigned long long)s->raw,
+           s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no",
+           s->crc);
   }
   t->stored += f->size;
   t->raw += raw;
@@ -164,19 +165,18 @@ int cmd_inspect(int argc, char **argv) {
 /* export                                                                    */
 
 static void export_usage(FILE *f) {
-  fprintf(f,
-          "Usage: lstream export SNAPSHOT [--safetensors FILE] [--states FILE]\n"
-          "\n"
-          "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
-          "as safetensors files (F32, little-endian):\n"
-          "  --safetensors FILE  the model, with PyTorch's names for a module M with\n"
-          "                      M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
-          "                      lstm.weight_ih_l0, ..., head.weight, head.bias\n"
-          "                      (M.load_state_dict(tensors, strict=True) loads it)\n"
-          "  --states FILE       every rank's series states h, c [S, L, H], and in\n"
-          "                      __metadata__ \"keys\" (a JSON array of strings, key byte b\n"
-          "                      as code point b) and \"partitions\" (a JSON array)\n"
-          "At least one of the two.\n");
+  fprintf(f, "Usage: lstream export SNAPSHOT [--safetensors FILE] [--states FILE]\n"
+             "\n"
+             "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
+             "as safetensors files (F32, little-endian):\n"
+             "  --safetensors FILE  the model, with PyTorch's names for a module M with\n"
+             "                      M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
+             "                      lstm.weight_ih_l0, ..., head.weight, head.bias\n"
+             "                      (M.load_state_dict(tensors, strict=True) loads it)\n"
+             "  --states FILE       every rank's series states h, c [S, L, H], and in\n"
+             "                      __metadata__ \"keys\" (a JSON array of strings, key byte b\n"
+             "                      as code point b) and \"partitions\" (a JSON array)\n"
+             "At least one of the two.\n");
 }
 
 /* Writes the states of every shard of the snapshot at path. */
@@ -189,14 +189,16 @@ static int export_states(const char *path, const char *out) {
   ls_snapshot_manifest_get(man, &step, &world);
   ls_snapshot_t **const parts = calloc((size_t)world, sizeof *parts);
   err = parts ? LS_OK : LS_ERR_NOMEM;
-  for (int r = 0; r < world && err == LS_OK; r++) err = ls_snapshot_load_shard(man, r, &parts[r]);
+  for (int r = 0; r < world && err == LS_OK; r++)
+    err = ls_snapshot_load_shard(man, r, &parts[r]);
   int rc = CLI_EXIT_OK;
   if (err != LS_OK)
     rc = cli_fail(err, "cannot load %s", path);
   else if ((err = ls_snapshot_export_states((const ls_snapshot_t *const *)parts, world, out)) !=
            LS_OK)
     rc = cli_fail(err, "cannot export the states");
-  for (int r = 0; parts && r < world; r++) ls_snapshot_destroy(parts[r]);
+  for (int r = 0; parts && r < world; r++)
+    ls_snapshot_destroy(parts[r]);
   free(parts);
   ls_snapshot_manifest_destroy(man);
   return rc;

@@ -13,7 +13,7 @@
 
 static const cli_command_t commands[] = {
     {"train", "train the model on a topic, carrying each series' state", cmd_train},
-    {"bench", "measure the engine's training-step speed (bench engine)", cmd_bench},
+    {"bench", "measure speeds: engine steps, ingest, snapshots", cmd_bench},
     {"broker", "host an embedded Kafka cluster for development and tests", cmd_broker},
     {"produce", "write a synthetic market feed (or a CSV file) into a Kafka topic", cmd_produce},
     {"inspect", "verify and describe a snapshot", cmd_inspect},

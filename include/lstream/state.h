@@ -109,11 +109,11 @@ typedef struct ls_snapshot_info_s {
 
 /* The model of a snapshot (rank 0's part only), read-only views. */
 typedef struct ls_snapshot_model_s {
-  size_t n;             /* floats in each buffer: ls_param_count of the shape */
-  const float *params;  /* [n] flat parameters, kernels.h layout */
-  const float *adam_m;  /* [n] Adam's first moment */
-  const float *adam_v;  /* [n] Adam's second moment */
-  int64_t adam_steps;   /* optimizer updates so far */
+  size_t n;            /* floats in each buffer: ls_param_count of the shape */
+  const float *params; /* [n] flat parameters, kernels.h layout */
+  const float *adam_m; /* [n] Adam's first moment */
+  const float *adam_v; /* [n] Adam's second moment */
+  int64_t adam_steps;  /* optimizer updates so far */
 } ls_snapshot_model_t;
 
 /* Creates an empty snapshot for states of `shape` (its L and H size the
@@ -145,8 +145,8 @@ ls_err_t ls_snapshot_set_engine(ls_snapshot_t *snap, ls_engine_t *eng);
 
 /* Appends one series, copying its key, counts (series->slot is ignored) and
  * its states h, c [L, H] each. */
-ls_err_t ls_snapshot_add_series(ls_snapshot_t *snap, const ls_series_info_t *series,
-                                const float *h, const float *c);
+ls_err_t ls_snapshot_add_series(ls_snapshot_t *snap, const ls_series_info_t *series, const float *h,
+                                const float *c);
 
 /* Appends every series of a table in slot order, with its states read in
  * one copy (ls_state_table_read). The table's engine must have the
@@ -180,7 +180,7 @@ ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, int32_t 
 
 /* How snapshot files are written. */
 typedef struct ls_snapshot_conf_s {
-  int level;   /* zstd compression level, 1 .. ZSTD_maxCLevel() (19 or 22)   (3) */
+  int level;   /* zstd compression level, 1 .. ZSTD_maxCLevel() (22)   (3) */
   int workers; /* zstd worker threads; 0 = compress on the writing thread   (0) */
   int shuffle; /* 1 = split float arrays into 4 byte planes before
                 * compression (blocks of 64 KiB): states and weights then
@@ -248,8 +248,7 @@ typedef struct ls_snapshot_shard_s {
 /* Reads and verifies PATH/manifest (PATH: a snap-<step> directory). */
 ls_err_t ls_snapshot_manifest_read(const char *path, ls_snapshot_manifest_t **out);
 void ls_snapshot_manifest_destroy(ls_snapshot_manifest_t *man); /* accepts NULL */
-ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *man, int64_t *step,
-                                  int32_t *world);
+ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *man, int64_t *step, int32_t *world);
 ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, int rank,
                                     ls_snapshot_shard_t *out);
 ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man, ls_snapshot_file_t *out);
@@ -258,8 +257,7 @@ ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man, ls_snapsho
  * checksum the manifest lists, magic, version, structure, every section's
  * stored and raw checksums, the whole-file checksum, and that its step,
  * world and rank are the manifest's. */
-ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank,
-                                ls_snapshot_t **out);
+ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank, ls_snapshot_t **out);
 
 /* Loads what rank `rank` of a `world`-rank run resumes from, out of the
  * snapshot at PATH (a snap-<step> directory) written by any number of ranks:

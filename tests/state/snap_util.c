@@ -21,7 +21,8 @@ static uint32_t next(uint32_t *s) {
 
 /* Floats like a model's or a state's, with a few special bit patterns. */
 static void fill(float *v, size_t n, uint32_t *s) {
-  for (size_t i = 0; i < n; i++) v[i] = (float)((double)next(s) / 4294967296.0 - 0.5);
+  for (size_t i = 0; i < n; i++)
+    v[i] = (float)((double)next(s) / 4294967296.0 - 0.5);
   if (n >= 4) {
     uint32_t const nan = 0x7fc01234u, denormal = 0x00000123u;
     v[0] = -0.0f;
@@ -51,22 +52,28 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
   for (size_t i = 0; i < series; i++) {
     char key[255];
     size_t const len = i % 7 == 3 ? 255 : i % 11 == 5 ? 1 : 8 + next(&s) % 24;
-    for (size_t k = 0; k < len; k++) key[k] = (char)('a' + next(&s) % 26);
+    for (size_t k = 0; k < len; k++)
+      key[k] = (char)('a' + next(&s) % 26);
     /* rank and index, then a NUL or 0xff byte inside the key (where it fits) */
     int const n = snprintf(key, len, "r%d-%zu", rank, i);
     if (n >= 0 && (size_t)n + 1 < len) key[n] = i % 2 ? '\0' : '\xff';
     int32_t const part = rank + world * (int32_t)(next(&s) % (parts ? parts : 1));
-    ls_series_info_t const si = {key, len, part, -1, (int64_t)(next(&s) % 1000),
-                                 (int64_t)(next(&s) % 100000), (int64_t)next(&s) % 1000000 - 1};
+    ls_series_info_t const si = {key,
+                                 len,
+                                 part,
+                                 -1,
+                                 (int64_t)(next(&s) % 1000),
+                                 (int64_t)(next(&s) % 100000),
+                                 (int64_t)next(&s) % 1000000 - 1};
     fill(h, row, &s);
     fill(c, row, &s);
     cr_assert_eq(ls_snapshot_add_series(snap, &si, h, c), LS_OK, "%s", ls_last_error());
   }
   free(h), free(c);
   for (size_t p = 0; p < parts; p++)
-    cr_assert_eq(ls_snapshot_add_partition(snap, rank + world * (int32_t)p,
-                                           (int64_t)(next(&s) % 1000000)),
-                 LS_OK, "%s", ls_last_error());
+    cr_assert_eq(
+        ls_snapshot_add_partition(snap, rank + world * (int32_t)p, (int64_t)(next(&s) % 1000000)),
+        LS_OK, "%s", ls_last_error());
   return snap;
 }
 
@@ -77,8 +84,8 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   cr_assert_eq(ls_snapshot_get_info(src, &info), LS_OK);
   cr_assert_eq(ls_snapshot_set_info(dst, &info), LS_OK, "%s", ls_last_error());
   if (ls_snapshot_get_model(src, &m) == LS_OK)
-    cr_assert_eq(ls_snapshot_set_model(dst, m.params, m.adam_m, m.adam_v, m.n, m.adam_steps),
-                 LS_OK, "%s", ls_last_error());
+    cr_assert_eq(ls_snapshot_set_model(dst, m.params, m.adam_m, m.adam_v, m.n, m.adam_steps), LS_OK,
+                 "%s", ls_last_error());
   for (size_t i = 0; i < ls_snapshot_series_count(src); i++) {
     ls_series_info_t si;
     const float *h, *c;
@@ -152,7 +159,9 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
   return remove(path);
 }
 
-void su_remove(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+void su_remove(const char *path) {
+  nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 void su_snap_path(char *buf, const char *dir, int64_t step, const char *name) {
   if (name == NULL)

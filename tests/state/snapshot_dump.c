@@ -43,8 +43,8 @@ static void fill(float *v, size_t n, uint32_t *s) {
 
 /* The series' keys: some text, some binary. */
 static size_t key_of(int i, char *key) {
-  static const char *const keys[S] = {"AAPL", "MSFT", "a\"quote", "back\\slash", "nul\0inside",
-                                      "\xff\x80\x01", "k6", "k7", "k8"};
+  static const char *const keys[S] = {
+      "AAPL", "MSFT", "a\"quote", "back\\slash", "nul\0inside", "\xff\x80\x01", "k6", "k7", "k8"};
   static const size_t lens[S] = {4, 4, 7, 10, 10, 3, 2, 2, 2};
   memcpy(key, keys[i], lens[i]);
   return lens[i];
@@ -131,13 +131,14 @@ static int write_expected(const char *prefix, ls_series_table_t *tab, const int6
   snprintf(path, sizeof path, "%s.json", prefix);
   FILE *f = fopen(path, "w");
   if (f == NULL) return fail(path);
-  fprintf(f, "{\"S\": %d, \"I\": %d, \"H\": %d, \"L\": %d, \"O\": %d, \"keys_hex\": [", S, I, H,
-          L, O);
+  fprintf(f, "{\"S\": %d, \"I\": %d, \"H\": %d, \"L\": %d, \"O\": %d, \"keys_hex\": [", S, I, H, L,
+          O);
   for (int b = 0; b < S; b++) {
     ls_series_info_t si;
     ls_series_table_info(tab, order[b], &si);
     fprintf(f, "%s\"", b ? ", " : "");
-    for (size_t k = 0; k < si.key_len; k++) fprintf(f, "%02x", (unsigned char)si.key[k]);
+    for (size_t k = 0; k < si.key_len; k++)
+      fprintf(f, "%02x", (unsigned char)si.key[k]);
     fprintf(f, "\"");
   }
   fprintf(f, "], \"partitions\": [");
@@ -151,8 +152,8 @@ static int write_expected(const char *prefix, ls_series_table_t *tab, const int6
   snprintf(path, sizeof path, "%s.bin", prefix);
   f = fopen(path, "wb");
   if (f == NULL) return fail(path);
-  int const ok = fwrite(x, sizeof(float), S * I, f) == S * I &&
-                 fwrite(pred, sizeof(float), S * O, f) == S * O;
+  int const ok =
+      fwrite(x, sizeof(float), S * I, f) == S * I && fwrite(pred, sizeof(float), S * O, f) == S * O;
   if (fclose(f) != 0 || !ok) return fail(path);
   return 0;
 }
@@ -161,9 +162,12 @@ int main(int argc, char **argv) {
   const char *dir = NULL, *out = NULL;
   int world = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
-    else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
-    else if (!strcmp(argv[i], "--world")) world = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
+    else if (!strcmp(argv[i], "--out"))
+      out = argv[i + 1];
+    else if (!strcmp(argv[i], "--world"))
+      world = atoi(argv[i + 1]);
   }
   if (dir == NULL || out == NULL || world < 1 || world > S || argc % 2 == 0) {
     fprintf(stderr, "usage: snapshot_dump --dir DIR --out PREFIX [--world W (1..%d)]\n", S);

@@ -14,12 +14,12 @@
 static const ls_shape_t SHAPE = {2, 4, 1, 2}; /* I, H, L, O */
 
 /* expr returns err and the message contains what. */
-#define EXPECT_ERR(expr, err, what)                                                           \
-  do {                                                                                        \
-    ls_error_clear();                                                                         \
-    cr_assert_eq((expr), (err), "%s: %s", #expr, ls_last_error());                            \
-    cr_assert(strstr(ls_last_error(), (what)) != NULL, "%s: '%s' lacks '%s'", #expr,          \
-              ls_last_error(), (what));                                                       \
+#define EXPECT_ERR(expr, err, what)                                                                \
+  do {                                                                                             \
+    ls_error_clear();                                                                              \
+    cr_assert_eq((expr), (err), "%s: %s", #expr, ls_last_error());                                 \
+    cr_assert(strstr(ls_last_error(), (what)) != NULL, "%s: '%s' lacks '%s'", #expr,               \
+              ls_last_error(), (what));                                                            \
   } while (0)
 
 Test(args, destroy_null) {

@@ -84,7 +84,8 @@ static void copy_file(const char *from, const char *to) {
   FILE *const in = fopen(from, "rb"), *const out = fopen(to, "wb");
   cr_assert(in && out, "cannot copy %s to %s", from, to);
   char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;) cr_assert_eq(fwrite(buf, 1, n, out), n);
+  for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;)
+    cr_assert_eq(fwrite(buf, 1, n, out), n);
   fclose(in);
   cr_assert_eq(fclose(out), 0);
 }

@@ -42,8 +42,8 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     cr_assert_eq(file.n_sections, r == 0 ? 7 : 5);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
-      int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
-                         !strcmp(name, "states");
+      int const floats =
+          !strcmp(name, "model") || !strcmp(name, "optimizer") || !strcmp(name, "states");
       cr_assert_eq(file.sections[i].shuffled, floats && conf->shuffle, "section %s", name);
     }
     ls_snapshot_shard_t sh;
@@ -61,32 +61,31 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     su_expect_same(parts[r], back);
     ls_snapshot_destroy(back);
   }
-  for (int r = 0; r < world; r++) ls_snapshot_destroy(parts[r]);
+  for (int r = 0; r < world; r++)
+    ls_snapshot_destroy(parts[r]);
   ls_snapshot_manifest_destroy(man);
   su_remove(dir);
   free(dir);
 }
 
-Test(round_trip, one_rank) {
+/* Levels 1 and 19, each without and with shuffling. */
+static void round_trips(int world) {
   ls_snapshot_conf_t conf;
   ls_snapshot_conf_init(&conf);
   for (int level = 1; level <= 19; level += 18)
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
       conf.level = level;
       conf.shuffle = shuffle;
-      round_trip(1, &conf);
+      round_trip(world, &conf);
     }
 }
 
+Test(round_trip, one_rank) {
+  round_trips(1);
+}
+
 Test(round_trip, three_ranks) {
-  ls_snapshot_conf_t conf;
-  ls_snapshot_conf_init(&conf);
-  for (int level = 1; level <= 19; level += 18)
-    for (int shuffle = 0; shuffle <= 1; shuffle++) {
-      conf.level = level;
-      conf.shuffle = shuffle;
-      round_trip(3, &conf);
-    }
+  round_trips(3);
 }
 
 Test(round_trip, zstd_workers) {
@@ -125,8 +124,8 @@ static void reshard(int M) {
       ls_series_info_t a;
       const float *ha, *ca;
       cr_assert_eq(ls_snapshot_get_series(s, i, &a, &ha, &ca), LS_OK);
-      cr_assert_eq(a.partition % M, r, "series of partition %d on rank %d of %d", a.partition,
-                   r, M);
+      cr_assert_eq(a.partition % M, r, "series of partition %d on rank %d of %d", a.partition, r,
+                   M);
       ls_snapshot_t *const old = parts[a.partition % 3];
       int hit = 0;
       for (size_t j = 0; j < ls_snapshot_series_count(old) && !hit; j++) {
@@ -151,7 +150,8 @@ static void reshard(int M) {
   /* 50, 51, 52 series and 2, 3, 4 partitions were written. */
   cr_assert_eq(found, 153, "%zu series after re-sharding to %d ranks", found, M);
   cr_assert_eq(found_parts, 9);
-  for (int r = 0; r < 3; r++) ls_snapshot_destroy(parts[r]);
+  for (int r = 0; r < 3; r++)
+    ls_snapshot_destroy(parts[r]);
   su_remove(dir);
   free(dir);
 }
@@ -162,17 +162,24 @@ Test(round_trip, reshard_to_1_2_5_ranks) {
   reshard(5);
 }
 
-Test(round_trip, empty_part) {
-  char *const dir = su_temp_dir();
+/* Writes a one-rank snapshot s (of `step`) into dir, commits it and loads
+ * it back. */
+static ls_snapshot_t *write_and_load(const ls_snapshot_t *s, const char *dir, int64_t step) {
   ls_snapshot_conf_t conf;
   ls_snapshot_conf_init(&conf);
-  ls_snapshot_t *s = su_snapshot(&SHAPE, 1, 0, 0, 0, 0, 1);
   cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
-  cr_assert_eq(ls_snapshot_commit(dir, 0, 1, 1), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_commit(dir, step, 1, 1), LS_OK, "%s", ls_last_error());
   char path[PATH_MAX];
-  su_snap_path(path, dir, 0, NULL);
+  su_snap_path(path, dir, step, NULL);
   ls_snapshot_t *back = NULL;
   cr_assert_eq(ls_snapshot_load(path, 1, 0, &back), LS_OK, "%s", ls_last_error());
+  return back;
+}
+
+Test(round_trip, empty_part) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_t *s = su_snapshot(&SHAPE, 1, 0, 0, 0, 0, 1);
+  ls_snapshot_t *const back = write_and_load(s, dir, 0);
   su_expect_same(s, back);
   ls_snapshot_destroy(back);
   ls_snapshot_destroy(s);
@@ -213,7 +220,8 @@ Test(round_trip, engine_and_series_table) {
   cr_assert_eq(ls_series_table_new(eng, 2, &tab), LS_OK);
   /* Three optimizer steps on windows of 4 series make moments and states. */
   float x[3 * 4 * 3], y[3 * 4 * 3];
-  for (int i = 0; i < 36; i++) x[i] = 0.1f * (float)(i % 7), y[i] = 0.05f * (float)(i % 5);
+  for (int i = 0; i < 36; i++)
+    x[i] = 0.1f * (float)(i % 7), y[i] = 0.05f * (float)(i % 5);
   int64_t slots[4];
   for (int k = 0; k < 4; k++) {
     char key[8];
@@ -228,7 +236,8 @@ Test(round_trip, engine_and_series_table) {
     cr_assert_eq(ls_engine_backward(eng, 1.0f / 36), LS_OK);
     cr_assert_eq(ls_engine_optimizer_step(eng, &opt, 1.0f, NULL), LS_OK);
     cr_assert_eq(ls_engine_scatter_state(eng, ls_series_table_states(tab), 4, slots), LS_OK);
-    for (int k = 0; k < 4; k++) ls_series_table_trained(tab, slots[k], 3, 10 * step + k);
+    for (int k = 0; k < 4; k++)
+      ls_series_table_trained(tab, slots[k], 3, 10 * step + k);
   }
   ls_snapshot_t *s = NULL;
   cr_assert_eq(ls_snapshot_new(&SHAPE, 0, 0, &s), LS_OK);
@@ -238,14 +247,7 @@ Test(round_trip, engine_and_series_table) {
   cr_assert_eq(ls_snapshot_add_series_table(s, tab), LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_snapshot_add_partition(s, 0, 12), LS_OK);
   char *const dir = su_temp_dir();
-  ls_snapshot_conf_t conf;
-  ls_snapshot_conf_init(&conf);
-  cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
-  cr_assert_eq(ls_snapshot_commit(dir, 3, 1, 1), LS_OK, "%s", ls_last_error());
-  char path[PATH_MAX];
-  su_snap_path(path, dir, 3, NULL);
-  ls_snapshot_t *back = NULL;
-  cr_assert_eq(ls_snapshot_load(path, 1, 0, &back), LS_OK, "%s", ls_last_error());
+  ls_snapshot_t *const back = write_and_load(s, dir, 3);
   su_expect_same(s, back);
 
   size_t const n = ls_engine_param_count(eng), row = 2 * 20;
@@ -288,14 +290,14 @@ Test(format, crc32c) {
   cr_assert_eq(snap_crc32c(0, "123456789", 9), 0xe3069283u);
   cr_assert_eq(snap_crc32c_portable(0, "123456789", 9), 0xe3069283u);
   uint8_t buf[1000];
-  for (int i = 0; i < 1000; i++) buf[i] = (uint8_t)(i * 131 + 7);
+  for (int i = 0; i < 1000; i++)
+    buf[i] = (uint8_t)(i * 131 + 7);
   for (size_t at = 0; at < 9; at++)
     for (size_t n = 0; n < 300; n += 7) {
       uint32_t const fast = snap_crc32c(0, buf + at, n);
       cr_assert_eq(fast, snap_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
       /* In two pieces, the same as in one. */
-      cr_assert_eq(snap_crc32c(snap_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3),
-                   fast);
+      cr_assert_eq(snap_crc32c(snap_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
     }
 }
 

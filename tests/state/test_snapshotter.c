@@ -64,7 +64,8 @@ Test(writer, busy_poll_swap_and_commit) {
   cr_assert_eq(ls_snapshotter_staging(w), second, "a refused submit swapped");
   cr_assert_eq(ls_snapshotter_commit(w, 100, 1, &busy), LS_OK);
   cr_assert_eq(busy, 1, "a commit while writing was accepted");
-  while (ls_snapshotter_poll(w, &st) == LS_OK && st.busy) usleep(1000);
+  while (ls_snapshotter_poll(w, &st) == LS_OK && st.busy)
+    usleep(1000);
   cr_assert(st.err == LS_OK && st.written_step == 100 && st.committed_step == 100 &&
                 st.failures == 0 && st.seconds > 0.0,
             "%s", st.message);
