@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kafka_util.h"
+#include "window.h"
 
 /* ------------------------------------------------------------------------ */
 /* Parsing values                                                            */
@@ -216,6 +217,7 @@ ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out) {
   c->buffer_records = 4194304;
   c->warn_interval_ms = 5000;
   c->start_timeout_ms = 10000;
+  c->commit_timeout_ms = 5000;
   *out = c;
   return LS_OK;
 }
@@ -226,6 +228,8 @@ void ls_ingest_conf_destroy(ls_ingest_conf_t *conf) {
   free(conf->topic);
   free(conf->dead_letter_topic);
   free(conf->partitions);
+  free(conf->skips);
+  free(conf->skip_keys);
   free(conf);
 }
 
@@ -247,6 +251,8 @@ ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char 
     return parse_int(key, value, 0, 3600 * 1000, &conf->warn_interval_ms);
   if (!strcmp(key, "start.timeout.ms"))
     return parse_int(key, value, 1, 3600 * 1000, &conf->start_timeout_ms);
+  if (!strcmp(key, "commit.timeout.ms"))
+    return parse_int(key, value, 1, 3600 * 1000, &conf->commit_timeout_ms);
   return ls_error_set(LS_ERR_UNKNOWN_KEY,
                       "unknown ingest key '%s' (librdkafka properties go through "
                       "ls_ingest_conf_set_kafka, -X on the command line)",
@@ -285,6 +291,34 @@ ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
     conf->partitions_cap = cap;
   }
   conf->partitions[conf->n_partitions++] = (ingest_partition_t){partition, start};
+  return LS_OK;
+}
+
+/* Grows *buf (*cap elements of size bytes) to hold at least need. */
+static ls_err_t grow(void **buf, size_t *cap, size_t need, size_t size, const char *what) {
+  if (need <= *cap) return LS_OK;
+  size_t new_cap = *cap ? *cap : 64;
+  while (new_cap < need)
+    new_cap *= 2;
+  void *const grown = realloc(*buf, new_cap * size);
+  LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "out of memory for %zu %s", new_cap, what);
+  *buf = grown;
+  *cap = new_cap;
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
+                                    int32_t partition, int64_t below, int64_t next_index) {
+  LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "ls_ingest_conf_skip_series: conf is NULL");
+  LS_FORWARD_IF_ERROR(window_skip_check(key, key_len, partition, below, next_index));
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->skips, &conf->skips_cap, conf->n_skips + 1,
+                           sizeof *conf->skips, "skip rules"));
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->skip_keys, &conf->keys_cap, conf->keys_len + key_len, 1,
+                           "bytes of skip rule keys"));
+  memcpy(conf->skip_keys + conf->keys_len, key, key_len);
+  conf->skips[conf->n_skips++] =
+      (ingest_skip_t){partition, below, next_index, conf->keys_len, key_len};
+  conf->keys_len += key_len;
   return LS_OK;
 }
 

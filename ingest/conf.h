@@ -14,6 +14,13 @@ typedef struct ingest_partition_s {
   ls_start_t start;
 } ingest_partition_t;
 
+/* A skip rule (ls_ingest_conf_skip_series); its key is in skip_keys. */
+typedef struct ingest_skip_s {
+  int32_t partition;
+  int64_t below, next_index;
+  size_t key_at, key_len; /* bytes [key_at, key_at + key_len) of skip_keys */
+} ingest_skip_t;
+
 struct ls_ingest_conf_s {
   rd_kafka_conf_t *kafka;  /* the librdkafka properties set so far */
   unsigned kafka_user_set; /* bit i: the user set overridable default i (conf.c) */
@@ -28,8 +35,13 @@ struct ls_ingest_conf_s {
   int flush;              /* 1: emit trailing partial windows at the end */
   int warn_interval_ms;
   int start_timeout_ms;
+  int commit_timeout_ms;
   ingest_partition_t *partitions; /* [n_partitions] */
   int n_partitions, partitions_cap;
+  ingest_skip_t *skips; /* [n_skips] */
+  size_t n_skips, skips_cap;
+  char *skip_keys; /* the rules' keys, packed: [keys_len] */
+  size_t keys_len, keys_cap;
   ls_ingest_warn_cb warn_cb;
   void *warn_opaque;
 };

@@ -9,7 +9,13 @@
  * ls_ingest_next[_partition] / _release / _stats. They meet under `lock`:
  * the queues, the pool of free windows, the published counters, the end and
  * error flags. Queue lengths are also atomics so that the consumer checks
- * its bounds per record without locking.
+ * its bounds per record without locking. What a resume offset reads besides
+ * (each partition's next offset, the windower's series) changes only under
+ * `hold`, which the consumer thread holds while it handles a batch of
+ * messages or services its partitions, and lets go of while it waits (for
+ * messages, for memory): so ls_ingest_resume_offset never sees a record
+ * between librdkafka and the windows, nor a window between the windower and
+ * its queue. Lock order: hold, then lock.
  *
  * Queues. Every window is in two lists: its partition's (in the order its
  * records completed them: what a replay's step formation relies on) and one
@@ -67,14 +73,13 @@ typedef struct window_node_s {
 typedef struct part_s {
   int32_t id;
   /* Consumer thread. */
-  int64_t start;     /* first offset to read (progress counts from here) */
-  int64_t end;       /* stop=end: the high watermark at start; else INT64_MAX */
-  int64_t next;      /* offset after the last record handled */
-  int64_t skip_time; /* timestamp start: skip records before it, until one is not; -1 */
-  int64_t assign_at; /* the offset given to rd_kafka_assign (may be logical) */
-  int done;          /* reached its end */
-  int flushing;      /* done, partial windows still to queue */
-  size_t flush_cursor;
+  int64_t start;              /* first offset to read (progress counts from here) */
+  int64_t end;                /* stop=end: the high watermark at start; else INT64_MAX */
+  int64_t next;               /* offset after the last record handled */
+  int64_t skip_time;          /* timestamp start: skip records before it, until one is not; -1 */
+  int64_t assign_at;          /* the offset given to rd_kafka_assign (may be logical) */
+  int done;                   /* reached its end */
+  int flushing;               /* done, partial windows still to queue */
   int queue_paused;           /* paused because its queue is full */
   rd_kafka_message_t **stash; /* [n_stash]: held back while its queue is full */
   int n_stash, stash_at, cap_stash;
@@ -99,6 +104,7 @@ struct ls_ingest_s {
   int F, T;
   int64_t queue_cap, memory_cap;
   int stop_at_end, flush;
+  int commit_timeout_ms;
   rd_kafka_t *rk;
   rd_kafka_queue_t *rkq; /* the consumer queue */
   rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
@@ -117,6 +123,10 @@ struct ls_ingest_s {
   int64_t dead_letters, dead_letter_errors;
   int64_t peak_memory;
   int n_paused; /* partitions paused now */
+
+  /* Changed by the consumer thread only under hold: each part's next and the
+   * windower. */
+  pthread_mutex_t hold;
 
   /* Shared, under lock. */
   pthread_mutex_t lock;
@@ -236,7 +246,7 @@ static void track_peak(ls_ingest_t *ing) {
 static void publish_locked(ls_ingest_t *ing) {
   ls_ingest_stats_t *const p = &ing->published;
   ls_windower_stats(ing->w, &p->w);
-  p->skipped = ing->skipped;
+  p->skipped = ing->skipped + p->w.skipped;
   p->duplicates = ing->duplicates;
   p->peak_memory_records = ing->peak_memory;
   p->pauses = ing->pauses;
@@ -406,11 +416,10 @@ static int stuck_locked(const ls_ingest_t *ing) {
   return atomic_load(&w->n) == 0 && !w->ended;
 }
 
-/* Waits, every partition paused, until memory + growth fits the bound.
- * Returns 0, or -1 when stopping or when nothing can ever make room. */
-static int make_room(ls_ingest_t *ing, int64_t growth) {
-  int64_t const buffered = buffered_records(ing);
-  if (memory_records(ing, buffered) + growth <= ing->memory_cap) return 0;
+/* Waits, every partition paused, until memory + growth fits the bound,
+ * with `buffered` records in series buffers. Returns 0, or -1 when stopping
+ * or when nothing can ever make room. */
+static int wait_for_room(ls_ingest_t *ing, int64_t buffered, int64_t growth) {
   set_paused(ing, 1, NULL);
   int const was_paused = ing->n_paused;
   ing->pauses++;
@@ -443,6 +452,20 @@ static int make_room(ls_ingest_t *ing, int64_t growth) {
   set_paused(ing, 0, NULL);
   ing->n_paused = was_paused;
   return 0;
+}
+
+/* Makes room for growth more records in memory, waiting for the trainer if
+ * need be. Called with hold held, which it lets go of while it waits:
+ * nothing held changes meanwhile, and the trainer may want a resume offset
+ * before it takes the windows that would drain memory. Returns 0 or -1, as
+ * wait_for_room. */
+static int make_room(ls_ingest_t *ing, int64_t growth) {
+  int64_t const buffered = buffered_records(ing);
+  if (memory_records(ing, buffered) + growth <= ing->memory_cap) return 0;
+  pthread_mutex_unlock(&ing->hold);
+  int const rc = wait_for_room(ing, buffered, growth);
+  pthread_mutex_lock(&ing->hold);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -646,7 +669,7 @@ static int service(ls_ingest_t *ing) {
     while (part->flushing && !queue_full(ing, part)) {
       if (make_room(ing, ing->T + 1) != 0) return -1;
       const ls_window_t *win = NULL;
-      ls_windower_flush_next(ing->w, part->id, &part->flush_cursor, &win);
+      ls_windower_flush_next(ing->w, part->id, &win);
       if (win == NULL) {
         part->flushing = 0;
         part_end(ing, part);
@@ -682,7 +705,10 @@ static void *consumer_main(void *arg) {
   ls_ingest_t *const ing = arg;
   int failed = 0;
   while (!failed && !atomic_load(&ing->stop)) {
-    if ((failed = service(ing)) != 0) break;
+    pthread_mutex_lock(&ing->hold);
+    failed = service(ing);
+    pthread_mutex_unlock(&ing->hold);
+    if (failed) break;
     publish(ing);
     if (ing->stop_at_end && ing->n_ended == ing->n_parts) break;
     ssize_t const n = consume_batch(ing);
@@ -691,12 +717,14 @@ static void *consumer_main(void *arg) {
            rd_kafka_err2str(rd_kafka_last_error()));
       break;
     }
+    pthread_mutex_lock(&ing->hold);
     for (ssize_t i = 0; i < n; i++) {
       if (!failed)
         failed = dispatch(ing, ing->batch[i]);
       else
         rd_kafka_message_destroy(ing->batch[i]);
     }
+    pthread_mutex_unlock(&ing->hold);
     if (ing->dlq != NULL) rd_kafka_poll(ing->dlq, 0);
   }
   if (!failed && !atomic_load(&ing->stop) && ing->stop_at_end) finish(ing);
@@ -767,6 +795,17 @@ static ls_err_t resolve_starts(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   }
   rd_kafka_topic_partition_list_destroy(times);
   return err;
+}
+
+/* Gives the windower the conf's skip rules of our partitions. */
+static ls_err_t apply_skips(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
+  for (size_t i = 0; i < conf->n_skips; i++) {
+    const ingest_skip_t *const r = &conf->skips[i];
+    if (part_find(ing, r->partition) != NULL)
+      LS_FORWARD_IF_ERROR(ls_windower_skip_series(ing->w, conf->skip_keys + r->key_at, r->key_len,
+                                                  r->partition, r->below, r->next_index));
+  }
+  return LS_OK;
 }
 
 /* Assigns the partitions that have something to read; the others are done
@@ -847,6 +886,7 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   ing->memory_cap = conf->buffer_records;
   ing->stop_at_end = conf->stop_at_end;
   ing->flush = conf->flush;
+  ing->commit_timeout_ms = conf->commit_timeout_ms;
   ing->warn_cb = conf->warn_cb;
   ing->warn_opaque = conf->warn_opaque;
   ing->warn_interval_ms = conf->warn_interval_ms;
@@ -879,6 +919,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   LS_FORWARD_IF_ERROR(check_conf(conf));
   ls_ingest_t *const ing = calloc(1, sizeof *ing);
   LS_RETURN_IF(ing == NULL, LS_ERR_NOMEM, "ls_ingest_new: out of memory");
+  pthread_mutex_init(&ing->hold, NULL);
   pthread_mutex_init(&ing->lock, NULL);
   pthread_mutex_init(&ing->warn_lock, NULL);
   pthread_cond_init(&ing->ready, NULL);
@@ -898,6 +939,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
     ing->rkq = rd_kafka_queue_get_consumer(ing->rk);
     err = resolve_starts(ing, conf);
   }
+  if (err == LS_OK) err = apply_skips(ing, conf);
   if (err == LS_OK) err = assign(ing);
   if (err == LS_OK) {
     ing->published.progress_total = -1;
@@ -965,6 +1007,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   pthread_cond_destroy(&ing->ready);
   pthread_mutex_destroy(&ing->warn_lock);
   pthread_mutex_destroy(&ing->lock);
+  pthread_mutex_destroy(&ing->hold);
   free(ing);
 }
 
@@ -1016,6 +1059,16 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
   return err;
 }
 
+/* The partition of the consumer's `partition`, or an error naming it for
+ * function fn. */
+static ls_err_t our_part(ls_ingest_t *ing, int32_t partition, const char *fn, part_t **out) {
+  *out = part_find(ing, partition);
+  LS_RETURN_IF(*out == NULL, LS_ERR_INVALID_ARG,
+               "%s: partition %" PRId32 " of topic '%s' is not one this consumer reads", fn,
+               partition, ing->topic);
+  return LS_OK;
+}
+
 ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                         const ls_window_t **win) {
   LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
@@ -1027,11 +1080,8 @@ ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeo
                                   ls_next_t *what, const ls_window_t **win) {
   LS_RETURN_IF(ing == NULL || what == NULL || win == NULL, LS_ERR_INVALID_ARG,
                "ls_ingest_next_partition: ing, what and win must not be NULL");
-  part_t *const part = part_find(ing, partition);
-  LS_RETURN_IF(part == NULL, LS_ERR_INVALID_ARG,
-               "ls_ingest_next_partition: partition %" PRId32 " of topic '%s' is not one this "
-               "consumer reads",
-               partition, ing->topic);
+  part_t *part;
+  LS_FORWARD_IF_ERROR(our_part(ing, partition, "ls_ingest_next_partition", &part));
   return take_next(ing, part, timeout_ms, what, win);
 }
 
@@ -1063,6 +1113,86 @@ ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out) {
   out->memory_records = memory_records(ing, out->w.buffered);
   pthread_mutex_unlock(&ing->lock);
   return LS_OK;
+}
+
+ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset) {
+  LS_RETURN_IF(ing == NULL || offset == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_resume_offset: ing and offset must not be NULL");
+  part_t *part;
+  LS_FORWARD_IF_ERROR(our_part(ing, partition, "ls_ingest_resume_offset", &part));
+  int const idx = (int)(part - ing->parts);
+  pthread_mutex_lock(&ing->hold);
+  int64_t low = part->next, held = 0;
+  int found = 0;
+  ls_windower_low_offset(ing->w, partition, &held, &found);
+  if (found && held < low) low = held;
+  pthread_mutex_lock(&ing->lock);
+  for (const window_node_t *node = part->head; node != NULL; node = node->pnext)
+    if (node->win.first_offset < low) low = node->win.first_offset;
+  for (const window_node_t *node = ing->out; node != NULL; node = node->next)
+    if (node->part == idx && node->win.first_offset < low) low = node->win.first_offset;
+  pthread_mutex_unlock(&ing->lock);
+  pthread_mutex_unlock(&ing->hold);
+  *offset = low;
+  return LS_OK;
+}
+
+/* A commit's result as an error: the first partition refused, or what
+ * failed the whole commit. */
+static ls_err_t commit_result(const ls_ingest_t *ing, rd_kafka_event_t *ev) {
+  const rd_kafka_topic_partition_list_t *const list = rd_kafka_event_topic_partition_list(ev);
+  for (int i = 0; list != NULL && i < list->cnt; i++)
+    LS_RETURN_IF(list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+                 "cannot commit offset %" PRId64 " of topic '%s' partition %" PRId32 ": %s",
+                 list->elems[i].offset, ing->topic, list->elems[i].partition,
+                 rd_kafka_err2str(list->elems[i].err));
+  LS_RETURN_IF(rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot commit offsets of topic '%s': %s", ing->topic,
+               rd_kafka_event_error_string(ev));
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
+                          const int64_t *offsets) {
+  LS_RETURN_IF(ing == NULL || n < 0 || (n > 0 && (partitions == NULL || offsets == NULL)),
+               LS_ERR_INVALID_ARG,
+               "ls_ingest_commit: ing, and partitions and offsets when n > 0, must not be NULL; "
+               "n (%d) must not be negative",
+               n);
+  if (n == 0) return LS_OK;
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(n);
+  ls_err_t err = LS_OK;
+  for (int i = 0; i < n && err == LS_OK; i++) {
+    part_t *part;
+    err = our_part(ing, partitions[i], "ls_ingest_commit", &part);
+    if (err == LS_OK && offsets[i] < 0)
+      err = ls_error_set(LS_ERR_INVALID_ARG,
+                         "ls_ingest_commit: partition %" PRId32 ": offset %" PRId64
+                         " is negative (commit the next offset to read)",
+                         partitions[i], offsets[i]);
+    if (err == LS_OK)
+      rd_kafka_topic_partition_list_add(list, ing->topic, partitions[i])->offset = offsets[i];
+  }
+  rd_kafka_queue_t *const q = err == LS_OK ? rd_kafka_queue_new(ing->rk) : NULL;
+  if (q != NULL) {
+    rd_kafka_resp_err_t const kerr = rd_kafka_commit_queue(ing->rk, list, q, NULL, NULL);
+    rd_kafka_event_t *const ev =
+        kerr == RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_queue_poll(q, ing->commit_timeout_ms) : NULL;
+    if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR)
+      err = ls_error_set(LS_ERR_KAFKA, "cannot commit offsets of topic '%s': %s", ing->topic,
+                         rd_kafka_err2str(kerr));
+    else if (ev == NULL)
+      err = ls_error_set(LS_ERR_KAFKA,
+                         "committing offsets of topic '%s' took more than commit.timeout.ms=%d "
+                         "(is the group coordinator reachable? the commit may still land)",
+                         ing->topic, ing->commit_timeout_ms);
+    else
+      err = commit_result(ing, ev);
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  return err;
 }
 
 ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,

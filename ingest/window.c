@@ -10,40 +10,83 @@
  * 0..T-1, targets rows 1..T) and is handed out as is; row T moves to row 0
  * on the series' next record (the carry), so windows overlap by one record
  * and nothing is copied per record.
+ *
+ * Each partition keeps the series that hold records in a list ordered by
+ * their oldest held record (the low offset: row 0, or row T while it waits
+ * to be carried). A series' low offset only changes to the record just
+ * pushed (its first, or the last target of a window it completed), so it
+ * moves to the tail: O(1) per record when a partition's offsets increase,
+ * as Kafka's do. The head is the partition's lowest held offset (what a
+ * resume needs) and the list is the order of trailing partial windows.
+ *
+ * Skip rules (resuming from a snapshot) live in a second table of the same
+ * kind, looked up only when a record's series is not in the first, and
+ * freed once every rule's series has been seen.
  */
-#include "lstream/ingest.h"
+#include "window.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* One series. count is the number of filled rows of x; count == T+1 means a
- * window was just handed out and row T is still to be carried to row 0. */
-typedef struct series_s {
+/* A key's identity: the first member of what a table holds. */
+typedef struct keyed_s {
   uint64_t hash;
-  int64_t last_time; /* timestamp of the last accepted record, -1 before any */
-  int64_t index;     /* windows handed out so far */
-  int32_t partition;
-  int count;
   size_t key_len;
-  int64_t *offsets; /* [T+1] */
-  float *x;         /* [T+1, F] */
-  char *key;        /* key_len bytes + NUL */
-} series_t;
+  char *key; /* key_len bytes + NUL */
+} keyed_t;
 
-/* A table slot: tag = high 32 bits of the key hash, idx = series index + 1
+/* A table slot: tag = high 32 bits of the key hash, idx = item index + 1
  * (0 = empty). */
 typedef struct slot_s {
   uint32_t tag;
   uint32_t idx;
 } slot_t;
 
+/* A hash table of keyed items, kept in the order they were added; each item
+ * is one allocation, freed with the table. Empty: all zero. */
+typedef struct table_s {
+  slot_t *slots; /* [mask + 1] */
+  size_t mask;
+  keyed_t **items; /* [n] */
+  size_t n, cap;
+} table_t;
+
+struct series_s;
+
+/* A partition and its series that hold records, by ascending low offset. */
+typedef struct wpart_s {
+  int32_t id;
+  struct series_s *head, *tail;
+} wpart_t;
+
+/* One series. count is the number of filled rows of x; count == T+1 means a
+ * window was just handed out and row T is still to be carried to row 0. */
+typedef struct series_s {
+  keyed_t k;                    /* must stay first */
+  wpart_t *part;                /* the partition it was first accepted on */
+  struct series_s *prev, *next; /* in part's list, while count > 0 */
+  int64_t last_time;            /* timestamp of the last accepted record, -1 before any */
+  int64_t index;                /* number of the next window handed out */
+  int count;
+  int64_t *offsets; /* [T+1] */
+  float *x;         /* [T+1, F] */
+} series_t;
+
+/* A skip rule (ls_windower_skip_series) of a series not seen yet. */
+typedef struct skip_s {
+  keyed_t k; /* must stay first */
+  int32_t partition;
+  int64_t below, next_index;
+} skip_t;
+
 struct ls_windower_s {
   ls_format_t fmt;
   int F, T;
-  slot_t *slots; /* [mask + 1] */
-  size_t mask;
-  series_t **series; /* [n_series], in order of first appearance */
-  size_t n_series, series_cap;
+  table_t series;    /* of series_t, in order of first appearance */
+  table_t skips;     /* of skip_t */
+  size_t skips_left; /* rules whose series was not accepted yet */
+  wpart_t **parts;   /* [n_parts], by ascending id */
+  size_t n_parts, parts_cap;
   float *scratch;      /* [F]: a new series' first record, before it is accepted */
   float *ones;         /* [T]: the mask of a complete window */
   float *partial_mask; /* [T]: the mask of a flushed partial window */
@@ -52,7 +95,7 @@ struct ls_windower_s {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Hash table                                                                */
+/* Hash tables                                                               */
 
 /* A fast 64-bit hash of the key bytes (8 at a time, splitmix64's finalizer
  * to finish). Keys are producer-chosen series ids, not adversarial input. */
@@ -76,15 +119,15 @@ static uint64_t key_hash(const unsigned char *p, size_t n) {
   return h ^ (h >> 31);
 }
 
-static series_t *table_find(const ls_windower_t *w, uint64_t hash, const void *key,
-                            size_t key_len) {
+static keyed_t *table_find(const table_t *t, uint64_t hash, const void *key, size_t key_len) {
+  if (t->n == 0) return NULL;
   uint32_t const tag = (uint32_t)(hash >> 32);
-  for (size_t i = hash & w->mask;; i = (i + 1) & w->mask) {
-    slot_t const slot = w->slots[i];
+  for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
+    slot_t const slot = t->slots[i];
     if (slot.idx == 0) return NULL;
     if (slot.tag != tag) continue;
-    series_t *const s = w->series[slot.idx - 1];
-    if (s->key_len == key_len && !memcmp(s->key, key, key_len)) return s;
+    keyed_t *const k = t->items[slot.idx - 1];
+    if (k->key_len == key_len && !memcmp(k->key, key, key_len)) return k;
   }
 }
 
@@ -96,53 +139,162 @@ static void table_place(slot_t *slots, size_t mask, uint64_t hash, uint32_t idx)
   slots[i].idx = idx;
 }
 
-/* Doubles the table and the series array when the next insert needs it. */
-static ls_err_t table_reserve(ls_windower_t *w) {
-  LS_RETURN_IF(w->n_series >= UINT32_MAX - 1, LS_ERR_NOMEM,
-               "windower: %zu series, the most one windower holds", w->n_series);
-  if (w->n_series == w->series_cap) {
-    size_t const cap = w->series_cap * 2;
-    series_t **const grown = realloc(w->series, cap * sizeof *grown);
-    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "windower: no memory for %zu series", cap);
-    w->series = grown;
-    w->series_cap = cap;
+/* Doubles the slots and the item array when the next add needs it; what
+ * names the items in messages ("series"). */
+static ls_err_t table_reserve(table_t *t, const char *what) {
+  LS_RETURN_IF(t->n >= UINT32_MAX - 1, LS_ERR_NOMEM,
+               "windower: %zu %s, the most one windower holds", t->n, what);
+  if (t->n == t->cap) {
+    size_t const cap = t->cap ? t->cap * 2 : 32;
+    keyed_t **const grown = realloc(t->items, cap * sizeof *grown);
+    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "windower: no memory for %zu %s", cap, what);
+    t->items = grown;
+    t->cap = cap;
   }
-  if ((w->n_series + 1) * 2 <= w->mask + 1) return LS_OK;
-  size_t const size = (w->mask + 1) * 2;
+  if (t->slots != NULL && (t->n + 1) * 2 <= t->mask + 1) return LS_OK;
+  size_t const size = t->slots != NULL ? (t->mask + 1) * 2 : 64;
   slot_t *const slots = calloc(size, sizeof *slots);
   LS_RETURN_IF(slots == NULL, LS_ERR_NOMEM, "windower: no memory for a table of %zu slots", size);
-  for (size_t i = 0; i < w->n_series; i++)
-    table_place(slots, size - 1, w->series[i]->hash, (uint32_t)(i + 1));
-  free(w->slots);
-  w->slots = slots;
-  w->mask = size - 1;
+  for (size_t i = 0; i < t->n; i++)
+    table_place(slots, size - 1, t->items[i]->hash, (uint32_t)(i + 1));
+  free(t->slots);
+  t->slots = slots;
+  t->mask = size - 1;
   return LS_OK;
 }
 
-/* Adds a series with its first record (values [F] from scratch). */
-static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *rec,
+/* Allocates an item of `head` bytes (a struct whose first member is a
+ * keyed_t), `body` bytes after it, then the key; fills the keyed_t. */
+static void *item_new(size_t head, size_t body, uint64_t hash, const void *key, size_t key_len) {
+  keyed_t *const k = malloc(head + body + key_len + 1);
+  if (k == NULL) return NULL;
+  k->hash = hash;
+  k->key_len = key_len;
+  k->key = (char *)k + head + body;
+  memcpy(k->key, key, key_len);
+  k->key[key_len] = '\0';
+  return k;
+}
+
+/* Adds item (room reserved by table_reserve). */
+static void table_add(table_t *t, keyed_t *item) {
+  t->items[t->n++] = item;
+  table_place(t->slots, t->mask, item->hash, (uint32_t)t->n);
+}
+
+/* Frees the items and the table; it is then empty. */
+static void table_free(table_t *t) {
+  for (size_t i = 0; i < t->n; i++)
+    free(t->items[i]);
+  free(t->items);
+  free(t->slots);
+  *t = (table_t){0};
+}
+
+/* ------------------------------------------------------------------------ */
+/* Partitions and their lists of series                                      */
+
+/* The index of the first partition with an id >= id. */
+static size_t part_at(const ls_windower_t *w, int32_t id) {
+  size_t lo = 0, hi = w->n_parts;
+  while (lo < hi) {
+    size_t const mid = lo + (hi - lo) / 2;
+    if (w->parts[mid]->id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static wpart_t *part_find(const ls_windower_t *w, int32_t id) {
+  size_t const at = part_at(w, id);
+  return at < w->n_parts && w->parts[at]->id == id ? w->parts[at] : NULL;
+}
+
+/* Finds partition id, adding it if new. */
+static ls_err_t part_get(ls_windower_t *w, int32_t id, wpart_t **out) {
+  size_t const at = part_at(w, id);
+  if (at < w->n_parts && w->parts[at]->id == id) {
+    *out = w->parts[at];
+    return LS_OK;
+  }
+  if (w->n_parts == w->parts_cap) {
+    size_t const cap = w->parts_cap ? w->parts_cap * 2 : 8;
+    wpart_t **const grown = realloc(w->parts, cap * sizeof *grown);
+    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "windower: no memory for %zu partitions", cap);
+    w->parts = grown;
+    w->parts_cap = cap;
+  }
+  wpart_t *const p = calloc(1, sizeof *p);
+  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "windower: no memory for partition %d", (int)id);
+  p->id = id;
+  memmove(w->parts + at + 1, w->parts + at, (w->n_parts - at) * sizeof *w->parts);
+  w->parts[at] = p;
+  w->n_parts++;
+  *out = p;
+  return LS_OK;
+}
+
+/* The offset of the oldest record s holds (count > 0). */
+static int64_t series_low(const series_t *s, int T) {
+  return s->offsets[s->count == T + 1 ? T : 0];
+}
+
+static void list_unlink(series_t *s) {
+  wpart_t *const p = s->part;
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else
+    p->head = s->next;
+  if (s->next != NULL)
+    s->next->prev = s->prev;
+  else
+    p->tail = s->prev;
+  s->prev = s->next = NULL;
+}
+
+/* Links s into its partition's list by its low offset, searching from the
+ * tail (where offsets pushed in order put it at once). */
+static void list_insert(series_t *s, int T) {
+  wpart_t *const p = s->part;
+  int64_t const low = series_low(s, T);
+  series_t *after = p->tail;
+  while (after != NULL && series_low(after, T) > low)
+    after = after->prev;
+  s->prev = after;
+  s->next = after != NULL ? after->next : p->head;
+  if (s->next != NULL)
+    s->next->prev = s;
+  else
+    p->tail = s;
+  if (after != NULL)
+    after->next = s;
+  else
+    p->head = s;
+}
+
+/* Adds a series with its first record (values [F] from scratch), its
+ * windows numbered from index. */
+static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *rec, int64_t index,
                            series_t **out) {
-  LS_FORWARD_IF_ERROR(table_reserve(w));
+  wpart_t *part = NULL;
+  LS_FORWARD_IF_ERROR(part_get(w, rec->partition, &part));
+  LS_FORWARD_IF_ERROR(table_reserve(&w->series, "series"));
   size_t const rows = (size_t)w->T + 1;
-  size_t const bytes = sizeof(series_t) + rows * sizeof(int64_t) +
-                       rows * (size_t)w->F * sizeof(float) + rec->key_len + 1;
-  series_t *const s = malloc(bytes);
+  size_t const body = rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
+  series_t *const s = item_new(sizeof(series_t), body, hash, rec->key, rec->key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
-               w->n_series, bytes);
-  s->hash = hash;
+               w->series.n, sizeof(series_t) + body + rec->key_len + 1);
+  s->part = part;
+  s->prev = s->next = NULL;
   s->last_time = -1;
-  s->index = 0;
-  s->partition = rec->partition;
+  s->index = index;
   s->count = 0;
-  s->key_len = rec->key_len;
   s->offsets = (int64_t *)(s + 1);
   s->x = (float *)(s->offsets + rows);
-  s->key = (char *)(s->x + rows * (size_t)w->F);
-  memcpy(s->key, rec->key, rec->key_len);
-  s->key[rec->key_len] = '\0';
   memcpy(s->x, w->scratch, (size_t)w->F * sizeof(float));
-  w->series[w->n_series++] = s;
-  table_place(w->slots, w->mask, hash, (uint32_t)w->n_series);
+  table_add(&w->series, &s->k);
   w->stats.series++;
   *out = s;
   return LS_OK;
@@ -165,14 +317,10 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   w->fmt = fmt;
   w->F = F;
   w->T = T;
-  w->mask = 63;
-  w->series_cap = 32;
-  w->slots = calloc(w->mask + 1, sizeof *w->slots);
-  w->series = malloc(w->series_cap * sizeof *w->series);
   w->scratch = malloc((size_t)F * sizeof(float));
   w->ones = malloc((size_t)T * sizeof(float));
   w->partial_mask = malloc((size_t)T * sizeof(float));
-  if (!w->slots || !w->series || !w->scratch || !w->ones || !w->partial_mask) {
+  if (!w->scratch || !w->ones || !w->partial_mask) {
     ls_windower_destroy(w);
     return ls_error_set(LS_ERR_NOMEM, "windower: out of memory (F=%d, T=%d)", F, T);
   }
@@ -184,23 +332,60 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
 
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
-  for (size_t i = 0; i < w->n_series; i++)
-    free(w->series[i]);
-  free(w->series);
-  free(w->slots);
+  table_free(&w->series);
+  table_free(&w->skips);
+  for (size_t i = 0; i < w->n_parts; i++)
+    free(w->parts[i]);
+  free(w->parts);
   free(w->scratch);
   free(w->ones);
   free(w->partial_mask);
   free(w);
 }
 
+ls_err_t window_skip_check(const void *key, size_t key_len, int32_t partition, int64_t below,
+                           int64_t next_index) {
+  LS_RETURN_IF(key == NULL, LS_ERR_INVALID_ARG, "skip rule: the key is NULL");
+  LS_RETURN_IF(key_len == 0 || key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
+               "skip rule: a key of %zu bytes is no series key (1..%d bytes)", key_len, LS_KEY_MAX);
+  LS_RETURN_IF(partition < 0 || below < 0 || next_index < 0, LS_ERR_INVALID_ARG,
+               "skip rule for series '%.*s': partition %d, offset %lld and window index %lld "
+               "must not be negative",
+               (int)key_len, (const char *)key, (int)partition, (long long)below,
+               (long long)next_index);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
+                                 int32_t partition, int64_t below, int64_t next_index) {
+  LS_RETURN_IF(w == NULL, LS_ERR_INVALID_ARG, "ls_windower_skip_series: w is NULL");
+  LS_FORWARD_IF_ERROR(window_skip_check(key, key_len, partition, below, next_index));
+  uint64_t const hash = key_hash(key, key_len);
+  LS_RETURN_IF(table_find(&w->series, hash, key, key_len) != NULL, LS_ERR_STATE,
+               "skip rule for series '%.*s': the windower already has its records (declare skip "
+               "rules before pushing)",
+               (int)key_len, (const char *)key);
+  LS_RETURN_IF(table_find(&w->skips, hash, key, key_len) != NULL, LS_ERR_INVALID_ARG,
+               "series '%.*s' has two skip rules (one per series)", (int)key_len,
+               (const char *)key);
+  LS_FORWARD_IF_ERROR(table_reserve(&w->skips, "skip rules"));
+  skip_t *const rule = item_new(sizeof(skip_t), 0, hash, key, key_len);
+  LS_RETURN_IF(rule == NULL, LS_ERR_NOMEM, "windower: no memory for skip rule %zu", w->skips.n + 1);
+  rule->partition = partition;
+  rule->below = below;
+  rule->next_index = next_index;
+  table_add(&w->skips, &rule->k);
+  w->skips_left++;
+  return LS_OK;
+}
+
 /* Points w->view at series s's buffer, n_targets valid targets. */
 static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targets,
                                       const float *mask) {
   ls_window_t *const v = &w->view;
-  v->key = s->key;
-  v->key_len = s->key_len;
-  v->partition = s->partition;
+  v->key = s->k.key;
+  v->key_len = s->k.key_len;
+  v->partition = s->part->id;
   v->index = s->index++;
   v->first_offset = s->offsets[0];
   v->last_offset = s->offsets[n_targets];
@@ -230,10 +415,10 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
 
   uint64_t const hash = key_hash(rec->key, rec->key_len);
-  series_t *s = table_find(w, hash, rec->key, rec->key_len);
+  series_t *s = (series_t *)table_find(&w->series, hash, rec->key, rec->key_len);
   int const F = w->F, T = w->T;
   if (s != NULL) {
-    if (s->partition != rec->partition) return reject(w, LS_REJECT_PARTITION);
+    if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (s->count == T + 1) { /* the carry: last target becomes the first input */
       memcpy(s->x, s->x + (size_t)T * F, (size_t)F * sizeof(float));
       s->offsets[0] = s->offsets[T];
@@ -244,19 +429,31 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
   } else {
+    const skip_t *const rule =
+        w->skips_left > 0 ? (const skip_t *)table_find(&w->skips, hash, rec->key, rec->key_len)
+                          : NULL;
+    if (rule != NULL && rule->partition != rec->partition) return reject(w, LS_REJECT_PARTITION);
+    if (rule != NULL && rec->offset < rule->below) {
+      w->stats.skipped++;
+      return LS_REJECT_NONE;
+    }
     ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, F, w->scratch);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    ls_err_t const err = series_add(w, hash, rec, &s);
+    ls_err_t const err = series_add(w, hash, rec, rule != NULL ? rule->next_index : 0, &s);
     if (err != LS_OK) {
       w->stats.records--;
       return LS_REJECT__COUNT;
     }
+    if (rule != NULL && --w->skips_left == 0) table_free(&w->skips); /* every rule passed */
   }
   s->offsets[s->count++] = rec->offset;
   if (rec->timestamp >= 0) s->last_time = rec->timestamp;
   w->stats.accepted++;
   w->stats.buffered++;
+  if (s->count == 1) list_insert(s, T); /* it holds a record again */
   if (s->count == T + 1) {
+    list_unlink(s); /* its low offset is now this record's: to the tail */
+    list_insert(s, T);
     w->stats.windows++;
     w->stats.buffered -= T; /* row T stays, as the next window's first input */
     *complete = window_view(w, s, T, w->ones);
@@ -269,25 +466,36 @@ static int series_pending(const series_t *s, int T) {
   return s->count == T + 1 ? 1 : s->count;
 }
 
-ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cursor,
-                                const ls_window_t **win) {
-  LS_RETURN_IF(w == NULL || cursor == NULL || win == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_flush_next: w, cursor and win must not be NULL");
+ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_window_t **win) {
+  LS_RETURN_IF(w == NULL || win == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_flush_next: w and win must not be NULL");
   *win = NULL;
+  wpart_t *const part = part_find(w, partition);
   int const F = w->F, T = w->T;
-  while (*cursor < w->n_series) {
-    series_t *const s = w->series[(*cursor)++];
+  while (part != NULL && part->head != NULL) {
+    series_t *const s = part->head;
     int const n = series_pending(s, T);
-    if (n < 2 || (partition >= 0 && s->partition != partition)) continue;
+    list_unlink(s);
+    w->stats.buffered -= n;
+    s->count = 0;
+    if (n < 2) continue; /* a lone record: no target to train on */
     /* Rows n..T are padding: zero them so no stale values reach a model. */
     memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
     for (int t = 0; t < T; t++)
       w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
-    w->stats.buffered -= n;
-    s->count = 0;
     *win = window_view(w, s, n - 1, w->partial_mask);
     return LS_OK;
   }
+  return LS_OK;
+}
+
+ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
+                                int *found) {
+  LS_RETURN_IF(w == NULL || offset == NULL || found == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_low_offset: w, offset and found must not be NULL");
+  const wpart_t *const part = part_find(w, partition);
+  *found = part != NULL && part->head != NULL;
+  *offset = *found ? series_low(part->head, w->T) : -1;
   return LS_OK;
 }
 
@@ -295,7 +503,8 @@ ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key
                              int64_t *records, int *found) {
   LS_RETURN_IF(w == NULL || key == NULL || records == NULL || found == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_pending: w, key, records and found must not be NULL");
-  const series_t *const s = table_find(w, key_hash(key, key_len), key, key_len);
+  const series_t *const s =
+      (const series_t *)table_find(&w->series, key_hash(key, key_len), key, key_len);
   *found = s != NULL;
   *records = s != NULL ? series_pending(s, w->T) : 0;
   return LS_OK;

@@ -19,6 +19,10 @@
 
 #include "lstream/kernels.h"
 
+#ifdef __cplusplus
+extern "C" { /* lstm_cuda.cu is compiled as C++ */
+#endif
+
 typedef struct ls_backend_ops_s {
   const char *name;
 
@@ -96,6 +100,10 @@ typedef struct ls_backend_ops_s {
 extern const ls_backend_ops_t ls_backend_cpu;
 #ifdef LSTREAM_HAVE_CUDA
 extern const ls_backend_ops_t ls_backend_cuda;
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif /* LSTREAM_KERNELS_BACKEND_H */

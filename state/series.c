@@ -166,6 +166,19 @@ ls_err_t ls_series_table_trained(ls_series_table_t *t, int64_t slot, int64_t rec
   return LS_OK;
 }
 
+ls_err_t ls_series_table_restore(ls_series_table_t *t, int64_t slot, int64_t windows,
+                                 int64_t records, int64_t last_offset) {
+  LS_FORWARD_IF_ERROR(check_slot(t, slot));
+  LS_RETURN_IF(windows < 0 || records < 0, LS_ERR_INVALID_ARG,
+               "negative counts (windows %lld, records %lld)", (long long)windows,
+               (long long)records);
+  series_t *const s = &t->series[slot];
+  s->windows = windows;
+  s->records = records;
+  s->last_offset = last_offset;
+  return LS_OK;
+}
+
 ls_err_t ls_series_table_info(const ls_series_table_t *t, int64_t slot, ls_series_info_t *out) {
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");

@@ -172,15 +172,6 @@ static int shard_ids(int has_model, uint32_t ids[6]) {
   return n;
 }
 
-/* The meta section's fields. */
-typedef struct meta_s {
-  ls_shape_t shape;
-  uint32_t has_model;
-  uint64_t n;
-  int64_t adam_steps;
-  uint64_t seed, fingerprint, series, parts, key_bytes;
-} meta_t;
-
 static void meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   memset(m, 0, SNAP_META_BYTES);
   put_u32(m + 0, (uint32_t)s->shape.input_size);
@@ -197,8 +188,8 @@ static void meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   put_u64(m + 72, s->key_bytes);
 }
 
-static meta_t meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
-  return (meta_t){
+static snap_meta_t meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
+  return (snap_meta_t){
       {(int)get_u32(m + 0), (int)get_u32(m + 4), (int)get_u32(m + 8), (int)get_u32(m + 12)},
       get_u32(m + 16),
       get_u64(m + 24),
@@ -665,7 +656,7 @@ static void decoder_destroy(decoder_t *d) {
 
 /* Decodes section 0 of a shard into *m and checks it against the header. */
 static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limits_t *lim,
-                          meta_t *m) {
+                          snap_meta_t *m) {
   uint8_t raw[SNAP_META_BYTES];
   section_t const sec = {SNAP_META, 1, {{raw, sizeof raw, 0}}};
   LS_FORWARD_IF_ERROR(decode_section(f, 0, &sec, dec, lim));
@@ -767,8 +758,8 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
 
 /* Decodes the sections after meta that `what` asks for into s (sized from
  * m), and checks them. */
-static ls_err_t decode_shard_body(const snap_file_t *f, const meta_t *m, int what, decoder_t *dec,
-                                  const snap_limits_t *lim, ls_snapshot_t *s) {
+static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, int what,
+                                  decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
   uint32_t ids[6];
   int const n = shard_ids((int)m->has_model, ids);
   for (int i = 0; i < n; i++) {
@@ -783,7 +774,8 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const meta_t *m, int wha
 }
 
 /* A snapshot sized for what of m's content `what` asks for. */
-static ls_err_t shard_alloc(const snap_file_t *f, const meta_t *m, int what, ls_snapshot_t **out) {
+static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what,
+                            ls_snapshot_t **out) {
   int const series = (what & SNAP_DECODE_SERIES) != 0;
   ls_snapshot_t *s = NULL;
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&m->shape, series ? (size_t)m->series : 0,
@@ -813,7 +805,7 @@ ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *
   *out = NULL;
   decoder_t *dec = NULL;
   LS_FORWARD_IF_ERROR(decoder_new(lim, &dec));
-  meta_t m;
+  snap_meta_t m;
   ls_snapshot_t *s = NULL;
   ls_err_t err = read_meta(f, dec, lim, &m);
   if (err == LS_OK) err = shard_alloc(f, &m, what, &s);
@@ -828,17 +820,13 @@ ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *
   return LS_OK;
 }
 
-ls_err_t snap_decode_shard_counts(const snap_file_t *f, uint64_t *series, uint64_t *parts) {
+ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *m) {
   snap_limits_t const lim = {0, 0};
   decoder_t *dec = NULL;
   LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
-  meta_t m;
-  ls_err_t const err = read_meta(f, dec, &lim, &m);
+  ls_err_t const err = read_meta(f, dec, &lim, m);
   decoder_destroy(dec);
-  LS_FORWARD_IF_ERROR(err);
-  *series = m.series;
-  *parts = m.parts;
-  return LS_OK;
+  return err;
 }
 
 ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,

@@ -211,8 +211,17 @@ enum { SNAP_DECODE_MODEL = 1, SNAP_DECODE_SERIES = 2, SNAP_DECODE_ALL = 3 };
 ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *lim,
                            ls_snapshot_t **out);
 
-/* The meta section's counts only (series, partitions). */
-ls_err_t snap_decode_shard_counts(const snap_file_t *f, uint64_t *series, uint64_t *parts);
+/* A shard's meta section. */
+typedef struct snap_meta_s {
+  ls_shape_t shape;
+  uint32_t has_model;
+  uint64_t n;
+  int64_t adam_steps;
+  uint64_t seed, fingerprint, series, parts, key_bytes;
+} snap_meta_t;
+
+/* Decodes and checks the meta section only. */
+ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *meta);
 
 /* Decodes a parsed manifest's shard list: shards [f->world], malloc'ed. */
 ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,

@@ -248,20 +248,29 @@ static ls_err_t prune(const char *dir, int64_t step, int keep) {
   return err;
 }
 
-/* Verifies the world shards of tmp and lists them for the manifest. */
+/* Verifies the world shards of tmp (each intact, of this step and rank,
+ * all of one run) and lists them for the manifest. */
 static ls_err_t check_shards(const char *tmp, int64_t step, int world,
                              ls_snapshot_shard_t *shards) {
+  snap_meta_t zero = {{0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int r = 0; r < world; r++) {
     char path[PATH_MAX];
     LS_FORWARD_IF_ERROR(shard_path(path, tmp, r));
     uint8_t *data = NULL;
     snap_file_t f;
+    snap_meta_t m;
     LS_FORWARD_IF_ERROR(read_checked(path, SNAP_KIND_SHARD, step, world, r, &data, &f));
-    shards[r].size = f.desc.size;
-    shards[r].crc = f.desc.crc;
-    ls_err_t const err = snap_decode_shard_counts(&f, &shards[r].series, &shards[r].partitions);
+    ls_err_t const err = snap_decode_shard_meta(&f, &m);
     free(data);
     LS_FORWARD_IF_ERROR(err);
+    if (r == 0) zero = m;
+    LS_RETURN_IF(memcmp(&m.shape, &zero.shape, sizeof m.shape) != 0 || m.seed != zero.seed ||
+                     m.fingerprint != zero.fingerprint,
+                 LS_ERR_CORRUPT,
+                 "%s: another shape, seed or configuration fingerprint than shard-0's (a shard "
+                 "of another run?)",
+                 path);
+    shards[r] = (ls_snapshot_shard_t){f.desc.size, f.desc.crc, m.series, m.parts};
   }
   return LS_OK;
 }
@@ -426,14 +435,20 @@ ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *m, int rank, ls_sn
   return load_part(m, rank, SNAP_DECODE_ALL, out);
 }
 
-/* Moves the model of src (rank 0's part) into dst, which must have its
- * shape. */
-static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
+/* Shard `part` and shard 0 (`zero`) come from one run: same shape, seed and
+ * configuration fingerprint. */
+static ls_err_t check_same_run(const ls_snapshot_t *part, const ls_snapshot_t *zero) {
   LS_RETURN_IF(
-      memcmp(&dst->shape, &src->shape, sizeof dst->shape) != 0 ||
-          dst->info.seed != src->info.seed || dst->info.fingerprint != src->info.fingerprint,
+      memcmp(&part->shape, &zero->shape, sizeof zero->shape) != 0 ||
+          part->info.seed != zero->info.seed || part->info.fingerprint != zero->info.fingerprint,
       LS_ERR_CORRUPT, "shard %d of step %lld has another shape, seed or fingerprint than shard 0",
-      (int)dst->info.rank, (long long)dst->info.step);
+      (int)part->info.rank, (long long)part->info.step);
+  return LS_OK;
+}
+
+/* Moves the model of src (rank 0's part) into dst, of the same run. */
+static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
+  LS_FORWARD_IF_ERROR(check_same_run(dst, src));
   float *const p = dst->params, *const m = dst->adam_m, *const v = dst->adam_v;
   dst->params = src->params, dst->adam_m = src->adam_m, dst->adam_v = src->adam_v;
   src->params = p, src->adam_m = m, src->adam_v = v;
@@ -444,11 +459,9 @@ static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
 }
 
 /* Appends the series and partitions of part whose partition p has
- * p % world == rank to dst. */
+ * p % world == rank to dst (which holds shard 0's info). */
 static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int world, int rank) {
-  LS_RETURN_IF(part->row != dst->row, LS_ERR_CORRUPT,
-               "shard %d of step %lld has states of %zu floats, shard 0 of %zu",
-               (int)part->info.rank, (long long)part->info.step, part->row, dst->row);
+  LS_FORWARD_IF_ERROR(check_same_run(part, dst));
   for (size_t i = 0; i < part->series; i++) {
     if (part->partition[i] % world != rank) continue;
     ls_series_info_t info;
@@ -474,13 +487,7 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   for (int r = 1; err == LS_OK && r < m->world; r++) {
     ls_snapshot_t *part = NULL;
     err = load_part(m, r, SNAP_DECODE_SERIES, &part);
-    if (err == LS_OK) {
-      s->info.rank = r; /* for take_model's and take_series' messages */
-      err = memcmp(&part->shape, &s->shape, sizeof s->shape) == 0
-                ? take_series(s, part, world, rank)
-                : ls_error_set(LS_ERR_CORRUPT, "%s/shard-%d: another shape than shard 0's", m->path,
-                               r);
-    }
+    if (err == LS_OK) err = take_series(s, part, world, rank);
     ls_snapshot_destroy(part);
   }
   if (err != LS_OK) {

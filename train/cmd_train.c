@@ -120,6 +120,16 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
             s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0,
             s->compute_s, s->wait_s);
   }
+  if (!lg->quiet && s->snapshot_committed >= 0)
+    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
+            (long long)s->snapshot_committed);
+  if (!lg->quiet && s->snapshot_skipped)
+    fprintf(stderr,
+            "lstream train: step %lld: snapshot skipped, the previous one is still being "
+            "written (snapshot every fewer steps, or a lower --snapshot-level)\n",
+            (long long)s->step);
+  if (s->snapshot_error != NULL) /* printed even when quiet: it needs attention */
+    fprintf(stderr, "lstream train: warning: %s\n", s->snapshot_error);
   int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
   if (!lg->quiet && due) print_line(lg, s->step, now);
   return 0;
@@ -253,6 +263,8 @@ int cmd_train(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   int world = 1;
   ls_trainer_rank(tr, &rank, &world);
+  if (rank == 0 && ls_trainer_note(tr)[0] != '\0')
+    fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
   lg.quiet |= rank != 0; /* rank 0 prints; the figures it prints are every rank's */
   lg.tr = tr;
   lg.t0 = lg.last_t = cli_now();
@@ -282,6 +294,8 @@ int cmd_train(int argc, char **argv) {
            s.tail_baseline_sum > 0 ? s.tail_loss_sum / s.tail_baseline_sum : 0.0);
     printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
            (unsigned long long)ds);
+    printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n",
+           (long long)s.snapshots, (long long)s.snapshots_skipped, (long long)s.resumed_step);
     if (!lg.quiet && s.tail_count > 0 && s.tail_baseline_sum > 0)
       fprintf(stderr,
               "lstream train: final prequential MSE %.4g, last-value baseline %.4g: the model's "

@@ -60,6 +60,15 @@ static const key_def_t keys[] = {
     {"buffer_records", "ingest bound on records held in memory", K_I64, F(buffer_records), 0, 1, 1e15, NULL},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", K_STR, F(partitions), S(partitions), 0, 0, NULL},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", K_ENUM, F(comm), 0, 0, 0, comms},
+    {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", K_I64, F(max_steps), 0, 0, 1e15, NULL},
+    {"snapshot_dir", "directory of snapshots; empty = none", K_STR, F(snapshot_dir), S(snapshot_dir), 0, 0, NULL},
+    {"snapshot_every", "snapshot every N steps; 0 = not by steps", K_I64, F(snapshot_every), 0, 0, 1e15, NULL},
+    {"snapshot_interval", "snapshot every S seconds; 0 = not by time", K_DBL, F(snapshot_interval), 0, 0, 1e9, NULL},
+    {"snapshot_keep", "snapshots kept", K_INT, F(snapshot_keep), 0, 1, 1000000, NULL},
+    {"snapshot_level", "zstd compression level of snapshots", K_INT, F(snapshot_level), 0, 1, 22, NULL},
+    {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", K_INT, F(snapshot_threads), 0, 0, 256, NULL},
+    {"snapshot_shuffle", "byte-shuffle float arrays before compression", K_ENUM, F(snapshot_shuffle), 0, 0, 0, bools},
+    {"resume", "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory", K_STR, F(resume), S(resume), 0, 0, NULL},
 };
 #undef F
 #undef S
@@ -94,6 +103,10 @@ void train_conf_defaults(ls_train_conf_t *c) {
   c->queue_windows = 4096;
   c->buffer_records = 16777216;
   snprintf(c->partitions, sizeof c->partitions, "all");
+  c->snapshot_keep = 3;
+  c->snapshot_level = 3;
+  c->snapshot_shuffle = 1;
+  snprintf(c->resume, sizeof c->resume, "latest");
 }
 
 ls_err_t ls_train_conf_new(ls_train_conf_t **out) {

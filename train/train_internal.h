@@ -28,6 +28,12 @@ struct ls_train_conf_s {
   int64_t buffer_records;
   char partitions[1024];
   int comm; /* 0 auto, 1 none, 2 mpi, 3 nccl */
+  int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
+  char snapshot_dir[1024];
+  int64_t snapshot_every;   /* steps; 0 = off */
+  double snapshot_interval; /* seconds; 0 = off */
+  int snapshot_keep, snapshot_level, snapshot_threads, snapshot_shuffle;
+  char resume[1024]; /* latest | none | a snapshot directory */
   char **kafka; /* "key=value" librdkafka properties */
   int n_kafka;
 };

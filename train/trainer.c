@@ -13,53 +13,12 @@
 #include "lstream/kernels.h"
 #include "lstream/state.h"
 #include "comm.h"
-#include "train_internal.h"
+#include "trainer_internal.h"
 
-/* Steps whose losses the summary keeps for its tail (the last fifth). */
-#define TAIL_RING 65536
 /* How long one wait for a window may block before the stop flag is read. */
 #define WAIT_SLICE_MS 100
 
-typedef struct step_loss_s {
-  double loss, base, count;
-} step_loss_t;
-
-struct ls_trainer_s {
-  ls_train_conf_t conf;
-  comm_t *comm;
-  int rank, world;
-  ls_engine_t *eng;
-  ls_series_table_t *series;
-  ls_ingest_t *ing;
-  ls_optim_t opt;
-  int F, T, B;
-
-  int32_t *parts; /* [P] partitions this rank reads, ascending */
-  int P;
-  int P_all;      /* partitions of all ranks */
-  int *ended;                /* [P] partition delivered its last window (replay) */
-  const ls_window_t **held;  /* [P] a partition's next window, taken but not yet used */
-  int quota;                 /* replay: windows a step takes from each partition */
-  const ls_window_t **defer; /* live: windows waiting for a later step, in order */
-  int n_defer, cap_defer;
-
-  /* The step being formed and its host buffers. */
-  const ls_window_t **wins; /* [B] */
-  int64_t *slots;           /* [B] series slots, -1 for stateless gathers */
-  int64_t *gather;          /* [B] slots to gather from (-1 = zero state) */
-  int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
-  size_t cap_mark;
-  int64_t stamp;
-  float *x, *y, *mask; /* [T, B, F], [T, B, F], [T, B] */
-
-  /* Accumulation and totals. */
-  double acc_count;
-  int acc_steps;
-  ls_train_summary_t sum;
-  step_loss_t *ring; /* [TAIL_RING] */
-};
-
-static double now_s(void) {
+double train_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -108,7 +67,34 @@ static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   return err;
 }
 
-static ls_err_t open_ingest(ls_trainer_t *tr) {
+/* Where partition p starts: the snapshot's resume offset when it has one,
+ * else the start key. */
+static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start_t dflt) {
+  size_t const n = snap != NULL ? ls_snapshot_partition_count(snap) : 0;
+  for (size_t i = 0; i < n; i++) {
+    int32_t part = -1;
+    int64_t offset = 0;
+    if (ls_snapshot_get_partition(snap, i, &part, &offset) == LS_OK && part == p)
+      return (ls_start_t){LS_START_OFFSET, offset};
+  }
+  return dflt;
+}
+
+/* The snapshot's series, as skip rules: each resumes at its last trained
+ * target, the first input of its next window. */
+static ls_err_t add_skip_rules(ls_ingest_conf_t *ic, const ls_snapshot_t *snap) {
+  size_t const n = snap != NULL ? ls_snapshot_series_count(snap) : 0;
+  for (size_t i = 0; i < n; i++) {
+    ls_series_info_t s;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &s, NULL, NULL));
+    if (s.windows > 0)
+      LS_FORWARD_IF_ERROR(ls_ingest_conf_skip_series(ic, s.key, s.key_len, s.partition,
+                                                     s.last_offset, s.windows));
+  }
+  return LS_OK;
+}
+
+static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   const ls_train_conf_t *const c = &tr->conf;
   LS_RETURN_IF(c->brokers[0] == '\0', LS_ERR_INVALID_ARG,
                "no brokers: give --brokers HOST:PORT (e.g. the address `lstream broker` prints)");
@@ -138,7 +124,8 @@ static ls_err_t open_ingest(ls_trainer_t *tr) {
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
   if (err == LS_OK) err = pick_partitions(tr, count);
   for (int i = 0; i < tr->P && err == LS_OK; i++)
-    err = ls_ingest_conf_add_partition(ic, tr->parts[i], start);
+    err = ls_ingest_conf_add_partition(ic, tr->parts[i], partition_start(snap, tr->parts[i], start));
+  if (err == LS_OK) err = add_skip_rules(ic, snap);
   /* A rank with no partition (more ranks than partitions) only joins steps. */
   if (err == LS_OK && tr->P > 0) err = ls_ingest_new(&tr->ing, ic);
   ls_ingest_conf_destroy(ic);
@@ -202,8 +189,11 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   tr->opt.decoupled = c->optimizer == 1;
   tr->opt.clip_norm = (float)c->clip;
 
+  ls_snapshot_t *snap = NULL;
+  tr->fingerprint = train_fingerprint(c);
   err = open_comm(tr);
-  if (err == LS_OK) err = open_ingest(tr);
+  if (err == LS_OK) err = train_snapshot_find(tr, &snap);
+  if (err == LS_OK) err = open_ingest(tr, snap);
   if (err == LS_OK) {
     /* A replay step takes batch/partitions windows from each partition (at
      * least one), whichever rank reads it; live steps take `batch` each. */
@@ -221,6 +211,9 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
   if (err == LS_OK) err = ls_series_table_new(tr->eng, 1024, &tr->series);
   if (err == LS_OK) err = alloc_buffers(tr);
+  if (err == LS_OK && snap != NULL) err = train_snapshot_apply(tr, snap);
+  if (err == LS_OK) err = train_snapshot_open(tr);
+  ls_snapshot_destroy(snap);
   if (err != LS_OK) {
     ls_trainer_destroy(tr);
     return err;
@@ -235,6 +228,8 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
     for (int p = 0; tr->held && p < tr->P; p++) ls_ingest_release(tr->ing, tr->held[p]);
     for (int i = 0; i < tr->n_defer; i++) ls_ingest_release(tr->ing, tr->defer[i]);
   }
+  ls_snapshotter_destroy(tr->snapper);
+  free(tr->snap_parts), free(tr->snap_offsets);
   ls_ingest_destroy(tr->ing);
   ls_series_table_destroy(tr->series);
   ls_engine_destroy(tr->eng);
@@ -282,7 +277,7 @@ static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t sl
 static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t *stop,
                                   const ls_window_t **win) {
   *win = NULL;
-  double const t0 = now_s();
+  double const t0 = train_now();
   ls_err_t err = LS_OK;
   while (!(stop && *stop)) {
     ls_next_t what;
@@ -293,7 +288,7 @@ static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t
       break;
     }
   }
-  tr->sum.wait_s += now_s() - t0;
+  tr->sum.wait_s += train_now() - t0;
   return err;
 }
 
@@ -350,9 +345,9 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
-  double const t0 = now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
+  double const t0 = train_now(), deadline = t0 + tr->conf.deadline_ms / 1e3;
   while (*n < tr->B && !(stop && *stop)) {
-    double const left = deadline - now_s();
+    double const left = deadline - train_now();
     if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
     ls_next_t what = LS_NEXT_TIMEOUT;
@@ -369,7 +364,7 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
     else add_window(tr, (*n)++, w, slot);
   }
-  tr->sum.wait_s += now_s() - t0;
+  tr->sum.wait_s += train_now() - t0;
   return LS_OK;
 }
 
@@ -455,11 +450,11 @@ static int has_more(const ls_trainer_t *tr) {
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  double const t0 = now_s();
+  double const t0 = train_now();
   ls_err_t err = LS_OK;
   int cb_stop = 0;
   for (;;) {
-    double v[V__N] = {0};
+    double v[V__N + SNAP_V__N] = {0};
     double const w0 = tr->sum.wait_s;
     int n = 0;
     tr->stamp++;
@@ -467,19 +462,20 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       if (tr->conf.until) err = tr->P > 0 ? form_replay(tr, stop, &n) : LS_OK;
       else err = form_live(tr, stop, &n);
     }
-    double const c0 = now_s();
+    double const c0 = train_now();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
-    v[V_COMPUTE] = now_s() - c0;
+    v[V_COMPUTE] = train_now() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
-    err = comm_sum_doubles(tr->comm, v, V__N);
+    train_snapshot_contribute(tr, v + V__N);
+    err = comm_sum_doubles(tr->comm, v, V__N + SNAP_V__N);
     if (err != LS_OK) break;
+    ls_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    st.grad_norm = -1.0f;
     if (v[V_WINDOWS] > 0) {
-      ls_step_stats_t st;
-      memset(&st, 0, sizeof st);
-      st.grad_norm = -1.0f;
       tr->acc_count += v[V_COUNT];
       if (++tr->acc_steps == tr->conf.accumulate && (err = update(tr, &st)) != LS_OK) break;
       st.step = ++tr->sum.steps;
@@ -498,10 +494,12 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       tr->sum.count += st.count;
       tr->sum.compute_s += st.compute_s;
       tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
-      if (cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
     }
+    if ((err = train_snapshot_after_step(tr, v + V__N, v[V_WINDOWS] > 0, &st)) != LS_OK) break;
+    if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
+    if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
   /* Gradients accumulated for a partial update are applied at the end (on
    * every rank alike: the sums above are the same everywhere). */
@@ -510,7 +508,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     err = update(tr, &st);
   }
-  tr->sum.elapsed_s += now_s() - t0;
+  if (err == LS_OK) err = train_snapshot_final(tr);
+  tr->sum.elapsed_s += train_now() - t0;
   return err;
 }
 
@@ -604,6 +603,8 @@ ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states)
   *states = tr->world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
   return LS_OK;
 }
+
+const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
 
 int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
   return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->series);

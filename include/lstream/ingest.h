@@ -326,12 +326,13 @@ typedef struct ls_record_s {
 
 /* Counters of a windower (and of a consumer, below). */
 typedef struct ls_window_stats_s {
-  int64_t records;                    /* records pushed: accepted + rejected */
+  int64_t records;                    /* records pushed: accepted + rejected + skipped */
   int64_t accepted;                   /* records now in a series buffer or a window */
   int64_t rejected[LS_REJECT__COUNT]; /* per reason; [LS_REJECT_NONE] stays 0 */
   int64_t windows;                    /* complete windows emitted */
   int64_t series;                     /* distinct series seen */
   int64_t buffered;                   /* records held for windows not yet complete */
+  int64_t skipped;                    /* records below their series' skip rule */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -351,24 +352,49 @@ void ls_windower_destroy(ls_windower_t *w);
 
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
- * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE), the time (not
+ * accepted on, or its skip rule names: PARTITION), a new series' skip rule
+ * (below it: skipped), the value (SIZE, PARSE, NONFINITE), the time (not
  * before the series' last accepted record: BACKWARDS). A rejected record
  * changes nothing but the counters. When the record completes a window,
  * *complete points at it (valid until the next call on w), else NULL.
- * Returns the reason, LS_REJECT_NONE when accepted. Invalid arguments, and
+ * Returns the reason, LS_REJECT_NONE when accepted or skipped (below its
+ * series' skip rule: only stats.skipped tells). Invalid arguments, and
  * no memory for a new series, count nowhere and return LS_REJECT__COUNT,
  * with a message in ls_last_error(). */
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                              const ls_window_t **complete);
 
-/* Emits the trailing partial windows, for the end of data: each call gives
- * the next series (in order of first appearance, from *cursor, which starts
- * at 0) of `partition` (-1: any) that holds at least one target beyond its
- * last window, as a window with n_targets < T, masked and zero padded; *win
- * is NULL when there are no more. Those series' buffers are then empty (a
- * later push starts a new window from that record). */
-ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, size_t *cursor,
-                                const ls_window_t **win);
+/* Emits the trailing partial windows of `partition`, for the end of its
+ * data: each call gives the next series of the partition that holds at
+ * least one target beyond its last window, as a window with n_targets < T,
+ * masked and zero padded, in ascending order of their first_offset (an
+ * order the data defines, wherever reading started); *win is NULL when
+ * there are no more. Every series of the partition then holds nothing (a
+ * lone record, the last target of a window or a first record, is dropped:
+ * it has no target), and a later push starts a new window from that
+ * record. */
+ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_window_t **win);
+
+/* A skip rule, for resuming from a snapshot: records of series `key` on
+ * `partition` with offsets below `below` are skipped (counted in
+ * stats.skipped, not rejected, not validated: they change nothing else),
+ * the first record accepted at or after it starts the series as row 0 of
+ * window next_index (when resuming: below = the last_offset of its last
+ * trained window, next_index = that window's index + 1), and its records on
+ * another partition are rejected (PARTITION), as they were before the
+ * snapshot. Declare rules before pushing that series' records (LS_ERR_STATE
+ * after); one rule per series (LS_ERR_INVALID_ARG for a second). Rules cost
+ * a hash lookup per record of a series not seen yet, nothing once every
+ * rule's series has been seen (they are freed then). */
+ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
+                                 int32_t partition, int64_t below, int64_t next_index);
+
+/* The lowest offset of a record the series of `partition` hold: their
+ * partial windows, and the last target of each window handed out (kept as
+ * the next window's first input); *found = 0 (and *offset = -1) when they
+ * hold none. Rejected and skipped records are never held. */
+ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
+                                int *found);
 
 /* Records of one series not yet in a complete window (0..T, its last
  * window's final target included as the next window's first input); 0 with
@@ -441,6 +467,7 @@ void ls_ingest_conf_destroy(ls_ingest_conf_t *conf); /* accepts NULL */
  *                       lstream-reject-reason                   (none)
  *   warn.interval.ms    see ls_ingest_warn_cb                   (5000)
  *   start.timeout.ms    limit on resolving start positions      (10000)
+ *   commit.timeout.ms   limit on ls_ingest_commit               (5000)
  * An unknown key is LS_ERR_UNKNOWN_KEY; librdkafka properties go through
  * ls_ingest_conf_set_kafka. */
 ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char *value);
@@ -449,18 +476,31 @@ ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char 
  * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
  * every consumer needs. Consumer defaults that a property replaces:
  * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
- * group is joined, no offset committed), auto.offset.reset=error (a record
- * deleted before it was read fails the consumer instead of being skipped)
- * and queued.min.messages=1000000 (librdkafka's 100000 idles a fast
- * consumer; ingest/conf.c says why). enable.auto.commit,
- * enable.auto.offset.store (false) and enable.partition.eof (true) are
- * fixed. */
+ * group is joined, and offsets are committed only by ls_ingest_commit),
+ * auto.offset.reset=error (a record deleted before it was read fails the
+ * consumer instead of being skipped) and queued.min.messages=1000000
+ * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why).
+ * enable.auto.commit, enable.auto.offset.store (false) and
+ * enable.partition.eof (true) are fixed. */
 ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
 ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition, ls_start_t start);
 
 ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb, void *opaque);
+
+/* Adds a skip rule for resuming from a snapshot (ls_windower_skip_series
+ * has the rule): records of series `key` on `partition` below offset
+ * `below` are skipped (stats.skipped), the record at `below` (the
+ * last_offset of its last trained window) becomes row 0 of window
+ * next_index. ls_ingest_new applies the rules of the partitions the conf
+ * reads (others are ignored, so every rank may be given all of them) and
+ * fails on a second rule for a series. A rule below its partition's start
+ * skips nothing (a series whose last window was a flushed partial one, at
+ * the end of a replay: its last record was dropped with the flush). Cheap
+ * to call 100k+ times: keys are packed into one buffer. */
+ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
+                                    int32_t partition, int64_t below, int64_t next_index);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
 ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
@@ -469,7 +509,8 @@ ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count
  * buffers plus T+1 per queued window. */
 typedef struct ls_ingest_stats_s {
   ls_window_stats_t w;         /* the windower's counters */
-  int64_t skipped;             /* records before a timestamp start, not consumed */
+  int64_t skipped;             /* records before a timestamp start (not in w.records)
+                                  or below a series' skip rule (w.skipped) */
   int64_t duplicates;          /* records the client delivered twice, dropped */
   int64_t queued_windows;      /* windows waiting for ls_ingest_next */
   int64_t memory_records;      /* buffered + (T+1) * queued_windows, now */
@@ -532,6 +573,34 @@ void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
 
 /* A snapshot of the counters; callable from any thread. */
 ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
+
+/* Where partition `partition` (one of the conf's) must start again for
+ * nothing it has consumed to be lost: the lowest offset of a record of it
+ * that the consumer still holds or has handed out without it being
+ * released (records in partial windows, including the last target of each
+ * window handed out, which is the next window's first input; messages held
+ * back while paused; windows queued; windows taken and not released), or,
+ * when it holds none, the next offset it would read (one past the last
+ * record it consumed, its start position if none). Rejected and skipped
+ * records are never held. Consistent while the consumer runs: it waits for
+ * the consumer to finish the batch of messages in hand (milliseconds), so
+ * no record is missed between librdkafka and the windows. A snapshot taken
+ * after a step stores it with, per series, its last trained window
+ * (ls_ingest_conf_skip_series); a consumer started there with those rules
+ * forms exactly the windows not yet trained, in the same per-partition
+ * order, flushed partial ones included. */
+ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset);
+
+/* Commits offsets [n] of partitions [n] (the conf's) to the conf's group.id,
+ * for Kafka's tools to show the trainer's lag: offsets[i] is the next offset
+ * to read, Kafka's convention (a resume offset, say). Informational: lstream
+ * resumes from its snapshots, never from committed offsets. Synchronous:
+ * returns once the group coordinator answered, or fails with LS_ERR_KAFKA
+ * after commit.timeout.ms (the commit may still land later) or when it
+ * refused any partition (named, with the reason). Callable from any thread;
+ * it does not hold up the consumer. n = 0 commits nothing. */
+ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
+                          const int64_t *offsets);
 
 /* ls_windower_pending for the consumer's series, once a replay (stop=end)
  * has reached the end of every partition (LS_ERR_STATE before): the records

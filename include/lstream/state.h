@@ -56,6 +56,10 @@ size_t ls_series_table_count(const ls_series_table_t *tab);
 ls_err_t ls_series_table_trained(ls_series_table_t *tab, int64_t slot, int64_t records,
                                  int64_t last_offset);
 
+/* Sets the counts of the series at slot, as a snapshot recorded them. */
+ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot, int64_t windows,
+                                 int64_t records, int64_t last_offset);
+
 /* What the table knows of the series at slot. */
 ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot, ls_series_info_t *out);
 

@@ -74,6 +74,29 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   comm            auto | none | mpi | nccl: how replicas sum gradients;
  *                   auto = mpi (cpu) or nccl (cuda) when started by mpirun
  *                   on several ranks, else none               (auto)
+ *   max_steps       stop after this many steps in all, resumed ones
+ *                   included; 0 = no limit                    (0)
+ *   snapshot_dir    where snapshots go; empty = none          ("")
+ *   snapshot_every  a snapshot every N steps; 0 = not by steps (0)
+ *   snapshot_interval  a snapshot every S seconds; 0 = not by time (0)
+ *   snapshot_keep   snapshots kept                            (3)
+ *   snapshot_level  zstd level                                (3)
+ *   snapshot_threads  zstd workers; 0 = the writer's thread   (0)
+ *   snapshot_shuffle  byte-shuffle floats before compression  (true)
+ *   resume          latest: the newest good snapshot in snapshot_dir (a
+ *                   damaged one is passed over, with a note), if there is
+ *                   one | none | a snapshot directory         (latest)
+ *
+ * Snapshots. With snapshot_dir, the trainer writes snapshots in the
+ * background (the step loop only copies the model, the series states and
+ * each partition's resume offset into a staging buffer) and a last one when
+ * the run ends. A run resumed from a snapshot starts every partition where
+ * the snapshot says and skips, per series, the records it had trained: the
+ * result is bit-identical to a run that was never interrupted. A snapshot is
+ * taken only after an update (never in the middle of an accumulation); one
+ * due while the previous is still being written is skipped and counted.
+ * After a snapshot commits, its offsets are also committed to the consumer
+ * group (for Kafka's lag tools; lstream resumes from snapshots only).
  *
  * Replicas. Under mpirun every rank runs a trainer: rank r reads the
  * partitions p with p % world == r (and so owns their series and states),
@@ -116,6 +139,9 @@ typedef struct ls_step_stats_s {
   float lr;              /* learning rate of that update */
   double compute_s;      /* seconds in the engine */
   double wait_s;         /* seconds waiting for windows */
+  int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
+  int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
+  const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
 } ls_step_stats_t;
 
 /* Totals of a run; `tail` covers the last fifth of the steps (at most the
@@ -126,7 +152,10 @@ typedef struct ls_train_summary_s {
   double tail_loss_sum, tail_baseline_sum, tail_count;
   int64_t tail_steps;
   double compute_s, wait_s, elapsed_s;
-  int64_t rejected; /* records the consumer rejected (all reasons) */
+  int64_t rejected;          /* records the consumer rejected (all reasons) */
+  int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
+  int64_t snapshots;         /* snapshots committed */
+  int64_t snapshots_skipped; /* due while the previous one was being written */
 } ls_train_summary_t;
 
 typedef struct ls_trainer_s ls_trainer_t;
@@ -140,12 +169,17 @@ int ls_train_launched_ranks(void);
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out);
 void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
 
+/* What resuming did ("" when it did nothing): the snapshot used, and any
+ * damaged one passed over. */
+const char *ls_trainer_note(const ls_trainer_t *tr);
+
 /* Called after every step; a non-zero return stops the run (cleanly). */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 
-/* Runs until the end of a replay, until *stop becomes non-zero (checked at
- * least every 100 ms; a signal handler may set it), or until cb asks.
- * stop and cb may be NULL. */
+/* Runs until the end of a replay, until max_steps, until *stop becomes
+ * non-zero (checked at least every 100 ms; a signal handler may set it), or
+ * until cb asks; then takes a last snapshot (with snapshot_dir). stop and
+ * cb may be NULL. */
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque);
 

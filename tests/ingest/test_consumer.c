@@ -6,11 +6,14 @@
  * offsets, beginning, end and times; every rejection reason counted and
  * dead-lettered with the rest of the stream untouched; a broker down and up
  * and injected fetch errors lose and duplicate nothing; a stalled trainer
- * keeps memory under its bound, and everything arrives after it resumes.
+ * keeps memory under its bound, and everything arrives after it resumes;
+ * a consumer started from a snapshot (resume offsets, skip rules) forms
+ * exactly the windows not trained yet; committed offsets read back.
  *
  * Every wait is on a condition with a generous deadline, never a fixed sleep.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,8 +185,9 @@ typedef struct got_s {
   int32_t partition;
   int64_t index, first_offset, last_offset;
   int n_targets, T;
-  float *x;    /* [T+1, F] */
-  float *mask; /* [T] */
+  float *x;            /* [T+1, F] */
+  float *mask;         /* [T] */
+  int64_t released_at; /* when a simulated trainer released it (resume tests); -1 */
 } got_t;
 
 typedef struct gotlist_s {
@@ -204,6 +208,7 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
   o->last_offset = win->last_offset;
   o->n_targets = win->n_targets;
   o->T = win->T;
+  o->released_at = -1;
   cr_assert_eq(win->F, F);
   size_t const xs = sizeof(float) * (size_t)(win->T + 1) * F, ms = sizeof(float) * win->T;
   o->x = malloc(xs);
@@ -866,9 +871,11 @@ Test(consumer, partition_queues_are_independent) {
     const gotlist_t *const g = &part[p];
     cr_assert_eq(g->n, 3 * 11);
     /* Complete windows in offset order of their last record, then the 3
-     * partial ones (steps 40, 41: one target) in order of the series. */
+     * partial ones (steps 40, 41: one target) in order of their first. */
     for (int i = 1; i < 30; i++)
       cr_expect_lt(g->w[i - 1].last_offset, g->w[i].last_offset);
+    for (int i = 31; i < 33; i++)
+      cr_expect_lt(g->w[i - 1].first_offset, g->w[i].first_offset);
     for (int i = 30; i < 33; i++) {
       cr_expect_eq(g->w[i].n_targets, 1);
       cr_expect_eq(g->w[i].index, 10);
@@ -893,6 +900,458 @@ Test(consumer, partition_queues_are_independent) {
   cr_expect_eq(what, LS_NEXT_END);
   cr_expect_eq(ls_ingest_next_partition(r.ing, 7, 0, &what, &win), LS_ERR_INVALID_ARG);
   cr_expect(strstr(ls_last_error(), "partition 7") != NULL, "%s", ls_last_error());
+  rig_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Resuming from a snapshot                                                  */
+
+enum {
+  RS_PARTS = 3,   /* partitions */
+  RS_SERIES = 24, /* series s on partition s % RS_PARTS */
+  RS_T = 4,       /* window */
+  RS_QUOTA = 2,   /* windows a step takes from each partition */
+  RS_SNAPS = 24   /* the most snapshots one run takes */
+};
+
+/* splitmix64: the test's own choices, reproducible from the seed. */
+static uint64_t rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int rng_below(uint64_t *state, int n) {
+  return (int)(rng_next(state) % (uint64_t)n);
+}
+
+/* Series s has 1 + 7s mod 31 steps: lone records, whole windows, partial
+ * ones. Each partition's series are interleaved at random, with a record
+ * rejected now and then (NaN, or back in time) after a series' step. The
+ * high watermark of each partition lands in highs. */
+static void produce_resume_topic(rig_t *r, uint64_t seed, int64_t highs[RS_PARTS]) {
+  uint64_t rng = seed;
+  int steps[RS_SERIES], done[RS_SERIES] = {0}, left = 0;
+  for (int s = 0; s < RS_SERIES; s++)
+    left += steps[s] = 1 + (7 * s) % 31;
+  for (int p = 0; p < RS_PARTS; p++)
+    highs[p] = 0;
+  while (left > 0) {
+    int s = rng_below(&rng, RS_SERIES);
+    while (done[s] == steps[s])
+      s = (s + 1) % RS_SERIES;
+    int const k = done[s]++, p = s % RS_PARTS;
+    left--;
+    char key[32];
+    key_of(s, key, sizeof key);
+    float v[F];
+    for (int f = 0; f < F; f++)
+      v[f] = value_of(s, k, f);
+    int const bad = rng_below(&rng, 10) == 0 ? 1 + rng_below(&rng, 2) : 0;
+    for (int i = 0; i <= (k > 0 && bad); i++) {
+      if (i > 0 && bad == 1) v[1] = NAN;
+      char buf[4 * F];
+      size_t len;
+      cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
+      produce(r->p, r->topic, p, key, strlen(key), buf, len, time_of(k) - 500 * (i > 0 && bad == 2),
+              NULL);
+      highs[p]++;
+    }
+  }
+  producer_flush(r->p);
+}
+
+/* What a trainer stores in a snapshot: per partition its resume offset,
+ * per series its last trained window (last_offset, index + 1; -1: none). */
+typedef struct snap_s {
+  int64_t at; /* windows released before it */
+  int64_t resume[RS_PARTS];
+  int64_t below[RS_SERIES], next_index[RS_SERIES];
+  int unreleased; /* windows taken and not released when it was taken */
+  int paused;     /* partitions paused for backpressure then */
+} snap_t;
+
+/* A trainer as train/trainer.c forms replay steps: up to RS_QUOTA windows
+ * from each partition in turn, a window whose series is in the step already
+ * held for the next; the step's windows released together. It snapshots at
+ * random places: before a step, while forming one, before releasing it. */
+typedef struct sim_s {
+  ls_ingest_t *ing;
+  uint64_t rng;
+  gotlist_t part[RS_PARTS]; /* every window each partition gave, in order */
+  int held[RS_PARTS];       /* index in part[] of the window held for the next step; -1 */
+  const ls_window_t *held_win[RS_PARTS];
+  int ended[RS_PARTS];
+  int step_part[RS_PARTS * RS_QUOTA], step_at[RS_PARTS * RS_QUOTA], n_step;
+  const ls_window_t *step_win[RS_PARTS * RS_QUOTA];
+  int64_t in_step[RS_SERIES]; /* the stamp of the step a series is in */
+  int64_t stamp, releases;
+  int64_t below[RS_SERIES], next_index[RS_SERIES];
+  snap_t snaps[RS_SNAPS];
+  int n_snaps;
+} sim_t;
+
+static int series_of(const char *key) {
+  int s = -1;
+  cr_assert_eq(sscanf(key, "series-%d", &s), 1, "unexpected key '%s'", key);
+  cr_assert(s >= 0 && s < RS_SERIES);
+  return s;
+}
+
+static int paused_or_all_read(const ls_ingest_stats_t *st, int64_t unused) {
+  (void)unused;
+  return st->paused > 0 || st->progress_done == st->progress_total;
+}
+
+/* Takes a snapshot; with wait_paused, first lets the consumer fill its
+ * queues until it pauses a partition (or has read everything). */
+static void sim_snapshot(sim_t *m, int wait_paused) {
+  if (m->n_snaps == RS_SNAPS) return;
+  ls_ingest_stats_t const st =
+      wait_paused ? wait_stats(m->ing, paused_or_all_read, 0, "a pause or the end of the topic")
+                  : stats_of(m->ing);
+  snap_t *const snap = &m->snaps[m->n_snaps++];
+  snap->at = m->releases;
+  snap->paused = st.paused;
+  snap->unreleased = m->n_step;
+  for (int p = 0; p < RS_PARTS; p++) {
+    cr_assert_eq(ls_ingest_resume_offset(m->ing, p, &snap->resume[p]), LS_OK, "%s",
+                 ls_last_error());
+    snap->unreleased += m->held[p] >= 0;
+  }
+  memcpy(snap->below, m->below, sizeof snap->below);
+  memcpy(snap->next_index, m->next_index, sizeof snap->next_index);
+}
+
+static void sim_maybe_snapshot(sim_t *m) {
+  if (rng_below(&m->rng, 10) == 0) sim_snapshot(m, rng_below(&m->rng, 2));
+}
+
+/* The index in part[p] of partition p's next window (*win), -1 at its end. */
+static int sim_take(sim_t *m, int p, const ls_window_t **win) {
+  double const deadline = now_s() + WAIT_S;
+  for (;;) {
+    ls_next_t what;
+    ls_err_t const err = ls_ingest_next_partition(m->ing, p, 200, &what, win);
+    cr_assert_eq(err, LS_OK, "%s: %s", ls_err2str(err), ls_last_error());
+    if (what == LS_NEXT_END) {
+      m->ended[p] = 1;
+      return -1;
+    }
+    if (what == LS_NEXT_WINDOW) {
+      got_add(&m->part[p], *win);
+      return m->part[p].n - 1;
+    }
+    cr_assert(now_s() < deadline, "partition %d: no window after %.0f s", p, WAIT_S);
+  }
+}
+
+/* One step; its windows are released once it is "trained". Returns 0 once
+ * every partition has ended and nothing is held. */
+static int sim_step(sim_t *m) {
+  m->stamp++;
+  m->n_step = 0;
+  int more = 0;
+  for (int p = 0; p < RS_PARTS; p++) {
+    for (int k = 0; k < RS_QUOTA; k++) {
+      sim_maybe_snapshot(m);
+      const ls_window_t *win = m->held_win[p];
+      int const at = m->held[p] >= 0 ? m->held[p] : m->ended[p] ? -1 : sim_take(m, p, &win);
+      if (at < 0) break;
+      int const s = series_of(win->key);
+      if (m->in_step[s] == m->stamp) {
+        m->held[p] = at;
+        m->held_win[p] = win;
+        break;
+      }
+      m->held[p] = -1;
+      m->held_win[p] = NULL;
+      m->in_step[s] = m->stamp;
+      m->step_part[m->n_step] = p;
+      m->step_win[m->n_step] = win;
+      m->step_at[m->n_step++] = at;
+    }
+    more |= !m->ended[p] || m->held[p] >= 0;
+  }
+  sim_maybe_snapshot(m);
+  for (int i = 0; i < m->n_step; i++) {
+    got_t *const o = &m->part[m->step_part[i]].w[m->step_at[i]];
+    int const s = series_of(o->key);
+    o->released_at = m->releases++;
+    m->below[s] = o->last_offset;
+    m->next_index[s] = o->index + 1;
+    ls_ingest_release(m->ing, m->step_win[i]);
+  }
+  m->n_step = 0;
+  return more || m->stamp == 1;
+}
+
+static void expect_same_window(const got_t *want, const got_t *got, const char *where) {
+  cr_assert_str_eq(got->key, want->key, "%s", where);
+  cr_assert_eq(got->partition, want->partition, "%s", where);
+  cr_assert_eq(got->index, want->index, "%s: %s", where, want->key);
+  cr_assert_eq(got->first_offset, want->first_offset, "%s: %s", where, want->key);
+  cr_assert_eq(got->last_offset, want->last_offset, "%s: %s", where, want->key);
+  cr_assert_eq(got->n_targets, want->n_targets, "%s: %s", where, want->key);
+  cr_assert_eq(got->T, want->T);
+  cr_assert(!memcmp(got->x, want->x, sizeof(float) * (size_t)(want->T + 1) * F), "%s: %s values",
+            where, want->key);
+  cr_assert(!memcmp(got->mask, want->mask, sizeof(float) * (size_t)want->T), "%s: %s mask", where,
+            want->key);
+}
+
+/* Starts a consumer where snapshot snap says, and checks that each
+ * partition gives exactly the windows the first run had not released then,
+ * in the same order. */
+static void expect_resume(const rig_t *r, const sim_t *m, const snap_t *snap, int n) {
+  ls_ingest_conf_t *const c = consumer_conf(r->b, r->topic, RS_T, "end");
+  cr_assert_eq(ls_ingest_conf_set(c, "flush", "true"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "queue.windows", "3"), LS_OK);
+  for (int p = 0; p < RS_PARTS; p++) {
+    ls_start_t const start = {LS_START_OFFSET, snap->resume[p]};
+    cr_assert_eq(ls_ingest_conf_add_partition(c, p, start), LS_OK);
+  }
+  for (int s = 0; s < RS_SERIES; s++) {
+    if (snap->below[s] < 0) continue;
+    char key[32];
+    key_of(s, key, sizeof key);
+    cr_assert_eq(ls_ingest_conf_skip_series(c, key, strlen(key), s % RS_PARTS, snap->below[s],
+                                            snap->next_index[s]),
+                 LS_OK, "%s", ls_last_error());
+  }
+  ls_ingest_t *const ing = consumer_new(c);
+  for (int p = 0; p < RS_PARTS; p++) {
+    gotlist_t g = {0};
+    take_partition(ing, p, &g);
+    const gotlist_t *const all = &m->part[p];
+    int i = 0;
+    for (int j = 0; j < all->n; j++) {
+      const got_t *const want = &all->w[j];
+      if (want->released_at >= 0 && want->released_at < snap->at) continue; /* trained */
+      char where[96];
+      snprintf(where, sizeof where, "snapshot %d, partition %d, window %d", n, p, i);
+      cr_assert_lt(i, g.n, "%s: missing (of %d)", where, g.n);
+      expect_same_window(want, &g.w[i++], where);
+    }
+    cr_assert_eq(i, g.n, "snapshot %d, partition %d: %d windows more than expected", n, p, g.n - i);
+    got_free(&g);
+  }
+  ls_ingest_stats_t const st = stats_of(ing);
+  cr_expect_eq(st.duplicates, 0);
+  ls_ingest_destroy(ing);
+  ls_ingest_conf_destroy(c);
+}
+
+/* Train (simulated) from the beginning with snapshots at random places;
+ * a consumer started from each snapshot forms exactly the windows that
+ * were not trained yet: nothing lost, nothing twice, bit for bit. */
+static void resume_is_exact(uint64_t seed) {
+  rig_t r;
+  rig_new(&r, 1, "resume", RS_PARTS, 0, 0, RS_T, "end");
+  int64_t highs[RS_PARTS];
+  produce_resume_topic(&r, seed, highs);
+  rig_set(&r, "flush", "true");
+  rig_set(&r, "queue.windows", "2"); /* keeps partitions pausing */
+  add_partitions(r.c, RS_PARTS, LS_START_BEGINNING);
+  rig_start(&r);
+  sim_t *const m = calloc(1, sizeof *m);
+  m->ing = r.ing;
+  m->rng = seed;
+  for (int i = 0; i < RS_PARTS; i++)
+    m->held[i] = -1;
+  for (int s = 0; s < RS_SERIES; s++)
+    m->below[s] = m->next_index[s] = -1;
+  sim_snapshot(m, 1); /* before anything is taken, its queues full */
+  while (sim_step(m))
+    ;
+  sim_snapshot(m, 0); /* everything trained */
+  int with_unreleased = 0, while_paused = 0;
+  for (int i = 0; i < m->n_snaps; i++) {
+    with_unreleased += m->snaps[i].unreleased > 0;
+    while_paused += m->snaps[i].paused > 0;
+  }
+  cr_expect_gt(with_unreleased, 0, "no snapshot with windows held");
+  cr_expect_gt(while_paused, 0, "no snapshot while paused");
+  for (int p = 0; p < RS_PARTS; p++) {
+    cr_expect_eq(m->snaps[0].resume[p], 0);
+    cr_expect_eq(m->snaps[m->n_snaps - 1].resume[p], highs[p], "partition %d", p);
+    /* The flushed partial windows come last, by first offset. */
+    const gotlist_t *const g = &m->part[p];
+    for (int i = 1; i < g->n; i++)
+      if (g->w[i - 1].n_targets < RS_T)
+        cr_expect_lt(g->w[i - 1].first_offset, g->w[i].first_offset);
+  }
+  ls_ingest_stats_t const st = stats_of(r.ing);
+  cr_expect_gt(st.w.rejected[LS_REJECT_NONFINITE] + st.w.rejected[LS_REJECT_BACKWARDS], 0);
+  for (int i = 0; i < m->n_snaps; i++)
+    expect_resume(&r, m, &m->snaps[i], i);
+  for (int p = 0; p < RS_PARTS; p++)
+    got_free(&m->part[p]);
+  free(m);
+  rig_free(&r);
+}
+
+Test(consumer, resume_is_exact_seed_1) {
+  resume_is_exact(1);
+}
+
+Test(consumer, resume_is_exact_seed_2) {
+  resume_is_exact(2);
+}
+
+/* A series whose trained window is the last thing it holds: its last
+ * target, the next window's first input, is where a resume starts (not one
+ * past it, where the consumer would read next). Before it is released, the
+ * window itself (queued, then handed out) holds the partition back to its
+ * first record. One series, T = 4. */
+Test(consumer, resume_offset_keeps_the_overlap_record) {
+  rig_t r;
+  rig_new(&r, 1, "overlap", 1, 1, 9, 4, "never");
+  rig_produce(&r, 1, 0, 5); /* steps 0..4: window 0 */
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  int64_t at = -1;
+  wait_stats(r.ing, records_reach, 5, "window 0's records");
+  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
+  cr_expect_eq(at, 0, "window 0 is queued");
+  ls_next_t what;
+  const ls_window_t *win = NULL;
+  cr_assert_eq(ls_ingest_next(r.ing, (int)(WAIT_S * 1000), &what, &win), LS_OK);
+  cr_assert_eq(what, LS_NEXT_WINDOW);
+  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
+  cr_expect_eq(at, 0, "window 0 is handed out");
+  ls_ingest_release(r.ing, win);
+  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
+  cr_expect_eq(at, 4, "step 4 is window 1's first input");
+  rig_produce(&r, 1, 5, 9); /* window 1: steps 4..8 */
+  take(r.ing, &r.got, 1);
+  /* A consumer resumed there forms the same window 1. */
+  ls_ingest_conf_t *const c = consumer_conf(r.b, "overlap", 4, "never");
+  ls_start_t const start = {LS_START_OFFSET, 4};
+  cr_assert_eq(ls_ingest_conf_add_partition(c, 0, start), LS_OK);
+  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 4, 1), LS_OK);
+  ls_ingest_t *const resumed = consumer_new(c);
+  gotlist_t g = {0};
+  take(resumed, &g, 1);
+  const got_t *const w1 = &r.got.w[0];
+  cr_expect_eq(w1->index, 1);
+  cr_expect_eq(w1->first_offset, 4);
+  cr_expect_eq(w1->last_offset, 8);
+  for (int t = 0; t <= 4; t++)
+    cr_expect_eq(w1->x[t * F], value_of(0, 4 + t, 0), "row %d", t);
+  expect_same_window(w1, &g.w[0], "window 1");
+  got_free(&g);
+  ls_ingest_destroy(resumed);
+  ls_ingest_conf_destroy(c);
+  rig_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Committed offsets                                                         */
+
+/* Reads what group `group` committed for partitions 0 and 1 of `topic`,
+ * with a client of its own, as Kafka's tools would. */
+static void committed_of(const ls_broker_t *b, const char *group, const char *topic,
+                         int64_t out[2]) {
+  rd_kafka_conf_t *const c = rd_kafka_conf_new();
+  char err[256];
+  cr_assert_eq(rd_kafka_conf_set(c, "bootstrap.servers", ls_broker_bootstrap(b), err, sizeof err),
+               RD_KAFKA_CONF_OK);
+  cr_assert_eq(rd_kafka_conf_set(c, "group.id", group, err, sizeof err), RD_KAFKA_CONF_OK);
+  cr_assert_eq(rd_kafka_conf_set(c, "log_level", "0", err, sizeof err), RD_KAFKA_CONF_OK);
+  rd_kafka_t *const rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+  cr_assert_not_null(rk, "%s", err);
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(2);
+  rd_kafka_topic_partition_list_add(list, topic, 0);
+  rd_kafka_topic_partition_list_add(list, topic, 1);
+  cr_assert_eq(rd_kafka_committed(rk, list, (int)(WAIT_S * 1000)), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(list->elems[i].err, RD_KAFKA_RESP_ERR_NO_ERROR);
+    out[list->elems[i].partition] = list->elems[i].offset;
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_destroy(rk);
+}
+
+/* Offsets committed to the conf's group.id read back from another client;
+ * a coordinator's refusal is an error naming the partition. */
+Test(consumer, commit_round_trip) {
+  rig_t r;
+  rig_new(&r, 1, "lag", 2, 4, 9, 2, "never");
+  rig_produce(&r, 2, 0, r.w.K);
+  cr_assert_eq(ls_ingest_conf_set_kafka(r.c, "group.id=lstream-lag"), LS_OK);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  int64_t before[2];
+  committed_of(r.b, "lstream-lag", "lag", before);
+  cr_expect_eq(before[0], RD_KAFKA_OFFSET_INVALID, "nothing committed yet");
+  int32_t const parts[2] = {0, 1};
+  int64_t const offsets[2] = {5, 11};
+  cr_assert_eq(ls_ingest_commit(r.ing, 2, parts, offsets), LS_OK, "%s", ls_last_error());
+  int64_t after[2];
+  committed_of(r.b, "lstream-lag", "lag", after);
+  cr_expect_eq(after[0], 5);
+  cr_expect_eq(after[1], 11);
+  /* 12: OFFSET_METADATA_TOO_LARGE, an error librdkafka does not retry. */
+  int const refused[] = {12};
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_OFFSET_COMMIT, 1, refused), LS_OK);
+  int64_t const later[1] = {7};
+  cr_expect_eq(ls_ingest_commit(r.ing, 1, parts + 1, later), LS_ERR_KAFKA);
+  cr_expect(strstr(ls_last_error(), "partition 1") != NULL, "%s", ls_last_error());
+  committed_of(r.b, "lstream-lag", "lag", after);
+  cr_expect_eq(after[1], 11, "a refused commit changes nothing");
+  cr_expect_eq(ls_ingest_commit(r.ing, 0, NULL, NULL), LS_OK);
+  rig_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bad arguments                                                             */
+
+Test(consumer, resume_and_commit_bad_arguments) {
+  rig_t r;
+  rig_new(&r, 1, "args", 1, 1, 3, 2, "never");
+  rig_produce(&r, 1, 0, r.w.K);
+  ls_ingest_conf_t *const c = r.c;
+  char long_key[LS_KEY_MAX + 1];
+  memset(long_key, 'k', sizeof long_key);
+  cr_expect_eq(ls_ingest_conf_skip_series(NULL, "k", 1, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, NULL, 1, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 0, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, long_key, sizeof long_key, 0, 0, 0),
+               LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, -1, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, 0, -1, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, 0, 0, -2), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "-2") != NULL, "%s", ls_last_error());
+  cr_expect_eq(ls_ingest_conf_set(c, "commit.timeout.ms", "0"), LS_ERR_INVALID_ARG);
+  add_partitions(c, 1, LS_START_BEGINNING);
+  /* Two rules for one series: refused when the consumer is made. */
+  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 1, 1), LS_OK);
+  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 2, 1), LS_OK);
+  ls_ingest_t *none = NULL;
+  cr_expect_eq(ls_ingest_new(&none, c), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "two skip rules") != NULL, "%s", ls_last_error());
+  cr_expect_null(none);
+  ls_ingest_conf_destroy(c);
+  r.c = consumer_conf(r.b, "args", r.w.T, "never");
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  int64_t offset;
+  cr_expect_eq(ls_ingest_resume_offset(NULL, 0, &offset), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_resume_offset(r.ing, 0, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_resume_offset(r.ing, 3, &offset), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "partition 3") != NULL, "%s", ls_last_error());
+  int32_t const part = 0, other = 3;
+  int64_t const at = 1, negative = -1;
+  cr_expect_eq(ls_ingest_commit(NULL, 1, &part, &at), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_commit(r.ing, -1, &part, &at), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_commit(r.ing, 1, NULL, &at), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_commit(r.ing, 1, &part, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_commit(r.ing, 1, &other, &at), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "partition 3") != NULL, "%s", ls_last_error());
+  cr_expect_eq(ls_ingest_commit(r.ing, 1, &part, &negative), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "negative") != NULL, "%s", ls_last_error());
   rig_free(&r);
 }
 

@@ -1,8 +1,9 @@
 /*
  * The windower (ingest/window.c): exact TBPTT windows of a series (values,
  * one-record overlap, offsets, indices), interleaved series, the trailing
- * partial windows and their masks, every rejection reason leaving the
- * series untouched, and a table of many series.
+ * partial windows, their masks and their order, every rejection reason
+ * leaving the series untouched, a table of many series, skip rules
+ * (resuming a series mid-stream) and the lowest offset a partition holds.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -95,13 +96,11 @@ Test(window, one_series_exact_windows_and_overlap) {
   cr_expect_eq(st.buffered, 3);
 
   const ls_window_t *win = NULL;
-  size_t cursor = 0;
-  cr_assert_eq(ls_windower_flush_next(w, 4, &cursor, &win), LS_OK);
+  cr_assert_eq(ls_windower_flush_next(w, 4, &win), LS_OK);
   cr_expect_null(win, "AAPL is on partition 5");
-  cursor = 0;
-  cr_assert_eq(ls_windower_flush_next(w, 5, &cursor, &win), LS_OK);
+  cr_assert_eq(ls_windower_flush_next(w, 5, &win), LS_OK);
   expect_window(win, "AAPL", 0, 3, T, 2, offset_single);
-  cr_assert_eq(ls_windower_flush_next(w, 5, &cursor, &win), LS_OK);
+  cr_assert_eq(ls_windower_flush_next(w, 5, &win), LS_OK);
   cr_expect_null(win);
   cr_assert_eq(ls_windower_pending(w, "AAPL", 4, &pending, &found), LS_OK);
   cr_expect_eq(pending, 0);
@@ -148,10 +147,14 @@ Test(window, interleaved_series) {
     }
   for (int s = 0; s < 3; s++)
     cr_expect_eq(got[s], 3, "series %d", s); /* 13 = 3 * 4 + 1 */
-  const ls_window_t *win = NULL;
-  size_t cursor = 0;
-  cr_assert_eq(ls_windower_flush_next(w, -1, &cursor, &win), LS_OK);
-  cr_expect_null(win, "one pending record per series makes no target");
+  for (int32_t p = 0; p < 2; p++) {
+    const ls_window_t *win = NULL;
+    cr_assert_eq(ls_windower_flush_next(w, p, &win), LS_OK);
+    cr_expect_null(win, "one pending record per series makes no target");
+  }
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.buffered, 0, "a flush drops the lone records");
   ls_windower_destroy(w);
 }
 
@@ -283,13 +286,216 @@ Test(window, bad_arguments) {
   cr_expect_eq(ls_windower_push(w, NULL, &win), LS_REJECT__COUNT);
   ls_record_t const ok = {"k", 1, "abcdefgh", 8, 0, 0, 0};
   cr_expect_eq(ls_windower_push(w, &ok, NULL), LS_REJECT__COUNT);
-  size_t cursor = 0;
-  cr_expect_eq(ls_windower_flush_next(w, -1, &cursor, NULL), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_flush_next(w, -1, NULL, &win), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_flush_next(w, 0, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_flush_next(NULL, 0, &win), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_windower_stats(w, NULL), LS_ERR_INVALID_ARG);
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
   cr_expect_eq(st.records, 0, "invalid calls count nowhere");
   ls_windower_destroy(w);
   ls_windower_destroy(NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Skip rules, low offsets, flush order                                      */
+
+/* Resuming series "s" (partition 2) after its window 1 was trained: records
+ * below that window's last target (step 6) are skipped without a trace,
+ * step 6 is row 0 of window 2, and every window after is the uninterrupted
+ * run's (expect_window: window k holds steps kT..kT+T). */
+Test(window, skip_rule_resumes_a_series) {
+  int const T = 3;
+  ls_windower_t *const w = windower(T);
+  cr_assert_eq(ls_windower_skip_series(w, "s", 1, 2, offset_single(0, 6), 2), LS_OK, "%s",
+               ls_last_error());
+  const ls_window_t *win = NULL;
+  /* Skipped, not validated: a time after step 6's, a value that is NaN. */
+  cr_expect_eq(push(w, "s", 0, 3, 2, offset_single(0, 3), 5000, &win), LS_REJECT_NONE);
+  cr_expect_null(win);
+  float const nan_v[F] = {NAN, 0};
+  char buf[F * 4];
+  size_t len;
+  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, nan_v, F, buf, sizeof buf, &len), LS_OK);
+  ls_record_t const bad = {"s", 1, buf, len, 2, offset_single(0, 4), 1004};
+  cr_expect_eq(ls_windower_push(w, &bad, &win), LS_REJECT_NONE);
+  /* The rule holds the series to its partition, as before the snapshot. */
+  cr_expect_eq(push(w, "s", 0, 7, 1, offset_single(0, 7), 1007, &win), LS_REJECT_PARTITION);
+  int64_t pending;
+  int found;
+  cr_assert_eq(ls_windower_pending(w, "s", 1, &pending, &found), LS_OK);
+  cr_expect_eq(found, 0, "skipped records start no series");
+  int windows = 2;
+  for (int k = 5; k < 14; k++) {
+    cr_assert_eq(push(w, "s", 0, k, 2, offset_single(0, k), 1000 + k, &win), LS_REJECT_NONE);
+    if (k > 6 && k % T == 0)
+      expect_window(win, "s", 0, windows++, T, T, offset_single);
+    else
+      cr_expect_null(win, "record %d completed a window", k);
+  }
+  cr_expect_eq(windows, 4);
+  cr_expect_eq(push(w, "s", 0, 14, 1, offset_single(0, 14), 1014, &win), LS_REJECT_PARTITION);
+  cr_assert_eq(ls_windower_flush_next(w, 2, &win), LS_OK);
+  expect_window(win, "s", 0, 4, T, 1, offset_single);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.skipped, 3);  /* steps 3 and 5, the NaN */
+  cr_expect_eq(st.accepted, 8); /* steps 6..13 */
+  cr_expect_eq(st.rejected[LS_REJECT_PARTITION], 2);
+  cr_expect_eq(st.rejected[LS_REJECT_NONFINITE], 0);
+  cr_expect_eq(st.records, 13);
+  cr_expect_eq(st.series, 1);
+  cr_expect_eq(st.windows, 2);
+  ls_windower_destroy(w);
+}
+
+/* 100k rules (a snapshot's worth of series): each series' first record
+ * below its rule is skipped, the next starts it at its window index. T = 1,
+ * so the record after completes a window. Once every rule is passed the
+ * rules are freed and new series go on as usual. */
+Test(window, many_skip_rules) {
+  int const S = 100000;
+  ls_windower_t *const w = windower(1);
+  char key[32];
+  for (int s = 0; s < S; s++) {
+    snprintf(key, sizeof key, "series-%d", s);
+    cr_assert_eq(ls_windower_skip_series(w, key, strlen(key), s % 8, 1000 + s, s), LS_OK);
+  }
+  for (int step = 0; step < 3; step++)
+    for (int s = 0; s < S; s++) {
+      snprintf(key, sizeof key, "series-%d", s);
+      const ls_window_t *win = NULL;
+      int64_t const offset = 999 + s + step;
+      cr_assert_eq(push(w, key, s % 1000, step, s % 8, offset, step, &win), LS_REJECT_NONE);
+      if (step < 2) {
+        cr_assert_null(win);
+        continue;
+      }
+      cr_assert_not_null(win, "series %d", s);
+      cr_assert_eq(win->index, s);
+      cr_assert_eq(win->first_offset, 1000 + s);
+      cr_assert_eq(win->x[0], value_of(s % 1000, 1));
+    }
+  const ls_window_t *win = NULL;
+  cr_expect_eq(push(w, "new", 0, 0, 3, 5, 0, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "new", 0, 1, 3, 6, 0, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win);
+  cr_expect_eq(win->index, 0);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.skipped, S);
+  cr_expect_eq(st.series, S + 1);
+  cr_expect_eq(st.windows, S + 1);
+  ls_windower_destroy(w);
+}
+
+/* The lowest held offset of a partition: partial windows, and the last
+ * target of a window handed out (the next window's first input). T = 2. */
+Test(window, low_offset_includes_the_overlap_record) {
+  ls_windower_t *const w = windower(2);
+  const ls_window_t *win = NULL;
+  int64_t low;
+  int found;
+  cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
+  cr_expect_eq(found, 0);
+  cr_expect_eq(low, -1);
+  struct {
+    const char *key;
+    int64_t offset, low; /* the partition's low offset after the push */
+  } const steps[] = {
+      {"a", 0, 0}, {"b", 1, 0},
+      {"a", 2, 0}, {"a", 3, 1}, /* a's window (0, 2, 3) is out: a holds 3, b still 1 */
+      {"b", 4, 1}, {"b", 5, 3}, /* b's window (1, 4, 5) is out: b holds 5 */
+      {"a", 6, 3},              /* the carry: a's row 0 is 3 */
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    cr_assert_eq(push(w, steps[i].key, 0, (int)i, 0, steps[i].offset, -1, &win), LS_REJECT_NONE);
+    cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
+    cr_expect_eq(found, 1);
+    cr_expect_eq(low, steps[i].low, "after offset %lld", (long long)steps[i].offset);
+  }
+  /* Offsets out of order (not Kafka's, but the windower's API allows it). */
+  cr_assert_eq(push(w, "c", 0, 0, 1, 10, -1, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "d", 0, 0, 1, 5, -1, &win), LS_REJECT_NONE);
+  cr_assert_eq(ls_windower_low_offset(w, 1, &low, &found), LS_OK);
+  cr_expect_eq(low, 5);
+  /* After the flush partition 0 holds nothing; partition 1 is untouched. */
+  do
+    cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  while (win != NULL);
+  cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
+  cr_expect_eq(found, 0);
+  cr_assert_eq(ls_windower_low_offset(w, 1, &low, &found), LS_OK);
+  cr_expect_eq(found, 1);
+  cr_expect_eq(low, 5);
+  ls_windower_destroy(w);
+}
+
+static int64_t offset_ab(int s, int k) {
+  /* a (s = 0): steps at offsets 0, 2, 3, 5; b (s = 1): at 1, 4. */
+  static const int64_t a[] = {0, 2, 3, 5}, b[] = {1, 4};
+  return s == 0 ? a[k] : b[k];
+}
+
+/* Trailing partial windows come in order of their first offset, not of
+ * their series' first appearance: a appeared first, but its partial window
+ * starts at its window's last target (3), after b's (1). Series holding
+ * one record (c: only its carry, d: its first record) make none, and are
+ * emptied. T = 2. */
+Test(window, flush_order_is_by_first_offset) {
+  ls_windower_t *const w = windower(2);
+  const ls_window_t *win = NULL;
+  struct {
+    const char *key;
+    int s, k;
+    int64_t offset;
+  } const recs[] = {{"a", 0, 0, 0}, {"b", 1, 0, 1}, {"a", 0, 1, 2}, {"a", 0, 2, 3}, {"b", 1, 1, 4},
+                    {"a", 0, 3, 5}, {"c", 2, 0, 6}, {"c", 2, 1, 7}, {"c", 2, 2, 8}, {"d", 3, 0, 9}};
+  for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++)
+    cr_assert_eq(push(w, recs[i].key, recs[i].s, recs[i].k, 0, recs[i].offset, -1, &win),
+                 LS_REJECT_NONE);
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  expect_window(win, "b", 1, 0, 2, 1, offset_ab);
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  /* a's window 1: steps 2 (offset 3) and 3 (offset 5). */
+  cr_assert_not_null(win);
+  cr_expect_str_eq(win->key, "a");
+  cr_expect_eq(win->index, 1);
+  cr_expect_eq(win->first_offset, 3);
+  cr_expect_eq(win->last_offset, 5);
+  cr_expect_eq(win->n_targets, 1);
+  cr_expect_eq(win->x[0], value_of(0, 2));
+  cr_expect_eq(win->x[F], value_of(0, 3));
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  cr_expect_null(win);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.buffered, 0);
+  ls_windower_destroy(w);
+}
+
+Test(window, skip_rule_bad_arguments) {
+  ls_windower_t *const w = windower(2);
+  cr_expect_eq(ls_windower_skip_series(NULL, "k", 1, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_skip_series(w, NULL, 1, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_skip_series(w, "", 0, 0, 0, 0), LS_ERR_INVALID_ARG);
+  char long_key[LS_KEY_MAX + 1];
+  memset(long_key, 'k', sizeof long_key);
+  cr_expect_eq(ls_windower_skip_series(w, long_key, sizeof long_key, 0, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "256 bytes") != NULL, "%s", ls_last_error());
+  cr_expect_eq(ls_windower_skip_series(w, "k", 1, -1, 0, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, -1, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 0, -1), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "series 'k'") != NULL, "%s", ls_last_error());
+  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 4, 1), LS_OK);
+  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 5, 1), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "two skip rules") != NULL, "%s", ls_last_error());
+  const ls_window_t *win = NULL;
+  cr_assert_eq(push(w, "seen", 0, 0, 0, 0, -1, &win), LS_REJECT_NONE);
+  cr_expect_eq(ls_windower_skip_series(w, "seen", 4, 0, 9, 1), LS_ERR_STATE);
+  int64_t low;
+  int found;
+  cr_expect_eq(ls_windower_low_offset(NULL, 0, &low, &found), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_low_offset(w, 0, NULL, &found), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_low_offset(w, 0, &low, NULL), LS_ERR_INVALID_ARG);
+  ls_windower_destroy(w);
 }

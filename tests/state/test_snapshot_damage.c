@@ -3,7 +3,7 @@
  * fault, and ls_snapshot_find_latest falls back to the previous good one
  * and says so: a truncated shard or manifest, a flipped bit in every
  * section, header, table and tail, a missing shard, a wrong version, a
- * wrong magic number, a shard of another snapshot; a half-written
+ * wrong magic number, a shard of another snapshot or run; a half-written
  * temporary directory is never visible.
  */
 #include <criterion/criterion.h>
@@ -321,5 +321,25 @@ Test(damage, empty_or_absent_directory) {
   snprintf(absent, sizeof absent, "%s/none", dir);
   cr_assert_eq(ls_snapshot_find_latest(absent, NULL, NULL, got, sizeof got), LS_OK);
   cr_assert_str_eq(got, "");
+  done(dir);
+}
+
+Test(damage, shards_of_two_runs_never_committed) {
+  char *const dir = three_snapshots();
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  for (int r = 0; r < 3; r++) {
+    ls_snapshot_t *s = su_snapshot(&SHAPE, 3, r, 40, 10, 1, 40);
+    ls_snapshot_info_t info;
+    cr_assert_eq(ls_snapshot_get_info(s, &info), LS_OK);
+    info.fingerprint += r == 2; /* rank 2 ran with another configuration */
+    cr_assert_eq(ls_snapshot_set_info(s, &info), LS_OK);
+    cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK);
+    ls_snapshot_destroy(s);
+  }
+  cr_assert_eq(ls_snapshot_commit(dir, 40, 3, 5), LS_ERR_CORRUPT);
+  cr_assert(strstr(ls_last_error(), "shard-2") && strstr(ls_last_error(), "fingerprint"), "%s",
+            ls_last_error());
+  expect_latest(dir, 30, -1, NULL, NULL);
   done(dir);
 }
