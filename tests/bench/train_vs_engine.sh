@@ -5,7 +5,8 @@
 # F features, 16 partitions, lz4), then runs `lstream bench engine` at the
 # training shape and `lstream train --until end` on the topic, and prints
 # both windows/s, their ratio, and the share of time the trainer waited for
-# data.
+# data; then the same training with a snapshot every 10 steps, and the
+# step-time cost of those snapshots.
 #
 # Usage: tests/bench/train_vs_engine.sh [BUILD_DIR]
 #   env: B (256) F (8) H (128) L (2) T (32) SERIES (1024) RECORDS (1025)
@@ -40,4 +41,12 @@ wait_share=$(echo "$out" | sed -n 's/^summary.* wait_share=\([0-9.]*\).*/\1/p')
 awk -v ms="$ms" -v b="$B" -v w="$wps" -v ws="$wait_share" 'BEGIN {
   e = b / (ms / 1000)
   printf "train_vs_engine B=%d engine_windows_per_s=%.1f train_windows_per_s=%.1f ratio=%.3f wait_share=%.4f\n", b, e, w, w / e, ws
+}'
+snap=$("$lstream" train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" \
+  --batch "$B" --hidden "$H" --layers "$L" --until end --quiet \
+  --snapshot-dir "$work/snaps" --snapshot-every 10 --resume none)
+echo "$snap" | grep -E '^(summary|snapshots)'
+swps=$(echo "$snap" | sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p')
+awk -v a="$wps" -v b="$swps" 'BEGIN {
+  printf "snapshot_cost every=10 windows_per_s_without=%.1f with=%.1f step_time_cost=%.2f%%\n", a, b, (a / b - 1) * 100
 }'
