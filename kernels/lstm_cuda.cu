@@ -11,14 +11,18 @@
  *
  * GEMMs keep the CPU's row-major formulation: sgemm() below takes exactly
  * the arguments of the CPU's cblas_sgemm(CblasRowMajor, ...) calls and maps
- * them to column-major cuBLAS. Sums that feed a loss, a norm or a bias
- * gradient run in double, as on the CPU, through two-pass reductions whose
- * order depends only on the sizes (never on atomics or on the device's SM
- * count), so a replay gives bit-identical results run after run.
+ * them to column-major cuBLAS (opened with dlopen on first use). Sums that
+ * feed a loss, a norm or a bias gradient run in double, as on the CPU,
+ * through two-pass reductions whose order depends only on the sizes (never
+ * on atomics or on the device's SM count), so a replay gives bit-identical
+ * results run after run.
  */
-#include <cublas_v2.h>
+#include <cublas_v2.h> /* types and prototypes only: the library is opened at run time */
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -44,7 +48,7 @@
 typedef struct cuda_ctx_s {
   int device;
   cudaStream_t stream;
-  cublasHandle_t blas;     /* bound to stream */
+  cublasHandle_t handle;   /* bound to stream */
   double *partials;        /* (2 * REDUCE_BLOCKS) first-pass sums of a reduction */
   double *colsum;          /* (COLSUM_CHUNKS, max(4H, O)) first-pass column sums */
   int64_t *slots;          /* (max_batch) device copy of gather/scatter slots */
@@ -52,6 +56,53 @@ typedef struct cuda_ctx_s {
   cudaEvent_t stage_ev[2]; /* last transfer through stage[k] */
   int stage_next;          /* staging buffer the next chunk uses */
 } cuda_ctx_t;
+
+/* ------------------------------------------------------------------------ */
+/* cuBLAS, opened on first use                                               */
+
+/* cuBLAS is opened by the first CUDA context instead of being linked:
+ * loading libcublas (and libcublasLt) runs their static initialisers, about
+ * 0.1 s at the start of every process (`lstream --help`: 0.11 s linked,
+ * 0.01 s not), which CPU-only runs would pay, and the tests once per
+ * Criterion test, each its own process. The entry points keep cuBLAS' own
+ * prototypes. */
+#define LS_STR_(x)     #x
+#define LS_STR(x)      LS_STR_(x)
+#define CUBLAS_LIBRARY "libcublas.so." LS_STR(CUBLAS_VER_MAJOR)
+
+static struct {
+  int loaded;
+  char error[512]; /* why not, when not */
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetMathMode) set_math_mode;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasGetStatusString) status_string;
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+template <typename F> static int blas_symbol(void *lib, F *fn, const char *name) {
+  void *const p = dlsym(lib, name);
+  *fn = reinterpret_cast<F>(p);
+  if (p == NULL) snprintf(blas.error, sizeof blas.error, "%s has no %s", CUBLAS_LIBRARY, name);
+  return p != NULL;
+}
+
+static void blas_load(void) {
+  void *const lib = dlopen(CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL); /* kept open for good */
+  if (lib == NULL) {
+    const char *const why = dlerror();
+    snprintf(blas.error, sizeof blas.error, "%s", why != NULL ? why : CUBLAS_LIBRARY);
+    return;
+  }
+  blas.loaded = blas_symbol(lib, &blas.create, "cublasCreate_v2") &&
+                blas_symbol(lib, &blas.destroy, "cublasDestroy_v2") &&
+                blas_symbol(lib, &blas.set_stream, "cublasSetStream_v2") &&
+                blas_symbol(lib, &blas.set_math_mode, "cublasSetMathMode") &&
+                blas_symbol(lib, &blas.sgemm, "cublasSgemm_v2") &&
+                blas_symbol(lib, &blas.status_string, "cublasGetStatusString");
+}
 
 /* ------------------------------------------------------------------------ */
 /* Error checks                                                              */
@@ -71,7 +122,7 @@ typedef struct cuda_ctx_s {
     cublasStatus_t const ls_cb_ = (call);                                                          \
     if (ls_cb_ != CUBLAS_STATUS_SUCCESS)                                                           \
       return ls_error_set(LS_ERR_BACKEND, "cuBLAS: %s failed: %s", #call,                          \
-                          cublasGetStatusString(ls_cb_));                                          \
+                          blas.status_string(ls_cb_));                                             \
   } while (0)
 
 /* After a kernel launch: a bad configuration or a missing kernel image. */
@@ -146,7 +197,7 @@ static void ctx_free(void *ctx) {
   /* Teardown cannot report errors: each step is tried whatever came before. */
   (void)cudaSetDevice(c->device);
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
-  if (c->blas != NULL) (void)cublasDestroy(c->blas);
+  if (c->handle != NULL) (void)blas.destroy(c->handle);
   (void)cudaFree(c->partials);
   (void)cudaFree(c->colsum);
   (void)cudaFree(c->slots);
@@ -178,11 +229,15 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
                         c->device, known ? prop.major : 0, known ? prop.minor : 0,
                         LSTREAM_CUDA_ARCHS, cudaGetErrorString(img));
   }
+  LS_RETURN_IF(pthread_once(&blas_once, blas_load) != 0 || !blas.loaded, LS_ERR_UNSUPPORTED,
+               "cannot load cuBLAS (%s): install the CUDA toolkit's cuBLAS, or add its lib "
+               "folder to LD_LIBRARY_PATH",
+               blas.error);
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  CUBLAS_CHECK(cublasCreate(&c->blas));
-  CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+  CUBLAS_CHECK(blas.create(&c->handle));
+  CUBLAS_CHECK(blas.set_stream(c->handle, c->stream));
   /* Plain float32 GEMMs (no TF32), as on the CPU. */
-  CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(blas.set_math_mode(c->handle, CUBLAS_DEFAULT_MATH));
   size_t const H = (size_t)conf->shape.hidden_size, O = (size_t)conf->shape.output_size;
   size_t const cols = 4 * H > O ? 4 * H : O;
   CUDA_CHECK(cudaMalloc((void **)&c->partials, 2 * REDUCE_BLOCKS * sizeof(double)));
@@ -322,7 +377,7 @@ static ls_err_t mem_zero(void *ctx, void *dst, size_t bytes) {
 static ls_err_t sgemm(cuda_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int M, int N,
                       int K, float alpha, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc) {
-  CUBLAS_CHECK(cublasSgemm(c->blas, tb, ta, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+  CUBLAS_CHECK(blas.sgemm(c->handle, tb, ta, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
   return LS_OK;
 }
 
