@@ -48,48 +48,46 @@ run() {
   }
 }
 
-# killed_runs DIR LAUNCH...: runs LAUNCH repeatedly, killing it after each
-# of $delays seconds ("write": right while a snapshot is being written);
-# then once to the end. Output of the last run in $work/resumed.out.
-delays="0.6 write 1.1 write 1.5"
+# killed_runs DIR LAUNCH...: runs LAUNCH repeatedly, killing it at each
+# point of $points: a step number (killed once its metrics show that step)
+# or "write" (killed while it is half way through writing a snapshot); then
+# once to the end. The points are progress, not time, so the kills do not
+# depend on the machine's speed. Output of the last run in $work/resumed.out.
+points="45 write 170 write 330"
 # kill_trainer: SIGKILL the running trainer; fails if there was none.
 kill_trainer() { pkill -9 -f "lstream train --brokers $bootstrap"; }
 killed_runs() {
   local dir=$1
   shift
-  local kills=0 write_kills=0 tries=0
-  local -a schedule=($delays)
-  # Until three kills, one of them during a write (at most 12 runs: each run
-  # resumes, so the job advances and a late kill may find it finished).
-  while [ $kills -lt 3 ] || [ $write_kills -lt 1 ]; do
-    [ $tries -lt 12 ] || break
-    local delay=${schedule[$((tries % ${#schedule[@]}))]}
-    tries=$((tries + 1))
+  local kills=0 write_kills=0
+  mkdir -p "$dir"
+  for point in $points; do
+    rm -f "$work/metrics"
     touch "$work/started"
-    "$@" --snapshot-dir "$dir" --snapshot-every 10 >"$work/k.out" 2>"$work/k.err" &
+    "$@" --snapshot-dir "$dir" --snapshot-every 10 --metrics "$work/metrics" >"$work/k.out" \
+      2>"$work/k.err" &
     local pid=$!
-    if [ "$delay" = write ]; then
-      # kill as soon as this run is half way through writing a snapshot (a
-      # temporary directory newer than its start exists)
-      mkdir -p "$dir"
-      for _ in $(seq 2000); do
+    while kill -0 $pid 2>/dev/null; do
+      if [ "$point" = write ]; then
+        # a temporary snapshot directory newer than this run's start
         [ -n "$(find "$dir" -maxdepth 1 -name '.tmp-snap-*' -newer "$work/started")" ] && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.002
-      done
-    else
-      sleep "$delay"
-    fi
+      else
+        local step
+        step=$(tail -n 1 "$work/metrics" 2>/dev/null | sed -n 's/^{"step":\([0-9]*\),.*/\1/p' || true)
+        [ -n "$step" ] && [ "$step" -ge "$point" ] && break
+      fi
+      sleep 0.002
+    done
     if kill -0 $pid 2>/dev/null && kill_trainer; then
       kills=$((kills + 1))
-      [ "$delay" = write ] && write_kills=$((write_kills + 1))
-      echo "killed after $delay"
+      [ "$point" = write ] && write_kills=$((write_kills + 1))
+      echo "killed at $point"
     else
-      echo "not killed after $delay (the run had ended)"
+      echo "not killed at $point (the run had ended)"
     fi
     wait $pid 2>/dev/null || true
   done
-  [ $kills -ge 3 ] || fail "only $kills runs were still running when killed: make the topic longer"
+  [ $kills -ge 3 ] || fail "only $kills runs were still running when killed"
   [ $write_kills -ge 1 ] || fail "no run was killed while writing a snapshot"
   echo "killed $kills times; snapshots: $(ls "$dir" | tr '\n' ' ')"
   run resumed "$@" --snapshot-dir "$dir" --snapshot-every 10
@@ -115,7 +113,6 @@ kill)
     fail "a series did not train each of its records exactly once"
   ;;
 kill_mpi)
-  delays="1.3 write 1.6 write" # mpirun takes about a second to start the ranks
   kill_trainer() {                # rank 1 only: mpirun then ends the job
     local killed=1
     for pid in $(pgrep -f "lstream train --brokers $bootstrap"); do
