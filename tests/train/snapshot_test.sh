@@ -13,25 +13,9 @@
 set -euo pipefail
 lstream=$1
 case_name=$2
-work=$(mktemp -d)
-broker_pid=
-cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  pkill -9 -f "lstream train --brokers $bootstrap" 2>/dev/null || true
-  rm -rf "$work"
-}
-bootstrap=none
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # see mpi_test.sh
-
-"$lstream" broker --topic snap:4 --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
-broker_pid=$!
-for _ in $(seq 200); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
-[ -s "$work/bootstrap" ] || fail "the broker did not start"
-bootstrap=$(cat "$work/bootstrap")
+source "$(dirname "$0")/lib.sh"
+mpi_env
+start_broker --topic snap:4
 "$lstream" produce --brokers "$bootstrap" --topic snap --series 48 --features 2 \
   --records-per-series 1400 --generator sine --noise 0.05 --seed 4 >/dev/null
 

@@ -11,23 +11,7 @@
 set -euo pipefail
 lstream=$1
 case_name=$2
-work=$(mktemp -d)
-broker_pid=
-cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-start_broker() {
-  "$lstream" broker "$@" --bootstrap-file "$work/bootstrap" >/dev/null &
-  broker_pid=$!
-  for _ in $(seq 200); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
-  [ -s "$work/bootstrap" ] || fail "the broker did not start"
-  bootstrap=$(cat "$work/bootstrap")
-}
+source "$(dirname "$0")/lib.sh"
 
 # train OUT ARGS...: a replay to the end; OUT gets stdout (summary lines).
 train() {
@@ -37,9 +21,6 @@ train() {
     fail "lstream train $* exited $?"
   cat "$out"
 }
-
-# field FILE LINE_PREFIX KEY: the value of KEY= on the line starting with LINE_PREFIX.
-field() { sed -n "s/^$2 .*\b$3=\([^ ]*\).*/\1/p" "$1"; }
 
 # check EXPR MESSAGE: an awk condition on numbers.
 check() { awk "BEGIN {exit !($1)}" || fail "$2"; }

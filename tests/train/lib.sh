@@ -1,0 +1,40 @@
+# Shared by the end-to-end test scripts in tests/train (sourced, not run):
+# a work directory removed on exit, an embedded broker stopped on exit (and
+# any trainer still attached to it), and small helpers.
+#   fail MSG                 print FAIL: MSG and exit 1
+#   start_broker ARGS...     `lstream broker ARGS` in the background; sets $bootstrap
+#   field FILE PREFIX KEY    the value of KEY= on the line of FILE starting with PREFIX
+#   mpi_env                  environment for mpirun tests (root, oversubscription, LSan)
+# Needs $lstream set before it is sourced.
+work=$(mktemp -d)
+broker_pid=
+bootstrap=none
+cleanup() {
+  pkill -9 -f "lstream train --brokers $bootstrap" 2>/dev/null || true
+  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+start_broker() {
+  "$lstream" broker "$@" --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 200); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
+  [ -s "$work/bootstrap" ] || fail "the broker did not start"
+  bootstrap=$(cat "$work/bootstrap")
+}
+
+field() { sed -n "s/^$2 .*\b$3=\([^ ]*\).*/\1/p" "$1"; }
+
+mpi_env() {
+  # CI and these machines run as root; ranks outnumber cores.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  # In the sanitizer build: Open MPI keeps allocations past MPI_Finalize (in
+  # plugins it has unloaded, so they cannot be suppressed by name). Leak
+  # checks are off for the ranks only; ASan's memory errors and UBSan stay
+  # on, and the single-process train tests check the same code for leaks.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
