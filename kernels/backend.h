@@ -30,6 +30,8 @@ typedef struct ls_backend_ops_s {
   /* ctx_new may resolve conf->threads to the number it uses. */
   ls_err_t (*ctx_new)(ls_engine_conf_t *conf, void **ctx);
   void (*ctx_free)(void *ctx);
+  /* The stream work is queued on (cudaStream_t); NULL: synchronous. */
+  void *(*stream)(void *ctx);
 
   /* Device memory. alloc returns zeroed memory. */
   ls_err_t (*alloc)(void *ctx, size_t bytes, void **ptr);

@@ -48,6 +48,9 @@ struct ls_engine_s {
   int fwd_masked; /* last forward had a mask */
   int fwd_target; /* last forward had a target */
   int bwd_done;   /* input gradients are those of the last forward */
+
+  ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
+  void *grad_hook_opaque;
 };
 
 struct ls_state_table_s {
@@ -245,6 +248,25 @@ ls_device_t ls_engine_device(const ls_engine_t *e) {
   return e == NULL ? LS_DEVICE_CPU : e->conf.device;
 }
 
+void *ls_engine_stream(const ls_engine_t *e) {
+  return e == NULL || e->ops->stream == NULL ? NULL : e->ops->stream(e->ctx);
+}
+
+ls_err_t ls_engine_set_grad_hook(ls_engine_t *e, ls_grad_ready_fn fn, void *opaque) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  e->grad_hook = fn;
+  e->grad_hook_opaque = fn != NULL ? opaque : NULL;
+  return LS_OK;
+}
+
+/* Tells the gradient hook that segment k is final. */
+static ls_err_t grad_ready(ls_engine_t *e, int k) {
+  if (e->grad_hook == NULL) return LS_OK;
+  size_t off, cnt;
+  LS_FORWARD_IF_ERROR(ls_grad_segment(&e->conf.shape, k, &off, &cnt));
+  return e->grad_hook(e->grad_hook_opaque, k, off, cnt, ls_engine_stream(e));
+}
+
 ls_err_t ls_engine_zero_grads(ls_engine_t *e) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   return e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));
@@ -360,6 +382,7 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
   LS_FORWARD_IF_ERROR(ops->head_backward(e->ctx, e->dh, e->grads + off_w, e->grads + off_b,
                                          e->dpred, y, e->params + off_w, N, H, O));
+  LS_FORWARD_IF_ERROR(grad_ready(e, 0));
 
   /* Down the stack: layer l's dx (into dh, in place) is layer l-1's dh. */
   for (int l = L - 1; l >= 0; l--) {
@@ -375,6 +398,7 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
         e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
         e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1], T, B,
         In, H));
+    LS_FORWARD_IF_ERROR(grad_ready(e, L - l));
   }
   e->bwd_done = 1;
   return LS_OK;

@@ -455,6 +455,7 @@ const ls_backend_ops_t ls_backend_cpu = {
     .name = "cpu",
     .ctx_new = ctx_new,
     .ctx_free = ctx_free,
+    .stream = NULL, /* every call finishes its work before it returns */
     .alloc = mem_alloc,
     .free = mem_free,
     .upload = mem_copy,

@@ -209,6 +209,8 @@ static void ctx_free(void *ctx) {
   free(c);
 }
 
+static void *ctx_stream(void *ctx) { return ((cuda_ctx_t *)ctx)->stream; }
+
 __global__ static void probe_kernel(void) {}
 
 /* Everything the context owns, on a context whose fields start zeroed. */
@@ -788,6 +790,7 @@ const ls_backend_ops_t ls_backend_cuda = {
     .name = "cuda",
     .ctx_new = ctx_new,
     .ctx_free = ctx_free,
+    .stream = ctx_stream,
     .alloc = mem_alloc,
     .free = mem_free,
     .upload = mem_upload,

@@ -70,6 +70,23 @@ ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kin
   return LS_OK;
 }
 
+ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t *count) {
+  LS_FORWARD_IF_ERROR(ls_shape_check(shape));
+  LS_RETURN_IF(offset == NULL || count == NULL, LS_ERR_INVALID_ARG, "offset or count is NULL");
+  int const L = shape->num_layers;
+  LS_RETURN_IF(k < 0 || k > L, LS_ERR_INVALID_ARG, "gradient segment %d is out of range [0, %d]",
+               k, L);
+  size_t n = 0;
+  if (k == 0) {
+    LS_FORWARD_IF_ERROR(ls_param_locate(shape, 0, LS_PARAM_HEAD_WEIGHT, offset, &n));
+    *count = (size_t)shape->output_size * ((size_t)shape->hidden_size + 1);
+    return LS_OK;
+  }
+  LS_FORWARD_IF_ERROR(ls_param_locate(shape, L - k, LS_PARAM_WEIGHT_IH, offset, &n));
+  *count = layer_floats(shape, L - k);
+  return LS_OK;
+}
+
 ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size) {
   LS_RETURN_IF(buf == NULL || size == 0, LS_ERR_INVALID_ARG, "buffer is NULL or empty");
   static const char *const names[] = {"weight_ih_l", "weight_hh_l", "bias_ih_l", "bias_hh_l",

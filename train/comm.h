@@ -2,9 +2,20 @@
  * Communication between replicas (train/ internal): the sums a step needs
  * from every rank. One interface, three backends:
  *   none  one process, world 1: every call is the identity
- *   mpi   MPI_COMM_WORLD, host buffers, MPI_Allreduce (the program calls
- *         MPI_Init before and MPI_Finalize after)
- *   nccl  device buffers (needs the CUDA backend)
+ *   mpi   MPI_COMM_WORLD, host buffers, MPI_Iallreduce (the program calls
+ *         MPI_Init before and MPI_Finalize after); for a given world size the
+ *         result is the same bits run after run
+ *   nccl  device buffers: one NCCL communicator over every rank, its id
+ *         broadcast over MPI; rank -> GPU by local rank (the engine's
+ *         device_index); the sums run on a stream of their own, ordered
+ *         after the engine's work and before its next step with events, so
+ *         the host never waits. Step figures (doubles) go over MPI.
+ *
+ * Use: comm_new, create the engine on device comm_local_rank (CUDA), then
+ * comm_bind it. A gradient sum is started per range — comm_grads_start, in
+ * the same order on every rank, ranges disjoint — and completed by
+ * comm_grads_finish before the optimizer reads the buffer. comm_sum_grads
+ * does both for the whole buffer.
  */
 #ifndef LSTREAM_TRAIN_COMM_H
 #define LSTREAM_TRAIN_COMM_H
@@ -18,16 +29,33 @@ typedef enum comm_kind_e { COMM_NONE = 0, COMM_MPI = 1, COMM_NCCL = 2 } comm_kin
 
 typedef struct comm_s comm_t;
 
-/* Opens a backend. For mpi, MPI must be initialised. */
+/* Opens a backend. For mpi and nccl on more than one rank, MPI must be
+ * initialised. */
 ls_err_t comm_new(comm_kind_t kind, comm_t **out);
 void comm_destroy(comm_t *c); /* accepts NULL */
 
 int comm_rank(const comm_t *c);
 int comm_world(const comm_t *c);
+/* This rank's index among the ranks of its host (0 without MPI). */
+int comm_local_rank(const comm_t *c);
+comm_kind_t comm_kind(const comm_t *c);
 
-/* In-place sums over every rank: grad [n] floats in the engine's memory,
- * v [n] doubles in host memory. Every rank calls with the same n. */
-ls_err_t comm_sum_grads(comm_t *c, ls_engine_t *eng, float *grad, size_t n);
+/* Binds the engine whose gradient buffer the sums work on; checks that its
+ * device suits the backend (mpi: CPU, nccl: CUDA) and, for nccl, creates
+ * the communicator on the engine's device. */
+ls_err_t comm_bind(comm_t *c, ls_engine_t *eng);
+
+/* Starts the in-place sum over every rank of grad[offset, offset + count),
+ * after the work queued on `stream` (the engine's; NULL on the CPU). */
+ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream);
+/* Completes every started sum (mpi: waits; nccl: orders the engine's stream
+ * after them). A no-op when none was started. */
+ls_err_t comm_grads_finish(comm_t *c);
+/* Both, for the whole gradient buffer. */
+ls_err_t comm_sum_grads(comm_t *c);
+
+/* In-place sum over every rank of v [n] doubles in host memory. Every rank
+ * calls with the same n; blocking. */
 ls_err_t comm_sum_doubles(comm_t *c, double *v, int n);
 
 #endif

@@ -168,6 +168,34 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   return LS_OK;
 }
 
+/* The engine's gradient hook: a segment is final, start its sum. */
+static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t count,
+                            void *stream) {
+  (void)segment;
+  return comm_grads_start(((ls_trainer_t *)opaque)->comm, offset, count, stream);
+}
+
+/* A rank without windows in an overlapped step starts the same sums, in
+ * the same order, on its zero gradient. */
+static ls_err_t start_zero_sums(ls_trainer_t *tr) {
+  const ls_shape_t *const s = &ls_engine_get_conf(tr->eng)->shape;
+  for (int k = 0; k <= s->num_layers; k++) {
+    size_t off, cnt;
+    LS_FORWARD_IF_ERROR(ls_grad_segment(s, k, &off, &cnt));
+    LS_FORWARD_IF_ERROR(comm_grads_start(tr->comm, off, cnt, ls_engine_stream(tr->eng)));
+  }
+  return LS_OK;
+}
+
+/* Binds the comm backend to the engine and, where it pays, has backward
+ * start the gradient sums (with accumulation the sums wait for the last
+ * step of an update, which a rank learns only after the step's sum). */
+static ls_err_t bind_comm(ls_trainer_t *tr) {
+  LS_FORWARD_IF_ERROR(comm_bind(tr->comm, tr->eng));
+  tr->overlap = tr->world > 1 && tr->conf.overlap && tr->conf.accumulate == 1;
+  return tr->overlap ? ls_engine_set_grad_hook(tr->eng, grads_ready, tr) : LS_OK;
+}
+
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   LS_RETURN_IF(conf == NULL || out == NULL, LS_ERR_INVALID_ARG, "conf or out is NULL");
   *out = NULL;
@@ -205,9 +233,11 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     ec.max_batch = tr->B;
     ec.max_window = c->window;
     ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    ec.device_index = comm_local_rank(tr->comm); /* one GPU per rank of a host */
     ec.threads = c->threads;
     err = ls_engine_new(&ec, &tr->eng);
   }
+  if (err == LS_OK) err = bind_comm(tr);
   if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
   if (err == LS_OK) err = ls_series_table_new(tr->eng, 1024, &tr->series);
   if (err == LS_OK) err = alloc_buffers(tr);
@@ -376,10 +406,10 @@ enum {
   V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
 };
 
-/* Sums the gradients across ranks and steps the optimizer. */
+/* Sums the gradients across ranks (unless backward started the sums, and
+ * the step loop finished them) and steps the optimizer. */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
-  size_t const n = ls_engine_param_count(tr->eng);
-  LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm, tr->eng, ls_engine_grad_buffer(tr->eng), n));
+  if (!tr->overlap) LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm));
   ls_optim_t opt = tr->opt;
   int64_t const u = tr->sum.updates;
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
@@ -464,6 +494,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     }
     double const c0 = train_now();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
+    else if (err == LS_OK && tr->overlap) err = start_zero_sums(tr);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
     v[V_COMPUTE] = train_now() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
@@ -471,6 +502,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     v[V_STOP] = (stop && *stop) || cb_stop;
     train_snapshot_contribute(tr, v + V__N);
     err = comm_sum_doubles(tr->comm, v, V__N + SNAP_V__N);
+    if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->comm);
     if (err != LS_OK) break;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);

@@ -22,6 +22,7 @@ struct ls_trainer_s {
   ls_train_conf_t conf;
   comm_t *comm;
   int rank, world;
+  int overlap; /* gradient sums start during backward (grads_ready) */
   ls_engine_t *eng;
   ls_series_table_t *series;
   ls_ingest_t *ing;

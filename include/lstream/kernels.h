@@ -72,6 +72,12 @@ ls_err_t ls_param_count(const ls_shape_t *shape, size_t *count);
 ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind,
                          size_t *offset, size_t *count);
 
+/* The gradient buffer in the order backward finishes it: segment 0 is the
+ * head (head.weight, head.bias), segment k = 1..L is layer L-k's four
+ * tensors. Each segment is one contiguous range [offset, offset + count) of
+ * the flat buffer, and the L+1 segments tile it, back to front. */
+ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t *count);
+
 /* PyTorch's name of a tensor ("weight_ih_l0", "head.weight"), written into
  * buf (NUL-terminated). */
 ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size);
@@ -132,6 +138,24 @@ float *ls_engine_grad_buffer(ls_engine_t *eng);
 
 /* The engine's device: LS_DEVICE_CPU or LS_DEVICE_CUDA. */
 ls_device_t ls_engine_device(const ls_engine_t *eng);
+
+/* The stream the engine queues its work on: a cudaStream_t on CUDA, NULL on
+ * the CPU (where every call has finished its work when it returns). Work
+ * another library queues on it (an all-reduce) runs in the engine's order. */
+void *ls_engine_stream(const ls_engine_t *eng);
+
+/* Called by ls_engine_backward each time a gradient segment (see
+ * ls_grad_segment) holds its final value for this backward: segment 0 after
+ * the head, segment k after layer L-k, in that order. `stream` is the
+ * engine's stream with the segment's work queued on it (NULL on the CPU:
+ * the values are in memory). An error it returns stops the backward and is
+ * returned by it. For overlapping a gradient all-reduce with the rest of
+ * backward. */
+typedef ls_err_t (*ls_grad_ready_fn)(void *opaque, int segment, size_t offset, size_t count,
+                                     void *stream);
+
+/* Sets (fn != NULL) or clears (fn == NULL) the engine's gradient hook. */
+ls_err_t ls_engine_set_grad_hook(ls_engine_t *eng, ls_grad_ready_fn fn, void *opaque);
 
 /* ------------------------------------------------------------------------ */
 /* One window                                                                */
