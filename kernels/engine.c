@@ -73,6 +73,7 @@ void ls_engine_conf_init(ls_engine_conf_t *conf) {
   conf->max_batch = 64;
   conf->max_window = 32;
   conf->device = LS_DEVICE_CPU;
+  conf->precision = LS_PRECISION_FP32;
 }
 
 #define LS_MAX_BATCH (1 << 20)
@@ -87,6 +88,9 @@ static ls_err_t conf_check(const ls_engine_conf_t *conf) {
                "max_window=%d is out of range [1, %d]", conf->max_window, LS_MAX_WINDOW);
   LS_RETURN_IF(conf->threads < 0 || conf->threads > 4096, LS_ERR_INVALID_ARG,
                "threads=%d is out of range [0 (all cores), 4096]", conf->threads);
+  LS_RETURN_IF(conf->precision != LS_PRECISION_FP32 && conf->precision != LS_PRECISION_TF32,
+               LS_ERR_INVALID_ARG, "unknown precision %d: expected fp32 (%d) or tf32 (%d)",
+               (int)conf->precision, (int)LS_PRECISION_FP32, (int)LS_PRECISION_TF32);
   /* Row counts of the biggest GEMM (T*B rows of 4H) must fit in an int. */
   double const rows = (double)conf->max_batch * (double)conf->max_window;
   LS_RETURN_IF(rows * 4.0 * conf->shape.hidden_size > 2147483647.0, LS_ERR_INVALID_ARG,
@@ -121,6 +125,10 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   LS_FORWARD_IF_ERROR(conf_check(conf));
   const ls_backend_ops_t *ops = NULL;
   LS_FORWARD_IF_ERROR(select_backend(conf->device, &ops));
+  LS_RETURN_IF(conf->precision == LS_PRECISION_TF32 && conf->device != LS_DEVICE_CUDA,
+               LS_ERR_UNSUPPORTED,
+               "precision tf32 (TF32 tensor-core GEMMs) needs the CUDA engine (--device cuda); "
+               "the CPU engine computes in fp32 only");
 
   ls_engine_t *e = calloc(1, sizeof *e);
   LS_RETURN_IF(e == NULL, LS_ERR_NOMEM, "no memory for the engine");

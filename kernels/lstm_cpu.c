@@ -71,7 +71,8 @@ static inline float ls_tanh(float x) { return 1.0f - 2.0f / (ls_exp(2.0f * x) + 
 static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   cpu_ctx_t *c = calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the CPU backend");
-  int const cores = omp_get_num_procs();
+  /* OMP_NUM_THREADS where set, else the cores this process may run on. */
+  int const cores = omp_get_max_threads();
   c->threads = conf->threads > 0 ? conf->threads : (cores > 0 ? cores : 1);
   conf->threads = c->threads;
   int const H = conf->shape.hidden_size, O = conf->shape.output_size;

@@ -11,11 +11,13 @@
  *
  * GEMMs keep the CPU's row-major formulation: sgemm() below takes exactly
  * the arguments of the CPU's cblas_sgemm(CblasRowMajor, ...) calls and maps
- * them to column-major cuBLAS (opened with dlopen on first use). Sums that
- * feed a loss, a norm or a bias gradient run in double, as on the CPU,
- * through two-pass reductions whose order depends only on the sizes (never
- * on atomics or on the device's SM count), so a replay gives bit-identical
- * results run after run.
+ * them to column-major cuBLAS (opened with dlopen on first use), in plain
+ * float32 or, with LS_PRECISION_TF32, on TF32 tensor cores (ctx_init sets
+ * the handle's math mode; nothing else differs). Sums that feed a loss, a
+ * norm or a bias gradient run in double, as on the CPU, through two-pass
+ * reductions whose order depends only on the sizes (never on atomics or on
+ * the device's SM count), so a replay gives bit-identical results run after
+ * run.
  */
 #include <cublas_v2.h> /* types and prototypes only: the library is opened at run time */
 #include <cuda_runtime.h>
@@ -238,8 +240,19 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(blas.create(&c->handle));
   CUBLAS_CHECK(blas.set_stream(c->handle, c->stream));
-  /* Plain float32 GEMMs (no TF32), as on the CPU. */
-  CUBLAS_CHECK(blas.set_math_mode(c->handle, CUBLAS_DEFAULT_MATH));
+  /* fp32: CUBLAS_DEFAULT_MATH, plain float32 GEMMs as on the CPU. cuBLAS'
+   * default mode computes with at least the precision and range asked for
+   * (cublas_api.h: CUBLAS_COMPUTE_32F "guarantee internal storage precision
+   * with at least the same precision and range"); for float32 inputs TF32
+   * is opt-in (CUBLAS_TF32_TENSOR_OP_MATH or a _FAST_TF32 compute type),
+   * unlike cuDNN, where it is opt-out.
+   * tf32: CUBLAS_TF32_TENSOR_OP_MATH: each cublasSgemm may round its inputs
+   * to TF32 and run on the tensor cores, accumulating in float32. The
+   * environment variable NVIDIA_TF32_OVERRIDE=0 disables TF32 in NVIDIA's
+   * libraries whatever the handle says: tf32 then computes as fp32. */
+  CUBLAS_CHECK(blas.set_math_mode(c->handle, conf->precision == LS_PRECISION_TF32
+                                                 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                 : CUBLAS_DEFAULT_MATH));
   size_t const H = (size_t)conf->shape.hidden_size, O = (size_t)conf->shape.output_size;
   size_t const cols = 4 * H > O ? 4 * H : O;
   CUDA_CHECK(cudaMalloc((void **)&c->partials, 2 * REDUCE_BLOCKS * sizeof(double)));

@@ -34,6 +34,8 @@ int cmd_bench_ingest(int argc, char **argv);
 
 /* `lstream bench snapshot ...` (train/cmd_bench_snapshot.c). */
 int cmd_bench_snapshot(int argc, char **argv);
+/* lstream bench comm (train/cmd_bench_comm.c) */
+int cmd_bench_comm(int argc, char **argv);
 
 /* Kafka client properties from `-X key=value` and `--kafka-config FILE`
  * (ls_kafka_config_read's format), in the order given so that later ones
@@ -77,5 +79,12 @@ double cli_now(void);
 
 /* Median of n doubles (sorts the array in place). */
 double cli_median(double *v, int n);
+
+/* MPI around a command started by mpirun on several ranks: cli_mpi_begin
+ * initialises it (*up = 1) or does nothing (one rank); returns CLI_EXIT_OK
+ * or a failure it has printed. cli_mpi_end aborts the job when rc is a
+ * failure (the other ranks must not wait on this one) and finalises. */
+int cli_mpi_begin(int *argc, char ***argv, int *up);
+void cli_mpi_end(int up, int rc);
 
 #endif /* LSTREAM_TRAIN_CLI_H */

@@ -11,6 +11,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "lstream/train.h"
+
+#ifdef LSTREAM_HAVE_MPI
+#include <mpi.h>
+#endif
+
 int cli_fail(ls_err_t err, const char *fmt, ...) {
   va_list ap;
   fputs("lstream: ", stderr);
@@ -77,4 +83,29 @@ double cli_median(double *v, int n) {
   if (n <= 0) return 0.0;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cli_mpi_begin(int *argc, char ***argv, int *up) {
+  *up = 0;
+  if (ls_train_launched_ranks() <= 1) return CLI_EXIT_OK;
+#ifdef LSTREAM_HAVE_MPI
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    return cli_fail(LS_ERR_BACKEND, "MPI_Init_thread failed");
+  *up = 1;
+  return CLI_EXIT_OK;
+#else
+  (void)argc, (void)argv;
+  return cli_fail(LS_ERR_UNSUPPORTED, "started by mpirun, but this build has no MPI");
+#endif
+}
+
+void cli_mpi_end(int up, int rc) {
+#ifdef LSTREAM_HAVE_MPI
+  if (!up) return;
+  if (rc != CLI_EXIT_OK) MPI_Abort(MPI_COMM_WORLD, rc);
+  MPI_Finalize();
+#else
+  (void)up, (void)rc;
+#endif
 }

@@ -16,29 +16,39 @@ typedef struct bench_shape_s {
   int B, I, H, L, T;
 } bench_shape_t;
 
+/* The CPU's default shapes; CUDA adds one large enough to fill a GPU. */
 static const bench_shape_t default_shapes[] = {
     {256, 8, 128, 2, 32},
     {64, 4, 64, 1, 64},
     {1024, 16, 256, 2, 64},
+    {4096, 32, 512, 2, 128},
 };
+#define CPU_DEFAULT_SHAPES 3
 
 #define MAX_SHAPES 32
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: lstream bench engine [--device cpu|cuda] [--shape B,I,H,L,T]... [--steps N]\n"
-          "                            [--warmup N] [--threads N] [--no-sgemm]\n"
+          "Usage: lstream bench engine [--device cpu|cuda] [--precision fp32|tf32]\n"
+          "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
+          "                            [--threads N] [--no-sgemm]\n"
           "\n"
           "Times full training steps (zero initial state, forward, masked MSE over O = I\n"
           "next-step targets, backward, global-norm clip + Adam) and prints one line per\n"
           "shape:\n"
-          "  engine device=cpu B=.. I=.. H=.. L=.. T=.. ms_per_step=<median> "
-          "timesteps_per_s=.. gflops=..\n"
-          "then the machine's single-precision GEMM rate (2048^3 sgemm) as the limit.\n"
+          "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"
+          "         timesteps_per_s=.. gflops=..\n"
+          "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"
+          "the limit. A step ends by reading back the gradient norm, as the trainer does,\n"
+          "so on CUDA its work has completed when its time is taken.\n"
           "\n"
           "  --device D     cpu (default) or cuda\n"
+          "  --precision P  GEMM arithmetic: fp32 (default) or tf32 (CUDA only: inputs\n"
+          "                 rounded to TF32 on the tensor cores, float32 accumulation;\n"
+          "                 state, pointwise math and the optimizer stay float32)\n"
           "  --shape S      batch, inputs, hidden, layers, window; repeat for several\n"
-          "                 (default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64)\n"
+          "                 (default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64,\n"
+          "                 and on cuda also 4096,32,512,2,128)\n"
           "  --steps N      timed steps per shape (default 10); the median is reported\n"
           "  --warmup N     untimed steps first (default 2)\n"
           "  --threads N    CPU threads (default: all cores)\n"
@@ -86,14 +96,15 @@ static void fill(float *v, size_t n, uint32_t seed) {
   }
 }
 
-static int bench_one(const bench_shape_t *s, ls_device_t device, int threads, int steps,
-                     int warmup) {
+static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t precision,
+                     int threads, int steps, int warmup) {
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
   conf.shape = (ls_shape_t){s->I, s->H, s->L, s->I};
   conf.max_batch = s->B;
   conf.max_window = s->T;
   conf.device = device;
+  conf.precision = precision;
   conf.threads = threads;
   ls_engine_t *eng = NULL;
   ls_err_t err = ls_engine_new(&conf, &eng);
@@ -117,7 +128,9 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, int threads, in
     err = ls_engine_set_state(eng, s->B, NULL, NULL);
     if (err == LS_OK) err = ls_engine_forward(eng, s->T, s->B, x, y, NULL, &loss, &count);
     if (err == LS_OK) err = ls_engine_backward(eng, (float)(1.0 / count));
-    if (err == LS_OK) err = ls_engine_optimizer_step(eng, &opt, 1.0f, NULL);
+    /* Reading the norm back waits for the update: the step is complete. */
+    float norm = 0.0f;
+    if (err == LS_OK) err = ls_engine_optimizer_step(eng, &opt, 1.0f, &norm);
     if (i >= warmup) times[i - warmup] = cli_now() - t0;
   }
   if (err != LS_OK) {
@@ -125,10 +138,11 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, int threads, in
     goto done;
   }
   double const sec = cli_median(times, steps);
-  printf("engine device=%s B=%d I=%d H=%d L=%d T=%d ms_per_step=%.3f timesteps_per_s=%.0f "
-         "gflops=%.1f\n",
-         device == LS_DEVICE_CPU ? "cpu" : "cuda", s->B, s->I, s->H, s->L, s->T, sec * 1e3,
-         (double)s->B * s->T / sec, step_flops(s) / sec / 1e9);
+  printf("engine device=%s precision=%s B=%d I=%d H=%d L=%d T=%d ms_per_step=%.3f "
+         "timesteps_per_s=%.0f gflops=%.1f\n",
+         device == LS_DEVICE_CPU ? "cpu" : "cuda", precision == LS_PRECISION_TF32 ? "tf32" : "fp32",
+         s->B, s->I, s->H, s->L, s->T, sec * 1e3, (double)s->B * s->T / sec,
+         step_flops(s) / sec / 1e9);
   fflush(stdout);
 done:
   free(x), free(y), free(times);
@@ -140,6 +154,7 @@ int cmd_bench_engine(int argc, char **argv) {
   bench_shape_t shapes[MAX_SHAPES];
   int n_shapes = 0, steps = 10, warmup = 2, threads = 0, sgemm = 1;
   ls_device_t device = LS_DEVICE_CPU;
+  ls_precision_t precision = LS_PRECISION_FP32;
   for (int i = 1; i < argc; i++) {
     const char *const a = argv[i];
     const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -155,6 +170,10 @@ int cmd_bench_engine(int argc, char **argv) {
       if (!strcmp(v, "cpu")) device = LS_DEVICE_CPU;
       else if (!strcmp(v, "cuda")) device = LS_DEVICE_CUDA;
       else return cli_usage_error("bench engine", "--device '%s': expected cpu or cuda", v);
+    } else if (!strcmp(a, "--precision")) {
+      if (!strcmp(v, "fp32")) precision = LS_PRECISION_FP32;
+      else if (!strcmp(v, "tf32")) precision = LS_PRECISION_TF32;
+      else return cli_usage_error("bench engine", "--precision '%s': expected fp32 or tf32", v);
     } else if (!strcmp(a, "--shape")) {
       bench_shape_t s;
       char tail;
@@ -180,11 +199,12 @@ int cmd_bench_engine(int argc, char **argv) {
     i++;
   }
   if (n_shapes == 0) {
-    n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
-    memcpy(shapes, default_shapes, sizeof default_shapes);
+    n_shapes = device == LS_DEVICE_CPU ? CPU_DEFAULT_SHAPES
+                                       : (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    memcpy(shapes, default_shapes, (size_t)n_shapes * sizeof default_shapes[0]);
   }
   for (int i = 0; i < n_shapes; i++) {
-    int const rc = bench_one(&shapes[i], device, threads, steps, warmup);
+    int const rc = bench_one(&shapes[i], device, precision, threads, steps, warmup);
     if (rc != CLI_EXIT_OK) return rc;
   }
   if (sgemm && device == LS_DEVICE_CPU) printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());

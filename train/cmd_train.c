@@ -11,9 +11,6 @@
 #include "cli.h"
 #include "lstream/train.h"
 
-#ifdef LSTREAM_HAVE_MPI
-#include <mpi.h> /* MPI_Init_thread / MPI_Finalize around a multi-rank run */
-#endif
 
 static volatile sig_atomic_t stop_flag = 0;
 static void on_signal(int sig) {
@@ -234,19 +231,7 @@ int cmd_train(int argc, char **argv) {
     if (err != LS_OK) rc = cli_usage_error("train", "%s", ls_last_error());
   }
   if (rc != CLI_EXIT_OK) goto done;
-  if (ls_train_launched_ranks() > 1) {
-#ifdef LSTREAM_HAVE_MPI
-    int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-      rc = cli_fail(LS_ERR_BACKEND, "MPI_Init_thread failed");
-      goto done;
-    }
-    mpi_up = 1;
-#else
-    rc = cli_fail(LS_ERR_UNSUPPORTED, "started by mpirun, but this build has no MPI");
-    goto done;
-#endif
-  }
+  if ((rc = cli_mpi_begin(&argc, &argv, &mpi_up)) != CLI_EXIT_OK) goto done;
   if (metrics_path != NULL && (lg.metrics = fopen(metrics_path, "a")) == NULL) {
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", metrics_path);
     goto done;
@@ -281,11 +266,12 @@ int cmd_train(int argc, char **argv) {
       rank == 0) {
     double const busy = s.wait_s + s.compute_s;
     printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
-           "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f\n",
+           "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f comm_s=%.3f\n",
            (long long)s.steps, (long long)s.windows, (long long)s.records, (long long)s.series,
            (long long)s.updates, (long long)s.rejected, s.elapsed_s,
            s.elapsed_s > 0 ? s.windows / s.elapsed_s : 0.0,
-           s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0);
+           s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0,
+           s.comm_s);
     printf("loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_steps=%lld "
            "final_ratio=%.4f\n",
            mse(s.loss_sum, s.count), mse(s.baseline_sum, s.count),
@@ -311,11 +297,6 @@ done:
   ls_trainer_destroy(tr);
   cli_kafka_props_free(&props);
   ls_train_conf_destroy(conf);
-#ifdef LSTREAM_HAVE_MPI
-  if (mpi_up) {
-    if (rc != CLI_EXIT_OK) MPI_Abort(MPI_COMM_WORLD, rc); /* the others must not wait on us */
-    MPI_Finalize();
-  }
-#endif
+  cli_mpi_end(mpi_up, rc);
   return rc;
 }

@@ -258,6 +258,14 @@ ls_err_t comm_grads_finish(comm_t *c) {
   return ls_error_set(LS_ERR_STATE, "sums started on a backend without them");
 }
 
+ls_err_t comm_sync(comm_t *c) {
+  LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "comm is NULL");
+#ifdef LSTREAM_HAVE_NCCL
+  if (c->stream != NULL) CUDA_TRY(cudaStreamSynchronize(c->stream), "waiting for the all-reduce");
+#endif
+  return LS_OK;
+}
+
 ls_err_t comm_sum_grads(comm_t *c) {
   LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "comm is NULL");
   LS_RETURN_IF(c->eng == NULL, LS_ERR_STATE, "comm is not bound to an engine");

@@ -51,6 +51,9 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream);
 /* Completes every started sum (mpi: waits; nccl: orders the engine's stream
  * after them). A no-op when none was started. */
 ls_err_t comm_grads_finish(comm_t *c);
+/* Blocks the host until every finished sum is done (nccl: its stream; mpi:
+ * finish already waited). For timing. */
+ls_err_t comm_sync(comm_t *c);
 /* Both, for the whole gradient buffer. */
 ls_err_t comm_sum_grads(comm_t *c);
 

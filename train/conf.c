@@ -25,6 +25,7 @@ typedef struct key_def_s {
 static const char *const formats[] = {"f32", "csv", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
 static const char *const untils[] = {"live", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 static const char *const comms[] = {"auto", "none", "mpi", "nccl", NULL};
@@ -51,7 +52,8 @@ static const key_def_t keys[] = {
     {"accumulate", "steps whose gradients make one update", K_INT, F(accumulate), 0, 1, 1 << 20, NULL},
     {"seed", "parameter initialisation seed", K_I64, F(seed), 0, 0, 9.2e18, NULL},
     {"device", "cpu or cuda", K_ENUM, F(device), 0, 0, 0, devices},
-    {"threads", "CPU threads; 0 = all cores", K_INT, F(threads), 0, 0, 4096, NULL},
+    {"precision", "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and state)", K_ENUM, F(precision), 0, 0, 0, precisions},
+    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else every core the process may use", K_INT, F(threads), 0, 0, 4096, NULL},
     {"until", "end: replay to the high watermarks read at start; live: run until stopped", K_ENUM, F(until), 0, 0, 0, untils},
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", K_STR, F(start), S(start), 0, 0, NULL},
     {"stateless", "true: start every window from a zero state (for comparison)", K_ENUM, F(stateless), 0, 0, 0, bools},

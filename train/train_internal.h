@@ -19,6 +19,7 @@ struct ls_train_conf_s {
   int warmup, accumulate;
   int64_t seed;
   int device; /* ls_device_t */
+  int precision; /* ls_precision_t: 0 fp32, 1 tf32 */
   int threads;
   int until; /* 0 live, 1 end */
   char start[64];

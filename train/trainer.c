@@ -233,6 +233,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     ec.max_batch = tr->B;
     ec.max_window = c->window;
     ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    ec.precision = (ls_precision_t)c->precision;
     ec.device_index = comm_local_rank(tr->comm); /* one GPU per rank of a host */
     ec.threads = c->threads;
     err = ls_engine_new(&ec, &tr->eng);
@@ -409,7 +410,11 @@ enum {
 /* Sums the gradients across ranks (unless backward started the sums, and
  * the step loop finished them) and steps the optimizer. */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
-  if (!tr->overlap) LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm));
+  if (!tr->overlap) {
+    double const s0 = train_now();
+    LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm));
+    tr->sum.comm_s += train_now() - s0;
+  }
   ls_optim_t opt = tr->opt;
   int64_t const u = tr->sum.updates;
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
@@ -501,8 +506,10 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
     train_snapshot_contribute(tr, v + V__N);
+    double const s0 = train_now();
     err = comm_sum_doubles(tr->comm, v, V__N + SNAP_V__N);
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->comm);
+    tr->sum.comm_s += train_now() - s0;
     if (err != LS_OK) break;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -593,11 +600,12 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->rejected = 0;
   if (tr->ing != NULL && ls_ingest_stats(tr->ing, &is) == LS_OK)
     for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
-  double v[3] = {(double)out->series, (double)out->rejected, out->wait_s};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 3));
+  double v[4] = {(double)out->series, (double)out->rejected, out->wait_s, out->comm_s};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 4));
   out->series = (int64_t)v[0];
   out->rejected = (int64_t)v[1];
   out->wait_s = v[2] / tr->world;
+  out->comm_s = v[3] / tr->world;
   return LS_OK;
 }
 

@@ -87,17 +87,39 @@ ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size);
 
 typedef enum ls_device_e { LS_DEVICE_CPU = 0, LS_DEVICE_CUDA = 1 } ls_device_t;
 
+/* The arithmetic of the GEMMs (every matrix product of forward and
+ * backward: input and recurrent projections, head, weight and input
+ * gradients).
+ *   LS_PRECISION_FP32  plain float32 throughout (the default; the only one
+ *                      on the CPU). On CUDA the cuBLAS handle is in
+ *                      CUBLAS_DEFAULT_MATH, which never lowers the precision
+ *                      of float32 inputs (no TF32).
+ *   LS_PRECISION_TF32  CUDA only: GEMM inputs rounded to TF32 (10 explicit
+ *                      mantissa bits, float32's 8-bit exponent) on the
+ *                      tensor cores (CUBLAS_TF32_TENSOR_OP_MATH), products
+ *                      accumulated in float32. Parameters, gradients, Adam's
+ *                      moments, the (h, c) state and all pointwise math (gates,
+ *                      loss, reductions, optimizer) stay float32 (sums in
+ *                      double, as with fp32). Expect results to differ
+ *                      from fp32 by about 1e-4 to 1e-3 (relative) where
+ *                      two fp32 engines agree to about 1e-6. cuBLAS turns
+ *                      TF32 off process-wide when the environment holds
+ *                      NVIDIA_TF32_OVERRIDE=0: tf32 then computes as fp32. */
+typedef enum ls_precision_e { LS_PRECISION_FP32 = 0, LS_PRECISION_TF32 = 1 } ls_precision_t;
+
 typedef struct ls_engine_conf_s {
   ls_shape_t shape;
   int max_batch;    /* largest B of any call; workspaces are sized for it */
   int max_window;   /* largest T of any call */
   ls_device_t device;
   int device_index; /* CUDA device ordinal (ignored on the CPU) */
-  int threads;      /* CPU threads for BLAS and pointwise math; 0 = all cores */
+  int threads;      /* CPU threads for BLAS and pointwise math; 0 = OMP_NUM_THREADS where
+                       set, else every core the process may run on */
+  ls_precision_t precision; /* GEMM arithmetic, see above; tf32 is refused on the CPU */
 } ls_engine_conf_t;
 
 /* Fills conf with defaults: I = O = 1, H = 64, L = 1, B = 64, T = 32, CPU,
- * all cores. */
+ * all cores, fp32. */
 void ls_engine_conf_init(ls_engine_conf_t *conf);
 
 typedef struct ls_engine_s ls_engine_t;

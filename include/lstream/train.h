@@ -57,7 +57,12 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   accumulate      steps whose gradients make one update     (1)
  *   seed            parameter initialisation seed             (1)
  *   device          cpu | cuda                                (cpu)
- *   threads         CPU threads, 0 = all cores                (0)
+ *   precision       fp32 | tf32: GEMM arithmetic; tf32 (cuda only)
+ *                   rounds GEMM inputs to TF32 on the tensor cores,
+ *                   accumulating in float32; state, pointwise math and
+ *                   the optimizer stay float32                (fp32)
+ *   threads         CPU threads; 0 = OMP_NUM_THREADS where set, else
+ *                   every core the process may run on         (0)
  *   until           end: replay to the high watermarks read at start,
  *                   then stop | live: run until stopped       (live)
  *   start           where every partition starts: beginning | end |
@@ -156,6 +161,8 @@ typedef struct ls_train_summary_s {
   double tail_loss_sum, tail_baseline_sum, tail_count;
   int64_t tail_steps;
   double compute_s, wait_s, elapsed_s;
+  double comm_s;             /* blocked in the step's sums across ranks (a rank's mean): the
+                                all-reduce and waiting for the slowest rank */
   int64_t rejected;          /* records the consumer rejected (all reasons) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */

@@ -2,7 +2,9 @@
  * The CUDA backend against the CPU backend: two engines of the same shape,
  * the same parameters and the same inputs; forward, backward and a few
  * clip + Adam/AdamW steps must agree, and state gather/scatter must copy
- * rows exactly.
+ * rows exactly. Then the TF32 option (LS_PRECISION_TF32) against the CPU's
+ * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
+ * it took effect.
  *
  * Exit codes: 0 all passed, 1 a check failed, 77 no GPU (ctest reports the
  * test as skipped through SKIP_RETURN_CODE). Without a GPU it still checks
@@ -11,7 +13,7 @@
  * `test_cuda_engine --probe` only says whether a CUDA device is present
  * (exit 0) or not (77), for cuda_cli_test.sh.
  */
-#include <cuda_runtime_api.h> /* cudaGetDeviceCount: is there a GPU at all */
+#include <cuda_runtime_api.h> /* is there a GPU at all, and can it run TF32 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,30 @@
  * produced (3e-1 swapped gates, 1e-2 AdamW decay without lr, 9e-3 clip
  * 0.1% off). */
 #define TOL 1e-4
+
+/* The bound for a CUDA engine in tf32 against the CPU engine in fp32,
+ * after one window (outputs, final states, input and parameter gradients)
+ * and the update that follows it. TF32 keeps 10 of float32's 23 explicit
+ * mantissa bits: rounding a GEMM input changes it by up to 2^-11 = 4.9e-4
+ * relative (2^-10 if the kernel truncates), a product of two inputs by up to
+ * twice that, and a dot product of K such products, whose errors have random
+ * signs, by about 3e-4 of its norm (fp32 accumulation adds nothing new). The
+ * window then carries those errors through T steps of the recurrence and L
+ * layers, and backward adds one more GEMM on each path; the gates damp them
+ * (sigmoid' <= 1/4, tanh' <= 1, f < 1 on the cell state, weights within
+ * 1/sqrt(H)), so they add up rather than grow: about 1e-3 at the shapes
+ * below. 5e-3 leaves a factor of about 5 over that and still sits far below
+ * the faults TOL is there to catch (3e-1 swapped gates, 1e-2 AdamW decay
+ * without lr). A tf32 that silently runs fp32 passes any such bound: see
+ * TF32_EFFECT for that. */
+#define TF32_TOL 5e-3
+
+/* Where tensor cores can run TF32 (compute capability 8.0 and up, and
+ * NVIDIA_TF32_OVERRIDE is not 0), the largest tf32-vs-CPU difference of a
+ * case with large GEMMs must exceed TF32_EFFECT times the fp32 CUDA engine's
+ * on the same case: TF32 rounding (~1e-4 and up) against float32 rounding in
+ * another order (~1e-6), so the mode did change the arithmetic. */
+#define TF32_EFFECT 4.0
 
 /* Adam steps per case; each starts both engines from their own parameters
  * but feeds both the CPU's gradient (see run_steps). */
@@ -112,13 +138,18 @@ static double rel_err(const float *a, const float *b, size_t n) {
   return scale == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : diff / scale;
 }
 
-static double worst; /* largest error seen, for the summary */
+static double worst, worst_tf32; /* largest errors seen, fp32 and tf32, for the summary */
+static double bound = TOL;       /* the bound of the comparisons under way */
+static double *worst_now = &worst;
+static double case_worst; /* largest error since it was last reset */
 
 static void expect_close(const char *what, const char *ctx, const float *cuda, const float *cpu,
                          size_t n) {
   double const e = rel_err(cuda, cpu, n);
-  if (e > worst) worst = e;
-  CHECK(e <= TOL, "%s: %s differs by %.3g (max|cuda-cpu|/max|cpu|, bound %g)", ctx, what, e, TOL);
+  if (e > *worst_now) *worst_now = e;
+  if (e > case_worst) case_worst = e;
+  CHECK(e <= bound, "%s: %s differs by %.3g (max|cuda-cpu|/max|cpu|, bound %g)", ctx, what, e,
+        bound);
 }
 
 /* Every tensor of a flat buffer (parameters, gradients, moments) on its own. */
@@ -184,6 +215,32 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
 }
 
 /* Forward (+ backward) of the same window on both engines, compared. */
+/* Names a case ("LABEL INDEX (shape)") and allocates its buffers for its n
+ * parameters; 0 (counted as a failure) when memory runs out. */
+static int case_begin(const tcase_t *c, const char *label, int index, bufs_t *b, char *name,
+                      size_t size, size_t *n) {
+  snprintf(name, size, "%s %d (I=%d H=%d L=%d O=%d T=%d B=%d seed=%u)", label, index, c->I, c->H,
+           c->L, c->O, c->T, c->B, (unsigned)c->seed);
+  ls_shape_t const s = {c->I, c->H, c->L, c->O};
+  *n = 0;
+  (void)ls_param_count(&s, n);
+  if (bufs_new(b, c, *n)) return 1;
+  CHECK(0, "%s: no memory for the test buffers", name);
+  bufs_free(b);
+  return 0;
+}
+
+/* An engine configuration sized for a case. */
+static void case_conf(const tcase_t *c, ls_device_t device, ls_precision_t precision,
+                      ls_engine_conf_t *conf) {
+  ls_engine_conf_init(conf);
+  conf->shape = (ls_shape_t){c->I, c->H, c->L, c->O};
+  conf->max_batch = c->B;
+  conf->max_window = c->T;
+  conf->device = device;
+  conf->precision = precision;
+}
+
 static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int masked,
                       const char *ctx, ls_shape_t const *s) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
@@ -223,9 +280,9 @@ out:
  * of a gradient entry near eps = 1e-8 by up to lr / (4 eps) (see FREE_TOL in
  * torch_oracle.py). */
 static int run_steps(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const ls_optim_t *opt,
-                     const char *name, ls_shape_t const *s) {
+                     const char *name, ls_shape_t const *s, int n_steps) {
   size_t const n = ls_engine_param_count(e[0]);
-  for (int step = 0; step < STEPS; step++) {
+  for (int step = 0; step < n_steps; step++) {
     char ctx[160];
     snprintf(ctx, sizeof ctx, "%s step %d", name, step);
     /* The window of run_case (masked) already sits in the gradient buffers
@@ -339,42 +396,36 @@ out:
   return rc_;
 }
 
+/* The window of a case, from its seed: inputs, targets, initial states,
+ * and a mask with about 20% padding (never all padding). */
+static void fill_inputs(const tcase_t *c, bufs_t *b) {
+  uint32_t seed = c->seed * 2654435761u + 1u;
+  size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
+  fill(b->x, N * c->I, &seed, 1.0f);
+  fill(b->target, N * c->O, &seed, 1.0f);
+  fill(b->h0, S, &seed, 0.5f);
+  fill(b->c0, S, &seed, 0.5f);
+  for (size_t r = 0; r < N; r++)
+    b->mask[r] = r == 0 || xorshift(&seed) % 5 != 0;
+}
+
 static void run_case(const tcase_t *c, int index) {
   ls_shape_t const s = {c->I, c->H, c->L, c->O};
   ls_engine_t *e[2] = {NULL, NULL};
   bufs_t b;
   char name[128];
-  snprintf(name, sizeof name, "case %d (I=%d H=%d L=%d O=%d T=%d B=%d seed=%u)", index, c->I, c->H,
-           c->L, c->O, c->T, c->B, (unsigned)c->seed);
   size_t n = 0;
-  (void)ls_param_count(&s, &n);
-  if (!bufs_new(&b, c, n)) {
-    CHECK(0, "%s: no memory for the test buffers", name);
-    bufs_free(&b);
-    return;
-  }
+  if (!case_begin(c, "case", index, &b, name, sizeof name, &n)) return;
   for (int k = 0; k < 2; k++) {
     ls_engine_conf_t conf;
-    ls_engine_conf_init(&conf);
-    conf.shape = s;
-    conf.max_batch = c->B;
-    conf.max_window = c->T;
-    conf.device = k == 0 ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    case_conf(c, k == 0 ? LS_DEVICE_CUDA : LS_DEVICE_CPU, LS_PRECISION_FP32, &conf);
     MUST(ls_engine_new(&conf, &e[k]));
     MUST(ls_engine_init_params(e[k], c->seed));
     MUST(ls_engine_read_params(e[k], b.p[k], n));
   }
   CHECK(!memcmp(b.p[0], b.p[1], n * sizeof(float)), "%s: initial parameters differ", name);
 
-  uint32_t seed = c->seed * 2654435761u + 1u;
-  size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
-  fill(b.x, N * c->I, &seed, 1.0f);
-  fill(b.target, N * c->O, &seed, 1.0f);
-  fill(b.h0, S, &seed, 0.5f);
-  fill(b.c0, S, &seed, 0.5f);
-  for (size_t r = 0; r < N; r++)
-    b.mask[r] = r == 0 || xorshift(&seed) % 5 != 0; /* ~20% padding */
-
+  fill_inputs(c, &b);
   if (run_window(e, c, &b, 1, name, &s) != 0) goto out;
 
   /* Adam with L2 and clipping on even cases, AdamW without clipping on odd
@@ -385,11 +436,103 @@ static void run_case(const tcase_t *c, int index) {
   opt.weight_decay = 1e-2f;
   opt.decoupled = index % 2;
   opt.clip_norm = index % 2 ? 0.0f : index % 3 == 0 ? 0.05f : 1.0f;
-  if (run_steps(e, c, &b, &opt, name, &s) != 0) goto out;
+  if (run_steps(e, c, &b, &opt, name, &s, STEPS) != 0) goto out;
   (void)run_state(e, c, &b, name);
 out:
   ls_engine_destroy(e[0]);
   ls_engine_destroy(e[1]);
+  bufs_free(&b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* TF32                                                                      */
+
+/* tf32 cases: two of the fixed cases (deep and narrow, long window), one
+ * whose GEMMs are large enough for tensor-core kernels (H = 256, T*B =
+ * 2048 rows), and the issue's large shape. `effect` marks the cases the
+ * TF32_EFFECT check applies to. */
+typedef struct tf32_case_s {
+  tcase_t c;
+  int effect;
+} tf32_case_t;
+
+static const tf32_case_t tf32_cases[] = {
+    {{3, 20, 3, 2, 7, 5, 11, 1e-3f}, 0},
+    {{6, 33, 1, 3, 25, 3, 123, 1e-3f}, 0},
+    {{16, 256, 2, 16, 32, 64, 77, 1e-3f}, 1},
+    {{32, 512, 2, 32, 16, 4096, 2024, 1e-3f}, 1},
+};
+
+/* 1 if the device's tensor cores can run TF32 and the environment lets
+ * cuBLAS use them; *why says why not. */
+static int tf32_possible(const char **why) {
+  struct cudaDeviceProp prop;
+  const char *const env = getenv("NVIDIA_TF32_OVERRIDE");
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    *why = "cannot read the device's properties";
+    return 0;
+  }
+  if (prop.major < 8) {
+    *why = "compute capability below 8.0: no TF32 tensor cores (tf32 computes as fp32)";
+    return 0;
+  }
+  if (env != NULL && !strcmp(env, "0")) {
+    *why = "NVIDIA_TF32_OVERRIDE=0 turns TF32 off";
+    return 0;
+  }
+  *why = "";
+  return 1;
+}
+
+/* Three engines on one case: CUDA tf32, CUDA fp32 and the CPU (fp32), the
+ * same parameters and window. The CUDA fp32 engine against the CPU under
+ * TOL, then the tf32 engine against the CPU under TF32_TOL, followed by one
+ * update from the CPU's gradient (run_steps). */
+static void run_tf32_case(const tf32_case_t *tc, int index, int possible) {
+  const tcase_t *const c = &tc->c;
+  ls_shape_t const s = {c->I, c->H, c->L, c->O};
+  ls_engine_t *tf = NULL, *fp = NULL, *cpu = NULL;
+  bufs_t b;
+  char name[128], ctx[160];
+  size_t n = 0;
+  if (!case_begin(c, "tf32 case", index, &b, name, sizeof name, &n)) return;
+  ls_engine_t **const made[3] = {&tf, &fp, &cpu};
+  for (int k = 0; k < 3; k++) {
+    ls_engine_conf_t conf;
+    case_conf(c, k < 2 ? LS_DEVICE_CUDA : LS_DEVICE_CPU,
+              k == 0 ? LS_PRECISION_TF32 : LS_PRECISION_FP32, &conf);
+    MUST(ls_engine_new(&conf, made[k]));
+    CHECK(ls_engine_get_conf(*made[k])->precision == conf.precision,
+          "%s: engine %d reports another precision", name, k);
+    MUST(ls_engine_init_params(*made[k], c->seed));
+  }
+  fill_inputs(c, &b);
+
+  ls_engine_t *const fp_pair[2] = {fp, cpu}, *const tf_pair[2] = {tf, cpu};
+  snprintf(ctx, sizeof ctx, "%s, cuda fp32", name);
+  bound = TOL, worst_now = &worst, case_worst = 0.0;
+  if (run_window(fp_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  double const fp_err = case_worst;
+  MUST(ls_engine_zero_grads(cpu)); /* backward accumulates: the CPU runs the window again */
+  snprintf(ctx, sizeof ctx, "%s, cuda tf32", name);
+  bound = TF32_TOL, worst_now = &worst_tf32, case_worst = 0.0;
+  if (run_window(tf_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  double const tf_err = case_worst;
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  opt.lr = c->lr;
+  if (run_steps(tf_pair, c, &b, &opt, ctx, &s, 1) != 0) goto out;
+  printf("%s: max difference from the CPU: tf32 %.3g, fp32 %.3g\n", name, tf_err, fp_err);
+  if (tc->effect && possible)
+    CHECK(tf_err > TF32_EFFECT * fp_err,
+          "%s: tf32 differs from the CPU by %.3g, not more than %g times fp32's %.3g: TF32 does "
+          "not seem to be in effect",
+          name, tf_err, TF32_EFFECT, fp_err);
+out:
+  bound = TOL, worst_now = &worst;
+  ls_engine_destroy(tf);
+  ls_engine_destroy(fp);
+  ls_engine_destroy(cpu);
   bufs_free(&b);
 }
 
@@ -411,6 +554,15 @@ static void check_no_device(void) {
   CHECK(err == LS_ERR_UNSUPPORTED && e == NULL && strstr(ls_last_error(), "no CUDA device"),
         "a CUDA engine without a GPU: got %s (%s), want LS_ERR_UNSUPPORTED with \"no CUDA device\"",
         ls_err2str(err), ls_last_error());
+  ls_engine_destroy(e);
+  /* tf32 is accepted on CUDA: the missing GPU is what it reports. */
+  conf.precision = LS_PRECISION_TF32;
+  e = NULL;
+  ls_err_t const err2 = ls_engine_new(&conf, &e);
+  CHECK(err2 == LS_ERR_UNSUPPORTED && e == NULL && strstr(ls_last_error(), "no CUDA device"),
+        "a tf32 CUDA engine without a GPU: got %s (%s), want LS_ERR_UNSUPPORTED with \"no CUDA "
+        "device\"",
+        ls_err2str(err2), ls_last_error());
   ls_engine_destroy(e);
 }
 
@@ -438,7 +590,14 @@ int main(int argc, char **argv) {
     c.seed = xorshift(&rs);
     run_case(&c, index++);
   }
-  printf("%d cases, worst relative difference %.3g (bound %g): %s\n", index, worst, TOL,
-         failures ? "FAILED" : "ok");
+  const char *why = "";
+  int const possible = tf32_possible(&why);
+  if (!possible) printf("tf32: the effect check is off: %s\n", why);
+  int const n_tf32 = (int)(sizeof tf32_cases / sizeof tf32_cases[0]);
+  for (int i = 0; i < n_tf32; i++)
+    run_tf32_case(&tf32_cases[i], i, possible);
+  printf("%d fp32 cases, worst relative difference %.3g (bound %g); %d tf32 cases, worst %.3g "
+         "(bound %g): %s\n",
+         index, worst, TOL, n_tf32, worst_tf32, TF32_TOL, failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }

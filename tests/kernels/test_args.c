@@ -68,6 +68,32 @@ Test(args, engine_conf) {
   ls_engine_destroy(NULL); /* accepted */
 }
 
+Test(args, precision) {
+  ls_engine_conf_t conf;
+  ls_engine_t *e = NULL;
+  ls_engine_conf_init(&conf);
+  cr_expect_eq(conf.precision, LS_PRECISION_FP32, "the default precision is fp32");
+  conf.precision = (ls_precision_t)2;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "unknown precision 2");
+  cr_expect_null(e);
+  conf.precision = (ls_precision_t)-1;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_INVALID_ARG, "unknown precision -1");
+  cr_expect_null(e);
+  /* TF32 is a tensor-core mode: the CPU engine refuses it, saying what to use. */
+  ls_engine_conf_init(&conf);
+  conf.precision = LS_PRECISION_TF32;
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_UNSUPPORTED, "tf32");
+  cr_expect_null(e);
+  EXPECT_ERR(ls_engine_new(&conf, &e), LS_ERR_UNSUPPORTED, "--device cuda");
+  cr_expect_null(e);
+  /* fp32 on the CPU, and the conf read back says so. */
+  conf.precision = LS_PRECISION_FP32;
+  conf.threads = 1;
+  cr_assert_eq(ls_engine_new(&conf, &e), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(ls_engine_get_conf(e)->precision, LS_PRECISION_FP32);
+  ls_engine_destroy(e);
+}
+
 Test(args, layout) {
   ls_shape_t const s = {2, 4, 2, 3};
   size_t off, cnt, n;

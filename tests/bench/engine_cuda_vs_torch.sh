@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The CUDA engine's training step against PyTorch's on the same GPU, in one run.
+#
+# For each shape and precision (fp32, tf32), runs `lstream bench engine
+# --device cuda --precision P` and the same step in PyTorch
+# (tests/bench/torch_engine_step.py --device cuda: nn.LSTM through cuDNN +
+# Linear + MSE + clip + Adam, TF32 switched on or off for both cuBLAS and
+# cuDNN), alternating ROUNDS times so that both see the same GPU state, and
+# prints the medians and the ratio torch_ms / lstream_ms (above 1: lstream is
+# faster). Each run reports the median of STEPS steps after WARMUP.
+#
+# Usage: tests/bench/engine_cuda_vs_torch.sh [BUILD_DIR] [ROUNDS] [STEPS]
+#   BUILD_DIR  where lstream was built (default: build)
+#   ROUNDS     alternations per shape and precision (default 3)
+#   STEPS      timed steps per run (default 10)
+#   env: SHAPES (B,I,H,L,T list), PRECISIONS (default "fp32 tf32"),
+#        WARMUP (default 3), PYTHON (an interpreter whose torch has CUDA;
+#        default: the first of python3 on PATH, /usr/bin/python3 that has one)
+# Exit status: 0 measured, 77 no CUDA GPU (nothing to measure), 1 an error.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+rounds=${2:-3}
+steps=${3:-10}
+warmup=${WARMUP:-3}
+lstream="$build/lstream"
+[ -x "$lstream" ] || { echo "no $lstream: build first (cmake --build $build)" >&2; exit 1; }
+shapes=${SHAPES:-"256,8,128,2,32 64,4,64,1,64 1024,16,256,2,64 4096,32,512,2,128"}
+precisions=${PRECISIONS:-"fp32 tf32"}
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+
+# Is there a GPU lstream can use? One tiny step answers it.
+if ! "$lstream" bench engine --device cuda --shape 4,2,8,1,3 --steps 1 --warmup 0 --no-sgemm \
+  >/dev/null 2>"$err"; then
+  if grep -q 'no CUDA device' "$err"; then
+    echo "no CUDA GPU: nothing to measure ($(head -n1 "$err"))"
+    exit 77
+  fi
+  echo "lstream cannot run on CUDA:" >&2
+  cat "$err" >&2
+  exit 1
+fi
+
+# A PyTorch with CUDA (Debian's python3-torch has none).
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null &&
+      "$p" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+      python=$p
+      break
+    fi
+  done
+  [ -n "$python" ] || {
+    echo "a GPU is there but no PyTorch with CUDA was found (tried python3, /usr/bin/python3): set PYTHON" >&2
+    exit 1
+  }
+fi
+
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+if command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n1)
+else
+  gpu=$("$python" -c 'import torch; print(torch.cuda.get_device_name())')
+fi
+echo "gpu: $gpu"
+"$python" -c 'import torch, sys
+print(f"torch: {torch.__version__} (CUDA {torch.version.cuda}), cuDNN {torch.backends.cudnn.version()}, "
+      f"cudnn.enabled={torch.backends.cudnn.enabled}, python {sys.executable}")'
+echo "host: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%F)"
+if [ -n "${NVIDIA_TF32_OVERRIDE:-}" ]; then
+  echo "note: NVIDIA_TF32_OVERRIDE=$NVIDIA_TF32_OVERRIDE is set (=0 turns TF32 off in cuBLAS and cuDNN for both sides)"
+fi
+echo "rounds=$rounds steps=$steps warmup=$warmup (median of each run, then median of the runs)"
+printf '%-22s %9s %12s %12s %8s\n' "shape B,I,H,L,T" "precision" "lstream_ms" "torch_ms" "ratio"
+for s in $shapes; do
+  for p in $precisions; do
+    ours=() theirs=()
+    for r in $(seq "$rounds"); do
+      ours+=("$("$lstream" bench engine --device cuda --precision "$p" --no-sgemm \
+        --steps "$steps" --warmup "$warmup" --shape "$s" | field ms_per_step)")
+      theirs+=("$("$python" "$here/torch_engine_step.py" --device cuda --precision "$p" \
+        --shape "$s" --steps "$steps" --warmup "$warmup" | field ms_per_step)")
+    done
+    a=$(printf '%s\n' "${ours[@]}" | median)
+    b=$(printf '%s\n' "${theirs[@]}" | median)
+    printf '%-22s %9s %12.3f %12.3f %8.2f\n' "$s" "$p" "$a" "$b" \
+      "$(awk -v a="$a" -v b="$b" 'BEGIN {print b / a}')"
+  done
+done
