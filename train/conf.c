@@ -29,6 +29,7 @@ static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_
 static const char *const untils[] = {"live", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 static const char *const comms[] = {"auto", "none", "mpi", "nccl", NULL};
+static const char *const overlaps[] = {"auto", "false", "true", NULL};
 
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
@@ -62,7 +63,7 @@ static const key_def_t keys[] = {
     {"buffer_records", "ingest bound on records held in memory", K_I64, F(buffer_records), 0, 1, 1e15, NULL},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", K_STR, F(partitions), S(partitions), 0, 0, NULL},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", K_ENUM, F(comm), 0, 0, 0, comms},
-    {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1)", K_ENUM, F(overlap), 0, 0, 0, bools},
+    {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", K_ENUM, F(overlap), 0, 0, 0, overlaps},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", K_I64, F(max_steps), 0, 0, 1e15, NULL},
     {"snapshot_dir", "directory of snapshots; empty = none", K_STR, F(snapshot_dir), S(snapshot_dir), 0, 0, NULL},
     {"snapshot_every", "snapshot every N steps; 0 = not by steps", K_I64, F(snapshot_every), 0, 0, 1e15, NULL},
@@ -109,7 +110,6 @@ void train_conf_defaults(ls_train_conf_t *c) {
   c->snapshot_keep = 3;
   c->snapshot_level = 3;
   c->snapshot_shuffle = 1;
-  c->overlap = 1;
   snprintf(c->resume, sizeof c->resume, "latest");
 }
 

@@ -79,10 +79,12 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   comm            auto | none | mpi | nccl: how replicas sum gradients;
  *                   auto = mpi (cpu) or nccl (cuda) when started by mpirun
  *                   on several ranks, else none               (auto)
- *   overlap         true: on several ranks with accumulate 1, start each
- *                   layer's gradient all-reduce as soon as backward has
- *                   finished that layer, while the layers below still
- *                   compute (same sums, same bits)            (true)
+ *   overlap         auto | true | false. true: on several ranks with
+ *                   accumulate 1, start each layer's gradient all-reduce
+ *                   as soon as backward has finished that layer, while the
+ *                   layers below still compute (the same sums). auto = true
+ *                   with nccl, false with mpi, where it measured no gain
+ *                   (tests/bench/scaleout.sh)                 (auto)
  *   max_steps       stop after this many steps in all, resumed ones
  *                   included; 0 = no limit                    (0)
  *   snapshot_dir    where snapshots go; empty = none          ("")

@@ -3,8 +3,8 @@
 #
 # Usage: mpi_test.sh LSTREAM CASE
 #   equivalence  2 and 3 ranks end within 1e-5 of 1 rank on the same windows,
-#                with the all-reduce overlapped with backward (default) and
-#                not; every series is owned by exactly one rank; a fixed N is
+#                with the all-reduce after backward (the default on the CPU)
+#                and overlapped with it; every series is owned by exactly one rank; a fixed N is
 #                bit-identical across runs
 #   uneven       one partition 10x the others, empty partitions, more ranks
 #                than busy partitions: no deadlock, all data trained
@@ -29,8 +29,8 @@ equivalence)
       --series-out "$work/s$np.csv" >"$work/out$np" || fail "mpirun -np $np exited $?"
   done
   timeout 240 mpirun -np 2 "$lstream" "${args[@]}" >"$work/out2b" || fail "second -np 2 run"
-  timeout 240 mpirun -np 3 "$lstream" "${args[@]}" --overlap false --params-out "$work/p3s.bin" \
-    >"$work/out3s" || fail "mpirun -np 3 --overlap false exited $?"
+  timeout 240 mpirun -np 3 "$lstream" "${args[@]}" --overlap true --params-out "$work/p3s.bin" \
+    >"$work/out3s" || fail "mpirun -np 3 --overlap true exited $?"
   # 1 and N ranks sum the same gradients in another order: float rounding,
   # ~1e-7 of the largest parameter; a missing or doubled window is ~1e-3.
   /usr/bin/python3 "$here/params_close.py" 1e-5 "$work/p1.bin" "$work/p2.bin" "$work/p3.bin" \
