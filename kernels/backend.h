@@ -32,6 +32,8 @@ typedef struct ls_backend_ops_s {
   void (*ctx_free)(void *ctx);
   /* The stream work is queued on (cudaStream_t); NULL: synchronous. */
   void *(*stream)(void *ctx);
+  /* Devices of this kind the process can use (0 where there are none). */
+  int (*device_count)(void);
 
   /* Device memory. alloc returns zeroed memory. */
   ls_err_t (*alloc)(void *ctx, size_t bytes, void **ptr);

@@ -115,6 +115,15 @@ static ls_err_t select_backend(ls_device_t device, const ls_backend_ops_t **ops)
   return ls_error_set(LS_ERR_INVALID_ARG, "unknown device %d", (int)device);
 }
 
+ls_err_t ls_device_count(ls_device_t device, int *count) {
+  LS_RETURN_IF(count == NULL, LS_ERR_INVALID_ARG, "count is NULL");
+  *count = 0;
+  const ls_backend_ops_t *ops = NULL;
+  LS_FORWARD_IF_ERROR(select_backend(device, &ops));
+  *count = ops->device_count();
+  return LS_OK;
+}
+
 static ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
   return e->ops->alloc(e->ctx, floats * sizeof(float), (void **)ptr);
 }

@@ -68,6 +68,9 @@ static inline float ls_tanh(float x) { return 1.0f - 2.0f / (ls_exp(2.0f * x) + 
 /* ------------------------------------------------------------------------ */
 /* Context and memory                                                        */
 
+/* The CPU is one device. */
+static int device_count(void) { return 1; }
+
 static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   cpu_ctx_t *c = calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the CPU backend");
@@ -457,6 +460,7 @@ const ls_backend_ops_t ls_backend_cpu = {
     .ctx_new = ctx_new,
     .ctx_free = ctx_free,
     .stream = NULL, /* every call finishes its work before it returns */
+    .device_count = device_count,
     .alloc = mem_alloc,
     .free = mem_free,
     .upload = mem_copy,

@@ -265,6 +265,15 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
   return LS_OK;
 }
 
+static int device_count(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear it: nothing else on this thread should see it */
+    count = 0;
+  }
+  return count;
+}
+
 static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   int count = 0;
   cudaError_t const err = cudaGetDeviceCount(&count);
@@ -804,6 +813,7 @@ const ls_backend_ops_t ls_backend_cuda = {
     .ctx_new = ctx_new,
     .ctx_free = ctx_free,
     .stream = ctx_stream,
+    .device_count = device_count,
     .alloc = mem_alloc,
     .free = mem_free,
     .upload = mem_upload,

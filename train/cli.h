@@ -83,7 +83,8 @@ double cli_median(double *v, int n);
 /* MPI around a command started by mpirun on several ranks: cli_mpi_begin
  * initialises it (*up = 1) or does nothing (one rank); returns CLI_EXIT_OK
  * or a failure it has printed. cli_mpi_end aborts the job when rc is a
- * failure (the other ranks must not wait on this one) and finalises. */
+ * failure (the other ranks must not wait on this one; it does not return
+ * then) and otherwise finalises. */
 int cli_mpi_begin(int *argc, char ***argv, int *up);
 void cli_mpi_end(int up, int rc);
 

@@ -93,6 +93,11 @@ int cli_mpi_begin(int *argc, char ***argv, int *up) {
   if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
     return cli_fail(LS_ERR_BACKEND, "MPI_Init_thread failed");
   *up = 1;
+  /* Only the main thread calls MPI, but other threads exist (the consumer,
+   * the snapshot writer, OpenMP's). */
+  if (provided < MPI_THREAD_FUNNELED)
+    return cli_fail(LS_ERR_BACKEND, "this MPI offers thread level %d, below MPI_THREAD_FUNNELED",
+                    provided);
   return CLI_EXIT_OK;
 #else
   (void)argc, (void)argv;

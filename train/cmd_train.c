@@ -293,6 +293,9 @@ int cmd_train(int argc, char **argv) {
   if (params_path != NULL && rank == 0 && write_params(tr, params_path) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
 done:
+  /* A failed rank ends the job first: teardown could wait on sums that the
+   * other ranks will never join (cli_mpi_end aborts, and does not return). */
+  if (rc != CLI_EXIT_OK) cli_mpi_end(mpi_up, rc);
   if (lg.metrics != NULL) fclose(lg.metrics);
   ls_trainer_destroy(tr);
   cli_kafka_props_free(&props);

@@ -34,6 +34,7 @@ struct comm_s {
   cudaEvent_t ready;    /* engine work a sum waits for */
   cudaEvent_t done;     /* the sums, for the engine's next work */
   cudaStream_t engine;  /* the bound engine's stream */
+  int failed;           /* a call failed: abort, do not wait, at teardown */
 #endif
 };
 
@@ -74,12 +75,15 @@ static ls_err_t mpi_open(comm_t *c, const char *name) {
     LS_RETURN_IF(rc_ != cudaSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s", what,                \
                  cudaGetErrorString(rc_));                                                     \
   } while (0)
+/* The communicator is blocking (nccl_bind): every call has finished its
+ * host-side work, and queued its kernels, when it returns. A failure marks
+ * the communicator for an abort at teardown. */
 #define NCCL_TRY(c, call, what)                                                                \
   do {                                                                                         \
     ncclResult_t const rc_ = (call);                                                           \
-    LS_RETURN_IF(rc_ != ncclSuccess && rc_ != ncclInProgress, LS_ERR_BACKEND,                  \
-                 "comm nccl: %s: %s%s%s", what, ncclGetErrorString(rc_),                       \
-                 (c)->nccl != NULL ? ": " : "",                                                \
+    if (rc_ != ncclSuccess) (c)->failed = 1;                                                   \
+    LS_RETURN_IF(rc_ != ncclSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s%s%s", what,            \
+                 ncclGetErrorString(rc_), (c)->nccl != NULL ? ": " : "",                       \
                  (c)->nccl != NULL ? ncclGetLastError((c)->nccl) : "");                        \
   } while (0)
 
@@ -96,7 +100,12 @@ static ls_err_t nccl_bind(comm_t *c, ls_engine_t *eng) {
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcasting the NCCL id");
   }
 #endif
-  NCCL_TRY(c, ncclCommInitRank(&c->nccl, c->world, id, c->rank), "creating the communicator");
+  /* Blocking, whatever NCCL_COMM_BLOCKING says: the events around the sums
+   * rely on ncclAllReduce having queued its kernel when it returns. */
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  NCCL_TRY(c, ncclCommInitRankConfig(&c->nccl, c->world, id, c->rank, &config),
+           "creating the communicator");
   CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "creating a stream");
   CUDA_TRY(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming), "creating an event");
   CUDA_TRY(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming), "creating an event");
@@ -155,7 +164,13 @@ void comm_destroy(comm_t *c) {
   free(c->req);
 #endif
 #ifdef LSTREAM_HAVE_NCCL
-  /* Teardown cannot report errors: each step is tried whatever came before. */
+  /* Teardown cannot report errors: each step is tried whatever came before.
+   * Sums started and never finished, or a failed call, mean a peer may be
+   * gone: abort the communicator rather than wait for them. */
+  if (c->nccl != NULL && (c->failed || c->started > 0)) {
+    (void)ncclCommAbort(c->nccl);
+    c->nccl = NULL;
+  }
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
   if (c->nccl != NULL) (void)ncclCommDestroy(c->nccl);
   if (c->ready != NULL) (void)cudaEventDestroy(c->ready);

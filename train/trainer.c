@@ -168,6 +168,24 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   return LS_OK;
 }
 
+/* The GPU of this rank: the one of its local rank among the GPUs of its
+ * host, or the only one it sees where the launcher gives each rank its own
+ * (CUDA_VISIBLE_DEVICES per rank). */
+static ls_err_t pick_device(ls_trainer_t *tr, int *index) {
+  *index = 0;
+  if (!tr->conf.device) return LS_OK;
+  int gpus = 0;
+  LS_FORWARD_IF_ERROR(ls_device_count(LS_DEVICE_CUDA, &gpus));
+  int const local = comm_local_rank(tr->comm);
+  if (gpus <= 1) return LS_OK; /* the engine says "no CUDA device" where there is none */
+  LS_RETURN_IF(local >= gpus, LS_ERR_INVALID_ARG,
+               "rank %d is rank %d of its host, which shows %d GPUs: run at most one rank per "
+               "GPU on each host",
+               tr->rank, local, gpus);
+  *index = local;
+  return LS_OK;
+}
+
 /* The engine's gradient hook: a segment is final, start its sum. */
 static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t count,
                             void *stream) {
@@ -196,6 +214,11 @@ static ls_err_t bind_comm(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(comm_bind(tr->comm, tr->eng));
   int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->comm) == COMM_NCCL);
   tr->overlap = tr->world > 1 && want && tr->conf.accumulate == 1;
+  if (tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->world > 1) {
+    size_t const len = strlen(tr->note);
+    snprintf(tr->note + len, sizeof tr->note - len,
+             "overlap is off: it needs --accumulate 1 (the sums wait for an update's last step); ");
+  }
   return tr->overlap ? ls_engine_set_grad_hook(tr->eng, grads_ready, tr) : LS_OK;
 }
 
@@ -237,9 +260,9 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     ec.max_window = c->window;
     ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
     ec.precision = (ls_precision_t)c->precision;
-    ec.device_index = comm_local_rank(tr->comm); /* one GPU per rank of a host */
     ec.threads = c->threads;
-    err = ls_engine_new(&ec, &tr->eng);
+    err = pick_device(tr, &ec.device_index);
+    if (err == LS_OK) err = ls_engine_new(&ec, &tr->eng);
   }
   if (err == LS_OK) err = bind_comm(tr);
   if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
@@ -266,8 +289,8 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   free(tr->snap_parts), free(tr->snap_offsets);
   ls_ingest_destroy(tr->ing);
   ls_series_table_destroy(tr->series);
+  comm_destroy(tr->comm); /* before the engine whose buffer its sums use */
   ls_engine_destroy(tr->eng);
-  comm_destroy(tr->comm);
   train_conf_free_kafka(&tr->conf);
   free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
   free(tr->slots), free(tr->gather), free(tr->mark), free(tr->x), free(tr->y), free(tr->mask);

@@ -118,6 +118,11 @@ typedef struct ls_engine_conf_s {
   ls_precision_t precision; /* GEMM arithmetic, see above; tf32 is refused on the CPU */
 } ls_engine_conf_t;
 
+/* How many devices of a kind this process can use: 1 for the CPU; the
+ * visible GPUs for CUDA (0 where there is none or no driver).
+ * LS_ERR_UNSUPPORTED for a device this build lacks. */
+ls_err_t ls_device_count(ls_device_t device, int *count);
+
 /* Fills conf with defaults: I = O = 1, H = 64, L = 1, B = 64, T = 32, CPU,
  * all cores, fp32. */
 void ls_engine_conf_init(ls_engine_conf_t *conf);

@@ -82,7 +82,8 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   overlap         auto | true | false. true: on several ranks with
  *                   accumulate 1, start each layer's gradient all-reduce
  *                   as soon as backward has finished that layer, while the
- *                   layers below still compute (the same sums). auto = true
+ *                   layers below still compute (the same sums, maybe
+ *                   rounded in another order). auto = true
  *                   with nccl, false with mpi, where it measured no gain
  *                   (tests/bench/scaleout.sh)                 (auto)
  *   max_steps       stop after this many steps in all, resumed ones
@@ -164,7 +165,9 @@ typedef struct ls_train_summary_s {
   int64_t tail_steps;
   double compute_s, wait_s, elapsed_s;
   double comm_s;             /* blocked in the step's sums across ranks (a rank's mean): the
-                                all-reduce and waiting for the slowest rank */
+                                all-reduce and waiting for the slowest rank; with nccl the
+                                gradient sum runs on the GPU without blocking, so only the
+                                step figures' sum and the wait count */
   int64_t rejected;          /* records the consumer rejected (all reasons) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */

@@ -19,6 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../train/lib.sh"
 mpi_env
 close="$here/../train/params_close.py"
+python=${PYTHON:-/usr/bin/python3} # numpy; on the GPU machine its own python3
 
 gpus=0
 if "$probe" --probe >/dev/null 2>&1; then
@@ -26,6 +27,10 @@ if "$probe" --probe >/dev/null 2>&1; then
   [ "$gpus" -ge 1 ] || gpus=1
 fi
 
+if [ "$case_name" = device ] && [ "$gpus" -eq 0 ]; then
+  echo "no CUDA GPU: --device cuda vs cpu not run (skipped)"
+  exit 77
+fi
 start_broker --topic g:4
 "$lstream" produce --brokers "$bootstrap" --topic g --series 32 --features 2 \
   --records-per-series 600 --generator sine --noise 0.01 --seed 3 >/dev/null
@@ -44,14 +49,13 @@ expect_failure() {
 
 case "$case_name" in
 device)
-  [ "$gpus" -ge 1 ] || { echo "no CUDA GPU: --device cuda vs cpu not run (skipped)"; exit 77; }
   "$lstream" "${args[@]}" --device cpu --params-out "$work/cpu.bin" >/dev/null ||
     fail "--device cpu exited $?"
   "$lstream" "${args[@]}" --device cuda --params-out "$work/cuda.bin" >"$work/out" ||
     fail "--device cuda exited $?"
   grep '^summary' "$work/out"
   [ "$(field "$work/out" summary steps)" = 50 ] || fail "the cuda run did not take 50 steps"
-  /usr/bin/python3 "$close" 1e-4 "$work/cpu.bin" "$work/cuda.bin" || fail "cuda differs from cpu"
+  "$python" "$close" 1e-4 "$work/cpu.bin" "$work/cuda.bin" || fail "cuda differs from cpu"
   ;;
 nccl)
   if [ "$gpus" -eq 0 ]; then
@@ -72,11 +76,11 @@ nccl)
       fail "--comm none exited $?"
     "$lstream" "${args[@]}" --device cuda --comm nccl --params-out "$work/nccl.bin" >/dev/null ||
       fail "--comm nccl exited $?"
-    /usr/bin/python3 "$close" 1e-6 "$work/none.bin" "$work/nccl.bin" || fail "nccl differs"
+    "$python" "$close" 1e-6 "$work/none.bin" "$work/nccl.bin" || fail "nccl differs"
     if [ "$gpus" -ge 2 ]; then
       timeout 300 mpirun -np 2 --bind-to none "$lstream" "${args[@]}" --device cuda --comm nccl \
         --params-out "$work/nccl2.bin" >/dev/null || fail "mpirun -np 2 --comm nccl exited $?"
-      /usr/bin/python3 "$close" 1e-5 "$work/none.bin" "$work/nccl2.bin" || fail "2 ranks differ"
+      "$python" "$close" 1e-5 "$work/none.bin" "$work/nccl2.bin" || fail "2 ranks differ"
       timeout 120 mpirun -np 2 --bind-to none "$lstream" bench comm --device cuda
     else
       echo "one GPU: the 2-rank NCCL run needs two"

@@ -215,3 +215,18 @@ Test(args, error_strings) {
   for (int i = 0; i < LS_ERR__COUNT; i++) cr_expect(strlen(ls_err2str((ls_err_t)i)) > 0);
   cr_expect_str_eq(ls_err2str((ls_err_t)99), "unknown error code");
 }
+
+Test(args, device_count) {
+  int n = -1;
+  cr_assert_eq(ls_device_count(LS_DEVICE_CPU, &n), LS_OK);
+  cr_assert_eq(n, 1);
+  EXPECT_ERR(ls_device_count(LS_DEVICE_CPU, NULL), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_device_count((ls_device_t)7, &n), LS_ERR_INVALID_ARG, "unknown device");
+  /* CUDA: the GPUs visible here (none in CI), never an error where built. */
+#ifdef LSTREAM_HAVE_CUDA
+  cr_assert_eq(ls_device_count(LS_DEVICE_CUDA, &n), LS_OK);
+  cr_assert_geq(n, 0);
+#else
+  EXPECT_ERR(ls_device_count(LS_DEVICE_CUDA, &n), LS_ERR_UNSUPPORTED, "no CUDA backend");
+#endif
+}
