@@ -38,17 +38,12 @@ static void usage(FILE *f) {
 
 /* One timed round: every rank starts together (a step's sum of doubles is
  * the barrier), the sums run, the host waits for them. */
-static ls_err_t timed(comm_t *c, ls_engine_t *e, int segmented, double *seconds) {
+static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
   double z = 0.0;
   LS_FORWARD_IF_ERROR(comm_sum_doubles(c, &z, 1));
   double const t0 = cli_now();
   if (segmented) {
-    const ls_shape_t *const s = &ls_engine_get_conf(e)->shape;
-    for (int k = 0; k <= s->num_layers; k++) {
-      size_t off, cnt;
-      LS_FORWARD_IF_ERROR(ls_grad_segment(s, k, &off, &cnt));
-      LS_FORWARD_IF_ERROR(comm_grads_start(c, off, cnt, ls_engine_stream(e)));
-    }
+    LS_FORWARD_IF_ERROR(comm_grads_start_segments(c));
     LS_FORWARD_IF_ERROR(comm_grads_finish(c));
   } else {
     LS_FORWARD_IF_ERROR(comm_sum_grads(c));
@@ -65,9 +60,9 @@ static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int
   conf.shape = *shape;
   conf.max_batch = 1, conf.max_window = 1; /* only the gradient buffer matters */
   conf.device = device;
-  conf.device_index = comm_local_rank(c);
   ls_engine_t *e = NULL;
-  ls_err_t err = ls_engine_new(&conf, &e);
+  ls_err_t err = device == LS_DEVICE_CUDA ? comm_gpu(c, &conf.device_index) : LS_OK;
+  if (err == LS_OK) err = ls_engine_new(&conf, &e);
   if (err != LS_OK) return cli_fail(err, "cannot create an engine");
   comm_t *bound = NULL; /* a comm binds one engine: a fresh one per shape */
   err = comm_new(comm_kind(c), &bound);
@@ -77,8 +72,8 @@ static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int
     err = ls_error_set(LS_ERR_NOMEM, "no memory for %d timings", reps);
   for (int r = -warmup; err == LS_OK && r < reps; r++) {
     double a = 0.0, b = 0.0;
-    err = timed(bound, e, 0, &a);
-    if (err == LS_OK) err = timed(bound, e, 1, &b);
+    err = timed(bound, 0, &a);
+    if (err == LS_OK) err = timed(bound, 1, &b);
     if (r >= 0) whole[r] = a, seg[r] = b;
   }
   int rc = CLI_EXIT_OK;

@@ -185,6 +185,20 @@ int comm_world(const comm_t *c) { return c == NULL ? 1 : c->world; }
 int comm_local_rank(const comm_t *c) { return c == NULL ? 0 : c->local_rank; }
 comm_kind_t comm_kind(const comm_t *c) { return c == NULL ? COMM_NONE : c->kind; }
 
+ls_err_t comm_gpu(const comm_t *c, int *index) {
+  LS_RETURN_IF(c == NULL || index == NULL, LS_ERR_INVALID_ARG, "comm or index is NULL");
+  *index = 0;
+  int gpus = 0;
+  LS_FORWARD_IF_ERROR(ls_device_count(LS_DEVICE_CUDA, &gpus));
+  if (gpus <= 1) return LS_OK;
+  LS_RETURN_IF(c->local_rank >= gpus, LS_ERR_INVALID_ARG,
+               "rank %d is rank %d of its host, which shows %d GPUs: run at most one rank per "
+               "GPU on each host",
+               c->rank, c->local_rank, gpus);
+  *index = c->local_rank;
+  return LS_OK;
+}
+
 ls_err_t comm_bind(comm_t *c, ls_engine_t *eng) {
   LS_RETURN_IF(c == NULL || eng == NULL, LS_ERR_INVALID_ARG, "comm or engine is NULL");
   LS_RETURN_IF(c->eng != NULL, LS_ERR_STATE, "comm is already bound to an engine");
@@ -246,6 +260,18 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream) 
 #endif
   default: return ls_error_set(LS_ERR_STATE, "comm none has one rank");
   }
+}
+
+ls_err_t comm_grads_start_segments(comm_t *c) {
+  LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "comm is NULL");
+  LS_RETURN_IF(c->eng == NULL, LS_ERR_STATE, "comm is not bound to an engine");
+  const ls_shape_t *const s = &ls_engine_get_conf(c->eng)->shape;
+  for (int k = 0; k <= s->num_layers; k++) {
+    size_t off, cnt;
+    LS_FORWARD_IF_ERROR(ls_grad_segment(s, k, &off, &cnt));
+    LS_FORWARD_IF_ERROR(comm_grads_start(c, off, cnt, ls_engine_stream(c->eng)));
+  }
+  return LS_OK;
 }
 
 ls_err_t comm_grads_finish(comm_t *c) {

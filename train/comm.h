@@ -40,6 +40,13 @@ int comm_world(const comm_t *c);
 int comm_local_rank(const comm_t *c);
 comm_kind_t comm_kind(const comm_t *c);
 
+/* The GPU this rank should use for its engine: the one of its local rank
+ * among the GPUs of its host, or the only one it sees where the launcher
+ * gives each rank its own (CUDA_VISIBLE_DEVICES per rank). An error when
+ * the host has fewer GPUs than ranks. 0 where there is no GPU at all (the
+ * engine then says so). */
+ls_err_t comm_gpu(const comm_t *c, int *index);
+
 /* Binds the engine whose gradient buffer the sums work on; checks that its
  * device suits the backend (mpi: CPU, nccl: CUDA) and, for nccl, creates
  * the communicator on the engine's device. */
@@ -48,6 +55,10 @@ ls_err_t comm_bind(comm_t *c, ls_engine_t *eng);
 /* Starts the in-place sum over every rank of grad[offset, offset + count),
  * after the work queued on `stream` (the engine's; NULL on the CPU). */
 ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream);
+/* Starts the sum of every gradient segment (ls_grad_segment) of the bound
+ * engine in backward's order: what the gradient hook does over a whole
+ * backward, for a rank that has no backward to run. */
+ls_err_t comm_grads_start_segments(comm_t *c);
 /* Completes every started sum (mpi: waits; nccl: orders the engine's stream
  * after them). A no-op when none was started. */
 ls_err_t comm_grads_finish(comm_t *c);

@@ -168,41 +168,11 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   return LS_OK;
 }
 
-/* The GPU of this rank: the one of its local rank among the GPUs of its
- * host, or the only one it sees where the launcher gives each rank its own
- * (CUDA_VISIBLE_DEVICES per rank). */
-static ls_err_t pick_device(ls_trainer_t *tr, int *index) {
-  *index = 0;
-  if (!tr->conf.device) return LS_OK;
-  int gpus = 0;
-  LS_FORWARD_IF_ERROR(ls_device_count(LS_DEVICE_CUDA, &gpus));
-  int const local = comm_local_rank(tr->comm);
-  if (gpus <= 1) return LS_OK; /* the engine says "no CUDA device" where there is none */
-  LS_RETURN_IF(local >= gpus, LS_ERR_INVALID_ARG,
-               "rank %d is rank %d of its host, which shows %d GPUs: run at most one rank per "
-               "GPU on each host",
-               tr->rank, local, gpus);
-  *index = local;
-  return LS_OK;
-}
-
 /* The engine's gradient hook: a segment is final, start its sum. */
 static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t count,
                             void *stream) {
   (void)segment;
   return comm_grads_start(((ls_trainer_t *)opaque)->comm, offset, count, stream);
-}
-
-/* A rank without windows in an overlapped step starts the same sums, in
- * the same order, on its zero gradient. */
-static ls_err_t start_zero_sums(ls_trainer_t *tr) {
-  const ls_shape_t *const s = &ls_engine_get_conf(tr->eng)->shape;
-  for (int k = 0; k <= s->num_layers; k++) {
-    size_t off, cnt;
-    LS_FORWARD_IF_ERROR(ls_grad_segment(s, k, &off, &cnt));
-    LS_FORWARD_IF_ERROR(comm_grads_start(tr->comm, off, cnt, ls_engine_stream(tr->eng)));
-  }
-  return LS_OK;
 }
 
 /* Binds the comm backend to the engine and, where asked (by default with
@@ -261,7 +231,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
     ec.precision = (ls_precision_t)c->precision;
     ec.threads = c->threads;
-    err = pick_device(tr, &ec.device_index);
+    if (c->device) err = comm_gpu(tr->comm, &ec.device_index);
     if (err == LS_OK) err = ls_engine_new(&ec, &tr->eng);
   }
   if (err == LS_OK) err = bind_comm(tr);
@@ -525,7 +495,9 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     }
     double const c0 = train_now();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
-    else if (err == LS_OK && tr->overlap) err = start_zero_sums(tr);
+    /* A rank without windows starts the same sums, in the same order, on
+     * its zero gradient. */
+    else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->comm);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
     v[V_COMPUTE] = train_now() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
