@@ -50,6 +50,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/clock.h"
 #include "conf.h"
 
 /* Messages asked of librdkafka per batch. */
@@ -154,12 +155,6 @@ struct ls_ingest_s {
 /* ------------------------------------------------------------------------ */
 /* Warnings                                                                  */
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Passes a warning of this kind to the callback, at most one per interval. */
 static void warn(ls_ingest_t *ing, int kind, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -171,7 +166,7 @@ static void warn(ls_ingest_t *ing, int kind, const char *fmt, ...) {
   if (ing->warn_cb == NULL) return;
   pthread_mutex_lock(&ing->warn_lock);
   warn_state_t *const st = &ing->warn[kind];
-  int64_t const now = now_ms();
+  int64_t const now = base_now_ms();
   if (st->last_ms >= 0 && now - st->last_ms < ing->warn_interval_ms) {
     st->suppressed++;
     pthread_mutex_unlock(&ing->warn_lock);
@@ -736,7 +731,7 @@ static void *consumer_main(void *arg) {
 
 /* Reads each partition's watermarks and turns its start into an offset. */
 static ls_err_t resolve_starts(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
-  int const timeout = conf->start_timeout_ms;
+  int const timeout = conf->s.start_timeout_ms;
   rd_kafka_topic_partition_list_t *const times = rd_kafka_topic_partition_list_new(1);
   ls_err_t err = LS_OK;
   for (int i = 0; i < ing->n_parts && err == LS_OK; i++) {
@@ -865,40 +860,40 @@ static ls_err_t client_new(ls_ingest_t *ing, const ls_ingest_conf_t *conf, rd_ka
 }
 
 static ls_err_t check_conf(const ls_ingest_conf_t *conf) {
-  LS_RETURN_IF(conf->topic == NULL, LS_ERR_INVALID_ARG,
+  LS_RETURN_IF(conf->s.topic == NULL, LS_ERR_INVALID_ARG,
                "no topic to consume (set the ingest key \"topic\")");
   LS_RETURN_IF(conf->n_partitions == 0, LS_ERR_INVALID_ARG,
                "no partitions to consume (ls_ingest_conf_add_partition; "
                "ls_ingest_topic_partitions counts them)");
-  int64_t const one = (int64_t)conf->window + 1;
-  LS_RETURN_IF(conf->buffer_records < 2 * one, LS_ERR_INVALID_ARG,
+  int64_t const one = (int64_t)conf->s.window + 1;
+  LS_RETURN_IF(conf->s.buffer_records < 2 * one, LS_ERR_INVALID_ARG,
                "buffer.records=%" PRId64 " cannot hold even two windows of T+1=%" PRId64 " records",
-               conf->buffer_records, one);
+               conf->s.buffer_records, one);
   return LS_OK;
 }
 
 /* Copies the conf's settings and partitions into ing. */
 static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
-  ing->format = conf->format;
-  ing->F = conf->features;
-  ing->T = conf->window;
-  ing->queue_cap = conf->queue_windows;
-  ing->memory_cap = conf->buffer_records;
-  ing->stop_at_end = conf->stop_at_end;
-  ing->flush = conf->flush;
-  ing->commit_timeout_ms = conf->commit_timeout_ms;
+  ing->format = conf->s.format;
+  ing->F = conf->s.features;
+  ing->T = conf->s.window;
+  ing->queue_cap = conf->s.queue_windows;
+  ing->memory_cap = conf->s.buffer_records;
+  ing->stop_at_end = conf->s.stop_at_end;
+  ing->flush = conf->s.flush;
+  ing->commit_timeout_ms = conf->s.commit_timeout_ms;
   ing->warn_cb = conf->warn_cb;
   ing->warn_opaque = conf->warn_opaque;
-  ing->warn_interval_ms = conf->warn_interval_ms;
-  ing->topic = strdup(conf->topic);
-  ing->dead_letter_topic = conf->dead_letter_topic ? strdup(conf->dead_letter_topic) : NULL;
+  ing->warn_interval_ms = conf->s.warn_interval_ms;
+  ing->topic = strdup(conf->s.topic);
+  ing->dead_letter_topic = conf->s.dead_letter_topic ? strdup(conf->s.dead_letter_topic) : NULL;
   ing->n_parts = conf->n_partitions;
   ing->parts = calloc((size_t)ing->n_parts, sizeof *ing->parts);
   ing->batch = malloc(BATCH_MAX * sizeof *ing->batch);
   for (int i = 0; i < ing->n_parts; i++)
     if (conf->partitions[i].id > ing->max_id) ing->max_id = conf->partitions[i].id;
   ing->part_of_id = malloc(((size_t)ing->max_id + 1) * sizeof *ing->part_of_id);
-  LS_RETURN_IF(!ing->topic || (conf->dead_letter_topic && !ing->dead_letter_topic) || !ing->parts ||
+  LS_RETURN_IF(!ing->topic || (conf->s.dead_letter_topic && !ing->dead_letter_topic) || !ing->parts ||
                    !ing->batch || !ing->part_of_id,
                LS_ERR_NOMEM, "ls_ingest_new: out of memory (%d partitions, largest id %" PRId32 ")",
                ing->n_parts, ing->max_id);

@@ -718,7 +718,7 @@ static ls_err_t index_keys(const snap_file_t *f, ls_snapshot_t *s) {
     if (len < 1 || len + 1 > s->key_bytes - at || s->keys[at + len] != '\0')
       return CORRUPT("%s: keys: key %zu (%zu bytes at %zu) is not a NUL-terminated key of 1..%d "
                      "bytes within the section",
-                     f->name, i, len, at, SNAP_KEY_MAX);
+                     f->name, i, len, at, LS_KEY_MAX);
     s->key_off[i] = at;
     at += len + 1;
   }

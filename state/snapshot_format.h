@@ -84,7 +84,6 @@ enum {
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 80,
   SNAP_SHARD_ENTRY_BYTES = 32,
-  SNAP_KEY_MAX = 255,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1
 };

@@ -74,9 +74,6 @@ int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int cli_parse_int(const char *s, int min, int max, int *out);
 int cli_parse_double(const char *s, double min, double max, double *out);
 
-/* Monotonic clock in seconds. */
-double cli_now(void);
-
 /* Median of n doubles (sorts the array in place). */
 double cli_median(double *v, int n);
 

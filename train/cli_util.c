@@ -1,6 +1,6 @@
 /*
  * Helpers shared by the lstream subcommands: error reporting, strict
- * number parsing, timing.
+ * number parsing, medians.
  */
 #include "cli.h"
 
@@ -9,7 +9,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "lstream/train.h"
 
@@ -66,12 +65,6 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
   if (errno != 0 || *end != '\0' || !isfinite(v) || v < min || v > max) return -1;
   *out = v;
   return 0;
-}
-
-double cli_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b) {

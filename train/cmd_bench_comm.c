@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "comm.h"
 #include "lstream/kernels.h"
@@ -41,7 +42,7 @@ static void usage(FILE *f) {
 static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
   double z = 0.0;
   LS_FORWARD_IF_ERROR(comm_sum_doubles(c, &z, 1));
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   if (segmented) {
     LS_FORWARD_IF_ERROR(comm_grads_start_segments(c));
     LS_FORWARD_IF_ERROR(comm_grads_finish(c));
@@ -49,7 +50,7 @@ static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
     LS_FORWARD_IF_ERROR(comm_sum_grads(c));
   }
   LS_FORWARD_IF_ERROR(comm_sync(c));
-  *seconds = cli_now() - t0;
+  *seconds = base_now_s() - t0;
   return LS_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/ingest.h"
 #include "progress.h"
@@ -110,7 +111,7 @@ static double records_pass(const bench_args_t *a, const records_t *r, int64_t *w
   if (*err != LS_OK) return 0.0;
   int64_t n_windows = 0;
   int const K = a->series;
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   for (int64_t i = 0; i < a->records; i++) {
     int const s = (int)(i % K);
     ls_record_t const rec = {
@@ -125,7 +126,7 @@ static double records_pass(const bench_args_t *a, const records_t *r, int64_t *w
     }
     n_windows += win != NULL;
   }
-  double const seconds = cli_now() - t0;
+  double const seconds = base_now_s() - t0;
   ls_windower_destroy(w);
   *windows = n_windows;
   return seconds;
@@ -156,21 +157,22 @@ static void print_warning(void *opaque, const char *message) {
 /* The consumer's configuration: every partition from its beginning, to the
  * high watermarks. */
 static int conf_make(const bench_args_t *a, ls_ingest_conf_t **out) {
+  ls_ingest_settings_t s;
+  ls_ingest_settings_init(&s);
+  s.topic = a->topic;
+  s.format = a->format;
+  s.features = a->features;
+  s.window = a->window;
+  s.stop_at_end = 1;
+  s.queue_windows = 4096;
   ls_ingest_conf_t *c = NULL;
   ls_err_t err = ls_ingest_conf_new(&c);
-  char servers[1024], num[32];
+  char servers[1024];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", a->brokers);
+  if (err == LS_OK) err = ls_ingest_conf_set_settings(c, &s);
   if (err == LS_OK) err = ls_ingest_conf_set_kafka(c, servers);
   for (int i = 0; i < a->props.n && err == LS_OK; i++)
     err = ls_ingest_conf_set_kafka(c, a->props.items[i]);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "topic", a->topic);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "format", ls_format2str(a->format));
-  snprintf(num, sizeof num, "%d", a->features);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "features", num);
-  snprintf(num, sizeof num, "%d", a->window);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "window", num);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "stop", "end");
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "queue.windows", "4096");
   if (err == LS_OK) err = ls_ingest_conf_set_warn_cb(c, print_warning, NULL);
   int32_t partitions = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(c, &partitions);
@@ -189,7 +191,7 @@ static int bench_topic(const bench_args_t *a) {
   ls_ingest_conf_t *c = NULL;
   int rc = conf_make(a, &c);
   if (rc != CLI_EXIT_OK) return rc;
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   ls_ingest_t *ing = NULL;
   ls_err_t err = ls_ingest_new(&ing, c);
   ls_ingest_conf_destroy(c);
@@ -206,7 +208,7 @@ static int bench_topic(const bench_args_t *a) {
     ls_ingest_stats(ing, &st);
     cli_progress_update(&bar, st.progress_done, st.progress_total);
   }
-  double const seconds = cli_now() - t0;
+  double const seconds = base_now_s() - t0;
   cli_progress_finish(&bar);
   ls_ingest_stats(ing, &st);
   ls_ingest_destroy(ing);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/state.h"
 
@@ -96,10 +97,10 @@ static ls_err_t make_states(const bench_t *b, ls_engine_t *eng, ls_series_table_
 /* Writes and loads snapshot `step` with conf; prints its line. */
 static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snapshot_conf_t *conf,
                      int64_t step) {
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   ls_err_t err = ls_snapshot_write_shard(snap, b->dir, conf);
   if (err == LS_OK) err = ls_snapshot_commit(b->dir, step, 1, 1);
-  double const write_s = cli_now() - t0;
+  double const write_s = base_now_s() - t0;
   if (err != LS_OK) return cli_fail(err, "cannot write the snapshot");
   char path[4096];
   snprintf(path, sizeof path, "%s/snap-%012lld", b->dir, (long long)step);
@@ -108,10 +109,10 @@ static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snaps
   err = ls_snapshot_manifest_read(path, &man);
   if (err == LS_OK) err = ls_snapshot_manifest_shard(man, 0, &shard);
   ls_snapshot_manifest_destroy(man);
-  double const t1 = cli_now();
+  double const t1 = base_now_s();
   ls_snapshot_t *back = NULL;
   if (err == LS_OK) err = ls_snapshot_load(path, 1, 0, &back);
-  double const load_s = cli_now() - t1;
+  double const load_s = base_now_s() - t1;
   size_t const loaded = ls_snapshot_series_count(back);
   ls_snapshot_file_t file = {0};
   ls_snapshot_get_file(back, &file);
@@ -144,15 +145,15 @@ static int run(const bench_t *b) {
   ls_err_t err = ls_engine_new(&ec, &eng);
   if (err == LS_OK) err = ls_engine_init_params(eng, 1);
   if (err == LS_OK) err = ls_series_table_new(eng, (size_t)b->series, &tab);
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   if (err == LS_OK) err = make_states(b, eng, tab);
-  double const make_s = cli_now() - t0;
+  double const make_s = base_now_s() - t0;
   if (err == LS_OK) err = ls_snapshot_new(&ec.shape, (size_t)b->series, PARTITIONS, &snap);
   /* Fill twice: the second fill is what every snapshot after the first
    * costs the step loop (no allocation). */
   double fill_s = 0.0;
   for (int round = 0; round < 2 && err == LS_OK; round++) {
-    double const t1 = cli_now();
+    double const t1 = base_now_s();
     ls_snapshot_reset(snap);
     ls_snapshot_info_t const info = {round, 1, 0, 1, 0};
     err = ls_snapshot_set_info(snap, &info);
@@ -160,7 +161,7 @@ static int run(const bench_t *b) {
     if (err == LS_OK) err = ls_snapshot_add_series_table(snap, tab);
     for (int p = 0; p < PARTITIONS && err == LS_OK; p++)
       err = ls_snapshot_add_partition(snap, p, 1000 + p);
-    fill_s = cli_now() - t1;
+    fill_s = base_now_s() - t1;
   }
   int rc = CLI_EXIT_OK;
   if (err != LS_OK) rc = cli_fail(err, "cannot prepare the snapshot");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/train.h"
 
@@ -97,7 +98,7 @@ static void print_line(run_log_t *lg, int64_t step, double now) {
 
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
-  double const now = cli_now();
+  double const now = base_now_s();
   lg->steps++;
   lg->last_step = s->step;
   lg->windows += s->windows;
@@ -252,9 +253,9 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
   lg.quiet |= rank != 0; /* rank 0 prints; the figures it prints are every rank's */
   lg.tr = tr;
-  lg.t0 = lg.last_t = cli_now();
+  lg.t0 = lg.last_t = base_now_s();
   err = ls_trainer_run(tr, &stop_flag, on_step, &lg);
-  if (!lg.quiet && lg.steps > 0) print_line(&lg, lg.last_step, cli_now());
+  if (!lg.quiet && lg.steps > 0) print_line(&lg, lg.last_step, base_now_s());
   if (err != LS_OK) {
     rc = cli_fail(err, "training stopped on rank %d", rank);
     goto done; /* the other ranks may be gone: no collective calls now */

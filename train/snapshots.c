@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
+#include "base/digest.h"
 #include "trainer_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -33,10 +35,7 @@ uint64_t train_fingerprint(const ls_train_conf_t *c) {
                          c->layers, c->optimizer, c->lr, c->beta1, c->beta2, c->eps,
                          c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed,
                          c->stateless);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < n && i < (int)sizeof text; i++)
-    h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
-  return h;
+  return base_fnv1a(BASE_FNV1A_INIT, text, n < (int)sizeof text ? (size_t)n : sizeof text);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -146,7 +145,7 @@ ls_err_t train_snapshot_apply(ls_trainer_t *tr, const ls_snapshot_t *snap) {
 ls_err_t train_snapshot_open(ls_trainer_t *tr) {
   const ls_train_conf_t *const c = &tr->conf;
   tr->snap_pending = -1;
-  tr->snap_last_t = train_now();
+  tr->snap_last_t = base_now_s();
   if (c->snapshot_dir[0] == '\0') return LS_OK;
   ls_snapshot_conf_t sc;
   ls_snapshot_conf_init(&sc);
@@ -172,7 +171,7 @@ void train_snapshot_contribute(ls_trainer_t *tr, double *v) {
   if (tr->rank == 0) {
     int64_t const next = tr->sum.steps + 1;
     v[SNAP_V_DUE] = (c->snapshot_every > 0 && next % c->snapshot_every == 0) ||
-                    (c->snapshot_interval > 0 && train_now() - tr->snap_last_t >= c->snapshot_interval);
+                    (c->snapshot_interval > 0 && base_now_s() - tr->snap_last_t >= c->snapshot_interval);
     v[SNAP_V_COMMITTED] = (double)(st.committed_step + 1); /* 0: none yet */
   }
   v[SNAP_V_BUSY] = st.busy || tr->snap_pending >= 0;
@@ -204,7 +203,7 @@ static ls_err_t take(ls_trainer_t *tr) {
   LS_RETURN_IF(busy, LS_ERR_STATE, "snapshot writer busy although every rank reported it idle");
   tr->snap_pending = tr->sum.steps;
   tr->commit_asked = 0;
-  tr->snap_last_t = train_now();
+  tr->snap_last_t = base_now_s();
   return LS_OK;
 }
 

@@ -9,33 +9,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/digest.h"
+#include "comm.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
-#include "comm.h"
 #include "trainer_internal.h"
 
 /* How long one wait for a window may block before the stop flag is read. */
 #define WAIT_SLICE_MS 100
 
-double train_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Setup                                                                     */
-
-static ls_err_t ingest_set(ls_ingest_conf_t *ic, const char *key, const char *value) {
-  ls_err_t const err = ls_ingest_conf_set(ic, key, value);
-  if (err != LS_OK) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ls_last_error());
-    return ls_error_set(err, "ingest %s=%s: %s", key, value, why);
-  }
-  return LS_OK;
-}
 
 /* Parses the partitions key against the topic's count; keeps this rank's. */
 static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
@@ -101,25 +87,23 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
   ls_start_t start;
   LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
+  ls_ingest_settings_t is;
+  ls_ingest_settings_init(&is);
+  is.topic = c->topic;
+  is.format = (ls_format_t)c->format;
+  is.features = c->features;
+  is.window = c->window;
+  is.queue_windows = c->queue_windows;
+  is.buffer_records = c->buffer_records;
+  is.stop_at_end = c->until;
+  is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
   ls_ingest_conf_t *ic = NULL;
   LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
-  char num[32], servers[600];
+  char servers[600];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", c->brokers);
-  ls_err_t err = ls_ingest_conf_set_kafka(ic, servers);
+  ls_err_t err = ls_ingest_conf_set_settings(ic, &is);
+  if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, servers);
   for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
-  if (err == LS_OK) err = ingest_set(ic, "topic", c->topic);
-  if (err == LS_OK) err = ingest_set(ic, "format", c->format ? "csv" : "f32");
-  snprintf(num, sizeof num, "%d", c->features);
-  if (err == LS_OK) err = ingest_set(ic, "features", num);
-  snprintf(num, sizeof num, "%d", c->window);
-  if (err == LS_OK) err = ingest_set(ic, "window", num);
-  snprintf(num, sizeof num, "%d", c->queue_windows);
-  if (err == LS_OK) err = ingest_set(ic, "queue.windows", num);
-  snprintf(num, sizeof num, "%lld", (long long)c->buffer_records);
-  if (err == LS_OK) err = ingest_set(ic, "buffer.records", num);
-  if (err == LS_OK) err = ingest_set(ic, "stop", c->until ? "end" : "never");
-  /* A replay trains every record: trailing partial windows too, masked. */
-  if (err == LS_OK) err = ingest_set(ic, "flush", c->until ? "true" : "false");
   int32_t count = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
   if (err == LS_OK) err = pick_partitions(tr, count);
@@ -144,10 +128,8 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   tr->y = calloc(T * B * F, sizeof(float));
   tr->mask = calloc(T * B, sizeof(float));
   tr->ring = calloc(TAIL_RING, sizeof *tr->ring);
-  tr->cap_mark = 1024;
-  tr->mark = calloc(tr->cap_mark, sizeof *tr->mark);
   LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->x ||
-                   !tr->y || !tr->mask || !tr->ring || !tr->mark,
+                   !tr->y || !tr->mask || !tr->ring,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu, F=%zu)", B, T, F);
   return LS_OK;
 }
@@ -263,7 +245,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   ls_engine_destroy(tr->eng);
   train_conf_free_kafka(&tr->conf);
   free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
-  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->x), free(tr->y), free(tr->mask);
+  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->slot_of), free(tr->x), free(tr->y), free(tr->mask);
   free(tr->ring);
   free(tr);
 }
@@ -271,19 +253,32 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
 /* ------------------------------------------------------------------------ */
 /* Step formation                                                            */
 
-/* The slot of a window's series; grows the per-slot marks with the table. */
-static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
-  LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->series, w->key, w->key_len, w->partition, slot));
-  if ((size_t)*slot >= tr->cap_mark) {
-    size_t cap = tr->cap_mark;
-    while (cap <= (size_t)*slot) cap *= 2;
-    int64_t *m = realloc(tr->mark, cap * sizeof *m);
-    LS_RETURN_IF(m == NULL, LS_ERR_NOMEM, "no memory for %zu series marks", cap);
-    memset(m + tr->cap_mark, 0, (cap - tr->cap_mark) * sizeof *m);
-    tr->mark = m;
-    tr->cap_mark = cap;
-  }
+/* Grows a per-series array of int64_t (*v, *cap entries) to hold index i,
+ * filling new entries with fill. */
+static ls_err_t grow_index(int64_t **v, size_t *cap, size_t i, int64_t fill, const char *what) {
+  if (i < *cap) return LS_OK;
+  size_t n = *cap ? *cap : 1024;
+  while (n <= i) n *= 2;
+  int64_t *const grown = realloc(*v, n * sizeof *grown);
+  LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "no memory for %zu %s", n, what);
+  for (size_t k = *cap; k < n; k++) grown[k] = fill;
+  *v = grown;
+  *cap = n;
   return LS_OK;
+}
+
+/* The slot of a window's series: by the consumer's id of the series, the
+ * key is looked up in the series table once per series. Grows the per-slot
+ * marks with the table. */
+static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
+  LS_RETURN_IF(w->series < 0, LS_ERR_INVALID_ARG, "window of series id %lld", (long long)w->series);
+  LS_FORWARD_IF_ERROR(
+      grow_index(&tr->slot_of, &tr->cap_slot_of, (size_t)w->series, -1, "series ids"));
+  if (tr->slot_of[w->series] < 0)
+    LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->series, w->key, w->key_len, w->partition,
+                                             &tr->slot_of[w->series]));
+  *slot = tr->slot_of[w->series];
+  return grow_index(&tr->mark, &tr->cap_mark, (size_t)*slot, 0, "series marks");
 }
 
 /* Copies window w into row b of the step's buffers. */
@@ -304,7 +299,7 @@ static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t sl
 static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t *stop,
                                   const ls_window_t **win) {
   *win = NULL;
-  double const t0 = train_now();
+  double const t0 = base_now_s();
   ls_err_t err = LS_OK;
   while (!(stop && *stop)) {
     ls_next_t what;
@@ -315,7 +310,7 @@ static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t
       break;
     }
   }
-  tr->sum.wait_s += train_now() - t0;
+  tr->sum.wait_s += base_now_s() - t0;
   return err;
 }
 
@@ -372,9 +367,9 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
-  double const t0 = train_now(), deadline = t0 + tr->conf.deadline_ms / 1e3;
+  double const t0 = base_now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
   while (*n < tr->B && !(stop && *stop)) {
-    double const left = deadline - train_now();
+    double const left = deadline - base_now_s();
     if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
     ls_next_t what = LS_NEXT_TIMEOUT;
@@ -391,7 +386,7 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
     else add_window(tr, (*n)++, w, slot);
   }
-  tr->sum.wait_s += train_now() - t0;
+  tr->sum.wait_s += base_now_s() - t0;
   return LS_OK;
 }
 
@@ -407,9 +402,9 @@ enum {
  * the step loop finished them) and steps the optimizer. */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (!tr->overlap) {
-    double const s0 = train_now();
+    double const s0 = base_now_s();
     LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm));
-    tr->sum.comm_s += train_now() - s0;
+    tr->sum.comm_s += base_now_s() - s0;
   }
   ls_optim_t opt = tr->opt;
   int64_t const u = tr->sum.updates;
@@ -481,7 +476,7 @@ static int has_more(const ls_trainer_t *tr) {
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  double const t0 = train_now();
+  double const t0 = base_now_s();
   ls_err_t err = LS_OK;
   int cb_stop = 0;
   for (;;) {
@@ -493,21 +488,21 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       if (tr->conf.until) err = tr->P > 0 ? form_replay(tr, stop, &n) : LS_OK;
       else err = form_live(tr, stop, &n);
     }
-    double const c0 = train_now();
+    double const c0 = base_now_s();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
     else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->comm);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
-    v[V_COMPUTE] = train_now() - c0;
+    v[V_COMPUTE] = base_now_s() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
     train_snapshot_contribute(tr, v + V__N);
-    double const s0 = train_now();
+    double const s0 = base_now_s();
     err = comm_sum_doubles(tr->comm, v, V__N + SNAP_V__N);
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->comm);
-    tr->sum.comm_s += train_now() - s0;
+    tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -546,7 +541,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     err = update(tr, &st);
   }
   if (err == LS_OK) err = train_snapshot_final(tr);
-  tr->sum.elapsed_s += train_now() - t0;
+  tr->sum.elapsed_s += base_now_s() - t0;
   return err;
 }
 
@@ -607,18 +602,6 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   return LS_OK;
 }
 
-ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total) {
-  LS_RETURN_IF(tr == NULL || done == NULL || total == NULL, LS_ERR_INVALID_ARG,
-               "trainer, done or total is NULL");
-  ls_ingest_stats_t is;
-  *done = 0, *total = 0;
-  if (tr->ing == NULL) return LS_OK;
-  LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->ing, &is));
-  *done = is.progress_done;
-  *total = is.progress_total;
-  return LS_OK;
-}
-
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
   LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
                "trainer or outputs are NULL");
@@ -626,9 +609,7 @@ ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states)
   float *p = malloc(n * sizeof(float));
   LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
   ls_err_t const err = ls_engine_read_params(tr->eng, p, n);
-  uint64_t h = 0xcbf29ce484222325ull;
-  const unsigned char *const bytes = (const unsigned char *)p;
-  for (size_t i = 0; err == LS_OK && i < n * sizeof(float); i++) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
   free(p);
   LS_FORWARD_IF_ERROR(err);
   *params = h;

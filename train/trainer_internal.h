@@ -44,6 +44,8 @@ struct ls_trainer_s {
   int64_t *gather;          /* [B] slots to gather from (-1 = zero state) */
   int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
   size_t cap_mark;
+  int64_t *slot_of;         /* [cap_slot_of] per consumer series id: its slot, -1 unknown */
+  size_t cap_slot_of;
   int64_t stamp;
   float *x, *y, *mask; /* [T, B, F], [T, B, F], [T, B] */
 
@@ -66,9 +68,6 @@ struct ls_trainer_s {
   char snap_error[640];      /* the last snapshot failure, for the step's stats */
 };
 
-
-/* Monotonic seconds. */
-double train_now(void);
 
 /* Snapshot figures every rank adds to a step's sums (see trainer.c). */
 enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };
