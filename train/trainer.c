@@ -124,12 +124,11 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   tr->wins = calloc(B, sizeof *tr->wins);
   tr->slots = calloc(B, sizeof *tr->slots);
   tr->gather = calloc(B, sizeof *tr->gather);
-  tr->x = calloc(T * B * F, sizeof(float));
-  tr->y = calloc(T * B * F, sizeof(float));
+  tr->seq = calloc((T + 1) * B * F, sizeof(float));
   tr->mask = calloc(T * B, sizeof(float));
   tr->ring = calloc(TAIL_RING, sizeof *tr->ring);
-  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->x ||
-                   !tr->y || !tr->mask || !tr->ring,
+  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->seq ||
+                   !tr->mask || !tr->ring,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu, F=%zu)", B, T, F);
   return LS_OK;
 }
@@ -245,7 +244,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   ls_engine_destroy(tr->eng);
   train_conf_free_kafka(&tr->conf);
   free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
-  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->slot_of), free(tr->x), free(tr->y), free(tr->mask);
+  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->slot_of), free(tr->seq), free(tr->mask);
   free(tr->ring);
   free(tr);
 }
@@ -284,11 +283,9 @@ static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slo
 /* Copies window w into row b of the step's buffers. */
 static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t slot) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
-  for (int t = 0; t < tr->T; t++) {
-    memcpy(tr->x + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
-    memcpy(tr->y + ((size_t)t * B + b) * F, w->x + (size_t)(t + 1) * F, F * sizeof(float));
-    tr->mask[(size_t)t * B + b] = w->mask[t];
-  }
+  for (int t = 0; t <= tr->T; t++)
+    memcpy(tr->seq + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
+  for (int t = 0; t < tr->T; t++) tr->mask[(size_t)t * B + b] = w->mask[t];
   tr->wins[b] = w;
   tr->slots[b] = slot;
   tr->mark[slot] = tr->stamp;
@@ -426,25 +423,26 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
 static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
   int const T = tr->T;
-  /* The engine takes dense [T, n, F]: pack the rows of a partial step. */
+  /* The engine takes dense [T+1, n, F]: pack the rows of a partial step. */
   if (n < tr->B)
-    for (int t = 1; t < T; t++) {
-      memmove(tr->x + (size_t)t * n * F, tr->x + (size_t)t * B * F, (size_t)n * F * sizeof(float));
-      memmove(tr->y + (size_t)t * n * F, tr->y + (size_t)t * B * F, (size_t)n * F * sizeof(float));
-      memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
+    for (int t = 1; t <= T; t++) {
+      memmove(tr->seq + (size_t)t * n * F, tr->seq + (size_t)t * B * F,
+              (size_t)n * F * sizeof(float));
+      if (t < T)
+        memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
     }
-  /* Last-value baseline on the same targets. */
+  /* Last-value baseline on the same targets: row r + n is row r's next step. */
   double base = 0.0;
   for (size_t r = 0; r < (size_t)T * n; r++) {
     if (tr->mask[r] == 0.0f) continue;
-    const float *const xv = tr->x + r * F, *const yv = tr->y + r * F;
+    const float *const xv = tr->seq + r * F, *const yv = tr->seq + (r + n) * F;
     for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
   }
   for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
   ls_state_table_t *const states = ls_series_table_states(tr->series);
   double loss = 0.0, count = 0.0;
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->eng, states, n, tr->gather));
-  LS_FORWARD_IF_ERROR(ls_engine_forward(tr->eng, T, n, tr->x, tr->y, tr->mask, &loss, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_forward_seq(tr->eng, T, n, tr->seq, tr->mask, &loss, &count));
   LS_FORWARD_IF_ERROR(ls_engine_backward(tr->eng, 1.0f));
   if (!tr->conf.stateless)
     LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->eng, states, n, tr->slots));

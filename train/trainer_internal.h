@@ -47,7 +47,8 @@ struct ls_trainer_s {
   int64_t *slot_of;         /* [cap_slot_of] per consumer series id: its slot, -1 unknown */
   size_t cap_slot_of;
   int64_t stamp;
-  float *x, *y, *mask; /* [T, B, F], [T, B, F], [T, B] */
+  float *seq;  /* [T+1, B, F] the windows' records: inputs rows 0..T-1, targets 1..T */
+  float *mask; /* [T, B] */
 
   /* Accumulation and totals. */
   double acc_count;

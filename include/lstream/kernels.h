@@ -203,6 +203,16 @@ LS_API ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x
                                   const float *target, const float *mask, double *loss_sum,
                                   double *count);
 
+/* ls_engine_forward for a window given as one sequence, the layout a
+ * series' records arrive in: inputs are rows 0..T-1 of seq and targets
+ * rows 1..T, the next step of every feature (so the model must have O == I).
+ *   seq  [T+1, B, I]  records
+ *   mask [T, B]       1 = valid target, 0 = padding; NULL = all valid
+ * The T+1 rows are copied to the engine's memory once; the targets are read
+ * from that copy (half the copies of x and a target shifted by one row). */
+LS_API ls_err_t ls_engine_forward_seq(ls_engine_t *eng, int T, int B, const float *seq,
+                                      const float *mask, double *loss_sum, double *count);
+
 /* Back-propagates the last forward (which must have had a target):
  * ACCUMULATES d(loss_scale * loss_sum)/d(parameters) into the gradient
  * buffer, and keeps d/d(x), d/d(h0), d/d(c0) for ls_engine_read_input_grads.
