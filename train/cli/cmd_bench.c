@@ -18,14 +18,20 @@ static const cli_command_t benches[] = {
 static const int n_benches = (int)(sizeof benches / sizeof benches[0]);
 
 int cmd_bench(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    FILE *const f = argc < 2 ? stderr : stdout;
-    fprintf(f, "Usage: lstream bench WHAT [OPTIONS]   (lstream bench WHAT --help for each)\n\n");
-    for (int i = 0; i < n_benches; i++)
-      fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
-    return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+  char list[1024], epilog[1100];
+  cli_commands_text(benches, n_benches, list, sizeof list);
+  snprintf(epilog, sizeof epilog, "Benchmarks (lstream bench WHAT --help for each):\n%s", list);
+  cli_opt_t const opts[] = {{0}};
+  cli_spec_t const spec = {"bench", "WHAT [OPTIONS]", NULL, opts, epilog, CLI_SUBCOMMAND};
+  cli_args_t args;
+  int const rc = cli_parse(&spec, argc, argv, &args);
+  if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
+  if (args.sub == 0) {
+    cli_help(stderr, &spec);
+    return CLI_EXIT_USAGE;
   }
   for (int i = 0; i < n_benches; i++)
-    if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-  return cli_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+    if (!strcmp(argv[args.sub], benches[i].name))
+      return benches[i].run(argc - args.sub, argv + args.sub);
+  return cli_usage_error("bench", "unknown benchmark '%s'", argv[args.sub]);
 }
