@@ -73,7 +73,7 @@ const ls_train_key_t *ls_train_conf_keys(void) {
   return list;
 }
 
-void train_conf_defaults(ls_train_conf_t *c) {
+static void conf_defaults(ls_train_conf_t *c) {
   memset(c, 0, sizeof *c);
   c->format = 0;
   c->features = 1;
@@ -105,7 +105,7 @@ ls_err_t ls_train_conf_new(ls_train_conf_t **out) {
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   ls_train_conf_t *c = malloc(sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for a configuration");
-  train_conf_defaults(c);
+  conf_defaults(c);
   *out = c;
   return LS_OK;
 }

@@ -80,7 +80,9 @@ int base_value_parse(const base_value_t *v, const char *text, void *dst) {
   return -1;
 }
 
-int base_value_check(const base_value_t *v, const void *src) {
+/* 0 when the value at src is one base_value_parse could have given (in
+ * range, a valid choice, a string that fits), else -1. */
+static int value_check(const base_value_t *v, const void *src) {
   switch (v->kind) {
   case BASE_INT: {
     int const i = *(const int *)src;
@@ -169,7 +171,7 @@ ls_err_t base_key_set(const base_key_t *k, void *settings, const char *text) {
 ls_err_t base_key_check(const base_key_t *k, const void *settings) {
   LS_RETURN_IF(k == NULL || settings == NULL, LS_ERR_INVALID_ARG, "key or settings is NULL");
   const void *const field = (const char *)settings + k->offset;
-  if (base_value_check(&k->value, field) == 0) return LS_OK;
+  if (value_check(&k->value, field) == 0) return LS_OK;
   char expected[160], value[64] = "?";
   base_value_expected(&k->value, expected, sizeof expected);
   if (k->value.kind == BASE_CHOICE)

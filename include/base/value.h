@@ -43,10 +43,6 @@ typedef struct base_value_s {
  * text is not such a value (nothing is written); -2 when out of memory. */
 BASE_API int base_value_parse(const base_value_t *v, const char *text, void *dst);
 
-/* 0 when the value at src is one base_value_parse could have given (in
- * range, a valid choice, a string that fits), else -1. */
-BASE_API int base_value_check(const base_value_t *v, const void *src);
-
 /* What a value must be, for messages: "an integer in [1, 64]", "one of f32,
  * csv", "text of at most 255 bytes". */
 BASE_API void base_value_expected(const base_value_t *v, char *buf, size_t size);
@@ -76,7 +72,8 @@ BASE_API const base_key_t *base_keys_find(const base_key_t *keys, size_t n, cons
  * "NAME: 'TEXT' is not <expected>", LS_ERR_NOMEM. */
 BASE_API ls_err_t base_key_set(const base_key_t *k, void *settings, const char *text);
 
-/* Checks k's field of settings (base_value_check): LS_ERR_INVALID_ARG with
+/* Checks k's field of settings: a value base_value_parse could have given
+ * (in range, a valid choice, a string that fits), else LS_ERR_INVALID_ARG with
  * "NAME: VALUE is not <expected>". */
 BASE_API ls_err_t base_key_check(const base_key_t *k, const void *settings);
 
