@@ -131,7 +131,7 @@ static int spelled_whole(const char *arg, const char *name) {
 }
 
 /* getopt_long's tables for spec: long options [n + 1] and the short ones. */
-static int build(const cli_spec_t *spec, int n, struct option *longs, char *shorts) {
+static void build(const cli_spec_t *spec, int n, struct option *longs, char *shorts) {
   char *s = shorts;
   *s++ = '-'; /* positional arguments in order, as option 1 */
   *s++ = ':'; /* ':' for a missing value */
@@ -150,7 +150,6 @@ static int build(const cli_spec_t *spec, int n, struct option *longs, char *shor
   longs[k++] = (struct option){"help", no_argument, NULL, 'h'};
   longs[k] = (struct option){NULL, 0, NULL, 0};
   *s = '\0';
-  return k;
 }
 
 /* The entry of a short option. */
@@ -185,16 +184,29 @@ static int check_required(const cli_spec_t *spec, int n, const unsigned char *gi
   return CLI_EXIT_OK;
 }
 
+/* A message for a token getopt_long refused: a flag given a value, or an
+ * unknown option. */
+static int refused(const cli_spec_t *spec, int n, const char *arg) {
+  const char *const eq = strchr(arg, '=');
+  for (int i = 0; eq != NULL && !strncmp(arg, "--", 2) && i < n; i++) {
+    const cli_opt_t *const o = &spec->opts[i];
+    if (o->name != NULL && o->kind == CLI_FLAG && strlen(o->name) == (size_t)(eq - arg - 2) &&
+        !strncmp(arg + 2, o->name, strlen(o->name)))
+      return cli_usage_error(spec->cmd, "option '--%s' takes no value", o->name);
+  }
+  return cli_usage_error(spec->cmd, "unknown option '%s'", arg);
+}
+
 /* One getopt_long result c for the token at argv[at]. */
 static int handle(const cli_spec_t *spec, int n, int c, char **argv, int at, unsigned char *given) {
-  if (c == 'h') {
+  if (c == 'h' && (strncmp(argv[at], "--", 2) != 0 || !strcmp(argv[at], "--help"))) {
     cli_help(stdout, spec);
     return CLI_DONE;
   }
   if (c == ':') return cli_usage_error(spec->cmd, "option '%s' needs a value", argv[at]);
   const cli_opt_t *o = c >= LONG_BASE ? &spec->opts[c - LONG_BASE] : by_short(spec, n, c);
   if (c == '?' || o == NULL || (c >= LONG_BASE && !spelled_whole(argv[at], o->name)))
-    return cli_usage_error(spec->cmd, "unknown option '%s'", argv[at]);
+    return refused(spec, n, argv[at]);
   given[o - spec->opts] = 1;
   return apply(spec, o, o->kind == CLI_FLAG ? NULL : optarg);
 }
