@@ -162,7 +162,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
     size_t floats;
   } const bufs[] = {
       {&e->params, e->n_params},     {&e->grads, e->n_params},       {&e->adam_m, e->n_params},
-      {&e->adam_v, e->n_params},     {&e->x, (Tm + 1) * Bm * I},           {&e->target, Tm * Bm * O},
+      {&e->adam_v, e->n_params},     {&e->x, (Tm + 1) * Bm * I},     {&e->target, Tm * Bm * O},
       {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride}, {&e->hs, L * e->hs_stride},
       {&e->cs, L * e->hs_stride},    {&e->tcs, L * e->tcs_stride},   {&e->pred, Tm * Bm * O},
       {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},          {&e->dgates, Tm * Bm * 4 * H},

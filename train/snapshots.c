@@ -31,10 +31,10 @@ struct train_snaps_s {
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
   int n;
-  int64_t resumed_step;      /* the snapshot the run resumed from, -1 none */
+  int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
   int64_t committed, skipped;
-  char note[2048];           /* what resuming did */
-  char error[640];           /* the last snapshot failure, for the step's stats */
+  char note[2048]; /* what resuming did */
+  char error[640]; /* the last snapshot failure, for the step's stats */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -50,8 +50,7 @@ static uint64_t fingerprint(const ls_train_conf_t *c) {
                          " stateless=%d",
                          c->topic, c->format, c->features, c->window, c->batch, c->hidden,
                          c->layers, c->optimizer, c->lr, c->beta1, c->beta2, c->eps,
-                         c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed,
-                         c->stateless);
+                         c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed, c->stateless);
   return base_fnv1a(BASE_FNV1A_INIT, text, n < (int)sizeof text ? (size_t)n : sizeof text);
 }
 
@@ -77,7 +76,9 @@ void train_snaps_destroy(train_snaps_t *s) {
   free(s);
 }
 
-const char *train_snaps_note(const train_snaps_t *s) { return s == NULL ? "" : s->note; }
+const char *train_snaps_note(const train_snaps_t *s) {
+  return s == NULL ? "" : s->note;
+}
 
 void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum) {
   sum->resumed_step = s->resumed_step;
@@ -91,8 +92,8 @@ void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum) {
 static void note_reject(void *opaque, const char *path, ls_err_t err, const char *why) {
   train_snaps_t *const s = opaque;
   size_t const len = strlen(s->note);
-  snprintf(s->note + len, sizeof s->note - len, "passed over %s (%s: %s); ", path,
-           ls_err2str(err), why);
+  snprintf(s->note + len, sizeof s->note - len, "passed over %s (%s: %s); ", path, ls_err2str(err),
+           why);
 }
 
 /* The path of the snapshot to resume from ("" for none): the resume key, or
@@ -184,8 +185,8 @@ static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start
   return dflt;
 }
 
-ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic,
-                            const int32_t *parts, int P, ls_start_t start) {
+ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
+                            int P, ls_start_t start) {
   for (int i = 0; i < P; i++)
     LS_FORWARD_IF_ERROR(
         ls_ingest_conf_add_partition(ic, parts[i], partition_start(snap, parts[i], start)));
@@ -308,7 +309,8 @@ static void committed(train_snaps_t *s, ls_step_stats_t *st) {
   if (s->v->ing != NULL && s->n > 0 &&
       ls_ingest_commit(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
     snprintf(s->error, sizeof s->error,
-             "snapshot of step %" PRId64 " committed, but not its offsets to the consumer group: %s",
+             "snapshot of step %" PRId64
+             " committed, but not its offsets to the consumer group: %s",
              s->pending, ls_last_error());
     st->snapshot_error = s->error;
   }

@@ -46,8 +46,8 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap);
 
 /* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
  * it or else at start, and snap's series as skip rules. */
-ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic,
-                            const int32_t *parts, int P, ls_start_t start);
+ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
+                            int P, ls_start_t start);
 
 /* Applies a loaded snapshot: model and optimizer into the engine, the
  * series with their counts and states into the series table; *steps and

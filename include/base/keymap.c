@@ -49,8 +49,8 @@ static void place(base_keymap_slot_t *slots, size_t mask, uint64_t hash, uint32_
 
 /* Doubles the entries and the slots when the next add needs it. */
 static ls_err_t reserve(base_keymap_t *m, const char *what) {
-  LS_RETURN_IF(m->n >= UINT32_MAX - 1, LS_ERR_NOMEM, "%s: %zu keys, the most one map holds",
-               what, m->n);
+  LS_RETURN_IF(m->n >= UINT32_MAX - 1, LS_ERR_NOMEM, "%s: %zu keys, the most one map holds", what,
+               m->n);
   if (m->n == m->cap) {
     size_t const cap = m->cap ? m->cap * 2 : 32;
     base_keymap_entry_t *const grown = realloc(m->entries, cap * sizeof *grown);

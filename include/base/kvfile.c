@@ -31,8 +31,8 @@ static ls_err_t kv_line(const char *path, int line_no, char *line, base_kv_fn fn
                line_no, text);
   size_t key_n = (size_t)(eq - text), value_n = n - key_n - 1;
   char *const key = trim(text, &key_n);
-  LS_RETURN_IF(key_n == 0, LS_ERR_INVALID_ARG, "%s:%d: expected key=value, the key is empty",
-               path, line_no);
+  LS_RETURN_IF(key_n == 0, LS_ERR_INVALID_ARG, "%s:%d: expected key=value, the key is empty", path,
+               line_no);
   ls_err_t const err = fn(opaque, key, trim(eq + 1, &value_n));
   if (err != LS_OK) {
     char detail[768];

@@ -112,11 +112,15 @@ void base_value_expected(const base_value_t *v, char *buf, size_t size) {
   switch (v->kind) {
   case BASE_INT:
   case BASE_I64: snprintf(buf, size, "an integer in [%.0f, %.0f]", v->min, v->max); return;
-  case BASE_U64: snprintf(buf, size, "an integer in [0, %llu]", (unsigned long long)UINT64_MAX); return;
+  case BASE_U64:
+    snprintf(buf, size, "an integer in [0, %llu]", (unsigned long long)UINT64_MAX);
+    return;
   case BASE_DBL: snprintf(buf, size, "a number in [%g, %g]", v->min, v->max); return;
   case BASE_STR:
-    if (v->size > 0) snprintf(buf, size, "text of at most %zu bytes", v->size - 1);
-    else snprintf(buf, size, "text");
+    if (v->size > 0)
+      snprintf(buf, size, "text of at most %zu bytes", v->size - 1);
+    else
+      snprintf(buf, size, "text");
     return;
   case BASE_CHOICE: {
     size_t len = (size_t)snprintf(buf, size, "one of ");

@@ -32,12 +32,14 @@ typedef struct base_value_s {
 } base_value_t;
 
 /* Initialisers of a base_value_t, one per kind. */
+/* clang-format off */
 #define BASE_V_INT(min, max)  {BASE_INT, (min), (max), NULL, 0}
 #define BASE_V_I64(min, max)  {BASE_I64, (min), (max), NULL, 0}
 #define BASE_V_U64            {BASE_U64, 0, 0, NULL, 0}
 #define BASE_V_DBL(min, max)  {BASE_DBL, (min), (max), NULL, 0}
 #define BASE_V_STR(size)      {BASE_STR, 0, 0, NULL, (size)}
 #define BASE_V_CHOICE(names)  {BASE_CHOICE, 0, 0, (names), 0}
+/* clang-format on */
 
 /* Parses text into *dst (of the kind's type). 0 on success; -1 when the
  * text is not such a value (nothing is written); -2 when out of memory. */
@@ -50,8 +52,7 @@ BASE_API void base_value_expected(const base_value_t *v, char *buf, size_t size)
 /* The value at src as text (integers in decimal, doubles "%.9g", a choice's
  * name, a string as it is, "" for a NULL one). LS_ERR_INVALID_ARG when buf
  * is too small. */
-BASE_API ls_err_t base_value_format(const base_value_t *v, const void *src, char *buf,
-                                    size_t size);
+BASE_API ls_err_t base_value_format(const base_value_t *v, const void *src, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Tables of keys                                                            */

@@ -497,7 +497,8 @@ LS_API ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, cons
 LS_API ls_err_t ls_ingest_conf_set_settings(ls_ingest_conf_t *conf, const ls_ingest_settings_t *s);
 
 /* The settings of conf; its strings stay conf's, valid until it changes. */
-LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf, ls_ingest_settings_t *out);
+LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
+                                            ls_ingest_settings_t *out);
 
 /* Passes one librdkafka property through, "key=value" (as kcat -X), checked
  * now; SASL/SSL and the rest work this way. bootstrap.servers is the one

@@ -665,6 +665,7 @@ Test(cli, bad_arguments_give_usage_errors, .timeout = 120) {
   expect_exit(p8, 2, "--features '0'");
   const char *const p9[] = {"produce", "--brokers=x:1", "--topic=t", "--features=0", NULL};
   expect_exit(p9, 2, "--features '0'"); /* --key=value reaches the same check */
-  const char *const p10[] = {"produce", "--brokers=x:1", "--topic=t", "--csv=f.csv", "--seed=3", NULL};
+  const char *const p10[] = {"produce",     "--brokers=x:1", "--topic=t",
+                             "--csv=f.csv", "--seed=3",      NULL};
   expect_exit(p10, 2, "--seed is a feed option");
 }

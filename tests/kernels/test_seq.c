@@ -33,13 +33,17 @@ static out_t run(const ref_dims_t *d, const float *seq, const float *x, const fl
   ls_engine_t *e = ref_engine(d);
   cr_assert_not_null(e, "%s", ls_last_error());
   size_t const n = ls_engine_param_count(e), TB = (size_t)d->T * d->B;
-  out_t o = {0, 0, malloc(TB * d->O * sizeof(float)), malloc((size_t)d->L * d->B * d->H * 4),
-             malloc(n * sizeof(float)), malloc(TB * d->I * sizeof(float))};
+  out_t o = {0,
+             0,
+             malloc(TB * d->O * sizeof(float)),
+             malloc((size_t)d->L * d->B * d->H * 4),
+             malloc(n * sizeof(float)),
+             malloc(TB * d->I * sizeof(float))};
   cr_assert_eq(ls_engine_init_params(e, 11), LS_OK);
   cr_assert_eq(ls_engine_set_state(e, d->B, NULL, NULL), LS_OK);
-  ls_err_t const err =
-      seq != NULL ? ls_engine_forward_seq(e, d->T, d->B, seq, mask, &o.loss, &o.count)
-                  : ls_engine_forward(e, d->T, d->B, x, tgt, mask, &o.loss, &o.count);
+  ls_err_t const err = seq != NULL
+                           ? ls_engine_forward_seq(e, d->T, d->B, seq, mask, &o.loss, &o.count)
+                           : ls_engine_forward(e, d->T, d->B, x, tgt, mask, &o.loss, &o.count);
   cr_assert_eq(err, LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_engine_read_outputs(e, NULL, o.pred, o.hT, NULL), LS_OK);
   cr_assert_eq(ls_engine_backward(e, 1.0f), LS_OK, "%s", ls_last_error());

@@ -49,14 +49,14 @@ enum { CLI_REQUIRED = 1, CLI_HIDDEN = 2, CLI_NO_DEFAULT = 4 };
  * a flag takes no value. An entry with no name but help is a heading in the
  * help; an all-zero entry ends a table. */
 typedef struct cli_opt_s {
-  const char *name;  /* the long name, without "--" */
-  int short_name;    /* 'X', or 0 */
-  const char *arg;   /* the value's name in the help ("N", "FILE"); NULL for a flag */
+  const char *name; /* the long name, without "--" */
+  int short_name;   /* 'X', or 0 */
+  const char *arg;  /* the value's name in the help ("N", "FILE"); NULL for a flag */
   cli_kind_t kind;
   void *dst;                                 /* where the value goes */
   base_value_t value;                        /* CLI_VALUE: how it is read and checked */
   int (*call)(void *dst, const char *value); /* CLI_CALL */
-  const char *help;  /* lines separated by '\n' */
+  const char *help;                          /* lines separated by '\n' */
   const char *def;   /* the default shown in the help; NULL: the value dst holds (CLI_VALUE) */
   unsigned flags;    /* CLI_REQUIRED: an error when not given; CLI_HIDDEN: not in the help;
                         CLI_NO_DEFAULT: no default shown */
@@ -65,7 +65,7 @@ typedef struct cli_opt_s {
 
 /* spec.positional for a command that dispatches to subcommands: parsing
  * stops at its first positional argument (cli_args_t.sub). */
-#define CLI_SUBCOMMAND (-1)
+#define CLI_SUBCOMMAND     (-1)
 #define CLI_MAX_POSITIONAL 4
 
 /* A command: its name ("train", "bench engine"), the rest of its usage line,
@@ -73,7 +73,7 @@ typedef struct cli_opt_s {
 typedef struct cli_spec_s {
   const char *cmd;
   const char *usage;
-  const char *about;  /* may be NULL */
+  const char *about; /* may be NULL */
   const cli_opt_t *opts;
   const char *epilog; /* may be NULL */
   int positional;     /* positional arguments allowed, or CLI_SUBCOMMAND */

@@ -10,8 +10,7 @@ static const cli_command_t benches[] = {
     {"engine", "time full training steps (forward, loss, backward, clip, Adam)", cmd_bench_engine},
     {"ingest", "time decode + validate + window of a topic, or of records in memory",
      cmd_bench_ingest},
-    {"comm", "time the gradient all-reduce across the ranks of mpirun (mpi, nccl)",
-     cmd_bench_comm},
+    {"comm", "time the gradient all-reduce across the ranks of mpirun (mpi, nccl)", cmd_bench_comm},
     {"snapshot", "size and speed of snapshots of many series' states (zstd levels, shuffling)",
      cmd_bench_snapshot},
 };

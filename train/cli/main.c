@@ -29,13 +29,20 @@ int main(int argc, char **argv) {
   cli_commands_text(commands, n_commands, list, sizeof list);
   snprintf(epilog, sizeof epilog, "Commands:\n%s", list);
   cli_opt_t const opts[] = {
-      {.name = "version", .short_name = 'V', .kind = CLI_FLAG, .dst = &version,
+      {.name = "version",
+       .short_name = 'V',
+       .kind = CLI_FLAG,
+       .dst = &version,
        .help = "the version"},
       {0},
   };
-  cli_spec_t const spec = {"", "COMMAND [OPTIONS]\n       lstream COMMAND --help   explains a "
-                               "command and its options",
-                           about, opts, epilog, CLI_SUBCOMMAND};
+  cli_spec_t const spec = {"",
+                           "COMMAND [OPTIONS]\n       lstream COMMAND --help   explains a "
+                           "command and its options",
+                           about,
+                           opts,
+                           epilog,
+                           CLI_SUBCOMMAND};
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc == CLI_DONE) return CLI_EXIT_OK;

@@ -23,7 +23,9 @@ static int opt_count(const cli_opt_t *opts) {
 }
 
 /* A heading of the help, not an option. */
-static int is_heading(const cli_opt_t *o) { return o->name == NULL && o->short_name == 0; }
+static int is_heading(const cli_opt_t *o) {
+  return o->name == NULL && o->short_name == 0;
+}
 
 /* "--name" or "-X", for messages. */
 static void opt_name(const cli_opt_t *o, char *buf, size_t size) {
@@ -42,7 +44,8 @@ static void opt_label(const cli_opt_t *o, char *buf, size_t size) {
   if (o->short_name && o->name != NULL)
     n = snprintf(buf, size, "-%c, --%s", o->short_name, o->name);
   else
-    n = o->name != NULL ? snprintf(buf, size, "--%s", o->name) : snprintf(buf, size, "-%c", o->short_name);
+    n = o->name != NULL ? snprintf(buf, size, "--%s", o->name)
+                        : snprintf(buf, size, "-%c", o->short_name);
   snprintf(buf + n, size - (size_t)n, "%s%s", o->arg ? " " : "", o->arg ? o->arg : "");
 }
 
