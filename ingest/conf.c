@@ -6,54 +6,76 @@
  */
 #include "conf.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kvfile.h"
+#include "base/value.h"
 #include "kafka_util.h"
 #include "window.h"
 
 /* ------------------------------------------------------------------------ */
-/* Parsing values                                                            */
+/* Settings                                                                  */
 
-/* Strict integer: the whole text, within [min, max]. */
-static ls_err_t parse_i64(const char *key, const char *text, int64_t min, int64_t max,
-                          int64_t *out) {
-  char *end = NULL;
-  errno = 0;
-  long long const v = strtoll(text, &end, 10);
-  LS_RETURN_IF(text[0] == '\0' || *end != '\0' || errno != 0 || v < min || v > max,
-               LS_ERR_INVALID_ARG, "%s: '%s' is not an integer in [%lld, %lld]", key, text,
-               (long long)min, (long long)max);
-  *out = v;
+static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
+static const char *const stops[] = {"never", "end", NULL};
+static const char *const bools[] = {"false", "true", NULL};
+
+/* The keys of ls_ingest_conf_set over ls_ingest_settings_t. */
+#define F(field) offsetof(ls_ingest_settings_t, field)
+static const base_key_t keys[] = {
+    {"topic", NULL, F(topic), BASE_V_STR(0)},
+    {"dead.letter.topic", NULL, F(dead_letter_topic), BASE_V_STR(0)},
+    {"format", NULL, F(format), BASE_V_CHOICE(formats)},
+    {"features", NULL, F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
+    {"window", NULL, F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
+    {"queue.windows", NULL, F(queue_windows), BASE_V_I64(1, INT32_MAX)},
+    {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
+    {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
+    {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
+    {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
+    {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
+    {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
+};
+#undef F
+enum { N_KEYS = sizeof keys / sizeof keys[0] };
+
+void ls_ingest_settings_init(ls_ingest_settings_t *s) {
+  if (s == NULL) return;
+  *s = (ls_ingest_settings_t){.format = LS_FORMAT_F32,
+                              .features = 1,
+                              .window = 32,
+                              .queue_windows = 256,
+                              .buffer_records = 4194304,
+                              .warn_interval_ms = 5000,
+                              .start_timeout_ms = 10000,
+                              .commit_timeout_ms = 5000};
+}
+
+void ingest_settings_free(ls_ingest_settings_t *s) {
+  free((char *)s->topic);
+  free((char *)s->dead_letter_topic);
+  s->topic = s->dead_letter_topic = NULL;
+}
+
+ls_err_t ingest_settings_copy(ls_ingest_settings_t *dst, const ls_ingest_settings_t *src) {
+  *dst = *src;
+  dst->topic = src->topic != NULL && src->topic[0] ? strdup(src->topic) : NULL;
+  dst->dead_letter_topic = src->dead_letter_topic != NULL && src->dead_letter_topic[0]
+                               ? strdup(src->dead_letter_topic)
+                               : NULL;
+  if ((dst->topic == NULL) != (src->topic == NULL || !src->topic[0]) ||
+      (dst->dead_letter_topic == NULL) !=
+          (src->dead_letter_topic == NULL || !src->dead_letter_topic[0])) {
+    ingest_settings_free(dst);
+    return ls_error_set(LS_ERR_NOMEM, "out of memory for the ingest settings");
+  }
   return LS_OK;
 }
 
-static ls_err_t parse_int(const char *key, const char *text, int min, int max, int *out) {
-  int64_t v = 0;
-  LS_FORWARD_IF_ERROR(parse_i64(key, text, min, max, &v));
-  *out = (int)v;
-  return LS_OK;
-}
-
-/* One of two words, giving 1 for the first and 0 for the second. */
-static ls_err_t parse_choice(const char *key, const char *text, const char *yes, const char *no,
-                             int *out) {
-  LS_RETURN_IF(strcmp(text, yes) && strcmp(text, no), LS_ERR_INVALID_ARG,
-               "%s: '%s' is neither %s nor %s", key, text, yes, no);
-  *out = !strcmp(text, yes);
-  return LS_OK;
-}
-
-/* Replaces *slot by a copy of text ("" clears it). */
-static ls_err_t set_string(const char *key, const char *text, char **slot) {
-  char *const copy = text[0] ? strdup(text) : NULL;
-  LS_RETURN_IF(text[0] && copy == NULL, LS_ERR_NOMEM, "%s: out of memory", key);
-  free(*slot);
-  *slot = copy;
-  return LS_OK;
-}
+/* An offset, or a time in ms: a whole non-negative integer. */
+static const base_value_t offset_value = BASE_V_I64(0, (double)INT64_MAX);
 
 ls_err_t ls_start_parse(const char *text, ls_start_t *out) {
   LS_RETURN_IF(text == NULL || out == NULL, LS_ERR_INVALID_ARG,
@@ -65,11 +87,11 @@ ls_err_t ls_start_parse(const char *text, ls_start_t *out) {
     s.kind = LS_START_END;
   } else if (!strncmp(text, "time:", 5)) {
     s.kind = LS_START_TIMESTAMP;
-    LS_FORWARD_IF_ERROR(parse_i64("start time (ms)", text + 5, 0, INT64_MAX, &s.value));
+    LS_RETURN_IF(base_value_parse(&offset_value, text + 5, &s.value) != 0, LS_ERR_INVALID_ARG,
+                 "start time '%s' is not a time in ms since the epoch (time:MS)", text);
   } else {
     const char *const digits = !strncmp(text, "offset:", 7) ? text + 7 : text;
-    ls_err_t const err = parse_i64("start offset", digits, 0, INT64_MAX, &s.value);
-    LS_RETURN_IF(err != LS_OK, err,
+    LS_RETURN_IF(base_value_parse(&offset_value, digits, &s.value) != 0, LS_ERR_INVALID_ARG,
                  "start position '%s' is not beginning, end, an offset (N or offset:N) "
                  "or a time in ms (time:MS)",
                  text);
@@ -86,63 +108,34 @@ static ls_err_t kafka_apply_one(rd_kafka_conf_t *kconf, const char *setting) {
   return kafka_conf_apply(kconf, &setting, 1);
 }
 
-/* Trims ASCII blanks from both ends of s[0..*n) in place; returns the start. */
-static char *trim(char *s, size_t *n) {
-  while (*n > 0 &&
-         (s[*n - 1] == ' ' || s[*n - 1] == '\t' || s[*n - 1] == '\r' || s[*n - 1] == '\n'))
-    (*n)--;
-  while (*n > 0 && (*s == ' ' || *s == '\t')) {
-    s++;
-    (*n)--;
-  }
-  s[*n] = '\0';
-  return s;
-}
+/* What ls_kafka_config_read collects: the settings, checked against
+ * librdkafka as they are read. */
+typedef struct kafka_file_s {
+  rd_kafka_conf_t *check;
+  char **list;
+  int n, cap;
+} kafka_file_t;
 
-/* Turns one line of a --kafka-config file into "key=value" in *setting
- * (NULL for a blank or comment line), checked against librdkafka. */
-static ls_err_t kafka_config_line(const char *path, int line_no, char *line, rd_kafka_conf_t *check,
-                                  char **setting) {
-  *setting = NULL;
-  size_t n = strlen(line);
-  char *const text = trim(line, &n);
-  if (n == 0 || text[0] == '#') return LS_OK;
-  char *const eq = strchr(text, '=');
-  LS_RETURN_IF(eq == NULL || eq == text, LS_ERR_INVALID_ARG,
-               "%s:%d: expected key=value, got '%.80s'", path, line_no, text);
-  size_t key_n = (size_t)(eq - text), value_n = n - key_n - 1;
-  char *const key = trim(text, &key_n);
-  char *const value = trim(eq + 1, &value_n);
-  LS_RETURN_IF(key_n == 0, LS_ERR_INVALID_ARG, "%s:%d: expected key=value, the key is empty", path,
-               line_no);
-  size_t const size = key_n + value_n + 2;
+/* One key=value of a --kafka-config file: checked, appended. */
+static ls_err_t kafka_file_pair(void *opaque, const char *key, const char *value) {
+  kafka_file_t *const f = opaque;
+  if (f->n == f->cap) {
+    int const cap = f->cap ? f->cap * 2 : 16;
+    char **const grown = realloc(f->list, (size_t)cap * sizeof *grown);
+    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "out of memory for %d Kafka settings", cap);
+    f->list = grown;
+    f->cap = cap;
+  }
+  size_t const size = strlen(key) + strlen(value) + 2;
   char *const kv = malloc(size);
-  LS_RETURN_IF(kv == NULL, LS_ERR_NOMEM, "%s:%d: out of memory", path, line_no);
+  LS_RETURN_IF(kv == NULL, LS_ERR_NOMEM, "out of memory for a Kafka setting");
   snprintf(kv, size, "%s=%s", key, value);
-  ls_err_t const err = kafka_apply_one(check, kv);
+  ls_err_t const err = kafka_apply_one(f->check, kv);
   if (err != LS_OK) {
     free(kv);
-    char detail[768];
-    snprintf(detail, sizeof detail, "%s", ls_last_error());
-    return ls_error_set(err, "%s:%d: %s", path, line_no, detail);
+    return err;
   }
-  *setting = kv;
-  return LS_OK;
-}
-
-/* Appends setting to (*list)[*n], growing it. Takes ownership of setting. */
-static ls_err_t settings_append(char ***list, int *n, int *cap, char *setting) {
-  if (*n == *cap) {
-    int const grown_cap = *cap ? *cap * 2 : 16;
-    char **const grown = realloc(*list, (size_t)grown_cap * sizeof *grown);
-    if (grown == NULL) {
-      free(setting);
-      return ls_error_set(LS_ERR_NOMEM, "out of memory for %d Kafka settings", grown_cap);
-    }
-    *list = grown;
-    *cap = grown_cap;
-  }
-  (*list)[(*n)++] = setting;
+  f->list[f->n++] = kv;
   return LS_OK;
 }
 
@@ -151,30 +144,15 @@ ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n) {
                "ls_kafka_config_read: path, settings and n must not be NULL");
   *settings = NULL;
   *n = 0;
-  FILE *const f = fopen(path, "r");
-  LS_RETURN_IF(f == NULL, LS_ERR_IO, "cannot open Kafka config file %s: %s", path, strerror(errno));
-  rd_kafka_conf_t *const check = rd_kafka_conf_new();
-  char **list = NULL;
-  int count = 0, cap = 0, line_no = 0;
-  char *line = NULL;
-  size_t line_cap = 0;
-  ls_err_t err = LS_OK;
-  while (err == LS_OK && getline(&line, &line_cap, f) >= 0) {
-    char *setting = NULL;
-    err = kafka_config_line(path, ++line_no, line, check, &setting);
-    if (err == LS_OK && setting != NULL) err = settings_append(&list, &count, &cap, setting);
-  }
-  if (err == LS_OK && ferror(f))
-    err = ls_error_set(LS_ERR_IO, "cannot read Kafka config file %s after line %d", path, line_no);
-  free(line);
-  fclose(f);
-  rd_kafka_conf_destroy(check);
+  kafka_file_t f = {rd_kafka_conf_new(), NULL, 0, 0};
+  ls_err_t const err = base_kv_read(path, "Kafka config file", kafka_file_pair, &f);
+  rd_kafka_conf_destroy(f.check);
   if (err != LS_OK) {
-    ls_kafka_config_free(list, count);
+    ls_kafka_config_free(f.list, f.n);
     return err;
   }
-  *settings = list;
-  *n = count;
+  *settings = f.list;
+  *n = f.n;
   return LS_OK;
 }
 
@@ -210,14 +188,7 @@ ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out) {
   ls_ingest_conf_t *const c = calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "ls_ingest_conf_new: out of memory");
   c->kafka = rd_kafka_conf_new();
-  c->format = LS_FORMAT_F32;
-  c->features = 1;
-  c->window = 32;
-  c->queue_windows = 256;
-  c->buffer_records = 4194304;
-  c->warn_interval_ms = 5000;
-  c->start_timeout_ms = 10000;
-  c->commit_timeout_ms = 5000;
+  ls_ingest_settings_init(&c->s);
   *out = c;
   return LS_OK;
 }
@@ -225,8 +196,7 @@ ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out) {
 void ls_ingest_conf_destroy(ls_ingest_conf_t *conf) {
   if (conf == NULL) return;
   rd_kafka_conf_destroy(conf->kafka);
-  free(conf->topic);
-  free(conf->dead_letter_topic);
+  ingest_settings_free(&conf->s);
   free(conf->partitions);
   free(conf->skips);
   free(conf->skip_keys);
@@ -236,27 +206,31 @@ void ls_ingest_conf_destroy(ls_ingest_conf_t *conf) {
 ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char *value) {
   LS_RETURN_IF(conf == NULL || key == NULL || value == NULL, LS_ERR_INVALID_ARG,
                "ls_ingest_conf_set: conf, key and value must not be NULL");
-  if (!strcmp(key, "topic")) return set_string(key, value, &conf->topic);
-  if (!strcmp(key, "dead.letter.topic")) return set_string(key, value, &conf->dead_letter_topic);
-  if (!strcmp(key, "format")) return ls_format_parse(value, &conf->format);
-  if (!strcmp(key, "features")) return parse_int(key, value, 1, LS_FEATURES_MAX, &conf->features);
-  if (!strcmp(key, "window")) return parse_int(key, value, 1, LS_WINDOW_MAX, &conf->window);
-  if (!strcmp(key, "queue.windows"))
-    return parse_i64(key, value, 1, INT32_MAX, &conf->queue_windows);
-  if (!strcmp(key, "buffer.records"))
-    return parse_i64(key, value, 2, INT64_MAX / 4, &conf->buffer_records);
-  if (!strcmp(key, "stop")) return parse_choice(key, value, "end", "never", &conf->stop_at_end);
-  if (!strcmp(key, "flush")) return parse_choice(key, value, "true", "false", &conf->flush);
-  if (!strcmp(key, "warn.interval.ms"))
-    return parse_int(key, value, 0, 3600 * 1000, &conf->warn_interval_ms);
-  if (!strcmp(key, "start.timeout.ms"))
-    return parse_int(key, value, 1, 3600 * 1000, &conf->start_timeout_ms);
-  if (!strcmp(key, "commit.timeout.ms"))
-    return parse_int(key, value, 1, 3600 * 1000, &conf->commit_timeout_ms);
-  return ls_error_set(LS_ERR_UNKNOWN_KEY,
-                      "unknown ingest key '%s' (librdkafka properties go through "
-                      "ls_ingest_conf_set_kafka, -X on the command line)",
-                      key);
+  const base_key_t *const k = base_keys_find(keys, N_KEYS, key);
+  LS_RETURN_IF(k == NULL, LS_ERR_UNKNOWN_KEY,
+               "unknown ingest key '%s' (librdkafka properties go through "
+               "ls_ingest_conf_set_kafka, -X on the command line)",
+               key);
+  return base_key_set(k, &conf->s, value);
+}
+
+ls_err_t ls_ingest_conf_set_settings(ls_ingest_conf_t *conf, const ls_ingest_settings_t *s) {
+  LS_RETURN_IF(conf == NULL || s == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_conf_set_settings: conf and s must not be NULL");
+  for (int i = 0; i < N_KEYS; i++)
+    LS_FORWARD_IF_ERROR(base_key_check(&keys[i], s));
+  ls_ingest_settings_t copy;
+  LS_FORWARD_IF_ERROR(ingest_settings_copy(&copy, s));
+  ingest_settings_free(&conf->s);
+  conf->s = copy;
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf, ls_ingest_settings_t *out) {
+  LS_RETURN_IF(conf == NULL || out == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_conf_get_settings: conf and out must not be NULL");
+  *out = conf->s;
+  return LS_OK;
 }
 
 ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting) {
@@ -359,7 +333,7 @@ static void log_to_store(const rd_kafka_t *rk, int level, const char *fac, const
 ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count) {
   LS_RETURN_IF(conf == NULL || count == NULL, LS_ERR_INVALID_ARG,
                "ls_ingest_topic_partitions: conf and count must not be NULL");
-  LS_RETURN_IF(conf->topic == NULL, LS_ERR_INVALID_ARG,
+  LS_RETURN_IF(conf->s.topic == NULL, LS_ERR_INVALID_ARG,
                "no topic set (ls_ingest_conf_set(conf, \"topic\", NAME))");
   rd_kafka_conf_t *k;
   LS_FORWARD_IF_ERROR(ingest_conf_kafka(conf, 1, &k));
@@ -374,10 +348,10 @@ ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count
     kafka_log_destroy(&log);
     return ls_error_set(LS_ERR_KAFKA, "cannot create a Kafka client: %s", errstr);
   }
-  rd_kafka_topic_t *const rkt = rd_kafka_topic_new(rk, conf->topic, NULL);
+  rd_kafka_topic_t *const rkt = rd_kafka_topic_new(rk, conf->s.topic, NULL);
   const struct rd_kafka_metadata *md = NULL;
   rd_kafka_resp_err_t kerr = rkt != NULL
-                                 ? rd_kafka_metadata(rk, 0, rkt, &md, conf->start_timeout_ms)
+                                 ? rd_kafka_metadata(rk, 0, rkt, &md, conf->s.start_timeout_ms)
                                  : rd_kafka_last_error();
   if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
     kerr = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
@@ -391,8 +365,8 @@ ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count
   LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
                "cannot read the metadata of topic '%s': %s (check bootstrap.servers and the "
                "topic name; librdkafka's last warning: %s)",
-               conf->topic, rd_kafka_err2str(kerr), last);
-  LS_RETURN_IF(n < 1, LS_ERR_KAFKA, "topic '%s' has no partitions", conf->topic);
+               conf->s.topic, rd_kafka_err2str(kerr), last);
+  LS_RETURN_IF(n < 1, LS_ERR_KAFKA, "topic '%s' has no partitions", conf->s.topic);
   *count = n;
   return LS_OK;
 }

@@ -24,18 +24,7 @@ typedef struct ingest_skip_s {
 struct ls_ingest_conf_s {
   rd_kafka_conf_t *kafka;  /* the librdkafka properties set so far */
   unsigned kafka_user_set; /* bit i: the user set overridable default i (conf.c) */
-  char *topic;
-  char *dead_letter_topic;
-  ls_format_t format;
-  int features;           /* F */
-  int window;             /* T */
-  int64_t queue_windows;  /* bound on queued windows */
-  int64_t buffer_records; /* bound on records in memory (series buffers + queue) */
-  int stop_at_end;        /* 1: stop=end */
-  int flush;              /* 1: emit trailing partial windows at the end */
-  int warn_interval_ms;
-  int start_timeout_ms;
-  int commit_timeout_ms;
+  ls_ingest_settings_t s;  /* its strings owned (malloc'ed) */
   ingest_partition_t *partitions; /* [n_partitions] */
   int n_partitions, partitions_cap;
   ingest_skip_t *skips; /* [n_skips] */
@@ -45,6 +34,14 @@ struct ls_ingest_conf_s {
   ls_ingest_warn_cb warn_cb;
   void *warn_opaque;
 };
+
+/* Frees the strings of settings whose strings were malloc'ed, and clears
+ * them. */
+void ingest_settings_free(ls_ingest_settings_t *s);
+
+/* Copies src into dst, its strings malloc'ed (free with
+ * ingest_settings_free). */
+ls_err_t ingest_settings_copy(ls_ingest_settings_t *dst, const ls_ingest_settings_t *src);
 
 /* A copy of conf's librdkafka properties for a new client; for a consumer
  * with lstream's defaults added: group.id (unless set), no offset commits or

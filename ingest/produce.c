@@ -17,6 +17,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/clock.h"
 #include "kafka_util.h"
 
 /* How long ls_producer_new waits for the topic's metadata. */
@@ -43,12 +44,6 @@ struct ls_producer_s {
   char first_failure[256];
   char fatal[512]; /* librdkafka's fatal error, "" if none */
 };
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_seconds(double s) {
   struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
@@ -86,10 +81,10 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
 
 /* Asks for the topic's metadata until it has partitions or time runs out. */
 static ls_err_t producer_wait_metadata(ls_producer_t *p) {
-  double const deadline = mono_now() + PRODUCER_METADATA_TIMEOUT_S;
+  double const deadline = base_now_s() + PRODUCER_METADATA_TIMEOUT_S;
   rd_kafka_resp_err_t last = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (;;) {
-    int const left_ms = (int)((deadline - mono_now()) * 1000.0);
+    int const left_ms = (int)((deadline - base_now_s()) * 1000.0);
     if (left_ms <= 0) break;
     const struct rd_kafka_metadata *md = NULL;
     last = rd_kafka_metadata(p->rk, 0, p->rkt, &md, left_ms);
@@ -189,8 +184,8 @@ static ls_err_t producer_check_fatal(const ls_producer_t *p) {
 ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
                           int64_t timestamp_ms, const void *value, size_t len) {
   LS_RETURN_IF(producer == NULL, LS_ERR_INVALID_ARG, "ls_producer_send: producer is NULL");
-  LS_RETURN_IF(key == NULL || key_len < 1 || key_len > 255, LS_ERR_INVALID_ARG,
-               "ls_producer_send: the key must be 1..255 bytes (got %zu)", key_len);
+  LS_RETURN_IF(key == NULL || key_len < 1 || key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
+               "ls_producer_send: the key must be 1..%d bytes (got %zu)", LS_KEY_MAX, key_len);
   LS_RETURN_IF(value == NULL && len > 0, LS_ERR_INVALID_ARG,
                "ls_producer_send: value is NULL but len is %zu", len);
   LS_RETURN_IF(timestamp_ms < 0, LS_ERR_INVALID_ARG, "ls_producer_send: timestamp %lld is negative",
@@ -278,7 +273,7 @@ static ls_err_t produce_run_begin(produce_run_t *run, ls_producer_t *producer,
                run->size);
   run->delivered0 = producer->delivered;
   run->bytes0 = producer->delivered_bytes;
-  run->start = run->last_progress = mono_now();
+  run->start = run->last_progress = base_now_s();
   return LS_OK;
 }
 
@@ -297,13 +292,13 @@ static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key
   /* Pace: record i leaves no earlier than start + i / rate. */
   bool const paced = run->opts.rate > 0.0;
   if (paced) {
-    double const wait = run->start + (double)run->done / run->opts.rate - mono_now();
+    double const wait = run->start + (double)run->done / run->opts.rate - base_now_s();
     if (wait > 0.0) sleep_seconds(wait);
   }
   LS_FORWARD_IF_ERROR(ls_producer_send(run->producer, key, key_len, timestamp_ms, run->buf, len));
   run->done++;
   if (paced || (run->done & 1023) == 0) {
-    double const now = mono_now();
+    double const now = base_now_s();
     if (now - run->last_progress >= 0.25 && produce_run_progress(run, now)) run->stopped = 1;
   }
   return LS_OK;
@@ -313,7 +308,7 @@ static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key
  * and frees the run. */
 static ls_err_t produce_run_end(produce_run_t *run, ls_err_t err, ls_produce_stats_t *stats) {
   if (err == LS_OK && !run->stopped) /* the last report: a stop asked now changes nothing */
-    (void)produce_run_progress(run, mono_now());
+    (void)produce_run_progress(run, base_now_s());
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", ls_last_error());
   ls_err_t const flushed = ls_producer_flush(run->producer);
@@ -322,7 +317,7 @@ static ls_err_t produce_run_end(produce_run_t *run, ls_err_t err, ls_produce_sta
     *stats = (ls_produce_stats_t){
         .records = run->producer->delivered - run->delivered0,
         .bytes = run->producer->delivered_bytes - run->bytes0,
-        .seconds = mono_now() - run->start,
+        .seconds = base_now_s() - run->start,
         .stopped = run->stopped,
     };
   free(run->buf);
@@ -372,8 +367,9 @@ static ls_err_t csv_parse_line(const char *path, int64_t lineno, const char *lin
   *key_len = (size_t)(c1 - line);
   LS_RETURN_IF(*key_len == 0, LS_ERR_CORRUPT, "%s:%lld: the series key is empty", path,
                (long long)lineno);
-  LS_RETURN_IF(*key_len > 255, LS_ERR_CORRUPT, "%s:%lld: the series key is %zu bytes (max 255)",
-               path, (long long)lineno, *key_len);
+  LS_RETURN_IF(*key_len > LS_KEY_MAX, LS_ERR_CORRUPT,
+               "%s:%lld: the series key is %zu bytes (max %d)", path, (long long)lineno, *key_len,
+               LS_KEY_MAX);
   const char *const t = c1 + 1;
   const char *const c2 = memchr(t, ',', (size_t)(end - t));
   LS_RETURN_IF(c2 == NULL, LS_ERR_CORRUPT,

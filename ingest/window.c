@@ -2,10 +2,11 @@
  * The windower (include/lstream/ingest.h, "Windows"): validates records and
  * cuts each series into TBPTT windows of T steps.
  *
- * Series live in an open-addressing hash table (linear probing, load <= 1/2)
- * of (hash tag, index) slots over an array of series. Each series owns one
- * allocation: its state, a buffer x [T+1, F] with the offsets [T+1] of the
- * records in it, and its key. Values are decoded straight into the next free
+ * Series are found by key through the ground floor's key->index map
+ * (include/base/keymap.h) over an array of series; the index is the
+ * series' id in its windows. Each series owns one allocation: its state, a
+ * buffer x [T+1, F] with the offsets [T+1] of the records in it, and its
+ * key. Values are decoded straight into the next free
  * row. When row T is filled the buffer is a complete window (inputs rows
  * 0..T-1, targets rows 1..T) and is handed out as is; row T moves to row 0
  * on the series' next record (the carry), so windows overlap by one record
@@ -28,27 +29,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/keymap.h"
+
 /* A key's identity: the first member of what a table holds. */
 typedef struct keyed_s {
-  uint64_t hash;
   size_t key_len;
   char *key; /* key_len bytes + NUL */
 } keyed_t;
 
-/* A table slot: tag = high 32 bits of the key hash, idx = item index + 1
- * (0 = empty). */
-typedef struct slot_s {
-  uint32_t tag;
-  uint32_t idx;
-} slot_t;
-
-/* A hash table of keyed items, kept in the order they were added; each item
- * is one allocation, freed with the table. Empty: all zero. */
+/* Keyed items, by index in the order they were added, and the map from
+ * their keys to those indices; each item is one allocation, freed with the
+ * table. Empty: all zero. */
 typedef struct table_s {
-  slot_t *slots; /* [mask + 1] */
-  size_t mask;
-  keyed_t **items; /* [n] */
-  size_t n, cap;
+  base_keymap_t map;
+  keyed_t **items; /* [map.n] */
+  size_t cap;
 } table_t;
 
 struct series_s;
@@ -67,6 +62,7 @@ typedef struct series_s {
   struct series_s *prev, *next; /* in part's list, while count > 0 */
   int64_t last_time;            /* timestamp of the last accepted record, -1 before any */
   int64_t index;                /* number of the next window handed out */
+  int64_t id;                   /* its index in the table: 0, 1, ... by first acceptance */
   int count;
   int64_t *offsets; /* [T+1] */
   float *x;         /* [T+1, F] */
@@ -97,78 +93,29 @@ struct ls_windower_s {
 /* ------------------------------------------------------------------------ */
 /* Hash tables                                                               */
 
-/* A fast 64-bit hash of the key bytes (8 at a time, splitmix64's finalizer
- * to finish). Keys are producer-chosen series ids, not adversarial input. */
-static uint64_t key_hash(const unsigned char *p, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n * 0xff51afd7ed558ccdull);
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-  }
-  if (n > 0) {
-    uint64_t v = 0;
-    memcpy(&v, p, n);
-    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
-}
-
+/* The item of key, or NULL. */
 static keyed_t *table_find(const table_t *t, uint64_t hash, const void *key, size_t key_len) {
-  if (t->n == 0) return NULL;
-  uint32_t const tag = (uint32_t)(hash >> 32);
-  for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
-    slot_t const slot = t->slots[i];
-    if (slot.idx == 0) return NULL;
-    if (slot.tag != tag) continue;
-    keyed_t *const k = t->items[slot.idx - 1];
-    if (k->key_len == key_len && !memcmp(k->key, key, key_len)) return k;
-  }
+  int64_t const idx = base_keymap_find(&t->map, hash, key, key_len);
+  return idx >= 0 ? t->items[idx] : NULL;
 }
 
-static void table_place(slot_t *slots, size_t mask, uint64_t hash, uint32_t idx) {
-  size_t i = hash & mask;
-  while (slots[i].idx != 0)
-    i = (i + 1) & mask;
-  slots[i].tag = (uint32_t)(hash >> 32);
-  slots[i].idx = idx;
-}
-
-/* Doubles the slots and the item array when the next add needs it; what
- * names the items in messages ("series"). */
+/* Makes room in the item array for the next add; `what` names the items
+ * in messages ("series"). */
 static ls_err_t table_reserve(table_t *t, const char *what) {
-  LS_RETURN_IF(t->n >= UINT32_MAX - 1, LS_ERR_NOMEM,
-               "windower: %zu %s, the most one windower holds", t->n, what);
-  if (t->n == t->cap) {
-    size_t const cap = t->cap ? t->cap * 2 : 32;
-    keyed_t **const grown = realloc(t->items, cap * sizeof *grown);
-    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "windower: no memory for %zu %s", cap, what);
-    t->items = grown;
-    t->cap = cap;
-  }
-  if (t->slots != NULL && (t->n + 1) * 2 <= t->mask + 1) return LS_OK;
-  size_t const size = t->slots != NULL ? (t->mask + 1) * 2 : 64;
-  slot_t *const slots = calloc(size, sizeof *slots);
-  LS_RETURN_IF(slots == NULL, LS_ERR_NOMEM, "windower: no memory for a table of %zu slots", size);
-  for (size_t i = 0; i < t->n; i++)
-    table_place(slots, size - 1, t->items[i]->hash, (uint32_t)(i + 1));
-  free(t->slots);
-  t->slots = slots;
-  t->mask = size - 1;
+  if (t->map.n < t->cap) return LS_OK;
+  size_t const cap = t->cap ? t->cap * 2 : 32;
+  keyed_t **const grown = realloc(t->items, cap * sizeof *grown);
+  LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "windower: no memory for %zu %s", cap, what);
+  t->items = grown;
+  t->cap = cap;
   return LS_OK;
 }
 
 /* Allocates an item of `head` bytes (a struct whose first member is a
  * keyed_t), `body` bytes after it, then the key; fills the keyed_t. */
-static void *item_new(size_t head, size_t body, uint64_t hash, const void *key, size_t key_len) {
+static void *item_new(size_t head, size_t body, const void *key, size_t key_len) {
   keyed_t *const k = malloc(head + body + key_len + 1);
   if (k == NULL) return NULL;
-  k->hash = hash;
   k->key_len = key_len;
   k->key = (char *)k + head + body;
   memcpy(k->key, key, key_len);
@@ -176,18 +123,20 @@ static void *item_new(size_t head, size_t body, uint64_t hash, const void *key, 
   return k;
 }
 
-/* Adds item (room reserved by table_reserve). */
-static void table_add(table_t *t, keyed_t *item) {
-  t->items[t->n++] = item;
-  table_place(t->slots, t->mask, item->hash, (uint32_t)t->n);
+/* Adds item as index t->map.n (room reserved by table_reserve). On an
+ * error the item is not added (the caller still owns it). */
+static ls_err_t table_add(table_t *t, keyed_t *item, uint64_t hash, const char *what) {
+  LS_FORWARD_IF_ERROR(base_keymap_add(&t->map, hash, item->key, item->key_len, what));
+  t->items[t->map.n - 1] = item;
+  return LS_OK;
 }
 
 /* Frees the items and the table; it is then empty. */
 static void table_free(table_t *t) {
-  for (size_t i = 0; i < t->n; i++)
+  for (size_t i = 0; i < t->map.n; i++)
     free(t->items[i]);
   free(t->items);
-  free(t->slots);
+  base_keymap_free(&t->map);
   *t = (table_t){0};
 }
 
@@ -283,9 +232,10 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *r
   LS_FORWARD_IF_ERROR(table_reserve(&w->series, "series"));
   size_t const rows = (size_t)w->T + 1;
   size_t const body = rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
-  series_t *const s = item_new(sizeof(series_t), body, hash, rec->key, rec->key_len);
+  series_t *const s = item_new(sizeof(series_t), body, rec->key, rec->key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
-               w->series.n, sizeof(series_t) + body + rec->key_len + 1);
+               w->series.map.n, sizeof(series_t) + body + rec->key_len + 1);
+  s->id = (int64_t)w->series.map.n;
   s->part = part;
   s->prev = s->next = NULL;
   s->last_time = -1;
@@ -294,7 +244,11 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *r
   s->offsets = (int64_t *)(s + 1);
   s->x = (float *)(s->offsets + rows);
   memcpy(s->x, w->scratch, (size_t)w->F * sizeof(float));
-  table_add(&w->series, &s->k);
+  ls_err_t const err = table_add(&w->series, &s->k, hash, "windower series");
+  if (err != LS_OK) {
+    free(s);
+    return err;
+  }
   w->stats.series++;
   *out = s;
   return LS_OK;
@@ -360,7 +314,7 @@ ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_l
                                  int32_t partition, int64_t below, int64_t next_index) {
   LS_RETURN_IF(w == NULL, LS_ERR_INVALID_ARG, "ls_windower_skip_series: w is NULL");
   LS_FORWARD_IF_ERROR(window_skip_check(key, key_len, partition, below, next_index));
-  uint64_t const hash = key_hash(key, key_len);
+  uint64_t const hash = base_key_hash(key, key_len);
   LS_RETURN_IF(table_find(&w->series, hash, key, key_len) != NULL, LS_ERR_STATE,
                "skip rule for series '%.*s': the windower already has its records (declare skip "
                "rules before pushing)",
@@ -369,12 +323,17 @@ ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_l
                "series '%.*s' has two skip rules (one per series)", (int)key_len,
                (const char *)key);
   LS_FORWARD_IF_ERROR(table_reserve(&w->skips, "skip rules"));
-  skip_t *const rule = item_new(sizeof(skip_t), 0, hash, key, key_len);
-  LS_RETURN_IF(rule == NULL, LS_ERR_NOMEM, "windower: no memory for skip rule %zu", w->skips.n + 1);
+  skip_t *const rule = item_new(sizeof(skip_t), 0, key, key_len);
+  LS_RETURN_IF(rule == NULL, LS_ERR_NOMEM, "windower: no memory for skip rule %zu",
+               w->skips.map.n + 1);
   rule->partition = partition;
   rule->below = below;
   rule->next_index = next_index;
-  table_add(&w->skips, &rule->k);
+  ls_err_t const err = table_add(&w->skips, &rule->k, hash, "windower skip rules");
+  if (err != LS_OK) {
+    free(rule);
+    return err;
+  }
   w->skips_left++;
   return LS_OK;
 }
@@ -385,6 +344,7 @@ static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targe
   ls_window_t *const v = &w->view;
   v->key = s->k.key;
   v->key_len = s->k.key_len;
+  v->series = s->id;
   v->partition = s->part->id;
   v->index = s->index++;
   v->first_offset = s->offsets[0];
@@ -414,7 +374,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   w->stats.records++;
   if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
 
-  uint64_t const hash = key_hash(rec->key, rec->key_len);
+  uint64_t const hash = base_key_hash(rec->key, rec->key_len);
   series_t *s = (series_t *)table_find(&w->series, hash, rec->key, rec->key_len);
   int const F = w->F, T = w->T;
   if (s != NULL) {
@@ -504,7 +464,7 @@ ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key
   LS_RETURN_IF(w == NULL || key == NULL || records == NULL || found == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_pending: w, key, records and found must not be NULL");
   const series_t *const s =
-      (const series_t *)table_find(&w->series, key_hash(key, key_len), key, key_len);
+      (const series_t *)table_find(&w->series, base_key_hash(key, key_len), key, key_len);
   *found = s != NULL;
   *records = s != NULL ? series_pending(s, w->T) : 0;
   return LS_OK;

@@ -68,6 +68,15 @@ typedef struct ls_backend_ops_s {
   ls_err_t (*head_forward)(void *ctx, float *pred, const float *y, const float *w, const float *b,
                            int N, int H, int O);
 
+  /* The targets of a window given as one sequence seq [T+1, B, In]
+   * (device memory, ls_engine_forward_seq): target [T, B, In] = rows 1..T
+   * of seq, the next step of every feature. *target points at those rows
+   * of seq itself: nothing is copied and, on a GPU, nothing is uploaded a
+   * second time. (Targets that are not rows of seq as they are, a subset of
+   * the features or the differences x[t+1] - x[t], are what a later version
+   * computes here, into a workspace of the engine's.) */
+  ls_err_t (*seq_targets)(void *ctx, const float **target, const float *seq, int B, int In);
+
   /* Masked MSE over N rows: loss[0] = sum_r mask[r] * sum_o (pred - target)^2,
    * loss[1] = O * sum_r mask[r], two doubles in device memory.
    * dpred [N, O] = scale * d loss[0] / d pred. mask NULL = all 1. */

@@ -24,8 +24,8 @@ struct ls_engine_s {
 
   /* Workspaces for the largest window Tm = max_window, Bm = max_batch. A
    * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
-  float *x;       /* (Tm, Bm, I) */
-  float *target;  /* (Tm, Bm, O) */
+  float *x;       /* (Tm+1, Bm, I) inputs; a sequence window's targets in rows 1..T */
+  float *target;  /* (Tm, Bm, O) targets given apart from the inputs */
   float *mask;    /* (Tm, Bm) */
   float *gates;   /* (L, Tm, Bm, 4H) activated gates */
   float *hs;      /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
@@ -46,7 +46,7 @@ struct ls_engine_s {
   int fwd_T;      /* (T, B) of the last forward; 0 none */
   int fwd_B;
   int fwd_masked; /* last forward had a mask */
-  int fwd_target; /* last forward had a target */
+  const float *fwd_target; /* the targets of the last forward (device), NULL none */
   int bwd_done;   /* input gradients are those of the last forward */
 
   ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
@@ -162,7 +162,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
     size_t floats;
   } const bufs[] = {
       {&e->params, e->n_params},     {&e->grads, e->n_params},       {&e->adam_m, e->n_params},
-      {&e->adam_v, e->n_params},     {&e->x, Tm * Bm * I},           {&e->target, Tm * Bm * O},
+      {&e->adam_v, e->n_params},     {&e->x, (Tm + 1) * Bm * I},     {&e->target, Tm * Bm * O},
       {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride}, {&e->hs, L * e->hs_stride},
       {&e->cs, L * e->hs_stride},    {&e->tcs, L * e->tcs_stride},   {&e->pred, Tm * Bm * O},
       {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},          {&e->dgates, Tm * Bm * 4 * H},
@@ -320,30 +320,30 @@ ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float
 static float *layer_hs(const ls_engine_t *e, int l) { return e->hs + (size_t)l * e->hs_stride; }
 static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l * e->hs_stride; }
 
-ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const float *target,
-                           const float *mask, double *loss_sum, double *count) {
+/* Checks what every forward needs, and marks the last one invalid until
+ * this one completes. */
+static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
   LS_FORWARD_IF_ERROR(check_batch(e, B));
   LS_RETURN_IF(T < 1 || T > e->conf.max_window, LS_ERR_INVALID_ARG,
                "window T=%d is out of range [1, max_window=%d]", T, e->conf.max_window);
-  LS_RETURN_IF(x == NULL, LS_ERR_INVALID_ARG, "inputs x are NULL");
-  LS_RETURN_IF(target == NULL && mask != NULL, LS_ERR_INVALID_ARG,
-               "a mask was given without targets");
   LS_RETURN_IF(e->state_B != B, LS_ERR_STATE,
                "no initial state for batch B=%d (set for B=%d): call ls_engine_set_state or "
                "ls_engine_gather_state first",
                B, e->state_B);
+  e->fwd_T = 0;
+  e->bwd_done = 0;
+  return LS_OK;
+}
+
+/* The forward of a window whose inputs are in e->x: the LSTM stack, the
+ * head and, with targets (device), the masked MSE (mask in e->mask when
+ * masked). */
+static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, int masked,
+                            double *loss_sum, double *count) {
   ls_shape_t const *s = &e->conf.shape;
   int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
   size_t const N = (size_t)T * (size_t)B;
   const ls_backend_ops_t *const ops = e->ops;
-  e->fwd_T = 0; /* invalid until this forward completes */
-  e->bwd_done = 0;
-
-  LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, x, N * (size_t)I * sizeof(float)));
-  if (target != NULL)
-    LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target, N * (size_t)O * sizeof(float)));
-  if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
-
   for (int l = 0; l < L; l++) {
     size_t offs[4], cnt;
     for (int k = 0; k < 4; k++)
@@ -364,17 +364,52 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
 
   double loss[2] = {0.0, 0.0};
   if (target != NULL) {
-    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, e->target,
-                                      mask ? e->mask : NULL, 1.0f, (int)N, O));
+    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, target,
+                                      masked ? e->mask : NULL, 1.0f, (int)N, O));
     LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
   }
   if (loss_sum != NULL) *loss_sum = loss[0];
   if (count != NULL) *count = loss[1];
   e->fwd_T = T;
   e->fwd_B = B;
-  e->fwd_target = target != NULL;
-  e->fwd_masked = mask != NULL;
+  e->fwd_target = target;
+  e->fwd_masked = masked;
   return LS_OK;
+}
+
+ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const float *target,
+                           const float *mask, double *loss_sum, double *count) {
+  LS_FORWARD_IF_ERROR(forward_begin(e, T, B));
+  LS_RETURN_IF(x == NULL, LS_ERR_INVALID_ARG, "inputs x are NULL");
+  LS_RETURN_IF(target == NULL && mask != NULL, LS_ERR_INVALID_ARG,
+               "a mask was given without targets");
+  size_t const N = (size_t)T * (size_t)B;
+  const ls_backend_ops_t *const ops = e->ops;
+  LS_FORWARD_IF_ERROR(
+      ops->upload(e->ctx, e->x, x, N * (size_t)e->conf.shape.input_size * sizeof(float)));
+  if (target != NULL)
+    LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target,
+                                    N * (size_t)e->conf.shape.output_size * sizeof(float)));
+  if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  return forward_run(e, T, B, target != NULL ? e->target : NULL, mask != NULL, loss_sum, count);
+}
+
+ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, const float *mask,
+                               double *loss_sum, double *count) {
+  LS_FORWARD_IF_ERROR(forward_begin(e, T, B));
+  LS_RETURN_IF(seq == NULL, LS_ERR_INVALID_ARG, "sequence seq is NULL");
+  int const I = e->conf.shape.input_size, O = e->conf.shape.output_size;
+  LS_RETURN_IF(O != I, LS_ERR_INVALID_ARG,
+               "a sequence's targets are its next rows, all I=%d features: the model has O=%d "
+               "outputs (use ls_engine_forward with targets of its own)",
+               I, O);
+  size_t const N = (size_t)T * (size_t)B;
+  const ls_backend_ops_t *const ops = e->ops;
+  LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, seq, (N + (size_t)B) * (size_t)I * sizeof(float)));
+  if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  const float *target = NULL;
+  LS_FORWARD_IF_ERROR(ops->seq_targets(e->ctx, &target, e->x, B, I));
+  return forward_run(e, T, B, target, mask != NULL, loss_sum, count);
 }
 
 ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
@@ -382,7 +417,7 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   LS_RETURN_IF(!isfinite(loss_scale), LS_ERR_INVALID_ARG, "loss_scale %g is not finite",
                (double)loss_scale);
   LS_RETURN_IF(e->fwd_T == 0, LS_ERR_STATE, "backward without a completed forward");
-  LS_RETURN_IF(!e->fwd_target, LS_ERR_STATE, "backward after a forward without targets");
+  LS_RETURN_IF(e->fwd_target == NULL, LS_ERR_STATE, "backward after a forward without targets");
   LS_RETURN_IF(e->bwd_done, LS_ERR_STATE, "backward was already run for this forward");
   ls_shape_t const *s = &e->conf.shape;
   int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
@@ -391,7 +426,7 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   const ls_backend_ops_t *const ops = e->ops;
 
   /* d loss / d pred, then through the head into dh = d loss / d y. */
-  LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->target,
+  LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->fwd_target,
                                     e->fwd_masked ? e->mask : NULL, loss_scale, N, O));
   size_t off_w, off_b, cnt;
   (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);

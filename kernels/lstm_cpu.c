@@ -330,6 +330,11 @@ static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float
   return LS_OK;
 }
 
+static ls_err_t seq_targets(void *ctx, const float **target, const float *seq, int B, int In) {
+  *target = seq + (size_t)B * In; /* row 1 */
+  return LS_OK;
+}
+
 static ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred,
                          const float *target, const float *mask, float scale, int N, int O) {
   double sum = 0.0, valid = 0.0;
@@ -470,6 +475,7 @@ const ls_backend_ops_t ls_backend_cpu = {
     .lstm_forward = lstm_forward,
     .lstm_backward = lstm_backward,
     .head_forward = head_forward,
+    .seq_targets = seq_targets,
     .mse_loss = mse_loss,
     .head_backward = head_backward,
     .grad_norm_sq = grad_norm_sq,

@@ -3,7 +3,7 @@
  * cuBLAS for the GEMMs and fused kernels for everything pointwise.
  *
  * It mirrors lstm_cpu.c function for function (lstm_forward, lstm_backward,
- * lstm_cell_forward, lstm_cell_backward, head_forward, mse_loss,
+ * lstm_cell_forward, lstm_cell_backward, head_forward, seq_targets, mse_loss,
  * head_backward, grad_norm_sq, adam_update, state_gather, state_scatter,
  * fill_rows, colsum_add), with the same arguments in the same order; read
  * the two side by side. Every float* is device memory; all work is queued
@@ -620,6 +620,12 @@ static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float
   return LS_OK;
 }
 
+static ls_err_t seq_targets(void *ctx, const float **target, const float *seq, int B, int In) {
+  (void)ctx; /* nothing to launch: the targets are rows of the device copy of seq */
+  *target = seq + (size_t)B * In; /* row 1 */
+  return LS_OK;
+}
+
 /* One thread per row (grid-stride over N rows): the row's squared error in
  * float and dpred as on the CPU; then, per block, the sums of m * row and
  * of m in double into partials[2 * block + {0, 1}]. */
@@ -823,6 +829,7 @@ const ls_backend_ops_t ls_backend_cuda = {
     .lstm_forward = lstm_forward,
     .lstm_backward = lstm_backward,
     .head_forward = head_forward,
+    .seq_targets = seq_targets,
     .mse_loss = mse_loss,
     .head_backward = head_backward,
     .grad_norm_sq = grad_norm_sq,

@@ -1,18 +1,18 @@
 /*
- * The series table (include/lstream/state.h): an open-addressing hash map
- * from key to slot, per-slot bookkeeping, and the states in engine memory.
+ * The series table (include/lstream/state.h): the ground floor's key->index
+ * map from key to slot, per-slot bookkeeping, and the states in engine
+ * memory.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
+#include "base/keymap.h"
 #include "lstream/state.h"
 
-#define KEY_MAX 255
-
 typedef struct series_s {
-  char *key; /* NUL-terminated copy */
+  char *key; /* NUL-terminated copy, the map's key */
   size_t key_len;
-  uint64_t hash;
   int32_t partition;
   int64_t windows, records, last_offset;
 } series_t;
@@ -22,37 +22,13 @@ struct ls_series_table_s {
   ls_state_table_t *states; /* (S, L, H) h and c */
   series_t *series;         /* [count], by slot */
   size_t count, cap;        /* slots used / allocated (series and states) */
-  int64_t *index;           /* [buckets] slot or -1; buckets a power of two */
-  size_t buckets;
+  base_keymap_t index;      /* key -> slot */
 };
-
-/* FNV-1a, 64 bit. */
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-#define FNV_OFFSET 0xcbf29ce484222325ull
 
 static ls_err_t check_key(const void *key, size_t key_len) {
   LS_RETURN_IF(key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
-  LS_RETURN_IF(key_len < 1 || key_len > KEY_MAX, LS_ERR_INVALID_ARG,
-               "series key of %zu bytes: keys have 1..%d bytes", key_len, KEY_MAX);
-  return LS_OK;
-}
-
-static ls_err_t index_build(ls_series_table_t *t, size_t buckets) {
-  int64_t *idx = malloc(buckets * sizeof *idx);
-  LS_RETURN_IF(idx == NULL, LS_ERR_NOMEM, "no memory for a %zu-bucket series index", buckets);
-  for (size_t i = 0; i < buckets; i++) idx[i] = -1;
-  for (size_t s = 0; s < t->count; s++) {
-    size_t b = (size_t)t->series[s].hash & (buckets - 1);
-    while (idx[b] >= 0) b = (b + 1) & (buckets - 1);
-    idx[b] = (int64_t)s;
-  }
-  free(t->index);
-  t->index = idx;
-  t->buckets = buckets;
+  LS_RETURN_IF(key_len < 1 || key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
+               "series key of %zu bytes: keys have 1..%d bytes", key_len, LS_KEY_MAX);
   return LS_OK;
 }
 
@@ -70,9 +46,6 @@ ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t
     t->series = calloc(initial, sizeof *t->series);
     if (t->series == NULL) err = ls_error_set(LS_ERR_NOMEM, "no memory for %zu series", initial);
   }
-  size_t buckets = 16;
-  while (buckets < 2 * initial) buckets *= 2;
-  if (err == LS_OK) err = index_build(t, buckets);
   if (err != LS_OK) {
     ls_series_table_destroy(t);
     return err;
@@ -85,29 +58,9 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   if (t == NULL) return;
   for (size_t s = 0; s < t->count; s++) free(t->series[s].key);
   free(t->series);
-  free(t->index);
+  base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
   free(t);
-}
-
-/* The bucket holding key, or the empty bucket where it would go. */
-static size_t probe(const ls_series_table_t *t, const void *key, size_t key_len, uint64_t hash) {
-  size_t b = (size_t)hash & (t->buckets - 1);
-  for (;;) {
-    int64_t const s = t->index[b];
-    if (s < 0) return b;
-    const series_t *const e = &t->series[s];
-    if (e->hash == hash && e->key_len == key_len && !memcmp(e->key, key, key_len)) return b;
-    b = (b + 1) & (t->buckets - 1);
-  }
-}
-
-ls_err_t ls_series_table_find(const ls_series_table_t *t, const void *key, size_t key_len,
-                              int64_t *slot) {
-  LS_RETURN_IF(t == NULL || slot == NULL, LS_ERR_INVALID_ARG, "table or slot is NULL");
-  LS_FORWARD_IF_ERROR(check_key(key, key_len));
-  *slot = t->index[probe(t, key, key_len, fnv1a(FNV_OFFSET, key, key_len))];
-  return LS_OK;
 }
 
 static ls_err_t grow(ls_series_table_t *t) {
@@ -124,23 +77,20 @@ ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_
                               int32_t partition, int64_t *slot) {
   LS_RETURN_IF(t == NULL || slot == NULL, LS_ERR_INVALID_ARG, "table or slot is NULL");
   LS_FORWARD_IF_ERROR(check_key(key, key_len));
-  uint64_t const hash = fnv1a(FNV_OFFSET, key, key_len);
-  size_t b = probe(t, key, key_len, hash);
-  if (t->index[b] >= 0) {
-    *slot = t->index[b];
-    return LS_OK;
-  }
+  uint64_t const hash = base_key_hash(key, key_len);
+  *slot = base_keymap_find(&t->index, hash, key, key_len);
+  if (*slot >= 0) return LS_OK;
   if (t->count == t->cap) LS_FORWARD_IF_ERROR(grow(t));
-  if (2 * (t->count + 1) > t->buckets) { /* keep the load factor <= 1/2 */
-    LS_FORWARD_IF_ERROR(index_build(t, t->buckets * 2));
-    b = probe(t, key, key_len, hash);
-  }
   char *copy = malloc(key_len + 1);
   LS_RETURN_IF(copy == NULL, LS_ERR_NOMEM, "no memory for a series key");
   memcpy(copy, key, key_len);
   copy[key_len] = '\0';
-  t->series[t->count] = (series_t){copy, key_len, hash, partition, 0, 0, -1};
-  t->index[b] = (int64_t)t->count;
+  ls_err_t const err = base_keymap_add(&t->index, hash, copy, key_len, "series table");
+  if (err != LS_OK) {
+    free(copy);
+    return err;
+  }
+  t->series[t->count] = (series_t){copy, key_len, partition, 0, 0, -1};
   *slot = (int64_t)t->count++;
   return LS_OK;
 }
@@ -205,18 +155,18 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     free(h), free(c);
     return ls_error_set(LS_ERR_NOMEM, "no memory for a state row");
   }
-  uint64_t d = FNV_OFFSET;
+  uint64_t d = BASE_FNV1A_INIT;
   ls_err_t err = LS_OK;
   for (size_t s = 0; s < t->count && err == LS_OK; s++) {
     const series_t *const e = &t->series[s];
-    d = fnv1a(d, e->key, e->key_len + 1);
-    d = fnv1a(d, &e->partition, sizeof e->partition);
-    d = fnv1a(d, &e->windows, sizeof e->windows);
-    d = fnv1a(d, &e->records, sizeof e->records);
-    d = fnv1a(d, &e->last_offset, sizeof e->last_offset);
+    d = base_fnv1a(d, e->key, e->key_len + 1);
+    d = base_fnv1a(d, &e->partition, sizeof e->partition);
+    d = base_fnv1a(d, &e->windows, sizeof e->windows);
+    d = base_fnv1a(d, &e->records, sizeof e->records);
+    d = base_fnv1a(d, &e->last_offset, sizeof e->last_offset);
     err = ls_state_table_read(t->states, s, 1, h, c);
-    d = fnv1a(d, h, row * sizeof(float));
-    d = fnv1a(d, c, row * sizeof(float));
+    d = base_fnv1a(d, h, row * sizeof(float));
+    d = base_fnv1a(d, c, row * sizeof(float));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

@@ -167,8 +167,8 @@ ls_err_t ls_snapshot_set_engine(ls_snapshot_t *s, ls_engine_t *eng) {
 /* Appends a series' key and counts (not its states) at index s->series. */
 static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   LS_RETURN_IF(in->key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
-  LS_RETURN_IF(in->key_len < 1 || in->key_len > SNAP_KEY_MAX, LS_ERR_INVALID_ARG,
-               "series key of %zu bytes: keys have 1..%d bytes", in->key_len, SNAP_KEY_MAX);
+  LS_RETURN_IF(in->key_len < 1 || in->key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
+               "series key of %zu bytes: keys have 1..%d bytes", in->key_len, LS_KEY_MAX);
   LS_RETURN_IF(in->partition < 0, LS_ERR_INVALID_ARG, "negative partition %d", (int)in->partition);
   LS_FORWARD_IF_ERROR(snap_reserve(s, s->series + 1, s->key_bytes + in->key_len + 1, 0));
   size_t const i = s->series++;

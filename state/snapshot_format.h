@@ -1,9 +1,10 @@
 /*
  * Snapshot files: the on-disk format, and the internals shared by the
  * snapshot modules (snapshot.c: the in-memory content; snapshot_format.c:
- * encoding and decoding one file; snapshot_io.c: directories, commit, load;
- * snapshotter.c: the background writer; safetensors.c: export). Not a public
- * header.
+ * what writing and reading one file share; snapshot_encode.c: writing one;
+ * snapshot_decode.c: reading and verifying one; snapshot_io.c: directories,
+ * commit, load; snapshotter.c: the background writer; safetensors.c:
+ * export). Not a public header.
  *
  * Format, version 1. Every integer little-endian (the build requires a
  * little-endian host); every checksum CRC32C (Castagnoli, as in iSCSI, ext4
@@ -84,7 +85,6 @@ enum {
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 80,
   SNAP_SHARD_ENTRY_BYTES = 32,
-  SNAP_KEY_MAX = 255,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1
 };
@@ -101,8 +101,18 @@ typedef enum snap_section_e {
   SNAP_SHARDS
 } snap_section_t;
 
+/* The first 8 bytes of every file, and bytes 16..23 of its tail. */
+#define SNAP_MAGIC     "LSTRSNAP"
+#define SNAP_END_MAGIC "LSSNPEND"
+
 /* "meta", ...; "?" for an unknown id. */
 const char *snap_section_name(uint32_t id);
+
+/* Little-endian fields at p (the host is little-endian: see above). */
+void snap_put_u32(uint8_t *p, uint32_t v);
+void snap_put_u64(uint8_t *p, uint64_t v);
+uint32_t snap_get_u32(const uint8_t *p);
+uint64_t snap_get_u64(const uint8_t *p);
 
 /* The content of one rank's part (include/lstream/state.h). Arrays have
  * room for cap_series series, cap_parts partitions and cap_keys key bytes. */
@@ -154,7 +164,37 @@ void snap_shuffle4(uint8_t *dst, const uint8_t *src, size_t n);
 void snap_unshuffle4(uint8_t *dst, const uint8_t *src, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* Encoding                                                                  */
+/* A shard's sections in memory (snapshot_format.c)                          */
+
+/* One array of a section's raw bytes; `floats`: an f32 array, shuffled in
+ * a shuffled section. */
+typedef struct snap_span_s {
+  void *ptr;
+  size_t bytes;
+  int floats;
+} snap_span_t;
+
+/* A section as the arrays of a snapshot it is made of, in order. */
+typedef struct snap_section_spans_s {
+  uint32_t id;
+  int n;
+  snap_span_t span[4];
+} snap_section_spans_t;
+
+/* The arrays of section id of snapshot s (any id but meta and shards), at
+ * its current counts. */
+snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id);
+
+/* The bytes of a section's arrays; whether any of them is floats. */
+uint64_t snap_section_bytes(const snap_section_spans_t *sec);
+int snap_section_has_floats(const snap_section_spans_t *sec);
+
+/* The sections a shard holds after meta, in file order, into ids; their
+ * number. */
+int snap_shard_ids(int has_model, uint32_t ids[6]);
+
+/* ------------------------------------------------------------------------ */
+/* Encoding (snapshot_encode.c)                                              */
 
 /* A compression context and its buffers, reused from file to file. */
 typedef struct snap_encoder_s snap_encoder_t;
@@ -175,7 +215,7 @@ ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *snap, const 
 ls_err_t snap_commit(snap_encoder_t *enc, const char *dir, int64_t step, int world, int keep);
 
 /* ------------------------------------------------------------------------ */
-/* Decoding                                                                  */
+/* Decoding (snapshot_decode.c)                                              */
 
 /* Limits for decoding untrusted bytes. The library always verifies every
  * checksum and allocates what a verified file asks for; the fuzzer turns
@@ -219,6 +259,10 @@ typedef struct snap_meta_s {
   int64_t adam_steps;
   uint64_t seed, fingerprint, series, parts, key_bytes;
 } snap_meta_t;
+
+/* The meta section of a snapshot's content, and back. */
+void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]);
+snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]);
 
 /* Decodes and checks the meta section only. */
 ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *meta);

@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
+#include "base/clock.h"
 #include "snapshot_format.h"
 
 typedef enum job_e { JOB_NONE = 0, JOB_SHARD, JOB_COMMIT } job_t;
@@ -33,15 +32,9 @@ struct ls_snapshotter_s {
   ls_snapshotter_status_t status;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Runs one job; errors land in the status. */
 static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
-  double const t0 = now_s();
+  double const t0 = base_now_s();
   ls_error_clear();
   ls_err_t err = LS_OK;
   if (job == JOB_SHARD) {
@@ -54,7 +47,7 @@ static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
   ls_snapshotter_status_t *const s = &w->status;
   s->err = err;
   snprintf(s->message, sizeof s->message, "%s", err == LS_OK ? "" : ls_last_error());
-  s->seconds = now_s() - t0;
+  s->seconds = base_now_s() - t0;
   if (err != LS_OK) s->failures++;
   if (err == LS_OK && job == JOB_SHARD) s->written_step = step;
   if (err == LS_OK && (job == JOB_COMMIT || world == 1)) s->committed_step = step;

@@ -16,12 +16,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer_internal.h"
+#include "snapshots.h"
+
+#include "base/clock.h"
+#include "base/digest.h"
+
+struct train_snaps_s {
+  const train_view_t *v;
+  ls_snapshotter_t *snapper; /* NULL without snapshot_dir */
+  uint64_t fingerprint;      /* of the configuration a snapshot must match */
+  int64_t pending;           /* step of the snapshot being written or committed; -1 none */
+  int commit_asked;          /* rank 0 asked the writer to commit `pending` */
+  double last_t;             /* when the last snapshot was taken (rank 0) */
+  int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
+  int64_t *offsets;          /* [P] their resume offsets */
+  int n;
+  int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
+  int64_t committed, skipped;
+  char note[2048]; /* what resuming did */
+  char error[640]; /* the last snapshot failure, for the step's stats */
+};
 
 /* ------------------------------------------------------------------------ */
 /* Configuration fingerprint                                                 */
 
-uint64_t train_fingerprint(const ls_train_conf_t *c) {
+static uint64_t fingerprint(const ls_train_conf_t *c) {
   char text[1024];
   /* What decides the model and the steps a resumed run must reproduce; not
    * where it reads from, how many ranks, or how it snapshots. */
@@ -31,122 +50,198 @@ uint64_t train_fingerprint(const ls_train_conf_t *c) {
                          " stateless=%d",
                          c->topic, c->format, c->features, c->window, c->batch, c->hidden,
                          c->layers, c->optimizer, c->lr, c->beta1, c->beta2, c->eps,
-                         c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed,
-                         c->stateless);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < n && i < (int)sizeof text; i++)
-    h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
-  return h;
+                         c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed, c->stateless);
+  return base_fnv1a(BASE_FNV1A_INIT, text, n < (int)sizeof text ? (size_t)n : sizeof text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Resuming                                                                  */
+
+ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
+  LS_RETURN_IF(view == NULL || out == NULL, LS_ERR_INVALID_ARG, "view or out is NULL");
+  train_snaps_t *const s = calloc(1, sizeof *s);
+  LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for snapshot bookkeeping");
+  s->v = view;
+  s->fingerprint = fingerprint(view->conf);
+  s->pending = -1;
+  s->resumed_step = -1;
+  *out = s;
+  return LS_OK;
+}
+
+void train_snaps_destroy(train_snaps_t *s) {
+  if (s == NULL) return;
+  ls_snapshotter_destroy(s->snapper);
+  free(s->parts), free(s->offsets);
+  free(s);
+}
+
+const char *train_snaps_note(const train_snaps_t *s) {
+  return s == NULL ? "" : s->note;
+}
+
+void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum) {
+  sum->resumed_step = s->resumed_step;
+  sum->snapshots = s->committed;
+  sum->snapshots_skipped = s->skipped;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Resuming                                                                  */
 
 static void note_reject(void *opaque, const char *path, ls_err_t err, const char *why) {
-  ls_trainer_t *const tr = opaque;
-  size_t const len = strlen(tr->note);
-  snprintf(tr->note + len, sizeof tr->note - len, "passed over %s (%s: %s); ", path,
-           ls_err2str(err), why);
+  train_snaps_t *const s = opaque;
+  size_t const len = strlen(s->note);
+  snprintf(s->note + len, sizeof s->note - len, "passed over %s (%s: %s); ", path, ls_err2str(err),
+           why);
 }
 
-ls_err_t train_snapshot_find(ls_trainer_t *tr, ls_snapshot_t **snap) {
-  const ls_train_conf_t *const c = &tr->conf;
-  *snap = NULL;
-  tr->sum.resumed_step = -1;
-  char path[2048] = "";
+/* The path of the snapshot to resume from ("" for none): the resume key, or
+ * with `latest` the newest good one rank 0 finds. */
+static ls_err_t find_path(train_snaps_t *s, char *path, size_t size) {
+  const ls_train_conf_t *const c = s->v->conf;
+  path[0] = '\0';
   if (!strcmp(c->resume, "none")) return LS_OK;
-  if (!strcmp(c->resume, "latest")) {
-    if (c->snapshot_dir[0] == '\0') return LS_OK;
-    /* Rank 0 chooses; the others take the same step, so that every rank
-     * resumes from one snapshot even if files change meanwhile. */
-    double step = -1.0;
-    if (tr->rank == 0) {
-      LS_FORWARD_IF_ERROR(
-          ls_snapshot_find_latest(c->snapshot_dir, note_reject, tr, path, sizeof path));
-      ls_snapshot_manifest_t *man = NULL;
-      if (path[0] != '\0') {
-        LS_FORWARD_IF_ERROR(ls_snapshot_manifest_read(path, &man));
-        int64_t s = 0;
-        int32_t w = 0;
-        ls_err_t const err = ls_snapshot_manifest_get(man, &s, &w);
-        ls_snapshot_manifest_destroy(man);
-        LS_FORWARD_IF_ERROR(err);
-        step = (double)s;
-      }
-    }
-    double v[1] = {tr->rank == 0 ? step + 1.0 : 0.0};
-    LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 1));
-    if (v[0] < 1.0) return LS_OK; /* no snapshot yet: a fresh start */
-    snprintf(path, sizeof path, "%s/snap-%012" PRId64, c->snapshot_dir, (int64_t)v[0] - 1);
-  } else {
-    snprintf(path, sizeof path, "%s", c->resume);
+  if (strcmp(c->resume, "latest") != 0) {
+    snprintf(path, size, "%s", c->resume);
+    return LS_OK;
   }
-  LS_FORWARD_IF_ERROR(ls_snapshot_load(path, tr->world, tr->rank, snap));
-  ls_snapshot_info_t info;
+  if (c->snapshot_dir[0] == '\0') return LS_OK;
+  /* Rank 0 chooses; the others take the same step, so that every rank
+   * resumes from one snapshot even if files change meanwhile. */
+  double step = -1.0;
+  if (s->v->rank == 0) {
+    LS_FORWARD_IF_ERROR(ls_snapshot_find_latest(c->snapshot_dir, note_reject, s, path, size));
+    ls_snapshot_manifest_t *man = NULL;
+    if (path[0] != '\0') {
+      LS_FORWARD_IF_ERROR(ls_snapshot_manifest_read(path, &man));
+      int64_t at = 0;
+      int32_t w = 0;
+      ls_err_t const err = ls_snapshot_manifest_get(man, &at, &w);
+      ls_snapshot_manifest_destroy(man);
+      LS_FORWARD_IF_ERROR(err);
+      step = (double)at;
+    }
+  }
+  double v[1] = {s->v->rank == 0 ? step + 1.0 : 0.0};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(s->v->comm, v, 1));
+  path[0] = '\0';
+  if (v[0] >= 1.0) /* else no snapshot yet: a fresh start */
+    snprintf(path, size, "%s/snap-%012" PRId64, c->snapshot_dir, (int64_t)v[0] - 1);
+  return LS_OK;
+}
+
+/* A loaded snapshot's model and configuration against this run's. */
+static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, const char *path,
+                             ls_snapshot_info_t *info) {
   ls_shape_t shape;
-  ls_err_t err = ls_snapshot_get_info(*snap, &info);
-  if (err == LS_OK) err = ls_snapshot_get_shape(*snap, &shape);
-  if (err == LS_OK && (shape.input_size != c->features || shape.hidden_size != c->hidden ||
-                       shape.num_layers != c->layers || shape.output_size != c->features))
-    err = ls_error_set(LS_ERR_INVALID_ARG,
-                       "snapshot %s holds a model of features %d, hidden %d, layers %d; this run "
-                       "has %d, %d, %d: resume with the same model, or --resume none",
-                       path, shape.input_size, shape.hidden_size, shape.num_layers, c->features,
-                       c->hidden, c->layers);
-  if (err == LS_OK && info.fingerprint != tr->fingerprint)
-    err = ls_error_set(LS_ERR_INVALID_ARG,
-                       "snapshot %s was written with another configuration (topic, format, "
-                       "window, batch, optimizer settings, seed or stateless differ): resume "
-                       "with the same options, or --resume none",
-                       path);
+  ls_shape_t const *const want = &s->v->shape;
+  LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, info));
+  LS_FORWARD_IF_ERROR(ls_snapshot_get_shape(snap, &shape));
+  LS_RETURN_IF(memcmp(&shape, want, sizeof shape) != 0, LS_ERR_INVALID_ARG,
+               "snapshot %s holds a model of features %d, hidden %d, layers %d; this run has %d, "
+               "%d, %d: resume with the same model, or --resume none",
+               path, shape.input_size, shape.hidden_size, shape.num_layers, want->input_size,
+               want->hidden_size, want->num_layers);
+  LS_RETURN_IF(info->fingerprint != s->fingerprint, LS_ERR_INVALID_ARG,
+               "snapshot %s was written with another configuration (topic, format, window, "
+               "batch, optimizer settings, seed or stateless differ): resume with the same "
+               "options, or --resume none",
+               path);
+  return LS_OK;
+}
+
+ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
+  LS_RETURN_IF(s == NULL || snap == NULL, LS_ERR_INVALID_ARG, "snapshots or snap is NULL");
+  *snap = NULL;
+  char path[2048];
+  LS_FORWARD_IF_ERROR(find_path(s, path, sizeof path));
+  if (path[0] == '\0') return LS_OK;
+  LS_FORWARD_IF_ERROR(ls_snapshot_load(path, s->v->world, s->v->rank, snap));
+  ls_snapshot_info_t info;
+  ls_err_t const err = check_loaded(s, *snap, path, &info);
   if (err != LS_OK) {
     ls_snapshot_destroy(*snap);
     *snap = NULL;
     return err;
   }
-  tr->sum.resumed_step = info.step;
-  size_t const len = strlen(tr->note);
-  snprintf(tr->note + len, sizeof tr->note - len, "resumed from %s (step %" PRId64 ", %d rank%s)",
+  s->resumed_step = info.step;
+  size_t const len = strlen(s->note);
+  snprintf(s->note + len, sizeof s->note - len, "resumed from %s (step %" PRId64 ", %d rank%s)",
            path, info.step, info.world, info.world == 1 ? "" : "s");
   return LS_OK;
 }
 
-ls_err_t train_snapshot_apply(ls_trainer_t *tr, const ls_snapshot_t *snap) {
+/* Where partition p starts: the snapshot's resume offset when it has one,
+ * else dflt. */
+static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start_t dflt) {
+  size_t const n = snap != NULL ? ls_snapshot_partition_count(snap) : 0;
+  for (size_t i = 0; i < n; i++) {
+    int32_t part = -1;
+    int64_t offset = 0;
+    if (ls_snapshot_get_partition(snap, i, &part, &offset) == LS_OK && part == p)
+      return (ls_start_t){LS_START_OFFSET, offset};
+  }
+  return dflt;
+}
+
+ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
+                            int P, ls_start_t start) {
+  for (int i = 0; i < P; i++)
+    LS_FORWARD_IF_ERROR(
+        ls_ingest_conf_add_partition(ic, parts[i], partition_start(snap, parts[i], start)));
+  /* Each series resumes at its last trained target, the first input of its
+   * next window. */
+  size_t const n = snap != NULL ? ls_snapshot_series_count(snap) : 0;
+  for (size_t i = 0; i < n; i++) {
+    ls_series_info_t si;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
+    if (si.windows > 0)
+      LS_FORWARD_IF_ERROR(ls_ingest_conf_skip_series(ic, si.key, si.key_len, si.partition,
+                                                     si.last_offset, si.windows));
+  }
+  return LS_OK;
+}
+
+ls_err_t train_snaps_apply(train_snaps_t *s, const ls_snapshot_t *snap, int64_t *steps,
+                           int64_t *updates) {
+  ls_engine_t *const eng = s->v->eng;
+  ls_series_table_t *const series = s->v->series;
   ls_snapshot_model_t model;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_model(snap, &model));
-  LS_FORWARD_IF_ERROR(ls_engine_write_params(tr->eng, model.params, model.n));
+  LS_FORWARD_IF_ERROR(ls_engine_write_params(eng, model.params, model.n));
   LS_FORWARD_IF_ERROR(
-      ls_engine_write_optimizer(tr->eng, model.adam_m, model.adam_v, model.n, model.adam_steps));
+      ls_engine_write_optimizer(eng, model.adam_m, model.adam_v, model.n, model.adam_steps));
   /* The series in their order: the slots, and so the table, come out as
    * those of the run that wrote the snapshot. */
   size_t const S = ls_snapshot_series_count(snap);
   for (size_t i = 0; i < S; i++) {
-    ls_series_info_t s;
+    ls_series_info_t si;
     int64_t slot = -1;
-    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &s, NULL, NULL));
-    LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->series, s.key, s.key_len, s.partition, &slot));
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
+    LS_FORWARD_IF_ERROR(ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot));
     LS_FORWARD_IF_ERROR(
-        ls_series_table_restore(tr->series, slot, s.windows, s.records, s.last_offset));
+        ls_series_table_restore(series, slot, si.windows, si.records, si.last_offset));
   }
   if (S > 0) {
     const float *h = NULL, *c = NULL;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_states(snap, &h, &c));
-    LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(tr->series), 0, S, h, c));
+    LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(series), 0, S, h, c));
   }
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
-  tr->sum.steps = info.step;
-  tr->sum.updates = model.adam_steps;
+  *steps = info.step;
+  *updates = model.adam_steps;
   return LS_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Taking snapshots                                                          */
 
-ls_err_t train_snapshot_open(ls_trainer_t *tr) {
-  const ls_train_conf_t *const c = &tr->conf;
-  tr->snap_pending = -1;
-  tr->snap_last_t = train_now();
+ls_err_t train_snaps_open(train_snaps_t *s) {
+  const ls_train_conf_t *const c = s->v->conf;
+  s->pending = -1;
+  s->last_t = base_now_s();
   if (c->snapshot_dir[0] == '\0') return LS_OK;
   ls_snapshot_conf_t sc;
   ls_snapshot_conf_init(&sc);
@@ -154,130 +249,133 @@ ls_err_t train_snapshot_open(ls_trainer_t *tr) {
   sc.workers = c->snapshot_threads;
   sc.shuffle = c->snapshot_shuffle;
   sc.keep = c->snapshot_keep;
-  ls_shape_t const shape = {c->features, c->hidden, c->layers, c->features};
-  size_t const P = tr->P > 0 ? (size_t)tr->P : 1;
-  tr->snap_parts = calloc(P, sizeof *tr->snap_parts);
-  tr->snap_offsets = calloc(P, sizeof *tr->snap_offsets);
-  LS_RETURN_IF(tr->snap_parts == NULL || tr->snap_offsets == NULL, LS_ERR_NOMEM,
+  size_t const P = s->v->P > 0 ? (size_t)s->v->P : 1;
+  s->parts = calloc(P, sizeof *s->parts);
+  s->offsets = calloc(P, sizeof *s->offsets);
+  LS_RETURN_IF(s->parts == NULL || s->offsets == NULL, LS_ERR_NOMEM,
                "no memory for snapshot offsets");
-  return ls_snapshotter_new(c->snapshot_dir, &shape, &sc, &tr->snapper);
+  return ls_snapshotter_new(c->snapshot_dir, &s->v->shape, &sc, &s->snapper);
 }
 
-void train_snapshot_contribute(ls_trainer_t *tr, double *v) {
+void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   memset(v, 0, SNAP_V__N * sizeof *v);
-  if (tr->snapper == NULL) return;
+  if (s->snapper == NULL) return;
   ls_snapshotter_status_t st;
-  if (ls_snapshotter_poll(tr->snapper, &st) != LS_OK) return;
-  const ls_train_conf_t *const c = &tr->conf;
-  if (tr->rank == 0) {
-    int64_t const next = tr->sum.steps + 1;
+  if (ls_snapshotter_poll(s->snapper, &st) != LS_OK) return;
+  const ls_train_conf_t *const c = s->v->conf;
+  if (s->v->rank == 0) {
+    int64_t const next = steps + 1;
     v[SNAP_V_DUE] = (c->snapshot_every > 0 && next % c->snapshot_every == 0) ||
-                    (c->snapshot_interval > 0 && train_now() - tr->snap_last_t >= c->snapshot_interval);
+                    (c->snapshot_interval > 0 && base_now_s() - s->last_t >= c->snapshot_interval);
     v[SNAP_V_COMMITTED] = (double)(st.committed_step + 1); /* 0: none yet */
   }
-  v[SNAP_V_BUSY] = st.busy || tr->snap_pending >= 0;
-  v[SNAP_V_SHARDS] = tr->snap_pending >= 0 && !st.busy && st.written_step == tr->snap_pending;
+  v[SNAP_V_BUSY] = st.busy || s->pending >= 0;
+  v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending;
   /* The pending snapshot's write (or rank 0's commit) failed. */
-  v[SNAP_V_FAILED] = tr->snap_pending >= 0 && !st.busy && st.err != LS_OK;
+  v[SNAP_V_FAILED] = s->pending >= 0 && !st.busy && st.err != LS_OK;
 }
 
-/* Fills the staging snapshot with this rank's part at the current step and
+/* Fills the staging snapshot with this rank's part after `steps` steps and
  * hands it to the writer. */
-static ls_err_t take(ls_trainer_t *tr) {
-  ls_snapshot_t *const snap = ls_snapshotter_staging(tr->snapper);
+static ls_err_t take(train_snaps_t *s, int64_t steps) {
+  const train_view_t *const v = s->v;
+  ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {tr->sum.steps, (uint64_t)tr->conf.seed, tr->fingerprint,
-                                   tr->world, tr->rank};
+  ls_snapshot_info_t const info = {steps, (uint64_t)v->conf->seed, s->fingerprint, v->world,
+                                   v->rank};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
-  if (tr->rank == 0) LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, tr->eng));
-  LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, tr->series));
-  tr->snap_n = 0;
-  for (int i = 0; i < tr->P; i++) {
+  if (v->rank == 0) LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
+  LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
+  s->n = 0;
+  for (int i = 0; i < v->P; i++) {
     int64_t offset = 0;
-    LS_FORWARD_IF_ERROR(ls_ingest_resume_offset(tr->ing, tr->parts[i], &offset));
-    LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, tr->parts[i], offset));
-    tr->snap_parts[tr->snap_n] = tr->parts[i];
-    tr->snap_offsets[tr->snap_n++] = offset;
+    LS_FORWARD_IF_ERROR(ls_ingest_resume_offset(v->ing, v->parts[i], &offset));
+    LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[i], offset));
+    s->parts[s->n] = v->parts[i];
+    s->offsets[s->n++] = offset;
   }
   int busy = 0;
-  LS_FORWARD_IF_ERROR(ls_snapshotter_submit(tr->snapper, &busy));
+  LS_FORWARD_IF_ERROR(ls_snapshotter_submit(s->snapper, &busy));
   LS_RETURN_IF(busy, LS_ERR_STATE, "snapshot writer busy although every rank reported it idle");
-  tr->snap_pending = tr->sum.steps;
-  tr->commit_asked = 0;
-  tr->snap_last_t = train_now();
+  s->pending = steps;
+  s->commit_asked = 0;
+  s->last_t = base_now_s();
   return LS_OK;
 }
 
 /* The pending snapshot committed: its offsets go to the consumer group
  * (informational; a failure is reported, not fatal). */
-static void committed(ls_trainer_t *tr, ls_step_stats_t *st) {
-  if (tr->ing != NULL && tr->snap_n > 0 &&
-      ls_ingest_commit(tr->ing, tr->snap_n, tr->snap_parts, tr->snap_offsets) != LS_OK) {
-    snprintf(tr->snap_error, sizeof tr->snap_error,
-             "snapshot of step %" PRId64 " committed, but not its offsets to the consumer group: %s",
-             tr->snap_pending, ls_last_error());
-    st->snapshot_error = tr->snap_error;
+static void committed(train_snaps_t *s, ls_step_stats_t *st) {
+  if (s->v->ing != NULL && s->n > 0 &&
+      ls_ingest_commit(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
+    snprintf(s->error, sizeof s->error,
+             "snapshot of step %" PRId64
+             " committed, but not its offsets to the consumer group: %s",
+             s->pending, ls_last_error());
+    st->snapshot_error = s->error;
   }
-  st->snapshot_committed = tr->snap_pending;
-  tr->sum.snapshots++;
-  tr->snap_pending = -1;
+  st->snapshot_committed = s->pending;
+  s->committed++;
+  s->pending = -1;
 }
 
-ls_err_t train_snapshot_after_step(ls_trainer_t *tr, const double *v, int stepped,
-                                   ls_step_stats_t *st) {
+/* A failed write or commit, on any rank, drops that snapshot everywhere;
+ * training goes on and the next one is taken when due. */
+static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
+  ls_snapshotter_status_t status;
+  LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
+  snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
+           status.err != LS_OK ? ": " : " on another rank",
+           status.err != LS_OK ? status.message : "");
+  st->snapshot_error = s->error;
+  s->pending = -1;
+  return LS_OK;
+}
+
+ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps, int mid_update,
+                                int stepped, ls_step_stats_t *st) {
   st->snapshot_committed = -1;
-  if (tr->snapper == NULL) return LS_OK;
-  if (tr->snap_pending >= 0 && v[SNAP_V_FAILED] > 0) {
-    /* A failed write or commit, on any rank, drops that snapshot everywhere;
-     * training goes on and the next one is taken when due. */
-    ls_snapshotter_status_t status;
-    LS_FORWARD_IF_ERROR(ls_snapshotter_poll(tr->snapper, &status));
-    snprintf(tr->snap_error, sizeof tr->snap_error, "snapshot of step %" PRId64 " failed%s%s",
-             tr->snap_pending, status.err != LS_OK ? ": " : " on another rank",
-             status.err != LS_OK ? status.message : "");
-    st->snapshot_error = tr->snap_error;
-    tr->snap_pending = -1;
-  }
-  if (tr->snap_pending >= 0) {
-    if (tr->world > 1 && tr->rank == 0 && !tr->commit_asked &&
-        v[SNAP_V_SHARDS] == (double)tr->world) {
+  if (s->snapper == NULL) return LS_OK;
+  int const world = s->v->world;
+  if (s->pending >= 0 && v[SNAP_V_FAILED] > 0) LS_FORWARD_IF_ERROR(dropped(s, st));
+  if (s->pending >= 0) {
+    if (world > 1 && s->v->rank == 0 && !s->commit_asked && v[SNAP_V_SHARDS] == (double)world) {
       int busy = 0;
-      LS_FORWARD_IF_ERROR(
-          ls_snapshotter_commit(tr->snapper, tr->snap_pending, tr->world, &busy));
-      tr->commit_asked = !busy;
+      LS_FORWARD_IF_ERROR(ls_snapshotter_commit(s->snapper, s->pending, world, &busy));
+      s->commit_asked = !busy;
     }
-    if (v[SNAP_V_COMMITTED] - 1.0 >= (double)tr->snap_pending) committed(tr, st);
+    if (v[SNAP_V_COMMITTED] - 1.0 >= (double)s->pending) committed(s, st);
   }
-  if (stepped && v[SNAP_V_DUE] > 0 && tr->acc_steps == 0) {
+  if (stepped && v[SNAP_V_DUE] > 0 && !mid_update) {
     if (v[SNAP_V_BUSY] > 0) {
       st->snapshot_skipped = 1;
-      tr->sum.snapshots_skipped++;
+      s->skipped++;
     } else {
-      LS_FORWARD_IF_ERROR(take(tr));
+      LS_FORWARD_IF_ERROR(take(s, steps));
     }
   }
   return LS_OK;
 }
 
-ls_err_t train_snapshot_final(ls_trainer_t *tr) {
-  if (tr->snapper == NULL || tr->sum.steps == 0) return LS_OK;
+ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
+  if (s->snapper == NULL || steps == 0) return LS_OK;
   /* Rounds of: wait for the writer, sum the ranks' figures, commit what is
    * written; until a snapshot of the final step has committed. */
   for (;;) {
-    (void)ls_snapshotter_flush(tr->snapper); /* a failure shows in the poll below */
+    (void)ls_snapshotter_flush(s->snapper); /* a failure shows in the poll below */
     double v[SNAP_V__N];
-    train_snapshot_contribute(tr, v);
+    train_snaps_contribute(s, steps, v);
     v[SNAP_V_DUE] = 0;
-    LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, SNAP_V__N));
+    LS_FORWARD_IF_ERROR(comm_sum_doubles(s->v->comm, v, SNAP_V__N));
     int const failed = v[SNAP_V_FAILED] > 0;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
-    LS_FORWARD_IF_ERROR(train_snapshot_after_step(tr, v, 0, &st));
+    LS_FORWARD_IF_ERROR(train_snaps_after_step(s, v, steps, mid_update, 0, &st));
     LS_RETURN_IF(failed, LS_ERR_IO, "the last snapshot: %s", st.snapshot_error);
-    if (tr->snap_pending >= 0) continue;
+    if (s->pending >= 0) continue;
     /* Nothing in flight: done if the final step is committed (or cannot be
      * taken, in the middle of an accumulation). */
-    if (v[SNAP_V_COMMITTED] - 1.0 >= (double)tr->sum.steps || tr->acc_steps != 0) return LS_OK;
-    LS_FORWARD_IF_ERROR(take(tr));
+    if (v[SNAP_V_COMMITTED] - 1.0 >= (double)steps || mid_update) return LS_OK;
+    LS_FORWARD_IF_ERROR(take(s, steps));
   }
 }

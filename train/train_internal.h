@@ -40,7 +40,6 @@ struct ls_train_conf_s {
   int n_kafka;
 };
 
-void train_conf_defaults(ls_train_conf_t *c);
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
 void train_conf_free_kafka(ls_train_conf_t *c);
 

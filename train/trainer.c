@@ -9,38 +9,70 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/digest.h"
+#include "comm.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
-#include "comm.h"
-#include "trainer_internal.h"
+#include "snapshots.h"
+#include "train_internal.h"
 
 /* How long one wait for a window may block before the stop flag is read. */
 #define WAIT_SLICE_MS 100
 
-double train_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* Steps whose losses the summary keeps for its tail (the last fifth). */
+#define TAIL_RING 65536
+
+typedef struct step_loss_s {
+  double loss, base, count;
+} step_loss_t;
+
+struct ls_trainer_s {
+  ls_train_conf_t conf;
+  train_view_t v; /* comm, rank, world, engine, series table, ingest, partitions: what
+                     snapshots.c reads */
+  train_snaps_t *snaps;
+  int overlap; /* gradient sums start during backward (grads_ready) */
+  ls_optim_t opt;
+  int F, T, B;
+
+  int P_all;                 /* partitions of all ranks */
+  int *ended;                /* [P] partition delivered its last window (replay) */
+  const ls_window_t **held;  /* [P] a partition's next window, taken but not yet used */
+  int quota;                 /* replay: windows a step takes from each partition */
+  const ls_window_t **defer; /* live: windows waiting for a later step, in order */
+  int n_defer, cap_defer;
+
+  /* The step being formed and its host buffers. */
+  const ls_window_t **wins; /* [B] */
+  int64_t *slots;           /* [B] series slots, -1 for stateless gathers */
+  int64_t *gather;          /* [B] slots to gather from (-1 = zero state) */
+  int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
+  size_t cap_mark;
+  int64_t *slot_of;         /* [cap_slot_of] per consumer series id: its slot, -1 unknown */
+  size_t cap_slot_of;
+  int64_t stamp;
+  float *seq;  /* [T+1, B, F] the windows' records: inputs rows 0..T-1, targets 1..T */
+  float *mask; /* [T, B] */
+
+  /* Accumulation and totals. */
+  double acc_count;
+  int acc_steps;
+  ls_train_summary_t sum;
+  step_loss_t *ring; /* [TAIL_RING] */
+
+  char note[2560]; /* what resuming and the comm setup did, for the program to print */
+};
 
 /* ------------------------------------------------------------------------ */
 /* Setup                                                                     */
 
-static ls_err_t ingest_set(ls_ingest_conf_t *ic, const char *key, const char *value) {
-  ls_err_t const err = ls_ingest_conf_set(ic, key, value);
-  if (err != LS_OK) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ls_last_error());
-    return ls_error_set(err, "ingest %s=%s: %s", key, value, why);
-  }
-  return LS_OK;
-}
-
 /* Parses the partitions key against the topic's count; keeps this rank's. */
 static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
-  tr->parts = calloc((size_t)count, sizeof *tr->parts);
-  LS_RETURN_IF(tr->parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
+  int32_t *const parts = calloc((size_t)count, sizeof *parts);
+  LS_RETURN_IF(parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
+  tr->v.parts = parts;
   char *want = calloc((size_t)count, 1);
   LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   const char *s = tr->conf.partitions;
@@ -59,39 +91,12 @@ static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   /* Partition p belongs to rank p % world: its series and their states too. */
   for (int32_t p = 0; p < count && err == LS_OK; p++) {
     tr->P_all += want[p];
-    if (want[p] && p % tr->world == tr->rank) tr->parts[tr->P++] = p;
+    if (want[p] && p % tr->v.world == tr->v.rank) parts[tr->v.P++] = p;
   }
   free(want);
   if (err == LS_OK && tr->P_all == 0)
     err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", tr->conf.partitions);
   return err;
-}
-
-/* Where partition p starts: the snapshot's resume offset when it has one,
- * else the start key. */
-static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start_t dflt) {
-  size_t const n = snap != NULL ? ls_snapshot_partition_count(snap) : 0;
-  for (size_t i = 0; i < n; i++) {
-    int32_t part = -1;
-    int64_t offset = 0;
-    if (ls_snapshot_get_partition(snap, i, &part, &offset) == LS_OK && part == p)
-      return (ls_start_t){LS_START_OFFSET, offset};
-  }
-  return dflt;
-}
-
-/* The snapshot's series, as skip rules: each resumes at its last trained
- * target, the first input of its next window. */
-static ls_err_t add_skip_rules(ls_ingest_conf_t *ic, const ls_snapshot_t *snap) {
-  size_t const n = snap != NULL ? ls_snapshot_series_count(snap) : 0;
-  for (size_t i = 0; i < n; i++) {
-    ls_series_info_t s;
-    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &s, NULL, NULL));
-    if (s.windows > 0)
-      LS_FORWARD_IF_ERROR(ls_ingest_conf_skip_series(ic, s.key, s.key_len, s.partition,
-                                                     s.last_offset, s.windows));
-  }
-  return LS_OK;
 }
 
 static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
@@ -101,53 +106,46 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
   ls_start_t start;
   LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
+  ls_ingest_settings_t is;
+  ls_ingest_settings_init(&is);
+  is.topic = c->topic;
+  is.format = (ls_format_t)c->format;
+  is.features = c->features;
+  is.window = c->window;
+  is.queue_windows = c->queue_windows;
+  is.buffer_records = c->buffer_records;
+  is.stop_at_end = c->until;
+  is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
   ls_ingest_conf_t *ic = NULL;
   LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
-  char num[32], servers[600];
+  char servers[600];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", c->brokers);
-  ls_err_t err = ls_ingest_conf_set_kafka(ic, servers);
+  ls_err_t err = ls_ingest_conf_set_settings(ic, &is);
+  if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, servers);
   for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
-  if (err == LS_OK) err = ingest_set(ic, "topic", c->topic);
-  if (err == LS_OK) err = ingest_set(ic, "format", c->format ? "csv" : "f32");
-  snprintf(num, sizeof num, "%d", c->features);
-  if (err == LS_OK) err = ingest_set(ic, "features", num);
-  snprintf(num, sizeof num, "%d", c->window);
-  if (err == LS_OK) err = ingest_set(ic, "window", num);
-  snprintf(num, sizeof num, "%d", c->queue_windows);
-  if (err == LS_OK) err = ingest_set(ic, "queue.windows", num);
-  snprintf(num, sizeof num, "%lld", (long long)c->buffer_records);
-  if (err == LS_OK) err = ingest_set(ic, "buffer.records", num);
-  if (err == LS_OK) err = ingest_set(ic, "stop", c->until ? "end" : "never");
-  /* A replay trains every record: trailing partial windows too, masked. */
-  if (err == LS_OK) err = ingest_set(ic, "flush", c->until ? "true" : "false");
   int32_t count = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
   if (err == LS_OK) err = pick_partitions(tr, count);
-  for (int i = 0; i < tr->P && err == LS_OK; i++)
-    err = ls_ingest_conf_add_partition(ic, tr->parts[i], partition_start(snap, tr->parts[i], start));
-  if (err == LS_OK) err = add_skip_rules(ic, snap);
+  if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, start);
   /* A rank with no partition (more ranks than partitions) only joins steps. */
-  if (err == LS_OK && tr->P > 0) err = ls_ingest_new(&tr->ing, ic);
+  if (err == LS_OK && tr->v.P > 0) err = ls_ingest_new(&tr->v.ing, ic);
   ls_ingest_conf_destroy(ic);
   return err;
 }
 
 static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   size_t const B = (size_t)tr->B, T = (size_t)tr->T, F = (size_t)tr->F;
-  size_t const P = tr->P > 0 ? (size_t)tr->P : 1;
+  size_t const P = tr->v.P > 0 ? (size_t)tr->v.P : 1;
   tr->ended = calloc(P, sizeof *tr->ended);
   tr->held = calloc(P, sizeof *tr->held);
   tr->wins = calloc(B, sizeof *tr->wins);
   tr->slots = calloc(B, sizeof *tr->slots);
   tr->gather = calloc(B, sizeof *tr->gather);
-  tr->x = calloc(T * B * F, sizeof(float));
-  tr->y = calloc(T * B * F, sizeof(float));
+  tr->seq = calloc((T + 1) * B * F, sizeof(float));
   tr->mask = calloc(T * B, sizeof(float));
   tr->ring = calloc(TAIL_RING, sizeof *tr->ring);
-  tr->cap_mark = 1024;
-  tr->mark = calloc(tr->cap_mark, sizeof *tr->mark);
-  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->x ||
-                   !tr->y || !tr->mask || !tr->ring || !tr->mark,
+  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->seq ||
+                   !tr->mask || !tr->ring,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu, F=%zu)", B, T, F);
   return LS_OK;
 }
@@ -162,9 +160,9 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   case 2: kind = COMM_MPI; break;
   case 3: kind = COMM_NCCL; break;
   }
-  LS_FORWARD_IF_ERROR(comm_new(kind, &tr->comm));
-  tr->rank = comm_rank(tr->comm);
-  tr->world = comm_world(tr->comm);
+  LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
+  tr->v.rank = comm_rank(tr->v.comm);
+  tr->v.world = comm_world(tr->v.comm);
   return LS_OK;
 }
 
@@ -172,7 +170,7 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
 static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t count,
                             void *stream) {
   (void)segment;
-  return comm_grads_start(((ls_trainer_t *)opaque)->comm, offset, count, stream);
+  return comm_grads_start(((ls_trainer_t *)opaque)->v.comm, offset, count, stream);
 }
 
 /* Binds the comm backend to the engine and, where asked (by default with
@@ -181,15 +179,48 @@ static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t cou
  * (not with accumulation: the sums wait for the last step of an update,
  * which a rank learns only after the step's sum). */
 static ls_err_t bind_comm(ls_trainer_t *tr) {
-  LS_FORWARD_IF_ERROR(comm_bind(tr->comm, tr->eng));
-  int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->comm) == COMM_NCCL);
-  tr->overlap = tr->world > 1 && want && tr->conf.accumulate == 1;
-  if (tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->world > 1) {
-    size_t const len = strlen(tr->note);
-    snprintf(tr->note + len, sizeof tr->note - len,
-             "overlap is off: it needs --accumulate 1 (the sums wait for an update's last step); ");
-  }
-  return tr->overlap ? ls_engine_set_grad_hook(tr->eng, grads_ready, tr) : LS_OK;
+  LS_FORWARD_IF_ERROR(comm_bind(tr->v.comm, tr->v.eng));
+  int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
+  tr->overlap = tr->v.world > 1 && want && tr->conf.accumulate == 1;
+  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
+           tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
+               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
+                 "step); "
+               : "");
+  return tr->overlap ? ls_engine_set_grad_hook(tr->v.eng, grads_ready, tr) : LS_OK;
+}
+
+/* The optimizer's settings from the configuration. */
+static ls_optim_t optim_of(const ls_train_conf_t *c) {
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  opt.lr = (float)c->lr;
+  opt.beta1 = (float)c->beta1;
+  opt.beta2 = (float)c->beta2;
+  opt.eps = (float)c->eps;
+  opt.weight_decay = (float)c->weight_decay;
+  opt.decoupled = c->optimizer == 1;
+  opt.clip_norm = (float)c->clip;
+  return opt;
+}
+
+/* The engine, sized for this rank's steps. */
+static ls_err_t open_engine(ls_trainer_t *tr) {
+  const ls_train_conf_t *const c = &tr->conf;
+  /* A replay step takes batch/partitions windows from each partition (at
+   * least one), whichever rank reads it; live steps take `batch` each. */
+  tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
+  tr->B = c->until ? tr->quota * (tr->v.P > 0 ? tr->v.P : 1) : c->batch;
+  ls_engine_conf_t ec;
+  ls_engine_conf_init(&ec);
+  ec.shape = tr->v.shape;
+  ec.max_batch = tr->B;
+  ec.max_window = c->window;
+  ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+  ec.precision = (ls_precision_t)c->precision;
+  ec.threads = c->threads;
+  if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
+  return ls_engine_new(&ec, &tr->v.eng);
 }
 
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
@@ -204,66 +235,48 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   }
   const ls_train_conf_t *const c = &tr->conf;
   tr->F = c->features, tr->T = c->window;
-  ls_optim_init(&tr->opt);
-  tr->opt.lr = (float)c->lr;
-  tr->opt.beta1 = (float)c->beta1;
-  tr->opt.beta2 = (float)c->beta2;
-  tr->opt.eps = (float)c->eps;
-  tr->opt.weight_decay = (float)c->weight_decay;
-  tr->opt.decoupled = c->optimizer == 1;
-  tr->opt.clip_norm = (float)c->clip;
+  tr->opt = optim_of(c);
+  tr->v.conf = c;
+  tr->v.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features}; /* O = I */
 
   ls_snapshot_t *snap = NULL;
-  tr->fingerprint = train_fingerprint(c);
-  err = open_comm(tr);
-  if (err == LS_OK) err = train_snapshot_find(tr, &snap);
+  int64_t steps = 0, updates = 0;
+  err = train_snaps_new(&tr->v, &tr->snaps);
+  if (err == LS_OK) err = open_comm(tr);
+  if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
   if (err == LS_OK) err = open_ingest(tr, snap);
-  if (err == LS_OK) {
-    /* A replay step takes batch/partitions windows from each partition (at
-     * least one), whichever rank reads it; live steps take `batch` each. */
-    tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
-    tr->B = c->until ? tr->quota * (tr->P > 0 ? tr->P : 1) : c->batch;
-    ls_engine_conf_t ec;
-    ls_engine_conf_init(&ec);
-    ec.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features};
-    ec.max_batch = tr->B;
-    ec.max_window = c->window;
-    ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
-    ec.precision = (ls_precision_t)c->precision;
-    ec.threads = c->threads;
-    if (c->device) err = comm_gpu(tr->comm, &ec.device_index);
-    if (err == LS_OK) err = ls_engine_new(&ec, &tr->eng);
-  }
+  if (err == LS_OK) err = open_engine(tr);
   if (err == LS_OK) err = bind_comm(tr);
-  if (err == LS_OK) err = ls_engine_init_params(tr->eng, (uint64_t)c->seed);
-  if (err == LS_OK) err = ls_series_table_new(tr->eng, 1024, &tr->series);
+  if (err == LS_OK) err = ls_engine_init_params(tr->v.eng, (uint64_t)c->seed);
+  if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
-  if (err == LS_OK && snap != NULL) err = train_snapshot_apply(tr, snap);
-  if (err == LS_OK) err = train_snapshot_open(tr);
+  if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  if (err == LS_OK) err = train_snaps_open(tr->snaps);
   ls_snapshot_destroy(snap);
   if (err != LS_OK) {
     ls_trainer_destroy(tr);
     return err;
   }
+  tr->sum.steps = steps;
+  tr->sum.updates = updates;
   *out = tr;
   return LS_OK;
 }
 
 void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr == NULL) return;
-  if (tr->ing != NULL) {
-    for (int p = 0; tr->held && p < tr->P; p++) ls_ingest_release(tr->ing, tr->held[p]);
-    for (int i = 0; i < tr->n_defer; i++) ls_ingest_release(tr->ing, tr->defer[i]);
+  if (tr->v.ing != NULL) {
+    for (int p = 0; tr->held && p < tr->v.P; p++) ls_ingest_release(tr->v.ing, tr->held[p]);
+    for (int i = 0; i < tr->n_defer; i++) ls_ingest_release(tr->v.ing, tr->defer[i]);
   }
-  ls_snapshotter_destroy(tr->snapper);
-  free(tr->snap_parts), free(tr->snap_offsets);
-  ls_ingest_destroy(tr->ing);
-  ls_series_table_destroy(tr->series);
-  comm_destroy(tr->comm); /* before the engine whose buffer its sums use */
-  ls_engine_destroy(tr->eng);
+  train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
+  ls_ingest_destroy(tr->v.ing);
+  ls_series_table_destroy(tr->v.series);
+  comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */
+  ls_engine_destroy(tr->v.eng);
   train_conf_free_kafka(&tr->conf);
-  free(tr->parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
-  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->x), free(tr->y), free(tr->mask);
+  free((void *)tr->v.parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
+  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->slot_of), free(tr->seq), free(tr->mask);
   free(tr->ring);
   free(tr);
 }
@@ -271,29 +284,40 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
 /* ------------------------------------------------------------------------ */
 /* Step formation                                                            */
 
-/* The slot of a window's series; grows the per-slot marks with the table. */
-static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
-  LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->series, w->key, w->key_len, w->partition, slot));
-  if ((size_t)*slot >= tr->cap_mark) {
-    size_t cap = tr->cap_mark;
-    while (cap <= (size_t)*slot) cap *= 2;
-    int64_t *m = realloc(tr->mark, cap * sizeof *m);
-    LS_RETURN_IF(m == NULL, LS_ERR_NOMEM, "no memory for %zu series marks", cap);
-    memset(m + tr->cap_mark, 0, (cap - tr->cap_mark) * sizeof *m);
-    tr->mark = m;
-    tr->cap_mark = cap;
-  }
+/* Grows a per-series array of int64_t (*v, *cap entries) to hold index i,
+ * filling new entries with fill. */
+static ls_err_t grow_index(int64_t **v, size_t *cap, size_t i, int64_t fill, const char *what) {
+  if (i < *cap) return LS_OK;
+  size_t n = *cap ? *cap : 1024;
+  while (n <= i) n *= 2;
+  int64_t *const grown = realloc(*v, n * sizeof *grown);
+  LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "no memory for %zu %s", n, what);
+  for (size_t k = *cap; k < n; k++) grown[k] = fill;
+  *v = grown;
+  *cap = n;
   return LS_OK;
+}
+
+/* The slot of a window's series: by the consumer's id of the series, the
+ * key is looked up in the series table once per series. Grows the per-slot
+ * marks with the table. */
+static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
+  LS_RETURN_IF(w->series < 0, LS_ERR_INVALID_ARG, "window of series id %lld", (long long)w->series);
+  LS_FORWARD_IF_ERROR(
+      grow_index(&tr->slot_of, &tr->cap_slot_of, (size_t)w->series, -1, "series ids"));
+  if (tr->slot_of[w->series] < 0)
+    LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->v.series, w->key, w->key_len, w->partition,
+                                             &tr->slot_of[w->series]));
+  *slot = tr->slot_of[w->series];
+  return grow_index(&tr->mark, &tr->cap_mark, (size_t)*slot, 0, "series marks");
 }
 
 /* Copies window w into row b of the step's buffers. */
 static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t slot) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
-  for (int t = 0; t < tr->T; t++) {
-    memcpy(tr->x + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
-    memcpy(tr->y + ((size_t)t * B + b) * F, w->x + (size_t)(t + 1) * F, F * sizeof(float));
-    tr->mask[(size_t)t * B + b] = w->mask[t];
-  }
+  for (int t = 0; t <= tr->T; t++)
+    memcpy(tr->seq + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
+  for (int t = 0; t < tr->T; t++) tr->mask[(size_t)t * B + b] = w->mask[t];
   tr->wins[b] = w;
   tr->slots[b] = slot;
   tr->mark[slot] = tr->stamp;
@@ -304,18 +328,18 @@ static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t sl
 static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t *stop,
                                   const ls_window_t **win) {
   *win = NULL;
-  double const t0 = train_now();
+  double const t0 = base_now_s();
   ls_err_t err = LS_OK;
   while (!(stop && *stop)) {
     ls_next_t what;
-    err = ls_ingest_next_partition(tr->ing, tr->parts[i], WAIT_SLICE_MS, &what, win);
+    err = ls_ingest_next_partition(tr->v.ing, tr->v.parts[i], WAIT_SLICE_MS, &what, win);
     if (err != LS_OK || what == LS_NEXT_WINDOW) break;
     if (what == LS_NEXT_END) {
       tr->ended[i] = 1;
       break;
     }
   }
-  tr->sum.wait_s += train_now() - t0;
+  tr->sum.wait_s += base_now_s() - t0;
   return err;
 }
 
@@ -327,7 +351,7 @@ static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t
  * *n receives the number of windows (0: every partition has ended). */
 static ls_err_t form_replay(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
   *n = 0;
-  for (int i = 0; i < tr->P && !(stop && *stop); i++) {
+  for (int i = 0; i < tr->v.P && !(stop && *stop); i++) {
     for (int k = 0; k < tr->quota && !tr->ended[i]; k++) {
       const ls_window_t *w = tr->held[i];
       if (w == NULL) LS_FORWARD_IF_ERROR(next_of_partition(tr, i, stop, &w));
@@ -372,26 +396,26 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
-  double const t0 = train_now(), deadline = t0 + tr->conf.deadline_ms / 1e3;
+  double const t0 = base_now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
   while (*n < tr->B && !(stop && *stop)) {
-    double const left = deadline - train_now();
+    double const left = deadline - base_now_s();
     if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
     ls_next_t what = LS_NEXT_TIMEOUT;
     const ls_window_t *w = NULL;
-    if (tr->ing == NULL) { /* no partition on this rank: wait out the step */
+    if (tr->v.ing == NULL) { /* no partition on this rank: wait out the step */
       struct timespec const ts = {0, (long)wait_ms * 1000000L};
       nanosleep(&ts, NULL);
       continue;
     }
-    LS_FORWARD_IF_ERROR(ls_ingest_next(tr->ing, wait_ms, &what, &w));
+    LS_FORWARD_IF_ERROR(ls_ingest_next(tr->v.ing, wait_ms, &what, &w));
     if (what != LS_NEXT_WINDOW) continue;
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
     if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
     else add_window(tr, (*n)++, w, slot);
   }
-  tr->sum.wait_s += train_now() - t0;
+  tr->sum.wait_s += base_now_s() - t0;
   return LS_OK;
 }
 
@@ -407,16 +431,16 @@ enum {
  * the step loop finished them) and steps the optimizer. */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (!tr->overlap) {
-    double const s0 = train_now();
-    LS_FORWARD_IF_ERROR(comm_sum_grads(tr->comm));
-    tr->sum.comm_s += train_now() - s0;
+    double const s0 = base_now_s();
+    LS_FORWARD_IF_ERROR(comm_sum_grads(tr->v.comm));
+    tr->sum.comm_s += base_now_s() - s0;
   }
   ls_optim_t opt = tr->opt;
   int64_t const u = tr->sum.updates;
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
     opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
   float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
-  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->eng, &opt, scale, &st->grad_norm));
+  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
   st->updated = 1;
   st->lr = opt.lr;
   tr->sum.updates++;
@@ -431,35 +455,36 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
 static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
   int const T = tr->T;
-  /* The engine takes dense [T, n, F]: pack the rows of a partial step. */
+  /* The engine takes dense [T+1, n, F]: pack the rows of a partial step. */
   if (n < tr->B)
-    for (int t = 1; t < T; t++) {
-      memmove(tr->x + (size_t)t * n * F, tr->x + (size_t)t * B * F, (size_t)n * F * sizeof(float));
-      memmove(tr->y + (size_t)t * n * F, tr->y + (size_t)t * B * F, (size_t)n * F * sizeof(float));
-      memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
+    for (int t = 1; t <= T; t++) {
+      memmove(tr->seq + (size_t)t * n * F, tr->seq + (size_t)t * B * F,
+              (size_t)n * F * sizeof(float));
+      if (t < T)
+        memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
     }
-  /* Last-value baseline on the same targets. */
+  /* Last-value baseline on the same targets: row r + n is row r's next step. */
   double base = 0.0;
   for (size_t r = 0; r < (size_t)T * n; r++) {
     if (tr->mask[r] == 0.0f) continue;
-    const float *const xv = tr->x + r * F, *const yv = tr->y + r * F;
+    const float *const xv = tr->seq + r * F, *const yv = tr->seq + (r + n) * F;
     for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
   }
   for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
-  ls_state_table_t *const states = ls_series_table_states(tr->series);
+  ls_state_table_t *const states = ls_series_table_states(tr->v.series);
   double loss = 0.0, count = 0.0;
-  LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->eng, states, n, tr->gather));
-  LS_FORWARD_IF_ERROR(ls_engine_forward(tr->eng, T, n, tr->x, tr->y, tr->mask, &loss, &count));
-  LS_FORWARD_IF_ERROR(ls_engine_backward(tr->eng, 1.0f));
+  LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->v.eng, states, n, tr->gather));
+  LS_FORWARD_IF_ERROR(ls_engine_forward_seq(tr->v.eng, T, n, tr->seq, tr->mask, &loss, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_backward(tr->v.eng, 1.0f));
   if (!tr->conf.stateless)
-    LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->eng, states, n, tr->slots));
+    LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->v.eng, states, n, tr->slots));
   int64_t records = 0;
   for (int b = 0; b < n; b++) {
     const ls_window_t *const w = tr->wins[b];
     LS_FORWARD_IF_ERROR(
-        ls_series_table_trained(tr->series, tr->slots[b], w->n_targets, w->last_offset));
+        ls_series_table_trained(tr->v.series, tr->slots[b], w->n_targets, w->last_offset));
     records += w->n_targets;
-    ls_ingest_release(tr->ing, w);
+    ls_ingest_release(tr->v.ing, w);
     tr->wins[b] = NULL;
   }
   v[V_LOSS] = loss, v[V_COUNT] = count, v[V_BASE] = base;
@@ -469,7 +494,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
 
 /* Replay: does this rank still have windows to give? */
 static int has_more(const ls_trainer_t *tr) {
-  for (int i = 0; i < tr->P; i++)
+  for (int i = 0; i < tr->v.P; i++)
     if (!tr->ended[i] || tr->held[i] != NULL) return 1;
   return 0;
 }
@@ -481,7 +506,7 @@ static int has_more(const ls_trainer_t *tr) {
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  double const t0 = train_now();
+  double const t0 = base_now_s();
   ls_err_t err = LS_OK;
   int cb_stop = 0;
   for (;;) {
@@ -490,24 +515,24 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     int n = 0;
     tr->stamp++;
     if (!(stop && *stop) && !cb_stop) {
-      if (tr->conf.until) err = tr->P > 0 ? form_replay(tr, stop, &n) : LS_OK;
+      if (tr->conf.until) err = tr->v.P > 0 ? form_replay(tr, stop, &n) : LS_OK;
       else err = form_live(tr, stop, &n);
     }
-    double const c0 = train_now();
+    double const c0 = base_now_s();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
-    else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->comm);
+    else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->v.comm);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
-    v[V_COMPUTE] = train_now() - c0;
+    v[V_COMPUTE] = base_now_s() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
-    train_snapshot_contribute(tr, v + V__N);
-    double const s0 = train_now();
-    err = comm_sum_doubles(tr->comm, v, V__N + SNAP_V__N);
-    if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->comm);
-    tr->sum.comm_s += train_now() - s0;
+    train_snaps_contribute(tr->snaps, tr->sum.steps, v + V__N);
+    double const s0 = base_now_s();
+    err = comm_sum_doubles(tr->v.comm, v, V__N + SNAP_V__N);
+    if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->v.comm);
+    tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -522,8 +547,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       st.baseline_sum = v[V_BASE];
       st.count = v[V_COUNT];
       /* Times: the mean over ranks. */
-      st.compute_s = v[V_COMPUTE] / tr->world;
-      st.wait_s = v[V_WAIT] / tr->world;
+      st.compute_s = v[V_COMPUTE] / tr->v.world;
+      st.wait_s = v[V_WAIT] / tr->v.world;
       tr->sum.windows += st.windows;
       tr->sum.records += st.records;
       tr->sum.loss_sum += st.loss_sum;
@@ -532,7 +557,9 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       tr->sum.compute_s += st.compute_s;
       tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
     }
-    if ((err = train_snapshot_after_step(tr, v + V__N, v[V_WINDOWS] > 0, &st)) != LS_OK) break;
+    err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
+                                 v[V_WINDOWS] > 0, &st);
+    if (err != LS_OK) break;
     if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
@@ -545,8 +572,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     err = update(tr, &st);
   }
-  if (err == LS_OK) err = train_snapshot_final(tr);
-  tr->sum.elapsed_s += train_now() - t0;
+  if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
+  tr->sum.elapsed_s += base_now_s() - t0;
   return err;
 }
 
@@ -565,24 +592,25 @@ int ls_train_launched_ranks(void) {
 ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
   LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
                "trainer, rank or world is NULL");
-  *rank = tr->rank;
-  *world = tr->world;
+  *rank = tr->v.rank;
+  *world = tr->v.world;
   return LS_OK;
 }
 
 size_t ls_trainer_param_count(const ls_trainer_t *tr) {
-  return tr == NULL ? 0 : ls_engine_param_count(tr->eng);
+  return tr == NULL ? 0 : ls_engine_param_count(tr->v.eng);
 }
 
 ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  return ls_engine_read_params(tr->eng, dst, n);
+  return ls_engine_read_params(tr->v.eng, dst, n);
 }
 
 ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   LS_RETURN_IF(tr == NULL || out == NULL, LS_ERR_INVALID_ARG, "trainer or out is NULL");
   *out = tr->sum;
-  out->series = (int64_t)ls_series_table_count(tr->series);
+  train_snaps_totals(tr->snaps, out);
+  out->series = (int64_t)ls_series_table_count(tr->v.series);
   int64_t tail = tr->sum.steps / 5;
   if (tail < 1) tail = tr->sum.steps;
   if (tail > TAIL_RING) tail = TAIL_RING;
@@ -596,59 +624,45 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   }
   ls_ingest_stats_t is;
   out->rejected = 0;
-  if (tr->ing != NULL && ls_ingest_stats(tr->ing, &is) == LS_OK)
+  if (tr->v.ing != NULL && ls_ingest_stats(tr->v.ing, &is) == LS_OK)
     for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
   double v[4] = {(double)out->series, (double)out->rejected, out->wait_s, out->comm_s};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 4));
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 4));
   out->series = (int64_t)v[0];
   out->rejected = (int64_t)v[1];
-  out->wait_s = v[2] / tr->world;
-  out->comm_s = v[3] / tr->world;
-  return LS_OK;
-}
-
-ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total) {
-  LS_RETURN_IF(tr == NULL || done == NULL || total == NULL, LS_ERR_INVALID_ARG,
-               "trainer, done or total is NULL");
-  ls_ingest_stats_t is;
-  *done = 0, *total = 0;
-  if (tr->ing == NULL) return LS_OK;
-  LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->ing, &is));
-  *done = is.progress_done;
-  *total = is.progress_total;
+  out->wait_s = v[2] / tr->v.world;
+  out->comm_s = v[3] / tr->v.world;
   return LS_OK;
 }
 
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
   LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
                "trainer or outputs are NULL");
-  size_t const n = ls_engine_param_count(tr->eng);
+  size_t const n = ls_engine_param_count(tr->v.eng);
   float *p = malloc(n * sizeof(float));
   LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
-  ls_err_t const err = ls_engine_read_params(tr->eng, p, n);
-  uint64_t h = 0xcbf29ce484222325ull;
-  const unsigned char *const bytes = (const unsigned char *)p;
-  for (size_t i = 0; err == LS_OK && i < n * sizeof(float); i++) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  ls_err_t const err = ls_engine_read_params(tr->v.eng, p, n);
+  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
   free(p);
   LS_FORWARD_IF_ERROR(err);
   *params = h;
   uint64_t mine = 0;
-  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->series, &mine));
+  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->v.series, &mine));
   /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
   double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->comm, v, 2));
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 2));
   uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
-  *states = tr->world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
+  *states = tr->v.world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
   return LS_OK;
 }
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
 
 int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
-  return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->series);
+  return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->v.series);
 }
 
 ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  return ls_series_table_info(tr->series, i, out);
+  return ls_series_table_info(tr->v.series, i, out);
 }

@@ -10,6 +10,8 @@
 #ifndef LSTREAM_ERROR_H
 #define LSTREAM_ERROR_H
 
+#include "lstream/common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,23 +31,23 @@ typedef enum ls_err_e {
 } ls_err_t;
 
 /* A short, static description of an error code ("invalid argument"). */
-const char *ls_err2str(ls_err_t err);
+LS_API const char *ls_err2str(ls_err_t err);
 
 /* The message of the last error raised on this thread, or "" if none. The
  * string stays valid until the next lstream call on this thread. */
-const char *ls_last_error(void);
+LS_API const char *ls_last_error(void);
 
 /* Records a message for the calling thread and returns err, so that library
  * code can write `return ls_error_set(LS_ERR_INVALID_ARG, "...", ...)`.
  * Used by lstream's own modules; applications do not need it. */
-ls_err_t ls_error_set(ls_err_t err, const char *fmt, ...)
+LS_API ls_err_t ls_error_set(ls_err_t err, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
 /* Clears the calling thread's message. */
-void ls_error_clear(void);
+LS_API void ls_error_clear(void);
 
 /* One-line checks that keep error paths short (after zstd's RETURN_ERROR_IF). */
 #define LS_RETURN_IF(cond, err, ...)          \

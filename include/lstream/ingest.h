@@ -42,21 +42,21 @@ typedef enum ls_reject_e {
 } ls_reject_t;
 
 /* A short name for a reason ("size", "parse", "nonfinite", ...). */
-const char *ls_reject2str(ls_reject_t reason);
+LS_API const char *ls_reject2str(ls_reject_t reason);
 
 /* Parses "f32" or "csv". */
-ls_err_t ls_format_parse(const char *name, ls_format_t *out);
+LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 
 /* "f32" or "csv". */
-const char *ls_format2str(ls_format_t fmt);
+LS_API const char *ls_format2str(ls_format_t fmt);
 
 /* Encodes F values as a record value into buf (size bytes); *len receives
  * the length. CSV uses the shortest text that reads back to the same float
  * ("%.{6..9}g", "C" locale); nothing is NUL-terminated. Any value encodes,
  * NaN and Inf included (as "nan", "inf"), so that tests can produce records
  * the decoder must reject. */
-ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf, size_t size,
-                          size_t *len);
+LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf,
+                                 size_t size, size_t *len);
 
 /* Decodes a record value of exactly F values into out [F]. Returns
  * LS_REJECT_NONE, or the reason it is rejected (SIZE, PARSE, NONFINITE);
@@ -64,7 +64,8 @@ ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf
  * each number and one trailing "\n" or "\r\n" (ingest/record.c has the
  * exact grammar). Invalid arguments (out NULL, F outside [1,
  * LS_FEATURES_MAX], value NULL with len > 0) are rejected as SIZE. */
-ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F, float *out);
+LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
+                                    float *out);
 
 /* ------------------------------------------------------------------------ */
 /* Embedded broker                                                           */
@@ -101,30 +102,31 @@ typedef enum ls_kafka_api_e {
  * up (librdkafka 2.0.2 cannot put a mock broker on a chosen port); they then
  * connect to the brokers' advertised random ports on 127.0.0.1, so P works
  * for clients on this machine only. Fails with LS_ERR_IO if P is taken. */
-ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port);
+LS_API ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port);
 
 /* Stops the cluster; every record in it is gone. Accepts NULL. */
-void ls_broker_destroy(ls_broker_t *broker);
+LS_API void ls_broker_destroy(ls_broker_t *broker);
 
 /* The bootstrap address list ("127.0.0.1:PORT[,...]"), valid until destroy. */
-const char *ls_broker_bootstrap(const ls_broker_t *broker);
+LS_API const char *ls_broker_bootstrap(const ls_broker_t *broker);
 
 /* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
  * partitions partitions, leaders spread over the brokers. Replication
  * factor 1 is asked for, though the mock lists every broker as a replica
  * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA. */
-ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
+LS_API ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
 
 /* Takes broker broker_id down (its listener and connections close) or brings
  * it back up on the same port. Going down does NOT move leadership: clients
  * see the partitions it leads as unavailable until ls_broker_set_leader moves
  * them or the broker comes back. */
-ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id);
-ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id);
+LS_API ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id);
+LS_API ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id);
 
 /* Makes broker_id (or -1: no leader) the leader of topic [partition]. A topic
  * unknown to the cluster is auto-created first (librdkafka's mock does so). */
-ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition, int broker_id);
+LS_API ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,
+                                     int broker_id);
 
 /* Makes the next n requests of API api (on any broker) fail with errors [n],
  * Kafka protocol error codes (e.g. 6 NOT_LEADER_OR_FOLLOWER, 7
@@ -132,9 +134,9 @@ ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partit
  * yet used. librdkafka's mock ignores injected METADATA errors (its Metadata
  * handler never applies them): disturb metadata with ls_broker_set_down or a
  * leader of -1 instead. */
-ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, int n,
-                                       const int *errors);
-ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api);
+LS_API ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, int n,
+                                              const int *errors);
+LS_API ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api);
 
 /* ------------------------------------------------------------------------ */
 /* Synthetic feed                                                            */
@@ -164,9 +166,9 @@ ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api)
 typedef enum ls_gen_e { LS_GEN_SINE = 0, LS_GEN_AR2 = 1, LS_GEN_REGIME = 2 } ls_gen_t;
 
 /* Parses "sine", "ar2" or "regime". */
-ls_err_t ls_gen_parse(const char *name, ls_gen_t *out);
+LS_API ls_err_t ls_gen_parse(const char *name, ls_gen_t *out);
 /* "sine", "ar2" or "regime". */
-const char *ls_gen2str(ls_gen_t gen);
+LS_API const char *ls_gen2str(ls_gen_t gen);
 
 #define LS_FEED_MAX_SERIES 10000000
 /* Largest series * features: bounds the per-series state (8 bytes each). */
@@ -188,16 +190,16 @@ typedef struct ls_feed_conf_s {
 } ls_feed_conf_t;
 
 /* Fills conf with the defaults above. */
-void ls_feed_conf_default(ls_feed_conf_t *conf);
+LS_API void ls_feed_conf_default(ls_feed_conf_t *conf);
 
 typedef struct ls_feed_s ls_feed_t;
 
 /* Checks conf (each bad field is named) and copies it. */
-ls_err_t ls_feed_new(ls_feed_t **out, const ls_feed_conf_t *conf);
-void ls_feed_destroy(ls_feed_t *feed); /* accepts NULL */
+LS_API ls_err_t ls_feed_new(ls_feed_t **out, const ls_feed_conf_t *conf);
+LS_API void ls_feed_destroy(ls_feed_t *feed); /* accepts NULL */
 
 /* The feed's configuration, as given to ls_feed_new. */
-const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
+LS_API const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
 
 /* The F values of series s at step k (any k >= 0) into out [F]; if mean is
  * not NULL, mean [F] receives their expectation given steps 0..k-1 (and the
@@ -207,14 +209,14 @@ const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
  * produced. sine is random access; ar2 and regime keep per-series state, so
  * asking each series for k, k+1, ... costs O(F) a step, and going back
  * replays that series from step 0. Not thread-safe (one feed per thread). */
-ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean);
+LS_API ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean);
 
 /* Writes series s's key ("SYM0042") into buf (size bytes, NUL-terminated);
  * returns its length, or -1 if it does not fit. */
-int ls_feed_key(int s, char *buf, size_t size);
+LS_API int ls_feed_key(int s, char *buf, size_t size);
 
 /* The event time (ms) of step k. */
-int64_t ls_feed_time(const ls_feed_t *feed, int64_t k);
+LS_API int64_t ls_feed_time(const ls_feed_t *feed, int64_t k);
 
 /* ------------------------------------------------------------------------ */
 /* Producing records                                                         */
@@ -231,24 +233,24 @@ typedef struct ls_producer_s ls_producer_t;
  * metadata (a cluster that auto-creates topics creates it). settings [n] are
  * librdkafka "key=value" properties applied after lstream's defaults, so
  * they win. */
-ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *topic,
-                         const char *const *settings, int n_settings);
+LS_API ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *topic,
+                                const char *const *settings, int n_settings);
 
 /* Frees the producer; records not yet flushed are dropped. Accepts NULL. */
-void ls_producer_destroy(ls_producer_t *producer);
+LS_API void ls_producer_destroy(ls_producer_t *producer);
 
 /* The topic's partition count. */
-int ls_producer_partitions(const ls_producer_t *producer);
+LS_API int ls_producer_partitions(const ls_producer_t *producer);
 
 /* Queues one record (key 1..255 bytes, timestamp in ms); blocks while the
  * local queue is full. Delivery is checked by ls_producer_flush. */
-ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
-                          int64_t timestamp_ms, const void *value, size_t len);
+LS_API ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
+                                 int64_t timestamp_ms, const void *value, size_t len);
 
 /* Waits until every queued record is delivered or has failed. Fails with
  * LS_ERR_KAFKA (how many failed, the first reason) if any failed since the
  * last flush. */
-ls_err_t ls_producer_flush(ls_producer_t *producer);
+LS_API ls_err_t ls_producer_flush(ls_producer_t *producer);
 
 /* Called about 4 times a second during ls_feed_produce and ls_csv_replay
  * with the records queued so far and the total; return non-zero to stop
@@ -270,13 +272,13 @@ typedef struct ls_produce_stats_s {
 } ls_produce_stats_t;
 
 /* Fills opts with the defaults above. */
-void ls_produce_opts_default(ls_produce_opts_t *opts);
+LS_API void ls_produce_opts_default(ls_produce_opts_t *opts);
 
 /* Sends K steps of every series of feed (step-major: step 0 of every series,
  * then step 1, ...), key = ls_feed_key, timestamp = ls_feed_time, then
  * flushes. Restarts the feed's series at step 0. */
-ls_err_t ls_feed_produce(ls_feed_t *feed, ls_producer_t *producer, const ls_produce_opts_t *opts,
-                         ls_produce_stats_t *stats);
+LS_API ls_err_t ls_feed_produce(ls_feed_t *feed, ls_producer_t *producer,
+                                const ls_produce_opts_t *opts, ls_produce_stats_t *stats);
 
 /* Replays a CSV file of lines "series,time_ms,v1,...,vF" (the values follow
  * the csv record grammar, the same F on every line; no quoting; blank lines,
@@ -284,16 +286,15 @@ ls_err_t ls_feed_produce(ls_feed_t *feed, ls_producer_t *producer, const ls_prod
  * skipped; per-series time order is not checked: the trainer rejects records
  * that go back). The whole file is checked first: a bad line fails with
  * LS_ERR_CORRUPT and "FILE:LINE: what is wrong", and nothing is sent. */
-ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer, const ls_produce_opts_t *opts,
-                       ls_produce_stats_t *stats);
+LS_API ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer,
+                              const ls_produce_opts_t *opts, ls_produce_stats_t *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Windows                                                                   */
 
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
-/* The longest series key, in bytes (keys are 1..LS_KEY_MAX bytes). */
-#define LS_KEY_MAX 255
+/* (The longest series key, LS_KEY_MAX, is in lstream/common.h.) */
 
 /* One training window of one series (DESIGN.md "Windows"): TBPTT with
  * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
@@ -303,6 +304,10 @@ typedef struct ls_window_s {
   const char *key;      /* series key, key_len bytes, NUL-terminated */
   size_t key_len;       /* 1..LS_KEY_MAX */
   int32_t partition;    /* the series' partition */
+  int64_t series;       /* the series' id in its windower (and consumer): 0, 1, ... in
+                           the order series were first accepted, never reused: for a
+                           caller's per-series table to be indexed without hashing
+                           the key again */
   int64_t index;        /* k: the window's number in its series, from 0 */
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
@@ -337,7 +342,7 @@ typedef struct ls_window_stats_s {
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
  * records go in one at a time, complete windows come out. Series are keyed
- * by message key in an open-addressing hash table; each holds a buffer of
+ * by message key in the ground floor's key->index map; each holds a buffer of
  * T+1 records [T+1, F] into which values are decoded in place, so a push
  * allocates nothing except on a series' first record. Not thread-safe: one
  * thread pushes. */
@@ -345,10 +350,10 @@ typedef struct ls_windower_s ls_windower_t;
 
 /* Creates a windower for records of F features in format fmt and windows
  * of T steps. */
-ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T);
+LS_API ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T);
 
 /* Frees a windower; accepts NULL. */
-void ls_windower_destroy(ls_windower_t *w);
+LS_API void ls_windower_destroy(ls_windower_t *w);
 
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
@@ -361,8 +366,8 @@ void ls_windower_destroy(ls_windower_t *w);
  * series' skip rule: only stats.skipped tells). Invalid arguments, and
  * no memory for a new series, count nowhere and return LS_REJECT__COUNT,
  * with a message in ls_last_error(). */
-ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
-                             const ls_window_t **complete);
+LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
+                                    const ls_window_t **complete);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -373,7 +378,8 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
  * lone record, the last target of a window or a first record, is dropped:
  * it has no target), and a later push starts a new window from that
  * record. */
-ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_window_t **win);
+LS_API ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition,
+                                       const ls_window_t **win);
 
 /* A skip rule, for resuming from a snapshot: records of series `key` on
  * `partition` with offsets below `below` are skipped (counted in
@@ -386,24 +392,24 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
  * after); one rule per series (LS_ERR_INVALID_ARG for a second). Rules cost
  * a hash lookup per record of a series not seen yet, nothing once every
  * rule's series has been seen (they are freed then). */
-ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
-                                 int32_t partition, int64_t below, int64_t next_index);
+LS_API ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
+                                        int32_t partition, int64_t below, int64_t next_index);
 
 /* The lowest offset of a record the series of `partition` hold: their
  * partial windows, and the last target of each window handed out (kept as
  * the next window's first input); *found = 0 (and *offset = -1) when they
  * hold none. Rejected and skipped records are never held. */
-ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
-                                int *found);
+LS_API ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
+                                       int *found);
 
 /* Records of one series not yet in a complete window (0..T, its last
  * window's final target included as the next window's first input); 0 with
  * *found = 0 when the key was never accepted. */
-ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
-                             int64_t *records, int *found);
+LS_API ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
+                                    int64_t *records, int *found);
 
 /* The windower's counters. */
-ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
+LS_API ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
 
 /* ------------------------------------------------------------------------ */
 /* librdkafka properties                                                     */
@@ -413,10 +419,10 @@ ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
  * starting with '#' skipped. Each property is checked against librdkafka;
  * an error names the file and the line. On success *settings [*n] holds the
  * "key=value" strings in file order; free them with ls_kafka_config_free. */
-ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n);
+LS_API ls_err_t ls_kafka_config_read(const char *path, char ***settings, int *n);
 
 /* Frees what ls_kafka_config_read returned; accepts NULL. */
-void ls_kafka_config_free(char **settings, int n);
+LS_API void ls_kafka_config_free(char **settings, int n);
 
 /* ------------------------------------------------------------------------ */
 /* Consumer                                                                  */
@@ -436,7 +442,7 @@ typedef struct ls_start_s {
 
 /* Parses "beginning", "end", an offset ("1234" or "offset:1234") or a
  * timestamp in ms ("time:1700000000000"). */
-ls_err_t ls_start_parse(const char *text, ls_start_t *out);
+LS_API ls_err_t ls_start_parse(const char *text, ls_start_t *out);
 
 /* Consumer configuration: lstream keys and librdkafka properties. */
 typedef struct ls_ingest_conf_s ls_ingest_conf_t;
@@ -448,29 +454,51 @@ typedef struct ls_ingest_conf_s ls_ingest_conf_t;
  * one call at a time. */
 typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
 
-ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out);
-void ls_ingest_conf_destroy(ls_ingest_conf_t *conf); /* accepts NULL */
+/* The consumer's lstream settings, typed: ls_ingest_conf_set sets one
+ * field from its text (the key in brackets), ls_ingest_conf_set_settings
+ * all of them at once. Defaults in parentheses. */
+typedef struct ls_ingest_settings_s {
+  const char *topic;             /* [topic] the topic to read (required) */
+  const char *dead_letter_topic; /* [dead.letter.topic] copy rejected records there,
+                                    with the header lstream-reject-reason (NULL: none) */
+  ls_format_t format;            /* [format] f32 | csv (f32) */
+  int features;                  /* [features] F, values per record, 1..LS_FEATURES_MAX (1) */
+  int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (32) */
+  int64_t queue_windows;         /* [queue.windows] most complete windows queued per
+                                    partition (256) */
+  int64_t buffer_records;        /* [buffer.records] most records held in memory: series
+                                    buffers plus T+1 per queued window, all partitions
+                                    (4194304) */
+  int stop_at_end;               /* [stop] end (1): stop at the high watermarks read at
+                                    start (replay) | never (0): run until destroyed (live) */
+  int flush;                     /* [flush] true (1): at the end, emit trailing partial
+                                    windows, masked | false (0) */
+  int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
+  int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
+                                    (10000) */
+  int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
+} ls_ingest_settings_t;
 
-/* Sets an lstream key (value in text, as on a command line):
- *   topic               the topic to read (required)
- *   format              f32 | csv                               (f32)
- *   features            F, values per record                    (1)
- *   window              T, steps per window                     (32)
- *   queue.windows       most complete windows queued per partition (256)
- *   buffer.records      most records held in memory: series buffers plus
- *                       T+1 per queued window, all partitions   (4194304)
- *   stop                end: stop at the high watermarks read at start
- *                       (replay) | never: run until destroyed (live)  (never)
- *   flush               true: at the end, emit trailing partial windows,
- *                       masked | false                          (false)
- *   dead.letter.topic   copy rejected records there, with the header
- *                       lstream-reject-reason                   (none)
- *   warn.interval.ms    see ls_ingest_warn_cb                   (5000)
- *   start.timeout.ms    limit on resolving start positions      (10000)
- *   commit.timeout.ms   limit on ls_ingest_commit               (5000)
- * An unknown key is LS_ERR_UNKNOWN_KEY; librdkafka properties go through
+/* Fills s with the defaults (no topic). */
+LS_API void ls_ingest_settings_init(ls_ingest_settings_t *s);
+
+LS_API ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out);
+LS_API void ls_ingest_conf_destroy(ls_ingest_conf_t *conf); /* accepts NULL */
+
+/* Sets one field of the settings from its key and its text, as on a
+ * command line ("window", "64"; the keys are in ls_ingest_settings_t). An
+ * unknown key is LS_ERR_UNKNOWN_KEY; librdkafka properties go through
  * ls_ingest_conf_set_kafka. */
-ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char *value);
+LS_API ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char *value);
+
+/* Sets every field: each is checked against the range ls_ingest_conf_set
+ * accepts (an error names the first bad one and leaves conf unchanged),
+ * then copied, strings included. */
+LS_API ls_err_t ls_ingest_conf_set_settings(ls_ingest_conf_t *conf, const ls_ingest_settings_t *s);
+
+/* The settings of conf; its strings stay conf's, valid until it changes. */
+LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
+                                            ls_ingest_settings_t *out);
 
 /* Passes one librdkafka property through, "key=value" (as kcat -X), checked
  * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
@@ -482,12 +510,14 @@ ls_err_t ls_ingest_conf_set(ls_ingest_conf_t *conf, const char *key, const char 
  * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why).
  * enable.auto.commit, enable.auto.offset.store (false) and
  * enable.partition.eof (true) are fixed. */
-ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
+LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
-ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition, ls_start_t start);
+LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
+                                             ls_start_t start);
 
-ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb, void *opaque);
+LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
+                                           void *opaque);
 
 /* Adds a skip rule for resuming from a snapshot (ls_windower_skip_series
  * has the rule): records of series `key` on `partition` below offset
@@ -499,11 +529,11 @@ ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb
  * skips nothing (a series whose last window was a flushed partial one, at
  * the end of a replay: its last record was dropped with the flush). Cheap
  * to call 100k+ times: keys are packed into one buffer. */
-ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
-                                    int32_t partition, int64_t below, int64_t next_index);
+LS_API ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
+                                           int32_t partition, int64_t below, int64_t next_index);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
-ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
+LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
 
 /* Counters of a running consumer. Memory is counted in records: series
  * buffers plus T+1 per queued window. */
@@ -548,31 +578,32 @@ typedef struct ls_ingest_s ls_ingest_t;
  * such as librdkafka's mock, answers "none": the consumer then starts at
  * the low watermark and skips). The conf is copied; it may be destroyed
  * after. */
-ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
+LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
 /* Stops the thread, closes the clients (flushing dead letters); accepts
  * NULL. Windows not released are freed: do not use them after. */
-void ls_ingest_destroy(ls_ingest_t *ing);
+LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
  * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error,
  * an offset out of range, a memory bound too small for the series' partial windows) is returned
  * here, with its message, once the queue is empty. */
-ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what, const ls_window_t **win);
+LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
+                               const ls_window_t **win);
 
 /* ls_ingest_next for one partition (one of the conf's): its windows in the
  * order its records completed them, which depends on the data only (what a
  * deterministic replay forms its steps from). LS_NEXT_END once stop=end,
  * the partition reached its end and all its windows (flushed ones
  * included) were taken. One thread takes windows, by either call. */
-ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
-                                  ls_next_t *what, const ls_window_t **win);
+LS_API ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
+                                         ls_next_t *what, const ls_window_t **win);
 
 /* Gives a window back to the consumer's pool; accepts NULL. */
-void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
+LS_API void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
 
 /* A snapshot of the counters; callable from any thread. */
-ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
+LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 
 /* Where partition `partition` (one of the conf's) must start again for
  * nothing it has consumed to be lost: the lowest offset of a record of it
@@ -589,7 +620,7 @@ ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
  * (ls_ingest_conf_skip_series); a consumer started there with those rules
  * forms exactly the windows not yet trained, in the same per-partition
  * order, flushed partial ones included. */
-ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset);
+LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset);
 
 /* Commits offsets [n] of partitions [n] (the conf's) to the conf's group.id,
  * for Kafka's tools to show the trainer's lag: offsets[i] is the next offset
@@ -599,14 +630,14 @@ ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *o
  * after commit.timeout.ms (the commit may still land later) or when it
  * refused any partition (named, with the reason). Callable from any thread;
  * it does not hold up the consumer. n = 0 commits nothing. */
-ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
-                          const int64_t *offsets);
+LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                 const int64_t *offsets);
 
 /* ls_windower_pending for the consumer's series, once a replay (stop=end)
  * has reached the end of every partition (LS_ERR_STATE before): the records
  * left out of windows, e.g. to report or to carry into a snapshot. */
-ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
-                           int *found);
+LS_API ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len,
+                                  int64_t *records, int *found);
 
 #ifdef __cplusplus
 }

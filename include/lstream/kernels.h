@@ -62,25 +62,25 @@ typedef enum ls_param_kind_e {
 } ls_param_kind_t;
 
 /* Checks a shape: every size >= 1, and small enough that buffers fit. */
-ls_err_t ls_shape_check(const ls_shape_t *shape);
+LS_API ls_err_t ls_shape_check(const ls_shape_t *shape);
 
 /* Number of floats in the flat parameter buffer of a shape. */
-ls_err_t ls_param_count(const ls_shape_t *shape, size_t *count);
+LS_API ls_err_t ls_param_count(const ls_shape_t *shape, size_t *count);
 
 /* Where one parameter tensor lives in the flat buffer: its first float and
  * its number of floats. `layer` is 0..L-1 for the LSTM tensors. */
-ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind,
-                         size_t *offset, size_t *count);
+LS_API ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind,
+                                size_t *offset, size_t *count);
 
 /* The gradient buffer in the order backward finishes it: segment 0 is the
  * head (head.weight, head.bias), segment k = 1..L is layer L-k's four
  * tensors. Each segment is one contiguous range [offset, offset + count) of
  * the flat buffer, and the L+1 segments tile it, back to front. */
-ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t *count);
+LS_API ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t *count);
 
 /* PyTorch's name of a tensor ("weight_ih_l0", "head.weight"), written into
  * buf (NUL-terminated). */
-ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size);
+LS_API ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */
@@ -121,55 +121,55 @@ typedef struct ls_engine_conf_s {
 /* How many devices of a kind this process can use: 1 for the CPU; the
  * visible GPUs for CUDA (0 where there is none or no driver).
  * LS_ERR_UNSUPPORTED for a device this build lacks. */
-ls_err_t ls_device_count(ls_device_t device, int *count);
+LS_API ls_err_t ls_device_count(ls_device_t device, int *count);
 
 /* Fills conf with defaults: I = O = 1, H = 64, L = 1, B = 64, T = 32, CPU,
  * all cores, fp32. */
-void ls_engine_conf_init(ls_engine_conf_t *conf);
+LS_API void ls_engine_conf_init(ls_engine_conf_t *conf);
 
 typedef struct ls_engine_s ls_engine_t;
 
 /* Creates an engine and allocates every buffer it will use (no allocation
  * happens in later calls). Parameters start at zero: call
  * ls_engine_init_params or ls_engine_write_params. conf is copied. */
-ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out);
+LS_API ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out);
 
 /* Frees an engine; accepts NULL. */
-void ls_engine_destroy(ls_engine_t *eng);
+LS_API void ls_engine_destroy(ls_engine_t *eng);
 
 /* The engine's configuration (threads resolved to the number in use). */
-const ls_engine_conf_t *ls_engine_get_conf(const ls_engine_t *eng);
+LS_API const ls_engine_conf_t *ls_engine_get_conf(const ls_engine_t *eng);
 
 /* Number of floats in the parameter (and gradient, and each Adam moment)
  * buffer. */
-size_t ls_engine_param_count(const ls_engine_t *eng);
+LS_API size_t ls_engine_param_count(const ls_engine_t *eng);
 
 /* PyTorch's initialisation, reproducibly from seed: every LSTM tensor and
  * the head uniform in [-1/sqrt(H), 1/sqrt(H)]. Resets the optimizer. */
-ls_err_t ls_engine_init_params(ls_engine_t *eng, uint64_t seed);
+LS_API ls_err_t ls_engine_init_params(ls_engine_t *eng, uint64_t seed);
 
 /* Copies the flat parameter buffer out of / into the engine (n floats,
  * n == ls_engine_param_count). Writing resets nothing else. */
-ls_err_t ls_engine_read_params(ls_engine_t *eng, float *dst, size_t n);
-ls_err_t ls_engine_write_params(ls_engine_t *eng, const float *src, size_t n);
+LS_API ls_err_t ls_engine_read_params(ls_engine_t *eng, float *dst, size_t n);
+LS_API ls_err_t ls_engine_write_params(ls_engine_t *eng, const float *src, size_t n);
 
 /* The accumulated gradient (same layout as the parameters). */
-ls_err_t ls_engine_read_grads(ls_engine_t *eng, float *dst, size_t n);
-ls_err_t ls_engine_write_grads(ls_engine_t *eng, const float *src, size_t n);
-ls_err_t ls_engine_zero_grads(ls_engine_t *eng);
+LS_API ls_err_t ls_engine_read_grads(ls_engine_t *eng, float *dst, size_t n);
+LS_API ls_err_t ls_engine_write_grads(ls_engine_t *eng, const float *src, size_t n);
+LS_API ls_err_t ls_engine_zero_grads(ls_engine_t *eng);
 
 /* The gradient buffer itself, in the engine's device memory (host memory on
  * the CPU): ls_engine_param_count floats, for an in-place all-reduce between
  * ls_engine_backward and ls_engine_optimizer_step. NULL for a NULL engine. */
-float *ls_engine_grad_buffer(ls_engine_t *eng);
+LS_API float *ls_engine_grad_buffer(ls_engine_t *eng);
 
 /* The engine's device: LS_DEVICE_CPU or LS_DEVICE_CUDA. */
-ls_device_t ls_engine_device(const ls_engine_t *eng);
+LS_API ls_device_t ls_engine_device(const ls_engine_t *eng);
 
 /* The stream the engine queues its work on: a cudaStream_t on CUDA, NULL on
  * the CPU (where every call has finished its work when it returns). Work
  * another library queues on it (an all-reduce) runs in the engine's order. */
-void *ls_engine_stream(const ls_engine_t *eng);
+LS_API void *ls_engine_stream(const ls_engine_t *eng);
 
 /* Called by ls_engine_backward each time a gradient segment (see
  * ls_grad_segment) holds its final value for this backward: segment 0 after
@@ -182,14 +182,14 @@ typedef ls_err_t (*ls_grad_ready_fn)(void *opaque, int segment, size_t offset, s
                                      void *stream);
 
 /* Sets (fn != NULL) or clears (fn == NULL) the engine's gradient hook. */
-ls_err_t ls_engine_set_grad_hook(ls_engine_t *eng, ls_grad_ready_fn fn, void *opaque);
+LS_API ls_err_t ls_engine_set_grad_hook(ls_engine_t *eng, ls_grad_ready_fn fn, void *opaque);
 
 /* ------------------------------------------------------------------------ */
 /* One window                                                                */
 
 /* Sets the initial state of the next forward: h0, c0 [L, B, H] from host
  * memory; NULL for either means zeros. */
-ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, const float *c0);
+LS_API ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, const float *c0);
 
 /* Runs the LSTM stack, the head and (when target is not NULL) the masked
  * MSE over one window, keeping what backward needs.
@@ -199,8 +199,19 @@ ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, const flo
  * The initial state is the one set for this B by ls_engine_set_state or
  * ls_engine_gather_state. loss_sum and count (may be NULL) receive the loss
  * sum and the number of valid target values (see the top of this file). */
-ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x, const float *target,
-                           const float *mask, double *loss_sum, double *count);
+LS_API ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x,
+                                  const float *target, const float *mask, double *loss_sum,
+                                  double *count);
+
+/* ls_engine_forward for a window given as one sequence, the layout a
+ * series' records arrive in: inputs are rows 0..T-1 of seq and targets
+ * rows 1..T, the next step of every feature (so the model must have O == I).
+ *   seq  [T+1, B, I]  records
+ *   mask [T, B]       1 = valid target, 0 = padding; NULL = all valid
+ * The T+1 rows are copied to the engine's memory once; the targets are read
+ * from that copy (half the copies of x and a target shifted by one row). */
+LS_API ls_err_t ls_engine_forward_seq(ls_engine_t *eng, int T, int B, const float *seq,
+                                      const float *mask, double *loss_sum, double *count);
 
 /* Back-propagates the last forward (which must have had a target):
  * ACCUMULATES d(loss_scale * loss_sum)/d(parameters) into the gradient
@@ -208,16 +219,17 @@ ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x, const
  * Pass loss_scale = 1/count for PyTorch's mean loss of this window alone, or
  * 1 when counts are summed across windows or ranks (then give the optimizer
  * grad_scale = 1/total count). */
-ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
+LS_API ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
 
 /* Results of the last forward, any may be NULL:
  *   y [T, B, H] top-layer outputs, pred [T, B, O] head outputs,
  *   hT, cT [L, B, H] final states. */
-ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT, float *cT);
+LS_API ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT,
+                                       float *cT);
 
 /* Input gradients of the last backward, any may be NULL:
  *   dx [T, B, I], dh0 [L, B, H], dc0 [L, B, H]. */
-ls_err_t ls_engine_read_input_grads(ls_engine_t *eng, float *dx, float *dh0, float *dc0);
+LS_API ls_err_t ls_engine_read_input_grads(ls_engine_t *eng, float *dx, float *dh0, float *dc0);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                 */
@@ -232,7 +244,7 @@ typedef struct ls_optim_s {
 } ls_optim_t;
 
 /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0. */
-void ls_optim_init(ls_optim_t *opt);
+LS_API void ls_optim_init(ls_optim_t *opt);
 
 /* One optimizer step on the flat buffers, with PyTorch's semantics:
  *   g = grad_scale * grad
@@ -240,17 +252,18 @@ void ls_optim_init(ls_optim_t *opt);
  *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
  * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
  * before clipping. */
-ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
-                                  float *grad_norm);
+LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
+                                         float *grad_norm);
 
 /* The optimizer's step count (number of updates so far). */
-int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
+LS_API int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
 
 /* The optimizer's state, for snapshots: Adam's moments m, v (n floats each,
  * n == ls_engine_param_count, the parameters' layout) and its step count. */
-ls_err_t ls_engine_read_optimizer(ls_engine_t *eng, float *m, float *v, size_t n, int64_t *steps);
-ls_err_t ls_engine_write_optimizer(ls_engine_t *eng, const float *m, const float *v, size_t n,
-                                   int64_t steps);
+LS_API ls_err_t ls_engine_read_optimizer(ls_engine_t *eng, float *m, float *v, size_t n,
+                                         int64_t *steps);
+LS_API ls_err_t ls_engine_write_optimizer(ls_engine_t *eng, const float *m, const float *v,
+                                          size_t n, int64_t steps);
 
 /* ------------------------------------------------------------------------ */
 /* Series-state tables in device memory                                      */
@@ -259,27 +272,28 @@ ls_err_t ls_engine_write_optimizer(ls_engine_t *eng, const float *m, const float
  * engine's device memory (host memory on the CPU). New tables are zero. */
 typedef struct ls_state_table_s ls_state_table_t;
 
-ls_err_t ls_state_table_new(ls_engine_t *eng, size_t slots, ls_state_table_t **out);
-void ls_state_table_destroy(ls_state_table_t *tab); /* accepts NULL */
-size_t ls_state_table_slots(const ls_state_table_t *tab);
+LS_API ls_err_t ls_state_table_new(ls_engine_t *eng, size_t slots, ls_state_table_t **out);
+LS_API void ls_state_table_destroy(ls_state_table_t *tab); /* accepts NULL */
+LS_API size_t ls_state_table_slots(const ls_state_table_t *tab);
 
 /* Grows to at least `slots` slots keeping every existing row; new rows zero. */
-ls_err_t ls_state_table_grow(ls_state_table_t *tab, size_t slots);
+LS_API ls_err_t ls_state_table_grow(ls_state_table_t *tab, size_t slots);
 
 /* Host copies of rows [first, first + n): h, c [n, L, H]. */
-ls_err_t ls_state_table_read(ls_state_table_t *tab, size_t first, size_t n, float *h, float *c);
-ls_err_t ls_state_table_write(ls_state_table_t *tab, size_t first, size_t n, const float *h,
-                              const float *c);
+LS_API ls_err_t ls_state_table_read(ls_state_table_t *tab, size_t first, size_t n, float *h,
+                                    float *c);
+LS_API ls_err_t ls_state_table_write(ls_state_table_t *tab, size_t first, size_t n, const float *h,
+                                     const float *c);
 
 /* h0[l, b] = tab.h[slots[b], l] (and c), for b < B; a negative slot gives a
  * zero state. Sets the initial state of the next forward of batch B. */
-ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
-                                const int64_t *slots);
+LS_API ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
+                                       const int64_t *slots);
 
 /* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B;
  * negative slots are skipped. Slots must be distinct. */
-ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
-                                 const int64_t *slots);
+LS_API ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
+                                        const int64_t *slots);
 
 #ifdef __cplusplus
 }

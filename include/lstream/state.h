@@ -34,44 +34,41 @@ typedef struct ls_series_info_s {
 
 /* Creates a table whose states live in eng's memory, with room for
  * `initial` series before it first grows (growth keeps every state). */
-ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t **out);
+LS_API ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t **out);
 
 /* Frees the table and its states; accepts NULL. */
-void ls_series_table_destroy(ls_series_table_t *tab);
+LS_API void ls_series_table_destroy(ls_series_table_t *tab);
 
 /* The slot of a series, adding it (with a zero state) when new.
  * key: 1..255 bytes. */
-ls_err_t ls_series_table_slot(ls_series_table_t *tab, const void *key, size_t key_len,
-                              int32_t partition, int64_t *slot);
-
-/* The slot of a series, or -1 when the table has not seen it. */
-ls_err_t ls_series_table_find(const ls_series_table_t *tab, const void *key, size_t key_len,
-                              int64_t *slot);
+LS_API ls_err_t ls_series_table_slot(ls_series_table_t *tab, const void *key, size_t key_len,
+                                     int32_t partition, int64_t *slot);
 
 /* Number of series. Slots are 0..count-1 in order of first appearance. */
-size_t ls_series_table_count(const ls_series_table_t *tab);
+LS_API size_t ls_series_table_count(const ls_series_table_t *tab);
 
 /* Records that a window of `records` target records ending at last_offset
  * was trained for the series at slot. */
-ls_err_t ls_series_table_trained(ls_series_table_t *tab, int64_t slot, int64_t records,
-                                 int64_t last_offset);
+LS_API ls_err_t ls_series_table_trained(ls_series_table_t *tab, int64_t slot, int64_t records,
+                                        int64_t last_offset);
 
 /* Sets the counts of the series at slot, as a snapshot recorded them. */
-ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot, int64_t windows,
-                                 int64_t records, int64_t last_offset);
+LS_API ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot, int64_t windows,
+                                        int64_t records, int64_t last_offset);
 
 /* What the table knows of the series at slot. */
-ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot, ls_series_info_t *out);
+LS_API ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot,
+                                     ls_series_info_t *out);
 
 /* The states of every slot, for ls_engine_gather_state / scatter_state. */
-ls_state_table_t *ls_series_table_states(ls_series_table_t *tab);
+LS_API ls_state_table_t *ls_series_table_states(ls_series_table_t *tab);
 
 /* A 64-bit FNV-1a digest of every series' key, partition, counts and state
  * bits, in slot order: equal digests mean bit-identical tables. */
-ls_err_t ls_series_table_digest(ls_series_table_t *tab, uint64_t *digest);
+LS_API ls_err_t ls_series_table_digest(ls_series_table_t *tab, uint64_t *digest);
 
 /* The engine whose memory holds the table's states (NULL for NULL). */
-ls_engine_t *ls_series_table_engine(const ls_series_table_t *tab);
+LS_API ls_engine_t *ls_series_table_engine(const ls_series_table_t *tab);
 
 /* ======================================================================== */
 /* Snapshots                                                                 */
@@ -123,61 +120,61 @@ typedef struct ls_snapshot_model_s {
 /* Creates an empty snapshot for states of `shape` (its L and H size the
  * states), with room for `series` series and `partitions` partitions before
  * it first grows (0 is allowed for either). */
-ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitions,
-                         ls_snapshot_t **out);
+LS_API ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitions,
+                                ls_snapshot_t **out);
 
 /* Frees a snapshot; accepts NULL. */
-void ls_snapshot_destroy(ls_snapshot_t *snap);
+LS_API void ls_snapshot_destroy(ls_snapshot_t *snap);
 
 /* Empties a snapshot (no series, no partitions, no model, info zero) and
  * keeps its memory for the next fill. */
-void ls_snapshot_reset(ls_snapshot_t *snap);
+LS_API void ls_snapshot_reset(ls_snapshot_t *snap);
 
 /* Sets who wrote it and when (checked: step in range, 0 <= rank < world). */
-ls_err_t ls_snapshot_set_info(ls_snapshot_t *snap, const ls_snapshot_info_t *info);
+LS_API ls_err_t ls_snapshot_set_info(ls_snapshot_t *snap, const ls_snapshot_info_t *info);
 
 /* Copies the model: params, adam_m, adam_v [n] each (n == ls_param_count of
  * the snapshot's shape) and the optimizer's step count. Only rank 0's part
  * holds a model. */
-ls_err_t ls_snapshot_set_model(ls_snapshot_t *snap, const float *params, const float *adam_m,
-                               const float *adam_v, size_t n, int64_t adam_steps);
+LS_API ls_err_t ls_snapshot_set_model(ls_snapshot_t *snap, const float *params, const float *adam_m,
+                                      const float *adam_v, size_t n, int64_t adam_steps);
 
 /* Copies the model straight out of an engine of the same shape (parameters,
  * Adam moments and step count): what ls_snapshot_set_model does without a
  * host buffer in between. */
-ls_err_t ls_snapshot_set_engine(ls_snapshot_t *snap, ls_engine_t *eng);
+LS_API ls_err_t ls_snapshot_set_engine(ls_snapshot_t *snap, ls_engine_t *eng);
 
 /* Appends one series, copying its key, counts (series->slot is ignored) and
  * its states h, c [L, H] each. */
-ls_err_t ls_snapshot_add_series(ls_snapshot_t *snap, const ls_series_info_t *series, const float *h,
-                                const float *c);
+LS_API ls_err_t ls_snapshot_add_series(ls_snapshot_t *snap, const ls_series_info_t *series,
+                                       const float *h, const float *c);
 
 /* Appends every series of a table in slot order, with its states read in
  * one copy (ls_state_table_read). The table's engine must have the
  * snapshot's L and H. */
-ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_table_t *tab);
+LS_API ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_table_t *tab);
 
 /* Appends a partition and the offset its consumer resumes from (the next
  * record to read). Each partition at most once. */
-ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
+LS_API ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
 
 /* Accessors; pointers stay valid until the snapshot is changed or freed. */
-ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
-ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
+LS_API ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
+LS_API ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
 /* LS_ERR_STATE when the snapshot holds no model (a part of rank > 0). */
-ls_err_t ls_snapshot_get_model(const ls_snapshot_t *snap, ls_snapshot_model_t *out);
-size_t ls_snapshot_series_count(const ls_snapshot_t *snap);
+LS_API ls_err_t ls_snapshot_get_model(const ls_snapshot_t *snap, ls_snapshot_model_t *out);
+LS_API size_t ls_snapshot_series_count(const ls_snapshot_t *snap);
 /* Series i (0 <= i < count, in the order added): key (NUL-terminated),
  * partition and counts in *out (slot = i), states h, c [L, H] (either
  * pointer may be NULL). */
-ls_err_t ls_snapshot_get_series(const ls_snapshot_t *snap, size_t i, ls_series_info_t *out,
-                                const float **h, const float **c);
+LS_API ls_err_t ls_snapshot_get_series(const ls_snapshot_t *snap, size_t i, ls_series_info_t *out,
+                                       const float **h, const float **c);
 /* Every series' states at once: h, c [S, L, H] (S = series count), for
  * ls_state_table_write. */
-ls_err_t ls_snapshot_get_states(const ls_snapshot_t *snap, const float **h, const float **c);
-size_t ls_snapshot_partition_count(const ls_snapshot_t *snap);
-ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, int32_t *partition,
-                                   int64_t *offset);
+LS_API ls_err_t ls_snapshot_get_states(const ls_snapshot_t *snap, const float **h, const float **c);
+LS_API size_t ls_snapshot_partition_count(const ls_snapshot_t *snap);
+LS_API ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, int32_t *partition,
+                                          int64_t *offset);
 
 /* ------------------------------------------------------------------------ */
 /* Snapshot files                                                            */
@@ -193,17 +190,17 @@ typedef struct ls_snapshot_conf_s {
 } ls_snapshot_conf_t;
 
 /* Fills conf with the defaults above. */
-void ls_snapshot_conf_init(ls_snapshot_conf_t *conf);
+LS_API void ls_snapshot_conf_init(ls_snapshot_conf_t *conf);
 
 /* Checks a configuration (level, workers and keep in range). */
-ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf);
+LS_API ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf);
 
 /* Writes snap (whose info says its step, world and rank) as
  * DIR/.tmp-snap-<step>/shard-<rank>, fsynced, creating DIR and the
  * temporary directory as needed. Rank 0's part must hold the model, other
  * ranks' must not. Several ranks may write into the same DIR at once. */
-ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *dir,
-                                 const ls_snapshot_conf_t *conf);
+LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *dir,
+                                        const ls_snapshot_conf_t *conf);
 
 /* Rank 0, once every rank's shard of `step` is written: verifies the
  * world shards in DIR/.tmp-snap-<step> (present, structure and checksums,
@@ -213,7 +210,7 @@ ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *dir,
  * `keep` newest snapshots up to this step (and older temporary directories
  * left by failed attempts). Snapshots of later steps, left by a run that was
  * resumed from an earlier one, are not deleted but are no longer found. */
-ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
+LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
 #define LS_SNAPSHOT_SECTIONS_MAX 8
@@ -236,7 +233,7 @@ typedef struct ls_snapshot_file_s {
 } ls_snapshot_file_t;
 
 /* The file a loaded snapshot came from (all zero for one built in memory). */
-ls_err_t ls_snapshot_get_file(const ls_snapshot_t *snap, ls_snapshot_file_t *out);
+LS_API ls_err_t ls_snapshot_get_file(const ls_snapshot_t *snap, ls_snapshot_file_t *out);
 
 /* A snapshot's manifest: its step, world, and each shard's size, checksum
  * and counts. */
@@ -250,18 +247,21 @@ typedef struct ls_snapshot_shard_s {
 } ls_snapshot_shard_t;
 
 /* Reads and verifies PATH/manifest (PATH: a snap-<step> directory). */
-ls_err_t ls_snapshot_manifest_read(const char *path, ls_snapshot_manifest_t **out);
-void ls_snapshot_manifest_destroy(ls_snapshot_manifest_t *man); /* accepts NULL */
-ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *man, int64_t *step, int32_t *world);
-ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, int rank,
-                                    ls_snapshot_shard_t *out);
-ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man, ls_snapshot_file_t *out);
+LS_API ls_err_t ls_snapshot_manifest_read(const char *path, ls_snapshot_manifest_t **out);
+LS_API void ls_snapshot_manifest_destroy(ls_snapshot_manifest_t *man); /* accepts NULL */
+LS_API ls_err_t ls_snapshot_manifest_get(const ls_snapshot_manifest_t *man, int64_t *step,
+                                         int32_t *world);
+LS_API ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, int rank,
+                                           ls_snapshot_shard_t *out);
+LS_API ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man,
+                                          ls_snapshot_file_t *out);
 
 /* Loads shard `rank` of a snapshot, verifying everything: the size and
  * checksum the manifest lists, magic, version, structure, every section's
  * stored and raw checksums, the whole-file checksum, and that its step,
  * world and rank are the manifest's. */
-ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank, ls_snapshot_t **out);
+LS_API ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank,
+                                       ls_snapshot_t **out);
 
 /* Loads what rank `rank` of a `world`-rank run resumes from, out of the
  * snapshot at PATH (a snap-<step> directory) written by any number of ranks:
@@ -271,7 +271,7 @@ ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank, ls_
  *     partition offsets of the partitions p with p % world == rank.
  * The result's info carries the snapshot's step, seed and fingerprint and
  * the given world and rank. Every file read is verified as by load_shard. */
-ls_err_t ls_snapshot_load(const char *path, int world, int rank, ls_snapshot_t **out);
+LS_API ls_err_t ls_snapshot_load(const char *path, int world, int rank, ls_snapshot_t **out);
 
 /* Called by ls_snapshot_find_latest for each snapshot it passes over:
  * path (the snapshot directory, or DIR/latest) and why. */
@@ -286,8 +286,8 @@ typedef void (*ls_snapshot_reject_cb)(void *opaque, const char *path, ls_err_t e
  * snapshot passed over is reported to cb (may be NULL). path is "" (and
  * LS_OK returned) when DIR holds no snapshot at all; LS_ERR_CORRUPT when it
  * holds some but none is good. */
-ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb cb, void *opaque,
-                                 char *path, size_t size);
+LS_API ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb cb, void *opaque,
+                                        char *path, size_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Export                                                                    */
@@ -296,12 +296,13 @@ ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb cb, void
  * PyTorch's names for a module with .lstm = nn.LSTM(I, H, L) and
  * .head = nn.Linear(H, O): lstm.weight_ih_l0, ..., head.weight, head.bias),
  * loadable by load_state_dict(strict=True). */
-ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *path);
+LS_API ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *path);
 
 /* The states of the parts parts[0 .. n-1] (in that order) as a safetensors
  * file: h, c [S, L, H] F32, and in __metadata__ "keys" (a JSON array of
  * strings, key byte b as code point b) and "partitions" (a JSON array). */
-ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, const char *path);
+LS_API ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n,
+                                          const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Background writer                                                         */
@@ -325,33 +326,33 @@ typedef struct ls_snapshotter_status_s {
 
 /* Creates a writer for snapshots of `shape` into DIR, configured by conf
  * (copied), and starts its thread. */
-ls_err_t ls_snapshotter_new(const char *dir, const ls_shape_t *shape,
-                            const ls_snapshot_conf_t *conf, ls_snapshotter_t **out);
+LS_API ls_err_t ls_snapshotter_new(const char *dir, const ls_shape_t *shape,
+                                   const ls_snapshot_conf_t *conf, ls_snapshotter_t **out);
 
 /* Waits for the job in progress, stops the thread, frees both snapshots;
  * accepts NULL. */
-void ls_snapshotter_destroy(ls_snapshotter_t *w);
+LS_API void ls_snapshotter_destroy(ls_snapshotter_t *w);
 
 /* The snapshot to fill for the next submit (reset it first). It changes at
  * every accepted submit: ask again each time. */
-ls_snapshot_t *ls_snapshotter_staging(ls_snapshotter_t *w);
+LS_API ls_snapshot_t *ls_snapshotter_staging(ls_snapshotter_t *w);
 
 /* Hands the staging snapshot to the thread, which writes its shard, and
  * commits it too when its info says world 1. *busy = 1 (and nothing
  * happens) while the previous job is still running: the caller skips this
  * snapshot (poll first to skip the filling too). */
-ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy);
+LS_API ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy);
 
 /* Rank 0 of several: has the thread commit `step` (every rank reported its
  * shard written). *busy = 1 (and nothing happens) while a job is running. */
-ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy);
+LS_API ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy);
 
 /* The writer's state; never blocks. */
-ls_err_t ls_snapshotter_poll(ls_snapshotter_t *w, ls_snapshotter_status_t *out);
+LS_API ls_err_t ls_snapshotter_poll(ls_snapshotter_t *w, ls_snapshotter_status_t *out);
 
 /* Waits until no job is running; returns the last job's error (its
  * message in ls_last_error()). */
-ls_err_t ls_snapshotter_flush(ls_snapshotter_t *w);
+LS_API ls_err_t ls_snapshotter_flush(ls_snapshotter_t *w);
 
 #ifdef __cplusplus
 }

@@ -33,8 +33,8 @@ extern "C" {
 
 typedef struct ls_train_conf_s ls_train_conf_t;
 
-ls_err_t ls_train_conf_new(ls_train_conf_t **out);
-void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
+LS_API ls_err_t ls_train_conf_new(ls_train_conf_t **out);
+LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
 
 /* Sets a key from its text (the same keys as `lstream train --KEY VALUE`
  * and `--config FILE`). LS_ERR_UNKNOWN_KEY for a key that does not exist,
@@ -117,25 +117,25 @@ void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * In a replay a step takes batch/partitions windows from each partition, so
  * N ranks train on the same windows per step as one.
  */
-ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
+LS_API ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
 
 /* Passes a librdkafka property "key=value" to the consumer (as kcat -X). */
-ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setting);
+LS_API ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setting);
 
 /* Reads KEY = VALUE lines (blank lines and lines starting with # skipped)
  * and sets each; an error names the file and the line. */
-ls_err_t ls_train_conf_read(ls_train_conf_t *conf, const char *path);
+LS_API ls_err_t ls_train_conf_read(ls_train_conf_t *conf, const char *path);
 
 /* The current value of a key as text, into buf. */
-ls_err_t ls_train_conf_get(const ls_train_conf_t *conf, const char *key, char *buf,
-                           size_t size);
+LS_API ls_err_t ls_train_conf_get(const ls_train_conf_t *conf, const char *key, char *buf,
+                                  size_t size);
 
 /* The keys, NULL-terminated, with one-line help each (for --help). */
 typedef struct ls_train_key_s {
   const char *key;
   const char *help;
 } ls_train_key_t;
-const ls_train_key_t *ls_train_conf_keys(void);
+LS_API const ls_train_key_t *ls_train_conf_keys(void);
 
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
@@ -178,16 +178,16 @@ typedef struct ls_trainer_s ls_trainer_t;
 
 /* The number of ranks the process was started among by mpirun (Open MPI or
  * a PMI launcher), or 1. The program initialises MPI when it is above 1. */
-int ls_train_launched_ranks(void);
+LS_API int ls_train_launched_ranks(void);
 
 /* Creates a trainer: checks the conf, connects, resolves the partitions and
  * their start positions, builds the engine. conf is copied. */
-ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out);
-void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
+LS_API ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out);
+LS_API void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
 
 /* What resuming did ("" when it did nothing): the snapshot used, and any
  * damaged one passed over. */
-const char *ls_trainer_note(const ls_trainer_t *tr);
+LS_API const char *ls_trainer_note(const ls_trainer_t *tr);
 
 /* Called after every step; a non-zero return stops the run (cleanly). */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
@@ -196,35 +196,31 @@ typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
  * non-zero (checked at least every 100 ms; a signal handler may set it), or
  * until cb asks; then takes a last snapshot (with snapshot_dir). stop and
  * cb may be NULL. */
-ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
-                        void *opaque);
+LS_API ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
+                               void *opaque);
 
 /* Totals of the run. Collective: every rank calls it; series and rejected
  * records are summed over the ranks. */
-ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out);
+LS_API ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out);
 
 /* This trainer's rank and the number of ranks. */
-ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world);
+LS_API ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world);
 
 /* A host copy of the parameters (n = their count, from ls_trainer_param_count). */
-size_t ls_trainer_param_count(const ls_trainer_t *tr);
-ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n);
-
-/* Ingest progress of a replay: offsets consumed and the total to the
- * watermarks (-1 when live). */
-ls_err_t ls_trainer_progress(ls_trainer_t *tr, int64_t *done, int64_t *total);
+LS_API size_t ls_trainer_param_count(const ls_trainer_t *tr);
+LS_API ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n);
 
 /* FNV-1a digests of the flat parameter buffer and of the series table (keys,
  * counts and states; with several ranks, every rank's tables combined):
  * equal digests, bit-identical models. Collective. */
-ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states);
+LS_API ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states);
 
 /* Number of series seen. */
-int64_t ls_trainer_series_count(const ls_trainer_t *tr);
+LS_API int64_t ls_trainer_series_count(const ls_trainer_t *tr);
 
 /* What the trainer knows of series i (0 <= i < count, in order of first
  * appearance): key, partition, windows and target records trained. */
-ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out);
+LS_API ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the snapshot file reader (state/snapshot_format.c).
+ * libFuzzer target for the snapshot file reader (state/snapshot_decode.c).
  * The first input byte picks what the rest is read as: bit 0, a manifest or
  * a shard; bit 1, with every checksum verified (what the library always
  * does) or with checksums skipped, so that mutated content reaches the

@@ -636,7 +636,11 @@ Test(cli, bad_arguments_give_usage_errors, .timeout = 120) {
   const char *const a4[] = {"broker", "--topic", "bad/name:3", NULL};
   expect_exit(a4, 1, "topic name 'bad/name'");
   const char *const a5[] = {"broker", "--verbose", NULL};
-  expect_exit(a5, 2, "needs a value or is unknown");
+  expect_exit(a5, 2, "unknown option '--verbose'");
+  const char *const a6[] = {"broker", "--brok", "2", NULL}; /* abbreviations are refused */
+  expect_exit(a6, 2, "unknown option '--brok'");
+  const char *const a7[] = {"broker", "--port", NULL};
+  expect_exit(a7, 2, "option '--port' needs a value");
   const char *const p1[] = {"produce", "--topic", "t", NULL};
   expect_exit(p1, 2, "--brokers is required");
   const char *const p2[] = {"produce", "--brokers",   "x:1", "--topic",
@@ -659,4 +663,9 @@ Test(cli, bad_arguments_give_usage_errors, .timeout = 120) {
   expect_exit(p7, 1, "cannot open Kafka config file");
   const char *const p8[] = {"produce", "--brokers", "x:1", "--topic", "t", "--features", "0", NULL};
   expect_exit(p8, 2, "--features '0'");
+  const char *const p9[] = {"produce", "--brokers=x:1", "--topic=t", "--features=0", NULL};
+  expect_exit(p9, 2, "--features '0'"); /* --key=value reaches the same check */
+  const char *const p10[] = {"produce",     "--brokers=x:1", "--topic=t",
+                             "--csv=f.csv", "--seed=3",      NULL};
+  expect_exit(p10, 2, "--seed is a feed option");
 }

@@ -91,6 +91,54 @@ Test(conf, keys) {
   ls_ingest_conf_destroy(NULL);
 }
 
+/* The typed settings: what ls_ingest_conf_set sets from text, at once. */
+Test(conf, settings) {
+  ls_ingest_conf_t *const c = conf_new();
+  ls_ingest_settings_t s;
+  ls_ingest_settings_init(&s);
+  cr_expect_eq(s.window, 32);
+  cr_expect_eq(s.buffer_records, 4194304);
+  cr_expect_null(s.topic);
+  char topic[] = "ticks";
+  s.topic = topic;
+  s.format = LS_FORMAT_CSV;
+  s.window = 64;
+  s.queue_windows = 8;
+  s.stop_at_end = 1;
+  cr_assert_eq(ls_ingest_conf_set_settings(c, &s), LS_OK, "%s", ls_last_error());
+  topic[0] = 'X'; /* copied: the conf keeps its own */
+  ls_ingest_settings_t got;
+  cr_assert_eq(ls_ingest_conf_get_settings(c, &got), LS_OK);
+  cr_expect_str_eq(got.topic, "ticks");
+  cr_expect_eq(got.format, LS_FORMAT_CSV);
+  cr_expect_eq(got.window, 64);
+  cr_expect_eq(got.queue_windows, 8);
+  cr_expect_eq(got.stop_at_end, 1);
+  cr_expect_null(got.dead_letter_topic);
+  /* The string setter changes the same fields. */
+  cr_assert_eq(ls_ingest_conf_set(c, "window", "16"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set(c, "stop", "never"), LS_OK);
+  cr_assert_eq(ls_ingest_conf_get_settings(c, &got), LS_OK);
+  cr_expect_eq(got.window, 16);
+  cr_expect_eq(got.stop_at_end, 0);
+  /* A field out of range is named, and nothing changes. */
+  ls_ingest_settings_t bad = s;
+  bad.window = 0;
+  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "window: 0");
+  bad = s;
+  bad.buffer_records = 1;
+  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "buffer.records: 1");
+  bad = s;
+  bad.format = (ls_format_t)7;
+  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "format: 7");
+  cr_assert_eq(ls_ingest_conf_get_settings(c, &got), LS_OK);
+  cr_expect_eq(got.window, 16);
+  cr_expect_eq(got.format, LS_FORMAT_CSV);
+  cr_expect_eq(ls_ingest_conf_set_settings(NULL, &s), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_get_settings(c, NULL), LS_ERR_INVALID_ARG);
+  ls_ingest_conf_destroy(c);
+}
+
 Test(conf, kafka_properties) {
   ls_ingest_conf_t *const c = conf_new();
   cr_expect_eq(ls_ingest_conf_set_kafka(c, "bootstrap.servers=127.0.0.1:9092"), LS_OK);

@@ -885,9 +885,17 @@ Test(consumer, partition_queues_are_independent) {
     /* The complete ones, of both partitions, are exactly the series'. */
     for (int i = 0; i < 30; i++) {
       const got_t *const o = &g->w[i];
-      ls_window_t const view = {o->key,          strlen(o->key), o->partition, o->index,
-                                o->first_offset, o->last_offset, o->T,         F,
-                                o->n_targets,    o->x,           o->mask};
+      ls_window_t const view = {.key = o->key,
+                                .key_len = strlen(o->key),
+                                .partition = o->partition,
+                                .index = o->index,
+                                .first_offset = o->first_offset,
+                                .last_offset = o->last_offset,
+                                .T = o->T,
+                                .F = F,
+                                .n_targets = o->n_targets,
+                                .x = o->x,
+                                .mask = o->mask};
       got_add(&r.got, &view);
     }
     got_free(&part[p]);

@@ -142,6 +142,7 @@ Test(window, interleaved_series) {
       if (win != NULL) {
         expect_window(win, keys[s], s, got[s], T, T, offset_interleaved);
         cr_expect_eq(win->partition, s == 1);
+        cr_expect_eq(win->series, s, "series ids count from 0 in order of first record");
         got[s]++;
       }
     }
@@ -233,6 +234,10 @@ Test(window, rejected_first_record_creates_no_series) {
   cr_assert_eq(ls_windower_pending(w, "x", 1, &pending, &found), LS_OK);
   cr_expect_eq(found, 0);
   cr_expect_eq(push(w, "x", 0, 0, 8, 0, 0, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "x", 0, 1, 8, 1, 1, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "x", 0, 2, 8, 2, 2, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win);
+  cr_expect_eq(win->series, 0, "a rejected record takes no series id");
   ls_windower_destroy(w);
 }
 
@@ -252,6 +257,7 @@ Test(window, many_series) {
         cr_assert_eq(k, T);
         cr_assert_str_eq(win->key, key);
         cr_assert_eq(win->x[T * F], value_of(s % 1000, T));
+        cr_assert_eq(win->series, s, "the id stays the series' through the map's growth");
         windows++;
       }
     }

@@ -4,7 +4,9 @@
 # Usage: train_test.sh LSTREAM CASE
 #   sine         stateful beats stateless by 3x and the last-value baseline
 #   ar2          final prequential MSE within 10% of the noise variance s2
-#   determinism  the same replay twice: bit-identical parameters and states
+#   determinism  the same replay twice (options spelled --key value, then
+#                --key=value and a --config file): bit-identical parameters
+#                and states
 #   counts       late, early-stopping and slow series: each window once, in
 #                order; per-series counts equal the topic's
 # Every case starts its own broker and stops it on exit.
@@ -64,7 +66,12 @@ determinism)
     --records-per-series 300 --generator regime --seed 11 >/dev/null
   args=(--topic det --features 3 --window 7 --batch 10 --hidden 12 --layers 2 --lr 0.005)
   train "$work/one" "${args[@]}"
-  train "$work/two" "${args[@]}"
+  # The same run spelled otherwise: --key=value, and keys from a --config
+  # file (lr from it; its layers overridden by the command line, whatever
+  # the order).
+  printf '# the same run\nlr = 0.005\nlayers = 1\n' >"$work/det.conf"
+  train "$work/two" --topic=det --features=3 --window 7 --batch=10 --hidden=12 --layers=2 \
+    --config "$work/det.conf"
   d1=$(grep '^digest' "$work/one")
   d2=$(grep '^digest' "$work/two")
   [ -n "$d1" ] && [ "$d1" = "$d2" ] || fail "two replays differ: '$d1' vs '$d2'"

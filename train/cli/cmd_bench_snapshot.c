@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/state.h"
 
@@ -22,29 +23,30 @@ typedef struct bench_s {
   const char *dir;
 } bench_t;
 
-static void usage(FILE *f) {
-  fprintf(f, "Usage: lstream bench snapshot [--series N] [--hidden H] [--layers L] [--inputs I]\n"
-             "                              [--window T] [--levels A,B,..] [--workers W]\n"
-             "                              [--threads N] [--dir DIR]\n"
-             "\n"
-             "Makes N series' states by running a window of T random-walk steps per series\n"
-             "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"
-             "the engine and series table as the trainer does, then writes (shard + commit,\n"
-             "fsync included) and loads it back at each level, without and with byte\n"
-             "shuffling, and prints one line per configuration:\n"
-             "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"
-             "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"
-             "(MB/s of raw content). The files go to DIR (default\n"
-             "/tmp/lstream-bench-snapshot, emptied of its snapshots as it goes).\n"
-             "\n"
-             "  --series N   series (default 100000)\n"
-             "  --hidden H   hidden size (default 256)\n"
-             "  --layers L   layers (default 2)\n"
-             "  --inputs I   features (default 1)\n"
-             "  --window T   steps run per series to make its state (default 4)\n"
-             "  --levels     zstd levels (default 1,3)\n"
-             "  --workers W  zstd worker threads (default 0: compress on the writing thread)\n"
-             "  --threads N  engine threads (default: all cores)\n");
+#define ABOUT                                                                            \
+  "Makes N series' states by running a window of T random-walk steps per series\n"     \
+  "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"   \
+  "the engine and series table as the trainer does, then writes (shard + commit,\n"    \
+  "fsync included) and loads it back at each level, without and with byte\n"           \
+  "shuffling, and prints one line per configuration:\n"                                 \
+  "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"          \
+  "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"    \
+  "(MB/s of raw content). The files go to DIR, emptied of its snapshots as it goes.\n"
+
+/* --levels A,B,..: zstd levels. */
+static int parse_levels(void *opaque, const char *text) {
+  bench_t *const b = opaque;
+  static const base_value_t level = BASE_V_INT(1, 22);
+  char *copy = strdup(text), *save = NULL;
+  int bad = copy == NULL;
+  b->n_levels = 0;
+  for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save))
+    bad = b->n_levels == MAX_LEVELS || base_value_parse(&level, t, &b->levels[b->n_levels++]) != 0;
+  free(copy);
+  if (bad || b->n_levels == 0)
+    return cli_usage_error("bench snapshot", "--levels '%s': expected 1 to %d zstd levels (1..22), "
+                           "separated by commas", text, MAX_LEVELS);
+  return CLI_EXIT_OK;
 }
 
 /* Random-walk inputs x [T, B, I]. */
@@ -96,10 +98,10 @@ static ls_err_t make_states(const bench_t *b, ls_engine_t *eng, ls_series_table_
 /* Writes and loads snapshot `step` with conf; prints its line. */
 static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snapshot_conf_t *conf,
                      int64_t step) {
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   ls_err_t err = ls_snapshot_write_shard(snap, b->dir, conf);
   if (err == LS_OK) err = ls_snapshot_commit(b->dir, step, 1, 1);
-  double const write_s = cli_now() - t0;
+  double const write_s = base_now_s() - t0;
   if (err != LS_OK) return cli_fail(err, "cannot write the snapshot");
   char path[4096];
   snprintf(path, sizeof path, "%s/snap-%012lld", b->dir, (long long)step);
@@ -108,10 +110,10 @@ static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snaps
   err = ls_snapshot_manifest_read(path, &man);
   if (err == LS_OK) err = ls_snapshot_manifest_shard(man, 0, &shard);
   ls_snapshot_manifest_destroy(man);
-  double const t1 = cli_now();
+  double const t1 = base_now_s();
   ls_snapshot_t *back = NULL;
   if (err == LS_OK) err = ls_snapshot_load(path, 1, 0, &back);
-  double const load_s = cli_now() - t1;
+  double const load_s = base_now_s() - t1;
   size_t const loaded = ls_snapshot_series_count(back);
   ls_snapshot_file_t file = {0};
   ls_snapshot_get_file(back, &file);
@@ -144,15 +146,15 @@ static int run(const bench_t *b) {
   ls_err_t err = ls_engine_new(&ec, &eng);
   if (err == LS_OK) err = ls_engine_init_params(eng, 1);
   if (err == LS_OK) err = ls_series_table_new(eng, (size_t)b->series, &tab);
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   if (err == LS_OK) err = make_states(b, eng, tab);
-  double const make_s = cli_now() - t0;
+  double const make_s = base_now_s() - t0;
   if (err == LS_OK) err = ls_snapshot_new(&ec.shape, (size_t)b->series, PARTITIONS, &snap);
   /* Fill twice: the second fill is what every snapshot after the first
    * costs the step loop (no allocation). */
   double fill_s = 0.0;
   for (int round = 0; round < 2 && err == LS_OK; round++) {
-    double const t1 = cli_now();
+    double const t1 = base_now_s();
     ls_snapshot_reset(snap);
     ls_snapshot_info_t const info = {round, 1, 0, 1, 0};
     err = ls_snapshot_set_info(snap, &info);
@@ -160,7 +162,7 @@ static int run(const bench_t *b) {
     if (err == LS_OK) err = ls_snapshot_add_series_table(snap, tab);
     for (int p = 0; p < PARTITIONS && err == LS_OK; p++)
       err = ls_snapshot_add_partition(snap, p, 1000 + p);
-    fill_s = cli_now() - t1;
+    fill_s = base_now_s() - t1;
   }
   int rc = CLI_EXIT_OK;
   if (err != LS_OK) rc = cli_fail(err, "cannot prepare the snapshot");
@@ -188,42 +190,34 @@ static int run(const bench_t *b) {
 
 int cmd_bench_snapshot(int argc, char **argv) {
   bench_t b = {100000, 1, 256, 2, 4, 0, 0, {1, 3}, 2, "/tmp/lstream-bench-snapshot"};
-  for (int i = 1; i < argc; i += 2) {
-    const char *const a = argv[i];
-    const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    if (v == NULL)
-      return cli_usage_error("bench snapshot", "option '%s' needs a value or is unknown", a);
-    int bad = 0;
-    if (!strcmp(a, "--series"))
-      bad = cli_parse_int(v, 1, 100000000, &b.series);
-    else if (!strcmp(a, "--hidden"))
-      bad = cli_parse_int(v, 1, 65536, &b.H);
-    else if (!strcmp(a, "--layers"))
-      bad = cli_parse_int(v, 1, 64, &b.L);
-    else if (!strcmp(a, "--inputs"))
-      bad = cli_parse_int(v, 1, 65536, &b.I);
-    else if (!strcmp(a, "--window"))
-      bad = cli_parse_int(v, 1, 4096, &b.T);
-    else if (!strcmp(a, "--workers"))
-      bad = cli_parse_int(v, 0, 256, &b.workers);
-    else if (!strcmp(a, "--threads"))
-      bad = cli_parse_int(v, 1, 4096, &b.threads);
-    else if (!strcmp(a, "--dir"))
-      b.dir = v;
-    else if (!strcmp(a, "--levels")) {
-      char *copy = strdup(v), *save = NULL;
-      b.n_levels = 0;
-      for (char *t = strtok_r(copy, ",", &save); t && !bad; t = strtok_r(NULL, ",", &save))
-        bad = b.n_levels == MAX_LEVELS || cli_parse_int(t, 1, 22, &b.levels[b.n_levels++]);
-      bad |= b.n_levels == 0;
-      free(copy);
-    } else
-      return cli_usage_error("bench snapshot", "unknown option '%s'", a);
-    if (bad) return cli_usage_error("bench snapshot", "%s '%s' is not valid", a, v);
-  }
+  cli_opt_t const opts[] = {
+      {.name = "series", .arg = "N", .kind = CLI_VALUE, .dst = &b.series,
+       .value = BASE_V_INT(1, 100000000), .help = "series"},
+      {.name = "hidden", .arg = "H", .kind = CLI_VALUE, .dst = &b.H,
+       .value = BASE_V_INT(1, 65536), .help = "hidden size"},
+      {.name = "layers", .arg = "L", .kind = CLI_VALUE, .dst = &b.L, .value = BASE_V_INT(1, 64),
+       .help = "layers"},
+      {.name = "inputs", .arg = "I", .kind = CLI_VALUE, .dst = &b.I,
+       .value = BASE_V_INT(1, 65536), .help = "features"},
+      {.name = "window", .arg = "T", .kind = CLI_VALUE, .dst = &b.T, .value = BASE_V_INT(1, 4096),
+       .help = "steps run per series to make its state"},
+      {.name = "levels", .arg = "A,B,..", .kind = CLI_CALL, .dst = &b, .call = parse_levels,
+       .def = "1,3", .help = "zstd levels"},
+      {.name = "workers", .arg = "W", .kind = CLI_VALUE, .dst = &b.workers,
+       .value = BASE_V_INT(0, 256), .help = "zstd worker threads (0: compress on the writing thread)"},
+      {.name = "threads", .arg = "N", .kind = CLI_VALUE, .dst = &b.threads,
+       .value = BASE_V_INT(1, 4096), .def = "all cores", .help = "engine threads"},
+      {.name = "dir", .arg = "DIR", .kind = CLI_TEXT, .dst = &b.dir, .def = b.dir,
+       .help = "where the snapshots go"},
+      {0},
+  };
+  cli_spec_t const spec = {"bench snapshot",
+                           "[--series N] [--hidden H] [--layers L] [--inputs I]\n"
+                           "                              [--window T] [--levels A,B,..] [--workers W]\n"
+                           "                              [--threads N] [--dir DIR]",
+                           ABOUT, opts, NULL, 0};
+  cli_args_t args;
+  int const rc = cli_parse(&spec, argc, argv, &args);
+  if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
   return run(&b);
 }

@@ -8,32 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "comm.h"
 #include "lstream/kernels.h"
 
 #define MAX_SHAPES 32
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: mpirun -np N lstream bench comm [--device cpu|cuda] [--shape H,I,L]...\n"
-          "                                       [--reps N] [--warmup N]\n"
-          "\n"
-          "Times the sum of a model's gradient buffer over every rank (mpi on the CPU,\n"
-          "nccl on GPUs), median of --reps, and prints one line per shape on rank 0:\n"
-          "  comm backend=mpi ranks=N H=.. I=.. L=.. floats=.. MB=.. whole_us=..\n"
-          "       segments=L+1 segmented_us=.. busbw_GBps=..\n"
-          "whole: one all-reduce of the buffer; segmented: one per layer and one for the\n"
-          "head, started back to back (what an overlapped backward does, less the\n"
-          "compute in between). busbw = 2 (N-1)/N * bytes / whole time, NCCL's bus\n"
-          "bandwidth convention. On one rank the sums are no-ops: run it under mpirun.\n"
-          "\n"
-          "  --device D     cpu (default, MPI) or cuda (NCCL, one GPU per local rank)\n"
-          "  --shape S      hidden, inputs, layers (outputs = inputs); repeat for several\n"
-          "                 (default: the engine benchmark's 128,8,2 64,4,1 256,16,2 and\n"
-          "                 512,32,2)\n"
-          "  --reps N       timed sums per shape (default 20)\n"
-          "  --warmup N     untimed sums first (default 3)\n");
+#define ABOUT                                                                            \
+  "Times the sum of a model's gradient buffer over every rank (mpi on the CPU,\n"      \
+  "nccl on GPUs), median of --reps, and prints one line per shape on rank 0:\n"        \
+  "  comm backend=mpi ranks=N H=.. I=.. L=.. floats=.. MB=.. whole_us=..\n"             \
+  "       segments=L+1 segmented_us=.. busbw_GBps=..\n"                                 \
+  "whole: one all-reduce of the buffer; segmented: one per layer and one for the\n"    \
+  "head, started back to back (what an overlapped backward does, less the\n"           \
+  "compute in between). busbw = 2 (N-1)/N * bytes / whole time, NCCL's bus\n"          \
+  "bandwidth convention. On one rank the sums are no-ops: run it under mpirun.\n"
+
+static const char *const devices[] = {"cpu", "cuda", NULL}; /* ls_device_t order */
+
+/* The shapes to time (--shape, repeatable). */
+typedef struct shapes_s {
+  ls_shape_t v[MAX_SHAPES];
+  int n;
+} shapes_t;
+
+/* --shape H,I,L (outputs = inputs). */
+static int add_shape(void *opaque, const char *text) {
+  shapes_t *const sh = opaque;
+  ls_shape_t s = {0, 0, 0, 0};
+  char tail = 0;
+  if (sh->n == MAX_SHAPES) return cli_usage_error("bench comm", "at most %d shapes", MAX_SHAPES);
+  if (sscanf(text, "%d,%d,%d%c", &s.hidden_size, &s.input_size, &s.num_layers, &tail) != 3)
+    return cli_usage_error("bench comm", "--shape is H,I,L, not '%s'", text);
+  s.output_size = s.input_size;
+  if (ls_shape_check(&s) != LS_OK)
+    return cli_usage_error("bench comm", "--shape %s: %s", text, ls_last_error());
+  sh->v[sh->n++] = s;
+  return CLI_EXIT_OK;
 }
 
 /* One timed round: every rank starts together (a step's sum of doubles is
@@ -41,7 +53,7 @@ static void usage(FILE *f) {
 static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
   double z = 0.0;
   LS_FORWARD_IF_ERROR(comm_sum_doubles(c, &z, 1));
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   if (segmented) {
     LS_FORWARD_IF_ERROR(comm_grads_start_segments(c));
     LS_FORWARD_IF_ERROR(comm_grads_finish(c));
@@ -49,7 +61,7 @@ static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
     LS_FORWARD_IF_ERROR(comm_sum_grads(c));
   }
   LS_FORWARD_IF_ERROR(comm_sync(c));
-  *seconds = cli_now() - t0;
+  *seconds = base_now_s() - t0;
   return LS_OK;
 }
 
@@ -99,47 +111,37 @@ static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int
 }
 
 int cmd_bench_comm(int argc, char **argv) {
-  ls_shape_t shapes[MAX_SHAPES];
-  int n_shapes = 0, reps = 20, warmup = 3;
+  shapes_t shapes = {.n = 0};
+  int reps = 20, warmup = 3;
   ls_device_t device = LS_DEVICE_CPU;
-  for (int i = 1; i < argc; i++) {
-    const char *const a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    if (i + 1 >= argc) return cli_usage_error("bench comm", "option '%s' needs a value", a);
-    const char *const v = argv[++i];
-    if (!strcmp(a, "--device")) {
-      if (!strcmp(v, "cpu")) device = LS_DEVICE_CPU;
-      else if (!strcmp(v, "cuda")) device = LS_DEVICE_CUDA;
-      else return cli_usage_error("bench comm", "--device is cpu or cuda, not '%s'", v);
-    } else if (!strcmp(a, "--shape")) {
-      ls_shape_t s = {0, 0, 0, 0};
-      char tail = 0;
-      if (n_shapes == MAX_SHAPES)
-        return cli_usage_error("bench comm", "at most %d shapes", MAX_SHAPES);
-      if (sscanf(v, "%d,%d,%d%c", &s.hidden_size, &s.input_size, &s.num_layers, &tail) != 3)
-        return cli_usage_error("bench comm", "--shape is H,I,L, not '%s'", v);
-      s.output_size = s.input_size;
-      if (ls_shape_check(&s) != LS_OK)
-        return cli_usage_error("bench comm", "--shape %s: %s", v, ls_last_error());
-      shapes[n_shapes++] = s;
-    } else if (!strcmp(a, "--reps")) {
-      if (cli_parse_int(v, 1, 1000000, &reps) != 0)
-        return cli_usage_error("bench comm", "--reps must be in [1, 1000000], not '%s'", v);
-    } else if (!strcmp(a, "--warmup")) {
-      if (cli_parse_int(v, 0, 1000000, &warmup) != 0)
-        return cli_usage_error("bench comm", "--warmup must be in [0, 1000000], not '%s'", v);
-    } else {
-      return cli_usage_error("bench comm", "unknown option '%s'", a);
-    }
-  }
+  cli_opt_t const opts[] = {
+      {.name = "device", .arg = "D", .kind = CLI_VALUE, .dst = &device,
+       .value = BASE_V_CHOICE(devices),
+       .help = "cpu (MPI) or cuda (NCCL, one GPU per local rank)"},
+      {.name = "shape", .arg = "S", .kind = CLI_CALL, .dst = &shapes, .call = add_shape,
+       .help = "hidden, inputs, layers (outputs = inputs); repeat for several\n"
+               "(default: the engine benchmark's 128,8,2 64,4,1 256,16,2 and\n"
+               "512,32,2)"},
+      {.name = "reps", .arg = "N", .kind = CLI_VALUE, .dst = &reps,
+       .value = BASE_V_INT(1, 1000000), .help = "timed sums per shape"},
+      {.name = "warmup", .arg = "N", .kind = CLI_VALUE, .dst = &warmup,
+       .value = BASE_V_INT(0, 1000000), .help = "untimed sums first"},
+      {0},
+  };
+  cli_spec_t const spec = {"bench comm",
+                           "[--device cpu|cuda] [--shape H,I,L]... [--reps N] [--warmup N]\n"
+                           "       (under mpirun -np N)",
+                           ABOUT, opts, NULL, 0};
+  cli_args_t args;
+  int const parsed = cli_parse(&spec, argc, argv, &args);
+  if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
+  int n_shapes = shapes.n;
+  ls_shape_t *const sh = shapes.v;
   if (n_shapes == 0) {
     static const ls_shape_t defaults[] = {{8, 128, 2, 8}, {4, 64, 1, 4}, {16, 256, 2, 16},
                                           {32, 512, 2, 32}};
     n_shapes = (int)(sizeof defaults / sizeof defaults[0]);
-    memcpy(shapes, defaults, sizeof defaults);
+    memcpy(sh, defaults, sizeof defaults);
   }
   int up = 0;
   int rc = cli_mpi_begin(&argc, &argv, &up);
@@ -152,7 +154,7 @@ int cmd_bench_comm(int argc, char **argv) {
   if (rc == CLI_EXIT_OK && comm_rank(c) == 0 && !up)
     fprintf(stderr, "lstream bench comm: one rank: the sums are no-ops (run it under mpirun)\n");
   for (int i = 0; rc == CLI_EXIT_OK && i < n_shapes; i++)
-    rc = bench_one(c, &shapes[i], device, reps, warmup);
+    rc = bench_one(c, &sh[i], device, reps, warmup);
   comm_destroy(c);
   cli_mpi_end(up, rc);
   return rc;

@@ -1,15 +1,12 @@
 /*
- * Helpers shared by the lstream subcommands: error reporting, strict
- * number parsing, timing.
+ * Helpers shared by the lstream subcommands: error reporting, medians,
+ * lists of subcommands, MPI around a command.
  */
 #include "cli.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "lstream/train.h"
 
@@ -33,45 +30,13 @@ int cli_fail(ls_err_t err, const char *fmt, ...) {
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
-  fprintf(stderr, "lstream %s: ", cmd);
+  char const *const sep = cmd[0] ? " " : "";
+  fprintf(stderr, "lstream%s%s: ", sep, cmd);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fprintf(stderr, " (try `lstream %s --help`)\n", cmd);
+  fprintf(stderr, " (try `lstream%s%s --help`)\n", sep, cmd);
   return CLI_EXIT_USAGE;
-}
-
-int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
-  if (s == NULL || *s == '\0') return -1;
-  char *end = NULL;
-  errno = 0;
-  long long const v = strtoll(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
-int cli_parse_int(const char *s, int min, int max, int *out) {
-  int64_t v;
-  if (cli_parse_i64(s, min, max, &v) != 0) return -1;
-  *out = (int)v;
-  return 0;
-}
-
-int cli_parse_double(const char *s, double min, double max, double *out) {
-  if (s == NULL || *s == '\0') return -1;
-  char *end = NULL;
-  errno = 0;
-  double const v = strtod(s, &end);
-  if (errno != 0 || *end != '\0' || !isfinite(v) || v < min || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
-double cli_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -83,6 +48,13 @@ double cli_median(double *v, int n) {
   if (n <= 0) return 0.0;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void cli_commands_text(const cli_command_t *cmds, int n, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && len < size; i++)
+    len += (size_t)snprintf(buf + len, size - len, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
 }
 
 int cli_mpi_begin(int *argc, char ***argv, int *up) {

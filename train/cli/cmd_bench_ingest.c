@@ -8,37 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/ingest.h"
 #include "progress.h"
 
-static void usage(FILE *f) {
-  fprintf(f, "Usage: lstream bench ingest --brokers ADDR --topic NAME [--format f32|csv]\n"
-             "                            [--window T] [--features F] [-X key=value]...\n"
-             "                            [--kafka-config FILE]\n"
-             "       lstream bench ingest --from-memory [--records N] [--series K]\n"
-             "                            [--format f32|csv] [--window T] [--features F]\n"
-             "\n"
-             "Times decoding, validation and windowing, without training, and prints one line:\n"
-             "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"
-             "\n"
-             "With --brokers, consumes every partition of the topic from its beginning to the\n"
-             "high watermarks read at start, as the trainer would (progress on stderr).\n"
-             "With --from-memory, first encodes N records of K series (the synthetic sine\n"
-             "feed) in memory, then times one thread pushing them through the windower; the\n"
-             "median of 3 passes is reported.\n"
-             "\n"
-             "  --brokers ADDR       bootstrap servers (host:port,...)\n"
-             "  --topic NAME         the topic to read\n"
-             "  --format FMT         record values: f32 (default) or csv\n"
-             "  --window T           steps per window (default 32)\n"
-             "  --features F         values per record (default 4)\n"
-             "  -X key=value         a librdkafka property (repeatable)\n"
-             "  --kafka-config FILE  librdkafka properties, key=value lines\n"
-             "  --from-memory        no Kafka: records generated in memory\n"
-             "  --records N          records to generate (default 4000000)\n"
-             "  --series K           series they belong to (default 1000)\n");
-}
+#define ABOUT                                                                             \
+  "Times decoding, validation and windowing, without training, and prints one line:\n"  \
+  "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"                  \
+  "\n"                                                                                    \
+  "With --brokers, consumes every partition of the topic from its beginning to the\n"   \
+  "high watermarks read at start, as the trainer would (progress on stderr).\n"         \
+  "With --from-memory, first encodes N records of K series (the synthetic sine\n"       \
+  "feed) in memory, then times one thread pushing them through the windower; the\n"     \
+  "median of 3 passes is reported.\n"
+
+static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
 
 typedef struct bench_args_s {
   const char *brokers, *topic;
@@ -110,7 +95,7 @@ static double records_pass(const bench_args_t *a, const records_t *r, int64_t *w
   if (*err != LS_OK) return 0.0;
   int64_t n_windows = 0;
   int const K = a->series;
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   for (int64_t i = 0; i < a->records; i++) {
     int const s = (int)(i % K);
     ls_record_t const rec = {
@@ -125,7 +110,7 @@ static double records_pass(const bench_args_t *a, const records_t *r, int64_t *w
     }
     n_windows += win != NULL;
   }
-  double const seconds = cli_now() - t0;
+  double const seconds = base_now_s() - t0;
   ls_windower_destroy(w);
   *windows = n_windows;
   return seconds;
@@ -156,21 +141,22 @@ static void print_warning(void *opaque, const char *message) {
 /* The consumer's configuration: every partition from its beginning, to the
  * high watermarks. */
 static int conf_make(const bench_args_t *a, ls_ingest_conf_t **out) {
+  ls_ingest_settings_t s;
+  ls_ingest_settings_init(&s);
+  s.topic = a->topic;
+  s.format = a->format;
+  s.features = a->features;
+  s.window = a->window;
+  s.stop_at_end = 1;
+  s.queue_windows = 4096;
   ls_ingest_conf_t *c = NULL;
   ls_err_t err = ls_ingest_conf_new(&c);
-  char servers[1024], num[32];
+  char servers[1024];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", a->brokers);
+  if (err == LS_OK) err = ls_ingest_conf_set_settings(c, &s);
   if (err == LS_OK) err = ls_ingest_conf_set_kafka(c, servers);
   for (int i = 0; i < a->props.n && err == LS_OK; i++)
     err = ls_ingest_conf_set_kafka(c, a->props.items[i]);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "topic", a->topic);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "format", ls_format2str(a->format));
-  snprintf(num, sizeof num, "%d", a->features);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "features", num);
-  snprintf(num, sizeof num, "%d", a->window);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "window", num);
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "stop", "end");
-  if (err == LS_OK) err = ls_ingest_conf_set(c, "queue.windows", "4096");
   if (err == LS_OK) err = ls_ingest_conf_set_warn_cb(c, print_warning, NULL);
   int32_t partitions = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(c, &partitions);
@@ -189,7 +175,7 @@ static int bench_topic(const bench_args_t *a) {
   ls_ingest_conf_t *c = NULL;
   int rc = conf_make(a, &c);
   if (rc != CLI_EXIT_OK) return rc;
-  double const t0 = cli_now();
+  double const t0 = base_now_s();
   ls_ingest_t *ing = NULL;
   ls_err_t err = ls_ingest_new(&ing, c);
   ls_ingest_conf_destroy(c);
@@ -206,7 +192,7 @@ static int bench_topic(const bench_args_t *a) {
     ls_ingest_stats(ing, &st);
     cli_progress_update(&bar, st.progress_done, st.progress_total);
   }
-  double const seconds = cli_now() - t0;
+  double const seconds = base_now_s() - t0;
   cli_progress_finish(&bar);
   ls_ingest_stats(ing, &st);
   ls_ingest_destroy(ing);
@@ -226,54 +212,40 @@ static int bench_topic(const bench_args_t *a) {
 int cmd_bench_ingest(int argc, char **argv) {
   bench_args_t a = {
       .format = LS_FORMAT_F32, .window = 32, .features = 4, .series = 1000, .records = 4000000};
-  int rc = CLI_EXIT_OK;
-  for (int i = 1; i < argc && rc == CLI_EXIT_OK; i++) {
-    const char *const opt = argv[i];
-    const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
-    int const takes_value =
-        strcmp(opt, "--from-memory") && strcmp(opt, "-h") && strcmp(opt, "--help");
-    if (takes_value && v == NULL) {
-      rc = cli_usage_error("bench ingest", "%s needs a value", opt);
-    } else if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-      usage(stdout);
-      cli_kafka_props_free(&a.props);
-      return CLI_EXIT_OK;
-    } else if (!strcmp(opt, "--from-memory")) {
-      a.from_memory = 1;
-      continue;
-    } else if (!strcmp(opt, "--brokers")) {
-      a.brokers = v;
-    } else if (!strcmp(opt, "--topic")) {
-      a.topic = v;
-    } else if (!strcmp(opt, "--format")) {
-      if (ls_format_parse(v, &a.format) != LS_OK)
-        rc = cli_usage_error("bench ingest", "--format '%s' is not f32 or csv", v);
-    } else if (!strcmp(opt, "--window")) {
-      if (cli_parse_int(v, 1, LS_WINDOW_MAX, &a.window))
-        rc = cli_usage_error("bench ingest", "--window '%s' is not in [1, %d]", v, LS_WINDOW_MAX);
-    } else if (!strcmp(opt, "--features")) {
-      if (cli_parse_int(v, 1, LS_FEATURES_MAX, &a.features))
-        rc = cli_usage_error("bench ingest", "--features '%s' is not in [1, %d]", v,
-                             LS_FEATURES_MAX);
-    } else if (!strcmp(opt, "--records")) {
-      if (cli_parse_i64(v, 1, INT64_C(1) << 31, &a.records))
-        rc = cli_usage_error("bench ingest", "--records '%s' is not in [1, 2^31]", v);
-    } else if (!strcmp(opt, "--series")) {
-      if (cli_parse_int(v, 1, LS_FEED_MAX_SERIES, &a.series))
-        rc = cli_usage_error("bench ingest", "--series '%s' is not in [1, %d]", v,
-                             LS_FEED_MAX_SERIES);
-    } else if (!strcmp(opt, "-X")) {
-      rc = cli_kafka_props_add(&a.props, v);
-    } else if (!strcmp(opt, "--kafka-config")) {
-      rc = cli_kafka_props_load(&a.props, v);
-    } else {
-      rc = cli_usage_error("bench ingest", "unknown option '%s'", opt);
-    }
-    i++;
-  }
+  cli_opt_t const opts[] = {
+      {.name = "brokers", .arg = "ADDR", .kind = CLI_TEXT, .dst = &a.brokers,
+       .help = "bootstrap servers (host:port,...)"},
+      {.name = "topic", .arg = "NAME", .kind = CLI_TEXT, .dst = &a.topic, .help = "the topic to read"},
+      {.name = "format", .arg = "FMT", .kind = CLI_VALUE, .dst = &a.format,
+       .value = BASE_V_CHOICE(formats), .help = "record values: f32 or csv"},
+      {.name = "window", .arg = "T", .kind = CLI_VALUE, .dst = &a.window,
+       .value = BASE_V_INT(1, LS_WINDOW_MAX), .help = "steps per window"},
+      {.name = "features", .arg = "F", .kind = CLI_VALUE, .dst = &a.features,
+       .value = BASE_V_INT(1, LS_FEATURES_MAX), .help = "values per record"},
+      {.short_name = 'X', .arg = "key=value", .kind = CLI_CALL, .dst = &a.props,
+       .call = cli_kafka_props_add, .help = "a librdkafka property (repeatable)"},
+      {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a.props,
+       .call = cli_kafka_props_load, .help = "librdkafka properties, key=value lines"},
+      {.name = "from-memory", .kind = CLI_FLAG, .dst = &a.from_memory,
+       .help = "no Kafka: records generated in memory"},
+      {.name = "records", .arg = "N", .kind = CLI_VALUE, .dst = &a.records,
+       .value = BASE_V_I64(1, (double)(INT64_C(1) << 31)), .help = "records to generate"},
+      {.name = "series", .arg = "K", .kind = CLI_VALUE, .dst = &a.series,
+       .value = BASE_V_INT(1, LS_FEED_MAX_SERIES), .help = "series they belong to"},
+      {0},
+  };
+  cli_spec_t const spec = {"bench ingest",
+                           "--brokers ADDR --topic NAME [--format f32|csv]\n"
+                           "                            [--window T] [--features F] [-X key=value]...\n"
+                           "                            [--kafka-config FILE]\n"
+                           "       lstream bench ingest --from-memory [--records N] [--series K]\n"
+                           "                            [--format f32|csv] [--window T] [--features F]",
+                           ABOUT, opts, NULL, 0};
+  cli_args_t args;
+  int rc = cli_parse(&spec, argc, argv, &args);
   if (rc == CLI_EXIT_OK && !a.from_memory && (a.brokers == NULL || a.topic == NULL))
     rc = cli_usage_error("bench ingest", "give --brokers and --topic, or --from-memory");
   if (rc == CLI_EXIT_OK) rc = a.from_memory ? bench_from_memory(&a) : bench_topic(&a);
   cli_kafka_props_free(&a.props);
-  return rc;
+  return rc == CLI_DONE ? CLI_EXIT_OK : rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli.h"
 #include "lstream/kernels.h"
 
@@ -27,32 +28,38 @@ static const bench_shape_t default_shapes[] = {
 
 #define MAX_SHAPES 32
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: lstream bench engine [--device cpu|cuda] [--precision fp32|tf32]\n"
-          "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
-          "                            [--threads N] [--no-sgemm]\n"
-          "\n"
-          "Times full training steps (zero initial state, forward, masked MSE over O = I\n"
-          "next-step targets, backward, global-norm clip + Adam) and prints one line per\n"
-          "shape:\n"
-          "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"
-          "         timesteps_per_s=.. gflops=..\n"
-          "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"
-          "the limit. A step ends by reading back the gradient norm, as the trainer does,\n"
-          "so on CUDA its work has completed when its time is taken.\n"
-          "\n"
-          "  --device D     cpu (default) or cuda\n"
-          "  --precision P  GEMM arithmetic: fp32 (default) or tf32 (CUDA only: inputs\n"
-          "                 rounded to TF32 on the tensor cores, float32 accumulation;\n"
-          "                 state, pointwise math and the optimizer stay float32)\n"
-          "  --shape S      batch, inputs, hidden, layers, window; repeat for several\n"
-          "                 (default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64,\n"
-          "                 and on cuda also 4096,32,512,2,128)\n"
-          "  --steps N      timed steps per shape (default 10); the median is reported\n"
-          "  --warmup N     untimed steps first (default 2)\n"
-          "  --threads N    CPU threads (default: all cores)\n"
-          "  --no-sgemm     skip the sgemm reference line\n");
+#define ABOUT                                                                             \
+  "Times full training steps (zero initial state, forward, masked MSE over O = I\n"      \
+  "next-step targets, backward, global-norm clip + Adam) and prints one line per\n"      \
+  "shape:\n"                                                                              \
+  "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"   \
+  "         timesteps_per_s=.. gflops=..\n"                                               \
+  "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"       \
+  "the limit. A step ends by reading back the gradient norm, as the trainer does,\n"     \
+  "so on CUDA its work has completed when its time is taken.\n"
+
+static const char *const devices[] = {"cpu", "cuda", NULL};     /* ls_device_t order */
+static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
+
+/* The shapes to time (--shape, repeatable). */
+typedef struct shapes_s {
+  bench_shape_t v[MAX_SHAPES];
+  int n;
+} shapes_t;
+
+/* --shape B,I,H,L,T */
+static int add_shape(void *opaque, const char *text) {
+  shapes_t *const sh = opaque;
+  bench_shape_t s;
+  char tail;
+  if (sh->n == MAX_SHAPES)
+    return cli_usage_error("bench engine", "at most %d --shape options", MAX_SHAPES);
+  if (sscanf(text, "%d,%d,%d,%d,%d%c", &s.B, &s.I, &s.H, &s.L, &s.T, &tail) != 5 || s.B < 1 ||
+      s.I < 1 || s.H < 1 || s.L < 1 || s.T < 1)
+    return cli_usage_error("bench engine",
+                           "--shape '%s': expected five positive integers B,I,H,L,T", text);
+  sh->v[sh->n++] = s;
+  return CLI_EXIT_OK;
 }
 
 /* Multiply-adds x2 of one training step: per layer the input and recurrent
@@ -79,9 +86,9 @@ static double sgemm_gflops(void) {
   double t[3];
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
   for (int r = 0; r < 3; r++) {
-    double const t0 = cli_now();
+    double const t0 = base_now_s();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    t[r] = cli_now() - t0;
+    t[r] = base_now_s() - t0;
   }
   free(a), free(b), free(c);
   return 2.0 * n * (double)n * n / cli_median(t, 3) / 1e9;
@@ -123,7 +130,7 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t 
   ls_optim_t opt;
   ls_optim_init(&opt);
   for (int i = 0; i < warmup + steps && err == LS_OK; i++) {
-    double const t0 = cli_now();
+    double const t0 = base_now_s();
     double loss = 0.0, count = 0.0;
     err = ls_engine_set_state(eng, s->B, NULL, NULL);
     if (err == LS_OK) err = ls_engine_forward(eng, s->T, s->B, x, y, NULL, &loss, &count);
@@ -131,7 +138,7 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t 
     /* Reading the norm back waits for the update: the step is complete. */
     float norm = 0.0f;
     if (err == LS_OK) err = ls_engine_optimizer_step(eng, &opt, 1.0f, &norm);
-    if (i >= warmup) times[i - warmup] = cli_now() - t0;
+    if (i >= warmup) times[i - warmup] = base_now_s() - t0;
   }
   if (err != LS_OK) {
     rc = cli_fail(err, "training step failed");
@@ -151,62 +158,50 @@ done:
 }
 
 int cmd_bench_engine(int argc, char **argv) {
-  bench_shape_t shapes[MAX_SHAPES];
-  int n_shapes = 0, steps = 10, warmup = 2, threads = 0, sgemm = 1;
+  shapes_t shapes = {.n = 0};
+  int steps = 10, warmup = 2, threads = 0, no_sgemm = 0;
   ls_device_t device = LS_DEVICE_CPU;
   ls_precision_t precision = LS_PRECISION_FP32;
-  for (int i = 1; i < argc; i++) {
-    const char *const a = argv[i];
-    const char *const v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--no-sgemm")) {
-      sgemm = 0;
-      continue;
-    } else if (v == NULL) {
-      return cli_usage_error("bench engine", "option '%s' needs a value or is unknown", a);
-    } else if (!strcmp(a, "--device")) {
-      if (!strcmp(v, "cpu")) device = LS_DEVICE_CPU;
-      else if (!strcmp(v, "cuda")) device = LS_DEVICE_CUDA;
-      else return cli_usage_error("bench engine", "--device '%s': expected cpu or cuda", v);
-    } else if (!strcmp(a, "--precision")) {
-      if (!strcmp(v, "fp32")) precision = LS_PRECISION_FP32;
-      else if (!strcmp(v, "tf32")) precision = LS_PRECISION_TF32;
-      else return cli_usage_error("bench engine", "--precision '%s': expected fp32 or tf32", v);
-    } else if (!strcmp(a, "--shape")) {
-      bench_shape_t s;
-      char tail;
-      if (n_shapes == MAX_SHAPES)
-        return cli_usage_error("bench engine", "at most %d --shape options", MAX_SHAPES);
-      if (sscanf(v, "%d,%d,%d,%d,%d%c", &s.B, &s.I, &s.H, &s.L, &s.T, &tail) != 5 || s.B < 1 ||
-          s.I < 1 || s.H < 1 || s.L < 1 || s.T < 1)
-        return cli_usage_error("bench engine",
-                               "--shape '%s': expected five positive integers B,I,H,L,T", v);
-      shapes[n_shapes++] = s;
-    } else if (!strcmp(a, "--steps")) {
-      if (cli_parse_int(v, 1, 100000, &steps))
-        return cli_usage_error("bench engine", "--steps '%s': expected 1..100000", v);
-    } else if (!strcmp(a, "--warmup")) {
-      if (cli_parse_int(v, 0, 100000, &warmup))
-        return cli_usage_error("bench engine", "--warmup '%s': expected 0..100000", v);
-    } else if (!strcmp(a, "--threads")) {
-      if (cli_parse_int(v, 1, 4096, &threads))
-        return cli_usage_error("bench engine", "--threads '%s': expected 1..4096", v);
-    } else {
-      return cli_usage_error("bench engine", "unknown option '%s'", a);
-    }
-    i++;
-  }
+  cli_opt_t const opts[] = {
+      {.name = "device", .arg = "D", .kind = CLI_VALUE, .dst = &device,
+       .value = BASE_V_CHOICE(devices), .help = "cpu or cuda"},
+      {.name = "precision", .arg = "P", .kind = CLI_VALUE, .dst = &precision,
+       .value = BASE_V_CHOICE(precisions),
+       .help = "GEMM arithmetic: fp32 or tf32 (CUDA only: inputs\n"
+               "rounded to TF32 on the tensor cores, float32 accumulation;\n"
+               "state, pointwise math and the optimizer stay float32)"},
+      {.name = "shape", .arg = "S", .kind = CLI_CALL, .dst = &shapes, .call = add_shape,
+       .help = "batch, inputs, hidden, layers, window; repeat for several\n"
+               "(default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64,\n"
+               "and on cuda also 4096,32,512,2,128)"},
+      {.name = "steps", .arg = "N", .kind = CLI_VALUE, .dst = &steps,
+       .value = BASE_V_INT(1, 100000), .help = "timed steps per shape; the median is reported"},
+      {.name = "warmup", .arg = "N", .kind = CLI_VALUE, .dst = &warmup,
+       .value = BASE_V_INT(0, 100000), .help = "untimed steps first"},
+      {.name = "threads", .arg = "N", .kind = CLI_VALUE, .dst = &threads,
+       .value = BASE_V_INT(1, 4096), .def = "all cores", .help = "CPU threads"},
+      {.name = "no-sgemm", .kind = CLI_FLAG, .dst = &no_sgemm, .help = "skip the sgemm reference line"},
+      {0},
+  };
+  cli_spec_t const spec = {"bench engine",
+                           "[--device cpu|cuda] [--precision fp32|tf32]\n"
+                           "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
+                           "                            [--threads N] [--no-sgemm]",
+                           ABOUT, opts, NULL, 0};
+  cli_args_t args;
+  int const rc = cli_parse(&spec, argc, argv, &args);
+  if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
+  int n_shapes = shapes.n;
+  bench_shape_t *const sh = shapes.v;
   if (n_shapes == 0) {
     n_shapes = device == LS_DEVICE_CPU ? CPU_DEFAULT_SHAPES
                                        : (int)(sizeof default_shapes / sizeof default_shapes[0]);
-    memcpy(shapes, default_shapes, (size_t)n_shapes * sizeof default_shapes[0]);
+    memcpy(sh, default_shapes, (size_t)n_shapes * sizeof default_shapes[0]);
   }
   for (int i = 0; i < n_shapes; i++) {
-    int const rc = bench_one(&shapes[i], device, precision, threads, steps, warmup);
-    if (rc != CLI_EXIT_OK) return rc;
+    int const one = bench_one(&sh[i], device, precision, threads, steps, warmup);
+    if (one != CLI_EXIT_OK) return one;
   }
-  if (sgemm && device == LS_DEVICE_CPU) printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
+  if (!no_sgemm && device == LS_DEVICE_CPU) printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
   return CLI_EXIT_OK;
 }

@@ -92,25 +92,23 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
   t->partitions += P;
 }
 
-static void inspect_usage(FILE *f) {
-  fprintf(f, "Usage: lstream inspect SNAPSHOT\n"
-             "\n"
-             "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
-             "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
-             "Prints the manifest, every file's sections with their sizes, compression\n"
-             "ratios and checksums, the model's shape and step, and each rank's series\n"
-             "and partitions. Every checksum is verified and every section decoded; the\n"
-             "exit status is 1 on any fault.\n");
-}
-
 int cmd_inspect(int argc, char **argv) {
-  if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    inspect_usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (argc != 2) return cli_usage_error("inspect", "expected one SNAPSHOT");
+  cli_opt_t const opts[] = {{0}};
+  cli_spec_t const spec = {
+      "inspect", "SNAPSHOT",
+      "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
+      "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
+      "Prints the manifest, every file's sections with their sizes, compression\n"
+      "ratios and checksums, the model's shape and step, and each rank's series\n"
+      "and partitions. Every checksum is verified and every section decoded; the\n"
+      "exit status is 1 on any fault.\n",
+      opts, NULL, 1};
+  cli_args_t args;
+  int const parsed = cli_parse(&spec, argc, argv, &args);
+  if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
+  if (args.n != 1) return cli_usage_error("inspect", "expected one SNAPSHOT");
   char path[PATH_MAX];
-  int rc = resolve("inspect", argv[1], path, sizeof path);
+  int rc = resolve("inspect", args.pos[0], path, sizeof path);
   if (rc != CLI_EXIT_OK) return rc;
   ls_snapshot_manifest_t *man = NULL;
   ls_err_t err = ls_snapshot_manifest_read(path, &man);
@@ -164,21 +162,6 @@ int cmd_inspect(int argc, char **argv) {
 /* ------------------------------------------------------------------------ */
 /* export                                                                    */
 
-static void export_usage(FILE *f) {
-  fprintf(f, "Usage: lstream export SNAPSHOT [--safetensors FILE] [--states FILE]\n"
-             "\n"
-             "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
-             "as safetensors files (F32, little-endian):\n"
-             "  --safetensors FILE  the model, with PyTorch's names for a module M with\n"
-             "                      M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
-             "                      lstm.weight_ih_l0, ..., head.weight, head.bias\n"
-             "                      (M.load_state_dict(tensors, strict=True) loads it)\n"
-             "  --states FILE       every rank's series states h, c [S, L, H], and in\n"
-             "                      __metadata__ \"keys\" (a JSON array of strings, key byte b\n"
-             "                      as code point b) and \"partitions\" (a JSON array)\n"
-             "At least one of the two.\n");
-}
-
 /* Writes the states of every shard of the snapshot at path. */
 static int export_states(const char *path, const char *out) {
   ls_snapshot_manifest_t *man = NULL;
@@ -205,27 +188,29 @@ static int export_states(const char *path, const char *out) {
 }
 
 int cmd_export(int argc, char **argv) {
-  const char *snapshot = NULL, *model_out = NULL, *states_out = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *const a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      export_usage(stdout);
-      return CLI_EXIT_OK;
-    }
-    int const takes = !strcmp(a, "--safetensors") || !strcmp(a, "--states");
-    if (takes && i + 1 >= argc) return cli_usage_error("export", "%s needs a FILE", a);
-    if (!strcmp(a, "--safetensors"))
-      model_out = argv[++i];
-    else if (!strcmp(a, "--states"))
-      states_out = argv[++i];
-    else if (a[0] == '-')
-      return cli_usage_error("export", "unknown option '%s'", a);
-    else if (snapshot != NULL)
-      return cli_usage_error("export", "one SNAPSHOT only ('%s' and '%s')", snapshot, a);
-    else
-      snapshot = a;
-  }
-  if (snapshot == NULL) return cli_usage_error("export", "expected a SNAPSHOT");
+  const char *model_out = NULL, *states_out = NULL;
+  cli_opt_t const opts[] = {
+      {.name = "safetensors", .arg = "FILE", .kind = CLI_TEXT, .dst = &model_out,
+       .help = "the model, with PyTorch's names for a module M with\n"
+               "M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
+               "lstm.weight_ih_l0, ..., head.weight, head.bias\n"
+               "(M.load_state_dict(tensors, strict=True) loads it)"},
+      {.name = "states", .arg = "FILE", .kind = CLI_TEXT, .dst = &states_out,
+       .help = "every rank's series states h, c [S, L, H], and in\n"
+               "__metadata__ \"keys\" (a JSON array of strings, key byte b\n"
+               "as code point b) and \"partitions\" (a JSON array)"},
+      {0},
+  };
+  cli_spec_t const spec = {
+      "export", "SNAPSHOT [--safetensors FILE] [--states FILE]",
+      "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
+      "as safetensors files (F32, little-endian); at least one of the two.\n",
+      opts, NULL, 1};
+  cli_args_t args;
+  int const parsed = cli_parse(&spec, argc, argv, &args);
+  if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
+  if (args.n == 0) return cli_usage_error("export", "expected a SNAPSHOT");
+  const char *const snapshot = args.pos[0];
   if (model_out == NULL && states_out == NULL)
     return cli_usage_error("export", "nothing to do: give --safetensors FILE and/or --states FILE");
   char path[PATH_MAX];

@@ -25,9 +25,13 @@ const char *ls_err2str(ls_err_t err) {
   return "unknown error code";
 }
 
-const char *ls_last_error(void) { return ls_errmsg; }
+const char *ls_last_error(void) {
+  return ls_errmsg;
+}
 
-void ls_error_clear(void) { ls_errmsg[0] = '\0'; }
+void ls_error_clear(void) {
+  ls_errmsg[0] = '\0';
+}
 
 ls_err_t ls_error_set(ls_err_t err, const char *fmt, ...) {
   va_list ap;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "cli.h"
 
 /* Seconds before anything is shown, and between redraws / plain lines. */
@@ -21,7 +22,7 @@ void cli_progress_init(cli_progress_t *p, const char *label, const char *unit) {
   p->unit = unit;
   p->tty = isatty(fileno(stderr));
   p->shown = 0;
-  p->start = p->last = cli_now();
+  p->start = p->last = base_now_s();
 }
 
 /* A count with an SI suffix: 1234567 -> "1.23M". */
@@ -67,7 +68,7 @@ static void progress_format(char *buf, size_t size, const char *label, const cha
 }
 
 void cli_progress_update(cli_progress_t *p, int64_t done, int64_t total) {
-  double const now = cli_now();
+  double const now = base_now_s();
   if (now - p->start < PROGRESS_QUIET_S) return;
   if (now - p->last < (p->tty ? PROGRESS_TTY_S : PROGRESS_PLAIN_S) && p->shown) return;
   char line[256];

@@ -1,0 +1,21 @@
+/*
+ * FNV-1a, 64 bit: the digest lstream prints and compares (parameters,
+ * series tables, configuration fingerprints). Equal digests mean equal
+ * bytes, as far as a 64-bit digest can tell; not for untrusted input.
+ */
+#ifndef LSTREAM_BASE_DIGEST_H
+#define LSTREAM_BASE_DIGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/api.h"
+
+/* The starting value (FNV's 64-bit offset basis). */
+#define BASE_FNV1A_INIT 0xcbf29ce484222325ull
+
+/* Continues digest h over n bytes of data: digest(a then b) is
+ * base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, a, na), b, nb). */
+BASE_API uint64_t base_fnv1a(uint64_t h, const void *data, size_t n);
+
+#endif /* LSTREAM_BASE_DIGEST_H */

@@ -1,0 +1,24 @@
+/*
+ * KEY = VALUE files: lstream train's --config FILE and the --kafka-config
+ * FILE of every command that talks to Kafka (kcat -F's format).
+ */
+#ifndef LSTREAM_BASE_KVFILE_H
+#define LSTREAM_BASE_KVFILE_H
+
+#include "base/api.h"
+#include "lstream/error.h"
+
+/* Called for each pair of a file; an error it returns (with its message)
+ * stops the reading. */
+typedef ls_err_t (*base_kv_fn)(void *opaque, const char *key, const char *value);
+
+/* Reads path: one KEY = VALUE a line, blanks (spaces, tabs) around the key
+ * and the value ignored, the value everything after the first '=' (it may
+ * hold '='), lines that are empty or start with '#' skipped, "\r\n" line
+ * ends accepted. Calls fn for each pair in file order. Errors name the file
+ * and the line ("PATH:LINE: expected key=value, got '...'", or
+ * "PATH:LINE: " + fn's message); `what` names the file when it cannot be
+ * opened ("cannot open WHAT PATH: reason"). */
+BASE_API ls_err_t base_kv_read(const char *path, const char *what, base_kv_fn fn, void *opaque);
+
+#endif /* LSTREAM_BASE_KVFILE_H */

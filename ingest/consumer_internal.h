@@ -1,0 +1,236 @@
+/*
+ * The consumer (include/lstream/ingest.h, "Consumer"), internal: librdkafka
+ * with an explicit assignment, one thread that consumes in batches,
+ * validates and windows records (ingest/window.c), and bounded queues of
+ * windows for the trainer, one per partition.
+ *
+ * Rooms, each using only those listed before it:
+ *   consumer_core.c    warnings, failure, counters, partitions and pausing
+ *   consumer_queue.c   the queues of windows, the memory bound, the
+ *                      trainer's takes and releases
+ *   consumer_start.c   start positions, skip rules, the assignment
+ *   consumer_record.c  the record path: messages to windows, held-back
+ *                      messages, events, rejections and dead letters
+ *   consumer.c         creation, the thread, the public calls that remain
+ *
+ * Threads. The consumer thread owns the librdkafka handles, the windower and
+ * each partition's consumer-side state. The trainer's thread calls
+ * ls_ingest_next[_partition] / _release / _stats. They meet under `lock`:
+ * the queues, the pool of free windows, the published counters, the end and
+ * error flags. Queue lengths are also atomics so that the consumer checks
+ * its bounds per record without locking. What a resume offset reads besides
+ * (each partition's next offset, the windower's series) changes only under
+ * `hold`, which the consumer thread holds while it handles a batch of
+ * messages or services its partitions, and lets go of while it waits (for
+ * messages, for memory): so ls_ingest_resume_offset never sees a record
+ * between librdkafka and the windows, nor a window between the windower and
+ * its queue. Lock order: hold, then lock.
+ *
+ * Queues. Every window is in two lists: its partition's (in the order its
+ * records completed them: what a replay's step formation relies on) and one
+ * of all partitions in arrival order (for live mode). The head of the second
+ * is always the head of its partition's, so either can be taken in O(1).
+ *
+ * Bounds. A partition whose queue holds queue.windows windows is paused on
+ * its own (rd_kafka_pause_partitions): its messages still in hand are held
+ * back, in order, with its events, and handled once the trainer has taken
+ * half its queue, when it is resumed (librdkafka refetches from after the
+ * last message it handed out). The other partitions go on, so a trainer
+ * waiting on one partition never waits behind another's full queue.
+ * Memory is counted in records: those in series buffers plus T+1 per queued
+ * window. A record needs memory + 2 to fit (it adds one record, and when it
+ * completes a window T leave the buffer and T+1 enter the queue); if it does
+ * not, every partition is paused until the trainer has drained memory below
+ * 3/4 of the bound. If nothing that can drain it will (no window queued, or
+ * the trainer waits on a partition with none queued), the consumer fails
+ * with an error naming the bound: it never drops, and never hangs silently.
+ */
+#ifndef LSTREAM_INGEST_CONSUMER_INTERNAL_H
+#define LSTREAM_INGEST_CONSUMER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "conf.h"
+#include "lstream/ingest.h"
+
+/* Messages asked of librdkafka per batch. */
+#define BATCH_MAX 4096
+/* How long one batch call may wait (ms): bounds the latency of a stop. */
+#define BATCH_WAIT_MS 100
+
+/* A queued or handed-out window and its storage. win must stay first:
+ * ls_ingest_release gets the node back from the window's address. */
+typedef struct window_node_s {
+  ls_window_t win;
+  struct window_node_s *prev, *next; /* the queue of all partitions, in arrival order; once
+                                        handed out, the list of those; in the pool: next */
+  struct window_node_s *pnext;       /* its partition's queue */
+  int part;                          /* index in parts */
+  char key[LS_KEY_MAX + 1];
+  float *x;    /* [T+1, F] */
+  float *mask; /* [T] */
+} window_node_t;
+
+typedef struct part_s {
+  int32_t id;
+  /* Consumer thread. */
+  int64_t start;              /* first offset to read (progress counts from here) */
+  int64_t end;                /* stop=end: the high watermark at start; else INT64_MAX */
+  int64_t next;               /* offset after the last record handled */
+  int64_t skip_time;          /* timestamp start: skip records before it, until one is not; -1 */
+  int64_t assign_at;          /* the offset given to rd_kafka_assign (may be logical) */
+  int done;                   /* reached its end */
+  int flushing;               /* done, partial windows still to queue */
+  int queue_paused;           /* paused because its queue is full */
+  rd_kafka_message_t **stash; /* [n_stash]: held back while its queue is full */
+  int n_stash, stash_at, cap_stash;
+  /* Under lock (n also atomic). */
+  window_node_t *head, *tail;
+  atomic_int_fast64_t n;
+  int ended; /* done and every window queued: LS_NEXT_END once the queue is empty */
+} part_t;
+
+/* Kinds of rate-limited warning: one per rejection reason, then these. */
+enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN__COUNT };
+
+typedef struct warn_state_s {
+  int64_t last_ms; /* when the last one went out; -1 never */
+  int64_t suppressed;
+} warn_state_t;
+
+struct ls_ingest_s {
+  /* Set by ls_ingest_new, then read-only. */
+  ls_ingest_settings_t s; /* the conf's settings, strings owned */
+  rd_kafka_t *rk;
+  rd_kafka_queue_t *rkq; /* the consumer queue */
+  rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
+  part_t *parts;         /* [n_parts] */
+  int n_parts;
+  int32_t *part_of_id; /* [max_id + 1]: index in parts, -1 if not ours */
+  int32_t max_id;
+  ls_windower_t *w;
+  pthread_t thread;
+  int thread_started;
+
+  /* The consumer thread's own. */
+  rd_kafka_message_t **batch; /* [BATCH_MAX] */
+  int n_done, n_ended;
+  int64_t skipped, duplicates, kafka_errors, pauses;
+  int64_t dead_letters, dead_letter_errors;
+  int64_t peak_memory;
+  int n_paused; /* partitions paused now */
+
+  /* Changed by the consumer thread only under hold: each part's next and the
+   * windower. */
+  pthread_mutex_t hold;
+
+  /* Shared, under lock. */
+  pthread_mutex_t lock;
+  pthread_cond_t ready; /* a window, an end or an error */
+  pthread_cond_t room;  /* the trainer took a window or waits, or stop */
+  window_node_t *head, *tail, *pool;
+  window_node_t *out; /* handed out, not yet released (freed by destroy) */
+  int64_t n_pool;
+  int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
+  atomic_int_fast64_t queued;
+  atomic_int stop;
+  int at_end;
+  ls_err_t err;
+  char errmsg[1024];
+  ls_ingest_stats_t published;
+
+  /* Warnings, under warn_lock (librdkafka logs from its own threads). */
+  pthread_mutex_t warn_lock;
+  warn_state_t warn[WARN__COUNT];
+  ls_ingest_warn_cb warn_cb;
+  void *warn_opaque;
+};
+
+/* ------------------------------------------------------------------------ */
+/* consumer_core.c                                                           */
+
+/* Passes a warning of this kind to the callback, at most one per interval. */
+void consumer_warn(ls_ingest_t *ing, int kind, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Records the consumer thread's failure for ls_ingest_next. */
+void consumer_fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Records in series buffers; memory in records with `buffered` of them. */
+int64_t consumer_buffered(const ls_ingest_t *ing);
+int64_t consumer_memory(const ls_ingest_t *ing, int64_t buffered);
+
+/* Samples the memory peak (on the consumer thread, where memory grows). */
+void consumer_track_peak(ls_ingest_t *ing);
+
+/* Copies the consumer thread's counters to `published` (_locked: the caller
+ * holds lock). */
+void consumer_publish_locked(ls_ingest_t *ing);
+void consumer_publish(ls_ingest_t *ing);
+
+/* The partition of id, or NULL when it is not one of ours. */
+part_t *consumer_part(ls_ingest_t *ing, int32_t id);
+
+/* The partition of the consumer's `partition`, or an error naming it for
+ * function fn. */
+ls_err_t consumer_our_part(ls_ingest_t *ing, int32_t partition, const char *fn, part_t **out);
+
+/* 1 when part's queue holds queue.windows windows. */
+int consumer_queue_full(const ls_ingest_t *ing, part_t *part);
+
+/* Pauses or resumes one partition, or (part NULL) every partition not done
+ * (resuming: and not paused for its own queue). */
+void consumer_set_paused(ls_ingest_t *ing, int pause, const part_t *part);
+
+/* Marks a partition ended: every window it will ever have is queued. */
+void consumer_part_end(ls_ingest_t *ing, part_t *part);
+
+/* The partition reached its end (stop=end). */
+void consumer_part_finish(ls_ingest_t *ing, part_t *part);
+
+/* ------------------------------------------------------------------------ */
+/* consumer_queue.c                                                          */
+
+/* Queues a copy of window v on its partition. The caller checked that the
+ * partition's queue has room and that memory fits. Returns 0, or -1 when
+ * out of memory. */
+int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v);
+
+/* Makes room for growth more records in memory, waiting for the trainer if
+ * need be. Called with hold held, which it lets go of while it waits.
+ * Returns 0, or -1 when stopping or when nothing can ever make room (the
+ * failure recorded). */
+int consumer_make_room(ls_ingest_t *ing, int64_t growth);
+
+/* ------------------------------------------------------------------------ */
+/* consumer_start.c                                                          */
+
+/* Reads each partition's watermarks and turns its start into an offset,
+ * gives the windower the conf's skip rules of our partitions, and assigns
+ * the partitions that have something to read. */
+ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf);
+
+/* ------------------------------------------------------------------------ */
+/* consumer_record.c                                                         */
+
+/* Takes one message from librdkafka: handles it, or holds it back while
+ * its partition's queue is full. Takes ownership of m. Returns 0, or -1
+ * when the thread must stop. */
+int consumer_dispatch(ls_ingest_t *ing, rd_kafka_message_t *m);
+
+/* Work that waits on the trainer: messages held back, partitions to
+ * resume, partial windows to queue. Returns 0 or -1. */
+int consumer_service(ls_ingest_t *ing);
+
+#endif /* LSTREAM_INGEST_CONSUMER_INTERNAL_H */

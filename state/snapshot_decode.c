@@ -1,0 +1,468 @@
+/*
+ * Reading snapshot files (snapshot_format.h, "Decoding"): the parser that
+ * verifies a file's container and checksums, and the decoders of its
+ * sections.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, for snap_limits_t */
+#include <zstd.h>
+
+#include "snapshot_format.h"
+
+/* ------------------------------------------------------------------------ */
+/* Parsing                                                                   */
+
+#define CORRUPT(...) ls_error_set(LS_ERR_CORRUPT, __VA_ARGS__)
+
+ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
+  int const fd = open(path, O_RDONLY | O_CLOEXEC);
+  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
+               errno == ENOENT ? " (a missing file)" : "");
+  struct stat st;
+  ls_err_t err = LS_OK;
+  uint8_t *buf = NULL;
+  if (fstat(fd, &st) != 0)
+    err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
+  else if ((buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL)
+    err =
+        ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path, (long long)st.st_size);
+  size_t got = 0;
+  while (err == LS_OK && got < (size_t)st.st_size) {
+    ssize_t const r = read(fd, buf + got, (size_t)st.st_size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = ls_error_set(LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    if (r == 0) break; /* shrank while read: the checks below see a short file */
+    if (r > 0) got += (size_t)r;
+  }
+  close(fd);
+  if (err != LS_OK) {
+    free(buf);
+    return err;
+  }
+  *data = buf;
+  *size = got;
+  return LS_OK;
+}
+
+static const char *kind_name(uint32_t kind) {
+  return kind == SNAP_KIND_SHARD ? "shard" : kind == SNAP_KIND_MANIFEST ? "manifest" : "?";
+}
+
+/* Checks a table entry against its neighbours and the file. */
+static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *next,
+                            uint64_t table_at) {
+  uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
+  uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
+                 raw = snap_get_u64(e + 24);
+  if (id < SNAP_META || id > SNAP_SHARDS || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+    return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
+  if (at != *next || stored > table_at - at)
+    return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
+                   "within the file",
+                   f->name, snap_section_name(id), (unsigned long long)at,
+                   (unsigned long long)stored);
+  *next = at + stored;
+  f->ids[i] = id;
+  f->desc.sections[i] = (ls_snapshot_section_t){snap_section_name(id),
+                                                at,
+                                                stored,
+                                                raw,
+                                                snap_get_u32(e + 36),
+                                                (flags & SNAP_FLAG_SHUFFLED) != 0};
+  return LS_OK;
+}
+
+ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32_t kind,
+                         const snap_limits_t *lim, snap_file_t *f) {
+  size_t const least = SNAP_HEADER_BYTES + SNAP_TAIL_BYTES;
+  *f = (snap_file_t){.name = name, .data = d, .size = size};
+  if (size < least)
+    return CORRUPT("%s: truncated: %zu bytes, a snapshot file has at least %zu", name, size, least);
+  if (memcmp(d, SNAP_MAGIC, 8) != 0)
+    return CORRUPT("%s: not a snapshot file (wrong magic number: its first bytes are not "
+                   "\"LSTRSNAP\")",
+                   name);
+  uint32_t const version = snap_get_u32(d + 8);
+  if (version != SNAP_VERSION)
+    return CORRUPT("%s: format version %u, this build reads version %d (written by another "
+                   "lstream version?)",
+                   name, version, SNAP_VERSION);
+  f->kind = snap_get_u32(d + 12);
+  if (f->kind != kind)
+    return CORRUPT("%s: a %s file where a %s was expected", name, kind_name(f->kind),
+                   kind_name(kind));
+  f->flags = snap_get_u32(d + 16);
+  f->step = (int64_t)snap_get_u64(d + 24);
+  f->world = (int32_t)snap_get_u32(d + 32);
+  f->rank = (int32_t)snap_get_u32(d + 36);
+
+  const uint8_t *const tail = d + size - SNAP_TAIL_BYTES;
+  uint64_t const file_size = snap_get_u64(tail + 8);
+  if (memcmp(tail + 16, SNAP_END_MAGIC, 8) != 0)
+    return CORRUPT("%s: truncated or damaged: no end marker in its last bytes (%zu bytes)", name,
+                   size);
+  if (file_size != size)
+    return CORRUPT("%s: %s: %zu bytes, written with %llu", name,
+                   size < file_size ? "truncated" : "damaged", size, (unsigned long long)file_size);
+  uint32_t const n = snap_get_u32(tail);
+  if (n < 1 || n > LS_SNAPSHOT_SECTIONS_MAX || n * SNAP_ENTRY_BYTES > size - least)
+    return CORRUPT("%s: damaged: %u sections do not fit in %zu bytes (at most %d)", name, n, size,
+                   LS_SNAPSHOT_SECTIONS_MAX);
+  size_t const table_at = size - SNAP_TAIL_BYTES - n * SNAP_ENTRY_BYTES;
+  uint32_t const table_crc = snap_crc32c(0, d + table_at, n * SNAP_ENTRY_BYTES);
+  if (!lim->skip_checksums && table_crc != snap_get_u32(tail + 4))
+    return CORRUPT("%s: the section table is damaged (checksum %08x, written %08x)", name,
+                   table_crc, snap_get_u32(tail + 4));
+  uint64_t next = SNAP_HEADER_BYTES;
+  for (uint32_t i = 0; i < n; i++)
+    LS_FORWARD_IF_ERROR(
+        parse_entry(f, (int)i, d + table_at + i * SNAP_ENTRY_BYTES, &next, table_at));
+  if (next != table_at)
+    return CORRUPT("%s: damaged: %llu bytes between the last section and the table", name,
+                   (unsigned long long)(table_at - next));
+  f->desc.version = version;
+  f->desc.size = size;
+  f->desc.n_sections = (int)n;
+  f->desc.crc = snap_get_u32(d + size - 4);
+  if (lim->skip_checksums) return LS_OK;
+  for (uint32_t i = 0; i < n; i++) {
+    const ls_snapshot_section_t *const s = &f->desc.sections[i];
+    uint32_t const got = snap_crc32c(0, d + s->offset, s->stored);
+    uint32_t const want = snap_get_u32(d + table_at + i * SNAP_ENTRY_BYTES + 32);
+    if (got != want)
+      return CORRUPT("%s: section '%s' (bytes %llu..%llu) is damaged: checksum %08x, written "
+                     "%08x",
+                     name, s->name, (unsigned long long)s->offset,
+                     (unsigned long long)(s->offset + s->stored), got, want);
+  }
+  uint32_t const file_crc = snap_crc32c(0, d, size - 4);
+  if (file_crc != f->desc.crc)
+    return CORRUPT("%s: damaged header, table or tail: whole-file checksum %08x, written %08x",
+                   name, file_crc, f->desc.crc);
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding sections                                                         */
+
+/* A decompression context and a block for unshuffling. */
+typedef struct decoder_s {
+  ZSTD_DCtx *dctx;
+  uint8_t block[SNAP_SHUFFLE_BLOCK];
+} decoder_t;
+
+/* A frame being decompressed: its input, and zstd's last hint (0 once the
+ * frame has ended, checksum included). */
+typedef struct inflow_s {
+  ZSTD_inBuffer in;
+  size_t left;
+} inflow_t;
+
+/* Decompresses into dst (n bytes, n == 0 to finish the frame) until it is
+ * full, or the frame ends. */
+static ls_err_t inflate_into(const snap_file_t *f, const ls_snapshot_section_t *s, ZSTD_DCtx *dctx,
+                             inflow_t *flow, void *dst, size_t n) {
+  ZSTD_outBuffer out = {dst, n, 0};
+  while (flow->left != 0) {
+    size_t const in_was = flow->in.pos, out_was = out.pos;
+    flow->left = ZSTD_decompressStream(dctx, &out, &flow->in);
+    if (ZSTD_isError(flow->left))
+      return CORRUPT("%s: section '%s' does not decompress: %s", f->name, s->name,
+                     ZSTD_getErrorName(flow->left));
+    if (out.pos == out.size && n > 0) return LS_OK;
+    if (flow->in.pos == in_was && out.pos == out_was) break; /* no progress: input ends */
+  }
+  if (out.pos < out.size || flow->left != 0)
+    return CORRUPT("%s: section '%s' holds less than the %llu bytes it was written with", f->name,
+                   s->name, (unsigned long long)s->raw);
+  return LS_OK;
+}
+
+/* Decodes section i of f into the spans of sec (which must add up to its
+ * raw size), unshuffling, and checks its raw checksum. */
+static ls_err_t decode_section(const snap_file_t *f, int i, const snap_section_spans_t *sec,
+                               decoder_t *dec, const snap_limits_t *lim) {
+  const ls_snapshot_section_t *const s = &f->desc.sections[i];
+  if (f->ids[i] != sec->id)
+    return CORRUPT("%s: section %d is '%s' where '%s' was expected", f->name, i, s->name,
+                   snap_section_name(sec->id));
+  if (s->raw != snap_section_bytes(sec))
+    return CORRUPT("%s: section '%s' holds %llu bytes, its meta section says %llu", f->name,
+                   s->name, (unsigned long long)s->raw,
+                   (unsigned long long)snap_section_bytes(sec));
+  const uint8_t *const frame = f->data + s->offset;
+  if (ZSTD_getFrameContentSize(frame, s->stored) != s->raw)
+    return CORRUPT("%s: section '%s' is not a zstd frame of %llu bytes", f->name, s->name,
+                   (unsigned long long)s->raw);
+  ZSTD_DCtx_reset(dec->dctx, ZSTD_reset_session_only);
+  inflow_t flow = {{frame, s->stored, 0}, 1};
+  uint32_t crc = 0;
+  for (int k = 0; k < sec->n; k++) {
+    uint8_t *const dst = sec->span[k].ptr;
+    size_t const bytes = sec->span[k].bytes;
+    if (!(s->shuffled && sec->span[k].floats)) {
+      LS_FORWARD_IF_ERROR(inflate_into(f, s, dec->dctx, &flow, dst, bytes));
+    } else {
+      for (size_t at = 0; at < bytes; at += SNAP_SHUFFLE_BLOCK) {
+        size_t const len = bytes - at < SNAP_SHUFFLE_BLOCK ? bytes - at : SNAP_SHUFFLE_BLOCK;
+        LS_FORWARD_IF_ERROR(inflate_into(f, s, dec->dctx, &flow, dec->block, len));
+        snap_unshuffle4(dst + at, dec->block, len / 4);
+      }
+    }
+    crc = snap_crc32c(crc, dst, bytes);
+  }
+  /* The frame must end here (its last block and zstd's checksum), and the
+   * section with it. */
+  LS_FORWARD_IF_ERROR(inflate_into(f, s, dec->dctx, &flow, NULL, 0));
+  if (flow.in.pos != flow.in.size)
+    return CORRUPT("%s: section '%s' has %zu bytes after its zstd frame", f->name, s->name,
+                   flow.in.size - flow.in.pos);
+  if (!lim->skip_checksums && crc != s->crc)
+    return CORRUPT("%s: section '%s' decodes to other bytes than were written (checksum %08x, "
+                   "written %08x)",
+                   f->name, s->name, crc, s->crc);
+  return LS_OK;
+}
+
+/* A decoder; skipping checksums (the fuzzer) skips zstd's too. */
+static ls_err_t decoder_new(const snap_limits_t *lim, decoder_t **out) {
+  decoder_t *d = malloc(sizeof *d);
+  ZSTD_DCtx *const dctx = ZSTD_createDCtx();
+  if (d == NULL || dctx == NULL) {
+    free(d);
+    ZSTD_freeDCtx(dctx);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for a zstd decompression context");
+  }
+  if (lim->skip_checksums)
+    ZSTD_DCtx_setParameter(dctx, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
+  d->dctx = dctx;
+  *out = d;
+  return LS_OK;
+}
+
+static void decoder_destroy(decoder_t *d) {
+  if (d == NULL) return;
+  ZSTD_freeDCtx(d->dctx);
+  free(d);
+}
+
+/* Decodes section 0 of a shard into *m and checks it against the header. */
+static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limits_t *lim,
+                          snap_meta_t *m) {
+  uint8_t raw[SNAP_META_BYTES];
+  snap_section_spans_t const sec = {SNAP_META, 1, {{raw, sizeof raw, 0}}};
+  LS_FORWARD_IF_ERROR(decode_section(f, 0, &sec, dec, lim));
+  *m = snap_meta_unpack(raw);
+  if (ls_shape_check(&m->shape) != LS_OK)
+    return CORRUPT("%s: meta: shape I=%d H=%d L=%d O=%d is not valid", f->name, m->shape.input_size,
+                   m->shape.hidden_size, m->shape.num_layers, m->shape.output_size);
+  if (f->step < 0 || f->world < 1 || f->rank < 0 || f->rank >= f->world)
+    return CORRUPT("%s: step %lld, rank %d of world %d is not possible", f->name,
+                   (long long)f->step, (int)f->rank, (int)f->world);
+  if (m->has_model != (f->rank == 0))
+    return CORRUPT("%s: rank %d %s a model: rank 0's part and only it holds one", f->name,
+                   (int)f->rank, m->has_model ? "holds" : "lacks");
+  size_t n = 0;
+  ls_param_count(&m->shape, &n);
+  if (m->has_model && (m->n != n || m->adam_steps < 0))
+    return CORRUPT("%s: meta: %llu parameters (%lld updates), the shape has %zu", f->name,
+                   (unsigned long long)m->n, (long long)m->adam_steps, n);
+  uint32_t ids[6];
+  int const count = 1 + snap_shard_ids((int)m->has_model, ids);
+  if (f->desc.n_sections != count)
+    return CORRUPT("%s: %d sections, a shard %s a model has %d", f->name, f->desc.n_sections,
+                   m->has_model ? "with" : "without", count);
+  /* What the content will take, before allocating it: per series 1 + 4 +
+   * 3 * 8 bytes of counts, 8 of key offset, 2 * L * H floats; keys have
+   * 2..256 bytes each with their NUL. */
+  uint64_t const S = m->series, row = (uint64_t)m->shape.num_layers * m->shape.hidden_size;
+  if (S > (1ull << 40) || m->parts > (1ull << 40) || m->key_bytes < 2 * S || m->key_bytes > 256 * S)
+    return CORRUPT("%s: meta: %llu series with %llu key bytes, %llu partitions are not possible",
+                   f->name, (unsigned long long)S, (unsigned long long)m->key_bytes,
+                   (unsigned long long)m->parts);
+  /* In double: S * row may overflow 64 bits in a damaged file. */
+  double const need = (double)S * (37.0 + 8.0 * (double)row) + (double)m->key_bytes +
+                      12.0 * (double)m->parts + (m->has_model ? 12.0 * (double)n : 0.0);
+  if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
+    return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
+                   (unsigned long long)(lim->max_alloc ? lim->max_alloc : 1ull << 62));
+  /* Every section's size as the meta says, before anything is allocated. */
+  ls_snapshot_t sizing = {.row = (size_t)row,
+                          .n = n,
+                          .series = (size_t)S,
+                          .parts = (size_t)m->parts,
+                          .key_bytes = (size_t)m->key_bytes};
+  for (int i = 1; i < count; i++) {
+    snap_section_spans_t const want = snap_section_of(&sizing, ids[i - 1]);
+    if (f->desc.sections[i].raw != snap_section_bytes(&want))
+      return CORRUPT("%s: section '%s' holds %llu bytes, its meta section says %llu", f->name,
+                     f->desc.sections[i].name, (unsigned long long)f->desc.sections[i].raw,
+                     (unsigned long long)snap_section_bytes(&want));
+  }
+  return LS_OK;
+}
+
+/* Checks the keys' lengths and NULs and sets their offsets. */
+static ls_err_t index_keys(const snap_file_t *f, ls_snapshot_t *s) {
+  size_t at = 0;
+  for (size_t i = 0; i < s->series; i++) {
+    size_t const len = s->key_len[i];
+    if (len < 1 || len + 1 > s->key_bytes - at || s->keys[at + len] != '\0')
+      return CORRUPT("%s: keys: key %zu (%zu bytes at %zu) is not a NUL-terminated key of 1..%d "
+                     "bytes within the section",
+                     f->name, i, len, at, LS_KEY_MAX);
+    s->key_off[i] = at;
+    at += len + 1;
+  }
+  if (at != s->key_bytes)
+    return CORRUPT("%s: keys: %zu bytes after the last key", f->name, s->key_bytes - at);
+  return LS_OK;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t const x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Checks counts and partitions for values a writer never produces. */
+static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
+  for (size_t i = 0; i < s->series; i++)
+    if (s->partition[i] < 0 || s->windows[i] < 0 || s->records[i] < 0 || s->last_off[i] < -1)
+      return CORRUPT("%s: counts: series %zu has partition %d, %lld windows, %lld records, last "
+                     "offset %lld",
+                     f->name, i, (int)s->partition[i], (long long)s->windows[i],
+                     (long long)s->records[i], (long long)s->last_off[i]);
+  for (size_t i = 0; i < s->parts; i++)
+    if (s->part_id[i] < 0 || s->part_offset[i] < 0)
+      return CORRUPT("%s: partitions: partition %d has offset %lld", f->name, (int)s->part_id[i],
+                     (long long)s->part_offset[i]);
+  int32_t *const ids = malloc(s->parts ? s->parts * sizeof *ids : 1);
+  LS_RETURN_IF(ids == NULL, LS_ERR_NOMEM, "no memory to check %zu partitions", s->parts);
+  memcpy(ids, s->part_id, s->parts * sizeof *ids);
+  qsort(ids, s->parts, sizeof *ids, cmp_i32);
+  ls_err_t err = LS_OK;
+  for (size_t i = 0; i < s->parts && err == LS_OK; i++)
+    if (i > 0 && ids[i] == ids[i - 1])
+      err = CORRUPT("%s: partitions: partition %d is listed twice", f->name, (int)ids[i]);
+  free(ids);
+  return err;
+}
+
+/* Decodes the sections after meta that `what` asks for into s (sized from
+ * m), and checks them. */
+static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, int what,
+                                  decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
+  uint32_t ids[6];
+  int const n = snap_shard_ids((int)m->has_model, ids);
+  for (int i = 0; i < n; i++) {
+    int const model = ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER;
+    if (!(what & (model ? SNAP_DECODE_MODEL : SNAP_DECODE_SERIES))) continue;
+    snap_section_spans_t const sec = snap_section_of(s, ids[i]);
+    LS_FORWARD_IF_ERROR(decode_section(f, 1 + i, &sec, dec, lim));
+  }
+  if (!(what & SNAP_DECODE_SERIES)) return LS_OK;
+  LS_FORWARD_IF_ERROR(index_keys(f, s));
+  return check_values(f, s);
+}
+
+/* A snapshot sized for what of m's content `what` asks for. */
+static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what,
+                            ls_snapshot_t **out) {
+  int const series = (what & SNAP_DECODE_SERIES) != 0;
+  ls_snapshot_t *s = NULL;
+  LS_FORWARD_IF_ERROR(ls_snapshot_new(&m->shape, series ? (size_t)m->series : 0,
+                                      series ? (size_t)m->parts : 0, &s));
+  ls_err_t err = series ? snap_reserve(s, 0, (size_t)m->key_bytes, 0) : LS_OK;
+  if (err == LS_OK && m->has_model && (what & SNAP_DECODE_MODEL)) {
+    err = snap_model_buffers(s, (size_t)m->n);
+    s->has_model = 1;
+    s->adam_steps = m->adam_steps;
+  }
+  if (err != LS_OK) {
+    ls_snapshot_destroy(s);
+    return err;
+  }
+  if (series) {
+    s->series = (size_t)m->series;
+    s->parts = (size_t)m->parts;
+    s->key_bytes = (size_t)m->key_bytes;
+  }
+  s->info = (ls_snapshot_info_t){f->step, m->seed, m->fingerprint, f->world, f->rank};
+  *out = s;
+  return LS_OK;
+}
+
+ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *lim,
+                           ls_snapshot_t **out) {
+  *out = NULL;
+  decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(decoder_new(lim, &dec));
+  snap_meta_t m;
+  ls_snapshot_t *s = NULL;
+  ls_err_t err = read_meta(f, dec, lim, &m);
+  if (err == LS_OK) err = shard_alloc(f, &m, what, &s);
+  if (err == LS_OK) err = decode_shard_body(f, &m, what, dec, lim, s);
+  decoder_destroy(dec);
+  if (err != LS_OK) {
+    ls_snapshot_destroy(s);
+    return err;
+  }
+  s->file = f->desc;
+  *out = s;
+  return LS_OK;
+}
+
+ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *m) {
+  snap_limits_t const lim = {0, 0};
+  decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
+  ls_err_t const err = read_meta(f, dec, &lim, m);
+  decoder_destroy(dec);
+  return err;
+}
+
+ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
+                              ls_snapshot_shard_t **shards) {
+  *shards = NULL;
+  if (f->step < 0 || f->world < 1 || f->rank != 0 || f->desc.n_sections != 1)
+    return CORRUPT("%s: step %lld, world %d, rank %d, %d sections: not a manifest's", f->name,
+                   (long long)f->step, (int)f->world, (int)f->rank, f->desc.n_sections);
+  uint64_t const bytes = (uint64_t)f->world * SNAP_SHARD_ENTRY_BYTES;
+  if (f->desc.sections[0].raw != bytes)
+    return CORRUPT("%s: section 'shards' holds %llu bytes, %d shards take %llu", f->name,
+                   (unsigned long long)f->desc.sections[0].raw, (int)f->world,
+                   (unsigned long long)bytes);
+  if (lim->max_alloc != 0 && bytes > lim->max_alloc)
+    return CORRUPT("%s: %d shards exceed the limit of %llu bytes", f->name, (int)f->world,
+                   (unsigned long long)lim->max_alloc);
+  uint8_t *const list = malloc((size_t)bytes);
+  ls_snapshot_shard_t *const out = malloc((size_t)f->world * sizeof *out);
+  decoder_t *dec = NULL;
+  ls_err_t err = list && out ? decoder_new(lim, &dec)
+                             : ls_error_set(LS_ERR_NOMEM, "no memory for %d shards", (int)f->world);
+  snap_section_spans_t const sec = {SNAP_SHARDS, 1, {{list, (size_t)bytes, 0}}};
+  if (err == LS_OK) err = decode_section(f, 0, &sec, dec, lim);
+  for (int32_t r = 0; err == LS_OK && r < f->world; r++) {
+    const uint8_t *const p = list + (size_t)r * SNAP_SHARD_ENTRY_BYTES;
+    out[r] = (ls_snapshot_shard_t){snap_get_u64(p), snap_get_u32(p + 8), snap_get_u64(p + 16),
+                                   snap_get_u64(p + 24)};
+    if (out[r].size < SNAP_HEADER_BYTES + SNAP_TAIL_BYTES)
+      err = CORRUPT("%s: shard %d of %llu bytes is not possible", f->name, (int)r,
+                    (unsigned long long)out[r].size);
+  }
+  decoder_destroy(dec);
+  free(list);
+  if (err != LS_OK) {
+    free(out);
+    return err;
+  }
+  *shards = out;
+  return LS_OK;
+}

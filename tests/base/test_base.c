@@ -1,0 +1,185 @@
+/*
+ * The ground floor (include/base/): the FNV-1a digest against its published
+ * test vectors, the key->index map (dense indices, growth, keys that share
+ * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
+ * naming the line), typed values and key tables, the monotonic clock.
+ */
+#include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/digest.h"
+#include "base/keymap.h"
+#include "base/kvfile.h"
+#include "base/value.h"
+
+Test(base, fnv1a_test_vectors) {
+  /* FNV-1a 64 of "", "a" and "foobar" (the FNV reference's vectors). */
+  cr_expect_eq(base_fnv1a(BASE_FNV1A_INIT, "", 0), 0xcbf29ce484222325ull);
+  cr_expect_eq(base_fnv1a(BASE_FNV1A_INIT, "a", 1), 0xaf63dc4c8601ec8cull);
+  cr_expect_eq(base_fnv1a(BASE_FNV1A_INIT, "foobar", 6), 0x85944171f73967e8ull);
+  /* It continues: "foo" then "bar" is "foobar". */
+  cr_expect_eq(base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
+}
+
+Test(base, keymap_dense_indices_and_growth) {
+  enum { N = 5000 };
+  static char keys[N][16];
+  base_keymap_t m = {0};
+  cr_expect_eq(base_keymap_find(&m, base_key_hash("x", 1), "x", 1), -1, "an empty map");
+  for (int i = 0; i < N; i++) {
+    int const len = snprintf(keys[i], sizeof keys[i], "key-%d", i);
+    uint64_t const h = base_key_hash(keys[i], (size_t)len);
+    cr_assert_eq(base_keymap_find(&m, h, keys[i], (size_t)len), -1);
+    cr_assert_eq(base_keymap_add(&m, h, keys[i], (size_t)len, "test"), LS_OK);
+    cr_assert_eq(m.n, (size_t)i + 1);
+  }
+  for (int i = 0; i < N; i++) {
+    size_t const len = strlen(keys[i]);
+    cr_expect_eq(base_keymap_find(&m, base_key_hash(keys[i], len), keys[i], len), i);
+  }
+  /* A key that is a prefix of another, and one of another length, are others. */
+  cr_expect_eq(base_keymap_find(&m, base_key_hash("key-1", 4), "key-1", 4), -1);
+  base_keymap_free(&m);
+  cr_expect_eq(m.n, 0);
+}
+
+Test(base, keymap_same_hash_keys_are_told_apart) {
+  /* Two keys given the same hash (as a collision would): found by bytes. */
+  base_keymap_t m = {0};
+  uint64_t const h = 0x1234567800000001ull;
+  cr_assert_eq(base_keymap_add(&m, h, "first", 5, "test"), LS_OK);
+  cr_assert_eq(base_keymap_add(&m, h, "other", 5, "test"), LS_OK);
+  cr_expect_eq(base_keymap_find(&m, h, "first", 5), 0);
+  cr_expect_eq(base_keymap_find(&m, h, "other", 5), 1);
+  cr_expect_eq(base_keymap_find(&m, h, "third", 5), -1);
+  base_keymap_free(&m);
+}
+
+/* Collects a file's pairs as "key=value;" into a buffer; fails on "stop". */
+static ls_err_t collect(void *opaque, const char *key, const char *value) {
+  if (!strcmp(key, "stop")) return ls_error_set(LS_ERR_INVALID_ARG, "no stop here");
+  strcat(opaque, key);
+  strcat(opaque, "=");
+  strcat(opaque, value);
+  strcat(opaque, ";");
+  return LS_OK;
+}
+
+static char *temp_file(const char *text) {
+  char *const path = strdup("/tmp/lstream-base-XXXXXX");
+  int const fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+Test(base, kvfile) {
+  char got[256] = "";
+  char *path = temp_file("# comment\n\n  a = 1 \r\n\tb=x=y\n  # indented\nc=\nlast = no newline");
+  cr_assert_eq(base_kv_read(path, "test file", collect, got), LS_OK, "%s", ls_last_error());
+  cr_expect_str_eq(got, "a=1;b=x=y;c=;last=no newline;");
+  unlink(path), free(path);
+  const struct {
+    const char *text, *needle;
+  } bad[] = {{"a=1\nno equals\n", ":2: expected key=value, got 'no equals'"},
+             {"a=1\n\n = 3\n", ":3: expected key=value, the key is empty"},
+             {"a=1\nstop=1\n", ":2: no stop here"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    got[0] = '\0';
+    path = temp_file(bad[i].text);
+    cr_expect_neq(base_kv_read(path, "test file", collect, got), LS_OK);
+    cr_expect(strstr(ls_last_error(), bad[i].needle) != NULL, "'%s' not in '%s'", bad[i].needle,
+              ls_last_error());
+    cr_expect(strstr(ls_last_error(), path) != NULL, "the file is named");
+    unlink(path), free(path);
+  }
+  cr_expect_eq(base_kv_read("/nonexistent/x.conf", "test file", collect, got), LS_ERR_IO);
+  cr_expect(strstr(ls_last_error(), "cannot open test file /nonexistent/x.conf") != NULL);
+}
+
+Test(base, values) {
+  static const char *const names[] = {"f32", "csv", NULL};
+  base_value_t const i = BASE_V_INT(1, 10), u = BASE_V_U64, d = BASE_V_DBL(0, 1),
+                     c = BASE_V_CHOICE(names), s = BASE_V_STR(4);
+  int iv = 0, cv = 0;
+  uint64_t uv = 0;
+  double dv = 0;
+  char sv[4] = "";
+  cr_expect_eq(base_value_parse(&i, "7", &iv), 0);
+  cr_expect_eq(iv, 7);
+  const char *const bad_ints[] = {"", "0", "11", "7x", "1e1", "99999999999999999999"};
+  for (size_t k = 0; k < sizeof bad_ints / sizeof bad_ints[0]; k++)
+    cr_expect_eq(base_value_parse(&i, bad_ints[k], &iv), -1, "'%s'", bad_ints[k]);
+  cr_expect_eq(iv, 7, "nothing is written on a bad value");
+  cr_expect_eq(base_value_parse(&u, "18446744073709551615", &uv), 0);
+  cr_expect_eq(uv, UINT64_MAX);
+  cr_expect_eq(base_value_parse(&u, "-1", &uv), -1);
+  cr_expect_eq(base_value_parse(&d, "0.25", &dv), 0);
+  cr_expect_eq(dv, 0.25);
+  cr_expect_eq(base_value_parse(&d, "nan", &dv), -1);
+  cr_expect_eq(base_value_parse(&d, "1.5", &dv), -1);
+  cr_expect_eq(base_value_parse(&c, "csv", &cv), 0);
+  cr_expect_eq(cv, 1);
+  cr_expect_eq(base_value_parse(&c, "CSV", &cv), -1);
+  cr_expect_eq(base_value_parse(&s, "abc", sv), 0);
+  cr_expect_str_eq(sv, "abc");
+  cr_expect_eq(base_value_parse(&s, "abcd", sv), -1, "3 bytes and the NUL fit in 4");
+  char buf[64];
+  base_value_expected(&i, buf, sizeof buf);
+  cr_expect_str_eq(buf, "an integer in [1, 10]");
+  base_value_expected(&c, buf, sizeof buf);
+  cr_expect_str_eq(buf, "one of f32, csv");
+  cr_expect_eq(base_value_format(&c, &cv, buf, sizeof buf), LS_OK);
+  cr_expect_str_eq(buf, "csv");
+  cr_expect_eq(base_value_format(&d, &dv, buf, 2), LS_ERR_INVALID_ARG, "a buffer too small");
+}
+
+typedef struct settings_s {
+  int n;
+  char *name;
+} settings_t;
+
+Test(base, key_tables) {
+  base_key_t const keys[] = {
+      {"n", "a number", offsetof(settings_t, n), BASE_V_INT(0, 5)},
+      {"name", NULL, offsetof(settings_t, name), BASE_V_STR(0)},
+  };
+  settings_t s = {1, NULL};
+  cr_expect_null(base_keys_find(keys, 2, "nope"));
+  const base_key_t *const n = base_keys_find(keys, 2, "n"), *const name = &keys[1];
+  cr_assert_eq(base_key_set(n, &s, "4"), LS_OK);
+  cr_expect_eq(s.n, 4);
+  cr_expect_eq(base_key_set(n, &s, "6"), LS_ERR_INVALID_ARG);
+  cr_expect_str_eq(ls_last_error(), "n: '6' is not an integer in [0, 5]");
+  cr_assert_eq(base_key_set(name, &s, "x"), LS_OK);
+  cr_assert_eq(base_key_set(name, &s, "yz"), LS_OK, "an owned string is replaced");
+  cr_expect_str_eq(s.name, "yz");
+  char buf[16];
+  cr_assert_eq(base_key_get(name, &s, buf, sizeof buf), LS_OK);
+  cr_expect_str_eq(buf, "yz");
+  cr_expect_eq(base_key_check(n, &s), LS_OK);
+  s.n = 9;
+  cr_expect_eq(base_key_check(n, &s), LS_ERR_INVALID_ARG);
+  cr_expect_str_eq(ls_last_error(), "n: 9 is not an integer in [0, 5]");
+  cr_assert_eq(base_key_set(name, &s, ""), LS_OK);
+  cr_expect_null(s.name, "\"\" clears an owned string");
+}
+
+Test(base, clock_is_monotonic) {
+  double const s0 = base_now_s();
+  int64_t const m0 = base_now_ms();
+  usleep(20000);
+  double const s1 = base_now_s();
+  int64_t const m1 = base_now_ms();
+  /* usleep sleeps at least 20 ms; the two clocks are one. */
+  cr_expect_geq(s1 - s0, 0.020);
+  cr_expect_geq(m1 - m0, 20);
+  cr_expect_leq(m0, (int64_t)(s1 * 1000.0) + 1);
+}

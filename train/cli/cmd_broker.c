@@ -1,0 +1,158 @@
+/*
+ * `lstream broker`: hosts the embedded Kafka cluster (librdkafka's mock
+ * cluster, ingest's "Embedded broker") for the quick start, examples and
+ * tests. Prints the bootstrap address on stdout as one flushed line, and
+ * runs until SIGINT or SIGTERM.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "lstream/ingest.h"
+
+#define MAX_TOPICS 64
+
+static volatile sig_atomic_t broker_stop = 0;
+
+static void broker_on_signal(int sig) {
+  broker_stop = sig;
+}
+
+#define ABOUT                                                                                \
+  "Hosts an embedded Kafka cluster for development and tests (librdkafka's mock\n"          \
+  "cluster: the real Kafka protocol on 127.0.0.1, reachable by any client, kcat\n"          \
+  "included). Prints its bootstrap address on stdout as one line, then runs until\n"        \
+  "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"
+
+#define EPILOG                                                                               \
+  "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"       \
+  "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"         \
+  "check low watermarks), fetches served by one thread, no SSL/SASL.\n"                     \
+  "\n"                                                                                       \
+  "In a script:\n"                                                                           \
+  "  lstream broker --topic ticks:16 --bootstrap-file /tmp/bootstrap &\n"                   \
+  "  while [ ! -s /tmp/bootstrap ]; do sleep 0.1; done; BOOTSTRAP=$(cat /tmp/bootstrap)\n"  \
+  "or: coproc lstream broker --topic ticks:16; read -r BOOTSTRAP <&\"${COPROC[0]}\"\n"
+
+/* The topics to create (--topic, repeatable). */
+typedef struct topics_s {
+  char name[MAX_TOPICS][256];
+  int partitions[MAX_TOPICS];
+  int n;
+} topics_t;
+
+/* --topic NAME:PARTITIONS (Kafka names cannot hold ':'). */
+static int add_topic(void *opaque, const char *spec) {
+  topics_t *const t = opaque;
+  static const base_value_t parts = BASE_V_INT(1, LS_BROKER_MAX_PARTITIONS);
+  if (t->n == MAX_TOPICS) return cli_usage_error("broker", "at most %d --topic options", MAX_TOPICS);
+  const char *const colon = strrchr(spec, ':');
+  if (colon == NULL || colon == spec || (size_t)(colon - spec) >= sizeof t->name[0] ||
+      base_value_parse(&parts, colon + 1, &t->partitions[t->n]) != 0)
+    return cli_usage_error("broker", "--topic '%s': expected NAME:PARTITIONS, 1..%d partitions",
+                           spec, LS_BROKER_MAX_PARTITIONS);
+  memcpy(t->name[t->n], spec, (size_t)(colon - spec));
+  t->name[t->n][colon - spec] = '\0';
+  t->n++;
+  return CLI_EXIT_OK;
+}
+
+/* Writes text + "\n" to path through path.tmp.PID, fsync and rename. */
+static int broker_write_file(const char *path, const char *text) {
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    return cli_fail(LS_OK, "--bootstrap-file path is too long");
+  FILE *const f = fopen(tmp, "w");
+  if (f == NULL) {
+    perror(tmp);
+    return cli_fail(LS_OK, "cannot write the bootstrap file (does its directory exist?)");
+  }
+  int const ok = fprintf(f, "%s\n", text) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+    perror(path);
+    unlink(tmp);
+    return cli_fail(LS_OK, "cannot write the bootstrap file");
+  }
+  return CLI_EXIT_OK;
+}
+
+/* Blocks until SIGINT or SIGTERM. The signals stay blocked outside
+ * sigsuspend, so one that arrives before the wait is not lost. */
+static void broker_wait_for_signal(void) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  struct sigaction sa = {.sa_handler = broker_on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  while (!broker_stop)
+    sigsuspend(&old);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+int cmd_broker(int argc, char **argv) {
+  int n_brokers = 1, port = 0;
+  const char *bootstrap_file = NULL;
+  topics_t topics = {.n = 0};
+  char topic_help[160];
+  snprintf(topic_help, sizeof topic_help,
+           "create a topic (repeatable, up to %d; 1..%d\npartitions). Other topics are "
+           "auto-created with 4\npartitions when a client first asks for them.",
+           MAX_TOPICS, LS_BROKER_MAX_PARTITIONS);
+  cli_opt_t const opts[] = {
+      {.name = "brokers", .arg = "N", .kind = CLI_VALUE, .dst = &n_brokers,
+       .value = BASE_V_INT(1, LS_BROKER_MAX_BROKERS), .help = "brokers in the cluster, ids 1..N"},
+      {.name = "port", .arg = "P", .kind = CLI_VALUE, .dst = &port, .value = BASE_V_INT(1, 65535),
+       .flags = CLI_NO_DEFAULT,
+       .help = "bootstrap on 127.0.0.1:P (default: the brokers' own\n"
+               "random ports). librdkafka 2.0.2 cannot put a mock broker\n"
+               "on a chosen port, so P relays each new connection to the\n"
+               "first broker that is up; clients then use the brokers'\n"
+               "advertised random ports, which works from this machine\n"
+               "only. Fails if P is taken."},
+      {.name = "topic", .arg = "NAME:PARTITIONS", .kind = CLI_CALL, .dst = &topics,
+       .call = add_topic, .help = topic_help},
+      {.name = "bootstrap-file", .arg = "PATH", .kind = CLI_TEXT, .dst = &bootstrap_file,
+       .help = "also write the address to PATH, atomically (a temporary\n"
+               "file renamed into place once complete); removed on exit"},
+      {0},
+  };
+  cli_spec_t const spec = {"broker", "[--brokers N] [--port P] [--topic NAME:PARTITIONS]...\n"
+                                     "                      [--bootstrap-file PATH]",
+                           ABOUT, opts, EPILOG, 0};
+  cli_args_t args;
+  int const rc = cli_parse(&spec, argc, argv, &args);
+  if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
+
+  ls_broker_t *broker = NULL;
+  ls_err_t err = ls_broker_new(&broker, n_brokers, port);
+  if (err != LS_OK) return cli_fail(err, "cannot start the embedded broker");
+  for (int t = 0; t < topics.n && err == LS_OK; t++)
+    err = ls_broker_topic_create(broker, topics.name[t], topics.partitions[t]);
+  if (err != LS_OK) {
+    ls_broker_destroy(broker);
+    return cli_fail(err, "cannot create a topic");
+  }
+  const char *const bootstrap = ls_broker_bootstrap(broker);
+  if (bootstrap_file != NULL && broker_write_file(bootstrap_file, bootstrap) != CLI_EXIT_OK) {
+    ls_broker_destroy(broker);
+    return CLI_EXIT_FAIL;
+  }
+  printf("%s\n", bootstrap);
+  fflush(stdout);
+  fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
+          n_brokers, bootstrap, topics.n);
+
+  broker_wait_for_signal();
+
+  if (bootstrap_file != NULL) unlink(bootstrap_file);
+  ls_broker_destroy(broker);
+  fprintf(stderr, "lstream broker: stopped (%s)\n", strsignal(broker_stop));
+  return CLI_EXIT_OK;
+}

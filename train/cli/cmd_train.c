@@ -1,0 +1,368 @@
+/*
+ * `lstream train`: trains the model on a topic, a log line per second (or
+ * per N steps), optional JSON-lines metrics, and a summary at the end.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "cli.h"
+#include "lstream/train.h"
+
+
+static volatile sig_atomic_t stop_flag = 0;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+typedef struct run_log_s {
+  ls_trainer_t *tr;
+  FILE *metrics;     /* JSON lines, or NULL */
+  int log_every;     /* steps between log lines; 0 = by time */
+  double interval_s; /* seconds between log lines when log_every is 0 */
+  int quiet;
+  int64_t last_step; /* the newest step seen */
+  double t0, last_t;
+  /* Since the last log line. */
+  int64_t steps, windows, records;
+  double loss, base, count, wait_s, compute_s;
+} run_log_t;
+
+static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
+
+static void print_line(run_log_t *lg, int64_t step, double now) {
+  double const dt = now - lg->last_t > 0 ? now - lg->last_t : 1e-9;
+  double const busy = lg->wait_s + lg->compute_s;
+  fprintf(stderr,
+          "step=%lld windows=%lld loss=%.6g baseline=%.6g windows_per_s=%.0f records_per_s=%.0f "
+          "wait=%.3f\n",
+          (long long)step, (long long)lg->windows, mse(lg->loss, lg->count),
+          mse(lg->base, lg->count), lg->windows / dt, lg->records / dt,
+          busy > 0 ? lg->wait_s / busy : 0.0);
+  lg->steps = lg->windows = lg->records = 0;
+  lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
+  lg->last_t = now;
+}
+
+static int on_step(void *opaque, const ls_step_stats_t *s) {
+  run_log_t *const lg = opaque;
+  double const now = base_now_s();
+  lg->steps++;
+  lg->last_step = s->step;
+  lg->windows += s->windows;
+  lg->records += s->records;
+  lg->loss += s->loss_sum;
+  lg->base += s->baseline_sum;
+  lg->count += s->count;
+  lg->wait_s += s->wait_s;
+  lg->compute_s += s->compute_s;
+  if (lg->metrics != NULL) {
+    fprintf(lg->metrics,
+            "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%.9g,"
+            "\"baseline\":%.9g,\"count\":%.0f,\"updated\":%d,\"grad_norm\":%.6g,\"lr\":%.6g,"
+            "\"compute_s\":%.6f,\"wait_s\":%.6f}\n",
+            (long long)s->step, now - lg->t0, s->windows, (long long)s->records,
+            mse(s->loss_sum, s->count), mse(s->baseline_sum, s->count), s->count, s->updated,
+            s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0,
+            s->compute_s, s->wait_s);
+  }
+  if (!lg->quiet && s->snapshot_committed >= 0)
+    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
+            (long long)s->snapshot_committed);
+  if (!lg->quiet && s->snapshot_skipped)
+    fprintf(stderr,
+            "lstream train: step %lld: snapshot skipped, the previous one is still being "
+            "written (snapshot every fewer steps, or a lower --snapshot-level)\n",
+            (long long)s->step);
+  if (s->snapshot_error != NULL) /* printed even when quiet: it needs attention */
+    fprintf(stderr, "lstream train: warning: %s\n", s->snapshot_error);
+  int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
+  if (!lg->quiet && due) print_line(lg, s->step, now);
+  return 0;
+}
+
+/* --series-out: one CSV line per series. */
+static int write_series(ls_trainer_t *tr, const char *base) {
+  int rank = 0, world = 1;
+  ls_trainer_rank(tr, &rank, &world);
+  char path[4096];
+  if (world > 1) snprintf(path, sizeof path, "%s.rank%d", base, rank);
+  else snprintf(path, sizeof path, "%s", base);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
+  fprintf(f, "series,partition,windows,records,last_offset\n");
+  int64_t const n = ls_trainer_series_count(tr);
+  for (int64_t i = 0; i < n; i++) {
+    ls_series_info_t s;
+    if (ls_trainer_series_info(tr, i, &s) != LS_OK) break;
+    fprintf(f, "%s,%d,%lld,%lld,%lld\n", s.key, (int)s.partition, (long long)s.windows,
+            (long long)s.records, (long long)s.last_offset);
+  }
+  if (fclose(f) != 0) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
+  return CLI_EXIT_OK;
+}
+
+/* --params-out: the flat parameter buffer as raw float32. */
+static int write_params(ls_trainer_t *tr, const char *path) {
+  size_t const n = ls_trainer_param_count(tr);
+  float *p = malloc(n * sizeof(float));
+  if (p == NULL) return cli_fail(LS_ERR_NOMEM, "no memory for %zu parameters", n);
+  ls_err_t const err = ls_trainer_params(tr, p, n);
+  if (err != LS_OK) {
+    free(p);
+    return cli_fail(err, "cannot read the parameters");
+  }
+  FILE *f = fopen(path, "wb");
+  int ok = f != NULL && fwrite(p, sizeof(float), n, f) == n;
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  free(p);
+  return ok ? CLI_EXIT_OK : cli_fail(LS_ERR_IO, "cannot write --params-out %s", path);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parsing                                                                   */
+
+#define ABOUT                                                                             \
+  "Trains a stacked LSTM on the series of a Kafka topic with truncated BPTT,\n"           \
+  "carrying every series' hidden state from one window to the next. Each\n"               \
+  "step's loss is measured before its update (prequential, test-then-train)\n"            \
+  "and printed beside the last-value baseline on the same targets.\n"
+
+#define EPILOG                                                                            \
+  "The log line: step, windows in the step, prequential MSE, baseline MSE,\n"             \
+  "windows/s, records/s and the share of time spent waiting for data, over the\n"         \
+  "steps since the previous line. At the end (a replay's end, or SIGINT/SIGTERM)\n"       \
+  "a summary gives the MSE over the whole run and over its last fifth (final),\n"         \
+  "the series, and digests of the parameters and states (equal digests,\n"                \
+  "bit-identical models).\n"                                                              \
+  "\n"                                                                                    \
+  "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"       \
+  "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
+
+/* What the command line asks of a run. Configuration keys are applied after
+ * the --config files, in the order given. */
+typedef struct train_args_s {
+  ls_train_conf_t *conf;
+  cli_kafka_props_t props;
+  const char **configs; /* [n_configs] --config files */
+  const char **keys, **values; /* [n_set] configuration keys given as options */
+  int n_configs, n_set;
+  const char *metrics_path, *series_path, *params_path;
+  int log_every, quiet;
+} train_args_t;
+
+/* An option that sets a configuration key. */
+typedef struct key_opt_s {
+  train_args_t *a;
+  const char *key;
+  char def[64]; /* its default, for the help */
+} key_opt_t;
+
+static int set_key(void *opaque, const char *value) {
+  key_opt_t *const k = opaque;
+  k->a->keys[k->a->n_set] = k->key;
+  k->a->values[k->a->n_set++] = value;
+  return CLI_EXIT_OK;
+}
+
+static int add_config(void *opaque, const char *path) {
+  train_args_t *const a = opaque;
+  a->configs[a->n_configs++] = path;
+  return CLI_EXIT_OK;
+}
+
+/* The program's own options, after the configuration keys. */
+static int program_opts(train_args_t *a, cli_opt_t *o) {
+  cli_opt_t const program[] = {
+      {.help = "Program options:"},
+      {.name = "config", .arg = "FILE", .kind = CLI_CALL, .dst = a, .call = add_config,
+       .help = "read KEY = VALUE lines first"},
+      {.short_name = 'X', .arg = "KEY=VALUE", .kind = CLI_CALL, .dst = &a->props,
+       .call = cli_kafka_props_add,
+       .help = "a librdkafka property (repeatable; SASL/SSL and the rest)"},
+      {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a->props,
+       .call = cli_kafka_props_load, .help = "librdkafka properties, one KEY=VALUE a line"},
+      {.name = "metrics", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->metrics_path,
+       .help = "append one JSON object per step"},
+      {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
+       .help = "at the end, write series,partition,windows,records,\n"
+               "last_offset for every series (CSV; with several ranks\n"
+               "each writes FILE.rankN for its own series)"},
+      {.name = "params-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->params_path,
+       .help = "at the end, write the flat parameters (float32, PyTorch\n"
+               "nn.LSTM + Linear order; rank 0)"},
+      {.name = "log-every", .arg = "N", .kind = CLI_VALUE, .dst = &a->log_every,
+       .value = BASE_V_INT(1, 1 << 30), .def = "one line per second",
+       .help = "a log line every N steps"},
+      {.name = "quiet", .kind = CLI_FLAG, .dst = &a->quiet, .help = "only the summary"},
+  };
+  memcpy(o, program, sizeof program);
+  return (int)(sizeof program / sizeof program[0]);
+}
+
+/* Every option of `lstream train`: a heading, the configuration keys
+ * (spelled with dashes; the underscore spelling hidden), the program's.
+ * opts [2 * keys + 16], ks [keys]. */
+static void train_opts(train_args_t *a, cli_opt_t *opts, key_opt_t *ks, char (*names)[40]) {
+  int n = 0, i = 0;
+  opts[n++] = (cli_opt_t){.help = "Model and data options (also KEY = VALUE lines in --config "
+                                  "FILE; command-line\noptions override the file; dashes and "
+                                  "underscores are alike):"};
+  for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++, i++) {
+    ks[i] = (key_opt_t){a, k->key, ""};
+    ls_train_conf_get(a->conf, k->key, ks[i].def, sizeof ks[i].def);
+    snprintf(names[i], sizeof names[i], "%s", k->key);
+    for (char *p = names[i]; *p; p++) *p = *p == '_' ? '-' : *p;
+    cli_opt_t const o = {.name = names[i], .arg = "V", .kind = CLI_CALL, .dst = &ks[i],
+                         .call = set_key, .help = k->help, .def = ks[i].def[0] ? ks[i].def : NULL};
+    opts[n++] = o;
+    if (strcmp(names[i], k->key) != 0) {
+      opts[n] = o;
+      opts[n].name = k->key;
+      opts[n++].flags = CLI_HIDDEN;
+    }
+  }
+  n += program_opts(a, opts + n);
+  opts[n] = (cli_opt_t){0};
+}
+
+/* Applies the --config files, then the keys given as options, then the
+ * Kafka properties. */
+static int apply_conf(train_args_t *a) {
+  for (int i = 0; i < a->n_configs; i++) {
+    ls_err_t const err = ls_train_conf_read(a->conf, a->configs[i]);
+    if (err != LS_OK) return cli_fail(err, "--config %s", a->configs[i]);
+  }
+  for (int i = 0; i < a->n_set; i++)
+    if (ls_train_conf_set(a->conf, a->keys[i], a->values[i]) != LS_OK)
+      return cli_usage_error("train", "%s", ls_last_error());
+  for (int i = 0; i < a->props.n; i++)
+    if (ls_train_conf_set_kafka(a->conf, a->props.items[i]) != LS_OK)
+      return cli_usage_error("train", "%s", ls_last_error());
+  return CLI_EXIT_OK;
+}
+
+/* Parses the command line into a (a->conf made here). Returns
+ * CLI_EXIT_OK, CLI_DONE or an exit code after a message. */
+static int train_parse(int argc, char **argv, train_args_t *a) {
+  int keys = 0;
+  for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++) keys++;
+  cli_opt_t *const opts = calloc(2 * (size_t)keys + 16, sizeof *opts);
+  key_opt_t *const ks = calloc((size_t)keys, sizeof *ks);
+  char(*names)[40] = calloc((size_t)keys, sizeof *names);
+  a->configs = calloc((size_t)argc, sizeof *a->configs);
+  a->keys = calloc((size_t)argc, sizeof *a->keys);
+  a->values = calloc((size_t)argc, sizeof *a->values);
+  int rc = CLI_EXIT_OK;
+  if (!opts || !ks || !names || !a->configs || !a->keys || !a->values ||
+      ls_train_conf_new(&a->conf) != LS_OK)
+    rc = cli_fail(LS_ERR_NOMEM, "no memory");
+  if (rc == CLI_EXIT_OK) {
+    train_opts(a, opts, ks, names);
+    cli_spec_t const spec = {"train", "--brokers HOST:PORT --topic NAME [OPTIONS]", ABOUT, opts,
+                             EPILOG, 0};
+    cli_args_t args;
+    rc = cli_parse(&spec, argc, argv, &args);
+  }
+  if (rc == CLI_EXIT_OK) rc = apply_conf(a);
+  free(opts), free(ks), free(names);
+  return rc;
+}
+
+static void train_args_free(train_args_t *a) {
+  ls_train_conf_destroy(a->conf);
+  cli_kafka_props_free(&a->props);
+  free(a->configs), free(a->keys), free(a->values);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running                                                                   */
+
+/* The summary lines (rank 0 prints them; every rank takes part). */
+static void print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank) {
+  ls_train_summary_t s;
+  uint64_t dp = 0, ds = 0;
+  if (ls_trainer_summary(tr, &s) != LS_OK || ls_trainer_digest(tr, &dp, &ds) != LS_OK ||
+      rank != 0)
+    return;
+  double const busy = s.wait_s + s.compute_s;
+  printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
+         "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f comm_s=%.3f\n",
+         (long long)s.steps, (long long)s.windows, (long long)s.records, (long long)s.series,
+         (long long)s.updates, (long long)s.rejected, s.elapsed_s,
+         s.elapsed_s > 0 ? s.windows / s.elapsed_s : 0.0,
+         s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0,
+         s.comm_s);
+  printf("loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_steps=%lld "
+         "final_ratio=%.4f\n",
+         mse(s.loss_sum, s.count), mse(s.baseline_sum, s.count),
+         mse(s.tail_loss_sum, s.tail_count), mse(s.tail_baseline_sum, s.tail_count),
+         (long long)s.tail_steps,
+         s.tail_baseline_sum > 0 ? s.tail_loss_sum / s.tail_baseline_sum : 0.0);
+  printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
+         (unsigned long long)ds);
+  printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n",
+         (long long)s.snapshots, (long long)s.snapshots_skipped, (long long)s.resumed_step);
+  if (!lg->quiet && s.tail_count > 0 && s.tail_baseline_sum > 0)
+    fprintf(stderr,
+            "lstream train: final prequential MSE %.4g, last-value baseline %.4g: the model's "
+            "error is %.3g of the baseline's (over the last %lld steps)\n",
+            mse(s.tail_loss_sum, s.tail_count), mse(s.tail_baseline_sum, s.tail_count),
+            s.tail_loss_sum / s.tail_baseline_sum, (long long)s.tail_steps);
+}
+
+/* Runs a trainer to its end with the log lg, then the summary and the
+ * files asked for. *rank receives its rank. */
+static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int *rank) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  int world = 1;
+  ls_trainer_rank(tr, rank, &world);
+  if (*rank == 0 && ls_trainer_note(tr)[0] != '\0')
+    fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
+  lg->quiet |= *rank != 0; /* rank 0 prints; the figures it prints are every rank's */
+  lg->tr = tr;
+  lg->t0 = lg->last_t = base_now_s();
+  ls_err_t const err = ls_trainer_run(tr, &stop_flag, on_step, lg);
+  if (!lg->quiet && lg->steps > 0) print_line(lg, lg->last_step, base_now_s());
+  /* On a failure the other ranks may be gone: no collective calls then. */
+  if (err != LS_OK) return cli_fail(err, "training stopped on rank %d", *rank);
+  print_summary(tr, lg, *rank);
+  int rc = CLI_EXIT_OK;
+  if (a->series_path != NULL && write_series(tr, a->series_path) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+  if (a->params_path != NULL && *rank == 0 && write_params(tr, a->params_path) != CLI_EXIT_OK)
+    rc = CLI_EXIT_FAIL;
+  return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_args_t a = {0};
+  run_log_t lg = {0};
+  lg.interval_s = 1.0;
+  int mpi_up = 0, rank = 0;
+  ls_trainer_t *tr = NULL;
+  int rc = train_parse(argc, argv, &a);
+  lg.log_every = a.log_every;
+  lg.quiet = a.quiet;
+  if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
+  if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
+    rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
+  ls_err_t const err = rc == CLI_EXIT_OK ? ls_trainer_new(a.conf, &tr) : LS_OK;
+  if (err != LS_OK) rc = cli_fail(err, "cannot start training");
+  if (rc == CLI_EXIT_OK) rc = train_run(&a, tr, &lg, &rank);
+  /* A failed rank ends the job first: teardown could wait on sums that the
+   * other ranks will never join (cli_mpi_end aborts, and does not return). */
+  if (rc != CLI_EXIT_OK && rc != CLI_DONE) cli_mpi_end(mpi_up, rc);
+  if (lg.metrics != NULL) fclose(lg.metrics);
+  ls_trainer_destroy(tr);
+  train_args_free(&a);
+  cli_mpi_end(mpi_up, rc);
+  return rc == CLI_DONE ? CLI_EXIT_OK : rc;
+}

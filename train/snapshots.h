@@ -1,0 +1,82 @@
+/*
+ * Snapshots in the step loop (train/ internal): resuming from one, taking
+ * them in the background, committing them across ranks. The bookkeeping is
+ * snapshots.c's own (train_snaps_t); of the trainer it sees a small
+ * read-only view, so snapshots.c needs nothing of trainer.c.
+ */
+#ifndef LSTREAM_TRAIN_SNAPSHOTS_H
+#define LSTREAM_TRAIN_SNAPSHOTS_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "lstream/ingest.h"
+#include "lstream/kernels.h"
+#include "lstream/state.h"
+#include "train_internal.h"
+
+/* What snapshots.c reads of the trainer. The trainer owns it and fills the
+ * handles as it creates them (before the calls below that use them). */
+typedef struct train_view_s {
+  const ls_train_conf_t *conf;
+  ls_shape_t shape; /* the model's, built from conf once */
+  comm_t *comm;     /* sums across ranks */
+  int rank, world;
+  ls_engine_t *eng;
+  ls_series_table_t *series;
+  ls_ingest_t *ing;     /* NULL on a rank without partitions */
+  const int32_t *parts; /* [P] this rank's partitions, ascending */
+  int P;
+} train_view_t;
+
+/* Snapshot figures every rank adds to a step's sums. */
+enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };
+
+typedef struct train_snaps_s train_snaps_t;
+
+/* The bookkeeping of a run over view, which must outlive it. */
+ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out);
+void train_snaps_destroy(train_snaps_t *s); /* accepts NULL */
+
+/* Before ingest opens: finds the snapshot to resume from (the resume key;
+ * rank 0 chooses, every rank takes the same), loads this rank's part into
+ * *snap (NULL when there is none) and checks it against the configuration.
+ * Needs the view's conf, shape, comm, rank and world. */
+ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap);
+
+/* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
+ * it or else at start, and snap's series as skip rules. */
+ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
+                            int P, ls_start_t start);
+
+/* Applies a loaded snapshot: model and optimizer into the engine, the
+ * series with their counts and states into the series table; *steps and
+ * *updates receive the run's counts at the snapshot. */
+ls_err_t train_snaps_apply(train_snaps_t *s, const ls_snapshot_t *snap, int64_t *steps,
+                           int64_t *updates);
+
+/* Starts the background writer when snapshot_dir is set. */
+ls_err_t train_snaps_open(train_snaps_t *s);
+
+/* This rank's contribution to the sums of the step after `steps` steps,
+ * v [SNAP_V__N]. */
+void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v);
+
+/* After the step's sums (v summed over ranks) and its update: commits,
+ * consumer-group offsets, and a new snapshot of `steps` steps when one is
+ * due, unless mid_update (gradients accumulated for an update to come).
+ * stepped = the step trained windows; st receives events for the log. */
+ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps, int mid_update,
+                                int stepped, ls_step_stats_t *st);
+
+/* At the end of a run: a last snapshot of the final state, committed. */
+ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update);
+
+/* What resuming did ("" when nothing), for the program to print. */
+const char *train_snaps_note(const train_snaps_t *s);
+
+/* The snapshot counts of a summary: resumed_step, snapshots,
+ * snapshots_skipped. */
+void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum);
+
+#endif /* LSTREAM_TRAIN_SNAPSHOTS_H */
