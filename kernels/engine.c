@@ -42,6 +42,13 @@ struct ls_engine_s {
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
   int64_t adam_steps;
+  float norm_scale;  /* grad_scale of the last optimizer step */
+  float fetch_scale; /* norm_scale when the figures were fetched */
+  int fetched;       /* ls_engine_fetch_figures was called */
+  struct slot_row_s {
+    int64_t slot;
+    int row;
+  } *scatter_rows; /* (Bm) host scratch of the duplicate-slot check */
   int state_B;    /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
   int fwd_T;      /* (T, B) of the last forward; 0 none */
   int fwd_B;
@@ -171,6 +178,8 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
   if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
   if (err != LS_OK) {
     ls_engine_destroy(e);
     return err;
@@ -188,6 +197,7 @@ void ls_engine_destroy(ls_engine_t *e) {
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
   e->ops->ctx_free(e->ctx);
+  free(e->scatter_rows);
   free(e);
 }
 
@@ -362,14 +372,19 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
   LS_FORWARD_IF_ERROR(
       ops->head_forward(e->ctx, e->pred, y, e->params + off_w, e->params + off_b, (int)N, H, O));
 
-  double loss[2] = {0.0, 0.0};
+  double loss[2] = {0.0, 0.0}, valid = 0.0;
   if (target != NULL) {
     LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, e->target,
                                       mask ? e->mask : NULL, 1.0f, (int)N, O));
-    LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+    /* The loss is read back only when asked (it waits for the device); the
+     * count comes from the host's mask, as mse_loss counts. */
+    if (loss_sum != NULL) LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+    for (size_t r = 0; r < N && mask != NULL; r++)
+      if (mask[r] != 0.0f) valid += mask[r];
+    valid = (mask != NULL ? valid : (double)N) * O;
   }
   if (loss_sum != NULL) *loss_sum = loss[0];
-  if (count != NULL) *count = loss[1];
+  if (count != NULL) *count = valid;
   e->fwd_T = T;
   e->fwd_B = B;
   e->fwd_target = target != NULL;
@@ -481,6 +496,7 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
                                           e->n_params, e->scalars + 2, grad_scale, opt,
                                           e->adam_steps + 1));
   e->adam_steps++;
+  e->norm_scale = grad_scale;
   if (grad_norm != NULL) {
     double norm_sq = 0.0;
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &norm_sq, e->scalars + 2, sizeof norm_sq));
@@ -490,6 +506,25 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
 }
 
 int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
+
+ls_err_t ls_engine_fetch_figures(ls_engine_t *e) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  /* scalars: loss sum, count, gradient norm^2 */
+  LS_FORWARD_IF_ERROR(e->ops->fetch_start(e->ctx, e->scalars, 3 * sizeof(double)));
+  e->fetch_scale = e->norm_scale;
+  e->fetched = 1;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_figures(ls_engine_t *e, double *loss_sum, float *grad_norm) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(!e->fetched, LS_ERR_STATE, "no figures to read: call ls_engine_fetch_figures first");
+  double f[3];
+  LS_FORWARD_IF_ERROR(e->ops->fetch_wait(e->ctx, f, sizeof f));
+  if (loss_sum != NULL) *loss_sum = f[0];
+  if (grad_norm != NULL) *grad_norm = (float)((double)e->fetch_scale * sqrt(f[2]));
+  return LS_OK;
+}
 
 ls_err_t ls_engine_read_optimizer(ls_engine_t *e, float *m, float *v, size_t n, int64_t *steps) {
   LS_FORWARD_IF_ERROR(check_flat(e, m, n, "first-moment"));
@@ -601,21 +636,38 @@ ls_err_t ls_state_table_write(ls_state_table_t *t, size_t first, size_t n, const
   return e->ops->upload(e->ctx, t->c + off, c, bytes);
 }
 
-static ls_err_t check_slots(const ls_engine_t *e, const ls_state_table_t *t, int B,
-                            const int64_t *slots) {
+static int slot_row_cmp(const void *a, const void *b) {
+  const struct slot_row_s *const x = a, *const y = b;
+  return x->slot < y->slot ? -1 : x->slot > y->slot ? 1 : x->row - y->row;
+}
+
+/* distinct: no slot >= 0 may appear twice (a scatter's rows would race for
+ * it on a GPU, and one of them would be lost anyway). */
+static ls_err_t check_slots(ls_engine_t *e, const ls_state_table_t *t, int B,
+                            const int64_t *slots, int distinct) {
   LS_FORWARD_IF_ERROR(check_batch(e, B));
   LS_RETURN_IF(t == NULL || slots == NULL, LS_ERR_INVALID_ARG, "state table or slots is NULL");
   LS_RETURN_IF(t->eng != e, LS_ERR_INVALID_ARG, "the state table belongs to another engine");
-  for (int b = 0; b < B; b++)
+  int n = 0;
+  for (int b = 0; b < B; b++) {
     LS_RETURN_IF(slots[b] >= (int64_t)t->slots, LS_ERR_INVALID_ARG,
                  "slot %lld (row %d) is outside the table's %zu slots", (long long)slots[b], b,
                  t->slots);
+    if (distinct && slots[b] >= 0) e->scatter_rows[n++] = (struct slot_row_s){slots[b], b};
+  }
+  qsort(e->scatter_rows, (size_t)n, sizeof *e->scatter_rows, slot_row_cmp);
+  for (int i = 1; i < n; i++)
+    LS_RETURN_IF(e->scatter_rows[i].slot == e->scatter_rows[i - 1].slot, LS_ERR_INVALID_ARG,
+                 "slot %lld is given to rows %d and %d: a scatter's slots must be distinct (each "
+                 "series at most once per step)",
+                 (long long)e->scatter_rows[i].slot, e->scatter_rows[i - 1].row,
+                 e->scatter_rows[i].row);
   return LS_OK;
 }
 
 ls_err_t ls_engine_gather_state(ls_engine_t *e, ls_state_table_t *t, int B,
                                 const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
+  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots, 0));
   LS_FORWARD_IF_ERROR(e->ops->state_gather(e->ctx, e->hs, e->cs, e->hs_stride, t->h, t->c, slots,
                                            B, e->conf.shape.num_layers,
                                            e->conf.shape.hidden_size));
@@ -626,7 +678,7 @@ ls_err_t ls_engine_gather_state(ls_engine_t *e, ls_state_table_t *t, int B,
 
 ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B,
                                  const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
+  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots, 1));
   LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
                "scatter of B=%d rows needs a completed forward of the same batch", B);
   size_t const last = (size_t)e->fwd_T * (size_t)B * (size_t)e->conf.shape.hidden_size;
