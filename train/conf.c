@@ -64,6 +64,7 @@ static const key_def_t keys[] = {
     {"partitions", "partitions to read: all, or a list such as 0,2,5", K_STR, F(partitions), S(partitions), 0, 0, NULL},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", K_ENUM, F(comm), 0, 0, 0, comms},
     {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", K_ENUM, F(overlap), 0, 0, 0, overlaps},
+    {"comm_always", "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for tests)", K_ENUM, F(comm_always), 0, 0, 0, bools},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", K_I64, F(max_steps), 0, 0, 1e15, NULL},
     {"snapshot_dir", "directory of snapshots; empty = none", K_STR, F(snapshot_dir), S(snapshot_dir), 0, 0, NULL},
     {"snapshot_every", "snapshot every N steps; 0 = not by steps", K_I64, F(snapshot_every), 0, 0, 1e15, NULL},

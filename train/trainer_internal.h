@@ -53,6 +53,14 @@ struct ls_trainer_s {
   ls_train_summary_t sum;
   step_loss_t *ring; /* [TAIL_RING] */
 
+  /* A step's loss and gradient norm are read one step late (the engine's
+   * figures, fetched at the end of the step, read once the next step is
+   * queued), and its stats handed on then. */
+  ls_step_stats_t pend; /* the last step's stats, but its loss (and norm) */
+  int has_pend;
+  int fetched;          /* figures fetched at the end of the last step */
+  int fetched_loss;     /* and this rank computed windows in it */
+
   /* Snapshots (train/snapshots.c). */
   ls_snapshotter_t *snapper; /* NULL without snapshot_dir */
   uint64_t fingerprint;      /* of the configuration a snapshot must match */
