@@ -6,12 +6,16 @@
  * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
  * it took effect.
  *
- * Exit codes: 0 all passed, 1 a check failed, 77 no GPU (ctest reports the
- * test as skipped through SKIP_RETURN_CODE). Without a GPU it still checks
- * that a CUDA engine fails cleanly with "no CUDA device".
+ * Exit codes: 0 all passed, 1 a check failed or CUDA is unusable, 77 no GPU
+ * (ctest reports the test as skipped through SKIP_RETURN_CODE). Without a
+ * GPU it still checks that a CUDA engine fails cleanly with "no CUDA
+ * device". Only the absence of a device skips: a GPU the runtime cannot use
+ * (a driver too old for this CUDA, a broken installation) is a failure, with
+ * CUDA's error printed.
  *
  * `test_cuda_engine --probe` only says whether a CUDA device is present
- * (exit 0) or not (77), for cuda_cli_test.sh. `test_cuda_engine --small`
+ * (exit 0), absent (77) or unusable (1, with the error), for the scripts.
+ * `test_cuda_engine --small`
  * leaves out the cases above SMALL_ELEMS activations (B=4096 H=512), for
  * runs under compute-sanitizer, which slows kernels 10-100x.
  */
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
 #include "lstream/kernels.h"
 
 #define SKIP 77
@@ -66,30 +71,6 @@
  * but feeds both the CPU's gradient (see run_steps). */
 #define STEPS 3
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
-/* A call that must succeed; on failure the case is abandoned. */
-#define MUST(call)                                                                                 \
-  do {                                                                                             \
-    ls_err_t const e_ = (call);                                                                    \
-    if (e_ != LS_OK) {                                                                             \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, ls_err2str(e_),                \
-             ls_last_error());                                                                     \
-      goto out;                                                                                    \
-    }                                                                                              \
-  } while (0)
-
 typedef struct tcase_s {
   int I, H, L, O, T, B;
   uint32_t seed;
@@ -133,18 +114,6 @@ static void fill(float *v, size_t n, uint32_t *s, float scale) {
 
 static int draw(uint32_t *s, int lo, int hi) {
   return lo + (int)(xorshift(s) % (uint32_t)(hi - lo));
-}
-
-/* max|a - b| / max|b|; NaN anywhere gives NaN. */
-static double rel_err(const float *a, const float *b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double const d = fabs((double)a[i] - (double)b[i]);
-    if (isnan(d)) return NAN;
-    diff = d > diff ? d : diff;
-    scale = fabs((double)b[i]) > scale ? fabs((double)b[i]) : scale;
-  }
-  return scale == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : diff / scale;
 }
 
 static double worst, worst_tf32; /* largest errors seen, fp32 and tf32, for the summary */
@@ -547,10 +516,20 @@ out:
 
 /* ------------------------------------------------------------------------ */
 
-/* 1 if a CUDA device is present. */
+/* 1 if a CUDA device is present, 0 if there is none (or no driver at all:
+ * it reads as an insufficient one of version 0), -1 if CUDA cannot use
+ * what is there (it prints why: a driver too old, a broken install). */
 static int have_gpu(void) {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  int count = 0, driver = 0;
+  cudaError_t const err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count > 0;
+  if (err == cudaErrorNoDevice) return 0;
+  if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+      driver == 0)
+    return 0;
+  printf("CUDA is unusable: cudaGetDeviceCount failed: %s (%s); driver version %d, runtime %d\n",
+         cudaGetErrorString(err), cudaGetErrorName(err), driver, CUDART_VERSION);
+  return -1;
 }
 
 /* Without a GPU a CUDA engine must fail cleanly, saying why. */
@@ -578,14 +557,15 @@ static void check_no_device(void) {
 int main(int argc, char **argv) {
   int const gpu = have_gpu();
   if (argc > 1 && !strcmp(argv[1], "--probe")) {
-    printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
-    return gpu ? 0 : SKIP;
+    if (gpu >= 0) printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
+    return gpu > 0 ? 0 : gpu == 0 ? SKIP : 1;
   }
   small_only = argc > 1 && !strcmp(argv[1], "--small");
   if (argc > 1 && !small_only && strcmp(argv[1], "--probe")) {
     fprintf(stderr, "usage: test_cuda_engine [--probe | --small]\n");
     return 2;
   }
+  if (gpu < 0) return 1;
   if (!gpu) {
     check_no_device();
     if (failures) return 1;
