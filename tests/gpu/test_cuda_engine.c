@@ -151,13 +151,14 @@ static void expect_close_flat(const char *what, const char *ctx, const ls_shape_
 
 typedef struct bufs_s {
   float *x, *target, *mask, *h0, *c0;    /* inputs */
+  float *target_pad;                     /* target, NaN where the mask pads */
   float *y[2], *pred[2], *hT[2], *cT[2]; /* outputs, [0] CUDA, [1] CPU */
   float *dx[2], *dh0[2], *dc0[2];        /* input gradients */
   float *p[2], *g[2], *m[2], *v[2];      /* flat buffers */
 } bufs_t;
 
 static void bufs_free(bufs_t *b) {
-  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0);
+  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0), free(b->target_pad);
   for (int k = 0; k < 2; k++) {
     free(b->y[k]), free(b->pred[k]), free(b->hT[k]), free(b->cT[k]);
     free(b->dx[k]), free(b->dh0[k]), free(b->dc0[k]);
@@ -170,10 +171,11 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   b->x = malloc(N * c->I * sizeof(float));
   b->target = malloc(N * c->O * sizeof(float));
+  b->target_pad = malloc(N * c->O * sizeof(float));
   b->mask = malloc(N * sizeof(float));
   b->h0 = malloc(S * sizeof(float));
   b->c0 = malloc(S * sizeof(float));
-  int ok = b->x && b->target && b->mask && b->h0 && b->c0;
+  int ok = b->x && b->target && b->target_pad && b->mask && b->h0 && b->c0;
   for (int k = 0; k < 2; k++) {
     b->y[k] = malloc(N * c->H * sizeof(float));
     b->pred[k] = malloc(N * c->O * sizeof(float));
@@ -225,8 +227,10 @@ static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int 
   double loss[2] = {0, 0}, count[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
     MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
-    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, b->target, masked ? b->mask : NULL, &loss[k],
-                           &count[k]));
+    /* Masked: padded targets are NaN, which must reach neither the loss nor
+     * any gradient. */
+    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
+                           masked ? b->mask : NULL, &loss[k], &count[k]));
     MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
     MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* the mean loss; count >= 1 */
     MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
@@ -375,7 +379,8 @@ out:
 }
 
 /* The window of a case, from its seed: inputs, targets, initial states,
- * and a mask with about 20% padding (never all padding). */
+ * and a mask with about 20% padding (never all padding); target_pad is the
+ * target with NaN in the padded rows. */
 static void fill_inputs(const tcase_t *c, bufs_t *b) {
   uint32_t seed = c->seed * 2654435761u + 1u;
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
@@ -383,8 +388,11 @@ static void fill_inputs(const tcase_t *c, bufs_t *b) {
   fill(b->target, N * c->O, &seed, 1.0f);
   fill(b->h0, S, &seed, 0.5f);
   fill(b->c0, S, &seed, 0.5f);
-  for (size_t r = 0; r < N; r++)
+  for (size_t r = 0; r < N; r++) {
     b->mask[r] = r == 0 || xorshift(&seed) % 5 != 0;
+    for (int o = 0; o < c->O; o++)
+      b->target_pad[r * c->O + o] = b->mask[r] != 0.0f ? b->target[r * c->O + o] : NAN;
+  }
 }
 
 static void run_case(const tcase_t *c, int index) {

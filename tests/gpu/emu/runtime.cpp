@@ -2,8 +2,8 @@
  * The CUDA runtime API on the CPU (libcudart_emu): configuration, problems
  * and counters, devices and errors, memory calls and copies. Streams and
  * events are in streams.cpp, device memory in memory.cpp, kernels in
- * threads.cpp. What it models and what it does not: tests/gpu/emu/README.md
- * (the emulation section of the project README).
+ * threads.cpp. What it models and what it does not: the README's "Testing the
+ * CUDA backend without a GPU".
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,8 @@
  * The CUDA runtime API, emulated on the CPU (tests/gpu/emu): the part of
  * NVIDIA's cuda_runtime_api.h that lstream uses, with the same names, types
  * and error codes. Host code compiled against this header runs on the
- * emulator in libcudart_emu (runtime.cpp); see tests/gpu/emu/README.md.
+ * emulator in libcudart_emu (runtime.cpp); see the README's "Testing the
+ * CUDA backend without a GPU".
  */
 #ifndef EMU_CUDA_RUNTIME_API_H
 #define EMU_CUDA_RUNTIME_API_H
