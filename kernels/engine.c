@@ -10,6 +10,12 @@
 #include "backend.h"
 #include "lstream/kernels.h"
 
+/* A scatter's slot and its batch row, for the duplicate check. */
+typedef struct slot_row_s {
+  int64_t slot;
+  int row;
+} slot_row_t;
+
 struct ls_engine_s {
   ls_engine_conf_t conf;
   const ls_backend_ops_t *ops;
@@ -42,13 +48,10 @@ struct ls_engine_s {
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
   int64_t adam_steps;
-  float norm_scale;  /* grad_scale of the last optimizer step */
-  float fetch_scale; /* norm_scale when the figures were fetched */
-  int fetched;       /* ls_engine_fetch_figures was called */
-  struct slot_row_s {
-    int64_t slot;
-    int row;
-  } *scatter_rows; /* (Bm) host scratch of the duplicate-slot check */
+  float norm_scale;         /* grad_scale of the last optimizer step */
+  float fetch_scale;        /* norm_scale when the figures were fetched */
+  int fetched;              /* ls_engine_fetch_figures was called */
+  slot_row_t *scatter_rows; /* (Bm) host scratch of the duplicate-slot check */
   int state_B;    /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
   int fwd_T;      /* (T, B) of the last forward; 0 none */
   int fwd_B;
@@ -637,14 +640,14 @@ ls_err_t ls_state_table_write(ls_state_table_t *t, size_t first, size_t n, const
 }
 
 static int slot_row_cmp(const void *a, const void *b) {
-  const struct slot_row_s *const x = a, *const y = b;
+  const slot_row_t *const x = a, *const y = b;
   return x->slot < y->slot ? -1 : x->slot > y->slot ? 1 : x->row - y->row;
 }
 
 /* distinct: no slot >= 0 may appear twice (a scatter's rows would race for
  * it on a GPU, and one of them would be lost anyway). */
-static ls_err_t check_slots(ls_engine_t *e, const ls_state_table_t *t, int B,
-                            const int64_t *slots, int distinct) {
+static ls_err_t check_slots(ls_engine_t *e, const ls_state_table_t *t, int B, const int64_t *slots,
+                            int distinct) {
   LS_FORWARD_IF_ERROR(check_batch(e, B));
   LS_RETURN_IF(t == NULL || slots == NULL, LS_ERR_INVALID_ARG, "state table or slots is NULL");
   LS_RETURN_IF(t->eng != e, LS_ERR_INVALID_ARG, "the state table belongs to another engine");
@@ -653,7 +656,7 @@ static ls_err_t check_slots(ls_engine_t *e, const ls_state_table_t *t, int B,
     LS_RETURN_IF(slots[b] >= (int64_t)t->slots, LS_ERR_INVALID_ARG,
                  "slot %lld (row %d) is outside the table's %zu slots", (long long)slots[b], b,
                  t->slots);
-    if (distinct && slots[b] >= 0) e->scatter_rows[n++] = (struct slot_row_s){slots[b], b};
+    if (distinct && slots[b] >= 0) e->scatter_rows[n++] = (slot_row_t){slots[b], b};
   }
   qsort(e->scatter_rows, (size_t)n, sizeof *e->scatter_rows, slot_row_cmp);
   for (int i = 1; i < n; i++)

@@ -316,8 +316,8 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
     LS_RETURN_IF(!absent, LS_ERR_BACKEND,
                  "CUDA cannot start: cudaGetDeviceCount failed: %s (%s); the driver supports "
                  "CUDA %d.%d, this build needs %d.%d: update the driver",
-                 cudaGetErrorString(err), cudaGetErrorName(err), driver / 1000,
-                 driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+                 cudaGetErrorString(err), cudaGetErrorName(err), driver / 1000, driver % 1000 / 10,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     return ls_error_set(LS_ERR_UNSUPPORTED,
                         "no CUDA device (cudaGetDeviceCount: %s): is a GPU visible and its "
                         "driver installed? Otherwise use --device cpu",

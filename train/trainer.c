@@ -400,10 +400,10 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 /* ------------------------------------------------------------------------ */
 /* One step                                                                  */
 
-/* What every rank contributes to a step, summed across ranks. */
+/* What every rank contributes to a step, summed across ranks; V_PREV_LOSS
+ * is the loss of the step before (read one step late). */
 enum {
-  V_PREV_LOSS, /* the loss of the step before (read one step late) */
-  V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
+  V_PREV_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
 };
 
 /* Sums the gradients across ranks (unless backward started the sums, and

@@ -183,8 +183,10 @@ Test(args, buffers_and_order) {
 Test(args, figures) {
   ls_engine_t *e = small_engine();
   float x[5 * 3 * 2], y[5 * 3 * 2], m[5 * 3];
-  for (int i = 0; i < 30; i++) x[i] = sinf((float)i), y[i] = cosf((float)i);
-  for (int i = 0; i < 15; i++) m[i] = i % 4 != 1;
+  for (int i = 0; i < 30; i++)
+    x[i] = sinf((float)i), y[i] = cosf((float)i);
+  for (int i = 0; i < 15; i++)
+    m[i] = i % 4 != 1;
   ls_optim_t opt;
   ls_optim_init(&opt);
   double loss = -1, count = -1, fetched_loss = -1;

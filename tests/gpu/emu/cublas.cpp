@@ -53,7 +53,8 @@ cublasStatus_t invalid(const char *why, long a, long b) {
 std::vector<float> rounded(const float *p, int rows, int cols, int ld) {
   std::vector<float> v((size_t)rows * cols);
   for (int j = 0; j < cols; j++)
-    for (int i = 0; i < rows; i++) v[(size_t)j * rows + i] = tf32(p[(size_t)j * ld + i]);
+    for (int i = 0; i < rows; i++)
+      v[(size_t)j * rows + i] = tf32(p[(size_t)j * ld + i]);
   return v;
 }
 
@@ -124,17 +125,21 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
     return invalid("alpha and beta must be host pointers (pointer mode host)", 0, 0);
   emu::count("cublasSgemm");
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  if (k > 0 && !in_device(A, ar, ac, lda)) return invalid("A runs outside its device allocation", ar, ac);
-  if (k > 0 && !in_device(B, br, bc, ldb)) return invalid("B runs outside its device allocation", br, bc);
+  if (k > 0 && !in_device(A, ar, ac, lda))
+    return invalid("A runs outside its device allocation", ar, ac);
+  if (k > 0 && !in_device(B, br, bc, ldb))
+    return invalid("B runs outside its device allocation", br, bc);
   if (!in_device(C, m, n, ldc)) return invalid("C runs outside its device allocation", m, n);
   float const a = *alpha, b = *beta;
   bool const round = tf32_on(h);
   emu::enqueue(h->stream, "cublasSgemm", [=] {
     if (b == 0.0f) /* C is not read */
-      for (int j = 0; j < n; j++) memset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float));
+      for (int j = 0; j < n; j++)
+        memset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float));
     if (k == 0 || a == 0.0f) {
       for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) C[(size_t)j * ldc + i] *= b;
+        for (int i = 0; i < m; i++)
+          C[(size_t)j * ldc + i] *= b;
       return;
     }
     const float *pa = A, *pb = B;

@@ -44,9 +44,9 @@ void set_sticky(cudaError_t e);
 /* Device memory (memory.cpp). */
 cudaError_t device_alloc(void **ptr, size_t bytes, const char *how);
 cudaError_t device_free(void *ptr, const char *how);
-bool is_device(const void *p);               /* inside a live device allocation */
-bool device_range(const void *p, size_t n);  /* [p, p + n) inside one */
-bool is_pinned(const void *p, size_t n);     /* inside one cudaMallocHost block */
+bool is_device(const void *p);              /* inside a live device allocation */
+bool device_range(const void *p, size_t n); /* [p, p + n) inside one */
+bool is_pinned(const void *p, size_t n);    /* inside one cudaMallocHost block */
 cudaError_t host_alloc(void **ptr, size_t bytes);
 cudaError_t host_free(void *ptr);
 long live_device(void);

@@ -28,7 +28,7 @@ namespace emu {
 namespace {
 
 struct alloc_t {
-  char *map;       /* the mapping: [map, map + len), its last page the guard */
+  char *map; /* the mapping: [map, map + len), its last page the guard */
   size_t len;
   char *start;     /* the pointer handed out; start + usable == guard */
   size_t bytes;    /* as asked */
@@ -36,8 +36,8 @@ struct alloc_t {
   const char *how; /* cudaMalloc, cudaMallocAsync */
 };
 
-std::map<uintptr_t, alloc_t> live;  /* by start */
-std::deque<alloc_t> freed;          /* quarantine, oldest first */
+std::map<uintptr_t, alloc_t> live; /* by start */
+std::deque<alloc_t> freed;         /* quarantine, oldest first */
 size_t freed_bytes;
 std::map<uintptr_t, size_t> pinned; /* cudaMallocHost blocks: start -> bytes */
 int depth;                          /* device windows open */
@@ -168,8 +168,8 @@ cudaError_t device_alloc(void **ptr, size_t bytes, const char *how) {
   install_handler();
   size_t const usable = ((bytes > 0 ? bytes : 1) + 3) / 4 * 4;
   size_t const len = (usable + page - 1) / page * page + page;
-  char *const m = (char *)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                               -1, 0);
+  char *const m =
+      (char *)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return cudaErrorMemoryAllocation;
   memset(m, 0xff, len - page); /* NaN floats and doubles: garbage that shows */
   alloc_t const a = {m, len, m + len - page - usable, bytes, usable, how};
@@ -187,9 +187,9 @@ cudaError_t device_free(void *ptr, const char *how) {
     bool was_freed = false;
     const alloc_t *const a = mapping_of((uintptr_t)ptr, &was_freed);
     problem("%s(%p): %s", how, ptr,
-            a == nullptr  ? "not a pointer cudaMalloc returned"
-            : was_freed   ? "freed already"
-                          : "not the start of its allocation");
+            a == nullptr ? "not a pointer cudaMalloc returned"
+            : was_freed  ? "freed already"
+                         : "not the start of its allocation");
     return cudaErrorInvalidValue;
   }
   alloc_t const a = it->second;
@@ -246,17 +246,23 @@ cudaError_t host_free(void *ptr) {
   return cudaSuccess;
 }
 
-long live_device(void) { return (long)live.size(); }
-long live_host(void) { return (long)pinned.size(); }
+long live_device(void) {
+  return (long)live.size();
+}
+long live_host(void) {
+  return (long)pinned.size();
+}
 
 void window_enter(void) {
   if (depth++ == 0 && config().protect)
-    for (auto &kv : live) protect(kv.second, PROT_READ | PROT_WRITE);
+    for (auto &kv : live)
+      protect(kv.second, PROT_READ | PROT_WRITE);
 }
 
 void window_leave(void) {
   if (--depth == 0 && config().protect)
-    for (auto &kv : live) protect(kv.second, PROT_NONE);
+    for (auto &kv : live)
+      protect(kv.second, PROT_NONE);
 }
 
 } // namespace emu

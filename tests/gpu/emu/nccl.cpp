@@ -28,10 +28,10 @@
 
 struct ncclComm {
   int nranks, rank;
-  MPI_Comm mpi;         /* MPI_COMM_NULL for one rank */
+  MPI_Comm mpi; /* MPI_COMM_NULL for one rank */
   bool aborted;
-  ncclResult_t async;   /* an error of queued work */
-  std::string last;     /* the last error's message */
+  ncclResult_t async; /* an error of queued work */
+  std::string last;   /* the last error's message */
 };
 
 namespace {
@@ -73,8 +73,8 @@ double now(void) {
 }
 
 /* Runs on the stream: recv = the sum over ranks of send. */
-void all_reduce(ncclComm *c, const void *send, void *recv, size_t count, MPI_Datatype dt,
-                MPI_Op op, size_t size) {
+void all_reduce(ncclComm *c, const void *send, void *recv, size_t count, MPI_Datatype dt, MPI_Op op,
+                size_t size) {
   if (c->aborted) return;
   if (c->nranks == 1) {
     if (send != recv) memmove(recv, send, count * size);
@@ -119,7 +119,9 @@ const char *ncclGetErrorString(ncclResult_t r) {
   }
 }
 
-const char *ncclGetLastError(ncclComm_t c) { return c != nullptr ? c->last.c_str() : ""; }
+const char *ncclGetLastError(ncclComm_t c) {
+  return c != nullptr ? c->last.c_str() : "";
+}
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   if (id == nullptr) return fail(nullptr, ncclInvalidArgument, "ncclGetUniqueId: id is NULL");
@@ -136,12 +138,15 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
                                     ncclConfig_t *config) {
   if (out == nullptr) return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
   *out = nullptr;
-  if (config != nullptr && (config->magic != EMU_NCCL_CONFIG_MAGIC || config->size != sizeof *config))
-    return fail(nullptr, ncclInvalidArgument, "ncclCommInitRankConfig: config not initialised "
-                                              "with NCCL_CONFIG_INITIALIZER");
+  if (config != nullptr &&
+      (config->magic != EMU_NCCL_CONFIG_MAGIC || config->size != sizeof *config))
+    return fail(nullptr, ncclInvalidArgument,
+                "ncclCommInitRankConfig: config not initialised "
+                "with NCCL_CONFIG_INITIALIZER");
   if (memcmp(id.internal, MAGIC, sizeof MAGIC) != 0)
-    return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: the unique id does not come "
-                                              "from ncclGetUniqueId");
+    return fail(nullptr, ncclInvalidArgument,
+                "ncclCommInitRank: the unique id does not come "
+                "from ncclGetUniqueId");
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: rank outside [0, nranks)");
   int n = 0;
@@ -151,19 +156,22 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
   if (nranks > 1) {
     int up = 0, size = 0, me = 0;
     MPI_Initialized(&up);
-    if (!up) return fail(nullptr, ncclSystemError, "the emulated NCCL needs MPI for more than one rank");
+    if (!up)
+      return fail(nullptr, ncclSystemError, "the emulated NCCL needs MPI for more than one rank");
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     if (size != nranks || me != rank)
-      return fail(nullptr, ncclInvalidArgument, "the emulated NCCL maps rank r of n to MPI rank "
-                                                "r of a world of n ranks");
+      return fail(nullptr, ncclInvalidArgument,
+                  "the emulated NCCL maps rank r of n to MPI rank "
+                  "r of a world of n ranks");
     std::vector<char> all((size_t)nranks * sizeof id);
     MPI_Allgather(&id, (int)sizeof id, MPI_BYTE, all.data(), (int)sizeof id, MPI_BYTE,
                   MPI_COMM_WORLD);
     for (int r = 0; r < nranks; r++)
       if (memcmp(all.data() + (size_t)r * sizeof id, &id, sizeof id) != 0)
-        return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: the ranks hold different "
-                                                  "unique ids (was rank 0's id broadcast?)");
+        return fail(nullptr, ncclInvalidArgument,
+                    "ncclCommInitRank: the ranks hold different "
+                    "unique ids (was rank 0's id broadcast?)");
     MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
   }
   *out = c.release();
@@ -190,13 +198,13 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     return fail(c, ncclInvalidArgument, "ncclAllReduce: more elements than the emulation sums");
   if (!emu_device_range(send, count * size) || !emu_device_range(recv, count * size)) {
     char msg[256];
-    snprintf(msg, sizeof msg, "ncclAllReduce of %zu elements of %zu bytes: the %s buffer is not "
-             "inside one device allocation", count, size,
-             emu_device_range(send, count * size) ? "receive" : "send");
+    snprintf(msg, sizeof msg,
+             "ncclAllReduce of %zu elements of %zu bytes: the %s buffer is not "
+             "inside one device allocation",
+             count, size, emu_device_range(send, count * size) ? "receive" : "send");
     return fail(c, ncclInvalidArgument, msg);
   }
-  emu::enqueue(stream, "ncclAllReduce",
-               [=] { all_reduce(c, send, recv, count, dt, mop, size); });
+  emu::enqueue(stream, "ncclAllReduce", [=] { all_reduce(c, send, recv, count, dt, mop, size); });
   return ncclSuccess;
 }
 

@@ -24,9 +24,12 @@ config_t read_config(void) {
   config_t c;
   const char *v;
   if ((v = getenv("EMU_ORDER")) != nullptr) {
-    if (!strcmp(v, "rev")) c.order = ORDER_REV;
-    else if (!strcmp(v, "rand")) c.order = ORDER_RAND;
-    else if (strcmp(v, "fwd") != 0) fprintf(stderr, "emu: EMU_ORDER=%s: want fwd, rev or rand\n", v);
+    if (!strcmp(v, "rev"))
+      c.order = ORDER_REV;
+    else if (!strcmp(v, "rand"))
+      c.order = ORDER_RAND;
+    else if (strcmp(v, "fwd") != 0)
+      fprintf(stderr, "emu: EMU_ORDER=%s: want fwd, rev or rand\n", v);
   }
   if ((v = getenv("EMU_SEED")) != nullptr) c.seed = (unsigned)strtoul(v, nullptr, 10);
   if ((v = getenv("EMU_STREAMS")) != nullptr && *v) {
@@ -73,7 +76,8 @@ std::map<std::string, long> &counts = *new std::map<std::string, long>;
 int device = 0;
 
 void report_to(FILE *f) {
-  for (auto &kv : counts) fprintf(f, "emu: %-32s %ld\n", kv.first.c_str(), kv.second);
+  for (auto &kv : counts)
+    fprintf(f, "emu: %-32s %ld\n", kv.first.c_str(), kv.second);
   fprintf(f, "emu: problems %ld\n", problems);
 }
 
@@ -125,14 +129,20 @@ void count(const char *what) {
   counts[what]++;
 }
 
-void set_launch_error(cudaError_t e) { launch_error = e; }
+void set_launch_error(cudaError_t e) {
+  launch_error = e;
+}
 cudaError_t take_launch_error(bool clear) {
   cudaError_t const e = sticky != cudaSuccess ? sticky : launch_error;
   if (clear) launch_error = cudaSuccess;
   return e;
 }
-void set_sticky(cudaError_t e) { sticky = e; }
-cudaError_t sticky_error(void) { return sticky; }
+void set_sticky(cudaError_t e) {
+  sticky = e;
+}
+cudaError_t sticky_error(void) {
+  return sticky;
+}
 
 } // namespace emu
 
@@ -167,7 +177,9 @@ long emu_live_host_allocs(void) {
   EMU_LOCK();
   return live_host();
 }
-long emu_problems(void) { return problems; }
+long emu_problems(void) {
+  return problems;
+}
 long emu_count(const char *what) {
   EMU_LOCK();
   auto const it = counts.find(what);

@@ -26,12 +26,12 @@ struct op_t {
 };
 
 struct CUstream_st {
-  int id;                /* 1-based creation order */
+  int id; /* 1-based creation order */
   bool deferred;
   std::deque<op_t> queue;
-  uint64_t queued = 0;   /* operations ever queued */
-  uint64_t done = 0;     /* operations run */
-  bool running = false;  /* one of its operations is running */
+  uint64_t queued = 0;  /* operations ever queued */
+  uint64_t done = 0;    /* operations run */
+  bool running = false; /* one of its operations is running */
 };
 
 struct CUevent_st {
@@ -72,16 +72,23 @@ void drain_to(CUstream_st *s, uint64_t pos) {
 }
 } // namespace
 
-const char *current_op(void) { return running_op; }
-void set_current_op(const char *what) { running_op = what; }
+const char *current_op(void) {
+  return running_op;
+}
+void set_current_op(const char *what) {
+  running_op = what;
+}
 
 void drain_all(void) {
-  for (CUstream_st *s : streams) drain_to(s, s->queued);
+  for (CUstream_st *s : streams)
+    drain_to(s, s->queued);
 }
 
 void drain_stream(cudaStream_t s) {
-  if (s == nullptr) drain_all();
-  else drain_to(s, s->queued);
+  if (s == nullptr)
+    drain_all();
+  else
+    drain_to(s, s->queued);
 }
 
 void enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
@@ -129,8 +136,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   EMU_LOCK();
   count("cudaStreamSynchronize");
-  if (s == nullptr) drain_all();
-  else drain_to(s, s->queued);
+  if (s == nullptr)
+    drain_all();
+  else
+    drain_to(s, s->queued);
   return sticky_error();
 }
 

@@ -68,9 +68,12 @@ typedef struct outs_s {
 /* One window and one update on engine e; 0 on failure. */
 static int window(ls_engine_t *e, int T, int B, outs_t *o) {
   static float x[MT * MB * MI], y[MT * MB * MO], mask[MT * MB];
-  for (int i = 0; i < MT * MB * MI; i++) x[i] = sinf((float)i * 0.37f);
-  for (int i = 0; i < MT * MB * MO; i++) y[i] = cosf((float)i * 0.11f);
-  for (int i = 0; i < MT * MB; i++) mask[i] = i % 5 != 3;
+  for (int i = 0; i < MT * MB * MI; i++)
+    x[i] = sinf((float)i * 0.37f);
+  for (int i = 0; i < MT * MB * MO; i++)
+    y[i] = cosf((float)i * 0.11f);
+  for (int i = 0; i < MT * MB; i++)
+    mask[i] = i % 5 != 3;
   ls_optim_t opt;
   ls_optim_init(&opt);
   double loss = 0, cnt = 0;
@@ -99,12 +102,13 @@ static void edge_case(int T, int B, int maxT, int maxB) {
     o[k].g = malloc(n * sizeof(float)), o[k].p = malloc(n * sizeof(float));
     if (o[k].g == NULL || o[k].p == NULL || !window(e[k], T, B, &o[k])) goto out;
   }
-  double const errs[] = {rel_err(o[0].y, o[1].y, N * MH),     rel_err(o[0].pred, o[1].pred, N * MO),
-                         rel_err(o[0].hT, o[1].hT, S),        rel_err(o[0].cT, o[1].cT, S),
-                         rel_err(o[0].dx, o[1].dx, N * MI),   rel_err(o[0].dh0, o[1].dh0, S),
-                         rel_err(o[0].dc0, o[1].dc0, S),      rel_err(o[0].g, o[1].g, n),
+  double const errs[] = {rel_err(o[0].y, o[1].y, N * MH),   rel_err(o[0].pred, o[1].pred, N * MO),
+                         rel_err(o[0].hT, o[1].hT, S),      rel_err(o[0].cT, o[1].cT, S),
+                         rel_err(o[0].dx, o[1].dx, N * MI), rel_err(o[0].dh0, o[1].dh0, S),
+                         rel_err(o[0].dc0, o[1].dc0, S),    rel_err(o[0].g, o[1].g, n),
                          rel_err(o[0].p, o[1].p, n)};
-  static const char *const names[] = {"y", "pred", "hT", "cT", "dx", "dh0", "dc0", "grads", "params"};
+  static const char *const names[] = {"y",   "pred", "hT",    "cT",    "dx",
+                                      "dh0", "dc0",  "grads", "params"};
   double worst = 0.0;
   for (int i = 0; i < 9; i++) {
     CHECK(errs[i] <= TOL, "T=%d B=%d (engine %d, %d): %s differs by %.3g", T, B, maxT, maxB,
@@ -114,7 +118,8 @@ static void edge_case(int T, int B, int maxT, int maxB) {
   printf("edges: T=%d B=%d in an engine of (%d, %d): worst difference from the CPU %.3g\n", T, B,
          maxT, maxB, worst);
 out:
-  for (int k = 0; k < 2; k++) free(o[k].g), free(o[k].p), ls_engine_destroy(e[k]);
+  for (int k = 0; k < 2; k++)
+    free(o[k].g), free(o[k].p), ls_engine_destroy(e[k]);
 }
 
 static void run_edges(void) {
@@ -148,8 +153,8 @@ static long fail_each(int host) {
           "%s allocation %ld failed: engine %p, error %s (%s)", host ? "pinned" : "device", k,
           (void *)e, ls_err2str(err), ls_last_error());
     CHECK(emu_live_device_allocs() == 0 && emu_live_host_allocs() == 0,
-          "%s allocation %ld failed: %ld device and %ld pinned allocations left", host ? "pinned" : "device", k,
-          emu_live_device_allocs(), emu_live_host_allocs());
+          "%s allocation %ld failed: %ld device and %ld pinned allocations left",
+          host ? "pinned" : "device", k, emu_live_device_allocs(), emu_live_host_allocs());
   }
   emu_fail_alloc_at(0), emu_fail_host_alloc_at(0);
   CHECK(emu_live_device_allocs() == 0 && emu_live_host_allocs() == 0,
@@ -165,7 +170,8 @@ static void failed_grow(void) {
   ls_engine_t *e[2] = {NULL, NULL};
   ls_state_table_t *t = NULL;
   float h[4 * ML * MH], c[4 * ML * MH], h2[4 * ML * MH], c2[4 * ML * MH];
-  for (int i = 0; i < 4 * ML * MH; i++) h[i] = (float)i, c[i] = -(float)i;
+  for (int i = 0; i < 4 * ML * MH; i++)
+    h[i] = (float)i, c[i] = -(float)i;
   if (!pair_new(e, MT, MB)) goto out;
   MUST(ls_state_table_new(e[0], 4, &t));
   MUST(ls_state_table_write(t, 0, 4, h, c));
@@ -202,9 +208,12 @@ static void run_alloc(void) {
 static int step(ls_engine_t *e, ls_state_table_t *t, int fetch, double *loss, float *norm) {
   static float x[MT * MB * MI], y[MT * MB * MO];
   int64_t slots[MB];
-  for (int i = 0; i < MT * MB * MI; i++) x[i] = sinf((float)i * 0.21f);
-  for (int i = 0; i < MT * MB * MO; i++) y[i] = cosf((float)i * 0.13f);
-  for (int b = 0; b < MB; b++) slots[b] = b;
+  for (int i = 0; i < MT * MB * MI; i++)
+    x[i] = sinf((float)i * 0.21f);
+  for (int i = 0; i < MT * MB * MO; i++)
+    y[i] = cosf((float)i * 0.13f);
+  for (int b = 0; b < MB; b++)
+    slots[b] = b;
   ls_optim_t opt;
   ls_optim_init(&opt);
   double cnt = 0;
@@ -264,7 +273,8 @@ static void run_figures(void) {
          "growth queued %ld allocations and no synchronisation\n",
          loss[0], (double)norm[0], emu_count("cudaMallocAsync"));
 out:
-  for (int k = 0; k < 3; k++) ls_state_table_destroy(t[k]);
+  for (int k = 0; k < 3; k++)
+    ls_state_table_destroy(t[k]);
   ls_engine_destroy(e[0]), ls_engine_destroy(e[1]), ls_engine_destroy(blk);
 }
 
@@ -299,11 +309,15 @@ out:
 static void faulting_window(int sync, char *msg, size_t size) {
   ls_engine_t *e[2] = {NULL, NULL};
   float x[MT * MB * MI], y[MT * MB * MO], out_y[MT * MB * MH];
-  for (int i = 0; i < MT * MB * MI; i++) x[i] = 0.1f;
-  for (int i = 0; i < MT * MB * MO; i++) y[i] = 0.2f;
+  for (int i = 0; i < MT * MB * MI; i++)
+    x[i] = 0.1f;
+  for (int i = 0; i < MT * MB * MO; i++)
+    y[i] = 0.2f;
   snprintf(msg, size, "(no error)");
-  if (sync) setenv("LSTREAM_CUDA_SYNC", "1", 1);
-  else unsetenv("LSTREAM_CUDA_SYNC");
+  if (sync)
+    setenv("LSTREAM_CUDA_SYNC", "1", 1);
+  else
+    unsetenv("LSTREAM_CUDA_SYNC");
   if (!pair_new(e, MT, MB)) return;
   emu_fail_kernel("lstm_cell_backward_kernel", 1);
   ls_err_t err = ls_engine_set_state(e[0], MB, NULL, NULL);
@@ -321,7 +335,8 @@ static void run_sync(void) {
   faulting_window(0, plain, sizeof plain);
   faulting_window(1, synced, sizeof synced);
   unsetenv("LSTREAM_CUDA_SYNC");
-  printf("sync: without LSTREAM_CUDA_SYNC: %s\nsync: with LSTREAM_CUDA_SYNC=1: %s\n", plain, synced);
+  printf("sync: without LSTREAM_CUDA_SYNC: %s\nsync: with LSTREAM_CUDA_SYNC=1: %s\n", plain,
+         synced);
   CHECK(strstr(plain, "lstm_cell_backward_kernel") == NULL && strstr(plain, "LSTREAM_CUDA_SYNC=1"),
         "without LSTREAM_CUDA_SYNC the fault should surface later, with a hint: %s", plain);
   CHECK(strstr(synced, "kernel lstm_cell_backward_kernel failed") != NULL,
@@ -343,7 +358,8 @@ static long step_launches(int B, int I, int H, int L, int T, int print) {
   float *x = calloc((size_t)T * B * I, sizeof(float));
   int64_t *slots = malloc((size_t)B * sizeof(int64_t));
   if (x == NULL || slots == NULL) goto out;
-  for (int b = 0; b < B; b++) slots[b] = b;
+  for (int b = 0; b < B; b++)
+    slots[b] = b;
   ls_optim_t opt;
   ls_optim_init(&opt);
   MUST(ls_engine_new(&c, &e));
@@ -391,12 +407,18 @@ int main(int argc, char **argv) {
     return 2;
   }
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "edges")) run_edges();
-    else if (!strcmp(argv[i], "alloc")) run_alloc();
-    else if (!strcmp(argv[i], "figures")) run_figures();
-    else if (!strcmp(argv[i], "slots")) run_slots();
-    else if (!strcmp(argv[i], "sync")) run_sync();
-    else if (!strcmp(argv[i], "count") && i + 1 < argc) run_count(argv[++i]);
+    if (!strcmp(argv[i], "edges"))
+      run_edges();
+    else if (!strcmp(argv[i], "alloc"))
+      run_alloc();
+    else if (!strcmp(argv[i], "figures"))
+      run_figures();
+    else if (!strcmp(argv[i], "slots"))
+      run_slots();
+    else if (!strcmp(argv[i], "sync"))
+      run_sync();
+    else if (!strcmp(argv[i], "count") && i + 1 < argc)
+      run_count(argv[++i]);
     else {
       fprintf(stderr, "test_emu_engine: unknown section %s\n", argv[i]);
       return 2;

@@ -97,8 +97,8 @@ ucontext_t sched_ctx;
 const void *sched_bottom; /* the scheduler's stack */
 size_t sched_size;
 #endif
-int cur = -1;        /* fiber running, -1 none */
-bool direct;         /* threads run as plain calls (no barrier in this kernel) */
+int cur = -1; /* fiber running, -1 none */
+bool direct;  /* threads run as plain calls (no barrier in this kernel) */
 bool in_kernel;
 const std::function<void()> *body;
 const char *kname;
@@ -111,9 +111,10 @@ void trampoline(void);
 #if EMU_ASM_SWITCH
 void start_fiber(fiber_t &f) {
   uint64_t *sp = (uint64_t *)(f.stack + STACK); /* 16-aligned top */
-  *--sp = 0;                                     /* trampoline's return address: none */
-  *--sp = (uint64_t)(uintptr_t)trampoline;       /* where the first switch returns to */
-  for (int i = 0; i < 6; i++) *--sp = 0;         /* rbp rbx r12 r13 r14 r15 */
+  *--sp = 0;                                    /* trampoline's return address: none */
+  *--sp = (uint64_t)(uintptr_t)trampoline;      /* where the first switch returns to */
+  for (int i = 0; i < 6; i++)
+    *--sp = 0; /* rbp rbx r12 r13 r14 r15 */
   sp -= 2;
   uint32_t mxcsr;
   uint16_t fpucw;
@@ -123,7 +124,9 @@ void start_fiber(fiber_t &f) {
   memcpy(&sp[0], &fpucw, sizeof fpucw);
   f.sp = sp;
 }
-void jump(void **save, void *load, ucontext_t *, ucontext_t *) { emu_switch(save, load); }
+void jump(void **save, void *load, ucontext_t *, ucontext_t *) {
+  emu_switch(save, load);
+}
 #else
 void start_fiber(fiber_t &f) {
   getcontext(&f.ctx);
@@ -132,7 +135,9 @@ void start_fiber(fiber_t &f) {
   f.ctx.uc_link = nullptr;
   makecontext(&f.ctx, trampoline, 0);
 }
-void jump(void **, void *, ucontext_t *save, ucontext_t *load) { swapcontext(save, load); }
+void jump(void **, void *, ucontext_t *save, ucontext_t *load) {
+  swapcontext(save, load);
+}
 #endif
 
 /* Scheduler -> fiber i, back when it reaches a barrier or ends. */
@@ -200,7 +205,8 @@ uint3 tid_of(unsigned i, const dim3 &b) {
 /* 0..n-1 in the configured order. */
 std::vector<unsigned> ordered(unsigned n) {
   std::vector<unsigned> v(n);
-  for (unsigned i = 0; i < n; i++) v[i] = i;
+  for (unsigned i = 0; i < n; i++)
+    v[i] = i;
   if (config().order == ORDER_REV) std::reverse(v.begin(), v.end());
   if (config().order == ORDER_RAND) std::shuffle(v.begin(), v.end(), rng);
   return v;
@@ -251,9 +257,9 @@ void run_block(unsigned n) {
 bool bad_config(const launch_cfg &c) {
   unsigned long const threads = (unsigned long)c.block.x * c.block.y * c.block.z;
   return c.block.x == 0 || c.block.y == 0 || c.block.z == 0 || c.block.x > 1024 ||
-         c.block.y > 1024 || c.block.z > 64 || threads > 1024 || c.grid.x == 0 ||
-         c.grid.y == 0 || c.grid.z == 0 || c.grid.x > 2147483647u || c.grid.y > 65535 ||
-         c.grid.z > 65535 || c.shmem > 48 * 1024;
+         c.block.y > 1024 || c.block.z > 64 || threads > 1024 || c.grid.x == 0 || c.grid.y == 0 ||
+         c.grid.z == 0 || c.grid.x > 2147483647u || c.grid.y > 65535 || c.grid.z > 65535 ||
+         c.shmem > 48 * 1024;
 }
 
 } // namespace
@@ -276,7 +282,8 @@ void run_grid(const char *kernel, const launch_cfg &c, const std::function<void(
   static bool seeded;
   if (!seeded) {
     rng.seed(config().seed);
-    if (!config().fail_kernel.empty()) fail_kernel(config().fail_kernel.c_str(), config().fail_kernel_at);
+    if (!config().fail_kernel.empty())
+      fail_kernel(config().fail_kernel.c_str(), config().fail_kernel_at);
     seeded = true;
   }
   if (!failing.empty() && failing == kernel && ++failing_runs == failing_at) {
@@ -292,7 +299,8 @@ void run_grid(const char *kernel, const launch_cfg &c, const std::function<void(
   unsigned long const nb = (unsigned long)c.grid.x * c.grid.y * c.grid.z;
   unsigned const nt = c.block.x * c.block.y * c.block.z;
   std::vector<unsigned long> blocks(nb);
-  for (unsigned long b = 0; b < nb; b++) blocks[b] = b;
+  for (unsigned long b = 0; b < nb; b++)
+    blocks[b] = b;
   if (config().order == ORDER_REV) std::reverse(blocks.begin(), blocks.end());
   if (config().order == ORDER_RAND) std::shuffle(blocks.begin(), blocks.end(), rng);
   for (unsigned long b : blocks) {

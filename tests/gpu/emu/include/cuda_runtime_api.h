@@ -45,10 +45,10 @@ typedef enum cudaMemcpyKind {
   cudaMemcpyDefault = 4
 } cudaMemcpyKind;
 
-#define cudaStreamDefault       0x00
-#define cudaStreamNonBlocking   0x01
-#define cudaEventDefault        0x00
-#define cudaEventDisableTiming  0x02
+#define cudaStreamDefault      0x00
+#define cudaStreamNonBlocking  0x01
+#define cudaEventDefault       0x00
+#define cudaEventDisableTiming 0x02
 
 struct cudaDeviceProp {
   char name[256];

@@ -31,7 +31,7 @@ struct dim3 {
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+#define __shared__      static
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 

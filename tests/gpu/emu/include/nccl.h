@@ -14,7 +14,8 @@
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
 #define NCCL_PATCH 0
-#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
+#define NCCL_VERSION(X, Y, Z)                                                                      \
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 #ifdef __cplusplus
