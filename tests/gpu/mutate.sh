@@ -3,7 +3,7 @@
 # kernels/lstm_cuda.cu or train/comm.c, on a copy of the tree, rebuilds only
 # the emulated programs, runs the emulated tests (ctest -L emu) and prints
 # which caught it. A bug no test catches is a hole in the tests; the exit
-# status is 1 if there is one. Slow (a minute or two per bug): not for CI.
+# status is 1 if there is one. Slow (half a minute per bug): not for CI.
 #
 # Usage: tests/gpu/mutate.sh [WORK_DIR [NAME...]]
 #   WORK_DIR  where the copy and its build go (default: build-mutate, which
