@@ -25,6 +25,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -46,6 +47,8 @@
 /* Pinned staging for upload/download: two buffers of this many bytes, so
  * that filling one overlaps the transfer of the other. */
 #define STAGE_BYTES ((size_t)4 << 20)
+/* Most bytes of one fetch_start (the step's figures). */
+#define FETCH_BYTES 64
 
 typedef struct cuda_ctx_s {
   int device;
@@ -57,6 +60,8 @@ typedef struct cuda_ctx_s {
   unsigned char *stage[2]; /* (STAGE_BYTES) pinned host staging buffers */
   cudaEvent_t stage_ev[2]; /* last transfer through stage[k] */
   int stage_next;          /* staging buffer the next chunk uses */
+  unsigned char *fetch;    /* (FETCH_BYTES) pinned: the bytes of the last fetch_start */
+  cudaEvent_t fetch_ev;    /* that copy */
 } cuda_ctx_t;
 
 /* ------------------------------------------------------------------------ */
@@ -109,14 +114,30 @@ static void blas_load(void) {
 /* ------------------------------------------------------------------------ */
 /* Error checks                                                              */
 
+/* LSTREAM_CUDA_SYNC=1 (read when a context is created): wait for every
+ * kernel and GEMM right after its launch and check it, so that a fault is
+ * reported by the launch that caused it, by name. Slow; for debugging. */
+static int launch_sync;
+
+/* A failed call: LS_ERR_BACKEND naming the call and CUDA's message. Errors
+ * of earlier, asynchronous work surface in whichever call comes next: the
+ * message then says how to find the kernel. */
+static ls_err_t cuda_fail(const char *call, cudaError_t err) {
+  int const async = err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure;
+  return ls_error_set(LS_ERR_BACKEND, "CUDA: %s failed: %s (%s)%s", call, cudaGetErrorString(err),
+                      cudaGetErrorName(err),
+                      async && !launch_sync
+                          ? "; the fault is an earlier kernel's: rerun with LSTREAM_CUDA_SYNC=1 to "
+                            "name it"
+                          : "");
+}
+
 /* Every CUDA and cuBLAS call goes through these: a failure returns
  * LS_ERR_BACKEND naming the call and the library's message. */
 #define CUDA_CHECK(call)                                                                           \
   do {                                                                                             \
     cudaError_t const ls_cu_ = (call);                                                             \
-    if (ls_cu_ != cudaSuccess)                                                                     \
-      return ls_error_set(LS_ERR_BACKEND, "CUDA: %s failed: %s (%s)", #call,                       \
-                          cudaGetErrorString(ls_cu_), cudaGetErrorName(ls_cu_));                   \
+    if (ls_cu_ != cudaSuccess) return cuda_fail(#call, ls_cu_);                                    \
   } while (0)
 
 #define CUBLAS_CHECK(call)                                                                         \
@@ -127,14 +148,17 @@ static void blas_load(void) {
                           blas.status_string(ls_cb_));                                             \
   } while (0)
 
-/* After a kernel launch: a bad configuration or a missing kernel image. */
-#define LAUNCH_CHECK(kernel)                                                                       \
-  do {                                                                                             \
-    cudaError_t const ls_cu_ = cudaGetLastError();                                                 \
-    if (ls_cu_ != cudaSuccess)                                                                     \
-      return ls_error_set(LS_ERR_BACKEND, "CUDA: launch of %s failed: %s (%s)", kernel,            \
-                          cudaGetErrorString(ls_cu_), cudaGetErrorName(ls_cu_));                   \
-  } while (0)
+/* After a kernel launch: a bad configuration or a missing kernel image;
+ * with LSTREAM_CUDA_SYNC=1 also the kernel's own faults. */
+static ls_err_t launch_check(const char *kernel) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && launch_sync) err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return LS_OK;
+  return ls_error_set(LS_ERR_BACKEND, "CUDA: %s %s failed: %s (%s)",
+                      launch_sync ? "kernel" : "launch of", kernel, cudaGetErrorString(err),
+                      cudaGetErrorName(err));
+}
+#define LAUNCH_CHECK(kernel) LS_FORWARD_IF_ERROR(launch_check(kernel))
 
 /* Makes the context's device current on the calling thread (engine calls
  * may come from any one thread at a time). */
@@ -207,6 +231,8 @@ static void ctx_free(void *ctx) {
     if (c->stage[k] != NULL) (void)cudaFreeHost(c->stage[k]);
     if (c->stage_ev[k] != NULL) (void)cudaEventDestroy(c->stage_ev[k]);
   }
+  if (c->fetch != NULL) (void)cudaFreeHost(c->fetch);
+  if (c->fetch_ev != NULL) (void)cudaEventDestroy(c->fetch_ev);
   if (c->stream != NULL) (void)cudaStreamDestroy(c->stream);
   free(c);
 }
@@ -262,6 +288,8 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
     CUDA_CHECK(cudaMallocHost((void **)&c->stage[k], STAGE_BYTES));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->stage_ev[k], cudaEventDisableTiming));
   }
+  CUDA_CHECK(cudaMallocHost((void **)&c->fetch, FETCH_BYTES));
+  CUDA_CHECK(cudaEventCreateWithFlags(&c->fetch_ev, cudaEventDisableTiming));
   return LS_OK;
 }
 
@@ -279,6 +307,17 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   cudaError_t const err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     (void)cudaGetLastError(); /* clear it: nothing else on this thread should see it */
+    /* No driver at all reads as an insufficient one (driver version 0):
+     * no device. A driver that is there but fails is an error. */
+    int driver = 0;
+    int const absent = err == cudaSuccess || err == cudaErrorNoDevice ||
+                       (err == cudaErrorInsufficientDriver &&
+                        cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0);
+    LS_RETURN_IF(!absent, LS_ERR_BACKEND,
+                 "CUDA cannot start: cudaGetDeviceCount failed: %s (%s); the driver supports "
+                 "CUDA %d.%d, this build needs %d.%d: update the driver",
+                 cudaGetErrorString(err), cudaGetErrorName(err), driver / 1000, driver % 1000 / 10,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     return ls_error_set(LS_ERR_UNSUPPORTED,
                         "no CUDA device (cudaGetDeviceCount: %s): is a GPU visible and its "
                         "driver installed? Otherwise use --device cpu",
@@ -286,6 +325,8 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   }
   LS_RETURN_IF(conf->device_index < 0 || conf->device_index >= count, LS_ERR_INVALID_ARG,
                "CUDA device index %d is out of range [0, %d)", conf->device_index, count);
+  const char *const sync = getenv("LSTREAM_CUDA_SYNC");
+  launch_sync = sync != NULL && !strcmp(sync, "1");
   cuda_ctx_t *c = (cuda_ctx_t *)calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the CUDA backend");
   c->device = conf->device_index;
@@ -298,21 +339,24 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   return LS_OK;
 }
 
+/* Stream-ordered (cudaMallocAsync, cudaFreeAsync on the context's
+ * stream): neither synchronises the device, so a state table can grow in
+ * the middle of training while the NCCL stream runs. */
 static ls_err_t mem_alloc(void *ctx, size_t bytes, void **ptr) {
   cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
   LS_FORWARD_IF_ERROR(enter(c));
   void *p = NULL;
-  cudaError_t const err = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+  cudaError_t const err = cudaMallocAsync(&p, bytes == 0 ? 256 : bytes, c->stream);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     return ls_error_set(err == cudaErrorMemoryAllocation ? LS_ERR_NOMEM : LS_ERR_BACKEND,
-                        "CUDA: cudaMalloc of %zu bytes on device %d failed: %s", bytes, c->device,
-                        cudaGetErrorString(err));
+                        "CUDA: cudaMallocAsync of %zu bytes on device %d failed: %s", bytes,
+                        c->device, cudaGetErrorString(err));
   }
   if (bytes != 0) {
     cudaError_t const z = cudaMemsetAsync(p, 0, bytes, c->stream);
     if (z != cudaSuccess) {
-      (void)cudaFree(p);
+      (void)cudaFreeAsync(p, c->stream);
       return ls_error_set(LS_ERR_BACKEND, "CUDA: cudaMemsetAsync of %zu bytes failed: %s", bytes,
                           cudaGetErrorString(z));
     }
@@ -324,8 +368,7 @@ static ls_err_t mem_alloc(void *ctx, size_t bytes, void **ptr) {
 static void mem_free(void *ctx, void *ptr) {
   cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
   (void)cudaSetDevice(c->device);
-  (void)cudaStreamSynchronize(c->stream); /* no queued kernel may still use it */
-  (void)cudaFree(ptr);
+  (void)cudaFreeAsync(ptr, c->stream); /* after the work queued on the stream */
 }
 
 /* Host -> device through the pinned staging buffers, chunk by chunk; the
@@ -386,6 +429,24 @@ static ls_err_t mem_zero(void *ctx, void *dst, size_t bytes) {
   return LS_OK;
 }
 
+/* The step's figures: one copy into pinned memory queued after the step,
+ * waited for only when they are read. */
+static ls_err_t fetch_start(void *ctx, const void *src, size_t bytes) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  CUDA_CHECK(cudaMemcpyAsync(c->fetch, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaEventRecord(c->fetch_ev, c->stream));
+  return LS_OK;
+}
+
+static ls_err_t fetch_wait(void *ctx, void *host_dst, size_t bytes) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  CUDA_CHECK(cudaEventSynchronize(c->fetch_ev));
+  memcpy(host_dst, c->fetch, bytes);
+  return LS_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Row-major GEMM through cuBLAS                                             */
 
@@ -402,7 +463,7 @@ static ls_err_t sgemm(cuda_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb,
                       int K, float alpha, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc) {
   CUBLAS_CHECK(blas.sgemm(c->handle, tb, ta, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
-  return LS_OK;
+  return launch_sync ? launch_check("cublasSgemm") : LS_OK;
 }
 
 /* cblas' names, so that every call below reads as its CPU twin. */
@@ -836,4 +897,6 @@ const ls_backend_ops_t ls_backend_cuda = {
     .adam_update = adam_update,
     .state_gather = state_gather,
     .state_scatter = state_scatter,
+    .fetch_start = fetch_start,
+    .fetch_wait = fetch_wait,
 };

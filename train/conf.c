@@ -52,6 +52,7 @@ static const base_key_t keys[] = {
     {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm), BASE_V_CHOICE(comms)},
     {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", F(overlap), BASE_V_CHOICE(overlaps)},
+    {"comm_always", "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for tests)", F(comm_always), BASE_V_CHOICE(bools)},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", F(max_steps), BASE_V_I64(0, 1e15)},
     {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir), BASE_V_STR(S(snapshot_dir))},
     {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every), BASE_V_I64(0, 1e15)},

@@ -30,6 +30,7 @@ struct ls_train_conf_s {
   char partitions[1024];
   int comm; /* 0 auto, 1 none, 2 mpi, 3 nccl */
   int overlap; /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
+  int comm_always; /* run the gradient sums even on one rank */
   int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
   char snapshot_dir[1024];
   int64_t snapshot_every;   /* steps; 0 = off */

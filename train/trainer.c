@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "base/digest.h"
 #include "comm.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
@@ -61,6 +60,14 @@ struct ls_trainer_s {
   int acc_steps;
   ls_train_summary_t sum;
   step_loss_t *ring; /* [TAIL_RING] */
+
+  /* A step's loss and gradient norm are read one step late (the engine's
+   * figures, fetched at the end of the step, read once the next step is
+   * queued), and its stats handed on then. */
+  ls_step_stats_t pend; /* the last step's stats, but its loss (and norm) */
+  int has_pend;
+  int fetched;      /* figures fetched at the end of the last step */
+  int fetched_loss; /* and this rank computed windows in it */
 
   char note[2560]; /* what resuming and the comm setup did, for the program to print */
 };
@@ -161,6 +168,7 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   case 3: kind = COMM_NCCL; break;
   }
   LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
+  comm_set_always(tr->v.comm, tr->conf.comm_always);
   tr->v.rank = comm_rank(tr->v.comm);
   tr->v.world = comm_world(tr->v.comm);
   return LS_OK;
@@ -181,7 +189,8 @@ static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t cou
 static ls_err_t bind_comm(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(comm_bind(tr->v.comm, tr->v.eng));
   int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
-  tr->overlap = tr->v.world > 1 && want && tr->conf.accumulate == 1;
+  int const sums = tr->v.world > 1 || (tr->conf.comm_always && comm_kind(tr->v.comm) != COMM_NONE);
+  tr->overlap = sums && want && tr->conf.accumulate == 1;
   snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
            tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
                ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
@@ -422,9 +431,10 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 /* ------------------------------------------------------------------------ */
 /* One step                                                                  */
 
-/* What every rank contributes to a step, summed across ranks. */
+/* What every rank contributes to a step, summed across ranks; V_PREV_LOSS
+ * is the loss of the step before (read one step late). */
 enum {
-  V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
+  V_PREV_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
 };
 
 /* Sums the gradients across ranks (unless backward started the sums, and
@@ -440,7 +450,7 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
     opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
   float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
-  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
+  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, NULL)); /* norm: later */
   st->updated = 1;
   st->lr = opt.lr;
   tr->sum.updates++;
@@ -451,7 +461,7 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
 
 /* This rank's part of a step over its n windows: the baseline, gather,
  * forward, backward (accumulating gradient sums), scatter, bookkeeping.
- * v receives the loss, baseline and counts. */
+ * v receives the baseline and counts (the loss is read one step late). */
 static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   size_t const F = (size_t)tr->F, B = (size_t)tr->B;
   int const T = tr->T;
@@ -472,9 +482,9 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   }
   for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
   ls_state_table_t *const states = ls_series_table_states(tr->v.series);
-  double loss = 0.0, count = 0.0;
+  double count = 0.0;
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->v.eng, states, n, tr->gather));
-  LS_FORWARD_IF_ERROR(ls_engine_forward_seq(tr->v.eng, T, n, tr->seq, tr->mask, &loss, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_forward_seq(tr->v.eng, T, n, tr->seq, tr->mask, NULL, &count));
   LS_FORWARD_IF_ERROR(ls_engine_backward(tr->v.eng, 1.0f));
   if (!tr->conf.stateless)
     LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->v.eng, states, n, tr->slots));
@@ -487,7 +497,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
     ls_ingest_release(tr->v.ing, w);
     tr->wins[b] = NULL;
   }
-  v[V_LOSS] = loss, v[V_COUNT] = count, v[V_BASE] = base;
+  v[V_COUNT] = count, v[V_BASE] = base;
   v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   return LS_OK;
 }
@@ -499,10 +509,64 @@ static int has_more(const ls_trainer_t *tr) {
   return 0;
 }
 
+/* The loss and gradient norm of the last step: the engine's figures,
+ * fetched at its end and read now, after this step's work is queued (so the
+ * device is never idle while the host waits for them). 0 for a rank that
+ * had no windows in it. */
+static ls_err_t read_last(ls_trainer_t *tr, double *loss) {
+  *loss = 0.0;
+  if (!tr->fetched) return LS_OK;
+  float norm = 0.0f;
+  LS_FORWARD_IF_ERROR(ls_engine_read_figures(tr->v.eng, loss, &norm));
+  if (!tr->fetched_loss) *loss = 0.0;
+  if (tr->has_pend && tr->pend.updated) tr->pend.grad_norm = norm;
+  tr->fetched = 0;
+  return LS_OK;
+}
+
+/* Completes the last step's stats with its loss (summed over ranks) and
+ * hands them on; 1 if the callback asks to stop. */
+static int emit_last(ls_trainer_t *tr, double loss, ls_step_cb cb, void *opaque) {
+  ls_step_stats_t *const st = &tr->pend;
+  st->loss_sum = loss;
+  tr->sum.loss_sum += loss;
+  tr->ring[(st->step - 1) % TAIL_RING] = (step_loss_t){loss, st->baseline_sum, st->count};
+  tr->has_pend = 0;
+  return cb != NULL && cb(opaque, st) != 0;
+}
+
+/* After the sums of a step that trained windows: its update (every
+ * `accumulate` steps), its figures into st (but its loss and gradient norm,
+ * read a step later: read_last, emit_last) and the totals; the engine's
+ * figures are fetched for read_last where this rank has any. */
+static ls_err_t account_step(ls_trainer_t *tr, const double *v, int n, ls_step_stats_t *st) {
+  tr->acc_count += v[V_COUNT];
+  if (++tr->acc_steps == tr->conf.accumulate) LS_FORWARD_IF_ERROR(update(tr, st));
+  st->step = ++tr->sum.steps;
+  st->windows = (int)v[V_WINDOWS];
+  st->records = (int64_t)v[V_RECORDS];
+  st->baseline_sum = v[V_BASE];
+  st->count = v[V_COUNT];
+  /* Times: the mean over ranks. */
+  st->compute_s = v[V_COMPUTE] / tr->v.world;
+  st->wait_s = v[V_WAIT] / tr->v.world;
+  tr->sum.windows += st->windows;
+  tr->sum.records += st->records;
+  tr->sum.baseline_sum += st->baseline_sum;
+  tr->sum.count += st->count;
+  tr->sum.compute_s += st->compute_s;
+  if (n == 0 && !st->updated) return LS_OK; /* nothing of this rank's to read */
+  LS_FORWARD_IF_ERROR(ls_engine_fetch_figures(tr->v.eng));
+  tr->fetched = 1;
+  tr->fetched_loss = n > 0;
+  return LS_OK;
+}
+
 /* Every rank steps in lockstep: it forms its part of the step (possibly
  * empty), computes it, and joins one sum of the step's figures; a rank with
  * nothing adds zeros. The run ends when every rank has run out (replay) or
- * any rank is stopped. */
+ * any rank is stopped. A step's stats reach cb one step late, when its loss
+ * is known. */
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
@@ -523,6 +587,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
     else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->v.comm);
+    if (err == LS_OK) err = read_last(tr, &v[V_PREV_LOSS]);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
     v[V_COMPUTE] = base_now_s() - c0;
     v[V_WAIT] = tr->sum.wait_s - w0;
@@ -534,39 +599,28 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->v.comm);
     tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
+    if (tr->has_pend && emit_last(tr, v[V_PREV_LOSS], cb, opaque)) cb_stop = 1;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;
-    if (v[V_WINDOWS] > 0) {
-      tr->acc_count += v[V_COUNT];
-      if (++tr->acc_steps == tr->conf.accumulate && (err = update(tr, &st)) != LS_OK) break;
-      st.step = ++tr->sum.steps;
-      st.windows = (int)v[V_WINDOWS];
-      st.records = (int64_t)v[V_RECORDS];
-      st.loss_sum = v[V_LOSS];
-      st.baseline_sum = v[V_BASE];
-      st.count = v[V_COUNT];
-      /* Times: the mean over ranks. */
-      st.compute_s = v[V_COMPUTE] / tr->v.world;
-      st.wait_s = v[V_WAIT] / tr->v.world;
-      tr->sum.windows += st.windows;
-      tr->sum.records += st.records;
-      tr->sum.loss_sum += st.loss_sum;
-      tr->sum.baseline_sum += st.baseline_sum;
-      tr->sum.count += st.count;
-      tr->sum.compute_s += st.compute_s;
-      tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
-    }
+    if (v[V_WINDOWS] > 0 && (err = account_step(tr, v, n, &st)) != LS_OK) break;
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;
-    if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
+    if (v[V_WINDOWS] > 0) tr->pend = st, tr->has_pend = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
     if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
-  /* Gradients accumulated for a partial update are applied at the end (on
-   * every rank alike: the sums above are the same everywhere). */
+  /* The last step's loss (every rank has one pending, or none), then the
+   * gradients accumulated for a partial update (on every rank alike: the
+   * sums above are the same everywhere). */
+  if (err == LS_OK && tr->has_pend) {
+    double loss = 0.0;
+    err = read_last(tr, &loss);
+    if (err == LS_OK) err = comm_sum_doubles(tr->v.comm, &loss, 1);
+    if (err == LS_OK) (void)emit_last(tr, loss, cb, opaque);
+  }
   if (err == LS_OK && tr->acc_steps > 0) {
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -579,15 +633,6 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
 
 /* ------------------------------------------------------------------------ */
 /* Results                                                                   */
-
-int ls_train_launched_ranks(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *const v = getenv(vars[i]);
-    if (v != NULL && atoi(v) > 0) return atoi(v);
-  }
-  return 1;
-}
 
 ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
   LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
@@ -638,22 +683,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
   LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
                "trainer or outputs are NULL");
-  size_t const n = ls_engine_param_count(tr->v.eng);
-  float *p = malloc(n * sizeof(float));
-  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
-  ls_err_t const err = ls_engine_read_params(tr->v.eng, p, n);
-  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
-  free(p);
-  LS_FORWARD_IF_ERROR(err);
-  *params = h;
-  uint64_t mine = 0;
-  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->v.series, &mine));
-  /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
-  double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 2));
-  uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
-  *states = tr->v.world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
-  return LS_OK;
+  return train_view_digest(&tr->v, params, states);
 }
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }

@@ -198,7 +198,10 @@ LS_API ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, co
  *   mask   [T, B]     1 = valid target, 0 = padding; NULL = all valid
  * The initial state is the one set for this B by ls_engine_set_state or
  * ls_engine_gather_state. loss_sum and count (may be NULL) receive the loss
- * sum and the number of valid target values (see the top of this file). */
+ * sum and the number of valid target values (see the top of this file).
+ * The count comes from the mask on the host; the loss sum is read back from
+ * the device, which waits for it: pass NULL and read it with the step's
+ * figures (ls_engine_fetch_figures) to keep the device busy. */
 LS_API ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x,
                                   const float *target, const float *mask, double *loss_sum,
                                   double *count);
@@ -251,9 +254,23 @@ LS_API void ls_optim_init(ls_optim_t *opt);
  *   g *= min(1, clip_norm / (||g|| + 1e-6))        (clip_grad_norm_)
  *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
  * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
- * before clipping. */
+ * before clipping; it is read back from the device, which waits for it
+ * (pass NULL and read it with the step's figures instead). */
 LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
                                          float *grad_norm);
+
+/* A step's figures without a blocking read in the middle of the step: give
+ * NULL for loss_sum to ls_engine_forward and for grad_norm to
+ * ls_engine_optimizer_step, then at the end of the step
+ * ls_engine_fetch_figures queues one copy of the last forward's loss sum
+ * (of a forward with targets) and the last optimizer step's gradient norm
+ * (as ls_engine_optimizer_step gives it) into host memory (CUDA: pinned
+ * memory, after the work queued so far); ls_engine_read_figures waits for
+ * that copy and returns them (either pointer may be NULL; 0 before any
+ * forward or update). Read them once the next step is queued and the
+ * device never idles for the host. On the CPU the copy is immediate. */
+LS_API ls_err_t ls_engine_fetch_figures(ls_engine_t *eng);
+LS_API ls_err_t ls_engine_read_figures(ls_engine_t *eng, double *loss_sum, float *grad_norm);
 
 /* The optimizer's step count (number of updates so far). */
 LS_API int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
@@ -291,7 +308,8 @@ LS_API ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, 
                                        const int64_t *slots);
 
 /* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B;
- * negative slots are skipped. Slots must be distinct. */
+ * negative slots are skipped. Slots must be distinct (LS_ERR_INVALID_ARG
+ * otherwise). */
 LS_API ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
                                         const int64_t *slots);
 

@@ -189,7 +189,10 @@ LS_API void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
  * damaged one passed over. */
 LS_API const char *ls_trainer_note(const ls_trainer_t *tr);
 
-/* Called after every step; a non-zero return stops the run (cleanly). */
+/* Called after every step, once the step's loss is known: when the next
+ * step's work has been queued (so that the GPU need not wait for the host
+ * to read it), or at the end of the run. A non-zero return stops the run
+ * (cleanly) after the step under way. */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 
 /* Runs until the end of a replay, until max_steps, until *stop becomes

@@ -6,12 +6,16 @@
  * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
  * it took effect.
  *
- * Exit codes: 0 all passed, 1 a check failed, 77 no GPU (ctest reports the
- * test as skipped through SKIP_RETURN_CODE). Without a GPU it still checks
- * that a CUDA engine fails cleanly with "no CUDA device".
+ * Exit codes: 0 all passed, 1 a check failed or CUDA is unusable, 77 no GPU
+ * (ctest reports the test as skipped through SKIP_RETURN_CODE). Without a
+ * GPU it still checks that a CUDA engine fails cleanly with "no CUDA
+ * device". Only the absence of a device skips: a GPU the runtime cannot use
+ * (a driver too old for this CUDA, a broken installation) is a failure, with
+ * CUDA's error printed.
  *
  * `test_cuda_engine --probe` only says whether a CUDA device is present
- * (exit 0) or not (77), for cuda_cli_test.sh. `test_cuda_engine --small`
+ * (exit 0), absent (77) or unusable (1, with the error), for the scripts.
+ * `test_cuda_engine --small`
  * leaves out the cases above SMALL_ELEMS activations (B=4096 H=512), for
  * runs under compute-sanitizer, which slows kernels 10-100x.
  */
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
 #include "lstream/kernels.h"
 
 #define SKIP 77
@@ -65,30 +70,6 @@
 /* Adam steps per case; each starts both engines from their own parameters
  * but feeds both the CPU's gradient (see run_steps). */
 #define STEPS 3
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
-/* A call that must succeed; on failure the case is abandoned. */
-#define MUST(call)                                                                                 \
-  do {                                                                                             \
-    ls_err_t const e_ = (call);                                                                    \
-    if (e_ != LS_OK) {                                                                             \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, ls_err2str(e_),                \
-             ls_last_error());                                                                     \
-      goto out;                                                                                    \
-    }                                                                                              \
-  } while (0)
 
 typedef struct tcase_s {
   int I, H, L, O, T, B;
@@ -135,18 +116,6 @@ static int draw(uint32_t *s, int lo, int hi) {
   return lo + (int)(xorshift(s) % (uint32_t)(hi - lo));
 }
 
-/* max|a - b| / max|b|; NaN anywhere gives NaN. */
-static double rel_err(const float *a, const float *b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double const d = fabs((double)a[i] - (double)b[i]);
-    if (isnan(d)) return NAN;
-    diff = d > diff ? d : diff;
-    scale = fabs((double)b[i]) > scale ? fabs((double)b[i]) : scale;
-  }
-  return scale == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : diff / scale;
-}
-
 static double worst, worst_tf32; /* largest errors seen, fp32 and tf32, for the summary */
 static double bound = TOL;       /* the bound of the comparisons under way */
 static double *worst_now = &worst;
@@ -182,13 +151,14 @@ static void expect_close_flat(const char *what, const char *ctx, const ls_shape_
 
 typedef struct bufs_s {
   float *x, *target, *mask, *h0, *c0;    /* inputs */
+  float *target_pad;                     /* target, NaN where the mask pads */
   float *y[2], *pred[2], *hT[2], *cT[2]; /* outputs, [0] CUDA, [1] CPU */
   float *dx[2], *dh0[2], *dc0[2];        /* input gradients */
   float *p[2], *g[2], *m[2], *v[2];      /* flat buffers */
 } bufs_t;
 
 static void bufs_free(bufs_t *b) {
-  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0);
+  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0), free(b->target_pad);
   for (int k = 0; k < 2; k++) {
     free(b->y[k]), free(b->pred[k]), free(b->hT[k]), free(b->cT[k]);
     free(b->dx[k]), free(b->dh0[k]), free(b->dc0[k]);
@@ -201,10 +171,11 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   b->x = malloc(N * c->I * sizeof(float));
   b->target = malloc(N * c->O * sizeof(float));
+  b->target_pad = malloc(N * c->O * sizeof(float));
   b->mask = malloc(N * sizeof(float));
   b->h0 = malloc(S * sizeof(float));
   b->c0 = malloc(S * sizeof(float));
-  int ok = b->x && b->target && b->mask && b->h0 && b->c0;
+  int ok = b->x && b->target && b->target_pad && b->mask && b->h0 && b->c0;
   for (int k = 0; k < 2; k++) {
     b->y[k] = malloc(N * c->H * sizeof(float));
     b->pred[k] = malloc(N * c->O * sizeof(float));
@@ -256,8 +227,10 @@ static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int 
   double loss[2] = {0, 0}, count[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
     MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
-    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, b->target, masked ? b->mask : NULL, &loss[k],
-                           &count[k]));
+    /* Masked: padded targets are NaN, which must reach neither the loss nor
+     * any gradient. */
+    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
+                           masked ? b->mask : NULL, &loss[k], &count[k]));
     MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
     MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* the mean loss; count >= 1 */
     MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
@@ -406,7 +379,8 @@ out:
 }
 
 /* The window of a case, from its seed: inputs, targets, initial states,
- * and a mask with about 20% padding (never all padding). */
+ * and a mask with about 20% padding (never all padding); target_pad is the
+ * target with NaN in the padded rows. */
 static void fill_inputs(const tcase_t *c, bufs_t *b) {
   uint32_t seed = c->seed * 2654435761u + 1u;
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
@@ -414,8 +388,11 @@ static void fill_inputs(const tcase_t *c, bufs_t *b) {
   fill(b->target, N * c->O, &seed, 1.0f);
   fill(b->h0, S, &seed, 0.5f);
   fill(b->c0, S, &seed, 0.5f);
-  for (size_t r = 0; r < N; r++)
+  for (size_t r = 0; r < N; r++) {
     b->mask[r] = r == 0 || xorshift(&seed) % 5 != 0;
+    for (int o = 0; o < c->O; o++)
+      b->target_pad[r * c->O + o] = b->mask[r] != 0.0f ? b->target[r * c->O + o] : NAN;
+  }
 }
 
 static void run_case(const tcase_t *c, int index) {
@@ -547,10 +524,20 @@ out:
 
 /* ------------------------------------------------------------------------ */
 
-/* 1 if a CUDA device is present. */
+/* 1 if a CUDA device is present, 0 if there is none (or no driver at all:
+ * it reads as an insufficient one of version 0), -1 if CUDA cannot use
+ * what is there (it prints why: a driver too old, a broken install). */
 static int have_gpu(void) {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  int count = 0, driver = 0;
+  cudaError_t const err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count > 0;
+  if (err == cudaErrorNoDevice) return 0;
+  if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+      driver == 0)
+    return 0;
+  printf("CUDA is unusable: cudaGetDeviceCount failed: %s (%s); driver version %d, runtime %d\n",
+         cudaGetErrorString(err), cudaGetErrorName(err), driver, CUDART_VERSION);
+  return -1;
 }
 
 /* Without a GPU a CUDA engine must fail cleanly, saying why. */
@@ -578,14 +565,15 @@ static void check_no_device(void) {
 int main(int argc, char **argv) {
   int const gpu = have_gpu();
   if (argc > 1 && !strcmp(argv[1], "--probe")) {
-    printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
-    return gpu ? 0 : SKIP;
+    if (gpu >= 0) printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
+    return gpu > 0 ? 0 : gpu == 0 ? SKIP : 1;
   }
   small_only = argc > 1 && !strcmp(argv[1], "--small");
   if (argc > 1 && !small_only && strcmp(argv[1], "--probe")) {
     fprintf(stderr, "usage: test_cuda_engine [--probe | --small]\n");
     return 2;
   }
+  if (gpu < 0) return 1;
   if (!gpu) {
     check_no_device();
     if (failures) return 1;
