@@ -2,7 +2,8 @@
  * The CUDA backend against the CPU backend: two engines of the same shape,
  * the same parameters and the same inputs; forward, backward and a few
  * clip + Adam/AdamW steps must agree, and state gather/scatter must copy
- * rows exactly. Then the TF32 option (LS_PRECISION_TF32) against the CPU's
+ * rows exactly; where O == I, the same window given as one sequence
+ * (ls_engine_forward_seq) must agree too. Then the TF32 option (LS_PRECISION_TF32) against the CPU's
  * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
  * it took effect.
  *
@@ -297,6 +298,51 @@ out:
   return -1;
 }
 
+/* The window as one sequence (ls_engine_forward_seq; O == I only): seq
+ * [T+1, B, I] holds x in rows 0..T-1 and one more row, the targets are
+ * rows 1..T of the engine's copy (the backend's seq_targets), with the
+ * case's mask. Forward and backward on both engines, compared as in
+ * run_window (from zeroed gradients). */
+static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *name,
+                   ls_shape_t const *s) {
+  size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H, NI = N * c->I;
+  float *const seq = malloc((NI + (size_t)c->B * c->I) * sizeof(float));
+  double loss[2] = {0, 0}, count[2] = {0, 0};
+  char ctx[160];
+  int rc = -1;
+  snprintf(ctx, sizeof ctx, "%s forward_seq", name);
+  if (seq == NULL) {
+    CHECK(0, "%s: no memory for the sequence", ctx);
+    return -1;
+  }
+  uint32_t seed = c->seed * 40503u + 7u;
+  memcpy(seq, b->x, NI * sizeof(float));
+  fill(seq + NI, (size_t)c->B * c->I, &seed, 1.0f);
+  for (int k = 0; k < 2; k++) {
+    MUST(ls_engine_zero_grads(e[k]));
+    MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
+    MUST(ls_engine_forward_seq(e[k], c->T, c->B, seq, b->mask, &loss[k], &count[k]));
+    MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
+    MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* row 0 is never padding */
+    MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
+    MUST(ls_engine_read_grads(e[k], b->g[k], ls_engine_param_count(e[k])));
+  }
+  CHECK(count[0] == count[1], "%s: count %g (cuda) != %g (cpu)", ctx, count[0], count[1]);
+  {
+    float const l0 = (float)loss[0], l1 = (float)loss[1];
+    expect_close("loss sum", ctx, &l0, &l1, 1);
+  }
+  expect_close("pred", ctx, b->pred[0], b->pred[1], N * c->O);
+  expect_close("hT", ctx, b->hT[0], b->hT[1], S);
+  expect_close("cT", ctx, b->cT[0], b->cT[1], S);
+  expect_close("dx", ctx, b->dx[0], b->dx[1], NI);
+  expect_close_flat("grad", ctx, s, b->g[0], b->g[1]);
+  rc = 0;
+out:
+  free(seq);
+  return rc;
+}
+
 /* Gather/scatter on the CUDA engine copy rows exactly: scattered rows are
  * bit-identical to the final states read back, untouched rows keep their
  * bits, a gathered initial state is bit-identical to the same state set by
@@ -423,6 +469,7 @@ static void run_case(const tcase_t *c, int index) {
   opt.decoupled = index % 2;
   opt.clip_norm = index % 2 ? 0.0f : index % 3 == 0 ? 0.05f : 1.0f;
   if (run_steps(e, c, &b, &opt, name, &s, STEPS) != 0) goto out;
+  if (c->O == c->I && run_seq(e, c, &b, name, &s) != 0) goto out;
   (void)run_state(e, c, &b, name);
 out:
   ls_engine_destroy(e[0]);
