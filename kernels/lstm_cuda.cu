@@ -21,14 +21,12 @@
  */
 #include <cublas_v2.h> /* types and prototypes only: the library is opened at run time */
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "base/library.h"
 
 #ifndef LSTREAM_CUDA_ARCHS
 #define LSTREAM_CUDA_ARCHS "unknown"
@@ -73,13 +71,7 @@ typedef struct cuda_ctx_s {
  * 0.01 s not), which CPU-only runs would pay, and the tests once per
  * Criterion test, each its own process. The entry points keep cuBLAS' own
  * prototypes. */
-#define LS_STR_(x)     #x
-#define LS_STR(x)      LS_STR_(x)
-#define CUBLAS_LIBRARY "libcublas.so." LS_STR(CUBLAS_VER_MAJOR)
-
 static struct {
-  int loaded;
-  char error[512]; /* why not, when not */
   decltype(&cublasCreate_v2) create;
   decltype(&cublasDestroy_v2) destroy;
   decltype(&cublasSetStream_v2) set_stream;
@@ -87,28 +79,20 @@ static struct {
   decltype(&cublasSgemm_v2) sgemm;
   decltype(&cublasGetStatusString) status_string;
 } blas;
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static base_library_t blas_lib =
+    BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libcublas", CUBLAS_VER_MAJOR), "cuBLAS",
+                      "install the CUDA toolkit's cuBLAS");
 
-template <typename F> static int blas_symbol(void *lib, F *fn, const char *name) {
-  void *const p = dlsym(lib, name);
-  *fn = reinterpret_cast<F>(p);
-  if (p == NULL) snprintf(blas.error, sizeof blas.error, "%s has no %s", CUBLAS_LIBRARY, name);
-  return p != NULL;
-}
-
-static void blas_load(void) {
-  void *const lib = dlopen(CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL); /* kept open for good */
-  if (lib == NULL) {
-    const char *const why = dlerror();
-    snprintf(blas.error, sizeof blas.error, "%s", why != NULL ? why : CUBLAS_LIBRARY);
-    return;
-  }
-  blas.loaded = blas_symbol(lib, &blas.create, "cublasCreate_v2") &&
-                blas_symbol(lib, &blas.destroy, "cublasDestroy_v2") &&
-                blas_symbol(lib, &blas.set_stream, "cublasSetStream_v2") &&
-                blas_symbol(lib, &blas.set_math_mode, "cublasSetMathMode") &&
-                blas_symbol(lib, &blas.sgemm, "cublasSgemm_v2") &&
-                blas_symbol(lib, &blas.status_string, "cublasGetStatusString");
+static ls_err_t blas_load(void) {
+  base_symbol_t const syms[] = {
+      {"cublasCreate_v2", reinterpret_cast<void **>(&blas.create)},
+      {"cublasDestroy_v2", reinterpret_cast<void **>(&blas.destroy)},
+      {"cublasSetStream_v2", reinterpret_cast<void **>(&blas.set_stream)},
+      {"cublasSetMathMode", reinterpret_cast<void **>(&blas.set_math_mode)},
+      {"cublasSgemm_v2", reinterpret_cast<void **>(&blas.sgemm)},
+      {"cublasGetStatusString", reinterpret_cast<void **>(&blas.status_string)},
+  };
+  return base_library_open(&blas_lib, syms, sizeof syms / sizeof syms[0]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -259,10 +243,7 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
                         c->device, known ? prop.major : 0, known ? prop.minor : 0,
                         LSTREAM_CUDA_ARCHS, cudaGetErrorString(img));
   }
-  LS_RETURN_IF(pthread_once(&blas_once, blas_load) != 0 || !blas.loaded, LS_ERR_UNSUPPORTED,
-               "cannot load cuBLAS (%s): install the CUDA toolkit's cuBLAS, or add its lib "
-               "folder to LD_LIBRARY_PATH",
-               blas.error);
+  LS_FORWARD_IF_ERROR(blas_load());
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CUBLAS_CHECK(blas.create(&c->handle));
   CUBLAS_CHECK(blas.set_stream(c->handle, c->stream));

@@ -11,10 +11,9 @@
 #endif
 #ifdef LSTREAM_HAVE_NCCL
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <nccl.h> /* types and prototypes only: the library is opened on first use */
-#include <pthread.h>
-#include <stdio.h>
+
+#include "base/library.h"
 #endif
 
 /* MPI counts are ints: a range is started in pieces of at most this. */
@@ -76,13 +75,7 @@ static ls_err_t mpi_open(comm_t *c, const char *name) {
 /* NCCL is opened by the first nccl communicator instead of being linked,
  * as kernels/lstm_cuda.cu opens cuBLAS: CPU runs never load it (nor the
  * CUDA libraries it brings). The entry points keep NCCL's prototypes. */
-#define LS_STR_(x)   #x
-#define LS_STR(x)    LS_STR_(x)
-#define NCCL_LIBRARY "libnccl.so." LS_STR(NCCL_MAJOR)
-
 static struct {
-  int loaded;
-  char error[512]; /* why not, when not */
   __typeof__(&ncclGetUniqueId) get_unique_id;
   __typeof__(&ncclCommInitRankConfig) init_rank_config;
   __typeof__(&ncclAllReduce) all_reduce;
@@ -92,30 +85,22 @@ static struct {
   __typeof__(&ncclGetErrorString) error_string;
   __typeof__(&ncclGetLastError) last_error;
 } nccl;
-static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+static base_library_t nccl_lib =
+    BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libnccl", NCCL_MAJOR), "NCCL",
+                      "install NCCL beside the CUDA toolkit");
 
-static int nccl_symbol(void *lib, void **fn, const char *name) {
-  *fn = dlsym(lib, name);
-  if (*fn == NULL) snprintf(nccl.error, sizeof nccl.error, "%s has no %s", NCCL_LIBRARY, name);
-  return *fn != NULL;
-}
-#define NCCL_SYMBOL(lib, field, name) nccl_symbol(lib, (void **)&nccl.field, name)
-
-static void nccl_load(void) {
-  void *const lib = dlopen(NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL); /* kept open for good */
-  if (lib == NULL) {
-    const char *const why = dlerror();
-    snprintf(nccl.error, sizeof nccl.error, "%s", why != NULL ? why : NCCL_LIBRARY);
-    return;
-  }
-  nccl.loaded = NCCL_SYMBOL(lib, get_unique_id, "ncclGetUniqueId") &&
-                NCCL_SYMBOL(lib, init_rank_config, "ncclCommInitRankConfig") &&
-                NCCL_SYMBOL(lib, all_reduce, "ncclAllReduce") &&
-                NCCL_SYMBOL(lib, abort, "ncclCommAbort") &&
-                NCCL_SYMBOL(lib, destroy, "ncclCommDestroy") &&
-                NCCL_SYMBOL(lib, async_error, "ncclCommGetAsyncError") &&
-                NCCL_SYMBOL(lib, error_string, "ncclGetErrorString") &&
-                NCCL_SYMBOL(lib, last_error, "ncclGetLastError");
+static ls_err_t nccl_load(void) {
+  base_symbol_t const syms[] = {
+      {"ncclGetUniqueId", (void **)&nccl.get_unique_id},
+      {"ncclCommInitRankConfig", (void **)&nccl.init_rank_config},
+      {"ncclAllReduce", (void **)&nccl.all_reduce},
+      {"ncclCommAbort", (void **)&nccl.abort},
+      {"ncclCommDestroy", (void **)&nccl.destroy},
+      {"ncclCommGetAsyncError", (void **)&nccl.async_error},
+      {"ncclGetErrorString", (void **)&nccl.error_string},
+      {"ncclGetLastError", (void **)&nccl.last_error},
+  };
+  return base_library_open(&nccl_lib, syms, sizeof syms / sizeof syms[0]);
 }
 
 #define CUDA_TRY(call, what)                                                                   \
@@ -140,10 +125,7 @@ static void nccl_load(void) {
 static ls_err_t nccl_bind(comm_t *c, ls_engine_t *eng) {
   LS_RETURN_IF(ls_engine_device(eng) != LS_DEVICE_CUDA, LS_ERR_UNSUPPORTED,
                "comm nccl sums GPU buffers: use --device cuda, or --comm mpi on CPUs");
-  LS_RETURN_IF(pthread_once(&nccl_once, nccl_load) != 0 || !nccl.loaded, LS_ERR_UNSUPPORTED,
-               "comm nccl: cannot load NCCL (%s): install NCCL beside the CUDA toolkit, or add "
-               "its lib folder to LD_LIBRARY_PATH",
-               nccl.error);
+  LS_FORWARD_IF_ERROR(nccl_load());
   CUDA_TRY(cudaSetDevice(ls_engine_get_conf(eng)->device_index), "selecting the engine's GPU");
   ncclUniqueId id;
   if (c->rank == 0) NCCL_TRY(c, nccl.get_unique_id(&id), "creating the communicator id");
