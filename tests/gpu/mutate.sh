@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Mutation test of the CUDA emulation: plants one bug at a time in
-# kernels/lstm_cuda.cu or train/comm.c, on a copy of the tree, rebuilds only
-# the emulated programs, runs the emulated tests (ctest -L emu) and prints
-# which caught it. A bug no test catches is a hole in the tests; the exit
+# Mutation test of the CUDA emulation: plants one bug at a time in the CUDA
+# backend (kernels/lstm_cuda*.cu, lstm_cuda.h) or train/comm.c, on a copy of
+# the tree, rebuilds only the emulated programs, runs the emulated tests
+# (ctest -L emu) and prints which caught it. A bug no test catches is a hole in the tests; the exit
 # status is 1 if there is one. Slow (half a minute per bug): not for CI.
 #
 # Usage: tests/gpu/mutate.sh [WORK_DIR [NAME...]]
@@ -23,21 +23,22 @@ build=$work/build
 # place in FILE (0: it must occur exactly once).
 mutants() {
   cat <<'EOF'
-barrier_block_sum ~~ kernels/lstm_cuda.cu ~~ 0 ~~   sh[threadIdx.x] = v;\n  __syncthreads();\n ~~   sh[threadIdx.x] = v;\n ~~ block_sum's first barrier missing (a thread reads a slot before its writer ran)
-barrier_colsum ~~ kernels/lstm_cuda.cu ~~ 0 ~~   __syncthreads();\n  if (threadIdx.y == 0 && j < n) { ~~   if (threadIdx.y == 0 && j < n) { ~~ colsum_partial_kernel's barrier missing
-gemm_ld_swapped ~~ kernels/lstm_cuda.cu ~~ 0 ~~ B, ldb, A, lda, &beta ~~ B, lda, A, ldb, &beta ~~ sgemm passes lda and ldb swapped
-gemm_dx_transpose ~~ kernels/lstm_cuda.cu ~~ 0 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM transposes w_ih
-c_prev_off_by_one ~~ kernels/lstm_cuda.cu ~~ 2 ~~ cs + t * BH, B, H)); ~~ cs + (t + 1) * BH, B, H)); ~~ backward's cell reads c_t for c_{t-1}
-host_pointer_to_kernel ~~ kernels/lstm_cuda.cu ~~ 1 ~~ tab_c, c->slots, B, L, H); ~~ tab_c, slots, B, L, H); ~~ state_gather_kernel given the host's slots
-host_reads_device ~~ kernels/lstm_cuda.cu ~~ 0 ~~ CUDA_CHECK(cudaMemcpyAsync(c->stage[k], (const unsigned char *)src + off, len,\n                               cudaMemcpyDeviceToHost, c->stream)); ~~ memcpy(c->stage[k], (const unsigned char *)src + off, len); ~~ download reads device memory from host code
-kernel_overrun ~~ kernels/lstm_cuda.cu ~~ 1 ~~ GRID_STRIDE(idx, (size_t)B * H) { ~~ GRID_STRIDE(idx, (size_t)B * H + 1) { ~~ lstm_cell_forward_kernel writes one element past its buffers
-upload_staging_race ~~ kernels/lstm_cuda.cu ~~ 0 ~~     CUDA_CHECK(cudaEventSynchronize(c->stage_ev[k])); /* stage[k]'s last transfer is done */\n ~~  ~~ upload refills a staging buffer before its last copy ran
-download_no_wait ~~ kernels/lstm_cuda.cu ~~ 0 ~~   CUDA_CHECK(cudaStreamSynchronize(c->stream));\n  if (pk >= 0) ~~   if (pk >= 0) ~~ download copies out its last chunk without waiting for it
-figures_no_wait ~~ kernels/lstm_cuda.cu ~~ 0 ~~   CUDA_CHECK(cudaEventSynchronize(c->fetch_ev));\n ~~  ~~ fetch_wait reads the pinned figures without waiting for their copy
-alloc_not_zeroed ~~ kernels/lstm_cuda.cu ~~ 0 ~~ cudaError_t const z = cudaMemsetAsync(p, 0, bytes, c->stream); ~~ cudaError_t const z = cudaSuccess; ~~ alloc returns memory that is not zeroed
-loss_padding_counted ~~ kernels/lstm_cuda.cu ~~ 0 ~~     if (m == 0.0f) { ~~     if (m < 0.0f) { ~~ mse_loss_kernel trains on padding
-reduce_short ~~ kernels/lstm_cuda.cu ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_final_kernel leaves out the last block's partial sum
-adam_grad_kept ~~ kernels/lstm_cuda.cu ~~ 0 ~~     g[i] = 0.0f;\n ~~  ~~ adam_update_kernel does not zero the gradient
+barrier_block_sum ~~ kernels/lstm_cuda.h ~~ 0 ~~   sh[threadIdx.x] = v;\n  __syncthreads();\n ~~   sh[threadIdx.x] = v;\n ~~ block_sum's first barrier missing (a thread reads a slot before its writer ran)
+barrier_colsum ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~   __syncthreads();\n  if (threadIdx.y == 0 && j < n) { ~~   if (threadIdx.y == 0 && j < n) { ~~ colsum_partial_kernel's barrier missing
+gemm_ld_swapped ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ B, ldb, A, lda, &beta ~~ B, lda, A, ldb, &beta ~~ sgemm passes lda and ldb swapped
+gemm_dx_transpose ~~ kernels/lstm_cuda_layer.cu ~~ 0 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM transposes w_ih
+c_prev_off_by_one ~~ kernels/lstm_cuda_layer.cu ~~ 2 ~~ cs + t * BH, B, H)); ~~ cs + (t + 1) * BH, B, H)); ~~ backward's cell reads c_t for c_{t-1}
+host_pointer_to_kernel ~~ kernels/lstm_cuda_state.cu ~~ 0 ~~ tab_c, c->slots, B, L, H); ~~ tab_c, slots, B, L, H); ~~ state_gather_kernel given the host's slots
+host_reads_device ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ CUDA_CHECK(cudaMemcpyAsync(c->stage[k], (const unsigned char *)src + off, len,\n                               cudaMemcpyDeviceToHost, c->stream)); ~~ memcpy(c->stage[k], (const unsigned char *)src + off, len); ~~ download reads device memory from host code
+kernel_overrun ~~ kernels/lstm_cuda_layer.cu ~~ 1 ~~ GRID_STRIDE(idx, (size_t)B * H) { ~~ GRID_STRIDE(idx, (size_t)B * H + 1) { ~~ lstm_cell_forward_kernel writes one element past its buffers
+upload_staging_race ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~     CUDA_CHECK(cudaEventSynchronize(c->stage_ev[k])); /* stage[k]'s last transfer is done */\n ~~  ~~ upload refills a staging buffer before its last copy ran
+download_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaStreamSynchronize(c->stream));\n  if (pk >= 0) ~~   if (pk >= 0) ~~ download copies out its last chunk without waiting for it
+figures_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaEventSynchronize(c->fetch_ev));\n ~~  ~~ fetch_wait reads the pinned figures without waiting for their copy
+alloc_not_zeroed ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ cudaError_t const z = cudaMemsetAsync(p, 0, bytes, c->stream); ~~ cudaError_t const z = cudaSuccess; ~~ alloc returns memory that is not zeroed
+loss_padding_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     if (m == 0.0f) { ~~     if (m < 0.0f) { ~~ mse_loss_kernel trains on padding
+reduce_short ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_final_kernel leaves out the last block's partial sum
+adam_grad_kept ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     g[i] = 0.0f;\n ~~  ~~ adam_update_kernel does not zero the gradient
+seq_targets_row0 ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ *target = seq + (size_t)B * In; /* row 1 */ ~~ *target = seq; /* row 0 */ ~~ seq_targets gives a sequence's inputs as its targets
 sync_ignored ~~ kernels/lstm_cuda.cu ~~ 0 ~~ launch_sync = sync != NULL && !strcmp(sync, "1"); ~~ launch_sync = sync != NULL && 0; ~~ LSTREAM_CUDA_SYNC=1 ignored
 nccl_no_wait_before ~~ train/comm.c ~~ 0 ~~     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");\n ~~  ~~ a segment's sum does not wait for backward's event
 nccl_no_wait_after ~~ train/comm.c ~~ 0 ~~     CUDA_TRY(cudaStreamWaitEvent(c->engine, c->done, 0), "ordering the optimizer step");\n ~~  ~~ the optimizer does not wait for the sums' event
