@@ -3,9 +3,9 @@
  * the same parameters and the same inputs; forward, backward and a few
  * clip + Adam/AdamW steps must agree, and state gather/scatter must copy
  * rows exactly; where O == I, the same window given as one sequence
- * (ls_engine_forward_seq) must agree too. Then the TF32 option (LS_PRECISION_TF32) against the CPU's
- * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
- * it took effect.
+ * (ls_engine_forward_seq) must agree too. Then the TF32 option
+ * (LS_PRECISION_TF32) against the CPU's fp32 at a few shapes, under a
+ * looser bound (TF32_TOL), and evidence that it took effect.
  *
  * Exit codes: 0 all passed, 1 a check failed or CUDA is unusable, 77 no GPU
  * (ctest reports the test as skipped through SKIP_RETURN_CODE). Without a
@@ -195,7 +195,6 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
   return ok;
 }
 
-/* Forward (+ backward) of the same window on both engines, compared. */
 /* Names a case ("LABEL INDEX (shape)") and allocates its buffers for its n
  * parameters; 0 (counted as a failure) when memory runs out. */
 static int case_begin(const tcase_t *c, const char *label, int index, bufs_t *b, char *name,
@@ -222,16 +221,23 @@ static void case_conf(const tcase_t *c, ls_device_t device, ls_precision_t preci
   conf->precision = precision;
 }
 
+/* Forward + backward of the case's window on both engines, compared:
+ * inputs x with the targets apart (NaN in padded rows when masked), or,
+ * with seq, the window as one sequence (ls_engine_forward_seq, masked). */
 static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int masked,
-                      const char *ctx, ls_shape_t const *s) {
+                      const float *seq, const char *ctx, ls_shape_t const *s) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   double loss[2] = {0, 0}, count[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
     MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
     /* Masked: padded targets are NaN, which must reach neither the loss nor
      * any gradient. */
-    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
-                           masked ? b->mask : NULL, &loss[k], &count[k]));
+    if (seq != NULL)
+      MUST(ls_engine_forward_seq(e[k], c->T, c->B, seq, masked ? b->mask : NULL, &loss[k],
+                                 &count[k]));
+    else
+      MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
+                             masked ? b->mask : NULL, &loss[k], &count[k]));
     MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
     MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* the mean loss; count >= 1 */
     MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
@@ -271,7 +277,7 @@ static int run_steps(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
     /* The window of run_case (masked) already sits in the gradient buffers
      * for step 0; later steps run their own, unmasked then masked again, so
      * that padding rows must clear what the unmasked window left in dpred. */
-    if (step > 0 && run_window(e, c, b, step % 2 == 0, ctx, s) != 0) return -1;
+    if (step > 0 && run_window(e, c, b, step % 2 == 0, NULL, ctx, s) != 0) return -1;
     MUST(ls_engine_write_grads(e[0], b->g[1], n));
     float norm[2] = {0, 0};
     int64_t steps[2] = {0, 0};
@@ -299,17 +305,14 @@ out:
 }
 
 /* The window as one sequence (ls_engine_forward_seq; O == I only): seq
- * [T+1, B, I] holds x in rows 0..T-1 and one more row, the targets are
- * rows 1..T of the engine's copy (the backend's seq_targets), with the
- * case's mask. Forward and backward on both engines, compared as in
- * run_window (from zeroed gradients). */
+ * [T+1, B, I] holds x in rows 0..T-1 and one more row; the targets are
+ * rows 1..T of the engine's copy (the backend's seq_targets). Runs after
+ * an update, which left the gradients zeroed. */
 static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *name,
                    ls_shape_t const *s) {
-  size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H, NI = N * c->I;
-  float *const seq = malloc((NI + (size_t)c->B * c->I) * sizeof(float));
-  double loss[2] = {0, 0}, count[2] = {0, 0};
+  size_t const NI = (size_t)c->T * c->B * c->I, BI = (size_t)c->B * c->I;
+  float *const seq = malloc((NI + BI) * sizeof(float));
   char ctx[160];
-  int rc = -1;
   snprintf(ctx, sizeof ctx, "%s forward_seq", name);
   if (seq == NULL) {
     CHECK(0, "%s: no memory for the sequence", ctx);
@@ -317,28 +320,8 @@ static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const c
   }
   uint32_t seed = c->seed * 40503u + 7u;
   memcpy(seq, b->x, NI * sizeof(float));
-  fill(seq + NI, (size_t)c->B * c->I, &seed, 1.0f);
-  for (int k = 0; k < 2; k++) {
-    MUST(ls_engine_zero_grads(e[k]));
-    MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
-    MUST(ls_engine_forward_seq(e[k], c->T, c->B, seq, b->mask, &loss[k], &count[k]));
-    MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
-    MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* row 0 is never padding */
-    MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
-    MUST(ls_engine_read_grads(e[k], b->g[k], ls_engine_param_count(e[k])));
-  }
-  CHECK(count[0] == count[1], "%s: count %g (cuda) != %g (cpu)", ctx, count[0], count[1]);
-  {
-    float const l0 = (float)loss[0], l1 = (float)loss[1];
-    expect_close("loss sum", ctx, &l0, &l1, 1);
-  }
-  expect_close("pred", ctx, b->pred[0], b->pred[1], N * c->O);
-  expect_close("hT", ctx, b->hT[0], b->hT[1], S);
-  expect_close("cT", ctx, b->cT[0], b->cT[1], S);
-  expect_close("dx", ctx, b->dx[0], b->dx[1], NI);
-  expect_close_flat("grad", ctx, s, b->g[0], b->g[1]);
-  rc = 0;
-out:
+  fill(seq + NI, BI, &seed, 1.0f);
+  int const rc = run_window(e, c, b, 1, seq, ctx, s);
   free(seq);
   return rc;
 }
@@ -458,7 +441,7 @@ static void run_case(const tcase_t *c, int index) {
   CHECK(!memcmp(b.p[0], b.p[1], n * sizeof(float)), "%s: initial parameters differ", name);
 
   fill_inputs(c, &b);
-  if (run_window(e, c, &b, 1, name, &s) != 0) goto out;
+  if (run_window(e, c, &b, 1, NULL, name, &s) != 0) goto out;
 
   /* Adam with L2 and clipping on even cases, AdamW without clipping on odd
    * ones; a tight clip bound on every third so that clipping engages. */
@@ -544,12 +527,12 @@ static void run_tf32_case(const tf32_case_t *tc, int index, int possible) {
   ls_engine_t *const fp_pair[2] = {fp, cpu}, *const tf_pair[2] = {tf, cpu};
   snprintf(ctx, sizeof ctx, "%s, cuda fp32", name);
   bound = TOL, worst_now = &worst, case_worst = 0.0;
-  if (run_window(fp_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  if (run_window(fp_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
   double const fp_err = case_worst;
   MUST(ls_engine_zero_grads(cpu)); /* backward accumulates: the CPU runs the window again */
   snprintf(ctx, sizeof ctx, "%s, cuda tf32", name);
   bound = TF32_TOL, worst_now = &worst_tf32, case_worst = 0.0;
-  if (run_window(tf_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  if (run_window(tf_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
   double const tf_err = case_worst;
   ls_optim_t opt;
   ls_optim_init(&opt);
