@@ -2,8 +2,9 @@
 # Mutation test of the CUDA emulation: plants one bug at a time in the CUDA
 # backend (kernels/lstm_cuda*.cu, lstm_cuda.h) or train/comm.c, on a copy of
 # the tree, rebuilds only the emulated programs, runs the emulated tests
-# (ctest -L emu) and prints which caught it. A bug no test catches is a hole in the tests; the exit
-# status is 1 if there is one. Slow (half a minute per bug): not for CI.
+# (ctest -L emu) and prints which caught it. A bug no test catches is a
+# hole in the tests; the exit status is 1 if there is one. Slow (about 40 s
+# per bug): not for CI.
 #
 # Usage: tests/gpu/mutate.sh [WORK_DIR [NAME...]]
 #   WORK_DIR  where the copy and its build go (default: build-mutate, which
