@@ -32,8 +32,8 @@ static void watch_record(ls_ingest_t *ing, const rd_kafka_topic_partition_list_t
       if (part != NULL && list->elems[i].offset >= 0) part->high = list->elems[i].offset;
     }
   } else {
-    snprintf(w->error, sizeof w->error, "cannot reach the leaders of topic '%s': %s",
-             ing->s.topic, rd_kafka_err2str(err));
+    snprintf(w->error, sizeof w->error, "cannot reach the leaders of topic '%s': %s", ing->s.topic,
+             rd_kafka_err2str(err));
   }
   pthread_mutex_unlock(&ing->lock);
 }
@@ -119,8 +119,7 @@ void consumer_watch_stats_locked(const ls_ingest_t *ing, ls_ingest_stats_t *out)
 /* Partitions                                                                */
 
 ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n, int *count) {
-  LS_RETURN_IF(ing == NULL || count == NULL || n < 0 || (n > 0 && out == NULL),
-               LS_ERR_INVALID_ARG,
+  LS_RETURN_IF(ing == NULL || count == NULL || n < 0 || (n > 0 && out == NULL), LS_ERR_INVALID_ARG,
                "ls_ingest_partitions: ing and count, and out when n (%d) > 0, must not be NULL; "
                "n must not be negative",
                n);
