@@ -5,16 +5,20 @@
 # medians of windows/s (wall clock) and of the process's CPU seconds per
 # 1000 windows (user + sys: less at the mercy of other jobs on a shared
 # machine than the wall clock), the costs, and the median time of a scrape.
+# Then, where perf can sample (PERF=0 skips it), one served run under
+# `perf record -e cpu-clock`: the share of the process's CPU samples spent
+# in the HTTP thread and in the monitor's code on the step loop, a figure
+# other jobs on the machine hardly move.
 #
 # Usage: tests/bench/http_overhead.sh [BUILD_DIR]
-#   env: ROUNDS (7) THREADS (1) B (64) F (4) H (64) L (1) T (32) SERIES (512)
-#        RECORDS (1025)
+#   env: ROUNDS (5) THREADS (1) B (64) F (4) H (64) L (1) T (32) SERIES (512)
+#        RECORDS (4097)
 set -euo pipefail
 build=${1:-build}
 lstream="$build/lstream"
 [ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
-ROUNDS=${ROUNDS:-7} THREADS=${THREADS:-1} B=${B:-64} F=${F:-4} H=${H:-64} L=${L:-1} T=${T:-32}
-SERIES=${SERIES:-512} RECORDS=${RECORDS:-1025}
+ROUNDS=${ROUNDS:-5} THREADS=${THREADS:-1} B=${B:-64} F=${F:-4} H=${H:-64} L=${L:-1} T=${T:-32}
+SERIES=${SERIES:-512} RECORDS=${RECORDS:-4097}
 work=$(mktemp -d)
 broker_pid=
 cleanup() {
@@ -81,3 +85,24 @@ awk -v a="$(median "${w0[@]}")" -v b="$(median "${w1[@]}")" -v ca="$(median "${c
   printf "http_overhead %s rounds=%d median_windows_per_s without=%.1f with=%.1f cost=%.2f%%\n", shape, r, a, b, (a / b - 1) * 100
   printf "http_overhead median_cpu_s_per_1000_windows without=%.4f with=%.4f cost=%.2f%% median_scrape_ms=%.2f\n", ca, cb, (cb / ca - 1) * 100, s * 1000
 }'
+
+# The serving code's share of CPU samples in one served run.
+if [ "${PERF:-1}" != 0 ] && command -v perf >/dev/null &&
+  perf record -q -e cpu-clock -o "$work/probe.data" true >/dev/null 2>&1; then
+  perf record -q -e cpu-clock -F 2000 -o "$work/perf.data" -- "$lstream" "${args[@]}" \
+    --http "127.0.0.1:$port" >/dev/null 2>&1 &
+  pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    curl -s --max-time 2 "http://127.0.0.1:$port/metrics" -o /dev/null || true
+    curl -s --max-time 2 "http://127.0.0.1:$port/health" -o /dev/null || true
+    sleep 1
+  done
+  wait $pid
+  report() { perf report -i "$work/perf.data" --percent-limit 0 --sort "$1" -F "sample,$1" 2>/dev/null | grep -v '^#'; }
+  total=$(report comm | awk '{s += $1} END {print s}')
+  http=$(report comm | awk '$2 ~ /^MHD/ {s += $1} END {print s + 0}')
+  monitor=$(report sym | awk '$3 ~ /^(monitor_|account$|publish$|tb_|total_lag$|live_sample$|render$|health_|metric_samples$|sample$|value_at$|on_request$|answer)/ {s += $1} END {print s + 0}')
+  awk -v t="$total" -v h="$http" -v m="$monitor" 'BEGIN {
+    printf "http_overhead perf cpu-clock samples=%d http_thread=%d (%.3f%%) monitor_code=%d (%.3f%%)\n", t, h, 100 * h / t, m, 100 * m / t
+  }'
+fi
