@@ -116,7 +116,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
     return CORRUPT("%s: damaged: %u sections do not fit in %zu bytes (at most %d)", name, n, size,
                    LS_SNAPSHOT_SECTIONS_MAX);
   size_t const table_at = size - SNAP_TAIL_BYTES - n * SNAP_ENTRY_BYTES;
-  uint32_t const table_crc = snap_crc32c(0, d + table_at, n * SNAP_ENTRY_BYTES);
+  uint32_t const table_crc = base_crc32c(0, d + table_at, n * SNAP_ENTRY_BYTES);
   if (!lim->skip_checksums && table_crc != snap_get_u32(tail + 4))
     return CORRUPT("%s: the section table is damaged (checksum %08x, written %08x)", name,
                    table_crc, snap_get_u32(tail + 4));
@@ -134,7 +134,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   if (lim->skip_checksums) return LS_OK;
   for (uint32_t i = 0; i < n; i++) {
     const ls_snapshot_section_t *const s = &f->desc.sections[i];
-    uint32_t const got = snap_crc32c(0, d + s->offset, s->stored);
+    uint32_t const got = base_crc32c(0, d + s->offset, s->stored);
     uint32_t const want = snap_get_u32(d + table_at + i * SNAP_ENTRY_BYTES + 32);
     if (got != want)
       return CORRUPT("%s: section '%s' (bytes %llu..%llu) is damaged: checksum %08x, written "
@@ -142,7 +142,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                      name, s->name, (unsigned long long)s->offset,
                      (unsigned long long)(s->offset + s->stored), got, want);
   }
-  uint32_t const file_crc = snap_crc32c(0, d, size - 4);
+  uint32_t const file_crc = base_crc32c(0, d, size - 4);
   if (file_crc != f->desc.crc)
     return CORRUPT("%s: damaged header, table or tail: whole-file checksum %08x, written %08x",
                    name, file_crc, f->desc.crc);
@@ -216,7 +216,7 @@ static ls_err_t decode_section(const snap_file_t *f, int i, const snap_section_s
         snap_unshuffle4(dst + at, dec->block, len / 4);
       }
     }
-    crc = snap_crc32c(crc, dst, bytes);
+    crc = base_crc32c(crc, dst, bytes);
   }
   /* The frame must end here (its last block and zstd's checksum), and the
    * section with it. */

@@ -70,6 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/crc32c.h" /* base_crc32c: the checksum of sections and files */
 #include "lstream/state.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -150,14 +151,7 @@ ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size
 ls_err_t snap_model_buffers(ls_snapshot_t *snap, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* Checksums and shuffling                                                   */
-
-/* CRC32C of n bytes, continuing from crc (start with 0). Uses the CPU's
- * crc32 instruction where it has one. */
-uint32_t snap_crc32c(uint32_t crc, const void *data, size_t n);
-/* The same, table-driven on any CPU (the reference the fast one is tested
- * against). */
-uint32_t snap_crc32c_portable(uint32_t crc, const void *data, size_t n);
+/* Shuffling (the checksums are base_crc32c)                                */
 
 /* dst = the 4 byte planes of n floats' bytes (src, n * 4 bytes), and back. */
 void snap_shuffle4(uint8_t *dst, const uint8_t *src, size_t n);

@@ -86,6 +86,12 @@ void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum) {
   sum->snapshots_skipped = s->skipped;
 }
 
+void train_snaps_status(const train_snaps_t *s, ls_snapshotter_status_t *out, int *on) {
+  memset(out, 0, sizeof *out);
+  *on = s != NULL && s->snapper != NULL;
+  if (*on) (void)ls_snapshotter_poll(s->snapper, out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Resuming                                                                  */
 

@@ -83,4 +83,8 @@ const char *train_snaps_note(const train_snaps_t *s);
  * snapshots_skipped. */
 void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum);
 
+/* The background writer's state (never blocks); *on = 0 (and out zeroed)
+ * without snapshot_dir. */
+void train_snaps_status(const train_snaps_t *s, ls_snapshotter_status_t *out, int *on);
+
 #endif /* LSTREAM_TRAIN_SNAPSHOTS_H */

@@ -44,4 +44,15 @@ struct ls_train_conf_s {
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
 void train_conf_free_kafka(ls_train_conf_t *c);
 
+/* What monitoring (train/monitor.c) reads of a trainer, defined in
+ * trainer.c: its view (snapshots.h) and snapshot bookkeeping, read on the
+ * trainer's thread (from the step callback), and the time of the step
+ * loop's last turn (base_now_ms(); a step, or an idle turn in live mode),
+ * which any thread may read. */
+struct train_view_s;
+struct train_snaps_s;
+const struct train_view_s *train_view_of(const ls_trainer_t *tr);
+struct train_snaps_s *train_snaps_of(const ls_trainer_t *tr);
+int64_t train_heartbeat_ms(const ls_trainer_t *tr);
+
 #endif

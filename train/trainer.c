@@ -4,6 +4,7 @@
  * table, one engine step per batch, an update every `accumulate` steps.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct ls_trainer_s {
   int fetched_loss; /* and this rank computed windows in it */
 
   char note[2560]; /* what resuming and the comm setup did, for the program to print */
+  atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -268,6 +270,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   }
   tr->sum.steps = steps;
   tr->sum.updates = updates;
+  atomic_init(&tr->beat_ms, base_now_ms());
   *out = tr;
   return LS_OK;
 }
@@ -578,6 +581,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     double const w0 = tr->sum.wait_s;
     int n = 0;
     tr->stamp++;
+    atomic_store_explicit(&tr->beat_ms, base_now_ms(), memory_order_relaxed);
     if (!(stop && *stop) && !cb_stop) {
       if (tr->conf.until) err = tr->v.P > 0 ? form_replay(tr, stop, &n) : LS_OK;
       else err = form_live(tr, stop, &n);
@@ -695,4 +699,13 @@ int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
 ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   return ls_series_table_info(tr->v.series, i, out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Monitoring (train_internal.h)                                             */
+
+const train_view_t *train_view_of(const ls_trainer_t *tr) { return &tr->v; }
+train_snaps_t *train_snaps_of(const ls_trainer_t *tr) { return tr->snaps; }
+int64_t train_heartbeat_ms(const ls_trainer_t *tr) {
+  return atomic_load_explicit(&tr->beat_ms, memory_order_relaxed);
 }

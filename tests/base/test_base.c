@@ -2,8 +2,9 @@
  * The ground floor (include/base/): the FNV-1a digest against its published
  * test vectors, the key->index map (dense indices, growth, keys that share
  * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
- * naming the line), typed values and key tables, the monotonic clock, and
- * shared libraries opened on first use (libm standing in for cuBLAS/NCCL).
+ * naming the line), typed values and key tables, the monotonic clock,
+ * CRC-32C against its check value, and shared libraries opened on first
+ * use (libm standing in for cuBLAS/NCCL).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "base/digest.h"
 #include "base/keymap.h"
 #include "base/kvfile.h"
@@ -28,6 +30,22 @@ Test(base, fnv1a_test_vectors) {
   cr_expect_eq(base_fnv1a(BASE_FNV1A_INIT, "foobar", 6), 0x85944171f73967e8ull);
   /* It continues: "foo" then "bar" is "foobar". */
   cr_expect_eq(base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
+}
+
+Test(base, crc32c) {
+  /* The check value of CRC-32C (RFC 3720, and every CRC catalogue). */
+  cr_assert_eq(base_crc32c(0, "123456789", 9), 0xe3069283u);
+  cr_assert_eq(base_crc32c_portable(0, "123456789", 9), 0xe3069283u);
+  uint8_t buf[1000];
+  for (int i = 0; i < 1000; i++)
+    buf[i] = (uint8_t)(i * 131 + 7);
+  for (size_t at = 0; at < 9; at++)
+    for (size_t n = 0; n < 300; n += 7) {
+      uint32_t const fast = base_crc32c(0, buf + at, n);
+      cr_assert_eq(fast, base_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
+      /* In two pieces, the same as in one. */
+      cr_assert_eq(base_crc32c(base_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
+    }
 }
 
 Test(base, keymap_dense_indices_and_growth) {

@@ -744,6 +744,75 @@ static int all_paused(const ls_ingest_stats_t *st, int64_t partitions) {
   return st->paused == partitions;
 }
 
+/* The watch: each partition's high watermark and lag (high - next offset),
+ * kept fresh while the partition is paused, and the connection: lost when
+ * the broker goes down, back when it returns. */
+static int64_t partitions_of(ls_ingest_t *ing, ls_ingest_partition_t out[2]) {
+  int count = 0;
+  cr_assert_eq(ls_ingest_partitions(ing, out, 2, &count), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(count, 2);
+  return (out[0].high_watermark - out[0].next_offset) + (out[1].high_watermark - out[1].next_offset);
+}
+
+static void wait_partitions(ls_ingest_t *ing, int64_t high, int64_t lag, const char *what) {
+  double const deadline = now_s() + WAIT_S;
+  ls_ingest_partition_t p[2];
+  while (partitions_of(ing, p) != lag || p[0].high_watermark != high ||
+         p[1].high_watermark != high) {
+    cr_assert(now_s() < deadline, "waited %.0f s for %s: high %lld %lld, next %lld %lld", WAIT_S,
+              what, (long long)p[0].high_watermark, (long long)p[1].high_watermark,
+              (long long)p[0].next_offset, (long long)p[1].next_offset);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+}
+
+static int connected_is(const ls_ingest_stats_t *st, int64_t want) {
+  return st->connected == want;
+}
+
+Test(consumer, watch_reports_lag_and_connection) {
+  rig_t r;
+  rig_new(&r, 1, "watch", 2, 4, 40, 4, "never"); /* 2 series a partition */
+  rig_produce(&r, 2, 0, 20);                     /* 40 records a partition */
+  rig_set(&r, "queue.windows", "2");
+  rig_set(&r, "watch.interval.ms", "100");
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_ingest_stats_t st = wait_stats(r.ing, all_paused, 2, "both partitions to pause");
+  cr_expect_eq(st.connected, 1);
+  cr_expect_str_empty(st.watch_error);
+  ls_ingest_partition_t p[2];
+  int64_t const lag = partitions_of(r.ing, p);
+  cr_expect_gt(lag, 0, "paused with records unread");
+  for (int i = 0; i < 2; i++) {
+    cr_expect_eq(p[i].partition, i);
+    cr_expect_eq(p[i].high_watermark, 40);
+    cr_expect_eq(p[i].paused, 1);
+    cr_expect_eq(p[i].queued_windows, 2);
+  }
+  /* New records while paused: the watch sees the high watermarks move. */
+  rig_produce(&r, 2, 20, 40);
+  wait_partitions(r.ing, 80, lag + 80, "the watch to see 40 more records a partition");
+  /* Everything taken: nothing left to read. 4 series of 40 steps, 9 windows of 4 each. */
+  take(r.ing, &r.got, 4 * 9);
+  wait_partitions(r.ing, 80, 0, "the lag to reach 0");
+  /* The only broker down: the watch fails; back up: it succeeds again. */
+  cr_assert_eq(ls_broker_set_down(r.b, 1), LS_OK);
+  st = wait_stats(r.ing, connected_is, 0, "the consumer to lose its connection");
+  cr_expect(strstr(st.watch_error, "topic 'watch'") != NULL, "%s", st.watch_error);
+  cr_expect_geq(st.disconnected_ms, 0);
+  cr_assert_eq(ls_broker_set_up(r.b, 1), LS_OK);
+  st = wait_stats(r.ing, connected_is, 1, "the consumer to reconnect");
+  cr_expect_eq(st.disconnected_ms, 0);
+  int count = -1;
+  cr_expect_eq(ls_ingest_partitions(r.ing, NULL, 0, &count), LS_OK);
+  cr_expect_eq(count, 2);
+  cr_expect_eq(ls_ingest_partitions(r.ing, NULL, 1, &count), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_partitions(NULL, p, 2, &count), LS_ERR_INVALID_ARG);
+  rig_free(&r);
+}
+
 /* The trainer stalls until the consumer pauses both partitions; memory
  * stays within the bound the whole time (peak_memory_records is sampled at
  * every change), and every record arrives once the trainer takes windows

@@ -285,22 +285,6 @@ Test(round_trip, engine_and_series_table) {
   free(dir);
 }
 
-Test(format, crc32c) {
-  /* The check value of CRC-32C (RFC 3720, and every CRC catalogue). */
-  cr_assert_eq(snap_crc32c(0, "123456789", 9), 0xe3069283u);
-  cr_assert_eq(snap_crc32c_portable(0, "123456789", 9), 0xe3069283u);
-  uint8_t buf[1000];
-  for (int i = 0; i < 1000; i++)
-    buf[i] = (uint8_t)(i * 131 + 7);
-  for (size_t at = 0; at < 9; at++)
-    for (size_t n = 0; n < 300; n += 7) {
-      uint32_t const fast = snap_crc32c(0, buf + at, n);
-      cr_assert_eq(fast, snap_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
-      /* In two pieces, the same as in one. */
-      cr_assert_eq(snap_crc32c(snap_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
-    }
-}
-
 Test(format, shuffle) {
   uint8_t const src[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   uint8_t planes[12], back[12];

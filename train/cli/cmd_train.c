@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "lstream/train.h"
+#include "watch.h"
 
 
 static volatile sig_atomic_t stop_flag = 0;
@@ -25,6 +26,7 @@ typedef struct run_log_s {
   int log_every;     /* steps between log lines; 0 = by time */
   double interval_s; /* seconds between log lines when log_every is 0 */
   int quiet;
+  cli_watch_t *watch; /* --http, --tensorboard */
   int64_t last_step; /* the newest step seen */
   double t0, last_t;
   /* Since the last log line. */
@@ -51,6 +53,7 @@ static void print_line(run_log_t *lg, int64_t step, double now) {
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = base_now_s();
+  cli_watch_step(lg->watch, s);
   lg->steps++;
   lg->last_step = s->step;
   lg->windows += s->windows;
@@ -153,6 +156,7 @@ typedef struct train_args_s {
   int n_configs, n_set;
   const char *metrics_path, *series_path, *params_path;
   int log_every, quiet;
+  cli_watch_t watch;
 } train_args_t;
 
 /* An option that sets a configuration key. */
@@ -201,12 +205,13 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
       {.name = "quiet", .kind = CLI_FLAG, .dst = &a->quiet, .help = "only the summary"},
   };
   memcpy(o, program, sizeof program);
-  return (int)(sizeof program / sizeof program[0]);
+  int const n = (int)(sizeof program / sizeof program[0]);
+  return n + cli_watch_opts(&a->watch, o + n);
 }
 
 /* Every option of `lstream train`: a heading, the configuration keys
  * (spelled with dashes; the underscore spelling hidden), the program's.
- * opts [2 * keys + 16], ks [keys]. */
+ * opts [2 * keys + 16 + CLI_WATCH_OPTS], ks [keys]. */
 static void train_opts(train_args_t *a, cli_opt_t *opts, key_opt_t *ks, char (*names)[40]) {
   int n = 0, i = 0;
   opts[n++] = (cli_opt_t){.help = "Model and data options (also KEY = VALUE lines in --config "
@@ -251,7 +256,7 @@ static int apply_conf(train_args_t *a) {
 static int train_parse(int argc, char **argv, train_args_t *a) {
   int keys = 0;
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++) keys++;
-  cli_opt_t *const opts = calloc(2 * (size_t)keys + 16, sizeof *opts);
+  cli_opt_t *const opts = calloc(2 * (size_t)keys + 16 + CLI_WATCH_OPTS, sizeof *opts);
   key_opt_t *const ks = calloc((size_t)keys, sizeof *ks);
   char(*names)[40] = calloc((size_t)keys, sizeof *names);
   a->configs = calloc((size_t)argc, sizeof *a->configs);
@@ -327,6 +332,8 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   ls_trainer_rank(tr, rank, &world);
   if (*rank == 0 && ls_trainer_note(tr)[0] != '\0')
     fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
+  int const rc_watch = cli_watch_start(lg->watch, tr, lg->quiet);
+  if (rc_watch != CLI_EXIT_OK) return rc_watch;
   lg->quiet |= *rank != 0; /* rank 0 prints; the figures it prints are every rank's */
   lg->tr = tr;
   lg->t0 = lg->last_t = base_now_s();
@@ -351,6 +358,7 @@ int cmd_train(int argc, char **argv) {
   int rc = train_parse(argc, argv, &a);
   lg.log_every = a.log_every;
   lg.quiet = a.quiet;
+  lg.watch = &a.watch;
   if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
   if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
@@ -361,6 +369,7 @@ int cmd_train(int argc, char **argv) {
    * other ranks will never join (cli_mpi_end aborts, and does not return). */
   if (rc != CLI_EXIT_OK && rc != CLI_DONE) cli_mpi_end(mpi_up, rc);
   if (lg.metrics != NULL) fclose(lg.metrics);
+  cli_watch_stop(&a.watch);
   ls_trainer_destroy(tr);
   train_args_free(&a);
   cli_mpi_end(mpi_up, rc);
