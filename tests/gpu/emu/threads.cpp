@@ -445,6 +445,19 @@ cudaError_t max_active_clusters(int *n, const launch_cfg &c) {
   return bad_config(one, smem_limit) ? cudaErrorInvalidValue : sticky_error();
 }
 
+cudaError_t max_active_blocks(int *n, const launch_cfg &c) {
+  EMU_LOCK();
+  auto const lim = smem_limits.find(c.fn);
+  size_t const smem_limit = lim != smem_limits.end() ? lim->second : 48 * 1024;
+  unsigned const threads = c.block.x * c.block.y * c.block.z;
+  *n = 0;
+  if (bad_config(c, smem_limit)) return cudaErrorInvalidValue;
+  size_t const by_smem = c.shmem > 0 ? (size_t)233472 / (c.shmem + 1024) : 32;
+  size_t const by_threads = 2048 / threads;
+  *n = (int)(by_smem < by_threads ? by_smem : by_threads);
+  return sticky_error();
+}
+
 void check_pointer(const char *kernel, int index, const void *p) {
   if (p != nullptr && !is_device(p))
     problem("%s: pointer argument %d (%p) is not device memory (a host pointer given to a "

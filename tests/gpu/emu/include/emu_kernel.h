@@ -128,8 +128,11 @@ launch_cfg make_cfg_ex(const cudaLaunchConfig_t *c);
 /* Checks the configuration and queues body, run once per thread of the
  * grid, on the stream; a bad configuration is a launch error. */
 void launch_grid(const char *kernel, const launch_cfg &c, std::function<void()> body);
-/* cudaOccupancyMaxActiveClusters: the device's blocks per cluster size. */
+/* cudaOccupancyMaxActiveClusters: the device's blocks per cluster size;
+ * cudaOccupancyMaxActiveBlocksPerMultiprocessor: as threads and shared
+ * memory allow (2048 threads, 228 KiB with 1 KiB reserved per block). */
 cudaError_t max_active_clusters(int *n, const launch_cfg &c);
+cudaError_t max_active_blocks(int *n, const launch_cfg &c);
 /* A pointer argument must be NULL or point into device memory. */
 void check_pointer(const char *kernel, int index, const void *p);
 
@@ -167,6 +170,16 @@ cudaError_t cudaOccupancyMaxActiveClusters(int *n, F *fn, const cudaLaunchConfig
   emu::launch_cfg c = emu::make_cfg_ex(config);
   c.fn = (const void *)fn;
   return emu::max_active_clusters(n, c);
+}
+
+/* Blocks of a kernel per multiprocessor, as its shared memory allows. */
+template <typename F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F *fn, int threads,
+                                                          size_t smem) {
+  if (n == nullptr || threads <= 0) return cudaErrorInvalidValue;
+  emu::launch_cfg c = emu::make_cfg(dim3(1), dim3((unsigned)threads), smem);
+  c.fn = (const void *)fn;
+  return emu::max_active_blocks(n, c);
 }
 
 #define EMU_LAUNCH(k, c, ...) emu::launch(#k, k, emu::make_cfg c, __VA_ARGS__)
