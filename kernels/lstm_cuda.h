@@ -18,7 +18,8 @@
  *   lstm_cuda_graph.cu   CUDA graphs: a step's work recorded once, replayed
  * lstm_cuda.cu uses every room, each room lstm_cuda_common.cu (and
  * lstm_cuda_state.cu the memory room's upload, lstm_cuda_layer.cu the
- * persistent rooms), lstm_cuda_common.cu none. The functions keep the
+ * persistent rooms, lstm_cuda_persist.cu lstm_cuda_persist_bwd.cu),
+ * lstm_cuda_common.cu none. The functions keep the
  * names of their twins in lstm_cpu.c.
  */
 #ifndef LSTREAM_KERNELS_LSTM_CUDA_H
@@ -352,8 +353,9 @@ template <typename T> __device__ static inline T *persist_map(T *p, int C, int q
 }
 #endif
 
-/* A persistent launch's configuration: grid blocks in clusters of C
- * (no cluster attribute for C = 1, which runs before sm_90 too). */
+/* A persistent launch's configuration (lstm_cuda_common.cu): grid blocks
+ * in clusters of C (no cluster attribute for C = 1, which runs before
+ * sm_90 too). */
 void persist_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, int grid, int threads,
                     int C, size_t smem, cudaStream_t stream);
 

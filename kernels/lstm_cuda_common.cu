@@ -1,8 +1,11 @@
 /*
  * What the CUDA backend's rooms share (kernels/lstm_cuda.h): cuBLAS opened
- * on first use, error checks, the row-major GEMM, and the row helpers
- * fill_rows and colsum_add (their twins are in lstm_cpu.c).
+ * on first use, error checks, the persistent kernels' launch
+ * configuration, the row-major GEMM, and the row helpers fill_rows and
+ * colsum_add (their twins are in lstm_cpu.c).
  */
+#include <string.h>
+
 #include "base/library.h"
 #include "lstm_cuda.h"
 
@@ -75,6 +78,18 @@ ls_err_t enter(cuda_ctx_t *c) {
 unsigned grid_for(size_t n) {
   size_t const b = (n + THREADS - 1) / THREADS;
   return (unsigned)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
+}
+
+/* A persistent kernel's launch (lstm_cuda_persist*.cu): clusters of C
+ * blocks, no cluster attribute for C = 1. */
+void persist_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, int grid, int threads,
+                    int C, size_t smem, cudaStream_t stream) {
+  memset(attr, 0, sizeof *attr);
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = (unsigned)C, attr->val.clusterDim.y = 1, attr->val.clusterDim.z = 1;
+  cfg->gridDim = dim3((unsigned)grid), cfg->blockDim = dim3((unsigned)threads);
+  cfg->dynamicSmemBytes = smem, cfg->stream = stream;
+  cfg->attrs = C > 1 ? attr : NULL, cfg->numAttrs = C > 1 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------------ */

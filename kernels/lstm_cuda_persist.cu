@@ -176,16 +176,6 @@ __global__ static void __launch_bounds__(PERSIST_THREADS)
 /* ------------------------------------------------------------------------ */
 /* Launches                                                                  */
 
-void persist_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, int grid, int threads,
-                    int C, size_t smem, cudaStream_t stream) {
-  memset(attr, 0, sizeof *attr);
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = (unsigned)C, attr->val.clusterDim.y = 1, attr->val.clusterDim.z = 1;
-  cfg->gridDim = dim3((unsigned)grid), cfg->blockDim = dim3((unsigned)threads);
-  cfg->dynamicSmemBytes = smem, cfg->stream = stream;
-  cfg->attrs = C > 1 ? attr : NULL, cfg->numAttrs = C > 1 ? 1 : 0;
-}
-
 template <int BC>
 static cudaError_t forward_launch(const cudaLaunchConfig_t *cfg, float *gates, float *hs, float *cs,
                                   float *tcs, const float *x, const float *w_ih, const float *w_hh,

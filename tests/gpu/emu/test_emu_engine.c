@@ -13,6 +13,9 @@
  *   slots    a scatter with a slot twice is refused
  *   sync     a kernel that faults is named by LSTREAM_CUDA_SYNC=1, and
  *            without it the error says how to find it
+ *   pad      a partial step padded to the engine's batch (rows masked,
+ *            starting from zeros, not stored) replays the full steps'
+ *            graphs and trains as the dense step does on the CPU
  *   count B,I,H,L,T MAX  kernels and cuBLAS GEMMs of one training step
  *            (gather, forward, backward, scatter, update): 4 per layer and
  *            time step on the per-step path, none on the persistent
@@ -304,6 +307,105 @@ out:
 }
 
 /* ------------------------------------------------------------------------ */
+/* pad                                                                       */
+
+/* A window, the engine's batch, the rows of a partial step, the features
+ * (O = I) and hidden size. */
+enum { PT = 4, PB = 8, PN = 5, PF = 3, PH = 16 };
+
+/* One training step as the trainer takes it: B rows of seq [T+1, B, F]
+ * with mask [T, B]; slots [B] (-1: a row that starts from zeros and is not
+ * stored); its figures after. */
+static int train_step(ls_engine_t *e, ls_state_table_t *t, int B, const float *seq,
+                      const float *mask, const int64_t *slots, double *loss, float *norm) {
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  double count = 0.0;
+  MUST(ls_engine_gather_state(e, t, B, slots));
+  MUST(ls_engine_forward_seq(e, PT, B, seq, mask, NULL, &count));
+  MUST(ls_engine_backward(e, 1.0f));
+  MUST(ls_engine_scatter_state(e, t, B, slots));
+  MUST(ls_engine_optimizer_step(e, &opt, (float)(1.0 / count), NULL));
+  MUST(ls_engine_fetch_figures(e));
+  MUST(ls_engine_read_figures(e, loss, norm));
+  return 1;
+out:
+  return 0;
+}
+
+/* A partial step padded to the engine's batch (padding rows masked, from
+ * zeros, not stored) replays the graphs of full steps and trains as the
+ * dense step of its rows does on the CPU. */
+static void run_pad(void) {
+  ls_engine_t *e[2] = {NULL, NULL}; /* CUDA, CPU */
+  ls_state_table_t *t[2] = {NULL, NULL};
+  static float seq[(PT + 1) * PB * PF], dense[(PT + 1) * PN * PF], mask[PT * PB], ones[PT * PN];
+  float p[2][4096], h[2][(PB + PN) * 2 * PH], c[2][(PB + PN) * 2 * PH];
+  int64_t full[PB], pad[PB], rows[PN];
+  double loss[2] = {0, 0};
+  float norm[2] = {0, 0};
+  for (int i = 0; i < (PT + 1) * PB * PF; i++)
+    seq[i] = sinf((float)i * 0.53f);
+  for (int b = 0; b < PB; b++)
+    full[b] = b, pad[b] = b < PN ? PB + b : -1;
+  for (int b = 0; b < PN; b++)
+    rows[b] = PB + b;
+  for (int r = 0; r < PT * PB; r++)
+    mask[r] = 1.0f;
+  for (int r = 0; r < PT * PN; r++)
+    ones[r] = 1.0f;
+  for (int k = 0; k < 2; k++) {
+    ls_engine_conf_t cf;
+    ls_engine_conf_init(&cf);
+    cf.shape = (ls_shape_t){PF, PH, 2, PF};
+    cf.max_window = PT, cf.max_batch = PB, cf.device = k == 0 ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    MUST(ls_engine_new(&cf, &e[k]));
+    MUST(ls_engine_init_params(e[k], 9));
+    MUST(ls_state_table_new(e[k], PB + PN, &t[k]));
+    for (int step = 0; step < 3; step++) /* full steps: direct, recorded, replayed */
+      if (!train_step(e[k], t[k], PB, seq, mask, full, &loss[k], &norm[k])) goto out;
+  }
+  /* The partial step: its rows dense on the CPU, padded on CUDA. */
+  for (int tt = 0; tt <= PT; tt++)
+    for (int b = 0; b < PB; b++)
+      for (int f = 0; f < PF; f++) {
+        float const v = cosf((float)(tt * 31 + b * 7 + f) * 0.29f);
+        seq[(tt * PB + b) * PF + f] = b < PN ? v : 0.0f;
+        if (b < PN) dense[(tt * PN + b) * PF + f] = v;
+      }
+  for (int r = 0; r < PT * PB; r++)
+    mask[r] = r % PB < PN;
+  emu_reset_counts();
+  if (!train_step(e[0], t[0], PB, seq, mask, pad, &loss[0], &norm[0]) ||
+      !train_step(e[1], t[1], PN, dense, ones, rows, &loss[1], &norm[1]))
+    goto out;
+  CHECK(emu_count("graph instantiations") == 0 && emu_count("graph launches") == 3,
+        "the padded step recorded %ld graphs and launched %ld (want 0 and the full steps' 3)",
+        emu_count("graph instantiations"), emu_count("graph launches"));
+  size_t const n = ls_engine_param_count(e[0]), S = (size_t)(PB + PN) * 2 * PH;
+  if (n > sizeof p[0] / sizeof p[0][0]) {
+    CHECK(0, "pad: %zu parameters do not fit the test's buffer", n);
+    goto out;
+  }
+  for (int k = 0; k < 2; k++) {
+    MUST(ls_engine_read_params(e[k], p[k], n));
+    MUST(ls_state_table_read(t[k], 0, PB + PN, h[k], c[k]));
+  }
+  float const l0 = (float)loss[0], l1 = (float)loss[1];
+  double const errs[] = {rel_err(&l0, &l1, 1), rel_err(&norm[0], &norm[1], 1),
+                         rel_err(p[0], p[1], n), rel_err(h[0], h[1], S), rel_err(c[0], c[1], S)};
+  for (int i = 0; i < 5; i++)
+    CHECK(errs[i] <= TOL, "padded step: %s differs by %.3g",
+          (const char *[]){"loss", "norm", "params", "h", "c"}[i], errs[i]);
+  printf("pad: a step of %d rows padded to %d replays the full steps' graphs; loss %.9g, params "
+         "%.3g from the CPU's dense step\n",
+         PN, PB, loss[0], errs[2]);
+out:
+  for (int k = 0; k < 2; k++)
+    ls_state_table_destroy(t[k]), ls_engine_destroy(e[k]);
+}
+
+/* ------------------------------------------------------------------------ */
 /* sync                                                                      */
 
 /* A window whose backward's first cell kernel faults; the error of the
@@ -452,7 +554,7 @@ static void run_count(const char *shape, const char *most) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
-            "usage: test_emu_engine edges|alloc|figures|slots|sync|count B,I,H,L,T MAX...\n");
+            "usage: test_emu_engine edges|alloc|figures|slots|sync|pad|count B,I,H,L,T MAX...\n");
     return 2;
   }
   for (int i = 1; i < argc; i++) {
@@ -466,6 +568,8 @@ int main(int argc, char **argv) {
       run_slots();
     else if (!strcmp(argv[i], "sync"))
       run_sync();
+    else if (!strcmp(argv[i], "pad"))
+      run_pad();
     else if (!strcmp(argv[i], "count") && i + 2 < argc)
       run_count(argv[i + 1], argv[i + 2]), i += 2;
     else {
