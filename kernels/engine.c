@@ -46,6 +46,11 @@ struct ls_engine_s {
   int fwd_T;      /* (T, B) of the last forward; 0 none */
   int fwd_B;
   int fwd_masked; /* last forward had a mask */
+  int *last;      /* [Bm] host: per row of the last forward, its last valid step + 1 (the
+                     hs index of the state it carries on: T for a full window, 0 for a row
+                     with no valid target) */
+  int fwd_partial;         /* some row of the last forward ends before T */
+  int64_t *skip;           /* [Bm] host scratch: slots with the partial rows left out */
   const float *fwd_target; /* the targets of the last forward (device), NULL none */
   int bwd_done;   /* input gradients are those of the last forward */
 
@@ -171,6 +176,10 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
   if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  e->last = calloc(Bm, sizeof *e->last);
+  e->skip = calloc(Bm, sizeof *e->skip);
+  if (err == LS_OK && (e->last == NULL || e->skip == NULL))
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the rows of a batch of %zu", Bm);
   if (err != LS_OK) {
     ls_engine_destroy(e);
     return err;
@@ -187,6 +196,7 @@ void ls_engine_destroy(ls_engine_t *e) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
+  free(e->last), free(e->skip);
   e->ops->ctx_free(e->ctx);
   free(e);
 }
@@ -335,6 +345,21 @@ static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
   return LS_OK;
 }
 
+/* Each row's last valid step from the host mask [T, B] (NULL: all valid):
+ * the state a row carries on is the one after its last real record, never
+ * after padding (DESIGN.md "Partial windows"). */
+static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
+  e->fwd_partial = 0;
+  for (int b = 0; b < B; b++) {
+    int t = T;
+    if (mask != NULL)
+      while (t > 0 && mask[(size_t)(t - 1) * B + b] == 0.0f)
+        t--;
+    e->last[b] = t;
+    e->fwd_partial |= t < T;
+  }
+}
+
 /* The forward of a window whose inputs are in e->x: the LSTM stack, the
  * head and, with targets (device), the masked MSE (mask in e->mask when
  * masked). */
@@ -391,6 +416,7 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
     LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target,
                                     N * (size_t)e->conf.shape.output_size * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  mark_last(e, T, B, mask);
   return forward_run(e, T, B, target != NULL ? e->target : NULL, mask != NULL, loss_sum, count);
 }
 
@@ -407,6 +433,7 @@ ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, c
   const ls_backend_ops_t *const ops = e->ops;
   LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, seq, (N + (size_t)B) * (size_t)I * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  mark_last(e, T, B, mask);
   const float *target = NULL;
   LS_FORWARD_IF_ERROR(ops->seq_targets(e->ctx, &target, e->x, B, I));
   return forward_run(e, T, B, target, mask != NULL, loss_sum, count);
@@ -468,12 +495,30 @@ ls_err_t ls_engine_read_outputs(ls_engine_t *e, float *y, float *pred, float *hT
   if (pred != NULL)
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, pred, e->pred,
                                          T * B * (size_t)s->output_size * sizeof(float)));
-  for (int l = 0; l < L; l++) {
-    size_t const last = T * B * H, rows = B * H * sizeof(float);
-    if (hT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + l * B * H, layer_hs(e, l) + last, rows));
-    if (cT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + l * B * H, layer_cs(e, l) + last, rows));
+  /* The final states: step T for every row, or row by row at its last
+   * valid step when some row ends early. */
+  size_t const rows = e->fwd_partial ? 1 : B;
+  for (int l = 0; l < L; l++)
+    for (size_t b = 0; b < B; b += rows) {
+      size_t const at = (size_t)(e->fwd_partial ? e->last[b] : (int)T) * B * H + b * H;
+      size_t const bytes = rows * H * sizeof(float), dst = (size_t)l * B * H + b * H;
+      if (hT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + dst, layer_hs(e, l) + at, bytes));
+      if (cT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + dst, layer_cs(e, l) + at, bytes));
+    }
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_initial_state(ls_engine_t *e, float *h0, float *c0) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(e->state_B < 1, LS_ERR_STATE,
+               "no initial state to read: call ls_engine_set_state or ls_engine_gather_state");
+  size_t const bytes = (size_t)e->state_B * (size_t)e->conf.shape.hidden_size * sizeof(float);
+  for (int l = 0; l < e->conf.shape.num_layers; l++) {
+    size_t const dst = (size_t)l * bytes / sizeof(float);
+    if (h0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h0 + dst, layer_hs(e, l), bytes));
+    if (c0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, c0 + dst, layer_cs(e, l), bytes));
   }
   return LS_OK;
 }
@@ -664,7 +709,23 @@ ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B,
   LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
   LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
                "scatter of B=%d rows needs a completed forward of the same batch", B);
-  size_t const last = (size_t)e->fwd_T * (size_t)B * (size_t)e->conf.shape.hidden_size;
-  return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
-                               slots, B, e->conf.shape.num_layers, e->conf.shape.hidden_size);
+  int const L = e->conf.shape.num_layers, H = e->conf.shape.hidden_size;
+  size_t const step = (size_t)B * (size_t)H, last = (size_t)e->fwd_T * step;
+  if (!e->fwd_partial)
+    return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
+                                 slots, B, L, H);
+  /* Full rows at once, then each row that ends early from its last valid
+   * step (partial windows are rare: a replay's last ones, a live step fired
+   * by its deadline). */
+  for (int b = 0; b < B; b++)
+    e->skip[b] = e->last[b] < e->fwd_T ? -1 : slots[b];
+  LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last,
+                                            e->hs_stride, e->skip, B, L, H));
+  for (int b = 0; b < B; b++) {
+    if (e->last[b] == e->fwd_T || slots[b] < 0) continue;
+    size_t const at = (size_t)e->last[b] * step + (size_t)b * H;
+    LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + at, e->cs + at,
+                                              e->hs_stride, slots + b, 1, L, H));
+  }
+  return LS_OK;
 }
