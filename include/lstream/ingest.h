@@ -316,6 +316,8 @@ typedef struct ls_window_s {
   const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
                         rows past n_targets are zero */
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
+                           timestamps; -1 for padding rows and unknown times */
 } ls_window_t;
 
 /* One Kafka record as the windower sees it. */
