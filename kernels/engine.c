@@ -7,63 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "lstream/kernels.h"
-
-struct ls_engine_s {
-  ls_engine_conf_t conf;
-  const ls_backend_ops_t *ops;
-  void *ctx;
-  size_t n_params; /* n */
-
-  /* Flat buffers, device memory. */
-  float *params; /* (n) PyTorch layout, see kernels.h */
-  float *grads;  /* (n) */
-  float *adam_m; /* (n) */
-  float *adam_v; /* (n) */
-
-  /* Workspaces for the largest window Tm = max_window, Bm = max_batch. A
-   * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
-  float *x;       /* (Tm+1, Bm, I) inputs; a sequence window's targets in rows 1..T */
-  float *target;  /* (Tm, Bm, O) targets given apart from the inputs */
-  float *mask;    /* (Tm, Bm) */
-  float *gates;   /* (L, Tm, Bm, 4H) activated gates */
-  float *hs;      /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
-  float *cs;      /* (L, Tm+1, Bm, H) */
-  float *tcs;     /* (L, Tm, Bm, H) tanh(c_t) */
-  float *pred;    /* (Tm, Bm, O) */
-  float *dpred;   /* (Tm, Bm, O) */
-  float *dh;      /* (Tm, Bm, H) gradient flowing down the stack */
-  float *dgates;  /* (Tm, Bm, 4H) */
-  float *dx;      /* (Tm, Bm, I) */
-  float *dh0;     /* (L, Bm, H) */
-  float *dc0;     /* (L, Bm, H) */
-  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
-  size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
-
-  int64_t adam_steps;
-  int state_B;    /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
-  int fwd_T;      /* (T, B) of the last forward; 0 none */
-  int fwd_B;
-  int fwd_masked; /* last forward had a mask */
-  int *last;      /* [Bm] host: per row of the last forward, its last valid step + 1 (the
-                     hs index of the state it carries on: T for a full window, 0 for a row
-                     with no valid target) */
-  int fwd_partial;         /* some row of the last forward ends before T */
-  int64_t *skip;           /* [Bm] host scratch: slots with the partial rows left out */
-  const float *fwd_target; /* the targets of the last forward (device), NULL none */
-  int bwd_done;   /* input gradients are those of the last forward */
-
-  ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
-  void *grad_hook_opaque;
-};
-
-struct ls_state_table_s {
-  ls_engine_t *eng;
-  size_t slots; /* S */
-  float *h;     /* (S, L, H) */
-  float *c;     /* (S, L, H) */
-};
+#include "engine_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Configuration and lifetime                                                */
@@ -129,7 +73,7 @@ ls_err_t ls_device_count(ls_device_t device, int *count) {
   return LS_OK;
 }
 
-static ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
+ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
   return e->ops->alloc(e->ctx, floats * sizeof(float), (void **)ptr);
 }
 
@@ -302,7 +246,7 @@ ls_err_t ls_engine_zero_grads(ls_engine_t *e) {
 /* ------------------------------------------------------------------------ */
 /* One window                                                                */
 
-static ls_err_t check_batch(const ls_engine_t *e, int B) {
+ls_err_t engine_check_batch(const ls_engine_t *e, int B) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   LS_RETURN_IF(B < 1 || B > e->conf.max_batch, LS_ERR_INVALID_ARG,
                "batch B=%d is out of range [1, max_batch=%d]", B, e->conf.max_batch);
@@ -310,7 +254,7 @@ static ls_err_t check_batch(const ls_engine_t *e, int B) {
 }
 
 ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float *c0) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_FORWARD_IF_ERROR(engine_check_batch(e, B));
   size_t const rows = (size_t)B * (size_t)e->conf.shape.hidden_size;
   for (int l = 0; l < e->conf.shape.num_layers; l++) {
     float *const dst_h = e->hs + (size_t)l * e->hs_stride;
@@ -333,7 +277,7 @@ static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l *
 /* Checks what every forward needs, and marks the last one invalid until
  * this one completes. */
 static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_FORWARD_IF_ERROR(engine_check_batch(e, B));
   LS_RETURN_IF(T < 1 || T > e->conf.max_window, LS_ERR_INVALID_ARG,
                "window T=%d is out of range [1, max_window=%d]", T, e->conf.max_window);
   LS_RETURN_IF(e->state_B != B, LS_ERR_STATE,
@@ -590,142 +534,5 @@ ls_err_t ls_engine_write_optimizer(ls_engine_t *e, const float *m, const float *
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_m, m, n * sizeof(float)));
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_v, v, n * sizeof(float)));
   e->adam_steps = steps;
-  return LS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Series-state tables                                                       */
-
-static size_t row_floats(const ls_engine_t *e) {
-  return (size_t)e->conf.shape.num_layers * (size_t)e->conf.shape.hidden_size;
-}
-
-ls_err_t ls_state_table_new(ls_engine_t *e, size_t slots, ls_state_table_t **out) {
-  LS_RETURN_IF(e == NULL || out == NULL, LS_ERR_INVALID_ARG, "engine or out is NULL");
-  *out = NULL;
-  LS_RETURN_IF(slots == 0, LS_ERR_INVALID_ARG, "a state table needs at least one slot");
-  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
-               "%zu slots do not fit in memory", slots);
-  ls_state_table_t *t = calloc(1, sizeof *t);
-  LS_RETURN_IF(t == NULL, LS_ERR_NOMEM, "no memory for a state table");
-  t->eng = e;
-  t->slots = slots;
-  ls_err_t err = engine_alloc(e, &t->h, slots * row_floats(e));
-  if (err == LS_OK) err = engine_alloc(e, &t->c, slots * row_floats(e));
-  if (err != LS_OK) {
-    ls_state_table_destroy(t);
-    return err;
-  }
-  *out = t;
-  return LS_OK;
-}
-
-void ls_state_table_destroy(ls_state_table_t *t) {
-  if (t == NULL) return;
-  if (t->h != NULL) t->eng->ops->free(t->eng->ctx, t->h);
-  if (t->c != NULL) t->eng->ops->free(t->eng->ctx, t->c);
-  free(t);
-}
-
-size_t ls_state_table_slots(const ls_state_table_t *t) { return t == NULL ? 0 : t->slots; }
-
-ls_err_t ls_state_table_grow(ls_state_table_t *t, size_t slots) {
-  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "state table is NULL");
-  if (slots <= t->slots) return LS_OK;
-  ls_engine_t *const e = t->eng;
-  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
-               "%zu slots do not fit in memory", slots);
-  float *h = NULL, *c = NULL;
-  size_t const old_bytes = t->slots * row_floats(e) * sizeof(float);
-  ls_err_t err = engine_alloc(e, &h, slots * row_floats(e));
-  if (err == LS_OK) err = engine_alloc(e, &c, slots * row_floats(e));
-  if (err == LS_OK) err = e->ops->copy(e->ctx, h, t->h, old_bytes);
-  if (err == LS_OK) err = e->ops->copy(e->ctx, c, t->c, old_bytes);
-  if (err != LS_OK) { /* the table keeps its old rows */
-    if (h != NULL) e->ops->free(e->ctx, h);
-    if (c != NULL) e->ops->free(e->ctx, c);
-    return err;
-  }
-  e->ops->free(e->ctx, t->h);
-  e->ops->free(e->ctx, t->c);
-  t->h = h;
-  t->c = c;
-  t->slots = slots;
-  return LS_OK;
-}
-
-static ls_err_t check_rows(const ls_state_table_t *t, size_t first, size_t n, const void *h,
-                           const void *c) {
-  LS_RETURN_IF(t == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG,
-               "state table, h or c is NULL");
-  LS_RETURN_IF(n == 0 || first >= t->slots || n > t->slots - first, LS_ERR_INVALID_ARG,
-               "rows [%zu, %zu + %zu) are outside the table's %zu slots", first, first, n,
-               t->slots);
-  return LS_OK;
-}
-
-ls_err_t ls_state_table_read(ls_state_table_t *t, size_t first, size_t n, float *h, float *c) {
-  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
-  ls_engine_t *const e = t->eng;
-  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
-  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h, t->h + off, bytes));
-  return e->ops->download(e->ctx, c, t->c + off, bytes);
-}
-
-ls_err_t ls_state_table_write(ls_state_table_t *t, size_t first, size_t n, const float *h,
-                              const float *c) {
-  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
-  ls_engine_t *const e = t->eng;
-  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
-  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, t->h + off, h, bytes));
-  return e->ops->upload(e->ctx, t->c + off, c, bytes);
-}
-
-static ls_err_t check_slots(const ls_engine_t *e, const ls_state_table_t *t, int B,
-                            const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
-  LS_RETURN_IF(t == NULL || slots == NULL, LS_ERR_INVALID_ARG, "state table or slots is NULL");
-  LS_RETURN_IF(t->eng != e, LS_ERR_INVALID_ARG, "the state table belongs to another engine");
-  for (int b = 0; b < B; b++)
-    LS_RETURN_IF(slots[b] >= (int64_t)t->slots, LS_ERR_INVALID_ARG,
-                 "slot %lld (row %d) is outside the table's %zu slots", (long long)slots[b], b,
-                 t->slots);
-  return LS_OK;
-}
-
-ls_err_t ls_engine_gather_state(ls_engine_t *e, ls_state_table_t *t, int B,
-                                const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
-  LS_FORWARD_IF_ERROR(e->ops->state_gather(e->ctx, e->hs, e->cs, e->hs_stride, t->h, t->c, slots,
-                                           B, e->conf.shape.num_layers,
-                                           e->conf.shape.hidden_size));
-  e->state_B = B;
-  e->fwd_T = 0;
-  return LS_OK;
-}
-
-ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B,
-                                 const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
-  LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
-               "scatter of B=%d rows needs a completed forward of the same batch", B);
-  int const L = e->conf.shape.num_layers, H = e->conf.shape.hidden_size;
-  size_t const step = (size_t)B * (size_t)H, last = (size_t)e->fwd_T * step;
-  if (!e->fwd_partial)
-    return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
-                                 slots, B, L, H);
-  /* Full rows at once, then each row that ends early from its last valid
-   * step (partial windows are rare: a replay's last ones, a live step fired
-   * by its deadline). */
-  for (int b = 0; b < B; b++)
-    e->skip[b] = e->last[b] < e->fwd_T ? -1 : slots[b];
-  LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last,
-                                            e->hs_stride, e->skip, B, L, H));
-  for (int b = 0; b < B; b++) {
-    if (e->last[b] == e->fwd_T || slots[b] < 0) continue;
-    size_t const at = (size_t)e->last[b] * step + (size_t)b * H;
-    LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + at, e->cs + at,
-                                              e->hs_stride, slots + b, 1, L, H));
-  }
   return LS_OK;
 }
