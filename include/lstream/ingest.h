@@ -187,6 +187,8 @@ typedef struct ls_feed_conf_s {
                                  real cluster's retention may delete records
                                  that old at once, so set it to now there) */
   int64_t step_ms;            /* event time between steps, >= 1 (default 1000) */
+  double offset, scale;       /* values out are offset + scale x, rounded to float
+                                 (the generators run on x): 0, 1 by default; scale != 0 */
 } ls_feed_conf_t;
 
 /* Fills conf with the defaults above. */
