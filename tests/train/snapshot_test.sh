@@ -6,8 +6,8 @@
 #             write), resume each time: the final parameters, every series'
 #             state and counts are bit-identical to an uninterrupted run
 #   kill_mpi  the same with mpirun -np 2, killing one rank
-#   reshard   a snapshot at 2 ranks resumed at 3 and at 1: within 1e-5 of
-#             the uninterrupted 2-rank run
+#   reshard   a snapshot at 2 ranks resumed at 3 and at 1: within 1e-4 of
+#             the uninterrupted 2-rank run (float rounding, see the case)
 #   fallback  the newest snapshot damaged: --resume latest passes over it,
 #             says so, and the run still ends bit-identical
 set -euo pipefail
@@ -119,8 +119,12 @@ reshard)
       --params-out "$work/np$np.bin"
     grep -q 'resumed from' "$work/np$np.err" || fail "np=$np did not resume"
   done
-  # Re-sharding changes which rank sums which gradients: float rounding only.
-  /usr/bin/python3 "$(dirname "$0")/params_close.py" 1e-5 "$work/plain.bin" "$work/np3.bin" \
+  # Re-sharding changes which rank sums which gradients: float rounding
+  # only, which Adam carries through this run's ~2,800 updates (a step and
+  # its 4 replay updates): uninterrupted runs on 1, 2 and 3 ranks differ by
+  # up to 3.5e-5 here (3e-6 without replay), the re-sharded ones by 1.2e-5.
+  # Leaving out the last step alone moves the parameters by 1.4e-2.
+  /usr/bin/python3 "$(dirname "$0")/params_close.py" 1e-4 "$work/plain.bin" "$work/np3.bin" \
     "$work/np1.bin" || fail "re-sharded runs differ"
   ;;
 fallback)

@@ -17,7 +17,10 @@ same targets; lstream's own last-value figure is printed beside ours as a
 check that both score the same records.
 
 Usage: run.py [BUILD_DIR] [--sets a,b] [--order time|series] [--format f32|csv]
-              [--check] [--json FILE] [-- extra lstream train options]
+              [--partitions N] [--check] [--json FILE] [-- extra lstream train options]
+  --partitions  the topics' partition count (4); 1 puts every series of a
+           set into one partition, where a backfilled topic (--order series)
+           is the hard case for step formation
   --check  exit 1 unless every set meets issue 17's acceptance (final MSE at
            most 1.15x AR(p); at most 0.9x last value where AR(p) beats it by
            20%; at most 1.05x last value on stock prices; all finite)
@@ -152,7 +155,7 @@ def main(argv):
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
     build = "build"
-    sets, order, fmt, check, out = datasets.ACCEPTANCE, "time", "f32", False, None
+    sets, order, fmt, check, out, parts = datasets.ACCEPTANCE, "time", "f32", False, None, 4
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -162,6 +165,8 @@ def main(argv):
             order, i = argv[i + 1], i + 1
         elif a == "--format":
             fmt, i = argv[i + 1], i + 1
+        elif a == "--partitions":
+            parts, i = int(argv[i + 1]), i + 1
         elif a == "--json":
             out, i = argv[i + 1], i + 1
         elif a == "--check":
@@ -179,7 +184,7 @@ def main(argv):
     opts = train_options(lstream)
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        topics = [("rd-" + s, 4) for s in sets]
+        topics = [("rd-" + s, parts) for s in sets]
         broker = Broker(lstream, topics, work)
         try:
             for s, (topic, _) in zip(sets, topics):
