@@ -1,21 +1,29 @@
 /*
  * lstream train: the step loop. A trainer reads windows from its partitions
- * (ingest), forms steps, gathers each series' state, runs the engine
- * (kernels) and stores the states back (state), and reports every step.
+ * (ingest), forms steps, passes each window's records through its series'
+ * normaliser, gathers each series' state, runs the engine (kernels) and
+ * stores the states back (state), and reports every step.
  *
  * Step formation. A step holds at most B windows, each of a different
  * series (a series' next window needs this one's final state).
- *   replay (until = end): the partitions are visited in a fixed rotation,
- *     one window at a time, waiting for each partition's next window in
- *     offset order; a partition whose next window's series is already in
- *     the step sits the rest of the step out. Steps therefore depend on the
+ *   replay (until = end): each partition reads ahead up to queue_windows
+ *     windows in offset order and gives a step up to batch/partitions of
+ *     them by event time (the earliest last target first), stopping at one
+ *     whose series is in the step already; so a topic written series by
+ *     series trains like one written in time order. Steps depend on the
  *     topic's contents only, never on arrival timing: two runs are
  *     bit-identical.
  *   live (until = never): a step fires when B windows are ready or
  *     deadline.ms has passed since its first window arrived.
- * The loss of each step is measured before its update: the prequential
+ * The model. Inputs are each feature's normalised level and change, targets
+ * the normalised next change of the target features (the defaults; see the
+ * keys below); a forecast in the data's units is the last value plus the
+ * predicted change, scaled by the calibration. After each update, `replay`
+ * more updates on windows drawn from each partition's memory of recent ones.
+ * The figures of each step are measured before its update: the prequential
  * (test-then-train) loss. Beside it the trainer measures, on the same
- * targets, the last-value baseline (predict x[t+1] = x[t]).
+ * targets, the last-value baseline (predict x[t+1] = x[t]); both per target
+ * feature, in normalised units and in the data's own units.
  */
 #ifndef LSTREAM_TRAIN_H
 #define LSTREAM_TRAIN_H
@@ -136,8 +144,9 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * partitions p with p % world == r (and so owns their series and states),
  * all ranks step in lockstep, a rank with nothing ready adds zeros, and the
  * update divides the summed gradient by the summed count of valid targets.
- * In a replay a step takes batch/partitions windows from each partition, so
- * N ranks train on the same windows per step as one.
+ * In a replay a step takes batch/partitions windows from each partition, and
+ * each replay update replay_batch/partitions from each partition's memory,
+ * so N ranks train on the same windows per step as one.
  */
 LS_API ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
 

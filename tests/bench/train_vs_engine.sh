@@ -3,10 +3,14 @@
 #
 # Builds a topic on the embedded broker (SERIES series x RECORDS records of
 # F features, 16 partitions, lz4), then runs `lstream bench engine` at the
-# training shape and `lstream train --until end` on the topic, and prints
-# both windows/s, their ratio, and the share of time the trainer waited for
-# data; then the same training with a snapshot every 10 steps, and the
-# step-time cost of those snapshots.
+# training shape (I = 2F inputs: each feature's level and change, the
+# default) and `lstream train --until end` on the topic twice: with the
+# default options, whose replay adds 4 more updates per step on recent
+# windows (REPLAY), and with --replay 0 (one update per step, what the
+# engine's step rate measures); it prints both windows/s, their ratios to
+# the engine, and the share of time the trainer waited for data; then the
+# default training with a snapshot every 10 steps, and the step-time cost of
+# those snapshots.
 #
 # Usage: tests/bench/train_vs_engine.sh [BUILD_DIR]
 #   env: B (256) F (8) H (128) L (2) T (32) SERIES (1024) RECORDS (1025)
@@ -30,18 +34,23 @@ bootstrap=$(cat "$work/bootstrap")
 "$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
   --records-per-series "$RECORDS" --generator sine --seed 1 2>/dev/null
 
-engine=$("$lstream" bench engine --no-sgemm --steps 10 --shape "$B,$F,$H,$L,$T")
+engine=$("$lstream" bench engine --no-sgemm --steps 10 --shape "$B,$((2 * F)),$H,$L,$T")
 echo "$engine"
 ms=$(echo "$engine" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')
-out=$("$lstream" train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" \
-  --batch "$B" --hidden "$H" --layers "$L" --until end --quiet)
-echo "$out" | grep '^summary'
-wps=$(echo "$out" | sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p')
-wait_share=$(echo "$out" | sed -n 's/^summary.* wait_share=\([0-9.]*\).*/\1/p')
-awk -v ms="$ms" -v b="$B" -v w="$wps" -v ws="$wait_share" 'BEGIN {
-  e = b / (ms / 1000)
-  printf "train_vs_engine B=%d engine_windows_per_s=%.1f train_windows_per_s=%.1f ratio=%.3f wait_share=%.4f\n", b, e, w, w / e, ws
-}'
+for replay in default 0; do
+  extra=()
+  [ "$replay" = default ] || extra=(--replay "$replay")
+  out=$("$lstream" train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" \
+    --batch "$B" --hidden "$H" --layers "$L" --until end --quiet "${extra[@]}")
+  echo "$out" | grep '^summary'
+  w=$(echo "$out" | sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p')
+  [ "$replay" = default ] && wps=$w
+  wait_share=$(echo "$out" | sed -n 's/^summary.* wait_share=\([0-9.]*\).*/\1/p')
+  awk -v ms="$ms" -v b="$B" -v w="$w" -v ws="$wait_share" -v r="$replay" 'BEGIN {
+    e = b / (ms / 1000)
+    printf "train_vs_engine replay=%s B=%d engine_windows_per_s=%.1f train_windows_per_s=%.1f ratio=%.3f wait_share=%.4f\n", r, b, e, w, w / e, ws
+  }'
+done
 snap=$("$lstream" train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" \
   --batch "$B" --hidden "$H" --layers "$L" --until end --quiet \
   --snapshot-dir "$work/snaps" --snapshot-every 10 --resume none)

@@ -4,7 +4,8 @@
 # Usage: snapshot_test.sh LSTREAM CASE
 #   kill      SIGKILL the trainer at several points (one during a snapshot
 #             write), resume each time: the final parameters, every series'
-#             state and counts are bit-identical to an uninterrupted run
+#             state, normaliser, error sums and counts are bit-identical to
+#             an uninterrupted run; the exported states hold the normalisers
 #   kill_mpi  the same with mpirun -np 2, killing one rank
 #   reshard   a snapshot at 2 ranks resumed at 3 and at 1: within 1e-4 of
 #             the uninterrupted 2-rank run (float rounding, see the case)
@@ -95,6 +96,12 @@ kill)
   # nothing lost, nothing twice: each series trained its 1399 targets once
   awk -F, 'NR > 1 && $4 != 1399 {bad = 1} END {exit bad}' "$work/resumed.csv" ||
     fail "a series did not train each of its records exactly once"
+  # The last snapshot's states hold every series' normaliser and error sums
+  # (the run's final state: they match --series-out).
+  "$lstream" export "$work/snaps/$(cat "$work/snaps/latest")" --states "$work/states.st" ||
+    fail "export --states failed"
+  /usr/bin/python3 "$(dirname "$0")/states_check.py" "$work/states.st" "$work/resumed.csv" ||
+    fail "the exported normalisers disagree with the run"
   ;;
 kill_mpi)
   kill_trainer() {                # rank 1 only: mpirun then ends the job

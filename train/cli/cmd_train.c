@@ -140,21 +140,25 @@ static int write_params(ls_trainer_t *tr, const char *path) {
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                   */
 
-#define ABOUT                                                                             \
-  "Trains a stacked LSTM on the series of a Kafka topic with truncated BPTT,\n"           \
-  "carrying every series' hidden state from one window to the next. Each\n"               \
-  "step's loss is measured before its update (prequential, test-then-train)\n"            \
-  "and printed beside the last-value baseline on the same targets.\n"
+#define ABOUT                                                                                      \
+  "Trains a stacked LSTM on the series of a Kafka topic with truncated BPTT,\n"                    \
+  "carrying every series' hidden state from one window to the next; each\n"                        \
+  "series' features are normalised by its own running location and scale, so\n"                    \
+  "raw values work. Each step's loss is measured before its update (prequential,\n"                \
+  "test-then-train) and printed beside the last-value baseline on the same\n"                      \
+  "targets.\n"
 
-#define EPILOG                                                                            \
-  "The log line: step, windows in the step, prequential MSE, baseline MSE,\n"             \
-  "windows/s, records/s and the share of time spent waiting for data, over the\n"         \
-  "steps since the previous line. At the end (a replay's end, or SIGINT/SIGTERM)\n"       \
-  "a summary gives the MSE over the whole run and over its last fifth (final),\n"         \
-  "the series, and digests of the parameters and states (equal digests,\n"                \
-  "bit-identical models).\n"                                                              \
-  "\n"                                                                                    \
-  "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"       \
+#define EPILOG                                                                                     \
+  "The log line: step, windows in the step, prequential MSE and baseline MSE\n"                    \
+  "(normalised units, all targets), per target the MSE and the last value's in\n"                  \
+  "the data's units (mse_data=, baseline_data=), windows/s, records/s and the\n"                   \
+  "share of time spent waiting for data, over the steps since the previous line.\n"                \
+  "At the end (a replay's end, or SIGINT/SIGTERM) a summary: totals, the loss\n"                   \
+  "over the whole run and its last fifth of event time (final), one line per\n"                    \
+  "target feature (normalised and data units), and digests of the parameters\n"                    \
+  "and states (equal digests, bit-identical models).\n"                                            \
+  "\n"                                                                                             \
+  "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
 
 /* What the command line asks of a run. Configuration keys are applied after
