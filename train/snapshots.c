@@ -48,11 +48,12 @@ static uint64_t fingerprint(const ls_train_conf_t *c) {
       text, sizeof text,
       "topic=%s format=%d F=%d T=%d B=%d H=%d L=%d opt=%d lr=%.17g b1=%.17g b2=%.17g eps=%.17g "
       "wd=%.17g clip=%.17g warmup=%d acc=%d seed=%" PRId64 " stateless=%d normalize=%d N=%d "
-      "target=%d inputs=%d targets=%s calibrate=%d replay=%d,%d,%d queue=%d",
+      "target=%d inputs=%d targets=%s calibrate=%d replay=%d,%d,%d queue=%d buffer=%" PRId64,
       c->topic, c->format, c->features, c->window, c->batch, c->hidden, c->layers, c->optimizer,
       c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->clip, c->warmup, c->accumulate,
       c->seed, c->stateless, c->normalize, c->norm_window, c->target, c->inputs, c->targets,
-      c->calibrate, c->replay, c->replay_batch, c->replay_memory, c->queue_windows);
+      c->calibrate, c->replay, c->replay_batch, c->replay_memory, c->queue_windows,
+      c->buffer_records);
   return base_fnv1a(BASE_FNV1A_INIT, text, n < (int)sizeof text ? (size_t)n : sizeof text);
 }
 
@@ -148,7 +149,8 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
   LS_RETURN_IF(info->fingerprint != s->fingerprint, LS_ERR_INVALID_ARG,
                "snapshot %s was written with another configuration (topic, format, window, "
                "batch, optimizer settings, seed, stateless, normalize, target, inputs, targets, "
-               "calibrate, replay or queue_windows differ): resume with the same options, or "
+               "calibrate, replay, queue_windows or buffer_records differ): resume with the same "
+               "options, or "
                "--resume none",
                path);
   return LS_OK;

@@ -4,7 +4,8 @@
  * window needs this one's final state).
  *   replay (until = end): each partition keeps a look-ahead of its next K
  *     windows in offset order (K = queue_windows, the consumer's bound per
- *     partition; fewer at its end) and gives up to batch/partitions of them
+ *     partition, at most buffer_records / (partitions x (T + 1)); fewer at
+ *     its end) and gives up to batch/partitions of them
  *     to a step by event time: the earliest (last target's time, offset)
  *     first, stopping at one whose series is in the step already. So a
  *     topic written series by series (all of A, then all of B) trains like

@@ -128,8 +128,12 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   const ls_train_conf_t *const c = &tr->conf;
   ls_shape_t const *const sh = &tr->v.shape;
   size_t const B = (size_t)tr->B, T = (size_t)tr->T, LH = (size_t)c->layers * (size_t)c->hidden;
-  steps_conf_t const sc = {tr->v.ing, tr->v.series,     tr->v.parts, tr->v.P,       tr->B,
-                           tr->quota, c->queue_windows, c->until,    c->deadline_ms};
+  /* The replay's look-ahead per partition: the consumer's queue bound, and
+   * within buffer_records over all partitions (the same on every rank). */
+  int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
+  int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
+  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,   tr->v.P, tr->B, tr->quota,
+                           K,         c->until,     c->deadline_ms};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));

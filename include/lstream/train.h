@@ -78,7 +78,10 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   stateless       true: every window starts from a zero state (false)
  *   deadline_ms     live mode: fire a partial step this long after its
  *                   first window                              (200)
- *   queue_windows   ingest queue bound per partition, windows (4096)
+ *   queue_windows   ingest queue bound per partition, windows; also a
+ *                   replay's look-ahead per partition for forming steps
+ *                   by event time (at most buffer_records / (partitions x
+ *                   (window + 1)) windows)                    (4096)
  *   buffer_records  ingest memory bound, records              (16777216)
  *                   (large on purpose: librdkafka resumes a paused partition
  *                   only at its broker thread's next wakeup, ~0.5 s later,
