@@ -23,7 +23,7 @@ equivalence)
   "$lstream" produce --brokers "$bootstrap" --topic eq --series 40 --features 2 \
     --records-per-series 240 --generator sine --seed 9 >/dev/null
   args=(train --brokers "$bootstrap" --topic eq --features 2 --window 6 --batch 20 --hidden 10
-    --layers 2 --lr 0.01 --until end --quiet)
+    --layers 2 --lr 0.01 --until end --quiet --threads 1)
   for np in 1 2 3; do
     timeout 240 mpirun -np $np "$lstream" "${args[@]}" --params-out "$work/p$np.bin" \
       --series-out "$work/s$np.csv" >"$work/out$np" || fail "mpirun -np $np exited $?"

@@ -20,8 +20,10 @@ start_broker --topic snap:4
 "$lstream" produce --brokers "$bootstrap" --topic snap --series 48 --features 2 \
   --records-per-series 1400 --generator sine --noise 0.05 --seed 4 >/dev/null
 
+# One thread a process: at this small shape two threads' barriers cost more
+# than they save, and mpirun's ranks would oversubscribe the cores.
 args=(train --brokers "$bootstrap" --topic snap --features 2 --window 8 --batch 16 --hidden 24
-  --layers 2 --lr 0.005 --until end --quiet)
+  --layers 2 --lr 0.005 --until end --quiet --threads 1)
 
 # run NAME [launcher...] -- extra args: a complete run, its output in $work/NAME.
 run() {
@@ -113,8 +115,11 @@ kill_mpi)
     done
     return $killed
   }
-  run plain mpirun -np 2 "$lstream" "${args[@]}"
-  killed_runs "$work/snaps" mpirun -np 2 "$lstream" "${args[@]}"
+  # Two threads a rank, as before --threads 1 was added above: the slower
+  # runs leave the kill points (a step, a snapshot being written) time to be
+  # seen on every run; with one thread a run was seen ending first once.
+  run plain mpirun -np 2 "$lstream" "${args[@]}" --threads 2
+  killed_runs "$work/snaps" mpirun -np 2 "$lstream" "${args[@]}" --threads 2
   same_digest plain resumed
   ;;
 reshard)
