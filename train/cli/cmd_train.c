@@ -324,7 +324,7 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
     if (t->count > 0 && t->base_sum > 0)
       fprintf(stderr,
               "lstream train: feature %d: final MSE %.4g, last value %.4g (data units): the "
-              "model's error is %.3g of the last value's (over the last fifth of event time)\n",
+              "model's error is %.3f of the last value's (over the last fifth of event time)\n",
               t->feature, mse(t->mse_sum, t->count), mse(t->base_sum, t->count),
               t->mse_sum / t->base_sum);
   }

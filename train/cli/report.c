@@ -16,7 +16,8 @@ void report_add(report_t *r, const ls_step_stats_t *s) {
   if (r->mse == NULL && s->targets > 0) {
     r->mse = calloc((size_t)s->targets, sizeof *r->mse);
     r->base = calloc((size_t)s->targets, sizeof *r->base);
-    if (r->mse == NULL || r->base == NULL) {
+    r->n = calloc((size_t)s->targets, sizeof *r->n);
+    if (r->mse == NULL || r->base == NULL || r->n == NULL) {
       report_free(r);
       return;
     }
@@ -25,27 +26,28 @@ void report_add(report_t *r, const ls_step_stats_t *s) {
   for (int j = 0; j < r->O && j < s->targets; j++) {
     r->mse[j] += s->target[j].mse_sum;
     r->base[j] += s->target[j].base_sum;
+    r->n[j] += s->target[j].count;
   }
 }
 
-/* " NAME=v1,v2,...": the first LOG_TARGETS of v [O]. */
-static void list(FILE *out, const char *name, const double *v, int O) {
+/* " NAME=m1,m2,...": the means sum / n of the first LOG_TARGETS targets. */
+static void list(FILE *out, const char *name, const double *sum, const double *n, int O) {
   fprintf(out, " %s=", name);
   for (int j = 0; j < O && j < LOG_TARGETS; j++)
-    fprintf(out, "%s%.6g", j ? "," : "", v[j]);
+    fprintf(out, "%s%.6g", j ? "," : "", report_mean(sum[j], n[j]));
 }
 
 void report_log_fields(report_t *r, FILE *out) {
   if (r->O == 0) return;
-  list(out, "mse_data", r->mse, r->O);
-  list(out, "baseline_data", r->base, r->O);
+  list(out, "mse_data", r->mse, r->n, r->O);
+  list(out, "baseline_data", r->base, r->n, r->O);
   for (int j = 0; j < r->O; j++)
-    r->mse[j] = r->base[j] = 0.0;
+    r->mse[j] = r->base[j] = r->n[j] = 0.0;
 }
 
 void report_free(report_t *r) {
-  free(r->mse), free(r->base);
-  r->mse = r->base = NULL;
+  free(r->mse), free(r->base), free(r->n);
+  r->mse = r->base = r->n = NULL;
   r->O = 0;
 }
 

@@ -13,7 +13,8 @@
 /* Per-target sums since the last log line. */
 typedef struct report_s {
   int O;
-  double *mse, *base; /* [O] data units */
+  double *mse, *base; /* [O] sums, data units */
+  double *n;          /* [O] their targets */
 } report_t;
 
 /* Adds a step's figures (allocates at the first). */
