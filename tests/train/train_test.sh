@@ -17,7 +17,10 @@
 #                --key=value and a --config file): bit-identical parameters
 #                and states
 #   counts       late, early-stopping and slow series: each window once, in
-#                order; per-series counts equal the topic's
+#                order; per-series counts equal the topic's; every step
+#                reaches the step callback once, in order, with its own
+#                gradient norm (read a step late, fetched before the replay
+#                updates)
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -165,7 +168,7 @@ counts)
   start_broker --topic ticks:3
   "$lstream" produce --brokers "$bootstrap" --topic ticks --csv "$work/ticks.csv" >/dev/null
   train "$work/out" --topic ticks --features 1 --window 8 --batch 2 --hidden 4 \
-    --series-out "$work/series.csv" >/dev/null
+    --series-out "$work/series.csv" --metrics "$work/replay4.jsonl" >/dev/null
   # Each record but a series' first is a target once: records = n - 1, in
   # windows of 8 (the last one partial): windows = ceil((n - 1) / 8).
   expect="A 13 99
@@ -181,6 +184,26 @@ $expect"
   grep -q '^E,' "$work/series.csv" && fail "E has no target but was reported" || true
   total=$(field "$work/out" summary records)
   [ "$total" = 168 ] || fail "records trained $total, expected 168"
+  # The step callback fires a step late (once the update's gradient norm is
+  # read): each of the summary's steps once, in order, the last included.
+  # Step 1's update is the same with and without replay (the replay updates
+  # come after it), so its norm must be too; if the norm were fetched after
+  # the replay updates, step 1 would report the last replay update's. The
+  # runs part after that (step 2's norm differs), so the replay did run.
+  train "$work/out0" --topic ticks --features 1 --window 8 --batch 2 --hidden 4 --replay 0 \
+    --metrics "$work/replay0.jsonl" >/dev/null
+  /usr/bin/python3 - "$work/replay4.jsonl" "$work/replay0.jsonl" "$(field "$work/out" summary steps)" <<'PY' ||
+import json, sys
+r4, r0 = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+steps = int(sys.argv[3])
+assert [r["step"] for r in r4] == list(range(1, steps + 1)), [r["step"] for r in r4]
+assert all(r["updated"] and r["grad_norm"] > 0 for r in r4 + r0), "an update without its norm"
+assert r4[0]["grad_norm"] == r0[0]["grad_norm"], (r4[0], r0[0])
+assert r4[1]["grad_norm"] != r0[1]["grad_norm"], (r4[1], r0[1])
+print(f"{steps} steps reported once each; step 1's gradient norm {r4[0]['grad_norm']} with and "
+      f"without replay, step 2's {r4[1]['grad_norm']} and {r0[1]['grad_norm']}")
+PY
+    fail "the steps' reports or their gradient norms are not the steps' own"
   ;;
 *)
   fail "unknown case $case_name"
