@@ -507,8 +507,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->v.comm);
     if (err == LS_OK) err = read_last(tr);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
-    if (emit_last(tr, cb, opaque)) cb_stop = 1;
     v[V_COMPUTE] = base_now_s() - c0;
+    if (emit_last(tr, cb, opaque)) cb_stop = 1; /* (the callback's time is not compute) */
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? steps_more(tr->steps) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
