@@ -73,8 +73,9 @@ typedef struct window_node_s {
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
-  float *x;    /* [T+1, F] */
-  float *mask; /* [T] */
+  float *x;       /* [T+1, F] */
+  float *mask;    /* [T] */
+  int64_t *times; /* [T+1] */
 } window_node_t;
 
 typedef struct part_s {

@@ -123,6 +123,10 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   if (err == LS_OK) err = ops->alloc(e->ctx, sizeof(ls_optim_args_t), (void **)&e->optim_args);
   if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
+  e->last = calloc(Bm, sizeof *e->last);
+  e->skip = calloc(Bm, sizeof *e->skip);
+  if (err == LS_OK && (e->last == NULL || e->skip == NULL))
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the rows of a batch of %zu", Bm);
   if (err != LS_OK) {
     ls_engine_destroy(e);
     return err;
@@ -140,8 +144,8 @@ void ls_engine_destroy(ls_engine_t *e) {
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
   if (e->optim_args != NULL) e->ops->free(e->ctx, e->optim_args);
+  free(e->last), free(e->skip), free(e->scatter_rows);
   e->ops->ctx_free(e->ctx);
-  free(e->scatter_rows);
   free(e);
 }
 
@@ -308,6 +312,21 @@ static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
   return LS_OK;
 }
 
+/* Each row's last valid step from the host mask [T, B] (NULL: all valid):
+ * the state a row carries on is the one after its last real record, never
+ * after padding (DESIGN.md "Partial windows"). */
+static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
+  e->fwd_partial = 0;
+  for (int b = 0; b < B; b++) {
+    int t = T;
+    if (mask != NULL)
+      while (t > 0 && mask[(size_t)(t - 1) * B + b] == 0.0f)
+        t--;
+    e->last[b] = t;
+    e->fwd_partial |= t < T;
+  }
+}
+
 /* The device work of a forward (see forward_run), for graph_run. */
 typedef struct fwd_job_s {
   ls_engine_t *e;
@@ -390,6 +409,7 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
     LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target,
                                     N * (size_t)e->conf.shape.output_size * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  mark_last(e, T, B, mask);
   return forward_run(e, T, B, target != NULL ? e->target : NULL, mask, loss_sum, count);
 }
 
@@ -406,6 +426,7 @@ ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, c
   const ls_backend_ops_t *const ops = e->ops;
   LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, seq, (N + (size_t)B) * (size_t)I * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  mark_last(e, T, B, mask);
   const float *target = NULL;
   LS_FORWARD_IF_ERROR(ops->seq_targets(e->ctx, &target, e->x, B, I));
   return forward_run(e, T, B, target, mask, loss_sum, count);
@@ -501,12 +522,30 @@ ls_err_t ls_engine_read_outputs(ls_engine_t *e, float *y, float *pred, float *hT
   if (pred != NULL)
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, pred, e->pred,
                                          T * B * (size_t)s->output_size * sizeof(float)));
-  for (int l = 0; l < L; l++) {
-    size_t const last = T * B * H, rows = B * H * sizeof(float);
-    if (hT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + l * B * H, layer_hs(e, l) + last, rows));
-    if (cT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + l * B * H, layer_cs(e, l) + last, rows));
+  /* The final states: step T for every row, or row by row at its last
+   * valid step when some row ends early. */
+  size_t const rows = e->fwd_partial ? 1 : B;
+  for (int l = 0; l < L; l++)
+    for (size_t b = 0; b < B; b += rows) {
+      size_t const at = (size_t)(e->fwd_partial ? e->last[b] : (int)T) * B * H + b * H;
+      size_t const bytes = rows * H * sizeof(float), dst = (size_t)l * B * H + b * H;
+      if (hT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + dst, layer_hs(e, l) + at, bytes));
+      if (cT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + dst, layer_cs(e, l) + at, bytes));
+    }
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_initial_state(ls_engine_t *e, float *h0, float *c0) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(e->state_B < 1, LS_ERR_STATE,
+               "no initial state to read: call ls_engine_set_state or ls_engine_gather_state");
+  size_t const bytes = (size_t)e->state_B * (size_t)e->conf.shape.hidden_size * sizeof(float);
+  for (int l = 0; l < e->conf.shape.num_layers; l++) {
+    size_t const dst = (size_t)l * bytes / sizeof(float);
+    if (h0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h0 + dst, layer_hs(e, l), bytes));
+    if (c0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, c0 + dst, layer_cs(e, l), bytes));
   }
   return LS_OK;
 }

@@ -56,6 +56,11 @@ struct ls_engine_s {
   int fwd_T;                /* (T, B) of the last forward; 0 none */
   int fwd_B;
   int fwd_masked;          /* last forward had a mask */
+  int *last;               /* [Bm] host: per row of the last forward, its last valid step + 1 (the
+                              hs index of the state it carries on: T for a full window, 0 for a row
+                              with no valid target) */
+  int fwd_partial;         /* some row of the last forward ends before T */
+  int64_t *skip;           /* [Bm] host scratch: slots with the partial rows left out */
   const float *fwd_target; /* the targets of the last forward (device), NULL none */
   int bwd_done;            /* input gradients are those of the last forward */
 

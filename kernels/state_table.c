@@ -146,7 +146,23 @@ ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B, con
   LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots, 1));
   LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
                "scatter of B=%d rows needs a completed forward of the same batch", B);
-  size_t const last = (size_t)e->fwd_T * (size_t)B * (size_t)e->conf.shape.hidden_size;
-  return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride, slots,
-                               B, e->conf.shape.num_layers, e->conf.shape.hidden_size);
+  int const L = e->conf.shape.num_layers, H = e->conf.shape.hidden_size;
+  size_t const step = (size_t)B * (size_t)H, last = (size_t)e->fwd_T * step;
+  if (!e->fwd_partial)
+    return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
+                                 slots, B, L, H);
+  /* Full rows at once, then each row that ends early from its last valid
+   * step (partial windows are rare: a replay's last ones, a live step fired
+   * by its deadline). */
+  for (int b = 0; b < B; b++)
+    e->skip[b] = e->last[b] < e->fwd_T ? -1 : slots[b];
+  LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last,
+                                            e->hs_stride, e->skip, B, L, H));
+  for (int b = 0; b < B; b++) {
+    if (e->last[b] == e->fwd_T || slots[b] < 0) continue;
+    size_t const at = (size_t)e->last[b] * step + (size_t)b * H;
+    LS_FORWARD_IF_ERROR(e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + at, e->cs + at,
+                                              e->hs_stride, slots + b, 1, L, H));
+  }
+  return LS_OK;
 }

@@ -210,9 +210,9 @@ static ls_err_t write_file(snap_encoder_t *e, const char *path, uint32_t kind, i
 ls_err_t snap_write_shard_file(snap_encoder_t *e, const ls_snapshot_t *s, const char *path) {
   uint8_t meta[SNAP_META_BYTES];
   snap_meta_pack(s, meta);
-  snap_section_spans_t secs[1 + 6] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
-  uint32_t ids[6];
-  int const n = snap_shard_ids(s->has_model, ids);
+  snap_section_spans_t secs[1 + SNAP_SHARD_SECTIONS] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
+  uint32_t ids[SNAP_SHARD_SECTIONS];
+  int const n = snap_shard_ids(s, ids);
   for (int i = 0; i < n; i++)
     secs[1 + i] = snap_section_of(s, ids[i]);
   return write_file(e, path, SNAP_KIND_SHARD, s->info.step, s->info.world, s->info.rank, secs,

@@ -10,9 +10,10 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",      "meta",   "model",      "optimizer", "keys",
-                                      "counts", "states", "partitions", "shards"};
-  return id <= SNAP_SHARDS ? names[id] : names[0];
+  static const char *const names[] = {"?",      "meta",   "model",       "optimizer",
+                                      "keys",   "counts", "states",      "partitions",
+                                      "shards", "norm",   "calibration", "memory"};
+  return id <= SNAP_MEMORY ? names[id] : names[0];
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -69,6 +70,23 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                    {s->records, S * 8, 0},
                                    {s->last_off, S * 8, 0}}};
   case SNAP_STATES: return (snap_section_spans_t){id, 2, {{s->h, st, 1}, {s->c, st, 1}}};
+  case SNAP_NORM:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->norm_n, S * 8, 0},
+                                   {s->norm, S * (size_t)s->stats_F * LS_NORM_STATS * 8, 0},
+                                   {s->errors, S * (size_t)s->stats_O * 2 * 8, 0}}};
+  case SNAP_CALIBRATION: {
+    size_t const O = (size_t)s->shape.output_size;
+    return (snap_section_spans_t){
+        id, 3, {{s->calib, O * 8, 0}, {s->calib + O, O * 8, 0}, {s->calib_k, O * 8, 0}}};
+  }
+  case SNAP_MEMORY:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->mem_filled, P * 8, 0},
+                                   {s->mem_next, P * 8, 0},
+                                   {s->mem, P * s->mem_cap * s->mem_entry * f, 1}}};
   default:
     return (snap_section_spans_t){id, 2, {{s->part_id, P * 4, 0}, {s->part_offset, P * 8, 0}}};
   }
@@ -88,10 +106,14 @@ int snap_section_has_floats(const snap_section_spans_t *sec) {
 }
 
 /* The sections a shard holds after meta, in file order. */
-int snap_shard_ids(int has_model, uint32_t ids[6]) {
+int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   int n = 0;
-  if (has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
-  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES, ids[n++] = SNAP_PARTITIONS;
+  if (s->has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
+  if (s->has_model && s->has_calib) ids[n++] = SNAP_CALIBRATION;
+  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES;
+  if (s->stats_F > 0) ids[n++] = SNAP_NORM;
+  ids[n++] = SNAP_PARTITIONS;
+  if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   return n;
 }
 
@@ -109,6 +131,11 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u64(m + 56, s->series);
   snap_put_u64(m + 64, s->parts);
   snap_put_u64(m + 72, s->key_bytes);
+  snap_put_u32(m + 80, (uint32_t)s->stats_F);
+  snap_put_u32(m + 84, (uint32_t)s->stats_O);
+  snap_put_u32(m + 88, (uint32_t)(s->has_model && s->has_calib));
+  snap_put_u64(m + 96, s->mem_cap);
+  snap_put_u64(m + 104, s->mem_entry);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -121,5 +148,10 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u64(m + 48),
                        snap_get_u64(m + 56),
                        snap_get_u64(m + 64),
-                       snap_get_u64(m + 72)};
+                       snap_get_u64(m + 72),
+                       snap_get_u32(m + 80),
+                       snap_get_u32(m + 84),
+                       snap_get_u32(m + 88),
+                       snap_get_u64(m + 96),
+                       snap_get_u64(m + 104)};
 }

@@ -5,10 +5,11 @@
  * Adding a metric is one line of the table below: its name (counters end
  * in _total, units in the name: _seconds, _bytes, _records), its type, its
  * labels, where its value is in monitor_sample_t (or, for a per-partition
- * metric, in monitor_part_t; for a per-reason one, the array of
- * LS_REJECT__COUNT counts) and its help. A value that is NaN is not shown.
- * A field the sample does not hold yet is added to monitor_sample_t and set
- * where monitor.c fills the sample.
+ * metric, in monitor_part_t; for a per-target one, in monitor_target_t;
+ * for a per-reason one, the array of LS_REJECT__COUNT counts) and its
+ * help. A value that is NaN is not shown. A field the sample does not hold
+ * yet is added to monitor_sample_t and set where monitor.c fills the
+ * sample.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -67,9 +68,10 @@ typedef enum kind_e { COUNTER, GAUGE } kind_t;
 
 /* The labels of a metric besides rank. */
 typedef enum labels_e {
-  ONE,      /* one sample */
-  REASON,   /* one per rejection reason: an int64_t [LS_REJECT__COUNT] array (from 1) */
-  PARTITION /* one per partition of the rank: a field of monitor_part_t */
+  ONE,       /* one sample */
+  REASON,    /* one per rejection reason: an int64_t [LS_REJECT__COUNT] array (from 1) */
+  PARTITION, /* one per partition of the rank: a field of monitor_part_t */
+  TARGET     /* one per target feature: a field of monitor_target_t */
 } labels_t;
 
 typedef enum ctype_e { I64, INT, F64 } ctype_t;
@@ -79,12 +81,14 @@ typedef struct metric_s {
   kind_t kind;
   labels_t labels;
   ctype_t ctype;
-  size_t offset; /* in monitor_sample_t, or monitor_part_t for PARTITION */
+  size_t offset; /* in monitor_sample_t, monitor_part_t for PARTITION, monitor_target_t for
+                    TARGET */
   const char *help;
 } metric_t;
 
 #define S(type, field) type, offsetof(monitor_sample_t, field)
 #define P(field)       I64, offsetof(monitor_part_t, field)
+#define T(field)       F64, offsetof(monitor_target_t, field)
 
 /* clang-format off */
 static const metric_t metrics[] = {
@@ -98,9 +102,9 @@ static const metric_t metrics[] = {
   {"lstream_records_trained_total", COUNTER, ONE, S(I64, records),
    "Target records trained by this run, all ranks."},
   {"lstream_loss", GAUGE, ONE, S(F64, loss),
-   "The last step's prequential MSE (before its update), all targets."},
+   "The last step's prequential MSE (before its update), all targets, normalised units."},
   {"lstream_baseline_loss", GAUGE, ONE, S(F64, baseline),
-   "The last step's MSE of the last-value forecast on the same targets."},
+   "The last step's MSE of the last-value forecast on the same targets, normalised units."},
   {"lstream_loss_ratio", GAUGE, ONE, S(F64, ratio),
    "lstream_loss / lstream_baseline_loss (below 1: better than the last value)."},
   {"lstream_loss_smoothed", GAUGE, ONE, S(F64, loss_smooth),
@@ -109,6 +113,19 @@ static const metric_t metrics[] = {
    "Last-value MSE over about the last 100 steps."},
   {"lstream_loss_ratio_smoothed", GAUGE, ONE, S(F64, ratio_smooth),
    "lstream_loss_smoothed / lstream_baseline_loss_smoothed."},
+  /* Per target feature, in the data's own units. */
+  {"lstream_target_loss", GAUGE, TARGET, T(loss),
+   "The last step's MSE of the target's forecasts (calibrated, before the update), data units."},
+  {"lstream_target_baseline_loss", GAUGE, TARGET, T(baseline),
+   "The last step's MSE of the last value on the target's same records, data units."},
+  {"lstream_target_loss_ratio", GAUGE, TARGET, T(ratio),
+   "lstream_target_loss / lstream_target_baseline_loss (below 1: better than the last value)."},
+  {"lstream_target_loss_smoothed", GAUGE, TARGET, T(loss_smooth),
+   "The target's forecast MSE over about the last 100 steps, data units."},
+  {"lstream_target_baseline_loss_smoothed", GAUGE, TARGET, T(baseline_smooth),
+   "The target's last-value MSE over about the last 100 steps, data units."},
+  {"lstream_target_loss_ratio_smoothed", GAUGE, TARGET, T(ratio_smooth),
+   "lstream_target_loss_smoothed / lstream_target_baseline_loss_smoothed."},
   {"lstream_gradient_norm", GAUGE, ONE, S(F64, grad_norm),
    "Global gradient norm of the last update, before clipping."},
   {"lstream_learning_rate", GAUGE, ONE, S(F64, lr),
@@ -178,6 +195,7 @@ static const metric_t metrics[] = {
 
 #undef S
 #undef P
+#undef T
 
 /* ------------------------------------------------------------------------ */
 /* Exposition                                                                */
@@ -221,6 +239,13 @@ static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor
       char id[24];
       snprintf(id, sizeof id, "%lld", (long long)s->parts[i].partition);
       sample(t, m->name, s->rank, "partition", id, value_at(&s->parts[i], m->offset, m->ctype, 0));
+    }
+    break;
+  case TARGET:
+    for (int j = 0; j < s->n_targets; j++) {
+      char id[24];
+      snprintf(id, sizeof id, "%lld", (long long)s->targets[j].feature);
+      sample(t, m->name, s->rank, "target", id, value_at(&s->targets[j], m->offset, m->ctype, 0));
     }
     break;
   }

@@ -26,6 +26,10 @@
 /* Seconds between flushes of the event file (also flushed at every
  * snapshot commit, so that what a resume keeps is on disk). */
 #define TB_FLUSH_S 1.0
+/* TensorBoard scalars of a step: the run's, then 3 per target feature. */
+#define TB_RUN_SCALARS    7
+#define TB_TARGET_SCALARS 3
+#define TB_TAG_MAX        48
 
 struct monitor_s {
   monitor_conf_t conf;
@@ -35,24 +39,32 @@ struct monitor_s {
   train_snaps_t *snaps;
   ls_ingest_t *ing; /* NULL on a rank without partitions */
   int P;
+  int O; /* target features */
 
   /* The trainer's thread. */
   monitor_sample_t mine;
   double loss_w, base_w, count_w, wait_w, busy_w; /* decayed sums */
   double published_at;
+  monitor_target_t *tg_mine; /* [O] the per-target figures of mine */
+  double *tg_w;              /* [O, 3] decayed sums: forecast, last value, count */
   tb_writer_t *tb;
   double tb_flushed, tb_last_t;
   int64_t tb_records;              /* since the last TensorBoard record */
   ls_ingest_partition_t *tb_parts; /* [P] */
+  char (*tb_tags)[TB_TAG_MAX];     /* [O, TB_TARGET_SCALARS] the targets' tags */
+  const char **tags;               /* [TB_RUN_SCALARS + O TB_TARGET_SCALARS] a record's */
+  float *values;                   /* [TB_RUN_SCALARS + O TB_TARGET_SCALARS] */
 
   /* Shared: the published sample, under lock. */
   pthread_mutex_t lock;
   monitor_sample_t pub;
+  monitor_target_t *tg_pub; /* [O] pub.targets */
 
   /* The HTTP thread. */
   http_server_t *http;
   ls_ingest_partition_t *raw_parts; /* [P] */
   monitor_part_t *parts;            /* [P] */
+  monitor_target_t *tg_http;        /* [O] */
 };
 
 void monitor_conf_init(monitor_conf_t *conf) {
@@ -87,6 +99,25 @@ static double snapshot_bytes(const char *dir, int64_t step) {
   return bytes;
 }
 
+/* A step's per-target figures (data units) into the monitor's own. */
+static void account_targets(monitor_t *m, const ls_step_stats_t *st) {
+  for (int j = 0; j < st->targets && j < m->O; j++) {
+    const ls_target_figures_t *const t = &st->target[j];
+    monitor_target_t *const g = &m->tg_mine[j];
+    double *const w = m->tg_w + 3 * (size_t)j;
+    g->feature = t->feature;
+    g->loss = mse(t->mse_sum, t->count);
+    g->baseline = mse(t->base_sum, t->count);
+    g->ratio = ratio(t->mse_sum, t->base_sum);
+    w[0] = SMOOTH_DECAY * w[0] + t->mse_sum;
+    w[1] = SMOOTH_DECAY * w[1] + t->base_sum;
+    w[2] = SMOOTH_DECAY * w[2] + t->count;
+    g->loss_smooth = mse(w[0], w[2]);
+    g->baseline_smooth = mse(w[1], w[2]);
+    g->ratio_smooth = ratio(w[0], w[1]);
+  }
+}
+
 /* A step's figures into the monitor's own sample. */
 static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
   monitor_sample_t *const s = &m->mine;
@@ -106,6 +137,7 @@ static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
   s->loss_smooth = mse(m->loss_w, m->count_w);
   s->baseline_smooth = mse(m->base_w, m->count_w);
   s->ratio_smooth = ratio(m->loss_w, m->base_w);
+  account_targets(m, st);
   s->wait_share = ratio(m->wait_w, m->busy_w);
   if (st->updated) {
     s->updates++;
@@ -137,6 +169,8 @@ static void publish(monitor_t *m, double now) {
                    v->shape.num_layers * v->shape.hidden_size * sizeof(float);
   pthread_mutex_lock(&m->lock);
   m->pub = *s;
+  memcpy(m->tg_pub, m->tg_mine, (size_t)m->O * sizeof *m->tg_pub);
+  m->pub.targets = m->tg_pub;
   pthread_mutex_unlock(&m->lock);
   m->published_at = now;
 }
@@ -153,34 +187,48 @@ static double total_lag(monitor_t *m) {
   return lag;
 }
 
+/* The scalars of a step's TensorBoard record into m->tags, m->values: the
+ * run's, then per target its forecasts' MSE, the last value's and their
+ * ratio in the data's units; returns how many (NaN and, without an update,
+ * the optimizer's are left out). */
+static int tb_scalars(monitor_t *m, const ls_step_stats_t *st, double now) {
+  const monitor_sample_t *const s = &m->mine;
+  double const dt = now - m->tb_last_t;
+  struct {
+    const char *tag;
+    double v;
+    int shown;
+  } const all[TB_RUN_SCALARS] = {
+      {"loss/model", s->loss, 1},
+      {"loss/baseline", s->baseline, 1},
+      {"loss/ratio", s->ratio, 1},
+      {"throughput/records_per_second", dt > 0 ? (double)m->tb_records / dt : NAN, 1},
+      {"ingest/consumer_lag_records", total_lag(m), 1},
+      {"optimizer/learning_rate", st->lr, st->updated},
+      {"optimizer/gradient_norm", st->grad_norm, st->updated},
+  };
+  int n = 0;
+  for (int i = 0; i < TB_RUN_SCALARS; i++)
+    if (all[i].shown && !isnan(all[i].v)) m->tags[n] = all[i].tag, m->values[n++] = (float)all[i].v;
+  for (int j = 0; j < m->O; j++) {
+    const monitor_target_t *const g = &m->tg_mine[j];
+    double const v[TB_TARGET_SCALARS] = {g->loss, g->baseline, g->ratio};
+    for (int k = 0; k < TB_TARGET_SCALARS; k++)
+      if (!isnan(v[k]))
+        m->tags[n] = m->tb_tags[j * TB_TARGET_SCALARS + k], m->values[n++] = (float)v[k];
+  }
+  return n;
+}
+
 /* The step's TensorBoard record (every tensorboard_every steps). */
 static ls_err_t tb_step(monitor_t *m, const ls_step_stats_t *st, double now) {
   m->tb_records += st->records;
   if (st->step % m->conf.tensorboard_every == 0) {
-    const monitor_sample_t *const s = &m->mine;
-    double const dt = now - m->tb_last_t;
-    struct {
-      const char *tag;
-      double v;
-      int shown;
-    } const all[] = {
-        {"loss/model", s->loss, 1},
-        {"loss/baseline", s->baseline, 1},
-        {"loss/ratio", s->ratio, 1},
-        {"throughput/records_per_second", dt > 0 ? (double)m->tb_records / dt : NAN, 1},
-        {"ingest/consumer_lag_records", total_lag(m), 1},
-        {"optimizer/learning_rate", st->lr, st->updated},
-        {"optimizer/gradient_norm", st->grad_norm, st->updated},
-    };
-    const char *tags[sizeof all / sizeof all[0]];
-    float values[sizeof all / sizeof all[0]];
-    int n = 0;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-      if (all[i].shown && !isnan(all[i].v)) tags[n] = all[i].tag, values[n++] = (float)all[i].v;
+    int const n = tb_scalars(m, st, now);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    LS_FORWARD_IF_ERROR(
-        tb_writer_scalars(m->tb, st->step, (double)ts.tv_sec + ts.tv_nsec / 1e9, tags, values, n));
+    LS_FORWARD_IF_ERROR(tb_writer_scalars(m->tb, st->step, (double)ts.tv_sec + ts.tv_nsec / 1e9,
+                                          m->tags, m->values, n));
     m->tb_records = 0;
     m->tb_last_t = now;
   }
@@ -208,7 +256,9 @@ ls_err_t monitor_step(monitor_t *m, const ls_step_stats_t *st) {
 static void live_sample(monitor_t *m, monitor_sample_t *s) {
   pthread_mutex_lock(&m->lock);
   *s = m->pub;
+  memcpy(m->tg_http, m->tg_pub, (size_t)m->O * sizeof *m->tg_http);
   pthread_mutex_unlock(&m->lock);
+  s->targets = m->tg_http;
   double const now = base_now_s();
   s->heartbeat_age_s = (double)(base_now_ms() - train_heartbeat_ms(m->tr)) / 1e3;
   s->step_age_s = now - s->step_at_s; /* NaN before a step */
@@ -311,13 +361,35 @@ static void sample_init(monitor_t *m, int rank, int world) {
   s->snapshot_step = s->snapshot_seconds = s->snapshot_bytes = NAN;
   s->snapshots_on = m->view->conf->snapshot_dir[0] != '\0';
   s->snapshot_at_s = base_now_s(); /* the start stands for the newest snapshot until one */
+  s->n_targets = m->O;
+  s->targets = m->tg_mine;
   ls_train_summary_t sum;
   memset(&sum, 0, sizeof sum);
   train_snaps_totals(m->snaps, &sum);
   s->steps = sum.resumed_step > 0 ? sum.resumed_step : 0;
 }
 
-/* The copies of conf's strings and the buffers of P partitions. */
+/* The per-target figures, nothing known yet, of the target features (the
+ * configuration's targets key), and their TensorBoard tags. */
+static ls_err_t targets_init(monitor_t *m) {
+  const ls_train_conf_t *const c = m->view->conf;
+  int *const feat = calloc((size_t)c->features, sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
+  int O = 0;
+  ls_err_t const err = train_conf_targets(c, feat, &O);
+  static const char *const names[TB_TARGET_SCALARS] = {"loss", "baseline", "ratio"};
+  for (int j = 0; j < m->O && err == LS_OK; j++) {
+    m->tg_mine[j] = (monitor_target_t){feat[j], NAN, NAN, NAN, NAN, NAN, NAN};
+    for (int k = 0; k < TB_TARGET_SCALARS; k++)
+      snprintf(m->tb_tags[j * TB_TARGET_SCALARS + k], TB_TAG_MAX, "target_%d/%s", feat[j],
+               names[k]);
+  }
+  free(feat);
+  return err;
+}
+
+/* The copies of conf's strings and the buffers of P partitions and O
+ * targets. */
 static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   m->conf = *conf;
   if (conf->http != NULL) m->http_spec = strdup(conf->http);
@@ -328,11 +400,20 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   m->tb_parts = calloc(P, sizeof *m->tb_parts);
   m->raw_parts = calloc(P, sizeof *m->raw_parts);
   m->parts = calloc(P, sizeof *m->parts);
+  size_t const O = m->O > 0 ? (size_t)m->O : 1, scalars = TB_RUN_SCALARS + O * TB_TARGET_SCALARS;
+  m->tg_mine = calloc(O, sizeof *m->tg_mine);
+  m->tg_pub = calloc(O, sizeof *m->tg_pub);
+  m->tg_http = calloc(O, sizeof *m->tg_http);
+  m->tg_w = calloc(3 * O, sizeof *m->tg_w);
+  m->tb_tags = calloc(O * TB_TARGET_SCALARS, sizeof *m->tb_tags);
+  m->tags = calloc(scalars, sizeof *m->tags);
+  m->values = calloc(scalars, sizeof *m->values);
   LS_RETURN_IF((conf->http != NULL && m->http_spec == NULL) ||
                    (conf->tensorboard != NULL && m->tb_dir == NULL) || m->tb_parts == NULL ||
-                   m->raw_parts == NULL || m->parts == NULL,
+                   m->raw_parts == NULL || m->parts == NULL || !m->tg_mine || !m->tg_pub ||
+                   !m->tg_http || !m->tg_w || !m->tb_tags || !m->tags || !m->values,
                LS_ERR_NOMEM, "no memory for the monitor");
-  return LS_OK;
+  return targets_init(m);
 }
 
 ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **out) {
@@ -350,6 +431,7 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
   m->snaps = train_snaps_of(tr);
   m->ing = m->view->ing;
   if (m->ing != NULL) (void)ls_ingest_partitions(m->ing, NULL, 0, &m->P);
+  m->O = m->view->shape.output_size;
   ls_err_t err = monitor_alloc(m, conf);
   if (err == LS_OK) {
     sample_init(m, m->view->rank, m->view->world);
@@ -375,6 +457,8 @@ void monitor_destroy(monitor_t *m) {
   pthread_mutex_destroy(&m->lock);
   free(m->http_spec), free(m->tb_dir);
   free(m->tb_parts), free(m->raw_parts), free(m->parts);
+  free(m->tg_mine), free(m->tg_pub), free(m->tg_http), free(m->tg_w), free(m->tb_tags);
+  free(m->tags), free(m->values);
   free(m);
 }
 

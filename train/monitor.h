@@ -50,6 +50,16 @@ typedef struct monitor_part_s {
   int64_t partition, next_offset, high_watermark, lag, queued_windows, paused;
 } monitor_part_t;
 
+/* One target feature's figures, in the data's own units (the calibrated
+ * forecasts and the last value's against the raw next values), as
+ * /metrics shows them with a target="feature" label. */
+typedef struct monitor_target_s {
+  int64_t feature;       /* the target's feature index */
+  double loss, baseline; /* the last step's MSE of the forecasts, of the last value */
+  double ratio;          /* loss / baseline */
+  double loss_smooth, baseline_smooth, ratio_smooth; /* over about the last 100 steps */
+} monitor_target_t;
+
 /* What /metrics and /health are made of. NaN: unknown (not shown). */
 typedef struct monitor_sample_s {
   int64_t rank, world;
@@ -58,12 +68,14 @@ typedef struct monitor_sample_s {
   int64_t windows, records; /* windows and target records trained by this run */
   double compute_s, wait_s; /* this run's seconds in the engine and waiting for windows */
   double loss, baseline;    /* the last step's MSE (prequential) and the last-value
-                               baseline's on the same targets */
+                               baseline's on the same targets, normalised units */
   double ratio;             /* loss / baseline */
   double loss_smooth, baseline_smooth, ratio_smooth; /* over about the last 100 steps */
   double wait_share;    /* share of step time spent waiting, over about 100 steps */
   double grad_norm, lr; /* of the last update (NaN before one) */
   double step_at_s;     /* base_now_s() of the last step (NaN before one) */
+  int n_targets;
+  const monitor_target_t *targets; /* [n_targets] per target feature, data units */
   /* This rank's. */
   int64_t series;     /* series held */
   double state_bytes; /* memory of their states (h and c, all layers) */

@@ -39,7 +39,21 @@ struct ls_train_conf_s {
   char resume[1024]; /* latest | none | a snapshot directory */
   char **kafka; /* "key=value" librdkafka properties */
   int n_kafka;
+  /* The model's inputs and targets (issue 17). */
+  int normalize;      /* 0 series, 1 none */
+  int norm_window;    /* the normaliser's N */
+  int target;         /* 0 delta, 1 level */
+  int inputs;         /* 0 level,change; 1 level */
+  char targets[1024]; /* "all" or a list of features such as 0,3 */
+  int calibrate;      /* 0 false, 1 true */
+  int replay;         /* replay updates per step */
+  int replay_batch;   /* windows per replay update, over all partitions */
+  int replay_memory;  /* windows kept for replay, over all partitions */
 };
+
+/* The target features of c's targets key, ascending, into feat [features];
+ * *O receives their count. */
+ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
 void train_conf_free_kafka(ls_train_conf_t *c);

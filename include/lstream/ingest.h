@@ -187,6 +187,8 @@ typedef struct ls_feed_conf_s {
                                  real cluster's retention may delete records
                                  that old at once, so set it to now there) */
   int64_t step_ms;            /* event time between steps, >= 1 (default 1000) */
+  double offset, scale;       /* values out are offset + scale x, rounded to float
+                                 (the generators run on x): 0, 1 by default; scale != 0 */
 } ls_feed_conf_t;
 
 /* Fills conf with the defaults above. */
@@ -316,6 +318,8 @@ typedef struct ls_window_s {
   const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
                         rows past n_targets are zero */
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
+                           timestamps; -1 for padding rows and unknown times */
 } ls_window_t;
 
 /* One Kafka record as the windower sees it. */

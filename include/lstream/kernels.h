@@ -226,9 +226,17 @@ LS_API ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
 
 /* Results of the last forward, any may be NULL:
  *   y [T, B, H] top-layer outputs, pred [T, B, O] head outputs,
- *   hT, cT [L, B, H] final states. */
+ *   hT, cT [L, B, H] final states: each row's state after its last valid
+ *   step (the last t with mask[t, b] != 0; step T without a mask; h0, c0
+ *   for a row with no valid step), so that a padded window carries on the
+ *   state after its last real record, never after padding.
+ *   ls_engine_scatter_state stores the same states. */
 LS_API ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT,
                                        float *cT);
+
+/* The initial state of the next (or last) forward, h0, c0 [L, B, H], as
+ * set by ls_engine_set_state or ls_engine_gather_state (either may be NULL). */
+LS_API ls_err_t ls_engine_read_initial_state(ls_engine_t *eng, float *h0, float *c0);
 
 /* Input gradients of the last backward, any may be NULL:
  *   dx [T, B, I], dh0 [L, B, H], dc0 [L, B, H]. */
@@ -307,7 +315,8 @@ LS_API ls_err_t ls_state_table_write(ls_state_table_t *tab, size_t first, size_t
 LS_API ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
                                        const int64_t *slots);
 
-/* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B;
+/* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B:
+ * each row's state after its last valid step (see ls_engine_read_outputs);
  * negative slots are skipped. Slots must be distinct (LS_ERR_INVALID_ARG
  * otherwise). */
 LS_API ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,

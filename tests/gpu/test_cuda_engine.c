@@ -337,7 +337,10 @@ static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const c
 /* Gather/scatter on the CUDA engine copy rows exactly: scattered rows are
  * bit-identical to the final states read back, untouched rows keep their
  * bits, a gathered initial state is bit-identical to the same state set by
- * hand, and a grown table keeps every row. */
+ * hand, and a grown table keeps every row. The window is padded at the end
+ * of most rows (one row all padding): a row carries on its state after its
+ * last valid step, which the scatter (row by row) and the read-back (its
+ * own copies) must both take, and which the CPU engine's must match. */
 static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *ctx) {
   ls_engine_t *const g = e[0];
   int const B = c->B;
@@ -346,8 +349,9 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
   float *th = malloc(S * row * sizeof(float)), *tc = malloc(S * row * sizeof(float));
   float *rh = malloc(2 * S * row * sizeof(float)), *rc = malloc(2 * S * row * sizeof(float));
   int64_t *from = malloc((size_t)B * sizeof(int64_t)), *to = malloc((size_t)B * sizeof(int64_t));
+  float *mask = malloc((size_t)c->T * B * sizeof(float));
   int rc_ = -1;
-  if (!th || !tc || !rh || !rc || !from || !to) {
+  if (!th || !tc || !rh || !rc || !from || !to || !mask) {
     CHECK(0, "%s: no memory for the state check", ctx);
     goto out;
   }
@@ -359,11 +363,14 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
   for (int i = 0; i < B; i++) {
     from[i] = i % 3 == 1 ? -1 : (int64_t)(S - 1 - (size_t)i);
     to[i] = i % 5 == 2 ? -1 : (int64_t)(((size_t)i + 3) % S);
+    int const len = i % 7 == 4 ? 0 : c->T - i % 3 > 0 ? c->T - i % 3 : 1; /* valid steps */
+    for (int t = 0; t < c->T; t++)
+      mask[(size_t)t * B + i] = t < len ? 1.0f : 0.0f;
   }
   MUST(ls_state_table_new(g, S, &tab));
   MUST(ls_state_table_write(tab, 0, S, th, tc));
   MUST(ls_engine_gather_state(g, tab, B, from));
-  MUST(ls_engine_forward(g, c->T, B, b->x, NULL, NULL, NULL, NULL));
+  MUST(ls_engine_forward(g, c->T, B, b->x, b->target, mask, NULL, NULL));
   MUST(ls_engine_read_outputs(g, NULL, b->pred[0], b->hT[0], b->cT[0]));
   MUST(ls_engine_scatter_state(g, tab, B, to));
   MUST(ls_state_table_grow(tab, 2 * S));
@@ -399,7 +406,7 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
       }
     }
   MUST(ls_engine_set_state(g, B, b->h0, b->c0));
-  MUST(ls_engine_forward(g, c->T, B, b->x, NULL, NULL, NULL, NULL));
+  MUST(ls_engine_forward(g, c->T, B, b->x, b->target, mask, NULL, NULL));
   MUST(ls_engine_read_outputs(g, NULL, b->pred[1], b->hT[1], b->cT[1]));
   size_t const SB = row * B, NO = (size_t)c->T * B * c->O;
   CHECK(!memcmp(b->hT[0], b->hT[1], SB * sizeof(float)) &&
@@ -408,10 +415,16 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
         "%s: a forward from gathered states is not bit-identical to one from the same states set "
         "by hand",
         ctx);
+  /* The CPU engine's final states of the padded window. */
+  MUST(ls_engine_set_state(e[1], B, b->h0, b->c0));
+  MUST(ls_engine_forward(e[1], c->T, B, b->x, b->target, mask, NULL, NULL));
+  MUST(ls_engine_read_outputs(e[1], NULL, NULL, b->hT[1], b->cT[1]));
+  expect_close("hT of a padded window", ctx, b->hT[0], b->hT[1], SB);
+  expect_close("cT of a padded window", ctx, b->cT[0], b->cT[1], SB);
   rc_ = 0;
 out:
   ls_state_table_destroy(tab);
-  free(th), free(tc), free(rh), free(rc), free(from), free(to);
+  free(th), free(tc), free(rh), free(rc), free(from), free(to), free(mask);
   return rc_;
 }
 

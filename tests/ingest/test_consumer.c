@@ -187,6 +187,7 @@ typedef struct got_s {
   int n_targets, T;
   float *x;            /* [T+1, F] */
   float *mask;         /* [T] */
+  int64_t *times;      /* [T+1] */
   int64_t released_at; /* when a simulated trainer released it (resume tests); -1 */
 } got_t;
 
@@ -213,6 +214,8 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
   size_t const xs = sizeof(float) * (size_t)(win->T + 1) * F, ms = sizeof(float) * win->T;
   o->x = malloc(xs);
   o->mask = malloc(ms);
+  o->times = malloc(sizeof(int64_t) * (size_t)(win->T + 1));
+  memcpy(o->times, win->times, sizeof(int64_t) * (size_t)(win->T + 1));
   memcpy(o->x, win->x, xs);
   memcpy(o->mask, win->mask, ms);
 }
@@ -220,6 +223,7 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
 static void got_free(gotlist_t *g) {
   for (int i = 0; i < g->n; i++) {
     free(g->w[i].x);
+    free(g->w[i].times);
     free(g->w[i].mask);
   }
   free(g->w);
@@ -274,10 +278,13 @@ static void expect_world(const world_t *w, const gotlist_t *g, const int *first)
     cr_assert_eq(o->first_offset, w->offset[(size_t)s * w->K + k0], "series %d window %lld", s,
                  (long long)o->index);
     cr_assert_eq(o->last_offset, w->offset[(size_t)s * w->K + k0 + T]);
-    for (int t = 0; t <= T; t++)
+    for (int t = 0; t <= T; t++) {
       for (int f = 0; f < F; f++)
         cr_assert_eq(o->x[t * F + f], value_of(s, k0 + t, f), "series %d window %lld row %d", s,
                      (long long)o->index, t);
+      cr_assert_eq(o->times[t], time_of(k0 + t), "series %d window %lld row %d: event time", s,
+                   (long long)o->index, t);
+    }
   }
   for (int s = 0; s < w->S; s++) {
     int const steps = steps_of(w, s) - (first ? first[s] : 0);
@@ -964,7 +971,8 @@ Test(consumer, partition_queues_are_independent) {
                                 .F = F,
                                 .n_targets = o->n_targets,
                                 .x = o->x,
-                                .mask = o->mask};
+                                .mask = o->mask,
+                                .times = o->times};
       got_add(&r.got, &view);
     }
     got_free(&part[p]);

@@ -1,11 +1,15 @@
 """Checks for tests/train/watch_test.sh, each against an outside reader.
 
-  metrics FILE RANK PARTITIONS     a /metrics scrape, parsed by Prometheus'
+  metrics FILE RANK PARTITIONS TARGETS
+                                   a /metrics scrape, parsed by Prometheus'
                                    own parser (prometheus_client, Debian's
                                    python3-prometheus-client): every family
                                    has HELP and TYPE, counters end in _total,
                                    every sample is labelled rank="RANK", the
-                                   metrics lstream promises are there
+                                   metrics lstream promises are there, the
+                                   per-target ones labelled target= each of
+                                   the features TARGETS ("0,1"), their ratios
+                                   those of their losses
   clients URL                      slow and malformed clients: 8 connections
                                    that send half a request and wait, and 3
                                    bad requests (binary garbage, no version,
@@ -20,7 +24,9 @@
                                    --metrics file; the resumed file starts a
                                    session at FROM + 1, past which the killed
                                    run had written (the records TensorBoard
-                                   must drop)
+                                   must drop); per target feature its
+                                   data-unit losses and ratio equal to the
+                                   --metrics file's
 
 Exits 1 with a message on the first failure.
 """
@@ -55,9 +61,33 @@ EXPECTED = [
     "lstream_snapshot_age_seconds", "lstream_healthy",
 ]
 REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition"}
+# Per target feature (label target="feature"), in the data's units: each
+# ratio family and the loss and baseline families it divides.
+TARGET_RATIOS = {
+    "lstream_target_loss_ratio": ("lstream_target_loss", "lstream_target_baseline_loss"),
+    "lstream_target_loss_ratio_smoothed": ("lstream_target_loss_smoothed",
+                                           "lstream_target_baseline_loss_smoothed"),
+}
 
 
-def check_metrics(path, rank, partitions):
+def check_targets(families, targets):
+    """The per-target families: one sample per target feature, losses >= 0,
+    each ratio its loss over its baseline (all printed with 10 digits)."""
+    for ratio, (loss, base) in TARGET_RATIOS.items():
+        by = {}
+        for name in (ratio, loss, base):
+            if name not in families:
+                fail(f"{name}: missing from /metrics")
+            by[name] = {s.labels.get("target"): s.value for s in families[name].samples}
+            if sorted(by[name]) != sorted(targets):
+                fail(f"{name}: targets {sorted(by[name])}, expected {sorted(targets)}")
+        for t in targets:
+            lv, bv, rv = by[loss][t], by[base][t], by[ratio][t]
+            if lv < 0 or bv <= 0 or abs(rv - lv / bv) > 1e-8 * max(rv, 1e-30):
+                fail(f"target {t}: {ratio} {rv}, {loss} {lv}, {base} {bv}")
+
+
+def check_metrics(path, rank, partitions, targets):
     from prometheus_client.parser import text_string_to_metric_families
 
     text = open(path, encoding="utf-8").read()
@@ -92,8 +122,12 @@ def check_metrics(path, rank, partitions):
     lags = {s.labels["partition"]: s.value for s in families["lstream_consumer_lag_records"].samples}
     if sorted(lags) != [str(p) for p in range(partitions)] or min(lags.values()) < 0:
         fail(f"lag per partition: {lags}")
+    check_targets(families, targets)
+    smooth = {s.labels["target"]: round(s.value, 4)
+              for s in families["lstream_target_loss_ratio_smoothed"].samples}
     print(f"/metrics: {len(families)} families, {sum(len(f.samples) for f in families.values())} "
-          f"samples, steps {one['lstream_steps']:.0f}, lag {lags}")
+          f"samples, steps {one['lstream_steps']:.0f}, lag {lags}, smoothed ratio per target "
+          f"{smooth}")
 
 
 # ---------------------------------------------------------------------------
@@ -235,14 +269,43 @@ def check_tensorboard(directory, metrics_path, resumed):
     for tag in ("throughput/records_per_second", "ingest/consumer_lag_records"):
         if [e.step for e in acc.Scalars(tag)] != list(range(1, n + 1)):
             fail(f"{tag}: not one value a step")
+    compared += check_tensorboard_targets(acc, rows, n)
     print(f"tensorboard: steps 1..{n} strictly increasing across the restart (killed run wrote "
           f"to {last_killed}, resumed from {resumed}); {compared} values equal to --metrics")
+
+
+def check_tensorboard_targets(acc, rows, n):
+    """target_F/loss, /baseline and /ratio (data units) against the
+    --metrics file's targets entries of the same step; returns how many
+    values were compared."""
+    features = [t["feature"] for t in rows[max(rows)]["targets"]]
+    if not features:
+        fail("the --metrics file names no target")
+    compared = 0
+    for j, f in enumerate(features):
+        for what in ("loss", "baseline", "ratio"):
+            tag = f"target_{f}/{what}"
+            events = acc.Scalars(tag)
+            if [e.step for e in events] != list(range(1, n + 1)):
+                fail(f"{tag}: not one value a step")
+            for e in events:
+                row = rows.get(e.step)
+                if row is None:
+                    continue
+                t = row["targets"][j]
+                want = {"loss": t["mse_data"], "baseline": t["baseline_data"],
+                        "ratio": t["mse_data"] / t["baseline_data"]}[what]
+                # float32 in the events, %.9g in the metrics file (as SCALARS)
+                if abs(e.value - want) > 1e-6 * max(abs(want), 1e-30):
+                    fail(f"{tag} step {e.step}: {e.value!r} in the events, {want!r} in --metrics")
+                compared += 1
+    return compared
 
 
 def main():
     what = sys.argv[1]
     if what == "metrics":
-        check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","))
     elif what == "clients":
         check_clients(sys.argv[2])
     elif what == "tensorboard":

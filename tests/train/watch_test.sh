@@ -7,12 +7,14 @@
 #                by Prometheus' parser; 404, 405, HEAD; slow and malformed
 #                clients do not stall a scrape; /health 200, then 503 with a
 #                JSON reason while the broker is down (lstream broker takes
-#                SIGUSR1/SIGUSR2), 200 once it is back
+#                SIGUSR1/SIGUSR2), 200 once it is back; the per-target
+#                figures (data units) labelled target=0 and 1
 #   tensorboard  a replay with --tensorboard and snapshots, killed with
 #                SIGKILL past a snapshot, resumed to the end; TensorBoard's own
 #                reader (the tensorboard package from PyPI, installed into the
 #                venv VENV if it is not there: no network, no test) sees steps
-#                1..N strictly increasing with the --metrics file's values
+#                1..N strictly increasing with the --metrics file's values,
+#                the per-target ones too
 set -euo pipefail
 lstream=$1
 case_name=$2
@@ -55,7 +57,7 @@ http)
   }
   wait_for "20 steps" 120 steps_past 20
   curl -sf --max-time 10 "$url/metrics" -o "$work/metrics.txt" || fail "curl /metrics failed"
-  check metrics "$work/metrics.txt" 0 4
+  check metrics "$work/metrics.txt" 0 4 0,1
   [ "$(status_of "$url/nowhere")" = 404 ] || fail "/nowhere is not 404"
   [ "$(status_of -X POST "$url/metrics")" = 405 ] || fail "POST /metrics is not 405"
   [ "$(status_of -X DELETE "$url/health")" = 405 ] || fail "DELETE /health is not 405"

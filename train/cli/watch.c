@@ -25,7 +25,9 @@ int cli_watch_opts(cli_watch_t *w, cli_opt_t *o) {
        .kind = CLI_TEXT,
        .dst = &w->conf.tensorboard,
        .help = "write TensorBoard event files into DIR (rank 0):\n"
-               "losses, ratio, learning rate, gradient norm,\n"
+               "losses, ratio, per target its MSE, the last\n"
+               "value's and their ratio in the data's units\n"
+               "(target_F/...), learning rate, gradient norm,\n"
                "records/s, lag; steps go on from a snapshot when\n"
                "the run resumes",
        .def = "off"},
