@@ -2,7 +2,7 @@
  * The ground floor (include/base/): the FNV-1a digest against its published
  * test vectors, the key->index map (dense indices, growth, keys that share
  * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
- * naming the line), typed values and key tables, the monotonic clock.
+ * naming the line; directories, long lines and NUL bytes refused), typed values and key tables, the monotonic clock.
  */
 #include <criterion/criterion.h>
 #include <stddef.h>
@@ -71,14 +71,17 @@ static ls_err_t collect(void *opaque, const char *key, const char *value) {
   return LS_OK;
 }
 
-static char *temp_file(const char *text) {
+/* A temporary file of text [n] (NULs included); free the path. */
+static char *temp_bytes(const char *text, size_t n) {
   char *const path = strdup("/tmp/lstream-base-XXXXXX");
   int const fd = mkstemp(path);
   cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  cr_assert_eq(write(fd, text, n), (ssize_t)n);
   close(fd);
   return path;
 }
+
+static char *temp_file(const char *text) { return temp_bytes(text, strlen(text)); }
 
 Test(base, kvfile) {
   char got[256] = "";
@@ -102,6 +105,50 @@ Test(base, kvfile) {
   }
   cr_expect_eq(base_kv_read("/nonexistent/x.conf", "test file", collect, got), LS_ERR_IO);
   cr_expect(strstr(ls_last_error(), "cannot open test file /nonexistent/x.conf") != NULL);
+}
+
+Test(base, kvfile_refuses_directories_long_lines_and_nul) {
+  char got[8192] = "";
+  /* A directory is no file of settings (fopen opens one for reading). */
+  cr_expect_eq(base_kv_read("/tmp", "test file", collect, got), LS_ERR_IO);
+  cr_expect(strstr(ls_last_error(), "test file /tmp: it is a directory") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "");
+  /* A line of 4095 bytes (its newline aside) is read whole; one more byte is
+   * an error naming the line, and nothing of it is applied. */
+  char *text = malloc(2 * 4100);
+  cr_assert(text != NULL);
+  size_t n = (size_t)sprintf(text, "a=1\nk=");
+  memset(text + n, 'v', 4095 - 2), n += 4095 - 2;
+  text[n++] = '\n';
+  char *path = temp_bytes(text, n);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(strlen(got), strlen("a=1;k=;") + 4093);
+  unlink(path), free(path);
+  memmove(text + 4 + 3, text + 4 + 2, 4094), n++; /* "k==vvv...": 4096 bytes */
+  got[0] = '\0';
+  path = temp_bytes(text, n);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line is longer than 4095 bytes") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "a=1;", "only the lines before it are applied");
+  unlink(path), free(path);
+  /* The same without a final newline. */
+  got[0] = '\0';
+  path = temp_bytes(text, n - 1);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line is longer than 4095 bytes") != NULL, "%s",
+            ls_last_error());
+  unlink(path), free(path);
+  free(text);
+  /* A NUL byte would hide the rest of its line. */
+  got[0] = '\0';
+  path = temp_bytes("a=1\nb=2\0c=3\nd=4\n", 16);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line holds a NUL byte") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "a=1;");
+  unlink(path), free(path);
 }
 
 Test(base, values) {
