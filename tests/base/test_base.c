@@ -2,7 +2,9 @@
  * The ground floor (include/base/): the FNV-1a digest against its published
  * test vectors, the key->index map (dense indices, growth, keys that share
  * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
- * naming the line; directories, long lines and NUL bytes refused), typed values and key tables, the monotonic clock.
+ * naming the line; directories, long lines and NUL bytes refused), CSV fields
+ * (RFC 4180 quoting, escapes for bytes that are not text), typed values and
+ * key tables, the monotonic clock.
  */
 #include <criterion/criterion.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/csv.h"
 #include "base/digest.h"
 #include "base/keymap.h"
 #include "base/kvfile.h"
@@ -149,6 +152,47 @@ Test(base, kvfile_refuses_directories_long_lines_and_nul) {
             ls_last_error());
   cr_expect_str_eq(got, "a=1;");
   unlink(path), free(path);
+}
+
+/* base_csv_field of s [n], as a string. */
+static const char *csv_of(const char *s, size_t n) {
+  static char out[256];
+  memset(out, 0, sizeof out);
+  FILE *const f = fmemopen(out, sizeof out, "w");
+  cr_assert(f != NULL);
+  cr_assert_eq(base_csv_field(f, s, n), 0);
+  fclose(f);
+  return out;
+}
+
+Test(base, csv_fields_rfc4180_and_escapes) {
+  const struct {
+    const char *in;
+    size_t n;
+    const char *out;
+  } cases[] = {
+      {"SYM0001", 7, "SYM0001"},
+      {"", 0, ""},
+      {"a,b", 3, "\"a,b\""},
+      {"say \"hi\"", 8, "\"say \"\"hi\"\"\""},
+      {"two\nlines", 9, "\"two\nlines\""},
+      {"cr\r", 3, "\"cr\r\""},
+      {"tab\there", 8, "tab\there"},
+      {"back\\slash", 10, "back\\\\slash"},
+      {"nul\0byte", 8, "nul\\x00byte"},
+      {"\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9"},       /* UTF-8 stays as it is */
+      {"\xe2\x82\xac\xf0\x9f\x93\x88", 7, "\xe2\x82\xac\xf0\x9f\x93\x88"},
+      {"\xff\xfe", 2, "\\xff\\xfe"},                         /* never UTF-8 */
+      {"\x80x", 2, "\\x80x"},                                /* a stray continuation */
+      {"ab\xc3", 3, "ab\\xc3"},                              /* truncated at the end */
+      {"\xc3(", 2, "\\xc3("},                                /* a bad continuation */
+      {"\xc0\x80", 2, "\\xc0\\x80"},                         /* overlong NUL */
+      {"\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},                /* a surrogate */
+      {"\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80"},       /* above U+10FFFF */
+      {"q\",\xff", 4, "\"q\"\",\\xff\""},                    /* quoted and escaped */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_str_eq(csv_of(cases[i].in, cases[i].n), cases[i].out, "case %zu", i);
 }
 
 Test(base, values) {

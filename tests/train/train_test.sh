@@ -9,6 +9,10 @@
 #                and states
 #   counts       late, early-stopping and slow series: each window once, in
 #                order; per-series counts equal the topic's
+#   keys         keys with commas, quotes, line breaks, NUL, backslashes and
+#                bytes that are not UTF-8 (written by a real client): the
+#                --series-out CSV parses (Python's csv) and gives every key
+#                back, byte for byte, through its documented escapes
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -106,6 +110,42 @@ $expect"
   grep -q '^E,' "$work/series.csv" && fail "E has no target but was reported" || true
   total=$(field "$work/out" summary records)
   [ "$total" = 168 ] || fail "records trained $total, expected 168"
+  ;;
+keys)
+  start_broker --topic keys:2
+  # Each key gets 17 records of one f32 value: 16 targets, 2 windows of 8.
+  /usr/bin/python3 - "$bootstrap" <<'PY' || fail "producing the keys failed"
+import struct, sys
+from confluent_kafka import Producer
+keys = [b"plain", b"a,b", b'say "hi"', b"two\nlines", b"cr\r", b"nul\x00byte", b"\xff\xfe",
+        b"back\\slash", b"\\x41", "été".encode(), b"\xc3("]
+p = Producer({"bootstrap.servers": sys.argv[1]})
+for i in range(17):
+    for k in keys:
+        p.produce("keys", key=k, value=struct.pack("<f", float(i % 5)), timestamp=1700000000000 + i)
+assert p.flush(30) == 0
+PY
+  train "$work/out" --topic keys --features 1 --window 8 --batch 4 --hidden 4 \
+    --series-out "$work/series.csv" >/dev/null
+  /usr/bin/python3 - "$work/series.csv" <<'PY' || fail "--series-out does not give the keys back"
+import csv, io, re, sys
+want = {b"plain", b"a,b", b'say "hi"', b"two\nlines", b"cr\r", b"nul\x00byte", b"\xff\xfe",
+        b"back\\slash", b"\\x41", "été".encode(), b"\xc3("}
+text = open(sys.argv[1], "rb").read().decode("utf-8")  # text: every other byte is escaped
+rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+assert rows[0] == ["series", "partition", "windows", "records", "last_offset"], rows[0]
+def unescape(s):
+    return re.sub(rb"\\(\\|x([0-9a-f]{2}))",
+                  lambda m: b"\\" if m.group(2) is None else bytes([int(m.group(2), 16)]),
+                  s.encode())
+got = {}
+for r in rows[1:]:
+    assert len(r) == 5, r
+    got[unescape(r[0])] = int(r[3])
+assert set(got) == want, (sorted(got), sorted(want))
+assert all(n == 16 for n in got.values()), got
+print("%d keys read back from the CSV" % len(got))
+PY
   ;;
 *)
   fail "unknown case $case_name"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/csv.h"
 #include "cli.h"
 #include "lstream/train.h"
 
@@ -99,7 +100,8 @@ static int write_series(ls_trainer_t *tr, const char *base) {
   for (int64_t i = 0; i < n; i++) {
     ls_series_info_t s;
     if (ls_trainer_series_info(tr, i, &s) != LS_OK) break;
-    fprintf(f, "%s,%d,%lld,%lld,%lld\n", s.key, (int)s.partition, (long long)s.windows,
+    base_csv_field(f, s.key, s.key_len); /* RFC 4180, \xHH for bytes that are not text */
+    fprintf(f, ",%d,%lld,%lld,%lld\n", (int)s.partition, (long long)s.windows,
             (long long)s.records, (long long)s.last_offset);
   }
   if (fclose(f) != 0) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
@@ -190,8 +192,11 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
        .help = "append one JSON object per step"},
       {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
        .help = "at the end, write series,partition,windows,records,\n"
-               "last_offset for every series (CSV; with several ranks\n"
-               "each writes FILE.rankN for its own series)"},
+               "last_offset for every series (CSV, RFC 4180: a key\n"
+               "holding a comma, a quote or a line break is quoted;\n"
+               "NUL and bytes that are not UTF-8 are written \\xHH and a\n"
+               "backslash \\\\; with several ranks each writes FILE.rankN\n"
+               "for its own series)"},
       {.name = "params-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->params_path,
        .help = "at the end, write the flat parameters (float32, PyTorch\n"
                "nn.LSTM + Linear order; rank 0)"},
