@@ -358,7 +358,8 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
 }
 
 ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
-  if (s->snapper == NULL || steps == 0) return LS_OK;
+  /* Nothing trained since the snapshot resumed from: it is the last one. */
+  if (s->snapper == NULL || steps == 0 || steps == s->resumed_step) return LS_OK;
   /* Rounds of: wait for the writer, sum the ranks' figures, commit what is
    * written; until a snapshot of the final step has committed. */
   for (;;) {

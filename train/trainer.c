@@ -511,6 +511,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
   int cb_stop = 0;
   for (;;) {
     double v[V__N + SNAP_V__N] = {0};
+    /* Every rank has the same count: a run resumed at max_steps trains none. */
+    if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
     double const w0 = tr->sum.wait_s;
     int n = 0;
     tr->stamp++;
@@ -563,7 +565,6 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
-    if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
   /* Gradients accumulated for a partial update are applied at the end (on
    * every rank alike: the sums above are the same everywhere). */

@@ -9,6 +9,8 @@
 #                and states
 #   counts       late, early-stopping and slow series: each window once, in
 #                order; per-series counts equal the topic's
+#   max_steps    a replay stopped by --max-steps 12 with snapshots, resumed with
+#                --max-steps 12, then 5: no step more, the same model
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
 #                bytes that are not UTF-8 (written by a real client): the
 #                --series-out CSV parses (Python's csv) and gives every key
@@ -110,6 +112,20 @@ $expect"
   grep -q '^E,' "$work/series.csv" && fail "E has no target but was reported" || true
   total=$(field "$work/out" summary records)
   [ "$total" = 168 ] || fail "records trained $total, expected 168"
+  ;;
+max_steps)
+  start_broker --topic ms:2
+  "$lstream" produce --brokers "$bootstrap" --topic ms --series 8 --features 1 \
+    --records-per-series 200 --generator sine --seed 3 >/dev/null
+  args=(--topic ms --features 1 --window 8 --batch 4 --hidden 4 --snapshot-dir "$work/snaps")
+  for n in 12 12 5; do
+    train "$work/out" "${args[@]}" --max-steps $n >/dev/null
+    steps=$(field "$work/out" summary steps)
+    [ "$steps" = 12 ] || fail "--max-steps $n after 12 steps: the run ended at step $steps"
+    d=$(grep '^digest' "$work/out")
+    [ -z "${first:-}" ] || [ "$d" = "$first" ] || fail "--max-steps $n changed the model: $d"
+    first=$d
+  done
   ;;
 keys)
   start_broker --topic keys:2
