@@ -8,6 +8,7 @@
 
 #include "base/kvfile.h"
 #include "base/value.h"
+#include "lstream/ingest.h" /* LS_FEATURES_MAX, LS_WINDOW_MAX: the bounds ingest takes */
 #include "train_internal.h"
 
 static const char *const formats[] = {"f32", "csv", NULL};
@@ -25,8 +26,8 @@ static const base_key_t keys[] = {
     {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers))},
     {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic))},
     {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(formats)},
-    {"features", "F, values per record", F(features), BASE_V_INT(1, 65536)},
-    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, 65536)},
+    {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
+    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
     {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20)},
     {"hidden", "H, LSTM hidden size", F(hidden), BASE_V_INT(1, 16384)},
     {"layers", "L, stacked LSTM layers", F(layers), BASE_V_INT(1, 64)},

@@ -59,6 +59,12 @@ static uint64_t fingerprint(const ls_train_conf_t *c) {
 
 ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
   LS_RETURN_IF(view == NULL || out == NULL, LS_ERR_INVALID_ARG, "view or out is NULL");
+  const ls_train_conf_t *const c = view->conf;
+  LS_RETURN_IF((c->snapshot_every > 0 || c->snapshot_interval > 0) && c->snapshot_dir[0] == '\0',
+               LS_ERR_INVALID_ARG,
+               "snapshot_every=%" PRId64 " and snapshot_interval=%g need snapshot_dir (give "
+               "--snapshot-dir DIR, or drop --snapshot-every and --snapshot-interval)",
+               c->snapshot_every, c->snapshot_interval);
   train_snaps_t *const s = calloc(1, sizeof *s);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for snapshot bookkeeping");
   s->v = view;
@@ -159,17 +165,26 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   if (path[0] == '\0') return LS_OK;
   LS_FORWARD_IF_ERROR(ls_snapshot_load(path, s->v->world, s->v->rank, snap));
   ls_snapshot_info_t info;
-  ls_err_t const err = check_loaded(s, *snap, path, &info);
+  ls_err_t err = check_loaded(s, *snap, path, &info);
   if (err != LS_OK) {
     ls_snapshot_destroy(*snap);
     *snap = NULL;
     return err;
   }
   s->resumed_step = info.step;
+  /* The snapshot's own rank count is its manifest's (the loaded part is this
+   * run's, re-sharded when the counts differ). */
+  ls_snapshot_manifest_t *man = NULL;
+  int64_t at = 0;
+  int32_t written = 0;
+  err = ls_snapshot_manifest_read(path, &man);
+  if (err == LS_OK) err = ls_snapshot_manifest_get(man, &at, &written);
+  ls_snapshot_manifest_destroy(man);
   size_t const len = strlen(s->note);
-  snprintf(s->note + len, sizeof s->note - len, "resumed from %s (step %" PRId64 ", %d rank%s)",
-           path, info.step, info.world, info.world == 1 ? "" : "s");
-  return LS_OK;
+  snprintf(s->note + len, sizeof s->note - len,
+           "resumed from %s (step %" PRId64 "; written by %d rank%s, resumed on %d)", path,
+           info.step, (int)written, written == 1 ? "" : "s", s->v->world);
+  return err;
 }
 
 /* Where partition p starts: the snapshot's resume offset when it has one,

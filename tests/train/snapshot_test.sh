@@ -117,7 +117,8 @@ reshard)
     cp -r "$work/s2" "$work/s$np-from2"
     run "np$np" mpirun -np $np "$lstream" "${args[@]}" --snapshot-dir "$work/s$np-from2" \
       --params-out "$work/np$np.bin"
-    grep -q 'resumed from' "$work/np$np.err" || fail "np=$np did not resume"
+    grep -q 'resumed from .*(step 120; written by 2 ranks, resumed on '$np')' "$work/np$np.err" ||
+      fail "np=$np did not resume, or the note miscounts the ranks: $(cat "$work/np$np.err")"
   done
   # Re-sharding changes which rank sums which gradients: float rounding only.
   /usr/bin/python3 "$(dirname "$0")/params_close.py" 1e-5 "$work/plain.bin" "$work/np3.bin" \

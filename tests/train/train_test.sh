@@ -9,6 +9,9 @@
 #                and states
 #   counts       late, early-stopping and slow series: each window once, in
 #                order; per-series counts equal the topic's
+#   checks       options refused before anything starts: --features above
+#                what ingest takes, --snapshot-every/--snapshot-interval
+#                without --snapshot-dir, --config given a directory
 #   max_steps    a replay stopped by --max-steps 12 with snapshots, resumed with
 #                --max-steps 12, then 5: no step more, the same model
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -112,6 +115,20 @@ $expect"
   grep -q '^E,' "$work/series.csv" && fail "E has no target but was reported" || true
   total=$(field "$work/out" summary records)
   [ "$total" = 168 ] || fail "records trained $total, expected 168"
+  ;;
+checks)
+  # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.
+  expect_error() {
+    local pattern=$1 rc=0
+    shift
+    "$lstream" train --brokers 127.0.0.1:1 --topic t "$@" >/dev/null 2>"$work/err" || rc=$?
+    [ $rc -ne 0 ] || fail "train $* exited 0"
+    grep -q -- "$pattern" "$work/err" || fail "train $*: no '$pattern' in: $(cat "$work/err")"
+  }
+  expect_error "'5000' is not an integer in \[1, 4096\]" --features 5000
+  expect_error "need snapshot_dir" --snapshot-every 5
+  expect_error "need snapshot_dir" --snapshot-interval 2.5
+  expect_error "config file $work: it is a directory" --config "$work"
   ;;
 max_steps)
   start_broker --topic ms:2
