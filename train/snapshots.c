@@ -23,6 +23,7 @@
 
 struct train_snaps_s {
   const train_view_t *v;
+  ls_snapshot_lock_t *lock;  /* rank 0's hold on snapshot_dir, NULL without */
   ls_snapshotter_t *snapper; /* NULL without snapshot_dir */
   uint64_t fingerprint;      /* of the configuration a snapshot must match */
   int64_t pending;           /* step of the snapshot being written or committed; -1 none */
@@ -78,6 +79,7 @@ ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
 void train_snaps_destroy(train_snaps_t *s) {
   if (s == NULL) return;
   ls_snapshotter_destroy(s->snapper);
+  ls_snapshot_unlock(s->lock); /* after the last write */
   free(s->parts), free(s->offsets);
   free(s);
 }
@@ -160,6 +162,10 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   LS_RETURN_IF(s == NULL || snap == NULL, LS_ERR_INVALID_ARG, "snapshots or snap is NULL");
   *snap = NULL;
+  /* One trainer per directory, from before it chooses what to resume from;
+   * rank 0 holds it for all (a refusal ends the job). */
+  if (s->v->rank == 0 && s->v->conf->snapshot_dir[0] != '\0')
+    LS_FORWARD_IF_ERROR(ls_snapshot_lock(s->v->conf->snapshot_dir, &s->lock));
   char path[2048];
   LS_FORWARD_IF_ERROR(find_path(s, path, sizeof path));
   if (path[0] == '\0') return LS_OK;

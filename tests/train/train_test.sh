@@ -14,6 +14,8 @@
 #                without --snapshot-dir, --config given a directory
 #   max_steps    a replay stopped by --max-steps 12 with snapshots, resumed with
 #                --max-steps 12, then 5: no step more, the same model
+#   lock         a second trainer on a --snapshot-dir in use refuses, naming the
+#                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
 #                bytes that are not UTF-8 (written by a real client): the
 #                --series-out CSV parses (Python's csv) and gives every key
@@ -143,6 +145,27 @@ max_steps)
     [ -z "${first:-}" ] || [ "$d" = "$first" ] || fail "--max-steps $n changed the model: $d"
     first=$d
   done
+  ;;
+lock)
+  start_broker --topic lk:2
+  "$lstream" produce --brokers "$bootstrap" --topic lk --series 8 --features 1 \
+    --records-per-series 400 --generator sine --seed 3 >/dev/null
+  args=(--topic lk --features 1 --window 8 --batch 4 --hidden 4 --snapshot-dir "$work/snaps")
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" --quiet --metrics "$work/m" \
+    >/dev/null 2>"$work/live.err" &
+  live=$!
+  for _ in $(seq 600); do [ -s "$work/m" ] && break; sleep 0.1; done # a step: it holds the dir
+  [ -s "$work/m" ] || fail "the live trainer made no step in 60 s: $(cat "$work/live.err")"
+  rc=0
+  "$lstream" train --brokers "$bootstrap" --until end "${args[@]}" --quiet >/dev/null \
+    2>"$work/second.err" || rc=$?
+  [ $rc -ne 0 ] || fail "a second trainer ran on a snapshot directory in use"
+  grep -q "in use by another trainer (pid=$live host=$(hostname)" "$work/second.err" ||
+    fail "the refusal does not name the holder: $(cat "$work/second.err")"
+  kill -TERM $live
+  wait $live || fail "the live trainer exited $? on SIGTERM: $(cat "$work/live.err")"
+  train "$work/out" "${args[@]}" >/dev/null 2>"$work/third.err"
+  grep -q 'resumed from' "$work/third.err" || fail "the directory was not free again"
   ;;
 keys)
   start_broker --topic keys:2
