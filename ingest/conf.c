@@ -34,6 +34,7 @@ static const base_key_t keys[] = {
     {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
     {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
     {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
+    {"max.abs", NULL, F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
@@ -48,6 +49,7 @@ void ls_ingest_settings_init(ls_ingest_settings_t *s) {
                               .window = 32,
                               .queue_windows = 256,
                               .buffer_records = 4194304,
+                              .max_abs = 1e18,
                               .warn_interval_ms = 5000,
                               .start_timeout_ms = 10000,
                               .commit_timeout_ms = 5000};

@@ -512,12 +512,19 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   LS_RETURN_IF(!isfinite(grad_scale) || grad_scale < 0.0f, LS_ERR_INVALID_ARG,
                "grad_scale %g must be finite and >= 0", (double)grad_scale);
   LS_FORWARD_IF_ERROR(e->ops->grad_norm_sq(e->ctx, e->scalars + 2, e->grads, e->n_params));
+  double norm_sq = 0.0;
+  if (opt->skip_nonfinite) {
+    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &norm_sq, e->scalars + 2, sizeof norm_sq));
+    if (!isfinite(norm_sq)) { /* NaN or Inf in the gradient: no step */
+      if (grad_norm != NULL) *grad_norm = (float)((double)grad_scale * sqrt(norm_sq));
+      return ls_engine_zero_grads(e);
+    }
+  }
   LS_FORWARD_IF_ERROR(e->ops->adam_update(e->ctx, e->params, e->grads, e->adam_m, e->adam_v,
                                           e->n_params, e->scalars + 2, grad_scale, opt,
                                           e->adam_steps + 1));
   e->adam_steps++;
   if (grad_norm != NULL) {
-    double norm_sq = 0.0;
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &norm_sq, e->scalars + 2, sizeof norm_sq));
     *grad_norm = (float)((double)grad_scale * sqrt(norm_sq));
   }

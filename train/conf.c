@@ -47,6 +47,7 @@ static const base_key_t keys[] = {
     {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until), BASE_V_CHOICE(untils)},
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
+    {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
     {"deadline_ms", "live: fire a partial step this long after its first window", F(deadline_ms), BASE_V_INT(1, 3600000)},
     {"queue_windows", "ingest bound on queued windows, per partition", F(queue_windows), BASE_V_INT(1, 1 << 24)},
     {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
@@ -92,6 +93,7 @@ static void conf_defaults(ls_train_conf_t *c) {
   c->seed = 1;
   c->until = 0;
   snprintf(c->start, sizeof c->start, "beginning");
+  c->max_abs = 1e18;
   c->deadline_ms = 200;
   c->queue_windows = 4096;
   c->buffer_records = 16777216;

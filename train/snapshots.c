@@ -19,6 +19,7 @@
 #include "snapshots.h"
 
 #include "base/clock.h"
+#include "guard.h"
 #include "base/digest.h"
 
 struct train_snaps_s {
@@ -28,6 +29,7 @@ struct train_snaps_s {
   uint64_t fingerprint;      /* of the configuration a snapshot must match */
   int64_t pending;           /* step of the snapshot being written or committed; -1 none */
   int commit_asked;          /* rank 0 asked the writer to commit `pending` */
+  int refused;               /* rank 0 refused `pending`: its model is not finite */
   double last_t;             /* when the last snapshot was taken (rank 0) */
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
@@ -292,8 +294,9 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   }
   v[SNAP_V_BUSY] = st.busy || s->pending >= 0;
   v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending;
-  /* The pending snapshot's write (or rank 0's commit) failed. */
-  v[SNAP_V_FAILED] = s->pending >= 0 && !st.busy && st.err != LS_OK;
+  /* The pending snapshot's write (or rank 0's commit) failed, or rank 0
+   * refused it. */
+  v[SNAP_V_FAILED] = s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused);
 }
 
 /* Fills the staging snapshot with this rank's part after `steps` steps and
@@ -305,7 +308,18 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   ls_snapshot_info_t const info = {steps, (uint64_t)v->conf->seed, s->fingerprint, v->world,
                                    v->rank};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
-  if (v->rank == 0) LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
+  if (v->rank == 0) {
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
+    /* Never a model with a NaN or an Inf (the step loop skips the updates
+     * that would make one): the snapshot is dropped on every rank. */
+    ls_snapshot_model_t model;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_model(snap, &model));
+    s->refused = !guard_finite(model.params, model.n);
+    if (s->refused) {
+      s->pending = steps;
+      return LS_OK;
+    }
+  }
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
@@ -346,10 +360,13 @@ static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
   ls_snapshotter_status_t status;
   LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
   snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
-           status.err != LS_OK ? ": " : " on another rank",
-           status.err != LS_OK ? status.message : "");
+           s->refused ? ": the model holds a non-finite parameter (not written)"
+           : status.err != LS_OK ? ": "
+                                 : " on another rank",
+           s->refused || status.err == LS_OK ? "" : status.message);
   st->snapshot_error = s->error;
   s->pending = -1;
+  s->refused = 0;
   return LS_OK;
 }
 

@@ -29,6 +29,10 @@ typedef struct train_view_s {
   int P;
 } train_view_t;
 
+/* FNV-1a digests of the parameters and, over every rank, of the series
+ * tables (ls_trainer_digest; train/launch.c). Collective. */
+ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
+
 /* Snapshot figures every rank adds to a step's sums. */
 enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };
 

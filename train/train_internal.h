@@ -24,6 +24,7 @@ struct ls_train_conf_s {
   int until; /* 0 live, 1 end */
   char start[64];
   int stateless;
+  double max_abs; /* records holding a value of larger magnitude are rejected (range) */
   int deadline_ms;
   int queue_windows;
   int64_t buffer_records;

@@ -10,8 +10,8 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "base/digest.h"
 #include "comm.h"
+#include "guard.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
@@ -59,6 +59,8 @@ struct ls_trainer_s {
   /* Accumulation and totals. */
   double acc_count;
   int acc_steps;
+  int acc_bad; /* a step of this accumulation had a non-finite loss: skip its update */
+  train_guard_t guard;
   ls_train_summary_t sum;
   step_loss_t *ring; /* [TAIL_RING] */
 
@@ -113,6 +115,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.features = c->features;
   is.window = c->window;
   is.queue_windows = c->queue_windows;
+  is.max_abs = c->max_abs;
   is.buffer_records = c->buffer_records;
   is.stop_at_end = c->until;
   is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
@@ -440,12 +443,18 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
     opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
   float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
-  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
-  st->updated = 1;
+  /* A non-finite loss or gradient never reaches the parameters (guard.h). */
+  opt.skip_nonfinite = 1;
+  int64_t const before = ls_engine_optimizer_steps(tr->v.eng);
+  if (tr->acc_bad) LS_FORWARD_IF_ERROR(ls_engine_zero_grads(tr->v.eng));
+  else LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
+  st->updated = ls_engine_optimizer_steps(tr->v.eng) > before;
+  st->nonfinite = !st->updated;
   st->lr = opt.lr;
-  tr->sum.updates++;
+  tr->sum.updates += st->updated;
   tr->acc_count = 0;
   tr->acc_steps = 0;
+  tr->acc_bad = 0;
   return LS_OK;
 }
 
@@ -478,6 +487,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   LS_FORWARD_IF_ERROR(ls_engine_backward(tr->v.eng, 1.0f));
   if (!tr->conf.stateless)
     LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->v.eng, states, n, tr->slots));
+  guard_scan(&tr->guard, tr->seq, tr->wins, n, T, (int)F);
   int64_t records = 0;
   for (int b = 0; b < n; b++) {
     const ls_window_t *const w = tr->wins[b];
@@ -489,6 +499,39 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   }
   v[V_LOSS] = loss, v[V_COUNT] = count, v[V_BASE] = base;
   v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
+  return LS_OK;
+}
+
+/* After the sums of a step that trained windows: its update (every
+ * `accumulate` steps), its figures into st and the totals. A step whose
+ * loss is not finite adds nothing to the totals and skips its update, as
+ * does one whose gradient is not finite (guard.h). */
+static ls_err_t account_step(ls_trainer_t *tr, const double *v, ls_step_stats_t *st) {
+  int const loss_bad = !isfinite(v[V_LOSS]);
+  tr->acc_bad |= loss_bad;
+  tr->acc_count += v[V_COUNT];
+  if (++tr->acc_steps == tr->conf.accumulate) LS_FORWARD_IF_ERROR(update(tr, st));
+  st->step = ++tr->sum.steps;
+  st->windows = (int)v[V_WINDOWS];
+  st->records = (int64_t)v[V_RECORDS];
+  st->loss_sum = v[V_LOSS];
+  st->baseline_sum = v[V_BASE];
+  st->count = v[V_COUNT];
+  /* Times: the mean over ranks. */
+  st->compute_s = v[V_COMPUTE] / tr->v.world;
+  st->wait_s = v[V_WAIT] / tr->v.world;
+  tr->sum.windows += st->windows;
+  tr->sum.records += st->records;
+  tr->sum.compute_s += st->compute_s;
+  st->nonfinite |= loss_bad;
+  if (st->nonfinite) st->nonfinite_note = guard_note(&tr->guard, st->step, loss_bad);
+  tr->sum.nonfinite_steps = tr->guard.bad_steps;
+  step_loss_t const l = {st->loss_sum, st->baseline_sum, st->count};
+  tr->ring[(st->step - 1) % TAIL_RING] = loss_bad ? (step_loss_t){0, 0, 0} : l;
+  if (loss_bad) return LS_OK;
+  tr->sum.loss_sum += l.loss;
+  tr->sum.baseline_sum += l.base;
+  tr->sum.count += l.count;
   return LS_OK;
 }
 
@@ -516,6 +559,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     double const w0 = tr->sum.wait_s;
     int n = 0;
     tr->stamp++;
+    tr->guard.value = -1.0; /* no window of this rank in the step yet */
     if (!(stop && *stop) && !cb_stop) {
       if (tr->conf.until) err = tr->v.P > 0 ? form_replay(tr, stop, &n) : LS_OK;
       else err = form_live(tr, stop, &n);
@@ -539,26 +583,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;
-    if (v[V_WINDOWS] > 0) {
-      tr->acc_count += v[V_COUNT];
-      if (++tr->acc_steps == tr->conf.accumulate && (err = update(tr, &st)) != LS_OK) break;
-      st.step = ++tr->sum.steps;
-      st.windows = (int)v[V_WINDOWS];
-      st.records = (int64_t)v[V_RECORDS];
-      st.loss_sum = v[V_LOSS];
-      st.baseline_sum = v[V_BASE];
-      st.count = v[V_COUNT];
-      /* Times: the mean over ranks. */
-      st.compute_s = v[V_COMPUTE] / tr->v.world;
-      st.wait_s = v[V_WAIT] / tr->v.world;
-      tr->sum.windows += st.windows;
-      tr->sum.records += st.records;
-      tr->sum.loss_sum += st.loss_sum;
-      tr->sum.baseline_sum += st.baseline_sum;
-      tr->sum.count += st.count;
-      tr->sum.compute_s += st.compute_s;
-      tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
-    }
+    if (v[V_WINDOWS] > 0 && (err = account_step(tr, v, &st)) != LS_OK) break;
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;
@@ -580,15 +605,6 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
 
 /* ------------------------------------------------------------------------ */
 /* Results                                                                   */
-
-int ls_train_launched_ranks(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *const v = getenv(vars[i]);
-    if (v != NULL && atoi(v) > 0) return atoi(v);
-  }
-  return 1;
-}
 
 ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
   LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
@@ -639,22 +655,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
   LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
                "trainer or outputs are NULL");
-  size_t const n = ls_engine_param_count(tr->v.eng);
-  float *p = malloc(n * sizeof(float));
-  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
-  ls_err_t const err = ls_engine_read_params(tr->v.eng, p, n);
-  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
-  free(p);
-  LS_FORWARD_IF_ERROR(err);
-  *params = h;
-  uint64_t mine = 0;
-  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->v.series, &mine));
-  /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
-  double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 2));
-  uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
-  *states = tr->v.world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
-  return LS_OK;
+  return train_view_digest(&tr->v, params, states);
 }
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }

@@ -38,6 +38,7 @@ typedef enum ls_reject_e {
   LS_REJECT_BACKWARDS, /* event time before the series' previous record */
   LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
   LS_REJECT_PARTITION, /* series already seen on another partition */
+  LS_REJECT_RANGE,     /* holds a value beyond the bound on magnitudes (max.abs) */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -358,8 +359,9 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
  * accepted on, or its skip rule names: PARTITION), a new series' skip rule
- * (below it: skipped), the value (SIZE, PARSE, NONFINITE), the time (not
- * before the series' last accepted record: BACKWARDS). A rejected record
+ * (below it: skipped), the value (SIZE, PARSE, NONFINITE, then RANGE: a
+ * value of magnitude above the windower's bound), the time (not before the
+ * series' last accepted record: BACKWARDS). A rejected record
  * changes nothing but the counters. When the record completes a window,
  * *complete points at it (valid until the next call on w), else NULL.
  * Returns the reason, LS_REJECT_NONE when accepted or skipped (below its
@@ -368,6 +370,11 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
  * with a message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
+
+/* Sets the bound on the magnitude of values: a record holding a value v
+ * with |v| > max_abs is rejected (RANGE). A new windower has none (every
+ * finite float passes). max_abs must be > 0; 3.4e38 or more is no bound. */
+LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -473,6 +480,11 @@ typedef struct ls_ingest_settings_s {
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
+  double max_abs;                /* [max.abs] reject records holding a value v with
+                                    |v| > max.abs (RANGE), > 0 (1e18: the square of a
+                                    difference of two such values, 4e36, stays finite
+                                    in float32, as a loss and an optimizer need;
+                                    3.4e38 or more, about float's largest: no bound) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     (10000) */

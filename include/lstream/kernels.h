@@ -241,9 +241,12 @@ typedef struct ls_optim_s {
   float weight_decay; /* 0 = none */
   int decoupled;      /* 1 = AdamW (decay the weights), 0 = Adam (add wd * p to the gradient) */
   float clip_norm;    /* global 2-norm bound on the gradient; <= 0 = no clipping */
+  int skip_nonfinite; /* 1 = a gradient holding NaN or Inf changes nothing (see
+                         ls_engine_optimizer_step); 0 = PyTorch's behaviour */
 } ls_optim_t;
 
-/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0. */
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0,
+ * no skipping. */
 LS_API void ls_optim_init(ls_optim_t *opt);
 
 /* One optimizer step on the flat buffers, with PyTorch's semantics:
@@ -251,7 +254,11 @@ LS_API void ls_optim_init(ls_optim_t *opt);
  *   g *= min(1, clip_norm / (||g|| + 1e-6))        (clip_grad_norm_)
  *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
  * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
- * before clipping. */
+ * before clipping. With opt->skip_nonfinite, a gradient holding NaN or Inf
+ * (its squared norm, summed in double, is not finite) is only zeroed: the
+ * parameters, Adam's moments and its step count stay as they were
+ * (ls_engine_optimizer_steps tells whether the step was taken), and
+ * grad_norm receives the non-finite norm. */
 LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
                                          float *grad_norm);
 

@@ -68,6 +68,11 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   start           where every partition starts: beginning | end |
  *                   OFFSET | time:MS                          (beginning)
  *   stateless       true: every window starts from a zero state (false)
+ *   max_abs         records holding a value v with |v| > max_abs are
+ *                   rejected (reason range): 1e18 keeps the square of a
+ *                   difference of two values (4e36) finite in float32, as
+ *                   the loss and Adam's moments need; 3.4e38 or more: no
+ *                   bound                                     (1e18)
  *   deadline_ms     live mode: fire a partial step this long after its
  *                   first window                              (200)
  *   queue_windows   ingest queue bound per partition, windows (4096)
@@ -110,6 +115,13 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * After a snapshot commits, its offsets are also committed to the consumer
  * group (for Kafka's lag tools; lstream resumes from snapshots only).
  *
+ * Non-finite steps. A step whose loss or gradient (summed over the ranks)
+ * holds a NaN or an Inf updates nothing: its update is skipped, the step
+ * counted (ls_train_summary_t.nonfinite_steps) and reported with the window
+ * most likely at fault (ls_step_stats_t.nonfinite_note); a non-finite loss
+ * enters no total. A model with a non-finite parameter is never
+ * snapshotted.
+ *
  * Replicas. Under mpirun every rank runs a trainer: rank r reads the
  * partitions p with p % world == r (and so owns their series and states),
  * all ranks step in lockstep, a rank with nothing ready adds zeros, and the
@@ -147,6 +159,10 @@ typedef struct ls_step_stats_s {
   double baseline_sum;   /* last-value prediction, same targets */
   double count;          /* valid target values */
   int updated;           /* 1 if the optimizer stepped after this step */
+  int nonfinite;         /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
+                            no update, and a non-finite loss counts in no total */
+  const char *nonfinite_note; /* then: what was skipped, and this rank's window with the
+                                 largest |value| (series, partition, offsets), else NULL */
   float grad_norm;       /* gradient norm of that update (before clipping) */
   float lr;              /* learning rate of that update */
   double compute_s;      /* seconds in the engine */
@@ -169,6 +185,7 @@ typedef struct ls_train_summary_s {
                                 gradient sum runs on the GPU without blocking, so only the
                                 step figures' sum and the wait count */
   int64_t rejected;          /* records the consumer rejected (all reasons) */
+  int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */
   int64_t snapshots_skipped; /* due while the previous one was being written */

@@ -14,6 +14,11 @@
 #                without --snapshot-dir, --config given a directory
 #   max_steps    a replay stopped by --max-steps 12 with snapshots, resumed with
 #                --max-steps 12, then 5: no step more, the same model
+#   poison       one record of 3e38 among sine records: by default rejected
+#                (reason range); with --max-abs 3.4e38 (no bound) it enters,
+#                its steps' updates are skipped and reported with its series
+#                and offsets, and the parameters, every snapshot and the
+#                summary's MSE stay finite
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -145,6 +150,56 @@ max_steps)
     [ -z "${first:-}" ] || [ "$d" = "$first" ] || fail "--max-steps $n changed the model: $d"
     first=$d
   done
+  ;;
+poison)
+  # 8 series x 300 records of a sine; S3's record 150 is 3e38 (f32).
+  awk 'BEGIN {
+    for (i = 0; i < 300; i++) for (k = 0; k < 8; k++)
+      printf "S%d,%d,%s\n", k, 1700000000000 + 1000 * i,
+        (k == 3 && i == 150) ? "3e38" : sprintf("%.6f", sin(i / 7.0 + k))
+  }' >"$work/poison.csv"
+  start_broker --topic poison:2
+  "$lstream" produce --brokers "$bootstrap" --topic poison --csv "$work/poison.csv" >/dev/null
+  # finite FILE...: every float32 of raw files (.bin) and safetensors files is finite.
+  finite() {
+    /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys, numpy as np
+for path in sys.argv[1:]:
+    data = open(path, "rb").read()
+    if not path.endswith(".bin"):
+        n = struct.unpack("<Q", data[:8])[0]
+        data = data[8 + n:]
+    v = np.frombuffer(data, dtype="<f4")
+    assert v.size > 0 and np.isfinite(v).all(), "%s: %d of %d not finite" % (
+        path, v.size - np.isfinite(v).sum(), v.size)
+PY
+  }
+  args=(--topic poison --features 1 --window 8 --batch 8 --hidden 8 --lr 0.01 --snapshot-every 5
+    --snapshot-keep 1000)
+  train "$work/a" "${args[@]}" --snapshot-dir "$work/sa" --params-out "$work/a.bin" >/dev/null
+  [ "$(field "$work/a" summary rejected)" = 1 ] || fail "the 3e38 record was not rejected"
+  [ "$(field "$work/a" summary nonfinite)" = 0 ] || fail "a step went non-finite"
+  finite "$work/a.bin" || fail "default bound: the parameters are not finite"
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${args[@]}" --max-abs 3.4e38 \
+    --snapshot-dir "$work/sb" --params-out "$work/b.bin" >"$work/b" 2>"$work/b.err" ||
+    fail "no bound: exit $?: $(cat "$work/b.err")"
+  cat "$work/b"
+  [ "$(field "$work/b" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
+  bad=$(field "$work/b" summary nonfinite)
+  [ "$bad" -ge 1 ] || fail "no step was found non-finite"
+  n=$(grep -c "warning: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
+  [ "$n" = "$bad" ] || fail "$bad non-finite steps, $n reported with S3: $(cat "$work/b.err")"
+  for key in mse baseline final_mse; do
+    awk -v x="$(field "$work/b" loss $key)" 'BEGIN { exit !(x + 0 == x && x < 1e30) }' ||
+      fail "loss $key is not finite: $(grep '^loss' "$work/b")"
+  done
+  finite "$work/b.bin" || fail "no bound: the parameters are not finite"
+  for snap in "$work"/sb/snap-*; do
+    "$lstream" export "$snap" --safetensors "$work/s.safetensors" >/dev/null
+    finite "$work/s.safetensors" || fail "$snap holds a non-finite parameter"
+  done
+  echo "$(ls -d "$work"/sb/snap-* | wc -l) snapshots, every parameter finite"
+  grep warning "$work/b.err"
   ;;
 lock)
   start_broker --topic lk:2

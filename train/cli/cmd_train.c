@@ -81,6 +81,8 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
             (long long)s->step);
   if (s->snapshot_error != NULL) /* printed even when quiet: it needs attention */
     fprintf(stderr, "lstream train: warning: %s\n", s->snapshot_error);
+  if (s->nonfinite_note != NULL) /* every rank: each names its own suspect window */
+    fprintf(stderr, "lstream train: warning: %s\n", s->nonfinite_note);
   int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
   if (!lg->quiet && due) print_line(lg, s->step, now);
   return 0;
@@ -296,9 +298,10 @@ static void print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank) {
     return;
   double const busy = s.wait_s + s.compute_s;
   printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
-         "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f comm_s=%.3f\n",
+         "nonfinite=%lld seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f "
+         "comm_s=%.3f\n",
          (long long)s.steps, (long long)s.windows, (long long)s.records, (long long)s.series,
-         (long long)s.updates, (long long)s.rejected, s.elapsed_s,
+         (long long)s.updates, (long long)s.rejected, (long long)s.nonfinite_steps, s.elapsed_s,
          s.elapsed_s > 0 ? s.windows / s.elapsed_s : 0.0,
          s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0,
          s.comm_s);

@@ -1,0 +1,43 @@
+/*
+ * The guard against non-finite updates (train/ internal). A step whose loss
+ * or gradient is not finite (NaN or Inf, summed over the ranks) has its
+ * update skipped (ls_optim_t.skip_nonfinite, or the gradient zeroed when
+ * the loss itself is not finite), is counted, and is logged with the window
+ * most likely at fault: of this rank's windows in the step, the one whose
+ * records hold the largest magnitude. A model with a non-finite parameter
+ * is never snapshotted (guard_finite, in snapshots.c).
+ */
+#ifndef LSTREAM_TRAIN_GUARD_H
+#define LSTREAM_TRAIN_GUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lstream/ingest.h"
+
+typedef struct train_guard_s {
+  /* Of this rank's windows in the last step scanned: the one with the
+   * largest |value| (value < 0: the rank had none). */
+  char key[LS_KEY_MAX + 1];
+  size_t key_len;
+  int32_t partition;
+  int64_t first_offset, last_offset;
+  double value;
+  int64_t bad_steps; /* steps whose loss or gradient was not finite */
+  char note[768];
+} train_guard_t;
+
+/* Notes, of the step's windows wins [n] whose records are seq [T+1, n, F],
+ * the one holding the largest |value|. */
+void guard_scan(train_guard_t *g, const float *seq, const ls_window_t *const *wins, int n, int T,
+                int F);
+
+/* Counts step `step` as non-finite (its loss, when loss_bad, else its
+ * gradient) and returns the note for the log: what was skipped and the
+ * window noted by the last guard_scan. Valid until the next call. */
+const char *guard_note(train_guard_t *g, int64_t step, int loss_bad);
+
+/* 1 when every one of p [n] is finite. */
+int guard_finite(const float *p, size_t n);
+
+#endif /* LSTREAM_TRAIN_GUARD_H */
