@@ -18,7 +18,8 @@
 #                (reason range); with --max-abs 3.4e38 (no bound) it enters,
 #                its steps' updates are skipped and reported with its series
 #                and offsets, and the parameters, every snapshot and the
-#                summary's MSE stay finite
+#                summary's MSE stay finite; every --metrics line is JSON
+#                (the non-finite figures null)
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -181,7 +182,8 @@ PY
   [ "$(field "$work/a" summary nonfinite)" = 0 ] || fail "a step went non-finite"
   finite "$work/a.bin" || fail "default bound: the parameters are not finite"
   "$lstream" train --brokers "$bootstrap" --until end --quiet "${args[@]}" --max-abs 3.4e38 \
-    --snapshot-dir "$work/sb" --params-out "$work/b.bin" >"$work/b" 2>"$work/b.err" ||
+    --snapshot-dir "$work/sb" --params-out "$work/b.bin" --metrics "$work/b.jsonl" \
+    >"$work/b" 2>"$work/b.err" ||
     fail "no bound: exit $?: $(cat "$work/b.err")"
   cat "$work/b"
   [ "$(field "$work/b" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
@@ -194,6 +196,18 @@ PY
       fail "loss $key is not finite: $(grep '^loss' "$work/b")"
   done
   finite "$work/b.bin" || fail "no bound: the parameters are not finite"
+  /usr/bin/python3 - "$work/b.jsonl" "$bad" <<'PY' || fail "--metrics is not JSON on every line"
+import json, sys
+def strict(name):  # Python's json takes NaN and Infinity; JSON does not
+    raise ValueError("not JSON: " + name)
+lines = open(sys.argv[1]).read().splitlines()
+steps = [json.loads(l, parse_constant=strict) for l in lines]
+bad = [s for s in steps if s["nonfinite"]]
+assert len(bad) == int(sys.argv[2]), bad
+assert all(s["updated"] == 0 and s["grad_norm"] is None for s in bad), bad
+assert any(s["loss"] is None for s in bad), bad
+print("%d metrics lines, all JSON; non-finite steps: %s" % (len(steps), bad))
+PY
   for snap in "$work"/sb/snap-*; do
     "$lstream" export "$snap" --safetensors "$work/s.safetensors" >/dev/null
     finite "$work/s.safetensors" || fail "$snap holds a non-finite parameter"

@@ -2,6 +2,7 @@
  * `lstream train`: trains the model on a topic, a log line per second (or
  * per N steps), optional JSON-lines metrics, and a summary at the end.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,30 @@ static void print_line(run_log_t *lg, int64_t step, double now) {
   lg->last_t = now;
 }
 
+/* A JSON number with printf's format fmt, or null when v is NaN or Inf
+ * (JSON has neither). */
+static const char *json_num(char *buf, size_t size, const char *fmt, double v) {
+  if (!isfinite(v)) return "null";
+  snprintf(buf, size, fmt, v);
+  return buf;
+}
+
+/* One --metrics line: a JSON object, valid whatever the step's figures. */
+static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
+  char loss[32], base[32], norm[32], lr[32];
+  fprintf(f,
+          "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%s,"
+          "\"baseline\":%s,\"count\":%.0f,\"updated\":%d,\"nonfinite\":%d,\"grad_norm\":%s,"
+          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f}\n",
+          (long long)s->step, time_s, s->windows, (long long)s->records,
+          json_num(loss, sizeof loss, "%.9g", mse(s->loss_sum, s->count)),
+          json_num(base, sizeof base, "%.9g", mse(s->baseline_sum, s->count)), s->count,
+          s->updated, s->nonfinite,
+          json_num(norm, sizeof norm, "%.6g", s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
+          json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
+          s->wait_s);
+}
+
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = base_now_s();
@@ -61,16 +86,7 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   lg->count += s->count;
   lg->wait_s += s->wait_s;
   lg->compute_s += s->compute_s;
-  if (lg->metrics != NULL) {
-    fprintf(lg->metrics,
-            "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%.9g,"
-            "\"baseline\":%.9g,\"count\":%.0f,\"updated\":%d,\"grad_norm\":%.6g,\"lr\":%.6g,"
-            "\"compute_s\":%.6f,\"wait_s\":%.6f}\n",
-            (long long)s->step, now - lg->t0, s->windows, (long long)s->records,
-            mse(s->loss_sum, s->count), mse(s->baseline_sum, s->count), s->count, s->updated,
-            s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0,
-            s->compute_s, s->wait_s);
-  }
+  if (lg->metrics != NULL) metrics_line(lg->metrics, s, now - lg->t0);
   if (!lg->quiet && s->snapshot_committed >= 0)
     fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
             (long long)s->snapshot_committed);
@@ -191,7 +207,8 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
       {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a->props,
        .call = cli_kafka_props_load, .help = "librdkafka properties, one KEY=VALUE a line"},
       {.name = "metrics", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->metrics_path,
-       .help = "append one JSON object per step"},
+       .help = "append one JSON object per step (a figure that is\n"
+               "NaN or Inf, as in a non-finite step, is null)"},
       {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
        .help = "at the end, write series,partition,windows,records,\n"
                "last_offset for every series (CSV, RFC 4180: a key\n"
