@@ -179,6 +179,13 @@ ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *c, const char *setting) {
   return LS_OK;
 }
 
+ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *c, ls_train_warn_cb cb, void *opaque) {
+  LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "conf is NULL");
+  c->warn_cb = cb;
+  c->warn_opaque = opaque;
+  return LS_OK;
+}
+
 static ls_err_t set_from_file(void *conf, const char *key, const char *value) {
   return ls_train_conf_set(conf, key, value);
 }

@@ -339,10 +339,11 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
 }
 
 /* The pending snapshot committed: its offsets go to the consumer group
- * (informational; a failure is reported, not fatal). */
+ * (informational, asynchronous: a broker down never holds up a step or the
+ * exit; a failure is reported, not fatal). */
 static void committed(train_snaps_t *s, ls_step_stats_t *st) {
   if (s->v->ing != NULL && s->n > 0 &&
-      ls_ingest_commit(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
+      ls_ingest_commit_async(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
     snprintf(s->error, sizeof s->error,
              "snapshot of step %" PRId64
              " committed, but not its offsets to the consumer group: %s",

@@ -30,8 +30,12 @@ typedef struct train_view_s {
 } train_view_t;
 
 /* FNV-1a digests of the parameters and, over every rank, of the series
- * tables (ls_trainer_digest; train/launch.c). Collective. */
+ * tables (ls_trainer_digest; train/results.c). Collective. */
 ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
+
+/* This rank's records rejected so far, per reason, into out [LS_REJECT__COUNT]
+ * (train/results.c). */
+void train_view_rejections(const train_view_t *v, double *out);
 
 /* Snapshot figures every rank adds to a step's sums. */
 enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };

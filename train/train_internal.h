@@ -39,6 +39,8 @@ struct ls_train_conf_s {
   char resume[1024]; /* latest | none | a snapshot directory */
   char **kafka; /* "key=value" librdkafka properties */
   int n_kafka;
+  ls_train_warn_cb warn_cb; /* the consumer's warnings, or NULL */
+  void *warn_opaque;
 };
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);

@@ -116,6 +116,8 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.window = c->window;
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
+  is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down
+                                  must not hold up the end of a run */
   is.buffer_records = c->buffer_records;
   is.stop_at_end = c->until;
   is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
@@ -124,6 +126,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   char servers[600];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", c->brokers);
   ls_err_t err = ls_ingest_conf_set_settings(ic, &is);
+  if (err == LS_OK) err = ls_ingest_conf_set_warn_cb(ic, c->warn_cb, c->warn_opaque);
   if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, servers);
   for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
   int32_t count = 0;
@@ -427,8 +430,11 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 
 /* What every rank contributes to a step, summed across ranks. */
 enum {
-  V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
+  V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE,
+  V_REJECTED, /* [LS_REJECT__COUNT] records rejected so far, per reason */
+  V__N = V_REJECTED + LS_REJECT__COUNT
 };
+
 
 /* Sums the gradients across ranks (unless backward started the sums, and
  * the step loop finished them) and steps the optimizer. */
@@ -520,6 +526,7 @@ static ls_err_t account_step(ls_trainer_t *tr, const double *v, ls_step_stats_t 
   /* Times: the mean over ranks. */
   st->compute_s = v[V_COMPUTE] / tr->v.world;
   st->wait_s = v[V_WAIT] / tr->v.world;
+  for (int r = 0; r < LS_REJECT__COUNT; r++) st->rejected[r] = (int64_t)v[V_REJECTED + r];
   tr->sum.windows += st->windows;
   tr->sum.records += st->records;
   tr->sum.compute_s += st->compute_s;
@@ -574,6 +581,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
+    train_view_rejections(&tr->v, v + V_REJECTED);
     train_snaps_contribute(tr->snaps, tr->sum.steps, v + V__N);
     double const s0 = base_now_s();
     err = comm_sum_doubles(tr->v.comm, v, V__N + SNAP_V__N);
@@ -639,16 +647,15 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
     out->tail_baseline_sum += r->base;
     out->tail_count += r->count;
   }
-  ls_ingest_stats_t is;
-  out->rejected = 0;
-  if (tr->v.ing != NULL && ls_ingest_stats(tr->v.ing, &is) == LS_OK)
-    for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
-  double v[4] = {(double)out->series, (double)out->rejected, out->wait_s, out->comm_s};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 4));
+  double v[3 + LS_REJECT__COUNT] = {(double)out->series, out->wait_s, out->comm_s};
+  train_view_rejections(&tr->v, v + 3);
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 3 + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
-  out->rejected = (int64_t)v[1];
-  out->wait_s = v[2] / tr->v.world;
-  out->comm_s = v[3] / tr->v.world;
+  out->wait_s = v[1] / tr->v.world;
+  out->comm_s = v[2] / tr->v.world;
+  out->rejected = 0;
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    out->rejected += out->rejected_by[r] = (int64_t)v[3 + r];
   return LS_OK;
 }
 

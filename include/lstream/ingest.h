@@ -518,8 +518,11 @@ LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
  * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
  * group is joined, and offsets are committed only by ls_ingest_commit),
  * auto.offset.reset=error (a record deleted before it was read fails the
- * consumer instead of being skipped) and queued.min.messages=1000000
- * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why).
+ * consumer instead of being skipped), queued.min.messages=1000000
+ * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why) and
+ * session.timeout.ms = commit.timeout.ms (it bounds how long a commit waits
+ * for a coordinator, and so how long ls_ingest_destroy waits for commits in
+ * flight).
  * enable.auto.commit, enable.auto.offset.store (false) and
  * enable.partition.eof (true) are fixed. */
 LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
@@ -592,8 +595,10 @@ typedef struct ls_ingest_s ls_ingest_t;
  * after. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
-/* Stops the thread, closes the clients (flushing dead letters); accepts
- * NULL. Windows not released are freed: do not use them after. */
+/* Stops the thread, closes the clients (flushing dead letters, for up to
+ * 5 s); accepts NULL. No consumer-group close: nothing waits on a broker
+ * that is down, and commits still in flight are abandoned. Windows not
+ * released are freed: do not use them after. */
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
@@ -644,6 +649,15 @@ LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int
  * it does not hold up the consumer. n = 0 commits nothing. */
 LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
                                  const int64_t *offsets);
+
+/* ls_ingest_commit without the wait: starts the commit and returns at
+ * once. A commit that fails (a coordinator down, a partition refused) is
+ * reported later through the warning callback (WARN: Kafka), rate limited;
+ * one still in flight when the consumer is destroyed is abandoned. For a
+ * trainer whose offsets live in its snapshots, so that a broker outage
+ * never holds up a step or an exit. */
+LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                       const int64_t *offsets);
 
 /* ls_windower_pending for the consumer's series, once a replay (stop=end)
  * has reached the end of every partition (LS_ERR_STATE before): the records

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/ingest.h" /* LS_REJECT__COUNT */
 #include "lstream/state.h"
 
 #ifdef __cplusplus
@@ -113,7 +114,9 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * taken only after an update (never in the middle of an accumulation); one
  * due while the previous is still being written is skipped and counted.
  * After a snapshot commits, its offsets are also committed to the consumer
- * group (for Kafka's lag tools; lstream resumes from snapshots only).
+ * group (for Kafka's lag tools; lstream resumes from snapshots only), in
+ * the background: a broker that is down never holds up a step or the end
+ * of a run.
  *
  * Non-finite steps. A step whose loss or gradient (summed over the ranks)
  * holds a NaN or an Inf updates nothing: its update is skipped, the step
@@ -133,6 +136,16 @@ LS_API ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const 
 
 /* Passes a librdkafka property "key=value" to the consumer (as kcat -X). */
 LS_API ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setting);
+
+/* Warnings of the consumer that do not stop the run: Kafka's errors that
+ * librdkafka retries and its own warnings (a broker down, unreachable),
+ * rejected records, dead letters not delivered. Rate limited: at most one
+ * per kind every 5 s, saying how many were suppressed. Called from the
+ * consumer's thread or librdkafka's, one call at a time; cb may print.
+ * NULL (the default) drops them. */
+typedef void (*ls_train_warn_cb)(void *opaque, const char *message);
+LS_API ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *conf, ls_train_warn_cb cb,
+                                          void *opaque);
 
 /* Reads KEY = VALUE lines (blank lines and lines starting with # skipped)
  * and sets each; an error names the file and the line. */
@@ -170,6 +183,8 @@ typedef struct ls_step_stats_s {
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
+  int64_t rejected[LS_REJECT__COUNT]; /* records rejected so far, per reason (ls_reject_t),
+                                         all ranks */
 } ls_step_stats_t;
 
 /* Totals of a run; `tail` covers the last fifth of the steps (at most the
@@ -185,6 +200,7 @@ typedef struct ls_train_summary_s {
                                 gradient sum runs on the GPU without blocking, so only the
                                 step figures' sum and the wait count */
   int64_t rejected;          /* records the consumer rejected (all reasons) */
+  int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */

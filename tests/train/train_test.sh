@@ -20,6 +20,10 @@
 #                and offsets, and the parameters, every snapshot and the
 #                summary's MSE stay finite; every --metrics line is JSON
 #                (the non-finite figures null)
+#   outage       live, the broker taken down (lstream broker's SIGUSR1): Kafka's
+#                warnings reach the log; SIGTERM then ends the run within
+#                5 s, with its final snapshot committed, and the summary
+#                gives the rejections per reason
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -214,6 +218,50 @@ PY
   done
   echo "$(ls -d "$work"/sb/snap-* | wc -l) snapshots, every parameter finite"
   grep warning "$work/b.err"
+  ;;
+outage)
+  start_broker --topic out:2
+  # 8 series x 200 records, and 3 records rejected: one too wide (size), one
+  # NaN (nonfinite), one beyond --max-abs (range).
+  awk 'BEGIN {
+    for (i = 0; i < 200; i++) for (k = 0; k < 8; k++)
+      printf "S%d,%d,%.6f\n", k, 1700000000000 + 1000 * i, sin(i / 7.0 + k)
+  }' >"$work/out.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic out --csv "$work/out.csv" --format csv \
+    >/dev/null
+  # (murmur2_random: the partitioner of lstream produce, so each key keeps its partition)
+  printf 'S1:1,2\nS2:nan\nS3:5e20\n' |
+    kcat -P -b "$bootstrap" -t out -K: -X partitioner=murmur2_random ||
+    fail "kcat could not produce"
+  "$lstream" train --brokers "$bootstrap" --topic out --features 1 --window 8 --batch 8 \
+    --hidden 4 --format csv --snapshot-dir "$work/snaps" --snapshot-every 5 --log-every 1 \
+    --metrics "$work/m" >"$work/out" 2>"$work/err" &
+  live=$!
+  # Progress points, not time: every whole window trained (8 series x 24
+  # windows of 8 targets; live mode keeps the partial ones), then
+  # the outage seen in the log.
+  for _ in $(seq 600); do
+    [ "$(awk -F'"records":' '{split($2, a, ","); n += a[1]} END {print n + 0}' "$work/m" \
+      2>/dev/null)" = 1536 ] && break
+    sleep 0.1
+  done
+  kill -USR1 "$broker_pid"
+  for _ in $(seq 600); do grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" && break; sleep 0.1; done
+  grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" ||
+    fail "no Kafka warning in the log 60 s into the outage: $(cat "$work/err")"
+  t0=$(date +%s.%N)
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(tail -5 "$work/err")"
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+  echo "exit $took s after SIGTERM, the broker down"
+  awk -v t="$took" 'BEGIN {exit !(t <= 5)}' || fail "exit took $took s after SIGTERM (over 5 s)"
+  last=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  [ "$(cat "$work/snaps/latest")" = "$(printf 'snap-%012d' "$last")" ] ||
+    fail "the final snapshot is not step $last's: $(cat "$work/snaps/latest")"
+  grep -q "^rejected size=1 parse=0 nonfinite=1 backwards=0 key=0 partition=0 range=1" \
+    "$work/out" || fail "no rejections per reason in the summary: $(cat "$work/out")"
+  grep -q 'rejected=size:1,nonfinite:1,range:1' "$work/err" ||
+    fail "no rejections per reason in the log"
   ;;
 lock)
   start_broker --topic lk:2

@@ -15,10 +15,13 @@
 
 #define MAX_TOPICS 64
 
-static volatile sig_atomic_t broker_stop = 0;
+static volatile sig_atomic_t broker_stop = 0, broker_usr = 0;
 
 static void broker_on_signal(int sig) {
-  broker_stop = sig;
+  if (sig == SIGUSR1 || sig == SIGUSR2)
+    broker_usr = sig;
+  else
+    broker_stop = sig;
 }
 
 #define ABOUT                                                                                \
@@ -28,6 +31,9 @@ static void broker_on_signal(int sig) {
   "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"
 
 #define EPILOG                                                                               \
+  "Outages, for tests: SIGUSR1 takes broker 1 down (its listener and connections\n"        \
+  "close; it stays the leader of its partitions), SIGUSR2 brings it back up.\n"             \
+  "\n"                                                                                       \
   "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"       \
   "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"         \
   "check low watermarks), fetches served by one thread, no SSL/SASL.\n"                     \
@@ -79,20 +85,29 @@ static int broker_write_file(const char *path, const char *text) {
   return CLI_EXIT_OK;
 }
 
-/* Blocks until SIGINT or SIGTERM. The signals stay blocked outside
- * sigsuspend, so one that arrives before the wait is not lost. */
-static void broker_wait_for_signal(void) {
+/* Blocks until SIGINT or SIGTERM, taking broker 1 down on SIGUSR1 and up
+ * on SIGUSR2. The signals stay blocked outside sigsuspend, so one that
+ * arrives before the wait is not lost. */
+static void broker_wait_for_signal(ls_broker_t *broker) {
   sigset_t block, old;
   sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
+  int const sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
   struct sigaction sa = {.sa_handler = broker_on_signal};
   sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 4; i++) sigaddset(&block, sigs[i]);
   sigprocmask(SIG_BLOCK, &block, &old);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  while (!broker_stop)
+  for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, NULL);
+  while (!broker_stop) {
     sigsuspend(&old);
+    if (broker_usr == 0) continue;
+    int const down = broker_usr == SIGUSR1;
+    broker_usr = 0;
+    ls_err_t const err = down ? ls_broker_set_down(broker, 1) : ls_broker_set_up(broker, 1);
+    if (err != LS_OK)
+      cli_fail(err, "cannot take broker 1 %s", down ? "down" : "up");
+    else
+      fprintf(stderr, "lstream broker: broker 1 is %s\n", down ? "down (SIGUSR1)" : "up (SIGUSR2)");
+  }
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -149,7 +164,7 @@ int cmd_broker(int argc, char **argv) {
   fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
           n_brokers, bootstrap, topics.n);
 
-  broker_wait_for_signal();
+  broker_wait_for_signal(broker);
 
   if (bootstrap_file != NULL) unlink(bootstrap_file);
   ls_broker_destroy(broker);

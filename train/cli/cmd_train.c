@@ -32,19 +32,39 @@ typedef struct run_log_s {
   /* Since the last log line. */
   int64_t steps, windows, records;
   double loss, base, count, wait_s, compute_s;
+  int64_t rejected[LS_REJECT__COUNT]; /* so far, per reason */
 } run_log_t;
 
 static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
 
+/* Rejections per reason as "size:1,range:2" (the reasons with any), or "0". */
+static const char *rejected_text(const int64_t *rejected, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int r = 1; r < LS_REJECT__COUNT && len < size; r++)
+    if (rejected[r] > 0)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s:%lld", len ? "," : "",
+                              ls_reject2str((ls_reject_t)r), (long long)rejected[r]);
+  return len ? buf : "0";
+}
+
+/* The consumer's warnings (Kafka's errors, rejected records), as they come. */
+static void on_warning(void *opaque, const char *message) {
+  const char *const rank = opaque;
+  fprintf(stderr, "lstream train: %s%s%swarning: %s\n", rank ? "rank " : "", rank ? rank : "",
+          rank ? ": " : "", message);
+}
+
 static void print_line(run_log_t *lg, int64_t step, double now) {
   double const dt = now - lg->last_t > 0 ? now - lg->last_t : 1e-9;
   double const busy = lg->wait_s + lg->compute_s;
+  char rejected[256];
   fprintf(stderr,
           "step=%lld windows=%lld loss=%.6g baseline=%.6g windows_per_s=%.0f records_per_s=%.0f "
-          "wait=%.3f\n",
+          "wait=%.3f rejected=%s\n",
           (long long)step, (long long)lg->windows, mse(lg->loss, lg->count),
           mse(lg->base, lg->count), lg->windows / dt, lg->records / dt,
-          busy > 0 ? lg->wait_s / busy : 0.0);
+          busy > 0 ? lg->wait_s / busy : 0.0, rejected_text(lg->rejected, rejected, sizeof rejected));
   lg->steps = lg->windows = lg->records = 0;
   lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
   lg->last_t = now;
@@ -64,7 +84,7 @@ static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   fprintf(f,
           "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%s,"
           "\"baseline\":%s,\"count\":%.0f,\"updated\":%d,\"nonfinite\":%d,\"grad_norm\":%s,"
-          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f}\n",
+          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f,\"rejected\":{",
           (long long)s->step, time_s, s->windows, (long long)s->records,
           json_num(loss, sizeof loss, "%.9g", mse(s->loss_sum, s->count)),
           json_num(base, sizeof base, "%.9g", mse(s->baseline_sum, s->count)), s->count,
@@ -72,6 +92,10 @@ static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
           json_num(norm, sizeof norm, "%.6g", s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
           json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
           s->wait_s);
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    fprintf(f, "%s\"%s\":%lld", r > 1 ? "," : "", ls_reject2str((ls_reject_t)r),
+            (long long)s->rejected[r]);
+  fputs("}}\n", f);
 }
 
 static int on_step(void *opaque, const ls_step_stats_t *s) {
@@ -86,6 +110,7 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   lg->count += s->count;
   lg->wait_s += s->wait_s;
   lg->compute_s += s->compute_s;
+  memcpy(lg->rejected, s->rejected, sizeof lg->rejected);
   if (lg->metrics != NULL) metrics_line(lg->metrics, s, now - lg->t0);
   if (!lg->quiet && s->snapshot_committed >= 0)
     fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
@@ -155,10 +180,12 @@ static int write_params(ls_trainer_t *tr, const char *path) {
 #define EPILOG                                                                            \
   "The log line: step, windows in the step, prequential MSE, baseline MSE,\n"             \
   "windows/s, records/s and the share of time spent waiting for data, over the\n"         \
-  "steps since the previous line. At the end (a replay's end, or SIGINT/SIGTERM)\n"       \
-  "a summary gives the MSE over the whole run and over its last fifth (final),\n"         \
-  "the series, and digests of the parameters and states (equal digests,\n"                \
-  "bit-identical models).\n"                                                              \
+  "steps since the previous line, and the records rejected so far per reason.\n"          \
+  "Kafka's warnings and errors (a broker down, unreachable) and rejected records\n"       \
+  "are logged as they come, at most one of a kind every 5 s. At the end (a\n"             \
+  "replay's end, or SIGINT/SIGTERM) a summary gives the MSE over the whole run\n"         \
+  "and over its last fifth (final), the series, the rejections per reason, and\n"         \
+  "digests of the parameters and states (equal digests, bit-identical models).\n"         \
   "\n"                                                                                    \
   "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"       \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
@@ -332,6 +359,10 @@ static void print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank) {
          (unsigned long long)ds);
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n",
          (long long)s.snapshots, (long long)s.snapshots_skipped, (long long)s.resumed_step);
+  printf("rejected");
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s.rejected_by[r]);
+  printf("\n");
   if (!lg->quiet && s.tail_count > 0 && s.tail_baseline_sum > 0)
     fprintf(stderr,
             "lstream train: final prequential MSE %.4g, last-value baseline %.4g: the model's "
@@ -374,11 +405,18 @@ int cmd_train(int argc, char **argv) {
   int mpi_up = 0, rank = 0;
   ls_trainer_t *tr = NULL;
   int rc = train_parse(argc, argv, &a);
+  /* Under mpirun, warnings say which rank they come from. */
+  const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
+  if (rank_env == NULL) rank_env = getenv("PMIX_RANK");
+  if (rc == CLI_EXIT_OK)
+    ls_train_conf_set_warn_cb(a.conf, on_warning,
+                              ls_train_launched_ranks() > 1 ? (void *)rank_env : NULL);
   lg.log_every = a.log_every;
   lg.quiet = a.quiet;
   if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
   if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
+  if (lg.metrics != NULL) setvbuf(lg.metrics, NULL, _IOLBF, 0); /* a line as each step ends */
   ls_err_t const err = rc == CLI_EXIT_OK ? ls_trainer_new(a.conf, &tr) : LS_OK;
   if (err != LS_OK) rc = cli_fail(err, "cannot start training");
   if (rc == CLI_EXIT_OK) rc = train_run(&a, tr, &lg, &rank);
