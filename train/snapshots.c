@@ -35,6 +35,9 @@ struct train_snaps_s {
   int64_t *offsets;          /* [P] their resume offsets */
   int n;
   int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
+  int64_t durable_step; /* the newest snapshot committed (or resumed from), -1 none */
+  double durable_t;     /* when it committed (the run's start for one resumed from) */
+  int final_failed;     /* train_snaps_final failed on every rank */
   int64_t committed, skipped;
   char note[2048]; /* what resuming did */
   char error[640]; /* the last snapshot failure, for the step's stats */
@@ -73,7 +76,8 @@ ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
   s->v = view;
   s->fingerprint = fingerprint(view->conf);
   s->pending = -1;
-  s->resumed_step = -1;
+  s->resumed_step = s->durable_step = -1;
+  s->durable_t = base_now_s();
   *out = s;
   return LS_OK;
 }
@@ -85,6 +89,8 @@ void train_snaps_destroy(train_snaps_t *s) {
   free(s->parts), free(s->offsets);
   free(s);
 }
+
+int train_snaps_failed(const train_snaps_t *s) { return s != NULL && s->final_failed; }
 
 const char *train_snaps_note(const train_snaps_t *s) {
   return s == NULL ? "" : s->note;
@@ -179,7 +185,7 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
     *snap = NULL;
     return err;
   }
-  s->resumed_step = info.step;
+  s->resumed_step = s->durable_step = info.step;
   /* The snapshot's own rank count is its manifest's (the loaded part is this
    * run's, re-sharded when the counts differ). */
   ls_snapshot_manifest_t *man = NULL;
@@ -292,7 +298,8 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
                     (c->snapshot_interval > 0 && base_now_s() - s->last_t >= c->snapshot_interval);
     v[SNAP_V_COMMITTED] = (double)(st.committed_step + 1); /* 0: none yet */
   }
-  v[SNAP_V_BUSY] = st.busy || s->pending >= 0;
+  v[SNAP_V_BUSY] = st.busy;
+  v[SNAP_V_PENDING] = s->pending >= 0;
   v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending;
   /* The pending snapshot's write (or rank 0's commit) failed, or rank 0
    * refused it. */
@@ -352,6 +359,8 @@ static void committed(train_snaps_t *s, ls_step_stats_t *st) {
   }
   st->snapshot_committed = s->pending;
   s->committed++;
+  s->durable_step = s->pending;
+  s->durable_t = base_now_s();
   s->pending = -1;
 }
 
@@ -374,6 +383,7 @@ static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
 ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps, int mid_update,
                                 int stepped, ls_step_stats_t *st) {
   st->snapshot_committed = -1;
+  st->durable_step = s->durable_step;
   if (s->snapper == NULL) return LS_OK;
   int const world = s->v->world;
   if (s->pending >= 0 && v[SNAP_V_FAILED] > 0) LS_FORWARD_IF_ERROR(dropped(s, st));
@@ -385,8 +395,13 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
     }
     if (v[SNAP_V_COMMITTED] - 1.0 >= (double)s->pending) committed(s, st);
   }
+  st->durable_step = s->durable_step;
+  st->durable_age_s = base_now_s() - s->durable_t;
+  /* Busy: a writer still at work, or a snapshot pending (one that failed
+   * now was dropped everywhere just above). */
+  int const busy = v[SNAP_V_BUSY] > 0 || (v[SNAP_V_PENDING] > 0 && v[SNAP_V_FAILED] == 0);
   if (stepped && v[SNAP_V_DUE] > 0 && !mid_update) {
-    if (v[SNAP_V_BUSY] > 0) {
+    if (busy) {
       st->snapshot_skipped = 1;
       s->skipped++;
     } else {
@@ -411,6 +426,7 @@ ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     LS_FORWARD_IF_ERROR(train_snaps_after_step(s, v, steps, mid_update, 0, &st));
+    s->final_failed = failed;
     LS_RETURN_IF(failed, LS_ERR_IO, "the last snapshot: %s", st.snapshot_error);
     if (s->pending >= 0) continue;
     /* Nothing in flight: done if the final step is committed (or cannot be

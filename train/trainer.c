@@ -59,7 +59,8 @@ struct ls_trainer_s {
   /* Accumulation and totals. */
   double acc_count;
   int acc_steps;
-  int acc_bad; /* a step of this accumulation had a non-finite loss: skip its update */
+  int acc_bad;  /* a step of this accumulation had a non-finite loss: skip its update */
+  int finished; /* ls_trainer_finished */
   train_guard_t guard;
   ls_train_summary_t sum;
   step_loss_t *ring; /* [TAIL_RING] */
@@ -595,7 +596,8 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;
-    if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
+    int const event = st.snapshot_error != NULL || st.snapshot_committed >= 0;
+    if ((v[V_WINDOWS] > 0 || event) && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
   }
@@ -606,7 +608,9 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     err = update(tr, &st);
   }
+  int const together = err == LS_OK;
   if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
+  tr->finished = together && (err == LS_OK || train_snaps_failed(tr->snaps));
   tr->sum.elapsed_s += base_now_s() - t0;
   return err;
 }
@@ -666,6 +670,8 @@ ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states)
 }
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
+
+int ls_trainer_finished(const ls_trainer_t *tr) { return tr != NULL && tr->finished; }
 
 int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
   return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->v.series);

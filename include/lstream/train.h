@@ -183,6 +183,10 @@ typedef struct ls_step_stats_s {
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
+  int64_t durable_step;       /* with snapshot_dir: the step of the newest snapshot committed
+                                 (or resumed from), -1 when none is */
+  double durable_age_s;       /* and how long ago it committed (since the run's start when
+                                 none did in this run) */
   int64_t rejected[LS_REJECT__COUNT]; /* records rejected so far, per reason (ls_reject_t),
                                          all ranks */
 } ls_step_stats_t;
@@ -222,7 +226,9 @@ LS_API void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
  * damaged one passed over. */
 LS_API const char *ls_trainer_note(const ls_trainer_t *tr);
 
-/* Called after every step; a non-zero return stops the run (cleanly). */
+/* Called after every step, and after a round without windows that has a
+ * snapshot event to report (stats.windows = 0 then: a failure, a commit);
+ * a non-zero return stops the run (cleanly). */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 
 /* Runs until the end of a replay, until max_steps, until *stop becomes
@@ -231,6 +237,12 @@ typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
  * cb may be NULL. */
 LS_API ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                                void *opaque);
+
+/* 1 when ls_trainer_run ended on every rank together (a replay's end,
+ * max_steps, a stop), even if its last snapshot then failed (it returned
+ * LS_ERR_IO on every rank): the results below may be asked for. 0 before,
+ * and after a failure of this rank alone (the other ranks may be gone). */
+LS_API int ls_trainer_finished(const ls_trainer_t *tr);
 
 /* Totals of the run. Collective: every rank calls it; series and rejected
  * records are summed over the ranks. */

@@ -24,6 +24,11 @@
 #                warnings reach the log; SIGTERM then ends the run within
 #                5 s, with its final snapshot committed, and the summary
 #                gives the rejections per reason
+#   snapfail     live, the snapshot directory replaced by a file mid-run: every
+#                due snapshot is reported failed (or skipped), with the age of
+#                the newest durable one, also when found on an empty round;
+#                at SIGTERM the last snapshot fails too: exit 1, but the
+#                summary, --series-out and --params-out are written
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -262,6 +267,61 @@ outage)
     "$work/out" || fail "no rejections per reason in the summary: $(cat "$work/out")"
   grep -q 'rejected=size:1,nonfinite:1,range:1' "$work/err" ||
     fail "no rejections per reason in the log"
+  ;;
+snapfail)
+  start_broker --topic sf:1
+  # ticks K0 K1 FILE: records K0..K1-1 of 8 sine series, as lstream produce --csv reads them.
+  ticks() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+      for (i = a; i < b; i++) for (k = 0; k < 8; k++)
+        printf "S%d,%d,%.6f\n", k, 1700000000000 + 1000 * i, sin(i / 7.0 + k)
+    }' >"$3"
+  }
+  # windows_trained: the windows of every step so far, from the metrics.
+  windows_trained() { awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}' \
+    "$work/m" 2>/dev/null; }
+  "$lstream" train --brokers "$bootstrap" --topic sf --features 1 --window 4 --batch 8 \
+    --hidden 4 --snapshot-dir "$work/snaps" --snapshot-every 2 --metrics "$work/m" \
+    --series-out "$work/series.csv" --params-out "$work/p.bin" >"$work/out" 2>"$work/err" &
+  live=$!
+  ticks 0 21 "$work/t1.csv" # 20 targets a series: 40 windows of 4
+  "$lstream" produce --brokers "$bootstrap" --topic sf --csv "$work/t1.csv" >/dev/null
+  for _ in $(seq 600); do grep -q 'snapshot of step [0-9]* committed' "$work/err" && break; sleep 0.1; done
+  durable=$(sed -n 's/.*snapshot of step \([0-9]*\) committed.*/\1/p' "$work/err" | tail -n 1)
+  [ -n "$durable" ] || fail "no snapshot committed: $(cat "$work/err")"
+  for _ in $(seq 600); do [ "$(windows_trained)" = 40 ] && break; sleep 0.1; done
+  rm -rf "$work/snaps" && echo "not a directory" >"$work/snaps" # every later write fails
+  from=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  durable=$(sed -n 's/.*snapshot of step \([0-9]*\) committed.*/\1/p' "$work/err" | tail -n 1)
+  ticks 21 61 "$work/t2.csv" # 40 more targets a series: 80 more windows
+  "$lstream" produce --brokers "$bootstrap" --topic sf --csv "$work/t2.csv" >/dev/null
+  for _ in $(seq 600); do [ "$(windows_trained)" = 120 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 120 ] || fail "trained $(windows_trained) of 120 windows in 60 s"
+  to=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  # Every snapshot due after the break (even steps from + 1 .. to) is reported,
+  # the last ones found on the empty rounds that follow the data.
+  missing=
+  for _ in $(seq 300); do
+    missing=
+    for ((s = from + 1; s <= to; s++)); do
+      [ $((s % 2)) = 0 ] || continue
+      grep -q "snapshot of step $s failed: .*; the newest durable snapshot, of step $durable, is [0-9.]* s old\|step $s: snapshot skipped" \
+        "$work/err" || missing="$missing $s"
+    done
+    [ -z "$missing" ] && break
+    sleep 0.1
+  done
+  [ -z "$missing" ] || fail "snapshots due at steps$missing not reported: $(grep snapshot "$work/err")"
+  kill -TERM $live
+  rc=0
+  wait $live || rc=$?
+  [ $rc = 1 ] || fail "the last snapshot failed, yet exit $rc: $(tail -3 "$work/err")"
+  grep -q 'the last snapshot: snapshot of step [0-9]* failed' "$work/err" ||
+    fail "the last snapshot's failure is not reported: $(tail -3 "$work/err")"
+  [ "$(field "$work/out" summary windows)" = 120 ] || fail "no summary: $(cat "$work/out")"
+  [ "$(wc -l <"$work/series.csv")" = 9 ] || fail "no --series-out"
+  [ -s "$work/p.bin" ] || fail "no --params-out"
+  grep "snapshot" "$work/err" | cut -c1-150
   ;;
 lock)
   start_broker --topic lk:2

@@ -98,9 +98,34 @@ static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   fputs("}}\n", f);
 }
 
+/* The snapshot events of a step or an empty round: commits and skips
+ * (not with --quiet), failures (always: they need attention), the skips
+ * and failures with the age of the newest durable snapshot. */
+static void snapshot_events(const run_log_t *lg, const ls_step_stats_t *s) {
+  char durable[128];
+  if (s->durable_step >= 0)
+    snprintf(durable, sizeof durable, "the newest durable snapshot, of step %lld, is %.1f s old",
+             (long long)s->durable_step, s->durable_age_s);
+  else
+    snprintf(durable, sizeof durable, "no snapshot is durable yet, %.1f s into the run",
+             s->durable_age_s);
+  if (!lg->quiet && s->snapshot_committed >= 0)
+    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
+            (long long)s->snapshot_committed);
+  if (!lg->quiet && s->snapshot_skipped)
+    fprintf(stderr,
+            "lstream train: step %lld: snapshot skipped, the previous one is still being "
+            "written (snapshot every fewer steps, or a lower --snapshot-level); %s\n",
+            (long long)s->step, durable);
+  if (s->snapshot_error != NULL)
+    fprintf(stderr, "lstream train: warning: %s; %s\n", s->snapshot_error, durable);
+}
+
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = base_now_s();
+  snapshot_events(lg, s);
+  if (s->windows == 0) return 0; /* an empty round, with a snapshot event */
   lg->steps++;
   lg->last_step = s->step;
   lg->windows += s->windows;
@@ -112,16 +137,6 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   lg->compute_s += s->compute_s;
   memcpy(lg->rejected, s->rejected, sizeof lg->rejected);
   if (lg->metrics != NULL) metrics_line(lg->metrics, s, now - lg->t0);
-  if (!lg->quiet && s->snapshot_committed >= 0)
-    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
-            (long long)s->snapshot_committed);
-  if (!lg->quiet && s->snapshot_skipped)
-    fprintf(stderr,
-            "lstream train: step %lld: snapshot skipped, the previous one is still being "
-            "written (snapshot every fewer steps, or a lower --snapshot-level)\n",
-            (long long)s->step);
-  if (s->snapshot_error != NULL) /* printed even when quiet: it needs attention */
-    fprintf(stderr, "lstream train: warning: %s\n", s->snapshot_error);
   if (s->nonfinite_note != NULL) /* every rank: each names its own suspect window */
     fprintf(stderr, "lstream train: warning: %s\n", s->nonfinite_note);
   int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
@@ -388,10 +403,13 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   lg->t0 = lg->last_t = base_now_s();
   ls_err_t const err = ls_trainer_run(tr, &stop_flag, on_step, lg);
   if (!lg->quiet && lg->steps > 0) print_line(lg, lg->last_step, base_now_s());
-  /* On a failure the other ranks may be gone: no collective calls then. */
-  if (err != LS_OK) return cli_fail(err, "training stopped on rank %d", *rank);
+  /* On a failure of this rank alone the other ranks may be gone: no
+   * collective calls then. After a last snapshot that failed everywhere,
+   * the results are still written, and the exit status says it failed. */
+  if (err != LS_OK && !ls_trainer_finished(tr))
+    return cli_fail(err, "training stopped on rank %d", *rank);
+  int rc = err == LS_OK ? CLI_EXIT_OK : cli_fail(err, "training ended on rank %d", *rank);
   print_summary(tr, lg, *rank);
-  int rc = CLI_EXIT_OK;
   if (a->series_path != NULL && write_series(tr, a->series_path) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
   if (a->params_path != NULL && *rank == 0 && write_params(tr, a->params_path) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
