@@ -76,30 +76,8 @@ static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   int32_t *const parts = calloc((size_t)count, sizeof *parts);
   LS_RETURN_IF(parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   tr->v.parts = parts;
-  char *want = calloc((size_t)count, 1);
-  LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
-  const char *s = tr->conf.partitions;
-  ls_err_t err = LS_OK;
-  if (!strcmp(s, "all")) memset(want, 1, (size_t)count), s = "";
-  while (*s && err == LS_OK) {
-    char *end = NULL;
-    long const p = strtol(s, &end, 10);
-    if (end == s || (*end != ',' && *end != '\0') || p < 0 || p >= count)
-      err = ls_error_set(LS_ERR_INVALID_ARG,
-                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)",
-                         tr->conf.partitions, (int)count);
-    else
-      want[p] = 1, s = *end ? end + 1 : end;
-  }
-  /* Partition p belongs to rank p % world: its series and their states too. */
-  for (int32_t p = 0; p < count && err == LS_OK; p++) {
-    tr->P_all += want[p];
-    if (want[p] && p % tr->v.world == tr->v.rank) parts[tr->v.P++] = p;
-  }
-  free(want);
-  if (err == LS_OK && tr->P_all == 0)
-    err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", tr->conf.partitions);
-  return err;
+  return train_pick_partitions(tr->conf.partitions, count, tr->v.world, tr->v.rank, parts,
+                               &tr->v.P, &tr->P_all);
 }
 
 static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
