@@ -353,6 +353,7 @@ static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targe
   v->index = s->index++;
   v->first_offset = s->offsets[0];
   v->last_offset = s->offsets[n_targets];
+  v->last_time = s->last_time; /* the last record accepted: the window's last target */
   v->T = w->T;
   v->F = w->F;
   v->n_targets = n_targets;

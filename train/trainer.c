@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "comm.h"
 #include "guard.h"
+#include "live.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
@@ -43,6 +44,8 @@ struct ls_trainer_s {
   int quota;                 /* replay: windows a step takes from each partition */
   const ls_window_t **defer; /* live: windows waiting for a later step, in order */
   int n_defer, cap_defer;
+  int hurry;  /* live: a rank had windows waiting after the last step: none waits out a deadline */
+  int n_live; /* live: windows in the step being formed */
 
   /* The step being formed and its host buffers. */
   const ls_window_t **wins; /* [B] */
@@ -107,6 +110,11 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   ls_err_t err = ls_ingest_conf_set_settings(ic, &is);
   if (err == LS_OK) err = ls_ingest_conf_set_warn_cb(ic, c->warn_cb, c->warn_opaque);
   if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, servers);
+  /* Live: a fetch waits for data a tenth of the deadline at most (a mock
+   * broker answers an empty fetch only then, whatever arrives meanwhile). */
+  int const tenth = c->deadline_ms / 10, fetch_wait = tenth < 1 ? 1 : tenth > 500 ? 500 : tenth;
+  snprintf(servers, sizeof servers, "fetch.wait.max.ms=%d", fetch_wait);
+  if (err == LS_OK && !c->until) err = ls_ingest_conf_set_kafka(ic, servers);
   for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
   int32_t count = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
@@ -354,52 +362,63 @@ static ls_err_t form_replay(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *
   return LS_OK;
 }
 
-static ls_err_t defer_window(ls_trainer_t *tr, const ls_window_t *w) {
-  if (tr->n_defer == tr->cap_defer) {
-    int const cap = tr->cap_defer ? 2 * tr->cap_defer : 64;
-    const ls_window_t **d = realloc(tr->defer, (size_t)cap * sizeof *d);
-    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory to defer %d windows", cap);
-    tr->defer = d;
-    tr->cap_defer = cap;
-  }
-  tr->defer[tr->n_defer++] = w;
+/* Live: takes window w into the step, or defers it (its series is in the
+ * step, or has a window deferred: each series stays in order). */
+static ls_err_t live_take(void *opaque, const ls_window_t *w) {
+  ls_trainer_t *const tr = opaque;
+  int64_t slot;
+  LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
+  if (tr->mark[slot] == tr->stamp) return live_defer(&tr->defer, &tr->n_defer, &tr->cap_defer, w);
+  add_window(tr, tr->n_live++, w, slot);
   return LS_OK;
 }
 
-/* Live: deferred windows first, in order, then new ones until B windows or
- * deadline_ms after the step began (so that ranks meet in lockstep even
- * when one has no data). A series with a window deferred (or in the step)
- * defers its later windows too, so each series stays in order. */
+/* Live: the step can grow: fewer than B windows in it, fewer than B waiting
+ * (how far it looks ahead). */
+static int live_more(void *opaque) {
+  const ls_trainer_t *const tr = opaque;
+  return tr->n_live < tr->B && tr->n_defer < tr->B;
+}
+
+/* Live: deferred windows first, in order, then new ones, what every
+ * partition has ready first (live_sweep). The step fires with B windows; as
+ * soon as nothing ready can join it: windows wait that are all of series in
+ * it (a backlog: it drains at replay speed, one window of each series a
+ * step), it holds every series the rank knows, or another rank has a
+ * backlog (tr->hurry); or deadline_ms after it began (so that ranks meet in
+ * lockstep even when one has no data). */
 static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
-  *n = 0;
   int kept = 0;
+  tr->n_live = 0;
   for (int i = 0; i < tr->n_defer; i++) {
     const ls_window_t *const w = tr->defer[i];
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (*n < tr->B && tr->mark[slot] != tr->stamp) add_window(tr, (*n)++, w, slot);
+    if (tr->n_live < tr->B && tr->mark[slot] != tr->stamp) add_window(tr, tr->n_live++, w, slot);
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
   double const t0 = base_now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
-  while (*n < tr->B && !(stop && *stop)) {
+  while (live_more(tr) && !(stop && *stop)) {
     double const left = deadline - base_now_s();
-    if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
-    ls_next_t what = LS_NEXT_TIMEOUT;
-    const ls_window_t *w = NULL;
     if (tr->v.ing == NULL) { /* no partition on this rank: wait out the step */
       struct timespec const ts = {0, (long)wait_ms * 1000000L};
+      if (tr->hurry || left <= 0) break;
       nanosleep(&ts, NULL);
       continue;
     }
+    LS_FORWARD_IF_ERROR(live_sweep(tr->v.ing, tr->v.parts, tr->v.P, (int)(tr->stamp % tr->v.P),
+                                   live_take, live_more, tr));
+    int const n_in = tr->n_live;
+    if (tr->hurry || (n_in > 0 && (tr->n_defer > 0 || live_every_series(tr->v.ing, n_in)))) break;
+    if (left <= 0 || !live_more(tr)) break;
+    ls_next_t what = LS_NEXT_TIMEOUT;
+    const ls_window_t *w = NULL;
     LS_FORWARD_IF_ERROR(ls_ingest_next(tr->v.ing, wait_ms, &what, &w));
-    if (what != LS_NEXT_WINDOW) continue;
-    int64_t slot;
-    LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
-    else add_window(tr, (*n)++, w, slot);
+    if (what == LS_NEXT_WINDOW) LS_FORWARD_IF_ERROR(live_take(tr, w));
   }
+  *n = tr->n_live;
   tr->sum.wait_s += base_now_s() - t0;
   return LS_OK;
 }
@@ -410,10 +429,12 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 /* What every rank contributes to a step, summed across ranks. */
 enum {
   V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE,
+  V_BACKLOG, /* live: ranks with windows waiting for a later step */
+  V_LAG,     /* ms from the event time of a window's last target to its step's end, summed */
+  V_TIMED,   /* windows with an event time */
   V_REJECTED, /* [LS_REJECT__COUNT] records rejected so far, per reason */
   V__N = V_REJECTED + LS_REJECT__COUNT
 };
-
 
 /* Sums the gradients across ranks (unless backward started the sums, and
  * the step loop finished them) and steps the optimizer. */
@@ -474,8 +495,10 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
     LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->v.eng, states, n, tr->slots));
   guard_scan(&tr->guard, tr->seq, tr->wins, n, T, (int)F);
   int64_t records = 0;
+  int64_t const now = base_wall_ms();
   for (int b = 0; b < n; b++) {
     const ls_window_t *const w = tr->wins[b];
+    if (w->last_time >= 0) v[V_LAG] += (double)(now - w->last_time), v[V_TIMED]++;
     LS_FORWARD_IF_ERROR(
         ls_series_table_trained(tr->v.series, tr->slots[b], w->n_targets, w->last_offset));
     records += w->n_targets;
@@ -506,6 +529,7 @@ static ls_err_t account_step(ls_trainer_t *tr, const double *v, ls_step_stats_t 
   st->compute_s = v[V_COMPUTE] / tr->v.world;
   st->wait_s = v[V_WAIT] / tr->v.world;
   for (int r = 0; r < LS_REJECT__COUNT; r++) st->rejected[r] = (int64_t)v[V_REJECTED + r];
+  st->lag_ms = v[V_TIMED] > 0 ? v[V_LAG] / v[V_TIMED] : NAN;
   tr->sum.windows += st->windows;
   tr->sum.records += st->records;
   tr->sum.compute_s += st->compute_s;
@@ -560,6 +584,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
+    v[V_BACKLOG] = tr->n_defer > 0;
     train_view_rejections(&tr->v, v + V_REJECTED);
     train_snaps_contribute(tr->snaps, tr->sum.steps, v + V__N);
     double const s0 = base_now_s();
@@ -567,6 +592,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->v.comm);
     tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
+    tr->hurry = v[V_BACKLOG] > 0;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;

@@ -312,6 +312,7 @@ typedef struct ls_window_s {
   int64_t index;        /* k: the window's number in its series, from 0 */
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
+  int64_t last_time;    /* its event time (ms since the epoch), -1 when unknown */
   int T, F;
   int n_targets;     /* valid targets: T, fewer only in a flushed trailing window */
   const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;

@@ -11,8 +11,10 @@
  *     the step sits the rest of the step out. Steps therefore depend on the
  *     topic's contents only, never on arrival timing: two runs are
  *     bit-identical.
- *   live (until = never): a step fires when B windows are ready or
- *     deadline.ms has passed since its first window arrived.
+ *   live (until = never): a step fires when B windows are ready, as soon
+ *     as nothing ready can join it (the windows waiting are all of series
+ *     already in it, as in a backlog, which so drains at replay speed, or
+ *     every series the rank knows is in it), or deadline.ms after it began.
  * The loss of each step is measured before its update: the prequential
  * (test-then-train) loss. Beside it the trainer measures, on the same
  * targets, the last-value baseline (predict x[t+1] = x[t]).
@@ -74,8 +76,10 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   difference of two values (4e36) finite in float32, as
  *                   the loss and Adam's moments need; 3.4e38 or more: no
  *                   bound                                     (1e18)
- *   deadline_ms     live mode: fire a partial step this long after its
- *                   first window                              (200)
+ *   deadline_ms     live mode: fire a partial step this long after it
+ *                   began (sooner when nothing ready can join it); the
+ *                   consumer's fetch.wait.max.ms is a tenth of it (at
+ *                   least 1, at most 500) unless set   (200)
  *   queue_windows   ingest queue bound per partition, windows (4096)
  *   buffer_records  ingest memory bound, records              (16777216)
  *                   (large on purpose: librdkafka resumes a paused partition
@@ -179,6 +183,9 @@ typedef struct ls_step_stats_s {
   float grad_norm;       /* gradient norm of that update (before clipping) */
   float lr;              /* learning rate of that update */
   double compute_s;      /* seconds in the engine */
+  double lag_ms;         /* ms from the event time of a window's last target to the end of
+                            the step's compute (the mean over the windows that have one;
+                            NaN when none has): how far training runs behind the data */
   double wait_s;         /* seconds waiting for windows */
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */

@@ -29,6 +29,10 @@
 #                the newest durable one, also when found on an empty round;
 #                at SIGTERM the last snapshot fails too: exit 1, but the
 #                summary, --series-out and --params-out are written
+#   backlog      live, 4 series and --batch 64, with a deadline of an hour: a
+#                backlog of 1000 windows drains at once (at most one window
+#                of each series a step); then a window of every series
+#                arriving live makes a step as soon as the last one is in
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -322,6 +326,34 @@ snapfail)
   [ "$(wc -l <"$work/series.csv")" = 9 ] || fail "no --series-out"
   [ -s "$work/p.bin" ] || fail "no --params-out"
   grep "snapshot" "$work/err" | cut -c1-150
+  ;;
+backlog)
+  start_broker --topic bl:2
+  "$lstream" produce --brokers "$bootstrap" --topic bl --series 4 --features 1 \
+    --records-per-series 1001 --generator sine --seed 2 >/dev/null # 250 windows of 4 each
+  windows_trained() { awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}' \
+    "$work/m" 2>/dev/null; }
+  "$lstream" train --brokers "$bootstrap" --topic bl --features 1 --window 4 --batch 64 \
+    --hidden 4 --deadline-ms 3600000 --metrics "$work/m" --quiet >/dev/null 2>"$work/err" &
+  live=$!
+  # A step that waited for its deadline would take an hour: 120 s is for a
+  # loaded machine, not a margin on the wait.
+  for _ in $(seq 1200); do [ "$(windows_trained)" = 1000 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 1000 ] || fail "live: $(windows_trained) of a backlog of 1000 windows trained in 120 s"
+  # How many windows a step held depends on which partition's records came
+  # first (at most 4: one of each series); shown, not checked.
+  echo "windows per step (count, windows): $(awk -F'"windows":' '{split($2, a, ","); print a[1]}' \
+    "$work/m" | sort | uniq -c | tr -s ' \n' ' ')"
+  # One more window of each series, live (records 1001..1004, times after the backlog's).
+  for k in 0 1 2 3; do
+    for i in 1 2 3 4; do echo "SYM000$k,$((1704067200000 + (1000 + i) * 1000)),0.$i"; done
+  done >"$work/more.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic bl --csv "$work/more.csv" >/dev/null
+  for _ in $(seq 1200); do [ "$(windows_trained)" = 1004 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 1004 ] ||
+    fail "live: the windows of every known series did not make a step: $(tail -n 2 "$work/m")"
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
   ;;
 lock)
   start_broker --topic lk:2

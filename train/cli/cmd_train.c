@@ -80,18 +80,18 @@ static const char *json_num(char *buf, size_t size, const char *fmt, double v) {
 
 /* One --metrics line: a JSON object, valid whatever the step's figures. */
 static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
-  char loss[32], base[32], norm[32], lr[32];
+  char loss[32], base[32], norm[32], lr[32], lag[32];
   fprintf(f,
           "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%s,"
           "\"baseline\":%s,\"count\":%.0f,\"updated\":%d,\"nonfinite\":%d,\"grad_norm\":%s,"
-          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f,\"rejected\":{",
+          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f,\"lag_ms\":%s,\"rejected\":{",
           (long long)s->step, time_s, s->windows, (long long)s->records,
           json_num(loss, sizeof loss, "%.9g", mse(s->loss_sum, s->count)),
           json_num(base, sizeof base, "%.9g", mse(s->baseline_sum, s->count)), s->count,
           s->updated, s->nonfinite,
           json_num(norm, sizeof norm, "%.6g", s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
           json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
-          s->wait_s);
+          s->wait_s, json_num(lag, sizeof lag, "%.1f", s->lag_ms));
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     fprintf(f, "%s\"%s\":%lld", r > 1 ? "," : "", ls_reject2str((ls_reject_t)r),
             (long long)s->rejected[r]);
@@ -250,7 +250,9 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
        .call = cli_kafka_props_load, .help = "librdkafka properties, one KEY=VALUE a line"},
       {.name = "metrics", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->metrics_path,
        .help = "append one JSON object per step (a figure that is\n"
-               "NaN or Inf, as in a non-finite step, is null)"},
+               "NaN or Inf, as in a non-finite step, is null); lag_ms:\n"
+               "from the event time of a window's last target to its\n"
+               "step, the mean over the step's windows"},
       {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
        .help = "at the end, write series,partition,windows,records,\n"
                "last_offset for every series (CSV, RFC 4180: a key\n"
