@@ -76,6 +76,7 @@ Test(window, one_series_exact_windows_and_overlap) {
     if (k > 0 && k % T == 0) {
       expect_window(win, "AAPL", 0, windows, T, T, offset_single);
       cr_expect_eq(win->partition, 5);
+      cr_expect_eq(win->last_time, 1000 + k, "the event time of its last target");
       windows++;
     } else {
       cr_expect_null(win, "record %d completed a window", k);
