@@ -488,7 +488,7 @@ typedef struct ls_ingest_settings_s {
                                     3.4e38 or more, about float's largest: no bound) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
-                                    (10000) */
+                                    and on reaching each partition's leader (10000) */
   int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
 } ls_ingest_settings_t;
 
@@ -589,7 +589,12 @@ typedef struct ls_ingest_s ls_ingest_t;
  * fetched are held back, in order) and resumed once the trainer took half
  * of it; when memory (buffer.records) is full every partition is paused
  * until the trainer drains it below 3/4. Nothing is ever dropped; a bound
- * that nothing the trainer takes can relieve is an error. Records before a
+ * that nothing the trainer takes can relieve is an error. Each partition's
+ * leader must be reachable at the address its broker advertises: the
+ * consumer first connects to it (within start.timeout.ms) and fails, naming
+ * the partition, the broker and the address, when it cannot (librdkafka's
+ * offset queries would wait on it forever; an outage later only warns, as
+ * librdkafka reconnects). Records before a
  * timestamp start are skipped (a broker that cannot look offsets up by time,
  * such as librdkafka's mock, answers "none": the consumer then starts at
  * the low watermark and skips). The conf is copied; it may be destroyed

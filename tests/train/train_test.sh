@@ -33,6 +33,11 @@
 #                backlog of 1000 windows drains at once (at most one window
 #                of each series a step); then a window of every series
 #                arriving live makes a step as soon as the last one is in
+#   unreachable  a partition leader whose advertised address this host cannot
+#                reach (broker 1 of 2 down, clients bootstrapping through the
+#                relay port): the trainer fails at once, naming the partition,
+#                the broker and its address; and a bootstrap address nothing
+#                listens on fails within its bound (10 s), not forever
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
@@ -354,6 +359,37 @@ backlog)
     fail "live: the windows of every known series did not make a step: $(tail -n 2 "$work/m")"
   kill -TERM $live
   wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  ;;
+unreachable)
+  # A free port for the relay (the broker refuses a taken one: then retry).
+  for _ in 1 2 3; do
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$lstream" broker --brokers 2 --port "$port" --topic un:4 --bootstrap-file "$work/bootstrap" \
+      >/dev/null 2>"$work/broker.log" &
+    broker_pid=$!
+    for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
+    [ -s "$work/bootstrap" ] && break
+  done
+  [ -s "$work/bootstrap" ] || fail "the broker did not start: $(cat "$work/broker.log")"
+  bootstrap=$(cat "$work/bootstrap")
+  "$lstream" produce --brokers "$bootstrap" --topic un --series 8 --features 1 \
+    --records-per-series 50 >/dev/null
+  kill -USR1 "$broker_pid" # broker 1 down: it still leads its partitions
+  for _ in $(seq 100); do grep -q 'broker 1 is down' "$work/broker.log" && break; sleep 0.05; done
+  # (the relay bootstraps through broker 2; broker 1's address refuses)
+  rc=0
+  timeout 60 "$lstream" train --brokers "127.0.0.1:$port" --topic un --until end --quiet \
+    >/dev/null 2>"$work/err" || rc=$?
+  [ $rc != 124 ] || fail "a leader nobody can reach was waited for over 60 s"
+  [ $rc != 0 ] || fail "exit 0 without broker 1's partitions"
+  grep -q "partition [0-9]*: its leader, broker 1, advertises 127.0.0.1:[0-9]*, which this host cannot reach" \
+    "$work/err" || fail "no clear message: $(cat "$work/err")"
+  rc=0
+  timeout 60 "$lstream" train --brokers 127.0.0.1:1 --topic un --until end --quiet \
+    >/dev/null 2>"$work/err" || rc=$?
+  [ $rc != 124 ] && [ $rc != 0 ] || fail "a bootstrap address nothing listens on: exit $rc"
+  grep -q "cannot read the metadata of topic 'un'" "$work/err" ||
+    fail "no clear message: $(cat "$work/err")"
   ;;
 lock)
   start_broker --topic lk:2
