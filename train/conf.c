@@ -43,7 +43,7 @@ static const base_key_t keys[] = {
     {"seed", "parameter initialisation seed", F(seed), BASE_V_I64(0, 9.2e18)},
     {"device", "cpu or cuda", F(device), BASE_V_CHOICE(devices)},
     {"precision", "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and state)", F(precision), BASE_V_CHOICE(precisions)},
-    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else every core the process may use", F(threads), BASE_V_INT(0, 4096)},
+    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, else every core the process may use (the count changes the order of sums: give it for the same bits on other machines)", F(threads), BASE_V_INT(0, 4096)},
     {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until), BASE_V_CHOICE(untils)},
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},

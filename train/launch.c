@@ -1,9 +1,13 @@
 /*
- * What a rank takes on: the ranks mpirun started (include/lstream/train.h)
- * and the partitions that are its own (train/snapshots.h).
+ * What a rank takes on: the ranks mpirun started (include/lstream/train.h),
+ * its share of its host's cores, and the partitions that are its own
+ * (train/snapshots.h).
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "snapshots.h"
 
@@ -14,6 +18,22 @@ int ls_train_launched_ranks(void) {
     if (v != NULL && atoi(v) > 0) return atoi(v);
   }
   return 1;
+}
+
+int train_rank_threads(int threads) {
+  if (threads > 0 || getenv("OMP_NUM_THREADS") != NULL) return threads;
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                     "PMIX_LOCAL_SIZE"};
+  int local = 0;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0] && local <= 0; i++)
+    local = getenv(vars[i]) != NULL ? atoi(getenv(vars[i])) : 0;
+  if (local <= 1) return 0;
+  long const online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  int const bound = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
+  int const share = online > 0 ? (int)(online / local) : 1;
+  int const n = share < bound ? share : bound;
+  return n > 0 ? n : 1;
 }
 
 ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank,

@@ -29,6 +29,14 @@ typedef struct train_view_s {
   int P;
 } train_view_t;
 
+/* The threads of this rank's engine for the threads key: as given when
+ * above 0, or with OMP_NUM_THREADS set (0: the engine reads it); under a
+ * launcher that says how many ranks share this host (mpirun's
+ * OMPI_COMM_WORLD_LOCAL_SIZE), this rank's share of the host's cores
+ * (cores / local ranks, at most the cores it is bound to), computed where it
+ * runs; else 0, every core it may run on (train/launch.c). */
+int train_rank_threads(int threads);
+
 /* Parses the partitions key spec ("all", or "0,2,5") against the topic's
  * count: *P_all receives the partitions named, parts [*P] those of rank
  * (p % world == rank), ascending (train/launch.c). */

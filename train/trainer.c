@@ -211,7 +211,7 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   ec.max_window = c->window;
   ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
   ec.precision = (ls_precision_t)c->precision;
-  ec.threads = c->threads;
+  ec.threads = train_rank_threads(c->threads);
   if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
   return ls_engine_new(&ec, &tr->v.eng);
 }
@@ -644,6 +644,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   *out = tr->sum;
   train_snaps_totals(tr->snaps, out);
   out->series = (int64_t)ls_series_table_count(tr->v.series);
+  out->threads = ls_engine_get_conf(tr->v.eng)->threads;
   int64_t tail = tr->sum.steps / 5;
   if (tail < 1) tail = tr->sum.steps;
   if (tail > TAIL_RING) tail = TAIL_RING;

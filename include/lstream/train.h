@@ -65,7 +65,11 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   accumulating in float32; state, pointwise math and
  *                   the optimizer stay float32                (fp32)
  *   threads         CPU threads; 0 = OMP_NUM_THREADS where set, else
- *                   every core the process may run on         (0)
+ *                   under mpirun this rank's share of its own host's
+ *                   cores (cores / ranks on the host, at most the cores
+ *                   it is bound to), else every core the process may run
+ *                   on. The count decides the order of sums: for the same
+ *                   bits on other machines give it   (0)
  *   until           end: replay to the high watermarks read at start,
  *                   then stop | live: run until stopped       (live)
  *   start           where every partition starts: beginning | end |
@@ -213,6 +217,8 @@ typedef struct ls_train_summary_s {
   int64_t rejected;          /* records the consumer rejected (all reasons) */
   int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
+  int threads;               /* CPU threads of this rank's engine (they decide the order of
+                                sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */
   int64_t snapshots_skipped; /* due while the previous one was being written */

@@ -360,12 +360,12 @@ static void print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank) {
   double const busy = s.wait_s + s.compute_s;
   printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
          "nonfinite=%lld seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f "
-         "comm_s=%.3f\n",
+         "comm_s=%.3f threads=%d\n",
          (long long)s.steps, (long long)s.windows, (long long)s.records, (long long)s.series,
          (long long)s.updates, (long long)s.rejected, (long long)s.nonfinite_steps, s.elapsed_s,
          s.elapsed_s > 0 ? s.windows / s.elapsed_s : 0.0,
          s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0,
-         s.comm_s);
+         s.comm_s, s.threads);
   printf("loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_steps=%lld "
          "final_ratio=%.4f\n",
          mse(s.loss_sum, s.count), mse(s.baseline_sum, s.count),
