@@ -31,11 +31,11 @@ void guard_scan(train_guard_t *g, const float *seq, const ls_window_t *const *wi
 
 const char *guard_note(train_guard_t *g, int64_t step, int loss_bad) {
   g->bad_steps++;
-  int const n = snprintf(g->note, sizeof g->note,
-                         "step %" PRId64 ": the %s is not finite: its update is skipped (%" PRId64
-                         " such step%s so far); ",
-                         step, loss_bad ? "loss" : "gradient", g->bad_steps,
-                         g->bad_steps == 1 ? "" : "s");
+  int const n =
+      snprintf(g->note, sizeof g->note,
+               "step %" PRId64 ": the %s is not finite: its update is skipped (%" PRId64
+               " such step%s so far); ",
+               step, loss_bad ? "loss" : "gradient", g->bad_steps, g->bad_steps == 1 ? "" : "s");
   if (n < 0 || (size_t)n >= sizeof g->note) return g->note;
   char *const rest = g->note + n;
   size_t const left = sizeof g->note - (size_t)n;
@@ -51,8 +51,8 @@ const char *guard_note(train_guard_t *g, int64_t step, int loss_bad) {
     fclose(f);
   }
   snprintf(rest, left,
-           "the window with the largest value: series %s partition %" PRId32
-           " offsets %" PRId64 "..%" PRId64 ", |value| %g (bound records with --max-abs)",
+           "the window with the largest value: series %s partition %" PRId32 " offsets %" PRId64
+           "..%" PRId64 ", |value| %g (bound records with --max-abs)",
            key, g->partition, g->first_offset, g->last_offset, g->value);
   return g->note;
 }

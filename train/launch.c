@@ -36,8 +36,8 @@ int train_rank_threads(int threads) {
   return n > 0 ? n : 1;
 }
 
-ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank,
-                               int32_t *parts, int *P, int *P_all) {
+ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
+                               int *P, int *P_all) {
   char *want = calloc((size_t)count, 1);
   LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   const char *s = spec;
@@ -48,8 +48,8 @@ ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int r
     long const p = strtol(s, &end, 10);
     if (end == s || (*end != ',' && *end != '\0') || p < 0 || p >= count)
       err = ls_error_set(LS_ERR_INVALID_ARG,
-                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)",
-                         spec, (int)count);
+                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)", spec,
+                         (int)count);
     else
       want[p] = 1, s = *end ? end + 1 : end;
   }

@@ -28,7 +28,9 @@ ls_err_t train_view_digest(const train_view_t *view, uint64_t *params, uint64_t 
 
 void train_view_rejections(const train_view_t *view, double *out) {
   ls_ingest_stats_t is;
-  for (int r = 0; r < LS_REJECT__COUNT; r++) out[r] = 0.0;
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    out[r] = 0.0;
   if (view->ing != NULL && ls_ingest_stats(view->ing, &is) == LS_OK)
-    for (int r = 0; r < LS_REJECT__COUNT; r++) out[r] = (double)is.w.rejected[r];
+    for (int r = 0; r < LS_REJECT__COUNT; r++)
+      out[r] = (double)is.w.rejected[r];
 }
