@@ -132,8 +132,10 @@ static int tcp_probe(const char *host, int port, int timeout_ms, char *why, size
       if (r != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
     }
     close(fd);
-    if (err == 0) ok = 0;
-    else snprintf(why, size, "%s", err == ETIMEDOUT ? "no answer" : strerror(err));
+    if (err == 0)
+      ok = 0;
+    else
+      snprintf(why, size, "%s", err == ETIMEDOUT ? "no answer" : strerror(err));
   }
   if (res != NULL) freeaddrinfo(res);
   return ok;

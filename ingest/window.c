@@ -80,7 +80,7 @@ typedef struct skip_s {
 struct ls_windower_s {
   ls_format_t fmt;
   int F, T;
-  float max_abs; /* a value of larger magnitude is rejected (RANGE) */
+  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
   table_t series;    /* of series_t, in order of first appearance */
   table_t skips;     /* of skip_t */
   size_t skips_left; /* rules whose series was not accepted yet */
@@ -369,8 +369,7 @@ static ls_reject_t reject(ls_windower_t *w, ls_reject_t reason) {
 
 ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs) {
   LS_RETURN_IF(w == NULL || !(max_abs > 0.0), LS_ERR_INVALID_ARG,
-               "ls_windower_set_max_abs: w must not be NULL and max_abs (%g) must be > 0",
-               max_abs);
+               "ls_windower_set_max_abs: w must not be NULL and max_abs (%g) must be > 0", max_abs);
   w->max_abs = max_abs >= 3.4e38 ? INFINITY : (float)max_abs; /* float's largest, about */
   return LS_OK;
 }

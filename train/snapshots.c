@@ -90,7 +90,9 @@ void train_snaps_destroy(train_snaps_t *s) {
   free(s);
 }
 
-int train_snaps_failed(const train_snaps_t *s) { return s != NULL && s->final_failed; }
+int train_snaps_failed(const train_snaps_t *s) {
+  return s != NULL && s->final_failed;
+}
 
 const char *train_snaps_note(const train_snaps_t *s) {
   return s == NULL ? "" : s->note;
@@ -370,7 +372,7 @@ static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
   ls_snapshotter_status_t status;
   LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
   snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
-           s->refused ? ": the model holds a non-finite parameter (not written)"
+           s->refused            ? ": the model holds a non-finite parameter (not written)"
            : status.err != LS_OK ? ": "
                                  : " on another rank",
            s->refused || status.err == LS_OK ? "" : status.message);

@@ -40,8 +40,8 @@ int train_rank_threads(int threads);
 /* Parses the partitions key spec ("all", or "0,2,5") against the topic's
  * count: *P_all receives the partitions named, parts [*P] those of rank
  * (p % world == rank), ascending (train/launch.c). */
-ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank,
-                               int32_t *parts, int *P, int *P_all);
+ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
+                               int *P, int *P_all);
 
 /* FNV-1a digests of the parameters and, over every rank, of the series
  * tables (ls_trainer_digest; train/results.c). Collective. */

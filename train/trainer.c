@@ -79,8 +79,8 @@ static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   int32_t *const parts = calloc((size_t)count, sizeof *parts);
   LS_RETURN_IF(parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   tr->v.parts = parts;
-  return train_pick_partitions(tr->conf.partitions, count, tr->v.world, tr->v.rank, parts,
-                               &tr->v.P, &tr->P_all);
+  return train_pick_partitions(tr->conf.partitions, count, tr->v.world, tr->v.rank, parts, &tr->v.P,
+                               &tr->P_all);
 }
 
 static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
@@ -394,7 +394,8 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
     const ls_window_t *const w = tr->defer[i];
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (tr->n_live < tr->B && tr->mark[slot] != tr->stamp) add_window(tr, tr->n_live++, w, slot);
+    if (tr->n_live < tr->B && tr->mark[slot] != tr->stamp)
+      add_window(tr, tr->n_live++, w, slot);
     else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
   }
   tr->n_defer = kept;
@@ -429,9 +430,9 @@ static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n)
 /* What every rank contributes to a step, summed across ranks. */
 enum {
   V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE,
-  V_BACKLOG, /* live: ranks with windows waiting for a later step */
-  V_LAG,     /* ms from the event time of a window's last target to its step's end, summed */
-  V_TIMED,   /* windows with an event time */
+  V_BACKLOG,  /* live: ranks with windows waiting for a later step */
+  V_LAG,      /* ms from the event time of a window's last target to its step's end, summed */
+  V_TIMED,    /* windows with an event time */
   V_REJECTED, /* [LS_REJECT__COUNT] records rejected so far, per reason */
   V__N = V_REJECTED + LS_REJECT__COUNT
 };
@@ -452,8 +453,10 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   /* A non-finite loss or gradient never reaches the parameters (guard.h). */
   opt.skip_nonfinite = 1;
   int64_t const before = ls_engine_optimizer_steps(tr->v.eng);
-  if (tr->acc_bad) LS_FORWARD_IF_ERROR(ls_engine_zero_grads(tr->v.eng));
-  else LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
+  if (tr->acc_bad)
+    LS_FORWARD_IF_ERROR(ls_engine_zero_grads(tr->v.eng));
+  else
+    LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
   st->updated = ls_engine_optimizer_steps(tr->v.eng) > before;
   st->nonfinite = !st->updated;
   st->lr = opt.lr;
@@ -528,7 +531,8 @@ static ls_err_t account_step(ls_trainer_t *tr, const double *v, ls_step_stats_t 
   /* Times: the mean over ranks. */
   st->compute_s = v[V_COMPUTE] / tr->v.world;
   st->wait_s = v[V_WAIT] / tr->v.world;
-  for (int r = 0; r < LS_REJECT__COUNT; r++) st->rejected[r] = (int64_t)v[V_REJECTED + r];
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    st->rejected[r] = (int64_t)v[V_REJECTED + r];
   st->lag_ms = v[V_TIMED] > 0 ? v[V_LAG] / v[V_TIMED] : NAN;
   tr->sum.windows += st->windows;
   tr->sum.records += st->records;
@@ -676,7 +680,9 @@ ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states)
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
 
-int ls_trainer_finished(const ls_trainer_t *tr) { return tr != NULL && tr->finished; }
+int ls_trainer_finished(const ls_trainer_t *tr) {
+  return tr != NULL && tr->finished;
+}
 
 int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
   return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->v.series);

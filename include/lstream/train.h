@@ -152,8 +152,7 @@ LS_API ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setti
  * consumer's thread or librdkafka's, one call at a time; cb may print.
  * NULL (the default) drops them. */
 typedef void (*ls_train_warn_cb)(void *opaque, const char *message);
-LS_API ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *conf, ls_train_warn_cb cb,
-                                          void *opaque);
+LS_API ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *conf, ls_train_warn_cb cb, void *opaque);
 
 /* Reads KEY = VALUE lines (blank lines and lines starting with # skipped)
  * and sets each; an error names the file and the line. */

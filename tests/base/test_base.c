@@ -84,7 +84,9 @@ static char *temp_bytes(const char *text, size_t n) {
   return path;
 }
 
-static char *temp_file(const char *text) { return temp_bytes(text, strlen(text)); }
+static char *temp_file(const char *text) {
+  return temp_bytes(text, strlen(text));
+}
 
 Test(base, kvfile) {
   char got[256] = "";
@@ -180,16 +182,16 @@ Test(base, csv_fields_rfc4180_and_escapes) {
       {"tab\there", 8, "tab\there"},
       {"back\\slash", 10, "back\\\\slash"},
       {"nul\0byte", 8, "nul\\x00byte"},
-      {"\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9"},       /* UTF-8 stays as it is */
+      {"\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9"}, /* UTF-8 stays as it is */
       {"\xe2\x82\xac\xf0\x9f\x93\x88", 7, "\xe2\x82\xac\xf0\x9f\x93\x88"},
-      {"\xff\xfe", 2, "\\xff\\xfe"},                         /* never UTF-8 */
-      {"\x80x", 2, "\\x80x"},                                /* a stray continuation */
-      {"ab\xc3", 3, "ab\\xc3"},                              /* truncated at the end */
-      {"\xc3(", 2, "\\xc3("},                                /* a bad continuation */
-      {"\xc0\x80", 2, "\\xc0\\x80"},                         /* overlong NUL */
-      {"\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},                /* a surrogate */
-      {"\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80"},       /* above U+10FFFF */
-      {"q\",\xff", 4, "\"q\"\",\\xff\""},                    /* quoted and escaped */
+      {"\xff\xfe", 2, "\\xff\\xfe"},                   /* never UTF-8 */
+      {"\x80x", 2, "\\x80x"},                          /* a stray continuation */
+      {"ab\xc3", 3, "ab\\xc3"},                        /* truncated at the end */
+      {"\xc3(", 2, "\\xc3("},                          /* a bad continuation */
+      {"\xc0\x80", 2, "\\xc0\\x80"},                   /* overlong NUL */
+      {"\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},          /* a surrogate */
+      {"\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80"}, /* above U+10FFFF */
+      {"q\",\xff", 4, "\"q\"\",\\xff\""},              /* quoted and escaped */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     cr_expect_str_eq(csv_of(cases[i].in, cases[i].n), cases[i].out, "case %zu", i);

@@ -1353,8 +1353,8 @@ Test(consumer, commit_async_lands_and_never_holds_up_destroy) {
   cr_assert_eq(ls_ingest_commit_async(r.ing, 1, parts + 1, later), LS_OK);
   for (double const deadline = now_s() + WAIT_S;;) {
     pthread_mutex_lock(&warned.lock);
-    int const seen = strstr(warned.last, "cannot commit offset 7 of topic 'alag' partition 1") !=
-                     NULL;
+    int const seen =
+        strstr(warned.last, "cannot commit offset 7 of topic 'alag' partition 1") != NULL;
     pthread_mutex_unlock(&warned.lock);
     if (seen) break;
     cr_assert(now_s() < deadline, "no warning of the refused commit in %.0f s", WAIT_S);
@@ -1368,8 +1368,7 @@ Test(consumer, commit_async_lands_and_never_holds_up_destroy) {
   r.ing = NULL;
   /* 1 s of commit.timeout.ms, the rest margin for a loaded machine; the
    * old wait was 45 s. */
-  cr_expect(now_s() - t0 < 10.0, "destroying took %.1f s with the coordinator down",
-            now_s() - t0);
+  cr_expect(now_s() - t0 < 10.0, "destroying took %.1f s with the coordinator down", now_s() - t0);
   cr_assert_eq(ls_ingest_commit_async(NULL, 1, parts, offsets), LS_ERR_INVALID_ARG);
   rig_free(&r);
 }

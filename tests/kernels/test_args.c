@@ -194,7 +194,8 @@ Test(args, nonfinite_gradient_skipped) {
   ls_optim_t opt;
   ls_optim_init(&opt);
   opt.skip_nonfinite = 1;
-  for (size_t i = 0; i < n; i++) g[i] = 0.01f * (float)(i % 7);
+  for (size_t i = 0; i < n; i++)
+    g[i] = 0.01f * (float)(i % 7);
   cr_assert_eq(ls_engine_write_grads(e, g, n), LS_OK);
   float norm = 0.0f;
   cr_assert_eq(ls_engine_optimizer_step(e, &opt, 1.0f, &norm), LS_OK, "a finite step");
@@ -211,11 +212,13 @@ Test(args, nonfinite_gradient_skipped) {
     cr_assert_eq(ls_engine_read_params(e, p1, n), LS_OK);
     cr_expect_arr_eq(p0, p1, n * sizeof(float), "case %d: parameters changed", k);
     cr_assert_eq(ls_engine_read_grads(e, p1, n), LS_OK);
-    for (size_t i = 0; i < n; i++) cr_expect_eq(p1[i], 0.0f, "case %d: gradient not zeroed", k);
+    for (size_t i = 0; i < n; i++)
+      cr_expect_eq(p1[i], 0.0f, "case %d: gradient not zeroed", k);
   }
   int64_t steps = 0;
   cr_assert_eq(ls_engine_read_optimizer(e, m, v, n, &steps), LS_OK);
-  for (size_t i = 0; i < n; i++) cr_expect(isfinite(m[i]) && isfinite(v[i]), "moment %zu", i);
+  for (size_t i = 0; i < n; i++)
+    cr_expect(isfinite(m[i]) && isfinite(v[i]), "moment %zu", i);
   /* Without skip_nonfinite the Inf goes through, as in PyTorch. */
   opt.skip_nonfinite = 0;
   g[n / 2] = INFINITY;

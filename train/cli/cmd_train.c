@@ -64,7 +64,8 @@ static void print_line(run_log_t *lg, int64_t step, double now) {
           "wait=%.3f rejected=%s\n",
           (long long)step, (long long)lg->windows, mse(lg->loss, lg->count),
           mse(lg->base, lg->count), lg->windows / dt, lg->records / dt,
-          busy > 0 ? lg->wait_s / busy : 0.0, rejected_text(lg->rejected, rejected, sizeof rejected));
+          busy > 0 ? lg->wait_s / busy : 0.0,
+          rejected_text(lg->rejected, rejected, sizeof rejected));
   lg->steps = lg->windows = lg->records = 0;
   lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
   lg->last_t = now;
@@ -89,7 +90,8 @@ static void metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
           json_num(loss, sizeof loss, "%.9g", mse(s->loss_sum, s->count)),
           json_num(base, sizeof base, "%.9g", mse(s->baseline_sum, s->count)), s->count,
           s->updated, s->nonfinite,
-          json_num(norm, sizeof norm, "%.6g", s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
+          json_num(norm, sizeof norm, "%.6g",
+                   s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
           json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
           s->wait_s, json_num(lag, sizeof lag, "%.1f", s->lag_ms));
   for (int r = 1; r < LS_REJECT__COUNT; r++)
