@@ -97,11 +97,11 @@ kill)
     fail "a series did not train each of its records exactly once"
   ;;
 kill_mpi)
-  kill_trainer() {                # rank 1 only: mpirun then ends the job
-    local killed=1
-    for pid in $(pgrep -f "lstream train --brokers $bootstrap"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-        kill -9 "$pid" && killed=0
+  kill_trainer() { # rank 1 only: mpirun then ends the job (and killed_runs waits for it)
+    local killed=1 rank_pid
+    for rank_pid in $(pgrep -f "lstream train --brokers $bootstrap"); do
+      if tr '\0' '\n' <"/proc/$rank_pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+        kill -9 "$rank_pid" && killed=0
       fi
     done
     return $killed

@@ -85,20 +85,25 @@ static int broker_write_file(const char *path, const char *text) {
   return CLI_EXIT_OK;
 }
 
-/* Blocks until SIGINT or SIGTERM, taking broker 1 down on SIGUSR1 and up
- * on SIGUSR2. The signals stay blocked outside sigsuspend, so one that
- * arrives before the wait is not lost. */
-static void broker_wait_for_signal(ls_broker_t *broker) {
-  sigset_t block, old;
+/* Blocks SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 and installs their handler,
+ * before the address is published: a signal sent as soon as it is waits for
+ * broker_wait_for_signal. *old receives the mask to wait with. */
+static void broker_catch_signals(sigset_t *old) {
+  sigset_t block;
   sigemptyset(&block);
   int const sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
   struct sigaction sa = {.sa_handler = broker_on_signal};
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 4; i++) sigaddset(&block, sigs[i]);
-  sigprocmask(SIG_BLOCK, &block, &old);
+  sigprocmask(SIG_BLOCK, &block, old);
   for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+/* Waits until SIGINT or SIGTERM, taking broker 1 down on SIGUSR1 and up on
+ * SIGUSR2. The signals stay blocked outside sigsuspend, so none is lost. */
+static void broker_wait_for_signal(ls_broker_t *broker, const sigset_t *old) {
   while (!broker_stop) {
-    sigsuspend(&old);
+    sigsuspend(old);
     if (broker_usr == 0) continue;
     int const down = broker_usr == SIGUSR1;
     broker_usr = 0;
@@ -108,7 +113,7 @@ static void broker_wait_for_signal(ls_broker_t *broker) {
     else
       fprintf(stderr, "lstream broker: broker 1 is %s\n", down ? "down (SIGUSR1)" : "up (SIGUSR2)");
   }
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  sigprocmask(SIG_SETMASK, old, NULL);
 }
 
 int cmd_broker(int argc, char **argv) {
@@ -145,6 +150,8 @@ int cmd_broker(int argc, char **argv) {
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
 
+  sigset_t old;
+  broker_catch_signals(&old);
   ls_broker_t *broker = NULL;
   ls_err_t err = ls_broker_new(&broker, n_brokers, port);
   if (err != LS_OK) return cli_fail(err, "cannot start the embedded broker");
@@ -164,7 +171,7 @@ int cmd_broker(int argc, char **argv) {
   fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
           n_brokers, bootstrap, topics.n);
 
-  broker_wait_for_signal(broker);
+  broker_wait_for_signal(broker, &old);
 
   if (bootstrap_file != NULL) unlink(bootstrap_file);
   ls_broker_destroy(broker);
