@@ -48,7 +48,7 @@ static const base_key_t keys[] = {
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
     {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
-    {"deadline_ms", "live: fire a partial step this long after its first window", F(deadline_ms), BASE_V_INT(1, 3600000)},
+    {"deadline_ms", "live: fire a partial step this long after it began (sooner when nothing ready can join it); the consumer's fetches wait a tenth of it at most", F(deadline_ms), BASE_V_INT(1, 3600000)},
     {"queue_windows", "ingest bound on queued windows, per partition", F(queue_windows), BASE_V_INT(1, 1 << 24)},
     {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
