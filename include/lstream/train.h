@@ -246,7 +246,8 @@ typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 /* Runs until the end of a replay, until max_steps, until *stop becomes
  * non-zero (checked at least every 100 ms; a signal handler may set it), or
  * until cb asks; then takes a last snapshot (with snapshot_dir). stop and
- * cb may be NULL. */
+ * cb may be NULL. LS_ERR_IO when that last snapshot failed (on every rank
+ * alike: ls_trainer_finished then says 1, and the results can be read). */
 LS_API ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                                void *opaque);
 
