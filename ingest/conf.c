@@ -34,6 +34,7 @@ static const base_key_t keys[] = {
     {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
     {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
     {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
+    {"max.abs", NULL, F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
@@ -49,6 +50,7 @@ void ls_ingest_settings_init(ls_ingest_settings_t *s) {
                               .window = 32,
                               .queue_windows = 256,
                               .buffer_records = 4194304,
+                              .max_abs = 1e18,
                               .warn_interval_ms = 5000,
                               .start_timeout_ms = 10000,
                               .commit_timeout_ms = 5000,
@@ -169,7 +171,12 @@ void ls_kafka_config_free(char **settings, int n) {
 /* The configuration object                                                  */
 
 /* Consumer defaults that a user's property replaces. group.id is required by
- * rd_kafka_assign but used for nothing else; auto.offset.reset=error makes
+ * rd_kafka_assign and names the group offsets are committed to (no group is
+ * joined); session.timeout.ms (set to commit.timeout.ms) then serves one
+ * purpose: it is how long librdkafka keeps a commit waiting for a group
+ * coordinator, and destroying a consumer waits for its commits in flight (a
+ * coordinator that is down held an exit up for its default, 45 s);
+ * auto.offset.reset=error makes
  * records deleted before they were read an error instead of a silent skip.
  * queued.min.messages: with assigned partitions sharing one consumer queue,
  * librdkafka 2.0 stops fetching every partition once that queue holds this
@@ -182,6 +189,7 @@ static const struct {
     {"group.id", "group.id=lstream-ingest"},
     {"auto.offset.reset", "auto.offset.reset=error"},
     {"queued.min.messages", "queued.min.messages=1000000"},
+    {"session.timeout.ms", NULL}, /* commit.timeout.ms */
 };
 enum { N_OVERRIDABLE = sizeof overridable / sizeof overridable[0] };
 
@@ -314,8 +322,11 @@ ls_err_t ingest_conf_kafka(const ls_ingest_conf_t *conf, int consumer, rd_kafka_
     static const char *const fixed[] = {
         "enable.auto.commit=false", "enable.auto.offset.store=false", "enable.partition.eof=true"};
     ls_err_t err = kafka_conf_apply(k, fixed, 3);
+    char session[64];
+    snprintf(session, sizeof session, "session.timeout.ms=%d", conf->s.commit_timeout_ms);
     for (int i = 0; i < N_OVERRIDABLE && err == LS_OK; i++)
-      if (!(conf->kafka_user_set & (1u << i))) err = kafka_apply_one(k, overridable[i].setting);
+      if (!(conf->kafka_user_set & (1u << i)))
+        err = kafka_apply_one(k, overridable[i].setting ? overridable[i].setting : session);
     if (err != LS_OK) {
       rd_kafka_conf_destroy(k);
       return err;

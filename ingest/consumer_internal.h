@@ -126,6 +126,7 @@ struct ls_ingest_s {
   ls_ingest_settings_t s; /* the conf's settings, strings owned */
   rd_kafka_t *rk;
   rd_kafka_queue_t *rkq; /* the consumer queue */
+  rd_kafka_queue_t *commits; /* results of ls_ingest_commit_async, polled by the thread */
   rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
   part_t *parts;         /* [n_parts] */
   int n_parts;

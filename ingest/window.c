@@ -26,6 +26,8 @@
  */
 #include "window.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +81,7 @@ typedef struct skip_s {
 struct ls_windower_s {
   ls_format_t fmt;
   int F, T;
+  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
   table_t series;    /* of series_t, in order of first appearance */
   table_t skips;     /* of skip_t */
   size_t skips_left; /* rules whose series was not accepted yet */
@@ -273,6 +276,7 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   w->fmt = fmt;
   w->F = F;
   w->T = T;
+  w->max_abs = INFINITY;
   w->scratch = malloc((size_t)F * sizeof(float));
   w->ones = malloc((size_t)T * sizeof(float));
   w->partial_mask = malloc((size_t)T * sizeof(float));
@@ -365,6 +369,23 @@ static ls_reject_t reject(ls_windower_t *w, ls_reject_t reason) {
   return reason;
 }
 
+ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs) {
+  LS_RETURN_IF(w == NULL || !(max_abs > 0.0), LS_ERR_INVALID_ARG,
+               "ls_windower_set_max_abs: w must not be NULL and max_abs (%g) must be > 0", max_abs);
+  w->max_abs = max_abs >= 3.4e38 ? INFINITY : (float)max_abs; /* float's largest, about */
+  return LS_OK;
+}
+
+/* Decodes rec's value into out [F]: LS_REJECT_NONE, or why not (SIZE,
+ * PARSE, NONFINITE, RANGE). */
+static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, float *out) {
+  ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, w->F, out);
+  if (r != LS_REJECT_NONE) return r;
+  for (int f = 0; f < w->F; f++)
+    if (fabsf(out[f]) > w->max_abs) return LS_REJECT_RANGE;
+  return LS_REJECT_NONE;
+}
+
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                              const ls_window_t **complete) {
   if (w == NULL || rec == NULL || complete == NULL || (rec->key == NULL && rec->key_len > 0) ||
@@ -388,8 +409,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
       s->times[0] = s->times[T];
       s->count = 1;
     }
-    ls_reject_t const r =
-        ls_record_decode(w->fmt, rec->value, rec->value_len, F, s->x + (size_t)s->count * F);
+    ls_reject_t const r = decode_value(w, rec, s->x + (size_t)s->count * F);
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
   } else {
@@ -401,7 +421,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
       w->stats.skipped++;
       return LS_REJECT_NONE;
     }
-    ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, F, w->scratch);
+    ls_reject_t const r = decode_value(w, rec, w->scratch);
     if (r != LS_REJECT_NONE) return reject(w, r);
     ls_err_t const err = series_add(w, hash, rec, rule != NULL ? rule->next_index : 0, &s);
     if (err != LS_OK) {

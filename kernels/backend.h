@@ -94,10 +94,14 @@ typedef struct ls_backend_ops_s {
   /* Clip + Adam/AdamW over the flat buffers (see ls_engine_optimizer_step):
    * g is scaled by grad_scale and by the clip coefficient computed from
    * norm_sq (device, from grad_norm_sq of the unscaled g), then zeroed.
-   * step is the 1-based update count. */
+   * steps_in (device) holds the updates taken so far; the bias corrections
+   * are those of update *steps_in + 1, and steps_out (device, another
+   * double) receives *steps_in + 1. With opt->skip_nonfinite and a norm_sq
+   * that is not finite, g is only zeroed and steps_out receives *steps_in:
+   * the decision is taken where the gradient is, with no read-back. */
   ls_err_t (*adam_update)(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                          const double *norm_sq, float grad_scale, const ls_optim_t *opt,
-                          int64_t step);
+                          const double *norm_sq, const double *steps_in, double *steps_out,
+                          float grad_scale, const ls_optim_t *opt);
 
   /* States <-> table [S, L, H]. The state of layer l, row b is at
    * h0[l * stride + b * H] (so the engine's per-layer blocks need no

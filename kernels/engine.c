@@ -119,7 +119,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
-  if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err == LS_OK) err = ops->alloc(e->ctx, SCALARS * sizeof(double), (void **)&e->scalars);
   if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
   e->last = calloc(Bm, sizeof *e->last);
@@ -182,7 +182,8 @@ ls_err_t ls_engine_init_params(ls_engine_t *e, uint64_t seed) {
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_m, e->n_params * sizeof(float));
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_v, e->n_params * sizeof(float));
-  e->adam_steps = 0;
+  if (err == LS_OK) err = e->ops->zero(e->ctx, e->scalars + SCALAR_STEPS, 2 * sizeof(double));
+  e->steps_slot = 0;
   return err;
 }
 
@@ -508,10 +509,13 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   LS_RETURN_IF(!isfinite(grad_scale) || grad_scale < 0.0f, LS_ERR_INVALID_ARG,
                "grad_scale %g must be finite and >= 0", (double)grad_scale);
   LS_FORWARD_IF_ERROR(e->ops->grad_norm_sq(e->ctx, e->scalars + 2, e->grads, e->n_params));
+  /* The skip of a non-finite gradient is decided on the device, by the
+   * update itself (backend.h): nothing is read back here. */
+  double *const steps = e->scalars + SCALAR_STEPS;
   LS_FORWARD_IF_ERROR(e->ops->adam_update(e->ctx, e->params, e->grads, e->adam_m, e->adam_v,
-                                          e->n_params, e->scalars + 2, grad_scale, opt,
-                                          e->adam_steps + 1));
-  e->adam_steps++;
+                                          e->n_params, e->scalars + 2, steps + e->steps_slot,
+                                          steps + (1 - e->steps_slot), grad_scale, opt));
+  e->steps_slot = 1 - e->steps_slot;
   e->norm_scale = grad_scale;
   if (grad_norm != NULL) {
     double norm_sq = 0.0;
@@ -521,7 +525,14 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   return LS_OK;
 }
 
-int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
+int64_t ls_engine_optimizer_steps(ls_engine_t *e) {
+  double steps = 0.0;
+  if (e == NULL ||
+      e->ops->download(e->ctx, &steps, e->scalars + SCALAR_STEPS + e->steps_slot, sizeof steps) !=
+          LS_OK)
+    return -1;
+  return (int64_t)steps;
+}
 
 ls_err_t ls_engine_fetch_figures(ls_engine_t *e) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
@@ -548,7 +559,10 @@ ls_err_t ls_engine_read_optimizer(ls_engine_t *e, float *m, float *v, size_t n, 
   LS_RETURN_IF(steps == NULL, LS_ERR_INVALID_ARG, "steps is NULL");
   LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, m, e->adam_m, n * sizeof(float)));
   LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, v, e->adam_v, n * sizeof(float)));
-  *steps = e->adam_steps;
+  double taken = 0.0;
+  LS_FORWARD_IF_ERROR(
+      e->ops->download(e->ctx, &taken, e->scalars + SCALAR_STEPS + e->steps_slot, sizeof taken));
+  *steps = (int64_t)taken;
   return LS_OK;
 }
 
@@ -560,6 +574,8 @@ ls_err_t ls_engine_write_optimizer(ls_engine_t *e, const float *m, const float *
                (long long)steps);
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_m, m, n * sizeof(float)));
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_v, v, n * sizeof(float)));
-  e->adam_steps = steps;
+  double const taken = (double)steps; /* exact below 2^53 */
+  LS_FORWARD_IF_ERROR(
+      e->ops->upload(e->ctx, e->scalars + SCALAR_STEPS + e->steps_slot, &taken, sizeof taken));
   return LS_OK;
 }

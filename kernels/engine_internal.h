@@ -43,10 +43,11 @@ struct ls_engine_s {
   float *dx;       /* (Tm, Bm, I) */
   float *dh0;      /* (L, Bm, H) */
   float *dc0;      /* (L, Bm, H) */
-  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
+  double *scalars; /* (6) loss sum, count, gradient norm^2, scratch, and Adam's count of updates
+                      taken in two slots: each update reads one, writes the other */
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
-  int64_t adam_steps;
+  int steps_slot;           /* scalars[SCALAR_STEPS + steps_slot] holds the update count */
   float norm_scale;         /* grad_scale of the last optimizer step */
   float fetch_scale;        /* norm_scale when the figures were fetched */
   int fetched;              /* ls_engine_fetch_figures was called */
@@ -66,6 +67,10 @@ struct ls_engine_s {
   ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
   void *grad_hook_opaque;
 };
+
+/* scalars: where Adam's update count starts (two slots), how many in all. */
+#define SCALAR_STEPS 4
+#define SCALARS 6
 
 /* Allocates `floats` floats of device memory (zeroed). */
 ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats);

@@ -398,9 +398,16 @@ static ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t 
 }
 
 static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                            const double *norm_sq, float grad_scale, const ls_optim_t *opt,
-                            int64_t step) {
+                            const double *norm_sq, const double *steps_in, double *steps_out,
+                            float grad_scale, const ls_optim_t *opt) {
   cpu_ctx_t *const c = ctx;
+  if (opt->skip_nonfinite && !isfinite(*norm_sq)) { /* NaN or Inf in g: no update */
+    memset(g, 0, n * sizeof *g);
+    *steps_out = *steps_in;
+    return LS_OK;
+  }
+  double const step = *steps_in + 1.0;
+  *steps_out = step;
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
   double const norm = (double)grad_scale * sqrt(*norm_sq);
   double coef = 1.0;
@@ -411,8 +418,8 @@ static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, s
   /* torch.optim.Adam(W), single-tensor path: scalars in double, then float. */
   float const gs = (float)((double)grad_scale * coef);
   float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
-  double const bc1 = 1.0 - pow((double)b1, (double)step);
-  double const bc2 = 1.0 - pow((double)b2, (double)step);
+  double const bc1 = 1.0 - pow((double)b1, step);
+  double const bc2 = 1.0 - pow((double)b2, step);
   float const step_size = (float)((double)lr / bc1);
   float const bc2_sqrt = (float)sqrt(bc2);
   float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;

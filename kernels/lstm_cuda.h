@@ -182,7 +182,8 @@ ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *
                        const float *y, const float *w, int N, int H, int O);
 ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n);
 ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                     const double *norm_sq, float grad_scale, const ls_optim_t *opt, int64_t step);
+                     const double *norm_sq, const double *steps_in, double *steps_out,
+                     float grad_scale, const ls_optim_t *opt);
 
 /* lstm_cuda_state.cu */
 ls_err_t state_gather(void *ctx, float *h0, float *c0, size_t stride, const float *tab_h,

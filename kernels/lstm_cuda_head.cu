@@ -109,11 +109,31 @@ ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n) {
 }
 
 /* torch.optim.Adam(W), single-tensor path, after clip_grad_norm_. The clip
- * coefficient comes from the device's norm_sq, in double as on the CPU. */
+ * coefficient comes from the device's norm_sq, in double as on the CPU, and
+ * so does the decision to skip a gradient that is not finite; the bias
+ * corrections from the device's count of updates taken (steps_in), which
+ * block 0 writes, plus this one unless skipped, to steps_out (another
+ * double: no block reads what another writes). */
 __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v, size_t n,
-                                          const double *norm_sq, float grad_scale, float clip_norm,
-                                          float b1, float b2, float eps, float step_size,
-                                          float bc2_sqrt, float decay, float l2) {
+                                          const double *norm_sq, const double *steps_in,
+                                          double *steps_out, float grad_scale, float clip_norm,
+                                          int skip_nonfinite, float lr, float b1, float b2,
+                                          float eps, float decay, float l2) {
+  int const skip = skip_nonfinite && !isfinite(*norm_sq);
+  double const step = *steps_in + (skip ? 0.0 : 1.0);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *steps_out = step;
+  if (skip) { /* NaN or Inf in g: only zeroed */
+    GRID_STRIDE(i, n) g[i] = 0.0f;
+    return;
+  }
+  /* Bias corrections in double, then float, as on the CPU: once a block. */
+  __shared__ float bias[2];
+  if (threadIdx.x == 0) {
+    bias[0] = (float)((double)lr / (1.0 - pow((double)b1, step))); /* step size */
+    bias[1] = (float)sqrt(1.0 - pow((double)b2, step));
+  }
+  __syncthreads();
+  float const step_size = bias[0], bc2_sqrt = bias[1];
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
   double const norm = (double)grad_scale * sqrt(*norm_sq);
   double coef = 1.0;
@@ -136,20 +156,16 @@ __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v
 }
 
 ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                     const double *norm_sq, float grad_scale, const ls_optim_t *opt, int64_t step) {
+                     const double *norm_sq, const double *steps_in, double *steps_out,
+                     float grad_scale, const ls_optim_t *opt) {
   cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
   LS_FORWARD_IF_ERROR(enter(c));
-  /* Bias corrections on the host in double, then float, as on the CPU. */
-  float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
-  double const bc1 = 1.0 - pow((double)b1, (double)step);
-  double const bc2 = 1.0 - pow((double)b2, (double)step);
-  float const step_size = (float)((double)lr / bc1);
-  float const bc2_sqrt = (float)sqrt(bc2);
+  float const wd = opt->weight_decay, lr = opt->lr;
   float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;
   float const l2 = opt->decoupled ? 0.0f : wd;
-  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, grad_scale,
-                                                             opt->clip_norm, b1, b2, opt->eps,
-                                                             step_size, bc2_sqrt, decay, l2);
+  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(
+      p, g, m, v, n, norm_sq, steps_in, steps_out, grad_scale, opt->clip_norm, opt->skip_nonfinite,
+      lr, opt->beta1, opt->beta2, opt->eps, decay, l2);
   LAUNCH_CHECK("adam_update_kernel");
   return LS_OK;
 }

@@ -3,8 +3,8 @@
  * snapshot modules (snapshot.c: the in-memory content; snapshot_format.c:
  * what writing and reading one file share; snapshot_encode.c: writing one;
  * snapshot_decode.c: reading and verifying one; snapshot_io.c: directories,
- * commit, load; snapshotter.c: the background writer; safetensors.c:
- * export). Not a public header.
+ * commit, load; snapshot_lock.c: one trainer per directory; snapshotter.c:
+ * the background writer; safetensors.c: export). Not a public header.
  *
  * Format, version 2 (version 1, before the normaliser, calibration and
  * replay memory, is refused with a message saying so). Every integer little-endian (the build
@@ -298,5 +298,11 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
 
 /* Reads a whole file into memory (malloc'ed). */
 ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
+
+/* ------------------------------------------------------------------------ */
+/* Directories (snapshot_io.c)                                               */
+
+/* Creates dir and its parents as needed. */
+ls_err_t snap_make_dirs(const char *dir);
 
 #endif /* LSTREAM_STATE_SNAPSHOT_FORMAT_H */

@@ -65,8 +65,7 @@ static int64_t name_step(const char *name, const char *prefix) {
   return step;
 }
 
-/* Creates dir and its parents as needed. */
-static ls_err_t make_dirs(const char *dir) {
+ls_err_t snap_make_dirs(const char *dir) {
   char buf[PATH_MAX];
   LS_RETURN_IF(strlen(dir) >= sizeof buf, LS_ERR_INVALID_ARG, "path %s is too long", dir);
   strcpy(buf, dir);
@@ -168,7 +167,7 @@ ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *s, const cha
   char tmp[PATH_MAX], file[PATH_MAX];
   LS_FORWARD_IF_ERROR(step_path(tmp, dir, TMP_PREFIX, s->info.step));
   LS_FORWARD_IF_ERROR(shard_path(file, tmp, (int)s->info.rank));
-  LS_FORWARD_IF_ERROR(make_dirs(tmp));
+  LS_FORWARD_IF_ERROR(snap_make_dirs(tmp));
   return snap_write_shard_file(enc, s, file);
 }
 

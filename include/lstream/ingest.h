@@ -38,6 +38,7 @@ typedef enum ls_reject_e {
   LS_REJECT_BACKWARDS, /* event time before the series' previous record */
   LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
   LS_REJECT_PARTITION, /* series already seen on another partition */
+  LS_REJECT_RANGE,     /* holds a value beyond the bound on magnitudes (max.abs) */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -50,20 +51,18 @@ LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 /* "f32" or "csv". */
 LS_API const char *ls_format2str(ls_format_t fmt);
 
-/* Encodes F values as a record value into buf (size bytes); *len receives
- * the length. CSV uses the shortest text that reads back to the same float
- * ("%.{6..9}g", "C" locale); nothing is NUL-terminated. Any value encodes,
- * NaN and Inf included (as "nan", "inf"), so that tests can produce records
- * the decoder must reject. */
+/* Encodes F values as a record value into buf (size bytes; *len: the
+ * length, no NUL). CSV: the shortest text that reads back to the same float
+ * ("%.{6..9}g", "C" locale). NaN and Inf encode too ("nan", "inf"), so that
+ * tests can produce records the decoder must reject. */
 LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf,
                                  size_t size, size_t *len);
 
-/* Decodes a record value of exactly F values into out [F]. Returns
- * LS_REJECT_NONE, or the reason it is rejected (SIZE, PARSE, NONFINITE);
- * out may be partly written on rejection. csv accepts spaces and tabs around
- * each number and one trailing "\n" or "\r\n" (ingest/record.c has the
- * exact grammar). Invalid arguments (out NULL, F outside [1,
- * LS_FEATURES_MAX], value NULL with len > 0) are rejected as SIZE. */
+/* Decodes a record value of exactly F values into out [F] (partly written
+ * on rejection): LS_REJECT_NONE, or why not (SIZE, PARSE, NONFINITE). csv
+ * takes spaces and tabs around each number and one trailing "\n" or
+ * "\r\n" (ingest/record.c: the grammar). Invalid arguments (out NULL, F
+ * outside [1, LS_FEATURES_MAX], value NULL with len > 0) are SIZE. */
 LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
                                     float *out);
 
@@ -296,7 +295,6 @@ LS_API ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer,
 
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
-/* (The longest series key, LS_KEY_MAX, is in lstream/common.h.) */
 
 /* One training window of one series (DESIGN.md "Windows"): TBPTT with
  * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
@@ -362,8 +360,9 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
  * accepted on, or its skip rule names: PARTITION), a new series' skip rule
- * (below it: skipped), the value (SIZE, PARSE, NONFINITE), the time (not
- * before the series' last accepted record: BACKWARDS). A rejected record
+ * (below it: skipped), the value (SIZE, PARSE, NONFINITE, then RANGE: a
+ * value of magnitude above the windower's bound), the time (not before the
+ * series' last accepted record: BACKWARDS). A rejected record
  * changes nothing but the counters. When the record completes a window,
  * *complete points at it (valid until the next call on w), else NULL.
  * Returns the reason, LS_REJECT_NONE when accepted or skipped (below its
@@ -372,6 +371,11 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
  * with a message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
+
+/* Sets the bound on the magnitude of values: a record holding a value v
+ * with |v| > max_abs is rejected (RANGE). A new windower has none (every
+ * finite float passes). max_abs must be > 0; 3.4e38 or more is no bound. */
+LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -477,15 +481,19 @@ typedef struct ls_ingest_settings_s {
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
+  double max_abs;                /* [max.abs] reject records holding a value v with
+                                    |v| > max.abs (RANGE), > 0 (1e18: the square of a
+                                    difference of two such values, 4e36, stays finite
+                                    in float32, as a loss and an optimizer need;
+                                    3.4e38 or more, about float's largest: no bound) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
-                                    (10000) */
+                                    and on reaching each partition's leader (10000) */
   int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
-  int watch_interval_ms;         /* [watch.interval.ms] how often a thread of the consumer
-                                    asks the leaders of its partitions for their high
-                                    watermarks (one ListOffsets request per leader, waiting
-                                    at most this long): whether the consumer reaches the
-                                    cluster, and each partition's lag; 0 = never (1000) */
+  int watch_interval_ms;         /* [watch.interval.ms] how often a thread asks the
+                                    partitions' leaders for their high watermarks (one
+                                    ListOffsets per leader, waiting at most this long): is
+                                    the cluster reached, each partition's lag; 0 never (1000) */
 } ls_ingest_settings_t;
 
 /* Fills s with the defaults (no topic). */
@@ -510,15 +518,14 @@ LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
                                             ls_ingest_settings_t *out);
 
 /* Passes one librdkafka property through, "key=value" (as kcat -X), checked
- * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
- * every consumer needs. Consumer defaults that a property replaces:
- * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
- * group is joined, and offsets are committed only by ls_ingest_commit),
- * auto.offset.reset=error (a record deleted before it was read fails the
- * consumer instead of being skipped) and queued.min.messages=1000000
- * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why).
- * enable.auto.commit, enable.auto.offset.store (false) and
- * enable.partition.eof (true) are fixed. */
+ * now; SASL/SSL and the rest work this way; bootstrap.servers is needed.
+ * Defaults a property replaces: group.id=lstream-ingest (needed to assign
+ * partitions; no group is joined, offsets are committed only by
+ * ls_ingest_commit), auto.offset.reset=error (a record deleted before it
+ * was read fails the consumer), queued.min.messages=1000000 (ingest/conf.c
+ * says why), session.timeout.ms = commit.timeout.ms (bounds a commit's
+ * wait for a coordinator). enable.auto.commit, enable.auto.offset.store
+ * (false) and enable.partition.eof (true) are fixed. */
 LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
@@ -596,24 +603,29 @@ typedef struct ls_ingest_s ls_ingest_t;
  * then consumes on a thread of its own, decodes, validates, windows, and
  * queues complete windows, one queue per partition. Backpressure: a
  * partition whose queue is full is paused alone (its records already
- * fetched are held back, in order) and resumed once the trainer took half
- * of it; when memory (buffer.records) is full every partition is paused
- * until the trainer drains it below 3/4. Nothing is ever dropped; a bound
- * that nothing the trainer takes can relieve is an error. Records before a
- * timestamp start are skipped (a broker that cannot look offsets up by time,
- * such as librdkafka's mock, answers "none": the consumer then starts at
- * the low watermark and skips). The conf is copied; it may be destroyed
- * after. */
+ * fetched held back, in order) and resumed once the trainer took half of
+ * it; when memory (buffer.records) is full every partition is paused until
+ * the trainer drains it below 3/4. Nothing is ever dropped; a bound that
+ * nothing the trainer takes can relieve is an error. Each partition's
+ * leader must be reachable at its advertised address: the consumer first
+ * connects to it (within start.timeout.ms) and fails, naming the
+ * partition, the broker and the address, when it cannot (an outage later
+ * only warns). Records before a timestamp start are skipped (a broker that
+ * cannot look offsets up by time, as librdkafka's mock, answers "none":
+ * the consumer starts at the low watermark and skips). The conf is copied. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
-/* Stops the thread, closes the clients (flushing dead letters); accepts
- * NULL. Windows not released are freed: do not use them after. */
+/* Stops the thread, closes the clients (flushing dead letters, for up to
+ * 5 s); accepts NULL. No consumer-group close: nothing waits on a broker
+ * that is down, and commits still in flight are abandoned. Windows not
+ * released are freed: do not use them after. */
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error,
- * an offset out of range, a memory bound too small for the series' partial windows) is returned
- * here, with its message, once the queue is empty. */
+ * window of any partition, in arrival order. A failure of the consumer
+ * thread (a fatal Kafka error, an offset out of range, a memory bound too
+ * small for the series' partial windows) is returned here, with its
+ * message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                                const ls_window_t **win);
 
@@ -666,6 +678,15 @@ LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int
  * it does not hold up the consumer. n = 0 commits nothing. */
 LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
                                  const int64_t *offsets);
+
+/* ls_ingest_commit without the wait: starts the commit and returns at
+ * once. A commit that fails (a coordinator down, a partition refused) is
+ * reported later through the warning callback (WARN: Kafka), rate limited;
+ * one still in flight when the consumer is destroyed is abandoned. For a
+ * trainer whose offsets live in its snapshots, so that a broker outage
+ * never holds up a step or an exit. */
+LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                       const int64_t *offsets);
 
 /* ls_windower_pending for the consumer's series, once a replay (stop=end)
  * has reached the end of every partition (LS_ERR_STATE before): the records

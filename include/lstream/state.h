@@ -393,6 +393,25 @@ LS_API ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb c
                                         char *path, size_t size);
 
 /* ------------------------------------------------------------------------ */
+/* One writer per directory                                                  */
+
+/* The lock of a snapshot directory: one trainer at a time writes into it. */
+typedef struct ls_snapshot_lock_s ls_snapshot_lock_t;
+
+/* Takes the exclusive lock of snapshot directory dir (created, with its
+ * parents, when missing): the file DIR/lock, held with flock(2) for as long
+ * as the lock lives and holding "pid=PID host=HOST" of its holder. Never
+ * waits: LS_ERR_STATE when another process holds it, the message naming
+ * the holder's pid and host. A holder that dies lets go at once (the kernel
+ * drops its locks); the file stays and is reused. On NFS, Linux maps flock
+ * to the server's byte-range locks, so hosts that share the directory see
+ * each other's lock (NFSv4, or v3 with the lock manager running). */
+LS_API ls_err_t ls_snapshot_lock(const char *dir, ls_snapshot_lock_t **out);
+
+/* Lets go of the lock; accepts NULL. */
+LS_API void ls_snapshot_unlock(ls_snapshot_lock_t *lock);
+
+/* ------------------------------------------------------------------------ */
 /* Export                                                                    */
 
 /* The model of rank 0's part as a safetensors file (F32 tensors with

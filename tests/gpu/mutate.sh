@@ -39,6 +39,8 @@ alloc_not_zeroed ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ cudaError_t const z = cu
 loss_padding_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     if (m == 0.0f) { ~~     if (m < 0.0f) { ~~ mse_loss_kernel trains on padding
 reduce_short ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_final_kernel leaves out the last block's partial sum
 adam_grad_kept ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     g[i] = 0.0f;\n ~~  ~~ adam_update_kernel does not zero the gradient
+adam_skip_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ *steps_in + (skip ? 0.0 : 1.0) ~~ *steps_in + 1.0 ~~ adam_update_kernel counts a skipped update (the next one's bias correction is off)
+adam_skip_ignored ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ skip_nonfinite && !isfinite(*norm_sq) ~~ skip_nonfinite && 0 && !isfinite(*norm_sq) ~~ a non-finite gradient reaches the parameters
 seq_targets_row0 ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ *target = seq + (size_t)B * In; /* row 1 */ ~~ *target = seq; /* row 0 */ ~~ seq_targets gives a sequence's inputs as its targets
 sync_ignored ~~ kernels/lstm_cuda.cu ~~ 0 ~~ launch_sync = sync != NULL && !strcmp(sync, "1"); ~~ launch_sync = sync != NULL && 0; ~~ LSTREAM_CUDA_SYNC=1 ignored
 nccl_no_wait_before ~~ train/comm.c ~~ 0 ~~     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");\n ~~  ~~ a segment's sum does not wait for backward's event

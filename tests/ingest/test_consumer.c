@@ -536,6 +536,14 @@ static void on_warning(void *opaque, const char *message) {
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Keeps the last warning of any kind. */
+static void on_any_warning(void *opaque, const char *message) {
+  warnings_t *const w = opaque;
+  pthread_mutex_lock(&w->lock);
+  snprintf(w->last, sizeof w->last, "%s", message);
+  pthread_mutex_unlock(&w->lock);
+}
+
 /* Reads n records of a topic's partition 0 with a plain librdkafka consumer;
  * returns how many carry the header lstream-reject-reason = reason. */
 static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__COUNT],
@@ -638,6 +646,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
       {3, "series-0000", 11, "1,2,3,4", time_of(2) + 500},  /* backwards */
       {4, NULL, 0, "1,2,3,4", time_of(4)},                  /* key: none */
       {4, long_key, LS_KEY_MAX + 1, "1,2,3,4", time_of(4)}, /* key: 256 bytes */
+      {5, "series-0000", 11, "1,2,-3e30,4", time_of(5)},    /* range: above 1e18 */
   };
   int const n_bad = (int)(sizeof bad / sizeof bad[0]);
   for (int k = 0; k < r.w.K; k++) {
@@ -668,6 +677,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(st.w.rejected[LS_REJECT_BACKWARDS], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_KEY], 2);
   cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_RANGE], 1);
   cr_expect_eq(st.w.accepted, 10);
   cr_expect_eq(st.w.windows, 4);
   ls_ingest_stats_t const dl = wait_stats(r.ing, dead_letters_reach, n_bad + 1, "dead letters");
@@ -675,7 +685,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(dl.dead_letter_errors, 0);
   /* One warning per reason: the second size rejection was rate limited. */
   pthread_mutex_lock(&warned.lock);
-  cr_expect_eq(warned.rejected, 6, "last: %s", warned.last);
+  cr_expect_eq(warned.rejected, 7, "last: %s", warned.last);
   for (int k = 1; k < LS_REJECT__COUNT; k++)
     cr_expect_eq(warned.per_reason[k], 1, "reason %s", ls_reject2str((ls_reject_t)k));
   pthread_mutex_unlock(&warned.lock);
@@ -1387,6 +1397,56 @@ Test(consumer, commit_round_trip) {
   committed_of(r.b, "lstream-lag", "lag", after);
   cr_expect_eq(after[1], 11, "a refused commit changes nothing");
   cr_expect_eq(ls_ingest_commit(r.ing, 0, NULL, NULL), LS_OK);
+  rig_free(&r);
+}
+
+/* ls_ingest_commit_async: the offsets land (read back by another client), a
+ * refusal comes back as a warning, and with the coordinator down neither
+ * the call nor destroying the consumer waits on it beyond commit.timeout.ms
+ * (librdkafka's own limit, session.timeout.ms, was 45 s). */
+Test(consumer, commit_async_lands_and_never_holds_up_destroy) {
+  rig_t r;
+  rig_new(&r, 1, "alag", 2, 4, 9, 2, "never");
+  rig_produce(&r, 2, 0, r.w.K);
+  cr_assert_eq(ls_ingest_conf_set_kafka(r.c, "group.id=lstream-alag"), LS_OK);
+  rig_set(&r, "commit.timeout.ms", "1000");
+  rig_set(&r, "warn.interval.ms", "0");
+  warnings_t warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_any_warning, &warned), LS_OK);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  int32_t const parts[2] = {0, 1};
+  int64_t const offsets[2] = {5, 11};
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 2, parts, offsets), LS_OK, "%s", ls_last_error());
+  int64_t after[2] = {0, 0};
+  for (double const deadline = now_s() + WAIT_S; after[1] != 11;) {
+    cr_assert(now_s() < deadline, "the commit did not land in %.0f s", WAIT_S);
+    committed_of(r.b, "lstream-alag", "alag", after);
+  }
+  cr_expect_eq(after[0], 5);
+  int const refused[] = {12}; /* OFFSET_METADATA_TOO_LARGE: not retried */
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_OFFSET_COMMIT, 1, refused), LS_OK);
+  int64_t const later[1] = {7};
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 1, parts + 1, later), LS_OK);
+  for (double const deadline = now_s() + WAIT_S;;) {
+    pthread_mutex_lock(&warned.lock);
+    int const seen =
+        strstr(warned.last, "cannot commit offset 7 of topic 'alag' partition 1") != NULL;
+    pthread_mutex_unlock(&warned.lock);
+    if (seen) break;
+    cr_assert(now_s() < deadline, "no warning of the refused commit in %.0f s", WAIT_S);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+  cr_assert_eq(ls_broker_set_down(r.b, 1), LS_OK);
+  double const t0 = now_s();
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 2, parts, offsets), LS_OK);
+  ls_ingest_destroy(r.ing);
+  r.ing = NULL;
+  /* 1 s of commit.timeout.ms, the rest margin for a loaded machine; the
+   * old wait was 45 s. */
+  cr_expect(now_s() - t0 < 10.0, "destroying took %.1f s with the coordinator down", now_s() - t0);
+  cr_assert_eq(ls_ingest_commit_async(NULL, 1, parts, offsets), LS_ERR_INVALID_ARG);
   rig_free(&r);
 }
 

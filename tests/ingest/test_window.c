@@ -2,7 +2,7 @@
  * The windower (ingest/window.c): exact TBPTT windows of a series (values,
  * one-record overlap, offsets, event times, indices), interleaved series, the trailing
  * partial windows, their masks and their order, every rejection reason
- * leaving the series untouched, a table of many series, skip rules
+ * leaving the series untouched, the bound on magnitudes, a table of many series, skip rules
  * (resuming a series mid-stream) and the lowest offset a partition holds.
  */
 #include <criterion/criterion.h>
@@ -224,6 +224,40 @@ Test(window, csv_parse_rejection) {
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
   cr_expect_eq(st.rejected[LS_REJECT_PARSE], 1);
+  ls_windower_destroy(w);
+}
+
+/* The bound on magnitudes: a value beyond it rejects the record (RANGE),
+ * first record or not, and changes nothing else; at the bound it passes. */
+Test(window, values_beyond_max_abs_are_rejected) {
+  int const T = 2;
+  ls_windower_t *const w = windower(T);
+  cr_assert_eq(ls_windower_set_max_abs(w, 1000.0), LS_OK);
+  const ls_window_t *win = NULL;
+  /* series 1's values are 1000 + k: step 0 is at the bound, step 1 beyond. */
+  cr_expect_eq(push(w, "big", 1, 1, 0, 0, 100, &win), LS_REJECT_RANGE, "a first record");
+  cr_expect_eq(push(w, "big", 1, 0, 0, 1, 100, &win), LS_REJECT_NONE, "|v| == max_abs");
+  cr_expect_eq(push(w, "big", 1, 1, 0, 2, 101, &win), LS_REJECT_RANGE);
+  float const v[F] = {1.0f, -3e38f}; /* the second feature alone */
+  char buf[F * 4];
+  size_t len;
+  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
+  ls_record_t const rec = {"big", 3, buf, len, 0, 3, 200};
+  cr_expect_eq(ls_windower_push(w, &rec, &win), LS_REJECT_RANGE);
+  cr_expect_eq(push(w, "big", 0, 0, 0, 4, 103, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "big", 0, 1, 0, 5, 104, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win, "the rejected records took no row");
+  cr_expect_eq(win->x[0], value_of(1, 0));
+  cr_expect_eq(win->x[F], value_of(0, 0));
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.rejected[LS_REJECT_RANGE], 3);
+  cr_expect_eq(st.accepted, 3);
+  /* 3.4e38 and above: no bound at all. */
+  cr_assert_eq(ls_windower_set_max_abs(w, 3.4e38), LS_OK);
+  cr_expect_eq(ls_windower_push(w, &rec, &win), LS_REJECT_NONE);
+  cr_expect_eq(ls_windower_set_max_abs(w, 0.0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_max_abs(NULL, 1.0), LS_ERR_INVALID_ARG);
   ls_windower_destroy(w);
 }
 
