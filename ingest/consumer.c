@@ -181,6 +181,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   ls_err_t err = copy_conf(ing, conf);
   if (err == LS_OK) err = ls_windower_new(&ing->w, ing->s.format, ing->s.features, ing->s.window);
   if (err == LS_OK) err = ls_windower_set_max_abs(ing->w, ing->s.max_abs);
+  if (err == LS_OK) err = ls_windower_set_reset_gap(ing->w, ing->s.reset_gap_ms);
   if (err == LS_OK) err = client_new(ing, conf, RD_KAFKA_CONSUMER, &ing->rk);
   if (err == LS_OK && ing->s.dead_letter_topic != NULL)
     err = client_new(ing, conf, RD_KAFKA_PRODUCER, &ing->dlq);
@@ -279,28 +280,6 @@ ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out) {
   return LS_OK;
 }
 
-ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset) {
-  LS_RETURN_IF(ing == NULL || offset == NULL, LS_ERR_INVALID_ARG,
-               "ls_ingest_resume_offset: ing and offset must not be NULL");
-  part_t *part;
-  LS_FORWARD_IF_ERROR(consumer_our_part(ing, partition, "ls_ingest_resume_offset", &part));
-  int const idx = (int)(part - ing->parts);
-  pthread_mutex_lock(&ing->hold);
-  int64_t low = part->next, held = 0;
-  int found = 0;
-  ls_windower_low_offset(ing->w, partition, &held, &found);
-  if (found && held < low) low = held;
-  pthread_mutex_lock(&ing->lock);
-  for (const window_node_t *node = part->head; node != NULL; node = node->pnext)
-    if (node->win.first_offset < low) low = node->win.first_offset;
-  for (const window_node_t *node = ing->out; node != NULL; node = node->next)
-    if (node->part == idx && node->win.first_offset < low) low = node->win.first_offset;
-  pthread_mutex_unlock(&ing->lock);
-  pthread_mutex_unlock(&ing->hold);
-  *offset = low;
-  return LS_OK;
-}
-
 /* A commit's result as an error: the first partition refused, or what
  * failed the whole commit. */
 static ls_err_t commit_result(const ls_ingest_t *ing, rd_kafka_event_t *ev) {
@@ -390,12 +369,16 @@ ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
 
 ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
                            int *found) {
-  LS_RETURN_IF(ing == NULL, LS_ERR_INVALID_ARG, "ls_ingest_pending: ing is NULL");
+  LS_RETURN_IF(ing == NULL || records == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_pending: ing and records must not be NULL");
   pthread_mutex_lock(&ing->lock);
   int const at_end = ing->at_end;
   pthread_mutex_unlock(&ing->lock);
   LS_RETURN_IF(!at_end, LS_ERR_STATE,
                "ls_ingest_pending: the consumer is still running (call it once "
                "ls_ingest_next returned LS_NEXT_END)");
-  return ls_windower_pending(ing->w, key, key_len, records, found);
+  ls_inflight_t held;
+  LS_FORWARD_IF_ERROR(ls_windower_pending_of(ing->w, key, key_len, &held, found));
+  *records = *found ? held.rows : 0;
+  return LS_OK;
 }

@@ -151,6 +151,8 @@ static const metric_t metrics[] = {
    "Records the rank's consumer read: accepted, rejected and skipped."},
   {"lstream_consumer_records_rejected_total", COUNTER, REASON, S(I64, ingest.w.rejected),
    "Records rejected, by reason; never trained on."},
+  {"lstream_series_resets_total", COUNTER, ONE, S(I64, ingest.w.resets),
+   "Series restarted from a zero state by a gap in their event time (--reset-gap-ms)."},
   {"lstream_consumer_records_skipped_total", COUNTER, ONE, S(I64, ingest.skipped),
    "Records skipped: before a time start, or trained before a resume."},
   {"lstream_consumer_kafka_errors_total", COUNTER, ONE, S(I64, ingest.kafka_errors),

@@ -71,15 +71,20 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
                ls_last_error());
   out->updates = taken;
   LS_FORWARD_IF_ERROR(figures_summary(tr->v.fig, tr->v.comm, out));
-  double v[3 + LS_REJECT__COUNT] = {(double)out->series, out->wait_s, out->comm_s};
-  train_view_rejections(&tr->v, v + 3);
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 3 + LS_REJECT__COUNT));
+  ls_ingest_stats_t is = {0};
+  if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
+  enum { N = 4 };
+  double v[N + LS_REJECT__COUNT] = {(double)out->series, out->wait_s, out->comm_s,
+                                    (double)is.w.resets};
+  train_view_rejections(&tr->v, v + N);
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
   out->wait_s = v[1] / tr->v.world;
   out->comm_s = v[2] / tr->v.world;
+  out->resets = (int64_t)v[3];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
-    out->rejected += out->rejected_by[r] = (int64_t)v[3 + r];
+    out->rejected += out->rejected_by[r] = (int64_t)v[N + r];
   return LS_OK;
 }
 

@@ -47,6 +47,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.window = c->window;
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
+  is.reset_gap_ms = c->reset_gap_ms;
   is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down
                                   must not hold up the end of a run */
   is.buffer_records = c->buffer_records;
@@ -217,6 +218,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   tr->T = c->window;
   tr->opt = optim_of(c);
   tr->v.conf = c;
+  tr->v.updates = &tr->sum.updates;
 
   ls_snapshot_t *snap = NULL;
   int64_t steps = 0, updates = 0;

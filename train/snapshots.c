@@ -232,15 +232,21 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
   for (int i = 0; i < P; i++)
     LS_FORWARD_IF_ERROR(
         ls_ingest_conf_add_partition(ic, parts[i], partition_start(snap, parts[i], start)));
-  /* Each series resumes at its last trained target, the first input of its
-   * next window. */
-  size_t const n = snap != NULL ? ls_snapshot_series_count(snap) : 0;
+  /* The records in flight: the consumer forms the windows not yet trained
+   * from them (the partitions resume past them). */
+  size_t const n = snap != NULL ? ls_snapshot_inflight_count(snap) : 0;
+  ls_ingest_settings_t is;
+  LS_FORWARD_IF_ERROR(ls_ingest_conf_get_settings(ic, &is));
+  LS_RETURN_IF(n > 0 && ls_snapshot_inflight_features(snap) != is.features, LS_ERR_INVALID_ARG,
+               "the snapshot's records in flight have %d features, this run reads %d: resume "
+               "with the same features, or --resume none",
+               ls_snapshot_inflight_features(snap), is.features);
   for (size_t i = 0; i < n; i++) {
-    ls_series_info_t si;
-    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
-    if (si.windows > 0)
-      LS_FORWARD_IF_ERROR(ls_ingest_conf_skip_series(ic, si.key, si.key_len, si.partition,
-                                                     si.last_offset, si.windows));
+    ls_snapshot_inflight_t in;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
+    ls_inflight_t const out = {in.key,  in.key_len, in.partition, in.index, in.last_time,
+                               in.reset, in.rows,   in.offsets,   in.times, in.x};
+    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
   }
   return LS_OK;
 }
@@ -296,7 +302,7 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
   *steps = info.step;
-  *updates = model.adam_steps;
+  *updates = info.updates;
   return LS_OK;
 }
 
@@ -342,14 +348,21 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   v[SNAP_V_FAILED] = s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused);
 }
 
+/* A series in flight into the snapshot (opaque). */
+static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
+  ls_snapshot_inflight_t const out = {in->key,  in->key_len, in->partition, in->index, in->last_time,
+                                      in->reset, in->rows,   in->offsets,   in->times, in->x};
+  return ls_snapshot_add_inflight(opaque, &out);
+}
+
 /* Fills the staging snapshot with this rank's part after `steps` steps and
  * hands it to the writer. */
 static ls_err_t take(train_snaps_t *s, int64_t steps) {
   const train_view_t *const v = s->v;
   ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {steps, (uint64_t)v->conf->seed, s->fingerprint, v->world,
-                                   v->rank};
+  ls_snapshot_info_t const info = {steps,    (uint64_t)v->conf->seed, s->fingerprint,
+                                   v->world, v->rank,                *v->updates};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
@@ -368,10 +381,11 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   if (v->rep != NULL) replay_shape(v->rep, &cap, &entry);
   LS_FORWARD_IF_ERROR(ls_snapshot_set_memory_shape(snap, cap, entry));
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
+  LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features));
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
-    int64_t offset = 0;
-    LS_FORWARD_IF_ERROR(ls_ingest_resume_offset(v->ing, v->parts[i], &offset));
+    int64_t offset = 0; /* the next unread record: what is older is in flight, in the snapshot */
+    LS_FORWARD_IF_ERROR(ls_ingest_inflight(v->ing, v->parts[i], &offset, keep_inflight, snap));
     LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[i], offset));
     s->parts[s->n] = v->parts[i];
     s->offsets[s->n++] = offset;

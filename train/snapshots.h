@@ -30,6 +30,7 @@ typedef struct train_view_s {
   const int32_t *parts; /* [P] this rank's partitions, ascending */
   int P;
   figures_t *fig; /* the forecasts' calibration */
+  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
   replay_t *rep;  /* the partitions' replay memories; NULL without replay */
 } train_view_t;
 

@@ -25,6 +25,7 @@ struct ls_train_conf_s {
   char start[64];
   int stateless;
   double max_abs; /* records holding a value of larger magnitude are rejected (range) */
+  int64_t reset_gap_ms; /* a larger jump in a series' event time restarts its state; 0 never */
   int deadline_ms;
   int queue_windows;
   int64_t buffer_records;

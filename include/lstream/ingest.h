@@ -139,28 +139,15 @@ LS_API ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api
 
 /* ------------------------------------------------------------------------ */
 /* Synthetic feed                                                            */
-/*
- * A reproducible market-like feed: N series (keys "SYM0000", "SYM0001", ...,
- * four digits at least), each with F features, one record per step. Every
- * random draw is a pure function of (seed, series, step, feature), computed
- * with splitmix64's mixer, so values do not depend on the order they are
- * asked for, nor on the machine. The noise is Gaussian with standard
- * deviation `noise` (variance s2 = noise^2). Generators, per feature f:
- *
- *   sine    x[k] = sin(2 pi k / P + phi) + noise * z[k], with period P in
- *           [16, 128) steps and phase phi in [0, 2 pi) drawn per (series, f).
- *   ar2     x[k] = ar1 x[k-1] + ar2 x[k-2] + noise * z[k], from x = 0. The
- *           coefficients must be stationary (|ar2| < 1, ar1 + ar2 < 1,
- *           ar2 - ar1 < 1); the defaults 1.2, -0.5 are (complex roots of
- *           modulus 0.71: a damped cycle of about 11 steps; stationary
- *           variance 3.7 s2).
- *   regime  a random walk x[k] = x[k-1] + d[r] + v[r] z[k] from x = 0, whose
- *           regime r (one per series) is calm (d = +0.01, v = noise) or
- *           turbulent (d = -0.02, v = 3 noise), starts at random and switches
- *           with probability 0.02 per step. Not stationary, by design.
- *
- * Event time of step k: start_ms + k * step_ms for every series.
- */
+/* A reproducible market-like feed: N series (keys "SYM0000", ...), F
+ * features each, one record per step at event time start_ms + k step_ms.
+ * Every random draw is a pure function of (seed, series, step, feature)
+ * (splitmix64's mixer): values do not depend on the order they are asked
+ * for, nor on the machine; noise is Gaussian (sd `noise`). Generators (the
+ * formulas: ingest/feed.c): sine (a period in [16, 128) steps and a phase
+ * per series and feature), ar2 (stationary coefficients; 1.2, -0.5 by
+ * default: a damped cycle of ~11 steps, variance 3.7 noise^2) and regime (a
+ * random walk whose drift and volatility switch with probability 0.02). */
 
 typedef enum ls_gen_e { LS_GEN_SINE = 0, LS_GEN_AR2 = 1, LS_GEN_REGIME = 2 } ls_gen_t;
 
@@ -305,9 +292,8 @@ typedef struct ls_window_s {
   size_t key_len;       /* 1..LS_KEY_MAX */
   int32_t partition;    /* the series' partition */
   int64_t series;       /* the series' id in its windower (and consumer): 0, 1, ... in
-                           the order series were first accepted, never reused: for a
-                           caller's per-series table to be indexed without hashing
-                           the key again */
+                           the order series were first accepted (or restored), never
+                           reused */
   int64_t index;        /* k: the window's number in its series, from 0 */
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
@@ -318,7 +304,33 @@ typedef struct ls_window_s {
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
   const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
                            timestamps; -1 for padding rows and unknown times */
+  const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
+  int reset;              /* 1: the series' state restarts from zero at this window (the
+                             first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
+
+/* One series' records in flight (DESIGN.md "Snapshots"): accepted, and not
+ * yet in a window the trainer has trained and released. rows[0] is the
+ * first input of window `index` (the last target of the window before,
+ * kept); the others follow in offset order. What a snapshot keeps of a
+ * series' data, so that its partition resumes at its next unread record
+ * however old these are. */
+typedef struct ls_inflight_s {
+  const char *key; /* key_len bytes */
+  size_t key_len;
+  int32_t partition;
+  int64_t index;     /* the number of the window rows[0] starts */
+  int64_t last_time; /* the series' last accepted event time, -1 none */
+  int reset;         /* 1: window `index` starts from a zero state */
+  int rows;          /* >= 1 (0 only from ls_windower_pending_of) */
+  const int64_t *offsets, *times; /* [rows], ascending offsets */
+  const float *x;                 /* [rows, F] */
+} ls_inflight_t;
+
+/* Receives a series in flight (valid during the call). */
+typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);
+/* Receives a window completed while restoring (valid during the call). */
+typedef ls_err_t (*ls_window_fn)(void *opaque, const ls_window_t *win);
 
 /* One Kafka record as the windower sees it. */
 typedef struct ls_record_s {
@@ -333,13 +345,13 @@ typedef struct ls_record_s {
 
 /* Counters of a windower (and of a consumer, below). */
 typedef struct ls_window_stats_s {
-  int64_t records;                    /* records pushed: accepted + rejected + skipped */
+  int64_t records;                    /* records pushed: accepted + rejected */
   int64_t accepted;                   /* records now in a series buffer or a window */
   int64_t rejected[LS_REJECT__COUNT]; /* per reason; [LS_REJECT_NONE] stays 0 */
   int64_t windows;                    /* complete windows emitted */
   int64_t series;                     /* distinct series seen */
   int64_t buffered;                   /* records held for windows not yet complete */
-  int64_t skipped;                    /* records below their series' skip rule */
+  int64_t resets;                     /* gaps that restarted a series (reset_gap) */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -359,16 +371,14 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
- * accepted on, or its skip rule names: PARTITION), a new series' skip rule
- * (below it: skipped), the value (SIZE, PARSE, NONFINITE, then RANGE: a
+ * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE, then RANGE: a
  * value of magnitude above the windower's bound), the time (not before the
- * series' last accepted record: BACKWARDS). A rejected record
- * changes nothing but the counters. When the record completes a window,
- * *complete points at it (valid until the next call on w), else NULL.
- * Returns the reason, LS_REJECT_NONE when accepted or skipped (below its
- * series' skip rule: only stats.skipped tells). Invalid arguments, and
- * no memory for a new series, count nowhere and return LS_REJECT__COUNT,
- * with a message in ls_last_error(). */
+ * series' last accepted record: BACKWARDS). A rejected record changes
+ * nothing but the counters. When the record completes a window, *complete
+ * points at it (valid until the next call on w), else NULL. Returns the
+ * reason, LS_REJECT_NONE when accepted. Invalid arguments, and no memory
+ * for a new series, count nowhere and return LS_REJECT__COUNT, with a
+ * message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
 
@@ -376,6 +386,14 @@ LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
  * with |v| > max_abs is rejected (RANGE). A new windower has none (every
  * finite float passes). max_abs must be > 0; 3.4e38 or more is no bound. */
 LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
+
+/* Sets the bound on a series' event-time gaps (ms; 0, a new windower's:
+ * none): a record more than gap_ms after its series' last accepted one
+ * first closes what the series holds as a partial window (masked, as a
+ * flush's; a lone record, with no target, is dropped), then starts the
+ * series' next window, marked reset (its state restarts from zero); the
+ * record completes no window itself then. Counted in stats.resets. */
+LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -389,32 +407,26 @@ LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
 LS_API ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition,
                                        const ls_window_t **win);
 
-/* A skip rule, for resuming from a snapshot: records of series `key` on
- * `partition` with offsets below `below` are skipped (counted in
- * stats.skipped, not rejected, not validated: they change nothing else),
- * the first record accepted at or after it starts the series as row 0 of
- * window next_index (when resuming: below = the last_offset of its last
- * trained window, next_index = that window's index + 1), and its records on
- * another partition are rejected (PARTITION), as they were before the
- * snapshot. Declare rules before pushing that series' records (LS_ERR_STATE
- * after); one rule per series (LS_ERR_INVALID_ARG for a second). Rules cost
- * a hash lookup per record of a series not seen yet, nothing once every
- * rule's series has been seen (they are freed then). */
-LS_API ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
-                                        int32_t partition, int64_t below, int64_t next_index);
+/* The series of `partition` that hold records (its partial window, or the
+ * last target of its last window, kept), each through fn as a series in
+ * flight of those records alone, in ascending order of their first offset;
+ * the pointers stay valid until the next push. */
+LS_API ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition,
+                                         ls_inflight_fn fn, void *opaque);
 
-/* The lowest offset of a record the series of `partition` hold: their
- * partial windows, and the last target of each window handed out (kept as
- * the next window's first input); *found = 0 (and *offset = -1) when they
- * hold none. Rejected and skipped records are never held. */
-LS_API ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
-                                       int *found);
+/* That of one series, by key: *found = 0 when the windower never accepted
+ * it; else *out as above (rows 0 when it holds none, as after a flush). */
+LS_API ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
+                                       ls_inflight_t *out, int *found);
 
-/* Records of one series not yet in a complete window (0..T, its last
- * window's final target included as the next window's first input); 0 with
- * *found = 0 when the key was never accepted. */
-LS_API ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
-                                    int64_t *records, int *found);
+/* Restores series [n] in flight, of series the windower has not seen: each
+ * as a new series whose buffer holds its rows[0] as the first input of
+ * window `index`, then every later row of them, partition by partition in
+ * offset order (the order they first came in), as records pushed again:
+ * the windows they complete go to fn, in the order they first completed.
+ * Rows count as accepted records, not as pushed ones. */
+LS_API ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *series, size_t n,
+                                    ls_window_fn fn, void *opaque);
 
 /* The windower's counters. */
 LS_API ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
@@ -481,11 +493,9 @@ typedef struct ls_ingest_settings_s {
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
-  double max_abs;                /* [max.abs] reject records holding a value v with
-                                    |v| > max.abs (RANGE), > 0 (1e18: the square of a
-                                    difference of two such values, 4e36, stays finite
-                                    in float32, as a loss and an optimizer need;
-                                    3.4e38 or more, about float's largest: no bound) */
+  double max_abs;                /* [max.abs] ls_windower_set_max_abs (1e18: squared
+                                    differences, 4e36, stay finite in float32) */
+  int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     and on reaching each partition's leader (10000) */
@@ -535,18 +545,11 @@ LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t par
 LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
                                            void *opaque);
 
-/* Adds a skip rule for resuming from a snapshot (ls_windower_skip_series
- * has the rule): records of series `key` on `partition` below offset
- * `below` are skipped (stats.skipped), the record at `below` (the
- * last_offset of its last trained window) becomes row 0 of window
- * next_index. ls_ingest_new applies the rules of the partitions the conf
- * reads (others are ignored, so every rank may be given all of them) and
- * fails on a second rule for a series. A rule below its partition's start
- * skips nothing (a series whose last window was a flushed partial one, at
- * the end of a replay: its last record was dropped with the flush). Cheap
- * to call 100k+ times: keys are packed into one buffer. */
-LS_API ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
-                                           int32_t partition, int64_t below, int64_t next_index);
+/* Adds a series in flight to restore (a snapshot's): copied; ls_ingest_new
+ * restores those of the partitions the conf reads (ls_windower_restore;
+ * others are ignored, so every rank may be given all of them) before it
+ * reads anything, and fails on a second one of a series. */
+LS_API ls_err_t ls_ingest_conf_restore(ls_ingest_conf_t *conf, const ls_inflight_t *series);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
 LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
@@ -555,8 +558,7 @@ LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t
  * buffers plus T+1 per queued window. */
 typedef struct ls_ingest_stats_s {
   ls_window_stats_t w;         /* the windower's counters */
-  int64_t skipped;             /* records before a timestamp start (not in w.records)
-                                  or below a series' skip rule (w.skipped) */
+  int64_t skipped;             /* records before a timestamp start (not in w.records) */
   int64_t duplicates;          /* records the client delivered twice, dropped */
   int64_t queued_windows;      /* windows waiting for ls_ingest_next */
   int64_t memory_records;      /* buffered + (T+1) * queued_windows, now */
@@ -569,10 +571,9 @@ typedef struct ls_ingest_stats_s {
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */
-  int connected;               /* 1: the last watch (watch.interval.ms) reached the leader
-                                  of every partition, or none has run since the start
-                                  positions were read; 0: it failed (watch_error says
-                                  why); -1: no watch (watch.interval.ms = 0) */
+  int connected;               /* 1: the last watch reached every partition's leader (or
+                                  none ran yet); 0: it failed (watch_error says why); -1:
+                                  no watch (watch.interval.ms = 0) */
   int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
   char watch_error[160];       /* why the last watch failed; "" when connected */
 } ls_ingest_stats_t;
@@ -651,22 +652,20 @@ LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n,
                                      int *count);
 
-/* Where partition `partition` (one of the conf's) must start again for
- * nothing it has consumed to be lost: the lowest offset of a record of it
- * that the consumer still holds or has handed out without it being
- * released (records in partial windows, including the last target of each
- * window handed out, which is the next window's first input; messages held
- * back while paused; windows queued; windows taken and not released), or,
- * when it holds none, the next offset it would read (one past the last
- * record it consumed, its start position if none). Rejected and skipped
- * records are never held. Consistent while the consumer runs: it waits for
- * the consumer to finish the batch of messages in hand (milliseconds), so
- * no record is missed between librdkafka and the windows. A snapshot taken
- * after a step stores it with, per series, its last trained window
- * (ls_ingest_conf_skip_series); a consumer started there with those rules
- * forms exactly the windows not yet trained, in the same per-partition
- * order, flushed partial ones included. */
-LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset);
+/* What a snapshot keeps of partition `partition` (one of the conf's): every
+ * series of it with records in flight (accepted, not yet in a window the
+ * trainer has released: partial windows, the last target of each window
+ * handed out, windows queued or taken and not released, flushed ones
+ * included), each through fn with all of those records; and *next, the
+ * offset of its next unread record (one past the last record it handled,
+ * its start position if none; messages held back while paused are unread).
+ * A consumer started at *next with those series restored
+ * (ls_ingest_conf_restore) forms exactly the windows not yet trained, in
+ * the same per-partition order, whatever the records' age. Consistent while
+ * the consumer runs: it waits for the batch of messages in hand
+ * (milliseconds). Call from the thread that takes windows. */
+LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
+                                   ls_inflight_fn fn, void *opaque);
 
 /* Commits offsets [n] of partitions [n] (the conf's) to the conf's group.id,
  * for Kafka's tools to show the trainer's lag: offsets[i] is the next offset
@@ -688,9 +687,10 @@ LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partiti
 LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
                                        const int64_t *offsets);
 
-/* ls_windower_pending for the consumer's series, once a replay (stop=end)
- * has reached the end of every partition (LS_ERR_STATE before): the records
- * left out of windows, e.g. to report or to carry into a snapshot. */
+/* Records of one of the consumer's series not yet in a complete window
+ * (the rows of ls_windower_pending_of; 0 with *found = 0 for a key never
+ * accepted), once a replay (stop=end) has reached the end of every
+ * partition (LS_ERR_STATE before). */
 LS_API ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len,
                                   int64_t *records, int *found);
 

@@ -88,6 +88,11 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   difference of two values (4e36) finite in float32, as
  *                   the loss and Adam's moments need; 3.4e38 or more: no
  *                   bound                                     (1e18)
+ *   reset_gap_ms    a series whose event time jumps by more than this (a
+ *                   weekend, an outage) restarts its state (h, c; not its
+ *                   normaliser) from zero at its next window; what it held
+ *                   before the gap trains as a partial window; counted
+ *                   (ls_train_summary_t.resets); 0 = never      (0)
  *   deadline_ms     live mode: fire a partial step this long after it
  *                   began (sooner when nothing ready can join it); the
  *                   consumer's fetch.wait.max.ms is a tenth of it (at
@@ -280,6 +285,8 @@ typedef struct ls_train_summary_s {
   int64_t rejected;          /* records the consumer rejected (all reasons) */
   int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
+  int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all
+                                ranks */
   int threads;               /* CPU threads of this rank's engine (they decide the order of
                                 sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */

@@ -52,6 +52,16 @@
 #                listens on fails within its bound (10 s), not forever
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
 #                first's pid and host; once the first has stopped it resumes
+#   quiet        live, a series that sent one record and went quiet, then
+#                retention (the mock's 5 MiB per partition) deleted that record:
+#                the resume offset is the next unread record, the quiet
+#                record comes back from the snapshot (in flight), and after the
+#                resume every series' records are trained exactly once (the
+#                quiet one's window joins its old record to its new ones)
+#   gap          --reset-gap-ms: a series whose event time jumps by a day
+#                restarts from a zero state: it trains bit for bit as if the
+#                records after the gap were another series' (raw levels in and
+#                out, so that nothing else carries over), and is counted
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
 #                bytes that are not UTF-8 (written by a real client): the
 #                --series-out CSV parses (Python's csv) and gives every key
@@ -520,6 +530,92 @@ lock)
   wait $live || fail "the live trainer exited $? on SIGTERM: $(cat "$work/live.err")"
   train "$work/out" "${args[@]}" >/dev/null 2>"$work/third.err"
   grep -q 'resumed from' "$work/third.err" || fail "the directory was not free again"
+  ;;
+quiet)
+  start_broker --topic q:1
+  # Q: one record; A and B: 41 records (10 windows of 4 targets each), after it.
+  t0=1700000000000
+  ab() { for i in $(seq "$1" "$2"); do
+    echo "A,$((t0 + 1000 + i * 1000)),$i"
+    echo "B,$((t0 + 1000 + i * 1000)),-$i"
+  done; }
+  { echo "Q,$t0,0.5"; ab 0 40; } >"$work/first.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/first.csv" --format csv >/dev/null
+  args=(--topic q --features 1 --window 4 --batch 8 --hidden 4 --format csv
+    --snapshot-dir "$work/snaps" --series-out "$work/series.csv" --metrics "$work/m" --quiet)
+  windows_trained() { cat "$work/m" 2>/dev/null |
+    awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}'; }
+  wait_windows() {
+    for _ in $(seq 1200); do [ "$(windows_trained)" -ge "$1" ] && break; sleep 0.1; done
+    [ "$(windows_trained)" = "$1" ] || fail "live: $(windows_trained) windows, not $1: $(cat "$work/err")"
+  }
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" >"$work/out" 2>"$work/err" &
+  live=$!
+  wait_windows 20
+  # Retention passes Q's record (offset 0): ~8 MB of records of another
+  # width (rejected: size), paced so that the trainer reads them before the
+  # mock drops them, then a window of A and of B to say they are read.
+  "$lstream" produce --brokers "$bootstrap" --topic q --series 10 --features 512 \
+    --records-per-series 400 --generator sine --seed 5 --rate 2000 >/dev/null
+  ab 41 44 >"$work/mid.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/mid.csv" --format csv >/dev/null
+  wait_windows 22
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  low=$(/usr/bin/python3 -c 'import sys
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lw"})
+print(c.get_watermark_offsets(TopicPartition("q", 0), timeout=10)[0])' "$bootstrap")
+  [ "$low" -gt 0 ] || fail "the low watermark did not move ($low): no retention to test"
+  # Q: 4 more records (one window with its deleted one); A and B: 4 more.
+  { for i in 1 2 3 4; do echo "Q,$((t0 + 100000 + i * 1000)),$i.5"; done; ab 45 48; } \
+    >"$work/second.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/second.csv" --format csv >/dev/null
+  rm -f "$work/m"
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" >"$work/out" 2>"$work/err" &
+  live=$!
+  wait_windows 3 # Q's window, A's and B's 12th
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  grep -q "resumed from" "$work/err" || fail "no resume: $(cat "$work/err")"
+  /usr/bin/python3 - "$work/series.csv" "$low" <<'PY' || fail "not every record trained once: $(cat "$work/series.csv")"
+import csv, sys
+rows = {r["series"]: r for r in csv.DictReader(open(sys.argv[1]))}
+# Q: 1 window of 4 targets (its first record, offset 0, deleted from the
+# topic since); A, B: 49 records, 48 targets, 12 windows.
+want = {"Q": (1, 4), "A": (12, 48), "B": (12, 48)}
+for k, (w, n) in want.items():
+    got = (int(rows[k]["windows"]), int(rows[k]["records"]))
+    assert got == (w, n), (k, got, (w, n))
+print("with the low watermark at %s, past the quiet record: %s" % (sys.argv[2], want))
+PY
+  ;;
+gap)
+  start_broker --topic one:1 --topic two:1
+  # 9 records (2 windows of 4), a day's gap, 13 records (3 windows); in
+  # topic two the records after the gap belong to S2.
+  t0=1700000000000
+  for topic in one two; do
+    for i in $(seq 0 21); do
+      key=S
+      t=$((t0 + i * 1000))
+      [ "$i" -ge 9 ] && t=$((t + 86400000)) && [ $topic = two ] && key=S2
+      awk -v k=$key -v t=$t -v i="$i" 'BEGIN { printf "%s,%s,%.6f\n", k, t, sin(i / 3.0) }'
+    done >"$work/$topic.csv"
+    "$lstream" produce --brokers "$bootstrap" --topic $topic --csv "$work/$topic.csv" >/dev/null
+  done
+  args=(--features 1 --window 4 --batch 1 --hidden 4 --normalize none --inputs level
+    --target level --reset-gap-ms 3600000)
+  train "$work/one" --topic one "${args[@]}" >/dev/null
+  train "$work/two" --topic two "${args[@]}" >/dev/null
+  [ "$(field "$work/one" summary resets)" = 1 ] || fail "the gap was not counted"
+  [ "$(field "$work/two" summary resets)" = 0 ] || fail "a reset without a gap"
+  [ "$(field "$work/one" summary windows)" = 5 ] || fail "windows: $(grep summary "$work/one")"
+  a=$(field "$work/one" digest params) b=$(field "$work/two" digest params)
+  [ "$a" = "$b" ] || fail "after the gap the series did not start afresh: params $a, $b"
+  # Without the bound the state carries across the gap: another model.
+  train "$work/carry" --topic one "${args[@]/3600000/0}" >/dev/null
+  [ "$(field "$work/carry" digest params)" != "$a" ] || fail "the gap made no difference"
   ;;
 keys)
   start_broker --topic keys:2

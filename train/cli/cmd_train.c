@@ -353,10 +353,11 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   if (rank != 0) return 0;
   double const busy = s->wait_s + s->compute_s;
   printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
-         "nonfinite=%lld seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f "
-         "comm_s=%.3f threads=%d\n",
+         "nonfinite=%lld resets=%lld seconds=%.3f windows_per_s=%.1f records_per_s=%.1f "
+         "wait_share=%.4f comm_s=%.3f threads=%d\n",
          (long long)s->steps, (long long)s->windows, (long long)s->records, (long long)s->series,
          (long long)s->updates, (long long)s->rejected, (long long)s->nonfinite_steps,
+         (long long)s->resets,
          s->elapsed_s, s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
          s->elapsed_s > 0 ? s->records / s->elapsed_s : 0.0, busy > 0 ? s->wait_s / busy : 0.0,
          s->comm_s, s->threads);
