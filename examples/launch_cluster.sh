@@ -12,8 +12,11 @@
 # the hosts in order, so each host's ranks have local ranks 0..N-1 and rank
 # r uses the GPU of its local rank on its host (slots <= GPUs per host).
 # TRAIN_OPTIONS go to `lstream train` unchanged (see `lstream train --help`);
-# the script adds --device, and for CPU ranks --threads, unless they are
-# already there (on the command line or in a --config file).
+# the script adds --device unless they already say (on the command line or
+# in a --config file). CPU ranks left without --threads take their share of
+# their own host's cores (cores / ranks on that host), computed where they
+# run; the thread count changes the order of sums, so for the same bits on
+# hosts with other core counts give --threads.
 #   --dry-run    print the command instead of running it
 #   -h, --help   this text
 #
@@ -39,9 +42,14 @@
 #   MPIRUN_ARGS  more mpirun options, split on spaces (e.g. --prefix DIR when
 #                Open MPI is not on the remote PATH, --oversubscribe); a
 #                --map-by or --bind-to there replaces the script's own
-#   MPI_IFACE    network interface (or CIDR) for MPI's TCP traffic:
-#                --mca btl_tcp_if_include and oob_tcp_if_include; an interface
-#                name is also NCCL_SOCKET_IFNAME unless that is set
+#   MPI_IFACE    the network for MPI's TCP traffic, best as a subnet
+#                (MPI_IFACE=10.0.0.0/24): --mca btl_tcp_if_include and
+#                oob_tcp_if_include, valid on every host, this one included.
+#                An interface name (ib0) is used the same way when this host
+#                has it; when only the nodes have it, it goes to the ranks
+#                alone (OMPI_MCA_btl_tcp_if_include; mpirun's own wire-up then
+#                picks its interfaces), with a warning. A name is also
+#                NCCL_SOCKET_IFNAME unless that is set
 #   NCCL_DEBUG   NCCL's log level for the ranks [WARN]; every NCCL_* variable
 #                that is set goes to the ranks too (-x), NCCL_SOCKET_IFNAME
 #                (interface for NCCL's sockets) and NCCL_IB_HCA (InfiniBand
@@ -50,9 +58,8 @@
 #                UCX's devices (Open MPI over UCX); every UCX_* variable that
 #                is set goes to the ranks
 #   OMP_NUM_THREADS
-#                CPU ranks: threads per rank, also passed as --threads [this
-#                host's cores / the most slots of one host, at least 1: the
-#                hosts are taken to be alike]
+#                CPU ranks: threads per rank, the same on every host [unset:
+#                each rank takes its share of its own host's cores]
 #   CUDA_VISIBLE_DEVICES
 #                if set, goes to the ranks (the same on every host)
 #
@@ -113,8 +120,10 @@ check_np
 find_lstream
 find_mpirun
 pick_device "$@"
-# The GPUs are on the hosts, not necessarily here: no GPU check on this one.
+# The GPUs and cores are on the hosts, not necessarily here: no GPU check on
+# this one, and CPU ranks count their threads where they run.
 check_gpus=0
+threads_here=0
 setup_ranks "$per_host" "$@"
 
 # Multi-host environment: where the binary and its libraries are, and which
@@ -123,7 +132,16 @@ for var in PATH LD_LIBRARY_PATH; do
   [ -z "${!var:-}" ] || mpi_opts+=(-x "$var")
 done
 if [ -n "${MPI_IFACE:-}" ]; then
-  mpi_opts+=(--mca btl_tcp_if_include "$MPI_IFACE" --mca oob_tcp_if_include "$MPI_IFACE")
+  if [[ $MPI_IFACE == */* ]] || [ -e "/sys/class/net/$MPI_IFACE" ]; then
+    mpi_opts+=(--mca btl_tcp_if_include "$MPI_IFACE" --mca oob_tcp_if_include "$MPI_IFACE")
+  else
+    # mpirun would apply it here too and stop at once ("None of the TCP
+    # networks specified ... could be found"): the ranks alone take it.
+    warn "MPI_IFACE=$MPI_IFACE is no interface of this host: only the ranks use it" \
+      "(mpirun's wire-up picks its own); a subnet such as MPI_IFACE=10.0.0.0/24 applies" \
+      "on every host, this one included"
+    mpi_opts+=(-x "OMPI_MCA_btl_tcp_if_include=$MPI_IFACE")
+  fi
   if [ -z "${NCCL_SOCKET_IFNAME:-}" ] && [[ $MPI_IFACE != */* ]]; then
     mpi_opts+=(-x "NCCL_SOCKET_IFNAME=$MPI_IFACE")
   fi

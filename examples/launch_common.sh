@@ -23,7 +23,9 @@
 #                              $extra (--device unless ARGS give it)
 #   setup_ranks PER_HOST ARGS...
 #                              after pick_device: adds --threads to $extra for
-#                              CPU ranks, sets the mpirun options $mpi_opts
+#                              CPU ranks (unless threads_here=0: the ranks run
+#                              elsewhere and take their share of their own
+#                              host's cores), sets the mpirun options $mpi_opts
 #                              (mapping, -x VAR for the environment) and
 #                              $mpi_user (MPIRUN_ARGS); PER_HOST = the most
 #                              ranks on one host
@@ -133,12 +135,16 @@ setup_ranks() {
     # CPU ranks split the cores: OMP_NUM_THREADS for the ranks and, since
     # lstream sizes its thread pool by --threads (0 = every core it may run
     # on), --threads with the same number unless the options already say.
+    # (Not for ranks on other hosts, threads_here=0: lstream computes its
+    # share of its own host's cores where it runs.)
     local threads=${OMP_NUM_THREADS:-}
     [[ $threads =~ ^[1-9][0-9]*$ ]] || threads=$((cores / per_host))
     [ "$threads" -ge 1 ] || threads=1
     if [ -n "$user_threads" ] && [ "$user_threads" != 0 ]; then threads=$user_threads; fi
-    export OMP_NUM_THREADS=$threads
-    [ -n "$user_threads" ] || extra+=(--threads "$threads")
+    if [ "${threads_here:-1}" != 0 ]; then
+      export OMP_NUM_THREADS=$threads
+      [ -n "$user_threads" ] || extra+=(--threads "$threads")
+    fi
     # Ranks round-robin over the NUMA domains of a host, each bound to its
     # domain (its threads move freely inside it); more ranks than cores
     # share cores rather than fail.

@@ -34,6 +34,8 @@ static const base_key_t keys[] = {
     {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
     {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
     {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
+    {"max.abs", NULL, F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
+    {"reset.gap.ms", NULL, F(reset_gap_ms), BASE_V_I64(0, (double)(INT64_MAX / 4))},
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
@@ -49,6 +51,7 @@ void ls_ingest_settings_init(ls_ingest_settings_t *s) {
                               .window = 32,
                               .queue_windows = 256,
                               .buffer_records = 4194304,
+                              .max_abs = 1e18,
                               .warn_interval_ms = 5000,
                               .start_timeout_ms = 10000,
                               .commit_timeout_ms = 5000,
@@ -169,7 +172,12 @@ void ls_kafka_config_free(char **settings, int n) {
 /* The configuration object                                                  */
 
 /* Consumer defaults that a user's property replaces. group.id is required by
- * rd_kafka_assign but used for nothing else; auto.offset.reset=error makes
+ * rd_kafka_assign and names the group offsets are committed to (no group is
+ * joined); session.timeout.ms (set to commit.timeout.ms) then serves one
+ * purpose: it is how long librdkafka keeps a commit waiting for a group
+ * coordinator, and destroying a consumer waits for its commits in flight (a
+ * coordinator that is down held an exit up for its default, 45 s);
+ * auto.offset.reset=error makes
  * records deleted before they were read an error instead of a silent skip.
  * queued.min.messages: with assigned partitions sharing one consumer queue,
  * librdkafka 2.0 stops fetching every partition once that queue holds this
@@ -182,6 +190,7 @@ static const struct {
     {"group.id", "group.id=lstream-ingest"},
     {"auto.offset.reset", "auto.offset.reset=error"},
     {"queued.min.messages", "queued.min.messages=1000000"},
+    {"session.timeout.ms", NULL}, /* commit.timeout.ms */
 };
 enum { N_OVERRIDABLE = sizeof overridable / sizeof overridable[0] };
 
@@ -200,8 +209,8 @@ void ls_ingest_conf_destroy(ls_ingest_conf_t *conf) {
   rd_kafka_conf_destroy(conf->kafka);
   ingest_settings_free(&conf->s);
   free(conf->partitions);
-  free(conf->skips);
-  free(conf->skip_keys);
+  free(conf->restores), free(conf->keys);
+  free(conf->row_offsets), free(conf->row_times), free(conf->row_x);
   free(conf);
 }
 
@@ -283,18 +292,32 @@ static ls_err_t grow(void **buf, size_t *cap, size_t need, size_t size, const ch
   return LS_OK;
 }
 
-ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
-                                    int32_t partition, int64_t below, int64_t next_index) {
-  LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "ls_ingest_conf_skip_series: conf is NULL");
-  LS_FORWARD_IF_ERROR(window_skip_check(key, key_len, partition, below, next_index));
-  LS_FORWARD_IF_ERROR(grow((void **)&conf->skips, &conf->skips_cap, conf->n_skips + 1,
-                           sizeof *conf->skips, "skip rules"));
-  LS_FORWARD_IF_ERROR(grow((void **)&conf->skip_keys, &conf->keys_cap, conf->keys_len + key_len, 1,
-                           "bytes of skip rule keys"));
-  memcpy(conf->skip_keys + conf->keys_len, key, key_len);
-  conf->skips[conf->n_skips++] =
-      (ingest_skip_t){partition, below, next_index, conf->keys_len, key_len};
-  conf->keys_len += key_len;
+ls_err_t ls_ingest_conf_restore(ls_ingest_conf_t *conf, const ls_inflight_t *in) {
+  LS_RETURN_IF(conf == NULL || in == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_conf_restore: conf and series must not be NULL");
+  LS_FORWARD_IF_ERROR(window_inflight_check(in, "ls_ingest_conf_restore"));
+  if (conf->n_restores == 0) conf->restore_F = conf->s.features;
+  size_t const F = (size_t)conf->restore_F, rows = (size_t)in->rows, need = conf->n_rows + rows;
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->restores, &conf->restores_cap, conf->n_restores + 1,
+                           sizeof *conf->restores, "series to restore"));
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->keys, &conf->keys_cap, conf->keys_len + in->key_len, 1,
+                           "bytes of keys to restore"));
+  size_t cap = conf->rows_cap, x_cap = conf->x_cap;
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->row_offsets, &cap, need, sizeof(int64_t), "records"));
+  cap = conf->rows_cap;
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->row_times, &cap, need, sizeof(int64_t), "records"));
+  LS_FORWARD_IF_ERROR(grow((void **)&conf->row_x, &x_cap, need * F, sizeof(float), "values"));
+  conf->rows_cap = cap, conf->x_cap = x_cap;
+  memcpy(conf->keys + conf->keys_len, in->key, in->key_len);
+  memcpy(conf->row_offsets + conf->n_rows, in->offsets, rows * sizeof(int64_t));
+  memcpy(conf->row_times + conf->n_rows, in->times, rows * sizeof(int64_t));
+  memcpy(conf->row_x + conf->n_rows * F, in->x, rows * F * sizeof(float));
+  ingest_restore_t *const r = &conf->restores[conf->n_restores++];
+  r->s = *in;
+  r->s.key = NULL, r->s.offsets = r->s.times = NULL, r->s.x = NULL;
+  r->key_at = conf->keys_len, r->row_at = conf->n_rows;
+  conf->keys_len += in->key_len;
+  conf->n_rows = need;
   return LS_OK;
 }
 
@@ -314,8 +337,11 @@ ls_err_t ingest_conf_kafka(const ls_ingest_conf_t *conf, int consumer, rd_kafka_
     static const char *const fixed[] = {
         "enable.auto.commit=false", "enable.auto.offset.store=false", "enable.partition.eof=true"};
     ls_err_t err = kafka_conf_apply(k, fixed, 3);
+    char session[64];
+    snprintf(session, sizeof session, "session.timeout.ms=%d", conf->s.commit_timeout_ms);
     for (int i = 0; i < N_OVERRIDABLE && err == LS_OK; i++)
-      if (!(conf->kafka_user_set & (1u << i))) err = kafka_apply_one(k, overridable[i].setting);
+      if (!(conf->kafka_user_set & (1u << i)))
+        err = kafka_apply_one(k, overridable[i].setting ? overridable[i].setting : session);
     if (err != LS_OK) {
       rd_kafka_conf_destroy(k);
       return err;

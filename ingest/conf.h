@@ -14,12 +14,13 @@ typedef struct ingest_partition_s {
   ls_start_t start;
 } ingest_partition_t;
 
-/* A skip rule (ls_ingest_conf_skip_series); its key is in skip_keys. */
-typedef struct ingest_skip_s {
-  int32_t partition;
-  int64_t below, next_index;
-  size_t key_at, key_len; /* bytes [key_at, key_at + key_len) of skip_keys */
-} ingest_skip_t;
+/* A series in flight to restore (ls_ingest_conf_restore), its pointers
+ * left NULL: its key is bytes [key_at, key_at + key_len) of keys, its rows
+ * [row_at, row_at + rows) of the row arrays. */
+typedef struct ingest_restore_s {
+  ls_inflight_t s;
+  size_t key_at, row_at;
+} ingest_restore_t;
 
 struct ls_ingest_conf_s {
   rd_kafka_conf_t *kafka;  /* the librdkafka properties set so far */
@@ -27,10 +28,14 @@ struct ls_ingest_conf_s {
   ls_ingest_settings_t s;  /* its strings owned (malloc'ed) */
   ingest_partition_t *partitions; /* [n_partitions] */
   int n_partitions, partitions_cap;
-  ingest_skip_t *skips; /* [n_skips] */
-  size_t n_skips, skips_cap;
-  char *skip_keys; /* the rules' keys, packed: [keys_len] */
+  ingest_restore_t *restores; /* [n_restores] */
+  size_t n_restores, restores_cap;
+  char *keys; /* their keys, packed: [keys_len] */
   size_t keys_len, keys_cap;
+  int64_t *row_offsets, *row_times; /* [n_rows] */
+  float *row_x;                     /* [n_rows, restore_F] */
+  size_t n_rows, rows_cap, x_cap;
+  int restore_F; /* the features of the rows (settings' features when the first came) */
   ls_ingest_warn_cb warn_cb;
   void *warn_opaque;
 };

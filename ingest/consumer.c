@@ -33,10 +33,25 @@ static ssize_t consume_batch(ls_ingest_t *ing) {
   return n != 0 ? n : rd_kafka_consume_batch_queue(ing->rkq, BATCH_WAIT_MS, ing->batch, 1);
 }
 
+static ls_err_t commit_result(const ls_ingest_t *ing, rd_kafka_event_t *ev);
+
+/* Reports the asynchronous commits that failed (a warning each: they are
+ * informational). */
+static void commit_results(ls_ingest_t *ing) {
+  rd_kafka_event_t *ev;
+  while ((ev = rd_kafka_queue_poll(ing->commits, 0)) != NULL) {
+    if (commit_result(ing, ev) != LS_OK)
+      consumer_warn(ing, WARN_KAFKA, "%s (informational: lstream resumes from its snapshots)",
+                    ls_last_error());
+    rd_kafka_event_destroy(ev);
+  }
+}
+
 static void *consumer_main(void *arg) {
   ls_ingest_t *const ing = arg;
   int failed = 0;
   while (!failed && !atomic_load(&ing->stop)) {
+    commit_results(ing);
     pthread_mutex_lock(&ing->hold);
     failed = consumer_service(ing);
     pthread_mutex_unlock(&ing->hold);
@@ -165,12 +180,15 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   atomic_init(&ing->stop, 0);
   ls_err_t err = copy_conf(ing, conf);
   if (err == LS_OK) err = ls_windower_new(&ing->w, ing->s.format, ing->s.features, ing->s.window);
+  if (err == LS_OK) err = ls_windower_set_max_abs(ing->w, ing->s.max_abs);
+  if (err == LS_OK) err = ls_windower_set_reset_gap(ing->w, ing->s.reset_gap_ms);
   if (err == LS_OK) err = client_new(ing, conf, RD_KAFKA_CONSUMER, &ing->rk);
   if (err == LS_OK && ing->s.dead_letter_topic != NULL)
     err = client_new(ing, conf, RD_KAFKA_PRODUCER, &ing->dlq);
   if (err == LS_OK) {
     rd_kafka_poll_set_consumer(ing->rk);
     ing->rkq = rd_kafka_queue_get_consumer(ing->rk);
+    ing->commits = rd_kafka_queue_new(ing->rk);
     err = consumer_start(ing, conf);
   }
   if (err == LS_OK) {
@@ -222,10 +240,11 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
     free(part->stash);
   }
   if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);
-  if (ing->rk != NULL) {
-    rd_kafka_consumer_close(ing->rk);
-    rd_kafka_destroy(ing->rk);
-  }
+  if (ing->commits != NULL) rd_kafka_queue_destroy(ing->commits);
+  /* No consumer_close: no group was joined and the offsets that matter are
+   * in the snapshots, so nothing is worth waiting on a broker for (with one
+   * down, closing waits for commits in flight for up to a minute). */
+  if (ing->rk != NULL) rd_kafka_destroy_flags(ing->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
   if (ing->dlq != NULL) {
     rd_kafka_flush(ing->dlq, 5000);
     rd_kafka_destroy(ing->dlq);
@@ -261,28 +280,6 @@ ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out) {
   return LS_OK;
 }
 
-ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset) {
-  LS_RETURN_IF(ing == NULL || offset == NULL, LS_ERR_INVALID_ARG,
-               "ls_ingest_resume_offset: ing and offset must not be NULL");
-  part_t *part;
-  LS_FORWARD_IF_ERROR(consumer_our_part(ing, partition, "ls_ingest_resume_offset", &part));
-  int const idx = (int)(part - ing->parts);
-  pthread_mutex_lock(&ing->hold);
-  int64_t low = part->next, held = 0;
-  int found = 0;
-  ls_windower_low_offset(ing->w, partition, &held, &found);
-  if (found && held < low) low = held;
-  pthread_mutex_lock(&ing->lock);
-  for (const window_node_t *node = part->head; node != NULL; node = node->pnext)
-    if (node->win.first_offset < low) low = node->win.first_offset;
-  for (const window_node_t *node = ing->out; node != NULL; node = node->next)
-    if (node->part == idx && node->win.first_offset < low) low = node->win.first_offset;
-  pthread_mutex_unlock(&ing->lock);
-  pthread_mutex_unlock(&ing->hold);
-  *offset = low;
-  return LS_OK;
-}
-
 /* A commit's result as an error: the first partition refused, or what
  * failed the whole commit. */
 static ls_err_t commit_result(const ls_ingest_t *ing, rd_kafka_event_t *ev) {
@@ -298,28 +295,56 @@ static ls_err_t commit_result(const ls_ingest_t *ing, rd_kafka_event_t *ev) {
   return LS_OK;
 }
 
-ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
-                          const int64_t *offsets) {
+/* The list of offsets [n] of partitions [n] to commit, checked, for fn;
+ * *list is NULL when n is 0. */
+static ls_err_t commit_list(ls_ingest_t *ing, int n, const int32_t *partitions,
+                            const int64_t *offsets, const char *fn,
+                            rd_kafka_topic_partition_list_t **list) {
+  *list = NULL;
   LS_RETURN_IF(ing == NULL || n < 0 || (n > 0 && (partitions == NULL || offsets == NULL)),
                LS_ERR_INVALID_ARG,
-               "ls_ingest_commit: ing, and partitions and offsets when n > 0, must not be NULL; "
+               "%s: ing, and partitions and offsets when n > 0, must not be NULL; "
                "n (%d) must not be negative",
-               n);
+               fn, n);
   if (n == 0) return LS_OK;
-  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(n);
+  *list = rd_kafka_topic_partition_list_new(n);
   ls_err_t err = LS_OK;
   for (int i = 0; i < n && err == LS_OK; i++) {
     part_t *part;
-    err = consumer_our_part(ing, partitions[i], "ls_ingest_commit", &part);
+    err = consumer_our_part(ing, partitions[i], fn, &part);
     if (err == LS_OK && offsets[i] < 0)
       err = ls_error_set(LS_ERR_INVALID_ARG,
-                         "ls_ingest_commit: partition %" PRId32 ": offset %" PRId64
+                         "%s: partition %" PRId32 ": offset %" PRId64
                          " is negative (commit the next offset to read)",
-                         partitions[i], offsets[i]);
+                         fn, partitions[i], offsets[i]);
     if (err == LS_OK)
-      rd_kafka_topic_partition_list_add(list, ing->s.topic, partitions[i])->offset = offsets[i];
+      rd_kafka_topic_partition_list_add(*list, ing->s.topic, partitions[i])->offset = offsets[i];
   }
-  rd_kafka_queue_t *const q = err == LS_OK ? rd_kafka_queue_new(ing->rk) : NULL;
+  if (err != LS_OK) {
+    rd_kafka_topic_partition_list_destroy(*list);
+    *list = NULL;
+  }
+  return err;
+}
+
+ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                const int64_t *offsets) {
+  rd_kafka_topic_partition_list_t *list = NULL;
+  LS_FORWARD_IF_ERROR(commit_list(ing, n, partitions, offsets, "ls_ingest_commit_async", &list));
+  if (list == NULL) return LS_OK;
+  rd_kafka_resp_err_t const kerr = rd_kafka_commit_queue(ing->rk, list, ing->commits, NULL, NULL);
+  rd_kafka_topic_partition_list_destroy(list);
+  LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot commit offsets of topic '%s': %s", ing->s.topic, rd_kafka_err2str(kerr));
+  return LS_OK;
+}
+
+ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
+                          const int64_t *offsets) {
+  rd_kafka_topic_partition_list_t *list = NULL;
+  ls_err_t err = commit_list(ing, n, partitions, offsets, "ls_ingest_commit", &list);
+  if (list == NULL) return err;
+  rd_kafka_queue_t *const q = rd_kafka_queue_new(ing->rk);
   if (q != NULL) {
     rd_kafka_resp_err_t const kerr = rd_kafka_commit_queue(ing->rk, list, q, NULL, NULL);
     rd_kafka_event_t *const ev = kerr == RD_KAFKA_RESP_ERR_NO_ERROR
@@ -344,12 +369,16 @@ ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
 
 ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len, int64_t *records,
                            int *found) {
-  LS_RETURN_IF(ing == NULL, LS_ERR_INVALID_ARG, "ls_ingest_pending: ing is NULL");
+  LS_RETURN_IF(ing == NULL || records == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_pending: ing and records must not be NULL");
   pthread_mutex_lock(&ing->lock);
   int const at_end = ing->at_end;
   pthread_mutex_unlock(&ing->lock);
   LS_RETURN_IF(!at_end, LS_ERR_STATE,
                "ls_ingest_pending: the consumer is still running (call it once "
                "ls_ingest_next returned LS_NEXT_END)");
-  return ls_windower_pending(ing->w, key, key_len, records, found);
+  ls_inflight_t held;
+  LS_FORWARD_IF_ERROR(ls_windower_pending_of(ing->w, key, key_len, &held, found));
+  *records = *found ? held.rows : 0;
+  return LS_OK;
 }

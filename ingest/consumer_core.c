@@ -71,7 +71,7 @@ void consumer_track_peak(ls_ingest_t *ing) {
 void consumer_publish_locked(ls_ingest_t *ing) {
   ls_ingest_stats_t *const p = &ing->published;
   ls_windower_stats(ing->w, &p->w);
-  p->skipped = ing->skipped + p->w.skipped;
+  p->skipped = ing->skipped;
   p->duplicates = ing->duplicates;
   p->peak_memory_records = ing->peak_memory;
   p->pauses = ing->pauses;

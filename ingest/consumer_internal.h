@@ -8,11 +8,12 @@
  *   consumer_core.c    warnings, failure, counters, partitions and pausing
  *   consumer_queue.c   the queues of windows, the memory bound, the
  *                      trainer's takes and releases
- *   consumer_start.c   start positions, skip rules, the assignment
+ *   consumer_start.c   start positions, restoring series, the assignment
  *   consumer_record.c  the record path: messages to windows, held-back
  *                      messages, events, rejections and dead letters
  *   consumer_watch.c   the watch: a thread asking the partitions' leaders for
  *                      their high watermarks (connection, lag)
+ *   consumer_inflight.c  what a snapshot keeps of a partition (ls_ingest_inflight)
  *   consumer.c         creation, the thread, the public calls that remain
  *
  * Threads. The consumer thread owns the librdkafka handles, the windower and
@@ -24,9 +25,9 @@
  * (each partition's next offset, the windower's series) changes only under
  * `hold`, which the consumer thread holds while it handles a batch of
  * messages or services its partitions, and lets go of while it waits (for
- * messages, for memory): so ls_ingest_resume_offset never sees a record
- * between librdkafka and the windows, nor a window between the windower and
- * its queue. Lock order: hold, then lock.
+ * messages, for memory): so ls_ingest_inflight never sees a record between
+ * librdkafka and the windows, nor a window between the windower and its
+ * queue. Lock order: hold, then lock.
  *
  * Queues. Every window is in two lists: its partition's (in the order its
  * records completed them: what a replay's step formation relies on) and one
@@ -74,8 +75,9 @@ typedef struct window_node_s {
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
   float *x;       /* [T+1, F] */
-  float *mask;    /* [T] */
-  int64_t *times; /* [T+1] */
+  float *mask;      /* [T] */
+  int64_t *times;   /* [T+1] */
+  int64_t *offsets; /* [T+1] */
 } window_node_t;
 
 typedef struct part_s {
@@ -126,6 +128,7 @@ struct ls_ingest_s {
   ls_ingest_settings_t s; /* the conf's settings, strings owned */
   rd_kafka_t *rk;
   rd_kafka_queue_t *rkq; /* the consumer queue */
+  rd_kafka_queue_t *commits; /* results of ls_ingest_commit_async, polled by the thread */
   rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
   part_t *parts;         /* [n_parts] */
   int n_parts;

@@ -36,6 +36,9 @@ static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_
   case LS_REJECT_PARTITION:
     snprintf(buf, size, "the series was first seen on another partition");
     return;
+  case LS_REJECT_RANGE:
+    snprintf(buf, size, "it holds a value beyond max.abs=%g in magnitude", ing->s.max_abs);
+    return;
   default: snprintf(buf, size, "?"); return;
   }
 }

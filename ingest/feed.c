@@ -3,7 +3,19 @@
  * "Synthetic feed"). Randomness is counter-based: every draw hashes (seed,
  * series, step, stream) with splitmix64's finalizer, so a value depends on
  * its coordinates only. ar2 and regime keep the last two values (and the
- * regime) of each series to run their recursions.
+ * regime) of each series to run their recursions. Per feature f:
+ *
+ *   sine    x[k] = sin(2 pi k / P + phi) + noise * z[k], with period P in
+ *           [16, 128) steps and phase phi in [0, 2 pi) drawn per (series, f).
+ *   ar2     x[k] = ar1 x[k-1] + ar2 x[k-2] + noise * z[k], from x = 0. The
+ *           coefficients must be stationary (|ar2| < 1, ar1 + ar2 < 1,
+ *           ar2 - ar1 < 1); the defaults 1.2, -0.5 are (complex roots of
+ *           modulus 0.71: a damped cycle of about 11 steps; stationary
+ *           variance 3.7 s2).
+ *   regime  a random walk x[k] = x[k-1] + d[r] + v[r] z[k] from x = 0, whose
+ *           regime r (one per series) is calm (d = +0.01, v = noise) or
+ *           turbulent (d = -0.02, v = 3 noise), starts at random and switches
+ *           with probability 0.02 per step. Not stationary, by design.
  */
 #include "lstream/ingest.h"
 
@@ -20,7 +32,7 @@
 #define STREAM_REGIME ((uint64_t)3 << 32)
 #define STREAM_NORMAL ((uint64_t)4 << 32) /* Box-Muller's second uniform */
 
-/* The regime generator's constants (documented in ingest.h). */
+/* The regime generator's constants (above). */
 static const double regime_drift[2] = {0.01, -0.02};
 static const double regime_vol[2] = {1.0, 3.0}; /* times noise */
 static const double regime_switch_p = 0.02;

@@ -20,12 +20,20 @@
  * as Kafka's do. The head is the partition's lowest held offset (what a
  * resume needs) and the list is the order of trailing partial windows.
  *
- * Skip rules (resuming from a snapshot) live in a second table of the same
- * kind, looked up only when a record's series is not in the first, and
- * freed once every rule's series has been seen.
+ * Resuming from a snapshot restores series in flight (ls_windower_restore):
+ * each comes back with its first row as its buffer's row 0, and its later
+ * rows are pushed again in offset order, re-forming the same windows.
+ *
+ * A gap (ls_windower_set_reset_gap): a record whose event time is more than
+ * the bound after its series' last one first closes what the series holds
+ * as a partial window (copied to the windower's gap buffer, since the new
+ * record reuses the series' buffer), then starts the series' next window
+ * from it, marked reset: the trainer starts it from a zero state.
  */
 #include "window.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,30 +72,26 @@ typedef struct series_s {
   int64_t index;                /* number of the next window handed out */
   int64_t id;                   /* its index in the table: 0, 1, ... by first acceptance */
   int count;
+  int reset;        /* its next window starts from a zero state */
   int64_t *offsets; /* [T+1] */
   int64_t *times;   /* [T+1] event times */
   float *x;         /* [T+1, F] */
 } series_t;
 
-/* A skip rule (ls_windower_skip_series) of a series not seen yet. */
-typedef struct skip_s {
-  keyed_t k; /* must stay first */
-  int32_t partition;
-  int64_t below, next_index;
-} skip_t;
-
 struct ls_windower_s {
   ls_format_t fmt;
   int F, T;
+  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
   table_t series;    /* of series_t, in order of first appearance */
-  table_t skips;     /* of skip_t */
-  size_t skips_left; /* rules whose series was not accepted yet */
+  int64_t reset_gap; /* ms: a larger jump in a series' event time restarts it; <= 0 never */
   wpart_t **parts;   /* [n_parts], by ascending id */
   size_t n_parts, parts_cap;
   float *scratch;      /* [F]: a new series' first record, before it is accepted */
   float *ones;         /* [T]: the mask of a complete window */
   float *partial_mask; /* [T]: the mask of a flushed partial window */
   ls_window_t view;    /* the window last handed out */
+  int64_t *gap;        /* [2 (T+1)] offsets and times of a window closed by a gap */
+  float *gap_x;        /* [T+1, F] its records */
   ls_window_stats_t stats;
 };
 
@@ -224,28 +228,29 @@ static void list_insert(series_t *s, int T) {
     p->head = s;
 }
 
-/* Adds a series with its first record (values [F] from scratch), its
- * windows numbered from index. */
-static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *rec, int64_t index,
-                           series_t **out) {
+/* Adds a series of key [key_len] on `partition` with its first row (values
+ * [F] from `first`) to come, its windows numbered from index. */
+static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
+                           int32_t partition, const float *first, int64_t index, series_t **out) {
   wpart_t *part = NULL;
-  LS_FORWARD_IF_ERROR(part_get(w, rec->partition, &part));
+  LS_FORWARD_IF_ERROR(part_get(w, partition, &part));
   LS_FORWARD_IF_ERROR(table_reserve(&w->series, "series"));
   size_t const rows = (size_t)w->T + 1;
   size_t const body = 2 * rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
-  series_t *const s = item_new(sizeof(series_t), body, rec->key, rec->key_len);
+  series_t *const s = item_new(sizeof(series_t), body, key, key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
-               w->series.map.n, sizeof(series_t) + body + rec->key_len + 1);
+               w->series.map.n, sizeof(series_t) + body + key_len + 1);
   s->id = (int64_t)w->series.map.n;
   s->part = part;
   s->prev = s->next = NULL;
   s->last_time = -1;
   s->index = index;
   s->count = 0;
+  s->reset = 0;
   s->offsets = (int64_t *)(s + 1);
   s->times = s->offsets + rows;
   s->x = (float *)(s->times + rows);
-  memcpy(s->x, w->scratch, (size_t)w->F * sizeof(float));
+  memcpy(s->x, first, (size_t)w->F * sizeof(float));
   ls_err_t const err = table_add(&w->series, &s->k, hash, "windower series");
   if (err != LS_OK) {
     free(s);
@@ -273,10 +278,14 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   w->fmt = fmt;
   w->F = F;
   w->T = T;
+  w->max_abs = INFINITY;
+  size_t const rows = (size_t)T + 1;
   w->scratch = malloc((size_t)F * sizeof(float));
   w->ones = malloc((size_t)T * sizeof(float));
   w->partial_mask = malloc((size_t)T * sizeof(float));
-  if (!w->scratch || !w->ones || !w->partial_mask) {
+  w->gap = malloc(2 * rows * sizeof(int64_t));
+  w->gap_x = malloc(rows * (size_t)F * sizeof(float));
+  if (!w->scratch || !w->ones || !w->partial_mask || !w->gap || !w->gap_x) {
     ls_windower_destroy(w);
     return ls_error_set(LS_ERR_NOMEM, "windower: out of memory (F=%d, T=%d)", F, T);
   }
@@ -289,59 +298,20 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
   table_free(&w->series);
-  table_free(&w->skips);
   for (size_t i = 0; i < w->n_parts; i++)
     free(w->parts[i]);
   free(w->parts);
   free(w->scratch);
   free(w->ones);
   free(w->partial_mask);
+  free(w->gap), free(w->gap_x);
   free(w);
 }
 
-ls_err_t window_skip_check(const void *key, size_t key_len, int32_t partition, int64_t below,
-                           int64_t next_index) {
-  LS_RETURN_IF(key == NULL, LS_ERR_INVALID_ARG, "skip rule: the key is NULL");
-  LS_RETURN_IF(key_len == 0 || key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
-               "skip rule: a key of %zu bytes is no series key (1..%d bytes)", key_len, LS_KEY_MAX);
-  LS_RETURN_IF(partition < 0 || below < 0 || next_index < 0, LS_ERR_INVALID_ARG,
-               "skip rule for series '%.*s': partition %d, offset %lld and window index %lld "
-               "must not be negative",
-               (int)key_len, (const char *)key, (int)partition, (long long)below,
-               (long long)next_index);
-  return LS_OK;
-}
-
-ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
-                                 int32_t partition, int64_t below, int64_t next_index) {
-  LS_RETURN_IF(w == NULL, LS_ERR_INVALID_ARG, "ls_windower_skip_series: w is NULL");
-  LS_FORWARD_IF_ERROR(window_skip_check(key, key_len, partition, below, next_index));
-  uint64_t const hash = base_key_hash(key, key_len);
-  LS_RETURN_IF(table_find(&w->series, hash, key, key_len) != NULL, LS_ERR_STATE,
-               "skip rule for series '%.*s': the windower already has its records (declare skip "
-               "rules before pushing)",
-               (int)key_len, (const char *)key);
-  LS_RETURN_IF(table_find(&w->skips, hash, key, key_len) != NULL, LS_ERR_INVALID_ARG,
-               "series '%.*s' has two skip rules (one per series)", (int)key_len,
-               (const char *)key);
-  LS_FORWARD_IF_ERROR(table_reserve(&w->skips, "skip rules"));
-  skip_t *const rule = item_new(sizeof(skip_t), 0, key, key_len);
-  LS_RETURN_IF(rule == NULL, LS_ERR_NOMEM, "windower: no memory for skip rule %zu",
-               w->skips.map.n + 1);
-  rule->partition = partition;
-  rule->below = below;
-  rule->next_index = next_index;
-  ls_err_t const err = table_add(&w->skips, &rule->k, hash, "windower skip rules");
-  if (err != LS_OK) {
-    free(rule);
-    return err;
-  }
-  w->skips_left++;
-  return LS_OK;
-}
-
-/* Points w->view at series s's buffer, n_targets valid targets. */
-static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targets,
+/* Points w->view at a window of series s whose rows are x [T+1, F],
+ * offsets and times [T+1], n_targets valid targets. */
+static const ls_window_t *window_view(ls_windower_t *w, series_t *s, const float *x,
+                                      const int64_t *offsets, const int64_t *times, int n_targets,
                                       const float *mask) {
   ls_window_t *const v = &w->view;
   v->key = s->k.key;
@@ -349,20 +319,120 @@ static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targe
   v->series = s->id;
   v->partition = s->part->id;
   v->index = s->index++;
-  v->first_offset = s->offsets[0];
-  v->last_offset = s->offsets[n_targets];
+  v->first_offset = offsets[0];
+  v->last_offset = offsets[n_targets];
   v->T = w->T;
   v->F = w->F;
   v->n_targets = n_targets;
-  v->x = s->x;
+  v->x = x;
   v->mask = mask;
-  v->times = s->times;
+  v->times = times;
+  v->offsets = offsets;
+  v->reset = s->reset;
+  s->reset = 0;
   return v;
+}
+
+/* The partial window of s's n (>= 2) rows, its rows past them padding: in
+ * the series' own buffer, or (gap) copied to the windower's gap buffer. */
+static const ls_window_t *partial_view(ls_windower_t *w, series_t *s, int n, int gap) {
+  int const F = w->F, T = w->T;
+  size_t const rows = (size_t)T + 1;
+  float *const x = gap ? w->gap_x : s->x;
+  int64_t *const offsets = gap ? w->gap : s->offsets, *const times = offsets + (gap ? rows : 0);
+  int64_t *const t_of = gap ? times : s->times;
+  if (gap) {
+    memcpy(x, s->x, (size_t)n * F * sizeof(float));
+    memcpy(offsets, s->offsets, (size_t)n * sizeof(int64_t));
+    memcpy(t_of, s->times, (size_t)n * sizeof(int64_t));
+  }
+  /* Rows n..T are padding: zero them so no stale values reach a model. */
+  memset(x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
+  for (int t = n; t <= T; t++)
+    t_of[t] = offsets[t] = -1;
+  for (int t = 0; t < T; t++)
+    w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
+  return window_view(w, s, x, offsets, t_of, n - 1, w->partial_mask);
 }
 
 static ls_reject_t reject(ls_windower_t *w, ls_reject_t reason) {
   w->stats.rejected[reason]++;
   return reason;
+}
+
+ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs) {
+  LS_RETURN_IF(w == NULL || !(max_abs > 0.0), LS_ERR_INVALID_ARG,
+               "ls_windower_set_max_abs: w must not be NULL and max_abs (%g) must be > 0", max_abs);
+  w->max_abs = max_abs >= 3.4e38 ? INFINITY : (float)max_abs; /* float's largest, about */
+  return LS_OK;
+}
+
+ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms) {
+  LS_RETURN_IF(w == NULL || gap_ms < 0, LS_ERR_INVALID_ARG,
+               "ls_windower_set_reset_gap: w must not be NULL and gap_ms (%lld) must be >= 0",
+               (long long)gap_ms);
+  w->reset_gap = gap_ms;
+  return LS_OK;
+}
+
+/* Decodes rec's value into out [F]: LS_REJECT_NONE, or why not (SIZE,
+ * PARSE, NONFINITE, RANGE). */
+static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, float *out) {
+  ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, w->F, out);
+  if (r != LS_REJECT_NONE) return r;
+  for (int f = 0; f < w->F; f++)
+    if (fabsf(out[f]) > w->max_abs) return LS_REJECT_RANGE;
+  return LS_REJECT_NONE;
+}
+
+/* Records of s not yet in a complete window. */
+static int series_pending(const series_t *s, int T) {
+  return s->count == T + 1 ? 1 : s->count;
+}
+
+/* Makes room for s's next row: the carry (row T to row 0) after a window,
+ * or, when its event time t jumps more than the gap bound, a restart: what
+ * s holds goes out as a partial window (*closed, with 2 rows or more) or
+ * is dropped (a lone row has no target), and its next window is reset. */
+static void next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t **closed) {
+  int const F = w->F, T = w->T;
+  if (w->reset_gap > 0 && t >= 0 && s->last_time >= 0 && t - s->last_time > w->reset_gap &&
+      s->count > 0) {
+    int const n = series_pending(s, T); /* 1 for a carry: dropped */
+    list_unlink(s);
+    w->stats.buffered -= n;
+    if (n >= 2) *closed = partial_view(w, s, n, 1);
+    s->count = 0;
+    s->reset = 1;
+    w->stats.resets++;
+    return;
+  }
+  if (s->count == T + 1) { /* the carry: last target becomes the first input */
+    memcpy(s->x, s->x + (size_t)T * F, (size_t)F * sizeof(float));
+    s->offsets[0] = s->offsets[T];
+    s->times[0] = s->times[T];
+    s->count = 1;
+  }
+}
+
+/* Row s->count (its values written) accepted with its offset and time;
+ * *complete: the window it completes, if it does. */
+static void accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
+                       const ls_window_t **complete) {
+  int const T = w->T;
+  s->times[s->count] = t >= 0 ? t : -1;
+  s->offsets[s->count++] = offset;
+  if (t >= 0) s->last_time = t;
+  w->stats.accepted++;
+  w->stats.buffered++;
+  if (s->count == 1) list_insert(s, T); /* it holds a record again */
+  if (s->count == T + 1) {
+    list_unlink(s); /* its low offset is now this record's: to the tail */
+    list_insert(s, T);
+    w->stats.windows++;
+    w->stats.buffered -= T; /* row T stays, as the next window's first input */
+    *complete = window_view(w, s, s->x, s->offsets, s->times, T, w->ones);
+  }
 }
 
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
@@ -379,56 +449,27 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
 
   uint64_t const hash = base_key_hash(rec->key, rec->key_len);
   series_t *s = (series_t *)table_find(&w->series, hash, rec->key, rec->key_len);
-  int const F = w->F, T = w->T;
+  int const F = w->F;
+  ls_reject_t const r = decode_value(w, rec, w->scratch);
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
-    if (s->count == T + 1) { /* the carry: last target becomes the first input */
-      memcpy(s->x, s->x + (size_t)T * F, (size_t)F * sizeof(float));
-      s->offsets[0] = s->offsets[T];
-      s->times[0] = s->times[T];
-      s->count = 1;
-    }
-    ls_reject_t const r =
-        ls_record_decode(w->fmt, rec->value, rec->value_len, F, s->x + (size_t)s->count * F);
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
+    next_row(w, s, rec->timestamp, complete);
+    memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
-    const skip_t *const rule =
-        w->skips_left > 0 ? (const skip_t *)table_find(&w->skips, hash, rec->key, rec->key_len)
-                          : NULL;
-    if (rule != NULL && rule->partition != rec->partition) return reject(w, LS_REJECT_PARTITION);
-    if (rule != NULL && rec->offset < rule->below) {
-      w->stats.skipped++;
-      return LS_REJECT_NONE;
-    }
-    ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, F, w->scratch);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    ls_err_t const err = series_add(w, hash, rec, rule != NULL ? rule->next_index : 0, &s);
+    ls_err_t const err =
+        series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {
       w->stats.records--;
       return LS_REJECT__COUNT;
     }
-    if (rule != NULL && --w->skips_left == 0) table_free(&w->skips); /* every rule passed */
   }
-  s->times[s->count] = rec->timestamp >= 0 ? rec->timestamp : -1;
-  s->offsets[s->count++] = rec->offset;
-  if (rec->timestamp >= 0) s->last_time = rec->timestamp;
-  w->stats.accepted++;
-  w->stats.buffered++;
-  if (s->count == 1) list_insert(s, T); /* it holds a record again */
-  if (s->count == T + 1) {
-    list_unlink(s); /* its low offset is now this record's: to the tail */
-    list_insert(s, T);
-    w->stats.windows++;
-    w->stats.buffered -= T; /* row T stays, as the next window's first input */
-    *complete = window_view(w, s, T, w->ones);
-  }
+  const ls_window_t *done = NULL; /* (a record that closes a window after a gap completes none) */
+  accept_row(w, s, rec->offset, rec->timestamp, &done);
+  if (done != NULL) *complete = done;
   return LS_REJECT_NONE;
-}
-
-/* Records of s not yet in a complete window. */
-static int series_pending(const series_t *s, int T) {
-  return s->count == T + 1 ? 1 : s->count;
 }
 
 ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_window_t **win) {
@@ -436,7 +477,7 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
                "ls_windower_flush_next: w and win must not be NULL");
   *win = NULL;
   wpart_t *const part = part_find(w, partition);
-  int const F = w->F, T = w->T;
+  int const T = w->T;
   while (part != NULL && part->head != NULL) {
     series_t *const s = part->head;
     int const n = series_pending(s, T);
@@ -444,37 +485,135 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
     w->stats.buffered -= n;
     s->count = 0;
     if (n < 2) continue; /* a lone record: no target to train on */
-    /* Rows n..T are padding: zero them so no stale values reach a model. */
-    memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
-    for (int t = n; t <= T; t++)
-      s->times[t] = -1;
-    for (int t = 0; t < T; t++)
-      w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
-    *win = window_view(w, s, n - 1, w->partial_mask);
+    *win = partial_view(w, s, n, 0);
     return LS_OK;
   }
   return LS_OK;
 }
 
-ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
-                                int *found) {
-  LS_RETURN_IF(w == NULL || offset == NULL || found == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_low_offset: w, offset and found must not be NULL");
+/* ------------------------------------------------------------------------ */
+/* Records in flight                                                         */
+
+/* s's pending rows as a series in flight into *out (pointers into s). */
+static void pending_view(const ls_windower_t *w, const series_t *s, ls_inflight_t *out) {
+  int const T = w->T, carry = s->count == T + 1;
+  *out = (ls_inflight_t){s->k.key,
+                         s->k.key_len,
+                         s->part->id,
+                         s->index,
+                         s->last_time,
+                         s->reset,
+                         series_pending(s, T),
+                         s->offsets + (carry ? T : 0),
+                         s->times + (carry ? T : 0),
+                         s->x + (size_t)(carry ? T : 0) * w->F};
+}
+
+ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition, ls_inflight_fn fn,
+                                  void *opaque) {
+  LS_RETURN_IF(w == NULL || fn == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_each_pending: w and fn must not be NULL");
   const wpart_t *const part = part_find(w, partition);
-  *found = part != NULL && part->head != NULL;
-  *offset = *found ? series_low(part->head, w->T) : -1;
+  for (const series_t *s = part != NULL ? part->head : NULL; s != NULL; s = s->next) {
+    ls_inflight_t v;
+    pending_view(w, s, &v);
+    LS_FORWARD_IF_ERROR(fn(opaque, &v));
+  }
   return LS_OK;
 }
 
-ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
-                             int64_t *records, int *found) {
-  LS_RETURN_IF(w == NULL || key == NULL || records == NULL || found == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_pending: w, key, records and found must not be NULL");
+ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
+                                ls_inflight_t *out, int *found) {
+  LS_RETURN_IF(w == NULL || key == NULL || out == NULL || found == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_pending_of: w, key, out and found must not be NULL");
   const series_t *const s =
       (const series_t *)table_find(&w->series, base_key_hash(key, key_len), key, key_len);
   *found = s != NULL;
-  *records = s != NULL ? series_pending(s, w->T) : 0;
+  if (s != NULL) pending_view(w, s, out);
   return LS_OK;
+}
+
+/* A restored row: row r of series i. */
+typedef struct restored_s {
+  int32_t partition;
+  int r;
+  int64_t offset;
+  size_t i;
+} restored_t;
+
+static int by_partition_offset(const void *a, const void *b) {
+  const restored_t *const x = a, *const y = b;
+  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
+  LS_RETURN_IF(in->key == NULL || in->key_len == 0 || in->key_len > LS_KEY_MAX || in->rows < 1 ||
+                   in->offsets == NULL || in->times == NULL || in->x == NULL || in->partition < 0 ||
+                   in->index < 0,
+               LS_ERR_INVALID_ARG,
+               "%s: a series needs a key of 1..%d bytes, rows >= 1 and their arrays, a partition "
+               "and a window index >= 0",
+               fn, LS_KEY_MAX);
+  for (int r = 1; r < in->rows; r++)
+    LS_RETURN_IF(in->offsets[r] <= in->offsets[r - 1], LS_ERR_INVALID_ARG,
+                 "%s: series '%.*s': offsets must ascend", fn, (int)in->key_len, in->key);
+  return LS_OK;
+}
+
+/* Checks series i of a restore and adds it with its row 0. */
+static ls_err_t restore_one(ls_windower_t *w, const ls_inflight_t *in, series_t **out) {
+  LS_FORWARD_IF_ERROR(window_inflight_check(in, "ls_windower_restore"));
+  uint64_t const hash = base_key_hash(in->key, in->key_len);
+  LS_RETURN_IF(table_find(&w->series, hash, in->key, in->key_len) != NULL, LS_ERR_STATE,
+               "ls_windower_restore: series '%.*s' is known already (restore it once, before "
+               "any push)",
+               (int)in->key_len, in->key);
+  LS_FORWARD_IF_ERROR(
+      series_add(w, hash, in->key, in->key_len, in->partition, in->x, in->index, out));
+  (*out)->reset = in->reset;
+  const ls_window_t *none = NULL;
+  accept_row(w, *out, in->offsets[0], in->times[0], &none);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
+                             void *opaque) {
+  LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_restore: w, series and fn must not be NULL");
+  series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
+  LS_RETURN_IF(made == NULL, LS_ERR_NOMEM, "no memory to restore %zu series", n);
+  size_t rows = 0;
+  ls_err_t err = LS_OK;
+  for (size_t i = 0; i < n && err == LS_OK; i++) {
+    err = restore_one(w, &in[i], &made[i]);
+    rows += (size_t)in[i].rows - 1;
+  }
+  restored_t *const order = err == LS_OK ? malloc((rows > 0 ? rows : 1) * sizeof *order) : NULL;
+  if (err == LS_OK && order == NULL)
+    err = ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  size_t k = 0;
+  for (size_t i = 0; i < n && err == LS_OK; i++)
+    for (int r = 1; r < in[i].rows; r++)
+      order[k++] = (restored_t){in[i].partition, r, in[i].offsets[r], i};
+  if (err == LS_OK) qsort(order, rows, sizeof *order, by_partition_offset);
+  int const F = w->F;
+  for (size_t j = 0; j < rows && err == LS_OK; j++) {
+    const ls_inflight_t *const src = &in[order[j].i];
+    series_t *const s = made[order[j].i];
+    int const r = order[j].r;
+    const ls_window_t *win = NULL;
+    next_row(w, s, src->times[r], &win);
+    if (win != NULL) err = fn(opaque, win);
+    memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
+    win = NULL;
+    if (err == LS_OK) accept_row(w, s, src->offsets[r], src->times[r], &win);
+    if (win != NULL && err == LS_OK) err = fn(opaque, win);
+  }
+  for (size_t i = 0; i < n && err == LS_OK; i++)
+    made[i]->last_time = in[i].last_time;
+  free(order), free(made);
+  return err;
 }
 
 ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out) {

@@ -27,7 +27,6 @@ extern "C" { /* lstm_cuda.cu is compiled as C++ */
 typedef struct ls_optim_args_s {
   ls_optim_t opt;
   float grad_scale; /* the gradient's scale before clipping */
-  int64_t step;     /* 1-based update count */
 } ls_optim_args_t;
 
 typedef struct ls_backend_ops_s {
@@ -99,10 +98,14 @@ typedef struct ls_backend_ops_s {
    * (so that a recorded step replays with each step's own): norm_sq[0] =
    * sum g[i]^2 (one double, device), then clip + Adam/AdamW (see
    * ls_engine_optimizer_step): g scaled by args->grad_scale and by the clip
-   * coefficient computed from norm_sq, then zeroed; args->step is the
-   * 1-based update count. */
+   * coefficient computed from norm_sq, then zeroed. steps[0] (one double,
+   * device) holds the updates taken so far: the update counts itself there
+   * and takes the bias corrections of the new count. With
+   * args->opt.skip_nonfinite and a norm_sq that is not finite, g is only
+   * zeroed and steps[0] stays: the decision is taken where the gradient
+   * is, with no read-back. */
   ls_err_t (*optimizer_step)(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                             double *norm_sq, const ls_optim_args_t *args);
+                             double *norm_sq, double *steps, const ls_optim_args_t *args);
 
   /* States <-> table [S, L, H]. The state of layer l, row b is at
    * h0[l * stride + b * H] (so the engine's per-layer blocks need no

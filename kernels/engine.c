@@ -119,7 +119,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
-  if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err == LS_OK) err = ops->alloc(e->ctx, SCALARS * sizeof(double), (void **)&e->scalars);
   if (err == LS_OK) err = ops->alloc(e->ctx, sizeof(ls_optim_args_t), (void **)&e->optim_args);
   if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
@@ -184,7 +184,7 @@ ls_err_t ls_engine_init_params(ls_engine_t *e, uint64_t seed) {
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->grads, e->n_params * sizeof(float));
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_m, e->n_params * sizeof(float));
   if (err == LS_OK) err = e->ops->zero(e->ctx, e->adam_v, e->n_params * sizeof(float));
-  e->adam_steps = 0;
+  if (err == LS_OK) err = e->ops->zero(e->ctx, e->scalars + SCALAR_STEPS, sizeof(double));
   return err;
 }
 
@@ -571,7 +571,7 @@ ls_err_t ls_engine_read_input_grads(ls_engine_t *e, float *dx, float *dh0, float
 static ls_err_t optimizer_queue(void *opaque) {
   ls_engine_t *const e = opaque;
   return e->ops->optimizer_step(e->ctx, e->params, e->grads, e->adam_m, e->adam_v, e->n_params,
-                                e->scalars + 2, e->optim_args);
+                                e->scalars + 2, e->scalars + SCALAR_STEPS, e->optim_args);
 }
 
 ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float grad_scale,
@@ -591,12 +591,13 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   LS_RETURN_IF(!isfinite(grad_scale) || grad_scale < 0.0f, LS_ERR_INVALID_ARG,
                "grad_scale %g must be finite and >= 0", (double)grad_scale);
   /* The step's arguments go to device memory, so that a recorded update
-   * replays with each step's own. */
-  ls_optim_args_t const args = {*opt, grad_scale, e->adam_steps + 1};
+   * replays with each step's own. The update counts itself on the device,
+   * which also decides the skip of a non-finite gradient (backend.h):
+   * nothing is read back here. */
+  ls_optim_args_t const args = {*opt, grad_scale};
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->optim_args, &args, sizeof args));
   graph_key_t const key = {'O', 0, 0, 0, 0, 0, NULL};
   LS_FORWARD_IF_ERROR(graph_run(e, key, optimizer_queue, e));
-  e->adam_steps++;
   e->norm_scale = grad_scale;
   if (grad_norm != NULL) {
     double norm_sq = 0.0;
@@ -606,7 +607,13 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   return LS_OK;
 }
 
-int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
+int64_t ls_engine_optimizer_steps(ls_engine_t *e) {
+  double steps = 0.0;
+  if (e == NULL ||
+      e->ops->download(e->ctx, &steps, e->scalars + SCALAR_STEPS, sizeof steps) != LS_OK)
+    return -1;
+  return (int64_t)steps;
+}
 
 ls_err_t ls_engine_fetch_figures(ls_engine_t *e) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
@@ -633,7 +640,9 @@ ls_err_t ls_engine_read_optimizer(ls_engine_t *e, float *m, float *v, size_t n, 
   LS_RETURN_IF(steps == NULL, LS_ERR_INVALID_ARG, "steps is NULL");
   LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, m, e->adam_m, n * sizeof(float)));
   LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, v, e->adam_v, n * sizeof(float)));
-  *steps = e->adam_steps;
+  double taken = 0.0;
+  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &taken, e->scalars + SCALAR_STEPS, sizeof taken));
+  *steps = (int64_t)taken;
   return LS_OK;
 }
 
@@ -645,6 +654,6 @@ ls_err_t ls_engine_write_optimizer(ls_engine_t *e, const float *m, const float *
                (long long)steps);
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_m, m, n * sizeof(float)));
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_v, v, n * sizeof(float)));
-  e->adam_steps = steps;
-  return LS_OK;
+  double const taken = (double)steps; /* exact below 2^53 */
+  return e->ops->upload(e->ctx, e->scalars + SCALAR_STEPS, &taken, sizeof taken);
 }

@@ -43,11 +43,11 @@ struct ls_engine_s {
   float *dx;       /* (Tm, Bm, I) */
   float *dh0;      /* (L, Bm, H) */
   float *dc0;      /* (L, Bm, H) */
-  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
+  double *scalars; /* (SCALARS) loss sum, count, gradient norm^2, scratch, Adam's count of updates
+                      taken (SCALAR_STEPS: on the device, which decides a skip) */
   ls_optim_args_t *optim_args; /* (1) the last update's arguments */
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
-  int64_t adam_steps;
   float norm_scale;         /* grad_scale of the last optimizer step */
   float fetch_scale;        /* norm_scale when the figures were fetched */
   int fetched;              /* ls_engine_fetch_figures was called */
@@ -67,6 +67,10 @@ struct ls_engine_s {
   ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
   void *grad_hook_opaque;
 };
+
+/* scalars: where Adam's update count is, how many in all. */
+#define SCALAR_STEPS 4
+#define SCALARS 5
 
 /* Allocates `floats` floats of device memory (zeroed). */
 ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats);

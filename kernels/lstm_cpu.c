@@ -399,7 +399,7 @@ static ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t 
 
 static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
                             const double *norm_sq, float grad_scale, const ls_optim_t *opt,
-                            int64_t step) {
+                            double step) {
   cpu_ctx_t *const c = ctx;
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
   double const norm = (double)grad_scale * sqrt(*norm_sq);
@@ -411,8 +411,8 @@ static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, s
   /* torch.optim.Adam(W), single-tensor path: scalars in double, then float. */
   float const gs = (float)((double)grad_scale * coef);
   float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
-  double const bc1 = 1.0 - pow((double)b1, (double)step);
-  double const bc2 = 1.0 - pow((double)b2, (double)step);
+  double const bc1 = 1.0 - pow((double)b1, step);
+  double const bc2 = 1.0 - pow((double)b2, step);
   float const step_size = (float)((double)lr / bc1);
   float const bc2_sqrt = (float)sqrt(bc2);
   float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;
@@ -473,11 +473,17 @@ static ls_err_t state_scatter(void *ctx, float *tab_h, float *tab_c, const float
 /* ------------------------------------------------------------------------ */
 /* The slots whose CPU form is the paths above                               */
 
-/* grad_norm_sq, then adam_update; the arguments' device memory is host memory. */
+/* grad_norm_sq, the count (or the skip of a gradient that is not finite),
+ * then adam_update; the arguments' device memory is host memory. */
 static ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                               double *norm_sq, const ls_optim_args_t *args) {
+                               double *norm_sq, double *steps, const ls_optim_args_t *args) {
   LS_FORWARD_IF_ERROR(grad_norm_sq(ctx, norm_sq, g, n));
-  return adam_update(ctx, p, g, m, v, n, norm_sq, args->grad_scale, &args->opt, args->step);
+  if (args->opt.skip_nonfinite && !isfinite(*norm_sq)) { /* NaN or Inf in g: no update */
+    memset(g, 0, n * sizeof *g);
+    return LS_OK;
+  }
+  *steps += 1.0;
+  return adam_update(ctx, p, g, m, v, n, norm_sq, args->grad_scale, &args->opt, *steps);
 }
 
 /* Nothing to record: the work runs now. */

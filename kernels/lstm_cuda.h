@@ -428,7 +428,7 @@ ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred, cons
 ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
                        const float *y, const float *w, int N, int H, int O);
 ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                        double *norm_sq, const ls_optim_args_t *args);
+                        double *norm_sq, double *steps, const ls_optim_args_t *args);
 
 /* lstm_cuda_state.cu */
 ls_err_t state_gather(void *ctx, float *h0, float *c0, size_t stride, const float *tab_h,

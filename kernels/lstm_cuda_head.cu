@@ -93,23 +93,38 @@ ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                 */
 
-__global__ static void grad_norm_sq_kernel(double *norm_sq, double *partials, unsigned *ticket,
-                                           const float *g, size_t n) {
+/* norm_sq[0] = sum g^2; its last block then counts the update in steps[0]
+ * unless it is to be skipped (a gradient that is not finite): one writer,
+ * before adam_update_kernel's blocks read it. */
+__global__ static void grad_norm_sq_kernel(double *norm_sq, double *steps,
+                                           const ls_optim_args_t *args, double *partials,
+                                           unsigned *ticket, const float *g, size_t n) {
   __shared__ double sh[THREADS];
   __shared__ int last;
   double sum = 0.0;
   GRID_STRIDE(i, n) sum += (double)g[i] * (double)g[i];
   sum = block_sum(sum, sh);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
-  if (last_block(ticket, &last)) reduce_partials(norm_sq, partials, (int)gridDim.x, 1, 1.0, sh);
+  if (!last_block(ticket, &last)) return;
+  reduce_partials(norm_sq, partials, (int)gridDim.x, 1, 1.0, sh);
+  /* Thread 0 wrote norm_sq. */
+  if (threadIdx.x == 0 && !(args->opt.skip_nonfinite && !isfinite(*norm_sq))) *steps += 1.0;
 }
 
 /* torch.optim.Adam(W), single-tensor path, after clip_grad_norm_, with
  * the arguments of this step from device memory. The clip coefficient
- * and the bias corrections in double, then float, as on the CPU. */
+ * and the bias corrections (of the count in steps[0], this update's) in
+ * double, then float, as on the CPU. A gradient that is not finite, with
+ * skip_nonfinite, is only zeroed. */
 __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v, size_t n,
-                                          const double *norm_sq, const ls_optim_args_t *args) {
+                                          const double *norm_sq, const double *steps,
+                                          const ls_optim_args_t *args) {
   ls_optim_t const opt = args->opt;
+  int const skip = opt.skip_nonfinite && !isfinite(*norm_sq);
+  if (skip) { /* NaN or Inf in g */
+    GRID_STRIDE(i, n) g[i] = 0.0f;
+    return;
+  }
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
   double const norm = (double)args->grad_scale * sqrt(*norm_sq);
   double coef = 1.0;
@@ -119,8 +134,8 @@ __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v
   }
   float const gs = (float)((double)args->grad_scale * coef);
   float const b1 = opt.beta1, b2 = opt.beta2, lr = opt.lr, eps = opt.eps;
-  double const bc1 = 1.0 - pow((double)b1, (double)args->step);
-  double const bc2 = 1.0 - pow((double)b2, (double)args->step);
+  double const bc1 = 1.0 - pow((double)b1, *steps);
+  double const bc2 = 1.0 - pow((double)b2, *steps);
   float const step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
   float const decay = opt.decoupled ? 1.0f - lr * opt.weight_decay : 1.0f;
   float const l2 = opt.decoupled ? 0.0f : opt.weight_decay;
@@ -138,16 +153,17 @@ __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v
 }
 
 ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                        double *norm_sq, const ls_optim_args_t *args) {
+                        double *norm_sq, double *steps, const ls_optim_args_t *args) {
   cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
   LS_FORWARD_IF_ERROR(enter(c));
   /* A grid that depends on n alone makes the sum reproducible. */
   unsigned blocks = grid_for(n);
   blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
-  grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(norm_sq, c->partials,
+  grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(norm_sq, steps, args, c->partials,
                                                          c->tickets + TICKET_NORM, g, n);
   LAUNCH_CHECK("grad_norm_sq_kernel");
-  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, args);
+  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, steps,
+                                                             args);
   LAUNCH_CHECK("adam_update_kernel");
   return LS_OK;
 }

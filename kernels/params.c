@@ -111,4 +111,5 @@ void ls_optim_init(ls_optim_t *opt) {
   opt->weight_decay = 0.0f;
   opt->decoupled = 0;
   opt->clip_norm = 1.0f;
+  opt->skip_nonfinite = 0;
 }

@@ -39,18 +39,21 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
+  snap_free_inflight(s);
   free(s);
 }
 
 void ls_snapshot_reset(ls_snapshot_t *s) {
   if (s == NULL) return;
-  s->info = (ls_snapshot_info_t){0, 0, 0, 0, 0};
+  s->info = (ls_snapshot_info_t){0, 0, 0, 0, 0, 0};
   s->has_model = 0;
   s->adam_steps = 0;
   s->series = s->key_bytes = s->parts = 0;
   s->stats_F = s->stats_O = 0;
   s->has_calib = 0;
   s->mem_cap = s->mem_entry = 0;
+  s->in_F = 0;
+  s->in_series = s->in_key_bytes = s->in_rows = 0;
   memset(&s->file, 0, sizeof s->file);
 }
 
@@ -141,6 +144,8 @@ ls_err_t ls_snapshot_set_info(ls_snapshot_t *s, const ls_snapshot_info_t *info) 
                (int)info->world);
   LS_RETURN_IF(info->rank < 0 || info->rank >= info->world, LS_ERR_INVALID_ARG,
                "rank %d is not in [0, world %d)", (int)info->rank, (int)info->world);
+  LS_RETURN_IF(info->updates < 0, LS_ERR_INVALID_ARG, "negative update count %lld",
+               (long long)info->updates);
   s->info = *info;
   return LS_OK;
 }

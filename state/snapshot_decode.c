@@ -61,7 +61,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
-  if (id < SNAP_META || id > SNAP_MEMORY || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+  if (id < SNAP_META || id > SNAP_INFLIGHT_ROWS || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
   if (at != *next || stored > table_at - at)
     return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
@@ -90,6 +90,12 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    "\"LSTRSNAP\")",
                    name);
   uint32_t const version = snap_get_u32(d + 8);
+  if (version == 2)
+    return CORRUPT("%s: format version 2, written by an lstream that kept no records in flight "
+                   "(its resume offsets stayed at a quiet series' oldest record, which retention "
+                   "may have deleted); this build reads version %d only: train afresh (--resume "
+                   "none, or another --snapshot-dir) or resume with the lstream that wrote it",
+                   name, SNAP_VERSION);
   if (version == 1)
     return CORRUPT("%s: format version 1, written by an lstream without the per-series "
                    "normaliser, calibration and replay memory; this build reads version %d only: "
@@ -260,6 +266,20 @@ static void decoder_destroy(decoder_t *d) {
 }
 
 /* Decodes section 0 of a shard into *m and checks it against the header. */
+/* The meta's in-flight counts and update count, for what a writer makes. */
+static ls_err_t check_meta_inflight(const snap_file_t *f, const snap_meta_t *m) {
+  if (m->in_F > (1u << 16) || m->in_series > (1ull << 40) || m->in_rows > (1ull << 40) ||
+      m->in_key_bytes < 2 * m->in_series || m->in_key_bytes > 256 * m->in_series ||
+      m->in_rows < m->in_series || (m->in_F == 0 && m->in_series + m->in_rows > 0) ||
+      m->updates < 0)
+    return CORRUPT("%s: meta: %llu series in flight of %u features with %llu rows and %llu key "
+                   "bytes, %lld updates are not possible",
+                   f->name, (unsigned long long)m->in_series, m->in_F,
+                   (unsigned long long)m->in_rows, (unsigned long long)m->in_key_bytes,
+                   (long long)m->updates);
+  return LS_OK;
+}
+
 static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limits_t *lim,
                           snap_meta_t *m) {
   uint8_t raw[SNAP_META_BYTES];
@@ -288,6 +308,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
     return CORRUPT("%s: meta: %llu series with %llu key bytes, %llu partitions are not possible",
                    f->name, (unsigned long long)S, (unsigned long long)m->key_bytes,
                    (unsigned long long)m->parts);
+  LS_FORWARD_IF_ERROR(check_meta_inflight(f, m));
   if ((m->stats_F == 0) != (m->stats_O == 0) || m->stats_F > (1u << 16) ||
       m->stats_O > m->stats_F || (m->mem_cap == 0) != (m->mem_entry == 0) ||
       m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model)
@@ -299,7 +320,9 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   double const need = (double)S * (37.0 + 8.0 * (double)row) + (double)m->key_bytes +
                       (double)S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
                       (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
-                      (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0);
+                      (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
+                      (double)m->in_series * 57.0 + (double)m->in_key_bytes +
+                      (double)m->in_rows * (16.0 + 4.0 * m->in_F);
   if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
     return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
                    (unsigned long long)(lim->max_alloc ? lim->max_alloc : 1ull << 62));
@@ -315,7 +338,11 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .stats_O = (int)m->stats_O,
                           .has_calib = (int)m->has_calib,
                           .mem_cap = (size_t)m->mem_cap,
-                          .mem_entry = (size_t)m->mem_entry};
+                          .mem_entry = (size_t)m->mem_entry,
+                          .in_F = (int)m->in_F,
+                          .in_series = (size_t)m->in_series,
+                          .in_key_bytes = (size_t)m->in_key_bytes,
+                          .in_rows = (size_t)m->in_rows};
   uint32_t ids[SNAP_SHARD_SECTIONS];
   int const count = 1 + snap_shard_ids(&sizing, ids);
   if (f->desc.n_sections != count)
@@ -401,6 +428,7 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, in
   }
   if (!(what & SNAP_DECODE_SERIES)) return LS_OK;
   LS_FORWARD_IF_ERROR(index_keys(f, s));
+  LS_FORWARD_IF_ERROR(snap_index_inflight(s, f->name));
   return check_values(f, s);
 }
 
@@ -416,6 +444,10 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
    * agree on them). */
   if (err == LS_OK) err = ls_snapshot_set_stats_shape(s, (int)m->stats_F, (int)m->stats_O);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
+  if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, (int)m->in_F);
+  if (err == LS_OK && series)
+    err = snap_reserve_inflight(s, (size_t)m->in_series, (size_t)m->in_key_bytes,
+                                (size_t)m->in_rows);
   if (err == LS_OK && m->has_model && (what & SNAP_DECODE_MODEL)) {
     err = snap_model_buffers(s, (size_t)m->n);
     s->has_model = 1;
@@ -437,8 +469,11 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
     s->series = (size_t)m->series;
     s->parts = (size_t)m->parts;
     s->key_bytes = (size_t)m->key_bytes;
+    s->in_series = (size_t)m->in_series;
+    s->in_key_bytes = (size_t)m->in_key_bytes;
+    s->in_rows = (size_t)m->in_rows;
   }
-  s->info = (ls_snapshot_info_t){f->step, m->seed, m->fingerprint, f->world, f->rank};
+  s->info = (ls_snapshot_info_t){f->step, m->seed, m->fingerprint, f->world, f->rank, m->updates};
   *out = s;
   return LS_OK;
 }

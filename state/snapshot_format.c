@@ -10,10 +10,11 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",      "meta",   "model",       "optimizer",
-                                      "keys",   "counts", "states",      "partitions",
-                                      "shards", "norm",   "calibration", "memory"};
-  return id <= SNAP_MEMORY ? names[id] : names[0];
+  static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
+                                      "keys",     "counts",        "states",      "partitions",
+                                      "shards",   "norm",          "calibration", "memory",
+                                      "inflight", "inflight_rows"};
+  return id <= SNAP_INFLIGHT_ROWS ? names[id] : names[0];
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -87,6 +88,18 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                   {{s->mem_filled, P * 8, 0},
                                    {s->mem_next, P * 8, 0},
                                    {s->mem, P * s->mem_cap * s->mem_entry * f, 1}}};
+  case SNAP_INFLIGHT:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->in_key_len, s->in_series, 0},
+                                   {s->in_keys, s->in_key_bytes, 0},
+                                   {s->in_meta, s->in_series * SNAP_IN_META * 8, 0}}};
+  case SNAP_INFLIGHT_ROWS:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->in_offsets, s->in_rows * 8, 0},
+                                   {s->in_times, s->in_rows * 8, 0},
+                                   {s->in_x, s->in_rows * (size_t)s->in_F * f, 1}}};
   default:
     return (snap_section_spans_t){id, 2, {{s->part_id, P * 4, 0}, {s->part_offset, P * 8, 0}}};
   }
@@ -114,6 +127,7 @@ int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   if (s->stats_F > 0) ids[n++] = SNAP_NORM;
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
+  if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
   return n;
 }
 
@@ -136,6 +150,11 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u32(m + 88, (uint32_t)(s->has_model && s->has_calib));
   snap_put_u64(m + 96, s->mem_cap);
   snap_put_u64(m + 104, s->mem_entry);
+  snap_put_u32(m + 112, (uint32_t)s->in_F);
+  snap_put_u64(m + 120, s->in_series);
+  snap_put_u64(m + 128, s->in_key_bytes);
+  snap_put_u64(m + 136, s->in_rows);
+  snap_put_u64(m + 144, (uint64_t)s->info.updates);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -153,5 +172,10 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u32(m + 84),
                        snap_get_u32(m + 88),
                        snap_get_u64(m + 96),
-                       snap_get_u64(m + 104)};
+                       snap_get_u64(m + 104),
+                       snap_get_u32(m + 112),
+                       snap_get_u64(m + 120),
+                       snap_get_u64(m + 128),
+                       snap_get_u64(m + 136),
+                       (int64_t)snap_get_u64(m + 144)};
 }

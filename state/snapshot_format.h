@@ -3,18 +3,20 @@
  * snapshot modules (snapshot.c: the in-memory content; snapshot_format.c:
  * what writing and reading one file share; snapshot_encode.c: writing one;
  * snapshot_decode.c: reading and verifying one; snapshot_io.c: directories,
- * commit, load; snapshotter.c: the background writer; safetensors.c:
- * export). Not a public header.
+ * commit, load; snapshot_lock.c: one trainer per directory; snapshotter.c:
+ * the background writer; safetensors.c: export). Not a public header.
  *
- * Format, version 2 (version 1, before the normaliser, calibration and
- * replay memory, is refused with a message saying so). Every integer little-endian (the build
- * requires a little-endian host); every checksum CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's
- * record batches).
+ * Format, version 3 (versions 1 and 2 are refused with a message saying
+ * why: 1 has no normaliser, calibration or replay memory; 2 has no records
+ * in flight, its resume offsets pinned at a quiet series' oldest record).
+ * Every integer little-endian (the build requires a little-endian host);
+ * every checksum CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's record
+ * batches).
  *
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 2
+ *     8  version    u32 3
  *     12 kind       u32 1 = shard, 2 = manifest
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
@@ -47,14 +49,18 @@
  * checksum and the content's consistency.
  *
  * Shard sections, in this order (model, optimizer and calibration in rank
- * 0's only; norm, calibration and memory only when the meta says so):
- *   1 meta        128 bytes: I, H, L, O i32; has_model u32; reserved u32;
+ * 0's only; norm, calibration, memory and in-flight only when the meta says
+ * so):
+ *   1 meta        192 bytes: I, H, L, O i32; has_model u32; reserved u32;
  *                 n u64 (params); adam_steps i64; seed u64; fingerprint u64;
  *                 series S u64; partitions P u64; key_bytes u64;
  *                 (at 80) stats features F u32, stats targets G u32 (0, 0:
  *                 no norm section); has_calibration u32; reserved u32;
  *                 memory cap M u64, memory entry E u64 (floats; 0, 0: no
- *                 memory section); 16 reserved bytes
+ *                 memory section); (at 112) in-flight features FI u32 (0:
+ *                 no in-flight sections), reserved u32, in-flight series Q
+ *                 u64, their key bytes KQ u64, their rows R u64; updates
+ *                 i64 (the trainer's, for the warm-up); 40 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
  *  10 calibration spy f64 [O], spp f64 [O], k i64 [O]
@@ -64,8 +70,13 @@
  *                 last_offset i64 [S]
  *   6 states      h f32 [S, L, H], c f32 [S, L, H]
  *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
- *   7 partitions  partition i32 [P], offset i64 [P]
+ *   7 partitions  partition i32 [P], offset i64 [P] (its next unread record)
  *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
+ *  12 inflight    key_len u8 [Q], then the keys, each followed by a NUL,
+ *                 then per series partition, window index, last event
+ *                 time, reset, rows: i64 [Q, 5] (the rows sum to R)
+ *  13 inflight_rows  offset i64 [R], event time i64 [R], values f32 [R, FI]
+ *                 (the series' rows one after the other)
  * Manifest sections:
  *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
  *                 partitions u64 (32 bytes each)
@@ -87,14 +98,15 @@
 #endif
 
 enum {
-  SNAP_VERSION = 2,
+  SNAP_VERSION = 3,
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
   SNAP_HEADER_BYTES = 40,
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
-  SNAP_META_BYTES = 128,
-  SNAP_SHARD_SECTIONS = 10, /* the most sections after meta */
+  SNAP_META_BYTES = 192,
+  SNAP_SHARD_SECTIONS = 12, /* the most sections after meta */
+  SNAP_IN_META = 5,          /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1
@@ -112,7 +124,9 @@ typedef enum snap_section_e {
   SNAP_SHARDS,
   SNAP_NORM,
   SNAP_CALIBRATION,
-  SNAP_MEMORY
+  SNAP_MEMORY,
+  SNAP_INFLIGHT,
+  SNAP_INFLIGHT_ROWS
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -165,6 +179,19 @@ struct ls_snapshot_s {
   int64_t *mem_filled, *mem_next; /* [P] */
   float *mem;                     /* [P, mem_cap, mem_entry] */
 
+  /* Records in flight (snapshot_inflight.c): Q series, R rows. */
+  int in_F;                      /* features of a row; 0 = none kept (no sections) */
+  size_t in_series, cap_in_series;
+  uint8_t *in_key_len;           /* [Q] */
+  size_t *in_key_off;            /* [Q] where each key starts in in_keys */
+  char *in_keys;                 /* key bytes, each key followed by a NUL */
+  size_t in_key_bytes, cap_in_keys;
+  int64_t *in_meta;              /* [Q, SNAP_IN_META]: partition, index, last time, reset, rows */
+  size_t *in_row_at;             /* [Q] its first row */
+  size_t in_rows, cap_in_rows;
+  int64_t *in_offsets, *in_times; /* [R] */
+  float *in_x;                    /* [R, in_F] */
+
   /* Bytes allocated for the optional arrays above (they keep them across
    * resets, as the others keep their capacity). */
   size_t have_norm_n, have_norm, have_errors, have_mem_filled, have_mem_next, have_mem;
@@ -175,6 +202,18 @@ struct ls_snapshot_s {
 /* Makes room for `series` series, `key_bytes` key bytes and `parts`
  * partitions (growing by doubling at least). */
 ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t parts);
+
+/* Makes room for `series` series in flight, `key_bytes` of their keys and
+ * `rows` rows (snapshot_inflight.c). */
+ls_err_t snap_reserve_inflight(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t rows);
+
+/* Frees the in-flight arrays (snapshot_inflight.c). */
+void snap_free_inflight(ls_snapshot_t *snap);
+
+/* Checks the in-flight series' keys, values and row counts against R and
+ * sets their key offsets and first rows; LS_ERR_CORRUPT naming `name`
+ * (snapshot_inflight.c). */
+ls_err_t snap_index_inflight(ls_snapshot_t *snap, const char *name);
 
 /* Allocates the model buffers (once) and checks n against the shape. */
 ls_err_t snap_model_buffers(ls_snapshot_t *snap, size_t n);
@@ -283,6 +322,9 @@ typedef struct snap_meta_s {
   uint64_t seed, fingerprint, series, parts, key_bytes;
   uint32_t stats_F, stats_O, has_calib;
   uint64_t mem_cap, mem_entry;
+  uint32_t in_F;
+  uint64_t in_series, in_key_bytes, in_rows;
+  int64_t updates;
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */
@@ -298,5 +340,11 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
 
 /* Reads a whole file into memory (malloc'ed). */
 ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
+
+/* ------------------------------------------------------------------------ */
+/* Directories (snapshot_io.c)                                               */
+
+/* Creates dir and its parents as needed. */
+ls_err_t snap_make_dirs(const char *dir);
 
 #endif /* LSTREAM_STATE_SNAPSHOT_FORMAT_H */

@@ -65,8 +65,7 @@ static int64_t name_step(const char *name, const char *prefix) {
   return step;
 }
 
-/* Creates dir and its parents as needed. */
-static ls_err_t make_dirs(const char *dir) {
+ls_err_t snap_make_dirs(const char *dir) {
   char buf[PATH_MAX];
   LS_RETURN_IF(strlen(dir) >= sizeof buf, LS_ERR_INVALID_ARG, "path %s is too long", dir);
   strcpy(buf, dir);
@@ -168,7 +167,7 @@ ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *s, const cha
   char tmp[PATH_MAX], file[PATH_MAX];
   LS_FORWARD_IF_ERROR(step_path(tmp, dir, TMP_PREFIX, s->info.step));
   LS_FORWARD_IF_ERROR(shard_path(file, tmp, (int)s->info.rank));
-  LS_FORWARD_IF_ERROR(make_dirs(tmp));
+  LS_FORWARD_IF_ERROR(snap_make_dirs(tmp));
   return snap_write_shard_file(enc, s, file);
 }
 
@@ -443,10 +442,11 @@ static ls_err_t check_same_run(const ls_snapshot_t *part, const ls_snapshot_t *z
       memcmp(&part->shape, &zero->shape, sizeof zero->shape) != 0 ||
           part->info.seed != zero->info.seed || part->info.fingerprint != zero->info.fingerprint ||
           part->stats_F != zero->stats_F || part->stats_O != zero->stats_O ||
-          part->mem_cap != zero->mem_cap || part->mem_entry != zero->mem_entry,
+          part->mem_cap != zero->mem_cap || part->mem_entry != zero->mem_entry ||
+          part->in_F != zero->in_F,
       LS_ERR_CORRUPT,
-      "shard %d of step %lld has another shape, seed, fingerprint, series state or memory layout "
-      "than shard 0",
+      "shard %d of step %lld has another shape, seed, fingerprint, series state, memory layout "
+      "or record width than shard 0",
       (int)part->info.rank, (long long)part->info.step);
   return LS_OK;
 }
@@ -483,6 +483,12 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
     memcpy(to.norm, from.norm, (size_t)part->stats_F * LS_NORM_STATS * sizeof(double));
     memcpy(to.errors, from.errors, (size_t)part->stats_O * 2 * sizeof(double));
   }
+  /* Series in flight, with their partitions. */
+  for (size_t i = 0; i < part->in_series; i++) {
+    ls_snapshot_inflight_t in;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(part, i, &in));
+    if (in.partition % world == rank) LS_FORWARD_IF_ERROR(ls_snapshot_add_inflight(dst, &in));
+  }
   /* Partitions with their resume offsets and replay memories. */
   for (size_t i = 0; i < part->parts; i++) {
     if (part->part_id[i] % world != rank) continue;
@@ -505,6 +511,7 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   s->info = zero->info;
   ls_err_t err = ls_snapshot_set_stats_shape(s, zero->stats_F, zero->stats_O);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, zero->mem_cap, zero->mem_entry);
+  if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, zero->in_F);
   if (err == LS_OK) err = take_model(s, zero);
   if (err == LS_OK) err = take_series(s, zero, world, rank);
   for (int r = 1; err == LS_OK && r < m->world; r++) {

@@ -8,6 +8,7 @@
 
 #include "base/kvfile.h"
 #include "base/value.h"
+#include "lstream/ingest.h" /* LS_FEATURES_MAX, LS_WINDOW_MAX: the bounds ingest takes */
 #include "train_internal.h"
 
 static const char *const formats[] = {"f32", "csv", NULL};
@@ -28,8 +29,8 @@ static const base_key_t keys[] = {
     {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers))},
     {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic))},
     {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(formats)},
-    {"features", "F, values per record", F(features), BASE_V_INT(1, 65536)},
-    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, 65536)},
+    {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
+    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
     {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20)},
     {"hidden", "H, LSTM hidden size", F(hidden), BASE_V_INT(1, 16384)},
     {"layers", "L, stacked LSTM layers", F(layers), BASE_V_INT(1, 64)},
@@ -45,11 +46,13 @@ static const base_key_t keys[] = {
     {"seed", "parameter initialisation seed", F(seed), BASE_V_I64(0, 9.2e18)},
     {"device", "cpu or cuda", F(device), BASE_V_CHOICE(devices)},
     {"precision", "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and state)", F(precision), BASE_V_CHOICE(precisions)},
-    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else every core the process may use", F(threads), BASE_V_INT(0, 4096)},
+    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, else every core the process may use (the count changes the order of sums: give it for the same bits on other machines)", F(threads), BASE_V_INT(0, 4096)},
     {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until), BASE_V_CHOICE(untils)},
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
-    {"deadline_ms", "live: fire a partial step this long after its first window", F(deadline_ms), BASE_V_INT(1, 3600000)},
+    {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
+    {"reset_gap_ms", "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts its state (h, c) from zero at its next window; what it held before the gap trains as a partial window; 0: never", F(reset_gap_ms), BASE_V_I64(0, 1e15)},
+    {"deadline_ms", "live: fire a partial step this long after it began (sooner when nothing ready can join it); the consumer's fetches wait a tenth of it at most", F(deadline_ms), BASE_V_INT(1, 3600000)},
     {"queue_windows", "ingest bound on queued windows, per partition; also how far a replay reads ahead per partition to form steps by event time", F(queue_windows), BASE_V_INT(1, 1 << 24)},
     {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
@@ -104,6 +107,7 @@ static void conf_defaults(ls_train_conf_t *c) {
   c->seed = 1;
   c->until = 0;
   snprintf(c->start, sizeof c->start, "beginning");
+  c->max_abs = 1e18;
   c->deadline_ms = 200;
   c->queue_windows = 4096;
   c->buffer_records = 16777216;
@@ -226,6 +230,13 @@ ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *c, const char *setting) {
   c->kafka[c->n_kafka] = strdup(setting);
   LS_RETURN_IF(c->kafka[c->n_kafka] == NULL, LS_ERR_NOMEM, "no memory for a property");
   c->n_kafka++;
+  return LS_OK;
+}
+
+ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *c, ls_train_warn_cb cb, void *opaque) {
+  LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "conf is NULL");
+  c->warn_cb = cb;
+  c->warn_opaque = opaque;
   return LS_OK;
 }
 

@@ -10,6 +10,7 @@
  */
 #include "figures.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct figures_s {
   int64_t *tmin, *tmax;       /* [cap] */
   double *sums;               /* [cap, W] W = 1 + TL_PER O */
   double *row;                /* [W] one row's */
+  double *err;                /* [V_PER O] one row's terms */
   int64_t t_min, t_max;       /* this rank's records' event times; t_max < 0: none */
 };
 
@@ -50,7 +52,9 @@ ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
   f->spp = calloc(o, sizeof *f->spp), f->k = calloc(o, sizeof *f->k);
   f->step = calloc(o, sizeof *f->step), f->total = calloc(o, sizeof *f->total);
   f->tail = calloc(o, sizeof *f->tail), f->row = calloc(W, sizeof *f->row);
-  if (!f->alpha || !f->spy || !f->spp || !f->k || !f->step || !f->total || !f->tail || !f->row) {
+  f->err = calloc(V_PER * o, sizeof *f->err);
+  if (!f->alpha || !f->spy || !f->spp || !f->k || !f->step || !f->total || !f->tail || !f->row ||
+      !f->err) {
     figures_free(f);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the figures of %d targets", O);
   }
@@ -65,7 +69,7 @@ ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
 void figures_free(figures_t *f) {
   if (f == NULL) return;
   free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
-  free(f->tail), free(f->row), free(f->tmin), free(f->tmax), free(f->sums);
+  free(f->tail), free(f->row), free(f->err), free(f->tmin), free(f->tmax), free(f->sums);
   free(f);
 }
 
@@ -133,26 +137,44 @@ static ls_err_t timeline_add(figures_t *f, int64_t t) {
 /* ------------------------------------------------------------------------ */
 /* Steps                                                                     */
 
+/* Row r's terms per target into f->err [O, V_PER]; 0 when one is not
+ * finite: in float32 for the normalised ones (the model's own arithmetic,
+ * whose loss would overflow), in double for the data's units. */
+static int row_terms(figures_t *f, const prep_t *p, const float *pred, size_t r) {
+  int ok = 1;
+  for (int j = 0; j < f->O; j++) {
+    size_t const o = r * (size_t)f->O + (size_t)j;
+    double const pr = pred[o], y = p->y[o], next = p->next[o];
+    double const fc = p->base[o] + f->alpha[j] * p->scale[o] * pr;
+    double *const e = f->err + (size_t)j * V_PER;
+    e[V_LOSS] = (pr - y) * (pr - y);
+    e[V_BASE] = (y - p->last[o]) * (y - p->last[o]);
+    e[V_MSE] = (fc - next) * (fc - next);
+    e[V_BASE_DATA] = (next - p->cur[o]) * (next - p->cur[o]);
+    e[V_PY] = pr * y;
+    e[V_PP] = pr * pr;
+    ok &= fabs(e[V_LOSS]) <= FLT_MAX && fabs(e[V_BASE]) <= FLT_MAX && fabs(e[V_PY]) <= FLT_MAX &&
+          fabs(e[V_PP]) <= FLT_MAX && isfinite(e[V_MSE]) && isfinite(e[V_BASE_DATA]);
+  }
+  return ok;
+}
+
 ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
                        double *v) {
   int const O = f->O, n = p->B;
   memset(v, 0, FIG_V(O) * sizeof *v);
   for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++) {
     if (p->mask[r] == 0.0f) continue;
+    if (!row_terms(f, p, pred, r)) { /* a forecast that is not finite enters no figure */
+      v[1] += 1.0;
+      continue;
+    }
     double *const sums = st[r % (size_t)n].errors;
     f->row[0] = 1.0;
     for (int j = 0; j < O; j++) {
-      size_t const o = r * (size_t)O + (size_t)j;
-      double const pr = pred[o], y = p->y[o], next = p->next[o];
-      double const fc = p->base[o] + f->alpha[j] * p->scale[o] * pr;
-      double const e[V_PER] = {(pr - y) * (pr - y),
-                               (y - p->last[o]) * (y - p->last[o]),
-                               (fc - next) * (fc - next),
-                               (next - p->cur[o]) * (next - p->cur[o]),
-                               pr * y,
-                               pr * pr};
+      const double *const e = f->err + (size_t)j * V_PER;
       for (int k = 0; k < V_PER; k++)
-        v[1 + j * V_PER + k] += e[k];
+        v[2 + j * V_PER + k] += e[k];
       for (int k = 0; k < TL_PER; k++)
         f->row[1 + j * TL_PER + k] = e[k];
       sums[2 * j] += e[V_MSE], sums[2 * j + 1] += e[V_BASE_DATA];
@@ -184,11 +206,11 @@ static void calibrate(figures_t *f, int j, double n, double py, double pp) {
   set_alpha(f, j);
 }
 
-void figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
+int figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
   double const rows = v[0];
   st->loss_sum = st->baseline_sum = 0.0;
   for (int j = 0; j < f->O; j++) {
-    const double *const e = v + 1 + j * V_PER;
+    const double *const e = v + 2 + j * V_PER;
     ls_target_figures_t *const s = &f->step[j], *const t = &f->total[j];
     s->count = rows, s->loss_sum = e[V_LOSS], s->baseline_sum = e[V_BASE];
     s->mse_sum = e[V_MSE], s->base_sum = e[V_BASE_DATA];
@@ -200,6 +222,7 @@ void figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
   st->count = rows * f->O;
   st->targets = f->O;
   st->target = f->step;
+  return v[1] > 0;
 }
 
 /* ------------------------------------------------------------------------ */

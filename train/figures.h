@@ -17,8 +17,9 @@
 
 typedef struct figures_s figures_t;
 
-/* The doubles a step's figures add to the step's sums across ranks. */
-#define FIG_V(O) (1 + 6 * (O))
+/* The doubles a step's figures add to the step's sums across ranks: the
+ * rows scored, the rows left out (not finite), 6 per target. */
+#define FIG_V(O) (2 + 6 * (O))
 
 /* Figures of O targets (the features feat [O]); calibrate: fit alpha (else
  * alpha = 1). */
@@ -27,14 +28,18 @@ void figures_free(figures_t *f); /* accepts NULL */
 
 /* Scores the step prepared in p from the predictions pred [T, n, O] made
  * before its update: into v [FIG_V(O)] (the step's sums, zeroed first),
- * each window's series' error sums st[b], and the timeline of event time. */
+ * each window's series' error sums st[b], and the timeline of event time.
+ * A forecast whose error is not finite (float32 in normalised units, the
+ * model's arithmetic; double in the data's units) enters none of them: it
+ * is counted apart. */
 ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
                        double *v);
 
 /* After the step's sums v (every rank's) are known: the run's totals, the
- * step's figures for st (target, loss_sum, baseline_sum, count), and the
- * calibration for the next step. */
-void figures_step(figures_t *f, const double *v, ls_step_stats_t *st);
+ * step's figures for st (target, loss_sum, baseline_sum, count: of the
+ * finite forecasts), and the calibration for the next step. Returns 1 when
+ * some rank left a forecast out, not finite: the step's loss is not. */
+int figures_step(figures_t *f, const double *v, ls_step_stats_t *st);
 
 /* The run's figures into sum: the whole run's (totals) and the last fifth
  * of event time's, every rank's. Collective. */

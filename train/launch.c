@@ -1,11 +1,14 @@
 /*
- * What a process learns from its launcher and what describes its result
- * across ranks: the ranks mpirun started (ls_train_launched_ranks), and the
- * digests of the model and of every rank's series (train/snapshots.h).
+ * What a rank takes on: the ranks mpirun started (include/lstream/train.h),
+ * its share of its host's cores, and the partitions that are its own
+ * (train/snapshots.h).
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-#include "base/digest.h"
 #include "snapshots.h"
 
 int ls_train_launched_ranks(void) {
@@ -17,21 +20,47 @@ int ls_train_launched_ranks(void) {
   return 1;
 }
 
-ls_err_t train_view_digest(const train_view_t *view, uint64_t *params, uint64_t *states) {
-  size_t const n = ls_engine_param_count(view->eng);
-  float *p = malloc(n * sizeof(float));
-  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
-  ls_err_t const err = ls_engine_read_params(view->eng, p, n);
-  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
-  free(p);
-  LS_FORWARD_IF_ERROR(err);
-  *params = h;
-  uint64_t mine = 0;
-  LS_FORWARD_IF_ERROR(ls_series_table_digest(view->series, &mine));
-  /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
-  double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(view->comm, v, 2));
-  uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
-  *states = view->world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
-  return LS_OK;
+int train_rank_threads(int threads) {
+  if (threads > 0 || getenv("OMP_NUM_THREADS") != NULL) return threads;
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                     "PMIX_LOCAL_SIZE"};
+  int local = 0;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0] && local <= 0; i++)
+    local = getenv(vars[i]) != NULL ? atoi(getenv(vars[i])) : 0;
+  if (local <= 1) return 0;
+  long const online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  int const bound = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
+  int const share = online > 0 ? (int)(online / local) : 1;
+  int const n = share < bound ? share : bound;
+  return n > 0 ? n : 1;
+}
+
+ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
+                               int *P, int *P_all) {
+  char *want = calloc((size_t)count, 1);
+  LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
+  const char *s = spec;
+  ls_err_t err = LS_OK;
+  if (!strcmp(s, "all")) memset(want, 1, (size_t)count), s = "";
+  while (*s && err == LS_OK) {
+    char *end = NULL;
+    long const p = strtol(s, &end, 10);
+    if (end == s || (*end != ',' && *end != '\0') || p < 0 || p >= count)
+      err = ls_error_set(LS_ERR_INVALID_ARG,
+                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)", spec,
+                         (int)count);
+    else
+      want[p] = 1, s = *end ? end + 1 : end;
+  }
+  /* Partition p belongs to rank p % world: its series and their states too. */
+  *P = *P_all = 0;
+  for (int32_t p = 0; p < count && err == LS_OK; p++) {
+    *P_all += want[p];
+    if (want[p] && p % world == rank) parts[(*P)++] = p;
+  }
+  free(want);
+  if (err == LS_OK && *P_all == 0)
+    err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", spec);
+  return err;
 }

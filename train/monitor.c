@@ -118,20 +118,40 @@ static void account_targets(monitor_t *m, const ls_step_stats_t *st) {
   }
 }
 
-/* A step's figures into the monitor's own sample. */
+/* A step's snapshot events into the monitor's own sample. */
+static void account_snapshot(monitor_t *m, const ls_step_stats_t *st, double now) {
+  monitor_sample_t *const s = &m->mine;
+  s->snapshots_skipped += st->snapshot_skipped;
+  if (st->snapshot_committed >= 0) {
+    s->snapshots++;
+    s->snapshot_step = (double)st->snapshot_committed;
+    s->snapshot_at_s = now;
+    s->snapshot_bytes = snapshot_bytes(m->view->conf->snapshot_dir, st->snapshot_committed);
+  }
+}
+
+/* A step's figures into the monitor's own sample (a round without windows
+ * brings only its snapshot events; a loss that is not finite is shown as
+ * such, and left out of the smoothed figures). */
 static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
   monitor_sample_t *const s = &m->mine;
+  account_snapshot(m, st, now);
+  if (st->windows == 0) return;
   s->steps = st->step;
   s->windows += st->windows;
   s->records += st->records;
   s->compute_s += st->compute_s;
   s->wait_s += st->wait_s;
+  s->nonfinite_steps += st->nonfinite;
   s->loss = mse(st->loss_sum, st->count);
   s->baseline = mse(st->baseline_sum, st->count);
   s->ratio = ratio(st->loss_sum, st->baseline_sum);
-  m->loss_w = SMOOTH_DECAY * m->loss_w + st->loss_sum;
-  m->base_w = SMOOTH_DECAY * m->base_w + st->baseline_sum;
-  m->count_w = SMOOTH_DECAY * m->count_w + st->count;
+  s->lag_s = st->lag_ms / 1e3;
+  if (isfinite(st->loss_sum)) {
+    m->loss_w = SMOOTH_DECAY * m->loss_w + st->loss_sum;
+    m->base_w = SMOOTH_DECAY * m->base_w + st->baseline_sum;
+    m->count_w = SMOOTH_DECAY * m->count_w + st->count;
+  }
   m->wait_w = SMOOTH_DECAY * m->wait_w + st->wait_s;
   m->busy_w = SMOOTH_DECAY * m->busy_w + st->wait_s + st->compute_s;
   s->loss_smooth = mse(m->loss_w, m->count_w);
@@ -145,13 +165,6 @@ static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
     s->lr = st->lr;
   }
   s->step_at_s = now;
-  s->snapshots_skipped += st->snapshot_skipped;
-  if (st->snapshot_committed >= 0) {
-    s->snapshots++;
-    s->snapshot_step = (double)st->snapshot_committed;
-    s->snapshot_at_s = now;
-    s->snapshot_bytes = snapshot_bytes(m->view->conf->snapshot_dir, st->snapshot_committed);
-  }
 }
 
 /* Copies the monitor's sample, with what only the trainer's thread may
@@ -209,12 +222,13 @@ static int tb_scalars(monitor_t *m, const ls_step_stats_t *st, double now) {
   };
   int n = 0;
   for (int i = 0; i < TB_RUN_SCALARS; i++)
-    if (all[i].shown && !isnan(all[i].v)) m->tags[n] = all[i].tag, m->values[n++] = (float)all[i].v;
+    if (all[i].shown && isfinite(all[i].v))
+      m->tags[n] = all[i].tag, m->values[n++] = (float)all[i].v;
   for (int j = 0; j < m->O; j++) {
     const monitor_target_t *const g = &m->tg_mine[j];
     double const v[TB_TARGET_SCALARS] = {g->loss, g->baseline, g->ratio};
     for (int k = 0; k < TB_TARGET_SCALARS; k++)
-      if (!isnan(v[k]))
+      if (isfinite(v[k]))
         m->tags[n] = m->tb_tags[j * TB_TARGET_SCALARS + k], m->values[n++] = (float)v[k];
   }
   return n;
@@ -243,7 +257,7 @@ ls_err_t monitor_step(monitor_t *m, const ls_step_stats_t *st) {
   LS_RETURN_IF(m == NULL || st == NULL, LS_ERR_INVALID_ARG, "monitor_step: m or st is NULL");
   double const now = base_now_s();
   account(m, st, now);
-  ls_err_t const err = m->tb != NULL ? tb_step(m, st, now) : LS_OK;
+  ls_err_t const err = m->tb != NULL && st->windows > 0 ? tb_step(m, st, now) : LS_OK;
   if (now - m->published_at >= MONITOR_PUBLISH_S || st->snapshot_committed >= 0) publish(m, now);
   return err;
 }
@@ -357,7 +371,7 @@ static void sample_init(monitor_t *m, int rank, int world) {
   s->rank = rank, s->world = world;
   s->loss = s->baseline = s->ratio = NAN;
   s->loss_smooth = s->baseline_smooth = s->ratio_smooth = s->wait_share = NAN;
-  s->grad_norm = s->lr = s->step_at_s = NAN;
+  s->grad_norm = s->lr = s->step_at_s = s->lag_s = NAN;
   s->snapshot_step = s->snapshot_seconds = s->snapshot_bytes = NAN;
   s->snapshots_on = m->view->conf->snapshot_dir[0] != '\0';
   s->snapshot_at_s = base_now_s(); /* the start stands for the newest snapshot until one */

@@ -19,19 +19,25 @@
 #include "snapshots.h"
 
 #include "base/clock.h"
+#include "guard.h"
 #include "base/digest.h"
 
 struct train_snaps_s {
   const train_view_t *v;
+  ls_snapshot_lock_t *lock;  /* rank 0's hold on snapshot_dir, NULL without */
   ls_snapshotter_t *snapper; /* NULL without snapshot_dir */
   uint64_t fingerprint;      /* of the configuration a snapshot must match */
   int64_t pending;           /* step of the snapshot being written or committed; -1 none */
   int commit_asked;          /* rank 0 asked the writer to commit `pending` */
+  int refused;               /* rank 0 refused `pending`: its model is not finite */
   double last_t;             /* when the last snapshot was taken (rank 0) */
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
   int n;
   int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
+  int64_t durable_step; /* the newest snapshot committed (or resumed from), -1 none */
+  double durable_t;     /* when it committed (the run's start for one resumed from) */
+  int final_failed;     /* train_snaps_final failed on every rank */
   int64_t committed, skipped;
   char note[2048]; /* what resuming did */
   char error[640]; /* the last snapshot failure, for the step's stats */
@@ -62,12 +68,19 @@ static uint64_t fingerprint(const ls_train_conf_t *c) {
 
 ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
   LS_RETURN_IF(view == NULL || out == NULL, LS_ERR_INVALID_ARG, "view or out is NULL");
+  const ls_train_conf_t *const c = view->conf;
+  LS_RETURN_IF((c->snapshot_every > 0 || c->snapshot_interval > 0) && c->snapshot_dir[0] == '\0',
+               LS_ERR_INVALID_ARG,
+               "snapshot_every=%" PRId64 " and snapshot_interval=%g need snapshot_dir (give "
+               "--snapshot-dir DIR, or drop --snapshot-every and --snapshot-interval)",
+               c->snapshot_every, c->snapshot_interval);
   train_snaps_t *const s = calloc(1, sizeof *s);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for snapshot bookkeeping");
   s->v = view;
   s->fingerprint = fingerprint(view->conf);
   s->pending = -1;
-  s->resumed_step = -1;
+  s->resumed_step = s->durable_step = -1;
+  s->durable_t = base_now_s();
   *out = s;
   return LS_OK;
 }
@@ -75,8 +88,13 @@ ls_err_t train_snaps_new(const train_view_t *view, train_snaps_t **out) {
 void train_snaps_destroy(train_snaps_t *s) {
   if (s == NULL) return;
   ls_snapshotter_destroy(s->snapper);
+  ls_snapshot_unlock(s->lock); /* after the last write */
   free(s->parts), free(s->offsets);
   free(s);
+}
+
+int train_snaps_failed(const train_snaps_t *s) {
+  return s != NULL && s->final_failed;
 }
 
 const char *train_snaps_note(const train_snaps_t *s) {
@@ -165,22 +183,35 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   LS_RETURN_IF(s == NULL || snap == NULL, LS_ERR_INVALID_ARG, "snapshots or snap is NULL");
   *snap = NULL;
+  /* One trainer per directory, from before it chooses what to resume from;
+   * rank 0 holds it for all (a refusal ends the job). */
+  if (s->v->rank == 0 && s->v->conf->snapshot_dir[0] != '\0')
+    LS_FORWARD_IF_ERROR(ls_snapshot_lock(s->v->conf->snapshot_dir, &s->lock));
   char path[2048];
   LS_FORWARD_IF_ERROR(find_path(s, path, sizeof path));
   if (path[0] == '\0') return LS_OK;
   LS_FORWARD_IF_ERROR(ls_snapshot_load(path, s->v->world, s->v->rank, snap));
   ls_snapshot_info_t info;
-  ls_err_t const err = check_loaded(s, *snap, path, &info);
+  ls_err_t err = check_loaded(s, *snap, path, &info);
   if (err != LS_OK) {
     ls_snapshot_destroy(*snap);
     *snap = NULL;
     return err;
   }
-  s->resumed_step = info.step;
+  s->resumed_step = s->durable_step = info.step;
+  /* The snapshot's own rank count is its manifest's (the loaded part is this
+   * run's, re-sharded when the counts differ). */
+  ls_snapshot_manifest_t *man = NULL;
+  int64_t at = 0;
+  int32_t written = 0;
+  err = ls_snapshot_manifest_read(path, &man);
+  if (err == LS_OK) err = ls_snapshot_manifest_get(man, &at, &written);
+  ls_snapshot_manifest_destroy(man);
   size_t const len = strlen(s->note);
-  snprintf(s->note + len, sizeof s->note - len, "resumed from %s (step %" PRId64 ", %d rank%s)",
-           path, info.step, info.world, info.world == 1 ? "" : "s");
-  return LS_OK;
+  snprintf(s->note + len, sizeof s->note - len,
+           "resumed from %s (step %" PRId64 "; written by %d rank%s, resumed on %d)", path,
+           info.step, (int)written, written == 1 ? "" : "s", s->v->world);
+  return err;
 }
 
 /* Where partition p starts: the snapshot's resume offset when it has one,
@@ -201,15 +232,21 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
   for (int i = 0; i < P; i++)
     LS_FORWARD_IF_ERROR(
         ls_ingest_conf_add_partition(ic, parts[i], partition_start(snap, parts[i], start)));
-  /* Each series resumes at its last trained target, the first input of its
-   * next window. */
-  size_t const n = snap != NULL ? ls_snapshot_series_count(snap) : 0;
+  /* The records in flight: the consumer forms the windows not yet trained
+   * from them (the partitions resume past them). */
+  size_t const n = snap != NULL ? ls_snapshot_inflight_count(snap) : 0;
+  ls_ingest_settings_t is;
+  LS_FORWARD_IF_ERROR(ls_ingest_conf_get_settings(ic, &is));
+  LS_RETURN_IF(n > 0 && ls_snapshot_inflight_features(snap) != is.features, LS_ERR_INVALID_ARG,
+               "the snapshot's records in flight have %d features, this run reads %d: resume "
+               "with the same features, or --resume none",
+               ls_snapshot_inflight_features(snap), is.features);
   for (size_t i = 0; i < n; i++) {
-    ls_series_info_t si;
-    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
-    if (si.windows > 0)
-      LS_FORWARD_IF_ERROR(ls_ingest_conf_skip_series(ic, si.key, si.key_len, si.partition,
-                                                     si.last_offset, si.windows));
+    ls_snapshot_inflight_t in;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
+    ls_inflight_t const out = {in.key,  in.key_len, in.partition, in.index, in.last_time,
+                               in.reset, in.rows,   in.offsets,   in.times, in.x};
+    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
   }
   return LS_OK;
 }
@@ -265,7 +302,7 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
   *steps = info.step;
-  *updates = model.adam_steps;
+  *updates = info.updates;
   return LS_OK;
 }
 
@@ -303,10 +340,19 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
                     (c->snapshot_interval > 0 && base_now_s() - s->last_t >= c->snapshot_interval);
     v[SNAP_V_COMMITTED] = (double)(st.committed_step + 1); /* 0: none yet */
   }
-  v[SNAP_V_BUSY] = st.busy || s->pending >= 0;
+  v[SNAP_V_BUSY] = st.busy;
+  v[SNAP_V_PENDING] = s->pending >= 0;
   v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending;
-  /* The pending snapshot's write (or rank 0's commit) failed. */
-  v[SNAP_V_FAILED] = s->pending >= 0 && !st.busy && st.err != LS_OK;
+  /* The pending snapshot's write (or rank 0's commit) failed, or rank 0
+   * refused it. */
+  v[SNAP_V_FAILED] = s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused);
+}
+
+/* A series in flight into the snapshot (opaque). */
+static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
+  ls_snapshot_inflight_t const out = {in->key,  in->key_len, in->partition, in->index, in->last_time,
+                                      in->reset, in->rows,   in->offsets,   in->times, in->x};
+  return ls_snapshot_add_inflight(opaque, &out);
 }
 
 /* Fills the staging snapshot with this rank's part after `steps` steps and
@@ -315,19 +361,31 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   const train_view_t *const v = s->v;
   ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {steps, (uint64_t)v->conf->seed, s->fingerprint, v->world,
-                                   v->rank};
+  ls_snapshot_info_t const info = {steps,    (uint64_t)v->conf->seed, s->fingerprint,
+                                   v->world, v->rank,                *v->updates};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
-  if (v->rank == 0) LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
-  if (v->rank == 0) LS_FORWARD_IF_ERROR(figures_save(v->fig, snap));
+  if (v->rank == 0) {
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
+    /* Never a model with a NaN or an Inf (the step loop skips the updates
+     * that would make one): the snapshot is dropped on every rank. */
+    ls_snapshot_model_t model;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_model(snap, &model));
+    s->refused = !guard_finite(model.params, model.n);
+    if (s->refused) {
+      s->pending = steps;
+      return LS_OK;
+    }
+    LS_FORWARD_IF_ERROR(figures_save(v->fig, snap));
+  }
   size_t cap = 0, entry = 0;
   if (v->rep != NULL) replay_shape(v->rep, &cap, &entry);
   LS_FORWARD_IF_ERROR(ls_snapshot_set_memory_shape(snap, cap, entry));
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
+  LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features));
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
-    int64_t offset = 0;
-    LS_FORWARD_IF_ERROR(ls_ingest_resume_offset(v->ing, v->parts[i], &offset));
+    int64_t offset = 0; /* the next unread record: what is older is in flight, in the snapshot */
+    LS_FORWARD_IF_ERROR(ls_ingest_inflight(v->ing, v->parts[i], &offset, keep_inflight, snap));
     LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[i], offset));
     s->parts[s->n] = v->parts[i];
     s->offsets[s->n++] = offset;
@@ -343,10 +401,11 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
 }
 
 /* The pending snapshot committed: its offsets go to the consumer group
- * (informational; a failure is reported, not fatal). */
+ * (informational, asynchronous: a broker down never holds up a step or the
+ * exit; a failure is reported, not fatal). */
 static void committed(train_snaps_t *s, ls_step_stats_t *st) {
   if (s->v->ing != NULL && s->n > 0 &&
-      ls_ingest_commit(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
+      ls_ingest_commit_async(s->v->ing, s->n, s->parts, s->offsets) != LS_OK) {
     snprintf(s->error, sizeof s->error,
              "snapshot of step %" PRId64
              " committed, but not its offsets to the consumer group: %s",
@@ -355,6 +414,8 @@ static void committed(train_snaps_t *s, ls_step_stats_t *st) {
   }
   st->snapshot_committed = s->pending;
   s->committed++;
+  s->durable_step = s->pending;
+  s->durable_t = base_now_s();
   s->pending = -1;
 }
 
@@ -364,16 +425,20 @@ static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
   ls_snapshotter_status_t status;
   LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
   snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
-           status.err != LS_OK ? ": " : " on another rank",
-           status.err != LS_OK ? status.message : "");
+           s->refused            ? ": the model holds a non-finite parameter (not written)"
+           : status.err != LS_OK ? ": "
+                                 : " on another rank",
+           s->refused || status.err == LS_OK ? "" : status.message);
   st->snapshot_error = s->error;
   s->pending = -1;
+  s->refused = 0;
   return LS_OK;
 }
 
 ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps, int mid_update,
                                 int stepped, ls_step_stats_t *st) {
   st->snapshot_committed = -1;
+  st->durable_step = s->durable_step;
   if (s->snapper == NULL) return LS_OK;
   int const world = s->v->world;
   if (s->pending >= 0 && v[SNAP_V_FAILED] > 0) LS_FORWARD_IF_ERROR(dropped(s, st));
@@ -385,8 +450,13 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
     }
     if (v[SNAP_V_COMMITTED] - 1.0 >= (double)s->pending) committed(s, st);
   }
+  st->durable_step = s->durable_step;
+  st->durable_age_s = base_now_s() - s->durable_t;
+  /* Busy: a writer still at work, or a snapshot pending (one that failed
+   * now was dropped everywhere just above). */
+  int const busy = v[SNAP_V_BUSY] > 0 || (v[SNAP_V_PENDING] > 0 && v[SNAP_V_FAILED] == 0);
   if (stepped && v[SNAP_V_DUE] > 0 && !mid_update) {
-    if (v[SNAP_V_BUSY] > 0) {
+    if (busy) {
       st->snapshot_skipped = 1;
       s->skipped++;
     } else {
@@ -397,7 +467,8 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
 }
 
 ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
-  if (s->snapper == NULL || steps == 0) return LS_OK;
+  /* Nothing trained since the snapshot resumed from: it is the last one. */
+  if (s->snapper == NULL || steps == 0 || steps == s->resumed_step) return LS_OK;
   /* Rounds of: wait for the writer, sum the ranks' figures, commit what is
    * written; until a snapshot of the final step has committed. */
   for (;;) {
@@ -410,6 +481,7 @@ ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     LS_FORWARD_IF_ERROR(train_snaps_after_step(s, v, steps, mid_update, 0, &st));
+    s->final_failed = failed;
     LS_RETURN_IF(failed, LS_ERR_IO, "the last snapshot: %s", st.snapshot_error);
     if (s->pending >= 0) continue;
     /* Nothing in flight: done if the final step is committed (or cannot be

@@ -30,15 +30,42 @@ typedef struct train_view_s {
   const int32_t *parts; /* [P] this rank's partitions, ascending */
   int P;
   figures_t *fig; /* the forecasts' calibration */
+  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
   replay_t *rep;  /* the partitions' replay memories; NULL without replay */
 } train_view_t;
 
+/* The threads of this rank's engine for the threads key: as given when
+ * above 0, or with OMP_NUM_THREADS set (0: the engine reads it); under a
+ * launcher that says how many ranks share this host (mpirun's
+ * OMPI_COMM_WORLD_LOCAL_SIZE), this rank's share of the host's cores
+ * (cores / local ranks, at most the cores it is bound to), computed where it
+ * runs; else 0, every core it may run on (train/launch.c). */
+int train_rank_threads(int threads);
+
+/* Parses the partitions key spec ("all", or "0,2,5") against the topic's
+ * count: *P_all receives the partitions named, parts [*P] those of rank
+ * (p % world == rank), ascending (train/launch.c). */
+ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
+                               int *P, int *P_all);
+
 /* FNV-1a digests of the parameters and, over every rank, of the series
- * tables (ls_trainer_digest; train/launch.c). Collective. */
+ * tables (ls_trainer_digest; train/results.c). Collective. */
 ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
 
+/* This rank's records rejected so far, per reason, into out [LS_REJECT__COUNT]
+ * (train/results.c). */
+void train_view_rejections(const train_view_t *v, double *out);
+
 /* Snapshot figures every rank adds to a step's sums. */
-enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };
+enum {
+  SNAP_V_DUE,       /* rank 0: a snapshot is due after this step */
+  SNAP_V_BUSY,      /* ranks whose writer is busy */
+  SNAP_V_PENDING,   /* ranks with a snapshot taken, not yet committed or dropped */
+  SNAP_V_SHARDS,    /* ranks whose shard of the pending snapshot is written */
+  SNAP_V_COMMITTED, /* rank 0: the last committed step + 1 */
+  SNAP_V_FAILED,    /* ranks whose pending snapshot failed */
+  SNAP_V__N
+};
 
 typedef struct train_snaps_s train_snaps_t;
 
@@ -77,8 +104,13 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v);
 ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps, int mid_update,
                                 int stepped, ls_step_stats_t *st);
 
-/* At the end of a run: a last snapshot of the final state, committed. */
+/* At the end of a run: a last snapshot of the final state, committed.
+ * LS_ERR_IO when it failed on any rank (every rank returns it: the ranks
+ * are still together, train_snaps_failed says so). */
 ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update);
+
+/* 1 when train_snaps_final failed on every rank alike. */
+int train_snaps_failed(const train_snaps_t *s);
 
 /* What resuming did ("" when nothing), for the program to print. */
 const char *train_snaps_note(const train_snaps_t *s);

@@ -1,7 +1,7 @@
 /*
  * Step formation (train/steps.h): the replay's look-ahead by event time,
- * live steps by arrival, and the series' slots and marks that keep a
- * series to one window per step.
+ * live steps as soon as nothing ready can join them (live.c's helpers), and the series' slots and
+ * marks that keep a series to one window per step.
  */
 #include "steps.h"
 
@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "live.h"
 
 /* How long one wait for a window may block before the stop flag is read. */
 #define WAIT_SLICE_MS 100
@@ -27,6 +28,8 @@ struct steps_s {
   ahead_t *ahead;            /* [P] replay */
   const ls_window_t **defer; /* live: windows waiting for a later step, in order */
   int n_defer, cap_defer;
+  int n_live; /* live: windows in the step being formed */
+  int hurry;  /* live: a rank had windows waiting after the last step: none waits out a deadline */
   const ls_window_t **wins; /* [B] the step's */
   int64_t *slots;           /* [B] their series' slots */
   int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
@@ -199,57 +202,81 @@ static ls_err_t form_replay(steps_t *s, volatile sig_atomic_t *stop, int *n, dou
 /* ------------------------------------------------------------------------ */
 /* Live                                                                      */
 
-static ls_err_t defer_window(steps_t *s, const ls_window_t *w) {
-  if (s->n_defer == s->cap_defer) {
-    int const cap = s->cap_defer ? 2 * s->cap_defer : 64;
-    const ls_window_t **d = realloc(s->defer, (size_t)cap * sizeof *d);
-    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory to defer %d windows", cap);
-    s->defer = d;
-    s->cap_defer = cap;
-  }
-  s->defer[s->n_defer++] = w;
+/* Takes window w into the step, or defers it (its series is in the step,
+ * or has a window deferred: each series stays in order). */
+static ls_err_t live_take(void *opaque, const ls_window_t *w) {
+  steps_t *const s = opaque;
+  int64_t slot;
+  LS_FORWARD_IF_ERROR(window_slot(s, w, &slot));
+  if (s->mark[slot] == s->stamp) return live_defer(&s->defer, &s->n_defer, &s->cap_defer, w);
+  add_window(s, s->n_live++, w, slot);
   return LS_OK;
 }
 
-/* Deferred windows first, in order, then new ones until B windows or
- * deadline_ms after the step began (so that ranks meet in lockstep even
- * when one has no data). A series with a window deferred (or in the step)
- * defers its later windows too, so each series stays in order. */
+/* The step can grow: fewer than B windows in it, fewer than B waiting (how
+ * far it looks ahead). */
+static int live_more(void *opaque) {
+  const steps_t *const s = opaque;
+  return s->n_live < s->c.B && s->n_defer < s->c.B;
+}
+
+/* Deferred windows first, in order, then new ones, what every partition
+ * has ready first (live_sweep). The step fires with B windows; as soon as
+ * nothing ready can join it: windows wait that are all of series in it (a
+ * backlog: it drains at replay speed, one window of each series a step),
+ * it holds every series the rank knows, or another rank has a backlog
+ * (s->hurry); or deadline_ms after it began (so that ranks meet in lockstep
+ * even when one has no data). */
 static ls_err_t form_live(steps_t *s, volatile sig_atomic_t *stop, int *n, double *wait_s) {
   int kept = 0;
+  s->n_live = 0;
   for (int i = 0; i < s->n_defer; i++) {
     const ls_window_t *const w = s->defer[i];
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(s, w, &slot));
-    if (*n < s->c.B && s->mark[slot] != s->stamp)
-      add_window(s, (*n)++, w, slot);
+    if (s->n_live < s->c.B && s->mark[slot] != s->stamp)
+      add_window(s, s->n_live++, w, slot);
     else
       s->defer[kept++] = w, s->mark[slot] = s->stamp;
   }
   s->n_defer = kept;
   double const t0 = base_now_s(), deadline = t0 + s->c.deadline_ms / 1e3;
-  while (*n < s->c.B && !(stop && *stop)) {
+  while (live_more(s) && !(stop && *stop)) {
     double const left = deadline - base_now_s();
-    if (left <= 0) break;
     int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
-    ls_next_t what = LS_NEXT_TIMEOUT;
-    const ls_window_t *w = NULL;
     if (s->c.ing == NULL) { /* no partition on this rank: wait out the step */
       struct timespec const ts = {0, (long)wait_ms * 1000000L};
+      if (s->hurry || left <= 0) break;
       nanosleep(&ts, NULL);
       continue;
     }
+    LS_FORWARD_IF_ERROR(live_sweep(s->c.ing, s->c.parts, s->c.P, (int)(s->stamp % s->c.P),
+                                   live_take, live_more, s));
+    int const n_in = s->n_live;
+    if (s->hurry || (n_in > 0 && (s->n_defer > 0 || live_every_series(s->c.ing, n_in)))) break;
+    if (left <= 0 || !live_more(s)) break;
+    ls_next_t what = LS_NEXT_TIMEOUT;
+    const ls_window_t *w = NULL;
     LS_FORWARD_IF_ERROR(ls_ingest_next(s->c.ing, wait_ms, &what, &w));
-    if (what != LS_NEXT_WINDOW) continue;
-    int64_t slot;
-    LS_FORWARD_IF_ERROR(window_slot(s, w, &slot));
-    if (s->mark[slot] == s->stamp)
-      LS_FORWARD_IF_ERROR(defer_window(s, w));
-    else
-      add_window(s, (*n)++, w, slot);
+    if (what == LS_NEXT_WINDOW) LS_FORWARD_IF_ERROR(live_take(s, w));
   }
+  *n = s->n_live;
   *wait_s += base_now_s() - t0;
   return LS_OK;
+}
+
+int steps_idle(steps_t *s) {
+  ls_ingest_stats_t is;
+  return !s->c.replay && s->n_defer == 0 &&
+         (s->c.ing == NULL || (ls_ingest_stats(s->c.ing, &is) == LS_OK && is.queued_windows == 0));
+}
+
+int steps_backlog(const steps_t *s) {
+  return s->n_defer > 0;
+}
+
+void steps_hurry(steps_t *s, int hurry) {
+  s->hurry = hurry;
 }
 
 ls_err_t steps_form(steps_t *s, volatile sig_atomic_t *stop, int *n, double *wait_s) {

@@ -12,8 +12,12 @@
  *     one written in time order, within the look-ahead; and what a partition
  *     gives depends on its own data only: the steps are the same however
  *     many ranks read the topic, and two runs are bit-identical.
- *   live (until = live): a step fires when B windows are ready or
- *     deadline_ms after it began, taking windows as they arrive.
+ *   live (until = live): a step fires when B windows are ready, as soon as
+ *     nothing ready can join it (every window waiting is of a series in
+ *     the step, as in a backlog, which so drains at replay speed; the step
+ *     holds every series the rank knows; or another rank has a backlog), or
+ *     deadline_ms after it began. Every partition's ready windows are taken
+ *     in turn.
  */
 #ifndef LSTREAM_TRAIN_STEPS_H
 #define LSTREAM_TRAIN_STEPS_H
@@ -55,5 +59,15 @@ void steps_release(steps_t *s, int n);
 
 /* Replay: 1 while this rank still has windows to give. */
 int steps_more(const steps_t *s);
+
+/* Live: 1 when no window is ready now (the next step waits for data). */
+int steps_idle(steps_t *s);
+
+/* Live: 1 when windows wait for a later step (a backlog). */
+int steps_backlog(const steps_t *s);
+
+/* Live: 1 when some rank has a backlog (summed across ranks after a step):
+ * the next step waits out no deadline. */
+void steps_hurry(steps_t *s, int hurry);
 
 #endif /* LSTREAM_TRAIN_STEPS_H */

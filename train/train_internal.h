@@ -24,6 +24,8 @@ struct ls_train_conf_s {
   int until; /* 0 live, 1 end */
   char start[64];
   int stateless;
+  double max_abs; /* records holding a value of larger magnitude are rejected (range) */
+  int64_t reset_gap_ms; /* a larger jump in a series' event time restarts its state; 0 never */
   int deadline_ms;
   int queue_windows;
   int64_t buffer_records;
@@ -49,6 +51,8 @@ struct ls_train_conf_s {
   int replay;         /* replay updates per step */
   int replay_batch;   /* windows per replay update, over all partitions */
   int replay_memory;  /* windows kept for replay, over all partitions */
+  ls_train_warn_cb warn_cb; /* the consumer's warnings, or NULL */
+  void *warn_opaque;
 };
 
 /* The target features of c's targets key, ascending, into feat [features];

@@ -3,7 +3,9 @@
  * (steps.c), each window's rows normalised into the model's inputs and
  * targets (prep.c), states gathered and scattered through the series table,
  * one engine step per batch, an update every `accumulate` steps, replay
- * updates after it (replay.c), and the forecasts' figures (figures.c).
+ * updates after it (replay.c), the forecasts' figures (figures.c), and the
+ * guard against non-finite updates (guard.c). Setting up is setup.c's, the
+ * results results.c's.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -14,6 +16,7 @@
 #include "base/clock.h"
 #include "comm.h"
 #include "figures.h"
+#include "guard.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
@@ -22,295 +25,7 @@
 #include "snapshots.h"
 #include "steps.h"
 #include "train_internal.h"
-
-struct ls_trainer_s {
-  ls_train_conf_t conf;
-  train_view_t v; /* comm, rank, world, engine, series table, ingest, partitions, figures,
-                     replay: what snapshots.c reads */
-  train_snaps_t *snaps;
-  int overlap; /* gradient sums start during backward (grads_ready) */
-  ls_optim_t opt;
-  int T, B;
-  int P_all; /* partitions of all ranks */
-  int quota; /* replay: windows a step takes from each partition */
-  steps_t *steps;
-  prep_t *prep;
-  ls_series_stats_t *st; /* [B] the step's windows' series state */
-  int64_t *gather;       /* [B] slots to gather from (-1 = zero state) */
-  float *pred;           /* [T, B, O] the step's predictions */
-  float *h0, *c0;        /* [L, B, H] the step's initial states (for replay) */
-  double *v_sums;        /* [NV] the step's sums across ranks */
-  int NV;
-
-  /* Accumulation and totals. */
-  double acc_count;
-  int acc_steps;
-  ls_train_summary_t sum;
-
-  /* A step's stats reach the callback one step late, once the gradient
-   * norm of its update (fetched at the end of the step) is read. */
-  ls_step_stats_t pend;             /* the last step's stats, but its gradient norm */
-  ls_target_figures_t *pend_target; /* [O] its per-target figures (pend.target) */
-  int has_pend;
-  int fetched; /* the engine's figures were fetched after the last step's update */
-
-  char note[2560]; /* what resuming and the comm setup did, for the program to print */
-  atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
-};
-
-/* What every rank contributes to a step, summed across ranks: these, then
- * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O)). */
-enum { V_COUNT, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N };
-
-/* ------------------------------------------------------------------------ */
-/* Setup                                                                     */
-
-/* Parses the partitions key against the topic's count; keeps this rank's. */
-static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
-  int32_t *const parts = calloc((size_t)count, sizeof *parts);
-  LS_RETURN_IF(parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
-  tr->v.parts = parts;
-  char *want = calloc((size_t)count, 1);
-  LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
-  const char *s = tr->conf.partitions;
-  ls_err_t err = LS_OK;
-  if (!strcmp(s, "all")) memset(want, 1, (size_t)count), s = "";
-  while (*s && err == LS_OK) {
-    char *end = NULL;
-    long const p = strtol(s, &end, 10);
-    if (end == s || (*end != ',' && *end != '\0') || p < 0 || p >= count)
-      err = ls_error_set(LS_ERR_INVALID_ARG,
-                         "partitions '%s': expected 'all' or a list of partitions in [0, %d)",
-                         tr->conf.partitions, (int)count);
-    else
-      want[p] = 1, s = *end ? end + 1 : end;
-  }
-  /* Partition p belongs to rank p % world: its series and their states too. */
-  for (int32_t p = 0; p < count && err == LS_OK; p++) {
-    tr->P_all += want[p];
-    if (want[p] && p % tr->v.world == tr->v.rank) parts[tr->v.P++] = p;
-  }
-  free(want);
-  if (err == LS_OK && tr->P_all == 0)
-    err = ls_error_set(LS_ERR_INVALID_ARG, "partitions '%s' names none", tr->conf.partitions);
-  return err;
-}
-
-static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
-  const ls_train_conf_t *const c = &tr->conf;
-  LS_RETURN_IF(c->brokers[0] == '\0', LS_ERR_INVALID_ARG,
-               "no brokers: give --brokers HOST:PORT (e.g. the address `lstream broker` prints)");
-  LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
-  ls_start_t start;
-  LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
-  ls_ingest_settings_t is;
-  ls_ingest_settings_init(&is);
-  is.topic = c->topic;
-  is.format = (ls_format_t)c->format;
-  is.features = c->features;
-  is.window = c->window;
-  is.queue_windows = c->queue_windows;
-  is.buffer_records = c->buffer_records;
-  is.stop_at_end = c->until;
-  is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
-  ls_ingest_conf_t *ic = NULL;
-  LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
-  char servers[600];
-  snprintf(servers, sizeof servers, "bootstrap.servers=%s", c->brokers);
-  ls_err_t err = ls_ingest_conf_set_settings(ic, &is);
-  if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, servers);
-  for (int i = 0; i < c->n_kafka && err == LS_OK; i++) err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
-  int32_t count = 0;
-  if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
-  if (err == LS_OK) err = pick_partitions(tr, count);
-  if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, start);
-  /* A rank with no partition (more ranks than partitions) only joins steps. */
-  if (err == LS_OK && tr->v.P > 0) err = ls_ingest_new(&tr->v.ing, ic);
-  ls_ingest_conf_destroy(ic);
-  return err;
-}
-
-/* The step's buffers, its step formation, inputs, figures; the sums'
- * layout: the trainer's figures, the snapshots', the forecasts'. */
-static ls_err_t alloc_buffers(ls_trainer_t *tr) {
-  const ls_train_conf_t *const c = &tr->conf;
-  ls_shape_t const *const sh = &tr->v.shape;
-  size_t const B = (size_t)tr->B, T = (size_t)tr->T, LH = (size_t)c->layers * (size_t)c->hidden;
-  /* The replay's look-ahead per partition: the consumer's queue bound, and
-   * within buffer_records over all partitions (the same on every rank). */
-  int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
-  int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
-  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,   tr->v.P, tr->B, tr->quota,
-                           K,         c->until,     c->deadline_ms};
-  LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
-  LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
-  LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));
-  LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
-  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
-  tr->st = calloc(B, sizeof *tr->st);
-  tr->gather = calloc(B, sizeof *tr->gather);
-  tr->pred = calloc(T * B * (size_t)sh->output_size, sizeof *tr->pred);
-  tr->h0 = calloc(LH * B, sizeof *tr->h0);
-  tr->c0 = calloc(LH * B, sizeof *tr->c0);
-  tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
-  tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
-  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->h0 || !tr->c0 || !tr->v_sums ||
-                   !tr->pend_target,
-               LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
-  return LS_OK;
-}
-
-/* The backend of the comm key: auto = mpi when started by mpirun on more
- * than one rank (the program initialises MPI then), else none. */
-static ls_err_t open_comm(ls_trainer_t *tr) {
-  comm_kind_t kind = COMM_NONE;
-  switch (tr->conf.comm) {
-  case 0: kind = ls_train_launched_ranks() > 1 ? (tr->conf.device ? COMM_NCCL : COMM_MPI) : COMM_NONE; break;
-  case 1: kind = COMM_NONE; break;
-  case 2: kind = COMM_MPI; break;
-  case 3: kind = COMM_NCCL; break;
-  }
-  LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
-  comm_set_always(tr->v.comm, tr->conf.comm_always);
-  tr->v.rank = comm_rank(tr->v.comm);
-  tr->v.world = comm_world(tr->v.comm);
-  return LS_OK;
-}
-
-/* The engine's gradient hook: a segment is final, start its sum. */
-static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t count,
-                            void *stream) {
-  (void)segment;
-  return comm_grads_start(((ls_trainer_t *)opaque)->v.comm, offset, count, stream);
-}
-
-/* Binds the comm backend to the engine and, where asked (by default with
- * nccl: on the CPU the sums are a fraction of a percent of a step and
- * overlapping them measured no gain), has backward start the gradient sums
- * (not with accumulation: the sums wait for the last step of an update,
- * which a rank learns only after the step's sum). */
-static ls_err_t bind_comm(ls_trainer_t *tr) {
-  LS_FORWARD_IF_ERROR(comm_bind(tr->v.comm, tr->v.eng));
-  int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
-  int const sums = tr->v.world > 1 || (tr->conf.comm_always && comm_kind(tr->v.comm) != COMM_NONE);
-  tr->overlap = sums && want && tr->conf.accumulate == 1;
-  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
-           tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
-               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
-                 "step); "
-               : "");
-  return tr->overlap ? ls_engine_set_grad_hook(tr->v.eng, grads_ready, tr) : LS_OK;
-}
-
-/* The optimizer's settings from the configuration. */
-static ls_optim_t optim_of(const ls_train_conf_t *c) {
-  ls_optim_t opt;
-  ls_optim_init(&opt);
-  opt.lr = (float)c->lr;
-  opt.beta1 = (float)c->beta1;
-  opt.beta2 = (float)c->beta2;
-  opt.eps = (float)c->eps;
-  opt.weight_decay = (float)c->weight_decay;
-  opt.decoupled = c->optimizer == 1;
-  opt.clip_norm = (float)c->clip;
-  return opt;
-}
-
-/* The replay memories of this rank's partitions (with replay), then the
- * engine, sized for this rank's steps and replay updates. */
-static ls_err_t open_engine(ls_trainer_t *tr) {
-  const ls_train_conf_t *const c = &tr->conf;
-  /* A replay step takes batch/partitions windows from each partition (at
-   * least one), whichever rank reads it; live steps take `batch` each. */
-  tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
-  tr->B = c->until ? tr->quota * (tr->v.P > 0 ? tr->v.P : 1) : c->batch;
-  ls_shape_t const *const sh = &tr->v.shape;
-  if (c->replay > 0)
-    LS_FORWARD_IF_ERROR(replay_new(c->replay_memory, c->replay_batch, tr->P_all, tr->v.parts,
-                                   tr->v.P, c->window, sh->input_size, sh->output_size, c->layers,
-                                   c->hidden, &tr->v.rep));
-  int const rows = tr->v.rep != NULL ? replay_rows(tr->v.rep) : 0;
-  ls_engine_conf_t ec;
-  ls_engine_conf_init(&ec);
-  ec.shape = *sh;
-  ec.max_batch = tr->B > rows ? tr->B : rows;
-  ec.max_window = c->window;
-  ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
-  ec.precision = (ls_precision_t)c->precision;
-  ec.threads = c->threads;
-  if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
-  return ls_engine_new(&ec, &tr->v.eng);
-}
-
-/* The model's shape: I inputs per record (F levels, and F changes), O
- * targets (the targets key). */
-static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
-  int *const feat = calloc((size_t)c->features, sizeof *feat);
-  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
-  int O = 0;
-  ls_err_t const err = train_conf_targets(c, feat, &O);
-  free(feat);
-  *shape = (ls_shape_t){c->inputs == 0 ? 2 * c->features : c->features, c->hidden, c->layers, O};
-  return err;
-}
-
-ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
-  LS_RETURN_IF(conf == NULL || out == NULL, LS_ERR_INVALID_ARG, "conf or out is NULL");
-  *out = NULL;
-  ls_trainer_t *tr = calloc(1, sizeof *tr);
-  LS_RETURN_IF(tr == NULL, LS_ERR_NOMEM, "no memory for a trainer");
-  ls_err_t err = train_conf_copy(&tr->conf, conf);
-  if (err != LS_OK) {
-    free(tr);
-    return err;
-  }
-  const ls_train_conf_t *const c = &tr->conf;
-  tr->T = c->window;
-  tr->opt = optim_of(c);
-  tr->v.conf = c;
-
-  ls_snapshot_t *snap = NULL;
-  int64_t steps = 0, updates = 0;
-  err = shape_of(c, &tr->v.shape);
-  if (err == LS_OK) err = train_snaps_new(&tr->v, &tr->snaps);
-  if (err == LS_OK) err = open_comm(tr);
-  if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
-  if (err == LS_OK) err = open_ingest(tr, snap);
-  if (err == LS_OK) err = open_engine(tr);
-  if (err == LS_OK) err = bind_comm(tr);
-  if (err == LS_OK) err = ls_engine_init_params(tr->v.eng, (uint64_t)c->seed);
-  if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
-  if (err == LS_OK) err = alloc_buffers(tr);
-  if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
-  if (err == LS_OK) err = train_snaps_open(tr->snaps);
-  ls_snapshot_destroy(snap);
-  if (err != LS_OK) {
-    ls_trainer_destroy(tr);
-    return err;
-  }
-  tr->sum.steps = steps;
-  tr->sum.updates = updates;
-  atomic_init(&tr->beat_ms, base_now_ms());
-  *out = tr;
-  return LS_OK;
-}
-
-void ls_trainer_destroy(ls_trainer_t *tr) {
-  if (tr == NULL) return;
-  steps_free(tr->steps);          /* gives back the windows it holds */
-  train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
-  ls_ingest_destroy(tr->v.ing);
-  ls_series_table_destroy(tr->v.series);
-  comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */
-  ls_engine_destroy(tr->v.eng);
-  train_conf_free_kafka(&tr->conf);
-  prep_free(tr->prep);
-  figures_free(tr->v.fig);
-  replay_free(tr->v.rep);
-  free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
-  free(tr->c0), free(tr->v_sums), free(tr->pend_target);
-  free(tr);
-}
+#include "trainer.h"
 
 /* ------------------------------------------------------------------------ */
 /* One step                                                                  */
@@ -337,10 +52,19 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
  * forms and normalises the next step while the device runs this one's
  * backward, update and replay updates. The step's stats, complete but for
  * that norm, wait in tr->pend (with a copy of their per-target figures) and
- * reach the callback then (emit_last). */
+ * reach the callback then (emit_last).
+ *
+ * Non-finite steps (guard.h). A step's loss is known with its sums: when
+ * it is not finite, its update only zeroes the gradient. A gradient that is
+ * not finite is skipped on the device, inside the update; the host sees it
+ * in the norm it reads a step later, and only then marks the step's stats
+ * (updated 0, nonfinite 1) and logs it. */
 
 /* Sums the gradients across ranks (unless backward started the sums, and
- * the step loop finished them) and steps the optimizer. */
+ * the step loop finished them) and steps the optimizer; a step of the
+ * update whose loss was not finite (tr->acc_bad) makes it zero the
+ * gradient instead. st->updated: the update was asked of the optimizer
+ * (which skips it if the gradient is not finite: read_last tells). */
 static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (!tr->overlap) {
     double const s0 = base_now_s();
@@ -352,12 +76,17 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
     opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
   float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
-  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, NULL)); /* norm: later */
-  st->updated = 1;
+  if (tr->acc_bad) {
+    LS_FORWARD_IF_ERROR(ls_engine_zero_grads(tr->v.eng));
+  } else {
+    LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, NULL)); /* norm: later */
+    st->updated = 1;
+  }
   st->lr = opt.lr;
   tr->sum.updates++;
   tr->acc_count = 0;
   tr->acc_steps = 0;
+  tr->acc_bad = 0;
   return LS_OK;
 }
 
@@ -373,7 +102,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   for (int b = 0; b < n; b++) {
     LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, slots[b], &tr->st[b]));
     LS_FORWARD_IF_ERROR(prep_window(p, b, wins[b], &tr->st[b]));
-    tr->gather[b] = tr->conf.stateless ? -1 : slots[b];
+    tr->gather[b] = tr->conf.stateless || wins[b]->reset ? -1 : slots[b]; /* a gap: zero */
   }
   ls_state_table_t *const states = ls_series_table_states(tr->v.series);
   double count = 0.0;
@@ -384,9 +113,13 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->st, v + V__N + SNAP_V__N));
   LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
   if (!tr->conf.stateless) LS_FORWARD_IF_ERROR(ls_engine_scatter_state(eng, states, n, slots));
+  guard_scan(&tr->guard, wins, n);
   int64_t records = 0;
+  int64_t const now = base_wall_ms();
   for (int b = 0; b < n; b++) {
     const ls_window_t *const w = wins[b];
+    int64_t const t = w->times[w->n_targets]; /* its last target's event time */
+    if (t >= 0) v[V_LAG] += (double)(now - t), v[V_TIMED]++;
     LS_FORWARD_IF_ERROR(
         ls_series_table_trained(tr->v.series, slots[b], w->n_targets, w->last_offset));
     records += w->n_targets;
@@ -428,58 +161,76 @@ static ls_err_t replay_updates(ls_trainer_t *tr, ls_step_stats_t *st) {
   return LS_OK;
 }
 
-/* After the step's sums v (every rank's): the update when one is due (its
- * gradient norm fetched, read a step later), the replay updates after it,
- * the step's figures and the run's totals. */
+/* After the step's sums v (every rank's): its figures (a loss that is not
+ * finite marks the update it belongs to, and no forecast that is not
+ * finite enters a total), the update when one is due (its gradient norm
+ * fetched, read a step later), the replay updates after it, the run's
+ * totals. */
 static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *st) {
+  int const loss_bad = figures_step(tr->v.fig, v + V__N + SNAP_V__N, st);
+  tr->acc_bad |= loss_bad;
   tr->acc_count += v[V_COUNT];
   if (++tr->acc_steps == tr->conf.accumulate) {
     LS_FORWARD_IF_ERROR(update(tr, st));
-    LS_FORWARD_IF_ERROR(ls_engine_fetch_figures(tr->v.eng));
-    tr->fetched = 1;
+    if (st->updated) LS_FORWARD_IF_ERROR(ls_engine_fetch_figures(tr->v.eng));
+    tr->fetched = st->updated;
   }
   st->step = ++tr->sum.steps;
   st->windows = (int)v[V_WINDOWS];
   st->records = (int64_t)v[V_RECORDS];
-  figures_step(tr->v.fig, v + V__N + SNAP_V__N, st);
   /* Times: the mean over ranks. */
   st->compute_s = v[V_COMPUTE] / tr->v.world;
   st->wait_s = v[V_WAIT] / tr->v.world;
+  for (int r = 0; r < LS_REJECT__COUNT; r++)
+    st->rejected[r] = (int64_t)v[V_REJECTED + r];
+  st->lag_ms = v[V_TIMED] > 0 ? v[V_LAG] / v[V_TIMED] : NAN;
   tr->sum.windows += st->windows;
   tr->sum.records += st->records;
   tr->sum.loss_sum += st->loss_sum;
   tr->sum.baseline_sum += st->baseline_sum;
   tr->sum.count += st->count;
   tr->sum.compute_s += st->compute_s;
+  if (loss_bad) st->nonfinite = 1, st->loss_sum = NAN; /* its finite forecasts are counted */
   return st->updated && tr->v.rep != NULL ? replay_updates(tr, st) : LS_OK;
 }
 
 /* The gradient norm of the last step's update into its pending stats: the
  * engine's figures fetched after that update, read now that this step's
- * work is queued. */
+ * work is queued. A norm that is not finite: the device skipped it. */
 static ls_err_t read_last(ls_trainer_t *tr) {
   if (!tr->fetched) return LS_OK;
   float norm = 0.0f;
   LS_FORWARD_IF_ERROR(ls_engine_read_figures(tr->v.eng, NULL, &norm));
-  if (tr->has_pend && tr->pend.updated) tr->pend.grad_norm = norm;
+  if (tr->has_pend && tr->pend.updated) {
+    tr->pend.grad_norm = norm;
+    if (!isfinite(norm)) tr->pend.updated = 0, tr->pend.nonfinite = 1;
+  }
   tr->fetched = 0;
   return LS_OK;
 }
 
 /* Keeps a step's stats until its gradient norm is read, with a copy of its
- * per-target figures (figures.c reuses its own for the next step). */
+ * per-target figures (figures.c reuses its own for the next step) and its
+ * suspect window (guard.h). */
 static void keep_pending(ls_trainer_t *tr, const ls_step_stats_t *st) {
   tr->pend = *st;
   memcpy(tr->pend_target, st->target, (size_t)st->targets * sizeof *tr->pend_target);
   tr->pend.target = tr->pend_target;
   tr->has_pend = 1;
+  guard_keep(&tr->guard);
 }
 
-/* Hands the last step's stats on; 1 if the callback asks to stop. */
+/* Hands the last step's stats on (a non-finite one counted, with its
+ * note); 1 if the callback asks to stop. */
 static int emit_last(ls_trainer_t *tr, ls_step_cb cb, void *opaque) {
   if (!tr->has_pend) return 0;
   tr->has_pend = 0;
-  return cb != NULL && cb(opaque, &tr->pend) != 0;
+  ls_step_stats_t *const st = &tr->pend;
+  if (st->nonfinite) {
+    st->nonfinite_note = guard_note(&tr->guard, st->step, !isfinite(st->loss_sum));
+    tr->sum.nonfinite_steps = tr->guard.bad_steps;
+  }
+  return cb != NULL && cb(opaque, st) != 0;
 }
 
 /* Every rank steps in lockstep: it forms its part of the step (possibly
@@ -495,16 +246,27 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
   int cb_stop = 0;
   double *const v = tr->v_sums;
   for (;;) {
+    /* Every rank has the same count: a run resumed at max_steps trains none. */
+    if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
     memset(v, 0, (size_t)tr->NV * sizeof *v);
     double const w0 = tr->sum.wait_s;
     int n = 0;
     atomic_store_explicit(&tr->beat_ms, base_now_ms(), memory_order_relaxed);
-    if (!(stop && *stop) && !cb_stop) err = steps_form(tr->steps, stop, &n, &tr->sum.wait_s);
+    /* Live, with nothing ready: the last step's stats go out now, not after
+     * the wait for data (the device has nothing else to do meanwhile). */
+    if (tr->has_pend && steps_idle(tr->steps)) {
+      err = read_last(tr);
+      if (err == LS_OK && emit_last(tr, cb, opaque)) cb_stop = 1;
+    }
+    if (err == LS_OK && !(stop && *stop) && !cb_stop)
+      err = steps_form(tr->steps, stop, &n, &tr->sum.wait_s);
     double const c0 = base_now_s();
+    guard_scan(&tr->guard, NULL, 0); /* no window of this rank in the step yet */
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
-    else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->v.comm);
+    else if (err == LS_OK && tr->overlap)
+      err = comm_grads_start_segments(tr->v.comm);
     if (err == LS_OK) err = read_last(tr);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
     v[V_COMPUTE] = base_now_s() - c0;
@@ -512,12 +274,15 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     v[V_WAIT] = tr->sum.wait_s - w0;
     v[V_MORE] = tr->conf.until ? steps_more(tr->steps) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
+    v[V_BACKLOG] = steps_backlog(tr->steps);
+    train_view_rejections(&tr->v, v + V_REJECTED);
     train_snaps_contribute(tr->snaps, tr->sum.steps, v + V__N);
     double const s0 = base_now_s();
     err = comm_sum_doubles(tr->v.comm, v, tr->NV);
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->v.comm);
     tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
+    steps_hurry(tr->steps, v[V_BACKLOG] > 0);
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;
@@ -525,10 +290,13 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;
-    if (v[V_WINDOWS] > 0) keep_pending(tr, &st);
+    if (v[V_WINDOWS] > 0)
+      keep_pending(tr, &st);
+    else if ((st.snapshot_error != NULL || st.snapshot_committed >= 0) && cb != NULL &&
+             cb(opaque, &st) != 0) /* an empty round's snapshot event, at once */
+      cb_stop = 1;
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
-    if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
   /* The last step's stats, then the gradients accumulated for a partial
    * update (on every rank alike: the sums above are the same everywhere). */
@@ -539,83 +307,9 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     err = update(tr, &st);
   }
+  int const together = err == LS_OK;
   if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
+  tr->finished = together && (err == LS_OK || train_snaps_failed(tr->snaps));
   tr->sum.elapsed_s += base_now_s() - t0;
   return err;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Results                                                                   */
-
-ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
-  LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
-               "trainer, rank or world is NULL");
-  *rank = tr->v.rank;
-  *world = tr->v.world;
-  return LS_OK;
-}
-
-size_t ls_trainer_param_count(const ls_trainer_t *tr) {
-  return tr == NULL ? 0 : ls_engine_param_count(tr->v.eng);
-}
-
-ls_err_t ls_trainer_params(ls_trainer_t *tr, float *dst, size_t n) {
-  LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  return ls_engine_read_params(tr->v.eng, dst, n);
-}
-
-ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
-  LS_RETURN_IF(tr == NULL || out == NULL, LS_ERR_INVALID_ARG, "trainer or out is NULL");
-  *out = tr->sum;
-  train_snaps_totals(tr->snaps, out);
-  out->series = (int64_t)ls_series_table_count(tr->v.series);
-  LS_FORWARD_IF_ERROR(figures_summary(tr->v.fig, tr->v.comm, out));
-  ls_ingest_stats_t is;
-  out->rejected = 0;
-  if (tr->v.ing != NULL && ls_ingest_stats(tr->v.ing, &is) == LS_OK)
-    for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
-  double v[4] = {(double)out->series, (double)out->rejected, out->wait_s, out->comm_s};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 4));
-  out->series = (int64_t)v[0];
-  out->rejected = (int64_t)v[1];
-  out->wait_s = v[2] / tr->v.world;
-  out->comm_s = v[3] / tr->v.world;
-  return LS_OK;
-}
-
-ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
-  LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
-               "trainer or outputs are NULL");
-  return train_view_digest(&tr->v, params, states);
-}
-
-const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
-
-int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
-  return tr == NULL ? 0 : (int64_t)ls_series_table_count(tr->v.series);
-}
-
-ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out) {
-  LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
-  return ls_series_table_info(tr->v.series, i, out);
-}
-
-ls_err_t ls_trainer_series_errors(ls_trainer_t *tr, int64_t i, const double **errors,
-                                  int *targets) {
-  LS_RETURN_IF(tr == NULL || errors == NULL || targets == NULL, LS_ERR_INVALID_ARG,
-               "trainer, errors or targets is NULL");
-  ls_series_stats_t st;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, i, &st));
-  *errors = st.errors;
-  *targets = tr->v.shape.output_size;
-  return LS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Monitoring (train_internal.h)                                             */
-
-const train_view_t *train_view_of(const ls_trainer_t *tr) { return &tr->v; }
-train_snaps_t *train_snaps_of(const ls_trainer_t *tr) { return tr->snaps; }
-int64_t train_heartbeat_ms(const ls_trainer_t *tr) {
-  return atomic_load_explicit(&tr->beat_ms, memory_order_relaxed);
 }

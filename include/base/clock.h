@@ -14,4 +14,8 @@ BASE_API double base_now_s(void);
 /* Milliseconds since the same point. */
 BASE_API int64_t base_now_ms(void);
 
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME), the clock of Kafka's
+ * timestamps: for comparing event times with now, never for durations. */
+BASE_API int64_t base_wall_ms(void);
+
 #endif /* LSTREAM_BASE_CLOCK_H */

@@ -8,6 +8,10 @@
 #include "base/api.h"
 #include "lstream/error.h"
 
+/* The longest line a KEY = VALUE file may hold, in bytes, its line end
+ * aside. */
+#define BASE_KV_LINE_MAX 4095
+
 /* Called for each pair of a file; an error it returns (with its message)
  * stops the reading. */
 typedef ls_err_t (*base_kv_fn)(void *opaque, const char *key, const char *value);
@@ -18,7 +22,9 @@ typedef ls_err_t (*base_kv_fn)(void *opaque, const char *key, const char *value)
  * ends accepted. Calls fn for each pair in file order. Errors name the file
  * and the line ("PATH:LINE: expected key=value, got '...'", or
  * "PATH:LINE: " + fn's message); `what` names the file when it cannot be
- * opened ("cannot open WHAT PATH: reason"). */
+ * opened or read ("cannot open WHAT PATH: reason"). Refused, with nothing
+ * of the offending line applied (the lines before it were): a directory, a
+ * line longer than BASE_KV_LINE_MAX bytes, a line holding a NUL byte. */
 BASE_API ls_err_t base_kv_read(const char *path, const char *what, base_kv_fn fn, void *opaque);
 
 #endif /* LSTREAM_BASE_KVFILE_H */

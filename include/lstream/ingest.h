@@ -38,6 +38,7 @@ typedef enum ls_reject_e {
   LS_REJECT_BACKWARDS, /* event time before the series' previous record */
   LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
   LS_REJECT_PARTITION, /* series already seen on another partition */
+  LS_REJECT_RANGE,     /* holds a value beyond the bound on magnitudes (max.abs) */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -50,20 +51,18 @@ LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 /* "f32" or "csv". */
 LS_API const char *ls_format2str(ls_format_t fmt);
 
-/* Encodes F values as a record value into buf (size bytes); *len receives
- * the length. CSV uses the shortest text that reads back to the same float
- * ("%.{6..9}g", "C" locale); nothing is NUL-terminated. Any value encodes,
- * NaN and Inf included (as "nan", "inf"), so that tests can produce records
- * the decoder must reject. */
+/* Encodes F values as a record value into buf (size bytes; *len: the
+ * length, no NUL). CSV: the shortest text that reads back to the same float
+ * ("%.{6..9}g", "C" locale). NaN and Inf encode too ("nan", "inf"), so that
+ * tests can produce records the decoder must reject. */
 LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf,
                                  size_t size, size_t *len);
 
-/* Decodes a record value of exactly F values into out [F]. Returns
- * LS_REJECT_NONE, or the reason it is rejected (SIZE, PARSE, NONFINITE);
- * out may be partly written on rejection. csv accepts spaces and tabs around
- * each number and one trailing "\n" or "\r\n" (ingest/record.c has the
- * exact grammar). Invalid arguments (out NULL, F outside [1,
- * LS_FEATURES_MAX], value NULL with len > 0) are rejected as SIZE. */
+/* Decodes a record value of exactly F values into out [F] (partly written
+ * on rejection): LS_REJECT_NONE, or why not (SIZE, PARSE, NONFINITE). csv
+ * takes spaces and tabs around each number and one trailing "\n" or
+ * "\r\n" (ingest/record.c: the grammar). Invalid arguments (out NULL, F
+ * outside [1, LS_FEATURES_MAX], value NULL with len > 0) are SIZE. */
 LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
                                     float *out);
 
@@ -140,28 +139,15 @@ LS_API ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api
 
 /* ------------------------------------------------------------------------ */
 /* Synthetic feed                                                            */
-/*
- * A reproducible market-like feed: N series (keys "SYM0000", "SYM0001", ...,
- * four digits at least), each with F features, one record per step. Every
- * random draw is a pure function of (seed, series, step, feature), computed
- * with splitmix64's mixer, so values do not depend on the order they are
- * asked for, nor on the machine. The noise is Gaussian with standard
- * deviation `noise` (variance s2 = noise^2). Generators, per feature f:
- *
- *   sine    x[k] = sin(2 pi k / P + phi) + noise * z[k], with period P in
- *           [16, 128) steps and phase phi in [0, 2 pi) drawn per (series, f).
- *   ar2     x[k] = ar1 x[k-1] + ar2 x[k-2] + noise * z[k], from x = 0. The
- *           coefficients must be stationary (|ar2| < 1, ar1 + ar2 < 1,
- *           ar2 - ar1 < 1); the defaults 1.2, -0.5 are (complex roots of
- *           modulus 0.71: a damped cycle of about 11 steps; stationary
- *           variance 3.7 s2).
- *   regime  a random walk x[k] = x[k-1] + d[r] + v[r] z[k] from x = 0, whose
- *           regime r (one per series) is calm (d = +0.01, v = noise) or
- *           turbulent (d = -0.02, v = 3 noise), starts at random and switches
- *           with probability 0.02 per step. Not stationary, by design.
- *
- * Event time of step k: start_ms + k * step_ms for every series.
- */
+/* A reproducible market-like feed: N series (keys "SYM0000", ...), F
+ * features each, one record per step at event time start_ms + k step_ms.
+ * Every random draw is a pure function of (seed, series, step, feature)
+ * (splitmix64's mixer): values do not depend on the order they are asked
+ * for, nor on the machine; noise is Gaussian (sd `noise`). Generators (the
+ * formulas: ingest/feed.c): sine (a period in [16, 128) steps and a phase
+ * per series and feature), ar2 (stationary coefficients; 1.2, -0.5 by
+ * default: a damped cycle of ~11 steps, variance 3.7 noise^2) and regime (a
+ * random walk whose drift and volatility switch with probability 0.02). */
 
 typedef enum ls_gen_e { LS_GEN_SINE = 0, LS_GEN_AR2 = 1, LS_GEN_REGIME = 2 } ls_gen_t;
 
@@ -296,7 +282,6 @@ LS_API ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer,
 
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
-/* (The longest series key, LS_KEY_MAX, is in lstream/common.h.) */
 
 /* One training window of one series (DESIGN.md "Windows"): TBPTT with
  * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
@@ -307,9 +292,8 @@ typedef struct ls_window_s {
   size_t key_len;       /* 1..LS_KEY_MAX */
   int32_t partition;    /* the series' partition */
   int64_t series;       /* the series' id in its windower (and consumer): 0, 1, ... in
-                           the order series were first accepted, never reused: for a
-                           caller's per-series table to be indexed without hashing
-                           the key again */
+                           the order series were first accepted (or restored), never
+                           reused */
   int64_t index;        /* k: the window's number in its series, from 0 */
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
@@ -320,7 +304,33 @@ typedef struct ls_window_s {
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
   const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
                            timestamps; -1 for padding rows and unknown times */
+  const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
+  int reset;              /* 1: the series' state restarts from zero at this window (the
+                             first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
+
+/* One series' records in flight (DESIGN.md "Snapshots"): accepted, and not
+ * yet in a window the trainer has trained and released. rows[0] is the
+ * first input of window `index` (the last target of the window before,
+ * kept); the others follow in offset order. What a snapshot keeps of a
+ * series' data, so that its partition resumes at its next unread record
+ * however old these are. */
+typedef struct ls_inflight_s {
+  const char *key; /* key_len bytes */
+  size_t key_len;
+  int32_t partition;
+  int64_t index;     /* the number of the window rows[0] starts */
+  int64_t last_time; /* the series' last accepted event time, -1 none */
+  int reset;         /* 1: window `index` starts from a zero state */
+  int rows;          /* >= 1 (0 only from ls_windower_pending_of) */
+  const int64_t *offsets, *times; /* [rows], ascending offsets */
+  const float *x;                 /* [rows, F] */
+} ls_inflight_t;
+
+/* Receives a series in flight (valid during the call). */
+typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);
+/* Receives a window completed while restoring (valid during the call). */
+typedef ls_err_t (*ls_window_fn)(void *opaque, const ls_window_t *win);
 
 /* One Kafka record as the windower sees it. */
 typedef struct ls_record_s {
@@ -335,13 +345,13 @@ typedef struct ls_record_s {
 
 /* Counters of a windower (and of a consumer, below). */
 typedef struct ls_window_stats_s {
-  int64_t records;                    /* records pushed: accepted + rejected + skipped */
+  int64_t records;                    /* records pushed: accepted + rejected */
   int64_t accepted;                   /* records now in a series buffer or a window */
   int64_t rejected[LS_REJECT__COUNT]; /* per reason; [LS_REJECT_NONE] stays 0 */
   int64_t windows;                    /* complete windows emitted */
   int64_t series;                     /* distinct series seen */
   int64_t buffered;                   /* records held for windows not yet complete */
-  int64_t skipped;                    /* records below their series' skip rule */
+  int64_t resets;                     /* gaps that restarted a series (reset_gap) */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -361,17 +371,29 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
- * accepted on, or its skip rule names: PARTITION), a new series' skip rule
- * (below it: skipped), the value (SIZE, PARSE, NONFINITE), the time (not
- * before the series' last accepted record: BACKWARDS). A rejected record
- * changes nothing but the counters. When the record completes a window,
- * *complete points at it (valid until the next call on w), else NULL.
- * Returns the reason, LS_REJECT_NONE when accepted or skipped (below its
- * series' skip rule: only stats.skipped tells). Invalid arguments, and
- * no memory for a new series, count nowhere and return LS_REJECT__COUNT,
- * with a message in ls_last_error(). */
+ * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE, then RANGE: a
+ * value of magnitude above the windower's bound), the time (not before the
+ * series' last accepted record: BACKWARDS). A rejected record changes
+ * nothing but the counters. When the record completes a window, *complete
+ * points at it (valid until the next call on w), else NULL. Returns the
+ * reason, LS_REJECT_NONE when accepted. Invalid arguments, and no memory
+ * for a new series, count nowhere and return LS_REJECT__COUNT, with a
+ * message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
+
+/* Sets the bound on the magnitude of values: a record holding a value v
+ * with |v| > max_abs is rejected (RANGE). A new windower has none (every
+ * finite float passes). max_abs must be > 0; 3.4e38 or more is no bound. */
+LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
+
+/* Sets the bound on a series' event-time gaps (ms; 0, a new windower's:
+ * none): a record more than gap_ms after its series' last accepted one
+ * first closes what the series holds as a partial window (masked, as a
+ * flush's; a lone record, with no target, is dropped), then starts the
+ * series' next window, marked reset (its state restarts from zero); the
+ * record completes no window itself then. Counted in stats.resets. */
+LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -385,32 +407,26 @@ LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
 LS_API ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition,
                                        const ls_window_t **win);
 
-/* A skip rule, for resuming from a snapshot: records of series `key` on
- * `partition` with offsets below `below` are skipped (counted in
- * stats.skipped, not rejected, not validated: they change nothing else),
- * the first record accepted at or after it starts the series as row 0 of
- * window next_index (when resuming: below = the last_offset of its last
- * trained window, next_index = that window's index + 1), and its records on
- * another partition are rejected (PARTITION), as they were before the
- * snapshot. Declare rules before pushing that series' records (LS_ERR_STATE
- * after); one rule per series (LS_ERR_INVALID_ARG for a second). Rules cost
- * a hash lookup per record of a series not seen yet, nothing once every
- * rule's series has been seen (they are freed then). */
-LS_API ls_err_t ls_windower_skip_series(ls_windower_t *w, const void *key, size_t key_len,
-                                        int32_t partition, int64_t below, int64_t next_index);
+/* The series of `partition` that hold records (its partial window, or the
+ * last target of its last window, kept), each through fn as a series in
+ * flight of those records alone, in ascending order of their first offset;
+ * the pointers stay valid until the next push. */
+LS_API ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition,
+                                         ls_inflight_fn fn, void *opaque);
 
-/* The lowest offset of a record the series of `partition` hold: their
- * partial windows, and the last target of each window handed out (kept as
- * the next window's first input); *found = 0 (and *offset = -1) when they
- * hold none. Rejected and skipped records are never held. */
-LS_API ls_err_t ls_windower_low_offset(const ls_windower_t *w, int32_t partition, int64_t *offset,
-                                       int *found);
+/* That of one series, by key: *found = 0 when the windower never accepted
+ * it; else *out as above (rows 0 when it holds none, as after a flush). */
+LS_API ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
+                                       ls_inflight_t *out, int *found);
 
-/* Records of one series not yet in a complete window (0..T, its last
- * window's final target included as the next window's first input); 0 with
- * *found = 0 when the key was never accepted. */
-LS_API ls_err_t ls_windower_pending(const ls_windower_t *w, const void *key, size_t key_len,
-                                    int64_t *records, int *found);
+/* Restores series [n] in flight, of series the windower has not seen: each
+ * as a new series whose buffer holds its rows[0] as the first input of
+ * window `index`, then every later row of them, partition by partition in
+ * offset order (the order they first came in), as records pushed again:
+ * the windows they complete go to fn, in the order they first completed.
+ * Rows count as accepted records, not as pushed ones. */
+LS_API ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *series, size_t n,
+                                    ls_window_fn fn, void *opaque);
 
 /* The windower's counters. */
 LS_API ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out);
@@ -477,15 +493,17 @@ typedef struct ls_ingest_settings_s {
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
+  double max_abs;                /* [max.abs] ls_windower_set_max_abs (1e18: squared
+                                    differences, 4e36, stay finite in float32) */
+  int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
-                                    (10000) */
+                                    and on reaching each partition's leader (10000) */
   int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
-  int watch_interval_ms;         /* [watch.interval.ms] how often a thread of the consumer
-                                    asks the leaders of its partitions for their high
-                                    watermarks (one ListOffsets request per leader, waiting
-                                    at most this long): whether the consumer reaches the
-                                    cluster, and each partition's lag; 0 = never (1000) */
+  int watch_interval_ms;         /* [watch.interval.ms] how often a thread asks the
+                                    partitions' leaders for their high watermarks (one
+                                    ListOffsets per leader, waiting at most this long): is
+                                    the cluster reached, each partition's lag; 0 never (1000) */
 } ls_ingest_settings_t;
 
 /* Fills s with the defaults (no topic). */
@@ -510,15 +528,14 @@ LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
                                             ls_ingest_settings_t *out);
 
 /* Passes one librdkafka property through, "key=value" (as kcat -X), checked
- * now; SASL/SSL and the rest work this way. bootstrap.servers is the one
- * every consumer needs. Consumer defaults that a property replaces:
- * group.id=lstream-ingest (librdkafka needs one to assign partitions; no
- * group is joined, and offsets are committed only by ls_ingest_commit),
- * auto.offset.reset=error (a record deleted before it was read fails the
- * consumer instead of being skipped) and queued.min.messages=1000000
- * (librdkafka's 100000 idles a fast consumer; ingest/conf.c says why).
- * enable.auto.commit, enable.auto.offset.store (false) and
- * enable.partition.eof (true) are fixed. */
+ * now; SASL/SSL and the rest work this way; bootstrap.servers is needed.
+ * Defaults a property replaces: group.id=lstream-ingest (needed to assign
+ * partitions; no group is joined, offsets are committed only by
+ * ls_ingest_commit), auto.offset.reset=error (a record deleted before it
+ * was read fails the consumer), queued.min.messages=1000000 (ingest/conf.c
+ * says why), session.timeout.ms = commit.timeout.ms (bounds a commit's
+ * wait for a coordinator). enable.auto.commit, enable.auto.offset.store
+ * (false) and enable.partition.eof (true) are fixed. */
 LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
@@ -528,18 +545,11 @@ LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t par
 LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
                                            void *opaque);
 
-/* Adds a skip rule for resuming from a snapshot (ls_windower_skip_series
- * has the rule): records of series `key` on `partition` below offset
- * `below` are skipped (stats.skipped), the record at `below` (the
- * last_offset of its last trained window) becomes row 0 of window
- * next_index. ls_ingest_new applies the rules of the partitions the conf
- * reads (others are ignored, so every rank may be given all of them) and
- * fails on a second rule for a series. A rule below its partition's start
- * skips nothing (a series whose last window was a flushed partial one, at
- * the end of a replay: its last record was dropped with the flush). Cheap
- * to call 100k+ times: keys are packed into one buffer. */
-LS_API ls_err_t ls_ingest_conf_skip_series(ls_ingest_conf_t *conf, const void *key, size_t key_len,
-                                           int32_t partition, int64_t below, int64_t next_index);
+/* Adds a series in flight to restore (a snapshot's): copied; ls_ingest_new
+ * restores those of the partitions the conf reads (ls_windower_restore;
+ * others are ignored, so every rank may be given all of them) before it
+ * reads anything, and fails on a second one of a series. */
+LS_API ls_err_t ls_ingest_conf_restore(ls_ingest_conf_t *conf, const ls_inflight_t *series);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
 LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
@@ -548,8 +558,7 @@ LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t
  * buffers plus T+1 per queued window. */
 typedef struct ls_ingest_stats_s {
   ls_window_stats_t w;         /* the windower's counters */
-  int64_t skipped;             /* records before a timestamp start (not in w.records)
-                                  or below a series' skip rule (w.skipped) */
+  int64_t skipped;             /* records before a timestamp start (not in w.records) */
   int64_t duplicates;          /* records the client delivered twice, dropped */
   int64_t queued_windows;      /* windows waiting for ls_ingest_next */
   int64_t memory_records;      /* buffered + (T+1) * queued_windows, now */
@@ -562,10 +571,9 @@ typedef struct ls_ingest_stats_s {
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */
-  int connected;               /* 1: the last watch (watch.interval.ms) reached the leader
-                                  of every partition, or none has run since the start
-                                  positions were read; 0: it failed (watch_error says
-                                  why); -1: no watch (watch.interval.ms = 0) */
+  int connected;               /* 1: the last watch reached every partition's leader (or
+                                  none ran yet); 0: it failed (watch_error says why); -1:
+                                  no watch (watch.interval.ms = 0) */
   int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
   char watch_error[160];       /* why the last watch failed; "" when connected */
 } ls_ingest_stats_t;
@@ -596,24 +604,29 @@ typedef struct ls_ingest_s ls_ingest_t;
  * then consumes on a thread of its own, decodes, validates, windows, and
  * queues complete windows, one queue per partition. Backpressure: a
  * partition whose queue is full is paused alone (its records already
- * fetched are held back, in order) and resumed once the trainer took half
- * of it; when memory (buffer.records) is full every partition is paused
- * until the trainer drains it below 3/4. Nothing is ever dropped; a bound
- * that nothing the trainer takes can relieve is an error. Records before a
- * timestamp start are skipped (a broker that cannot look offsets up by time,
- * such as librdkafka's mock, answers "none": the consumer then starts at
- * the low watermark and skips). The conf is copied; it may be destroyed
- * after. */
+ * fetched held back, in order) and resumed once the trainer took half of
+ * it; when memory (buffer.records) is full every partition is paused until
+ * the trainer drains it below 3/4. Nothing is ever dropped; a bound that
+ * nothing the trainer takes can relieve is an error. Each partition's
+ * leader must be reachable at its advertised address: the consumer first
+ * connects to it (within start.timeout.ms) and fails, naming the
+ * partition, the broker and the address, when it cannot (an outage later
+ * only warns). Records before a timestamp start are skipped (a broker that
+ * cannot look offsets up by time, as librdkafka's mock, answers "none":
+ * the consumer starts at the low watermark and skips). The conf is copied. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
-/* Stops the thread, closes the clients (flushing dead letters); accepts
- * NULL. Windows not released are freed: do not use them after. */
+/* Stops the thread, closes the clients (flushing dead letters, for up to
+ * 5 s); accepts NULL. No consumer-group close: nothing waits on a broker
+ * that is down, and commits still in flight are abandoned. Windows not
+ * released are freed: do not use them after. */
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error,
- * an offset out of range, a memory bound too small for the series' partial windows) is returned
- * here, with its message, once the queue is empty. */
+ * window of any partition, in arrival order. A failure of the consumer
+ * thread (a fatal Kafka error, an offset out of range, a memory bound too
+ * small for the series' partial windows) is returned here, with its
+ * message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                                const ls_window_t **win);
 
@@ -639,22 +652,20 @@ LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n,
                                      int *count);
 
-/* Where partition `partition` (one of the conf's) must start again for
- * nothing it has consumed to be lost: the lowest offset of a record of it
- * that the consumer still holds or has handed out without it being
- * released (records in partial windows, including the last target of each
- * window handed out, which is the next window's first input; messages held
- * back while paused; windows queued; windows taken and not released), or,
- * when it holds none, the next offset it would read (one past the last
- * record it consumed, its start position if none). Rejected and skipped
- * records are never held. Consistent while the consumer runs: it waits for
- * the consumer to finish the batch of messages in hand (milliseconds), so
- * no record is missed between librdkafka and the windows. A snapshot taken
- * after a step stores it with, per series, its last trained window
- * (ls_ingest_conf_skip_series); a consumer started there with those rules
- * forms exactly the windows not yet trained, in the same per-partition
- * order, flushed partial ones included. */
-LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int64_t *offset);
+/* What a snapshot keeps of partition `partition` (one of the conf's): every
+ * series of it with records in flight (accepted, not yet in a window the
+ * trainer has released: partial windows, the last target of each window
+ * handed out, windows queued or taken and not released, flushed ones
+ * included), each through fn with all of those records; and *next, the
+ * offset of its next unread record (one past the last record it handled,
+ * its start position if none; messages held back while paused are unread).
+ * A consumer started at *next with those series restored
+ * (ls_ingest_conf_restore) forms exactly the windows not yet trained, in
+ * the same per-partition order, whatever the records' age. Consistent while
+ * the consumer runs: it waits for the batch of messages in hand
+ * (milliseconds). Call from the thread that takes windows. */
+LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
+                                   ls_inflight_fn fn, void *opaque);
 
 /* Commits offsets [n] of partitions [n] (the conf's) to the conf's group.id,
  * for Kafka's tools to show the trainer's lag: offsets[i] is the next offset
@@ -667,9 +678,19 @@ LS_API ls_err_t ls_ingest_resume_offset(ls_ingest_t *ing, int32_t partition, int
 LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
                                  const int64_t *offsets);
 
-/* ls_windower_pending for the consumer's series, once a replay (stop=end)
- * has reached the end of every partition (LS_ERR_STATE before): the records
- * left out of windows, e.g. to report or to carry into a snapshot. */
+/* ls_ingest_commit without the wait: starts the commit and returns at
+ * once. A commit that fails (a coordinator down, a partition refused) is
+ * reported later through the warning callback (WARN: Kafka), rate limited;
+ * one still in flight when the consumer is destroyed is abandoned. For a
+ * trainer whose offsets live in its snapshots, so that a broker outage
+ * never holds up a step or an exit. */
+LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                       const int64_t *offsets);
+
+/* Records of one of the consumer's series not yet in a complete window
+ * (the rows of ls_windower_pending_of; 0 with *found = 0 for a key never
+ * accepted), once a replay (stop=end) has reached the end of every
+ * partition (LS_ERR_STATE before). */
 LS_API ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len,
                                   int64_t *records, int *found);
 

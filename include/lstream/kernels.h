@@ -252,9 +252,12 @@ typedef struct ls_optim_s {
   float weight_decay; /* 0 = none */
   int decoupled;      /* 1 = AdamW (decay the weights), 0 = Adam (add wd * p to the gradient) */
   float clip_norm;    /* global 2-norm bound on the gradient; <= 0 = no clipping */
+  int skip_nonfinite; /* 1 = a gradient holding NaN or Inf changes nothing (see
+                         ls_engine_optimizer_step); 0 = PyTorch's behaviour */
 } ls_optim_t;
 
-/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0. */
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, Adam, clip 1.0,
+ * no skipping. */
 LS_API void ls_optim_init(ls_optim_t *opt);
 
 /* One optimizer step on the flat buffers, with PyTorch's semantics:
@@ -263,7 +266,13 @@ LS_API void ls_optim_init(ls_optim_t *opt);
  *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
  * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
  * before clipping; it is read back from the device, which waits for it
- * (pass NULL and read it with the step's figures instead). */
+ * (pass NULL and read it with the step's figures instead). With
+ * opt->skip_nonfinite, a gradient holding NaN or Inf (its squared norm,
+ * summed in double, is not finite) is only zeroed: the parameters, Adam's
+ * moments and its step count stay as they were. The device decides it
+ * (CUDA: inside the update's kernel), the host never waits for it: a
+ * non-finite norm, read now or with the step's figures, says the step was
+ * skipped. */
 LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
                                          float *grad_norm);
 
@@ -280,8 +289,10 @@ LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt
 LS_API ls_err_t ls_engine_fetch_figures(ls_engine_t *eng);
 LS_API ls_err_t ls_engine_read_figures(ls_engine_t *eng, double *loss_sum, float *grad_norm);
 
-/* The optimizer's step count (number of updates so far). */
-LS_API int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
+/* The optimizer's step count (updates taken so far; skipped ones are not
+ * counted). It lives on the device: this reads it back, waiting for the
+ * work queued. -1 for a NULL engine or a failed read. */
+LS_API int64_t ls_engine_optimizer_steps(ls_engine_t *eng);
 
 /* The optimizer's state, for snapshots: Adam's moments m, v (n floats each,
  * n == ls_engine_param_count, the parameters' layout) and its step count. */

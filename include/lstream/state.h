@@ -181,6 +181,8 @@ typedef struct ls_snapshot_info_s {
   uint64_t fingerprint; /* the caller's 64-bit digest of its configuration */
   int32_t world;        /* ranks of the run that wrote it */
   int32_t rank;         /* the rank whose part this is, 0 .. world - 1 */
+  int64_t updates;      /* the caller's count of optimizer updates asked for (taken or
+                           skipped: the learning rate's warm-up counts them), >= 0 */
 } ls_snapshot_info_t;
 
 /* The model of a snapshot (rank 0's part only), read-only views. */
@@ -232,6 +234,33 @@ LS_API ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_tabl
 /* Appends a partition and the offset its consumer resumes from (the next
  * record to read). Each partition at most once. */
 LS_API ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
+
+/* A series' records in flight, as a snapshot keeps them (the trainer
+ * copies them from ingest's ls_inflight_t): rows[0] is the first input of
+ * window `index`, the others follow by ascending offset; with them, its
+ * partition's resume offset may be past every one of them. */
+typedef struct ls_snapshot_inflight_s {
+  const char *key; /* 1..LS_KEY_MAX bytes */
+  size_t key_len;
+  int32_t partition;
+  int64_t index;     /* >= 0 */
+  int64_t last_time; /* the series' last accepted event time, -1 none */
+  int reset;         /* 0 or 1: window `index` starts from a zero state */
+  int rows;          /* >= 1 */
+  const int64_t *offsets, *times; /* [rows] */
+  const float *x;                 /* [rows, F] (ls_snapshot_set_inflight_features) */
+} ls_snapshot_inflight_t;
+
+/* The features F of the rows in flight, on a snapshot without any (0: none
+ * kept, the default and a reset's). */
+LS_API ls_err_t ls_snapshot_set_inflight_features(ls_snapshot_t *snap, int features);
+LS_API int ls_snapshot_inflight_features(const ls_snapshot_t *snap);
+/* Appends a series in flight (copied). */
+LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_snapshot_inflight_t *s);
+LS_API size_t ls_snapshot_inflight_count(const ls_snapshot_t *snap);
+/* Series i in flight, its pointers into the snapshot. */
+LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i,
+                                         ls_snapshot_inflight_t *out);
 
 /* The host-side state of the series (ls_series_stats_t): set the layout, F
  * features and O targets, on a snapshot without series (0, 0: none; a reset
@@ -315,11 +344,12 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 12
+#define LS_SNAPSHOT_SECTIONS_MAX 13
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
-                     * "partitions", "norm", "calibration", "memory" (shards) or
-                     * "shards" (the manifest); static */
+                     * "partitions", "norm", "calibration", "memory", "inflight",
+                     * "inflight_rows" (shards) or "shards" (the manifest);
+                     * static */
   uint64_t offset;  /* where its zstd frame starts in the file */
   uint64_t stored;  /* bytes in the file */
   uint64_t raw;     /* bytes once decompressed */
@@ -391,6 +421,25 @@ typedef void (*ls_snapshot_reject_cb)(void *opaque, const char *path, ls_err_t e
  * holds some but none is good. */
 LS_API ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb cb, void *opaque,
                                         char *path, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* One writer per directory                                                  */
+
+/* The lock of a snapshot directory: one trainer at a time writes into it. */
+typedef struct ls_snapshot_lock_s ls_snapshot_lock_t;
+
+/* Takes the exclusive lock of snapshot directory dir (created, with its
+ * parents, when missing): the file DIR/lock, held with flock(2) for as long
+ * as the lock lives and holding "pid=PID host=HOST" of its holder. Never
+ * waits: LS_ERR_STATE when another process holds it, the message naming
+ * the holder's pid and host. A holder that dies lets go at once (the kernel
+ * drops its locks); the file stays and is reused. On NFS, Linux maps flock
+ * to the server's byte-range locks, so hosts that share the directory see
+ * each other's lock (NFSv4, or v3 with the lock manager running). */
+LS_API ls_err_t ls_snapshot_lock(const char *dir, ls_snapshot_lock_t **out);
+
+/* Lets go of the lock; accepts NULL. */
+LS_API void ls_snapshot_unlock(ls_snapshot_lock_t *lock);
 
 /* ------------------------------------------------------------------------ */
 /* Export                                                                    */

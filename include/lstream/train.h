@@ -13,8 +13,10 @@
  *     series trains like one written in time order. Steps depend on the
  *     topic's contents only, never on arrival timing: two runs are
  *     bit-identical.
- *   live (until = never): a step fires when B windows are ready or
- *     deadline.ms has passed since its first window arrived.
+ *   live (until = never): a step fires when B windows are ready, as soon
+ *     as nothing ready can join it (the windows waiting are all of series
+ *     already in it, as in a backlog, which so drains at replay speed, or
+ *     every series the rank knows is in it), or deadline.ms after it began.
  * The model. Inputs are each feature's normalised level and change, targets
  * the normalised next change of the target features (the defaults; see the
  * keys below); a forecast in the data's units is the last value plus the
@@ -33,6 +35,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/ingest.h" /* LS_REJECT__COUNT */
 #include "lstream/state.h"
 
 #ifdef __cplusplus
@@ -70,14 +73,30 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   accumulating in float32; state, pointwise math and
  *                   the optimizer stay float32                (fp32)
  *   threads         CPU threads; 0 = OMP_NUM_THREADS where set, else
- *                   every core the process may run on         (0)
+ *                   under mpirun this rank's share of its own host's
+ *                   cores (cores / ranks on the host, at most the cores
+ *                   it is bound to), else every core the process may run
+ *                   on. The count decides the order of sums: for the same
+ *                   bits on other machines give it   (0)
  *   until           end: replay to the high watermarks read at start,
  *                   then stop | live: run until stopped       (live)
  *   start           where every partition starts: beginning | end |
  *                   OFFSET | time:MS                          (beginning)
  *   stateless       true: every window starts from a zero state (false)
- *   deadline_ms     live mode: fire a partial step this long after its
- *                   first window                              (200)
+ *   max_abs         records holding a value v with |v| > max_abs are
+ *                   rejected (reason range): 1e18 keeps the square of a
+ *                   difference of two values (4e36) finite in float32, as
+ *                   the loss and Adam's moments need; 3.4e38 or more: no
+ *                   bound                                     (1e18)
+ *   reset_gap_ms    a series whose event time jumps by more than this (a
+ *                   weekend, an outage) restarts its state (h, c; not its
+ *                   normaliser) from zero at its next window; what it held
+ *                   before the gap trains as a partial window; counted
+ *                   (ls_train_summary_t.resets); 0 = never      (0)
+ *   deadline_ms     live mode: fire a partial step this long after it
+ *                   began (sooner when nothing ready can join it); the
+ *                   consumer's fetch.wait.max.ms is a tenth of it (at
+ *                   least 1, at most 500) unless set   (200)
  *   queue_windows   ingest queue bound per partition, windows; also a
  *                   replay's look-ahead per partition for forming steps
  *                   by event time (at most buffer_records / (partitions x
@@ -141,7 +160,21 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * taken only after an update (never in the middle of an accumulation); one
  * due while the previous is still being written is skipped and counted.
  * After a snapshot commits, its offsets are also committed to the consumer
- * group (for Kafka's lag tools; lstream resumes from snapshots only).
+ * group (for Kafka's lag tools; lstream resumes from snapshots only), in
+ * the background: a broker that is down never holds up a step or the end
+ * of a run.
+ *
+ * Non-finite steps. A step whose loss or gradient (summed over the ranks)
+ * holds a NaN or an Inf updates nothing: its update is skipped (a gradient
+ * on the device that holds it, inside the update), the step counted
+ * (ls_train_summary_t.nonfinite_steps) and reported with the window most
+ * likely at fault (ls_step_stats_t.nonfinite_note), once its gradient norm
+ * is read. A forecast whose error is not finite (in float32, normalised
+ * units, as the model computes it; in double, the data's units) enters no
+ * figure or total, and makes its step's loss not finite. A model with a
+ * non-finite parameter is never snapshotted. Values beyond max_abs never
+ * get that far (rejected, reason range); within it, the normaliser clamps
+ * what it makes of an outlier to +-10 scales.
  *
  * Replicas. Under mpirun every rank runs a trainer: rank r reads the
  * partitions p with p % world == r (and so owns their series and states),
@@ -155,6 +188,15 @@ LS_API ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const 
 
 /* Passes a librdkafka property "key=value" to the consumer (as kcat -X). */
 LS_API ls_err_t ls_train_conf_set_kafka(ls_train_conf_t *conf, const char *setting);
+
+/* Warnings of the consumer that do not stop the run: Kafka's errors that
+ * librdkafka retries and its own warnings (a broker down, unreachable),
+ * rejected records, dead letters not delivered. Rate limited: at most one
+ * per kind every 5 s, saying how many were suppressed. Called from the
+ * consumer's thread or librdkafka's, one call at a time; cb may print.
+ * NULL (the default) drops them. */
+typedef void (*ls_train_warn_cb)(void *opaque, const char *message);
+LS_API ls_err_t ls_train_conf_set_warn_cb(ls_train_conf_t *conf, ls_train_warn_cb cb, void *opaque);
 
 /* Reads KEY = VALUE lines (blank lines and lines starting with # skipped)
  * and sets each; an error names the file and the line. */
@@ -198,13 +240,26 @@ typedef struct ls_step_stats_s {
   const ls_target_figures_t *target; /* [targets]: per target, data units too
                                         (valid during the callback) */
   int updated;           /* 1 if the optimizer stepped after this step */
+  int nonfinite;         /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
+                            no update, and a non-finite loss counts in no total */
+  const char *nonfinite_note; /* then: what was skipped, and this rank's window with the
+                                 largest |value| (series, partition, offsets), else NULL */
   float grad_norm;       /* gradient norm of that update (before clipping) */
   float lr;              /* learning rate of that update */
   double compute_s;      /* seconds in the engine */
+  double lag_ms;         /* ms from the event time of a window's last target to the end of
+                            the step's compute (the mean over the windows that have one;
+                            NaN when none has): how far training runs behind the data */
   double wait_s;         /* seconds waiting for windows */
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
+  int64_t durable_step;       /* with snapshot_dir: the step of the newest snapshot committed
+                                 (or resumed from), -1 when none is */
+  double durable_age_s;       /* and how long ago it committed (since the run's start when
+                                 none did in this run) */
+  int64_t rejected[LS_REJECT__COUNT]; /* records rejected so far, per reason (ls_reject_t),
+                                         all ranks */
 } ls_step_stats_t;
 
 /* Totals of a run; `tail` covers the last fifth of event time (targets
@@ -212,7 +267,9 @@ typedef struct ls_step_stats_s {
  * times over every rank), the "final" figures of a run. Losses in
  * normalised units over all targets; per target, data units too. */
 typedef struct ls_train_summary_s {
-  int64_t steps, windows, records, series, updates;
+  int64_t steps, windows, records, series;
+  int64_t updates; /* optimizer updates taken (the optimizer's count, resumed ones included;
+                      skipped ones not), replay updates included */
   double loss_sum, baseline_sum, count;
   double tail_loss_sum, tail_baseline_sum, tail_count;
   int64_t tail_from_ms;                   /* the tail's targets have event times after this */
@@ -226,6 +283,12 @@ typedef struct ls_train_summary_s {
                                 gradient sum runs on the GPU without blocking, so only the
                                 step figures' sum and the wait count */
   int64_t rejected;          /* records the consumer rejected (all reasons) */
+  int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
+  int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
+  int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all
+                                ranks */
+  int threads;               /* CPU threads of this rank's engine (they decide the order of
+                                sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */
   int64_t snapshots_skipped; /* due while the previous one was being written */
@@ -249,17 +312,26 @@ LS_API const char *ls_trainer_note(const ls_trainer_t *tr);
 /* Called after every step with that step's stats, once its update's
  * gradient norm is known: when the next step's work has been queued (so
  * that the GPU need not wait for the host to read it), or at the end of the
- * run. Its losses and per-target figures are computed on the host from the
- * step's predictions, before its update. A non-zero return stops the run
- * (cleanly) after the step under way. */
+ * run; and after a round without windows that has a snapshot event to
+ * report (stats.windows = 0 then: a failure, a commit). Its losses and
+ * per-target figures are computed on the host from the step's predictions,
+ * before its update. A non-zero return stops the run (cleanly) after the
+ * step under way. */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 
 /* Runs until the end of a replay, until max_steps, until *stop becomes
  * non-zero (checked at least every 100 ms; a signal handler may set it), or
  * until cb asks; then takes a last snapshot (with snapshot_dir). stop and
- * cb may be NULL. */
+ * cb may be NULL. LS_ERR_IO when that last snapshot failed (on every rank
+ * alike: ls_trainer_finished then says 1, and the results can be read). */
 LS_API ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                                void *opaque);
+
+/* 1 when ls_trainer_run ended on every rank together (a replay's end,
+ * max_steps, a stop), even if its last snapshot then failed (it returned
+ * LS_ERR_IO on every rank): the results below may be asked for. 0 before,
+ * and after a failure of this rank alone (the other ranks may be gone). */
+LS_API int ls_trainer_finished(const ls_trainer_t *tr);
 
 /* Totals of the run. Collective: every rank calls it; series and rejected
  * records are summed over the ranks. */

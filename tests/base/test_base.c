@@ -2,9 +2,10 @@
  * The ground floor (include/base/): the FNV-1a digest against its published
  * test vectors, the key->index map (dense indices, growth, keys that share
  * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
- * naming the line), typed values and key tables, the monotonic clock,
- * CRC-32C against its check value, and shared libraries opened on first
- * use (libm standing in for cuBLAS/NCCL).
+ * naming the line; directories, long lines and NUL bytes refused), CSV fields
+ * (RFC 4180 quoting, escapes for bytes that are not text), typed values and
+ * key tables, the monotonic clock, CRC-32C against its check value, and
+ * shared libraries opened on first use (libm standing in for cuBLAS/NCCL).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/crc32c.h"
+#include "base/csv.h"
 #include "base/digest.h"
 #include "base/keymap.h"
 #include "base/kvfile.h"
@@ -92,13 +94,18 @@ static ls_err_t collect(void *opaque, const char *key, const char *value) {
   return LS_OK;
 }
 
-static char *temp_file(const char *text) {
+/* A temporary file of text [n] (NULs included); free the path. */
+static char *temp_bytes(const char *text, size_t n) {
   char *const path = strdup("/tmp/lstream-base-XXXXXX");
   int const fd = mkstemp(path);
   cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  cr_assert_eq(write(fd, text, n), (ssize_t)n);
   close(fd);
   return path;
+}
+
+static char *temp_file(const char *text) {
+  return temp_bytes(text, strlen(text));
 }
 
 Test(base, kvfile) {
@@ -123,6 +130,91 @@ Test(base, kvfile) {
   }
   cr_expect_eq(base_kv_read("/nonexistent/x.conf", "test file", collect, got), LS_ERR_IO);
   cr_expect(strstr(ls_last_error(), "cannot open test file /nonexistent/x.conf") != NULL);
+}
+
+Test(base, kvfile_refuses_directories_long_lines_and_nul) {
+  char got[8192] = "";
+  /* A directory is no file of settings (fopen opens one for reading). */
+  cr_expect_eq(base_kv_read("/tmp", "test file", collect, got), LS_ERR_IO);
+  cr_expect(strstr(ls_last_error(), "test file /tmp: it is a directory") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "");
+  /* A line of 4095 bytes (its newline aside) is read whole; one more byte is
+   * an error naming the line, and nothing of it is applied. */
+  char *text = malloc(2 * 4100);
+  cr_assert(text != NULL);
+  size_t n = (size_t)sprintf(text, "a=1\nk=");
+  memset(text + n, 'v', 4095 - 2), n += 4095 - 2;
+  text[n++] = '\n';
+  char *path = temp_bytes(text, n);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(strlen(got), strlen("a=1;k=;") + 4093);
+  unlink(path), free(path);
+  memmove(text + 4 + 3, text + 4 + 2, 4094), n++; /* "k==vvv...": 4096 bytes */
+  got[0] = '\0';
+  path = temp_bytes(text, n);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line is longer than 4095 bytes") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "a=1;", "only the lines before it are applied");
+  unlink(path), free(path);
+  /* The same without a final newline. */
+  got[0] = '\0';
+  path = temp_bytes(text, n - 1);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line is longer than 4095 bytes") != NULL, "%s",
+            ls_last_error());
+  unlink(path), free(path);
+  free(text);
+  /* A NUL byte would hide the rest of its line. */
+  got[0] = '\0';
+  path = temp_bytes("a=1\nb=2\0c=3\nd=4\n", 16);
+  cr_expect_eq(base_kv_read(path, "test file", collect, got), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), ":2: the line holds a NUL byte") != NULL, "%s",
+            ls_last_error());
+  cr_expect_str_eq(got, "a=1;");
+  unlink(path), free(path);
+}
+
+/* base_csv_field of s [n], as a string. */
+static const char *csv_of(const char *s, size_t n) {
+  static char out[256];
+  memset(out, 0, sizeof out);
+  FILE *const f = fmemopen(out, sizeof out, "w");
+  cr_assert(f != NULL);
+  cr_assert_eq(base_csv_field(f, s, n), 0);
+  fclose(f);
+  return out;
+}
+
+Test(base, csv_fields_rfc4180_and_escapes) {
+  const struct {
+    const char *in;
+    size_t n;
+    const char *out;
+  } cases[] = {
+      {"SYM0001", 7, "SYM0001"},
+      {"", 0, ""},
+      {"a,b", 3, "\"a,b\""},
+      {"say \"hi\"", 8, "\"say \"\"hi\"\"\""},
+      {"two\nlines", 9, "\"two\nlines\""},
+      {"cr\r", 3, "\"cr\r\""},
+      {"tab\there", 8, "tab\there"},
+      {"back\\slash", 10, "back\\\\slash"},
+      {"nul\0byte", 8, "nul\\x00byte"},
+      {"\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9"}, /* UTF-8 stays as it is */
+      {"\xe2\x82\xac\xf0\x9f\x93\x88", 7, "\xe2\x82\xac\xf0\x9f\x93\x88"},
+      {"\xff\xfe", 2, "\\xff\\xfe"},                   /* never UTF-8 */
+      {"\x80x", 2, "\\x80x"},                          /* a stray continuation */
+      {"ab\xc3", 3, "ab\\xc3"},                        /* truncated at the end */
+      {"\xc3(", 2, "\\xc3("},                          /* a bad continuation */
+      {"\xc0\x80", 2, "\\xc0\\x80"},                   /* overlong NUL */
+      {"\xed\xa0\x80", 3, "\\xed\\xa0\\x80"},          /* a surrogate */
+      {"\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80"}, /* above U+10FFFF */
+      {"q\",\xff", 4, "\"q\"\",\\xff\""},              /* quoted and escaped */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_str_eq(csv_of(cases[i].in, cases[i].n), cases[i].out, "case %zu", i);
 }
 
 Test(base, values) {

@@ -44,6 +44,8 @@ persist_dsmem_own ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~ persist_map(o.zn, C, q
 persist_group_stride ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~ grp += (int)gridDim.x / C) { ~~ grp += (int)gridDim.x) { ~~ the persistent forward's clusters step over groups by blocks, not clusters (groups skipped)
 persist_bwd_first_block ~~ kernels/lstm_cuda_persist_bwd.cu ~~ 0 ~~ if (!last_block(io.ticket, m.flag)) return; ~~ if (blockIdx.x != 0) return; ~~ the persistent backward's groups summed by block 0, not by the last to finish
 adam_grad_kept ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     g[i] = 0.0f;\n ~~  ~~ adam_update_kernel does not zero the gradient
+adam_skip_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~  && !(args->opt.skip_nonfinite && !isfinite(*norm_sq))) ~~ ) ~~ grad_norm_sq_kernel counts a skipped update (the next one's bias correction is off)
+adam_skip_ignored ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ int const skip = opt.skip_nonfinite && !isfinite(*norm_sq); ~~ int const skip = 0; ~~ a non-finite gradient reaches the parameters
 seq_targets_row0 ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ *target = seq + (size_t)B * In; /* row 1 */ ~~ *target = seq; /* row 0 */ ~~ seq_targets gives a sequence's inputs as its targets
 sync_ignored ~~ kernels/lstm_cuda.cu ~~ 0 ~~ launch_sync = sync != NULL && !strcmp(sync, "1"); ~~ launch_sync = sync != NULL && 0; ~~ LSTREAM_CUDA_SYNC=1 ignored
 nccl_no_wait_before ~~ train/comm.c ~~ 0 ~~     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");\n ~~  ~~ a segment's sum does not wait for backward's event

@@ -312,6 +312,60 @@ out:
   return -1;
 }
 
+/* A gradient holding an Inf, then a NaN, with skip_nonfinite and the norm
+ * read later with the step's figures (as the trainer does): each engine
+ * decides on its own device that the update is skipped, so parameters,
+ * moments and the step count stay bit for bit, the gradient is zeroed and
+ * the figures' norm is not finite; then a finite update counts as the next
+ * one on both (a device that counted a skipped update would take another
+ * bias correction and differ). */
+static int run_skip(ls_engine_t *const e[2], bufs_t *b, const ls_optim_t *opt, const char *name,
+                    ls_shape_t const *s, int64_t taken) {
+  size_t const n = ls_engine_param_count(e[0]);
+  ls_optim_t skip = *opt;
+  skip.skip_nonfinite = 1;
+  float const bad[2] = {INFINITY, NAN};
+  for (int round = 0; round < 3; round++) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "%s skip round %d", name, round);
+    for (size_t i = 0; i < n; i++)
+      b->g[1][i] = 1e-3f * (float)((i * 7) % 13) - 6e-3f;
+    if (round < 2) b->g[1][n / 3] = bad[round];
+    for (int k = 0; k < 2; k++) {
+      MUST(ls_engine_read_params(e[k], b->p[k], n));
+      MUST(ls_engine_write_grads(e[k], b->g[1], n));
+      MUST(ls_engine_optimizer_step(e[k], &skip, 0.5f, NULL));
+      MUST(ls_engine_fetch_figures(e[k]));
+      float norm = 0.0f;
+      MUST(ls_engine_read_figures(e[k], NULL, &norm));
+      int64_t steps = -1;
+      MUST(ls_engine_read_optimizer(e[k], b->m[k], b->v[k], n, &steps));
+      MUST(ls_engine_read_grads(e[k], b->g[0], n));
+      int zeroed = 1;
+      for (size_t i = 0; i < n; i++)
+        zeroed &= b->g[0][i] == 0.0f;
+      CHECK(zeroed, "%s: engine %d did not zero the gradient", ctx, k);
+      CHECK(steps == taken + (round == 2), "%s: engine %d counts %lld updates, expected %lld", ctx,
+            k, (long long)steps, (long long)(taken + (round == 2)));
+      CHECK(round == 2 ? isfinite(norm) : !isfinite(norm), "%s: engine %d's norm %g", ctx, k,
+            (double)norm);
+      if (round == 2) continue;
+      MUST(ls_engine_read_params(e[k], b->g[0], n));
+      CHECK(!memcmp(b->g[0], b->p[k], n * sizeof(float)), "%s: engine %d changed a parameter",
+            ctx, k);
+    }
+    if (round == 2) {
+      for (int k = 0; k < 2; k++)
+        MUST(ls_engine_read_params(e[k], b->p[k], n));
+      expect_close_flat("param after a skipped update", ctx, s, b->p[0], b->p[1]);
+      expect_close_flat("adam m after a skipped update", ctx, s, b->m[0], b->m[1]);
+    }
+  }
+  return 0;
+out:
+  return -1;
+}
+
 /* The window as one sequence (ls_engine_forward_seq; O == I only): seq
  * [T+1, B, I] holds x in rows 0..T-1 and one more row; the targets are
  * rows 1..T of the engine's copy (the backend's seq_targets). Runs after
@@ -473,6 +527,7 @@ static void run_case(const tcase_t *c, int index) {
   opt.decoupled = index % 2;
   opt.clip_norm = index % 2 ? 0.0f : index % 3 == 0 ? 0.05f : 1.0f;
   if (run_steps(e, c, &b, &opt, name, &s, STEPS) != 0) goto out;
+  if (run_skip(e, &b, &opt, name, &s, STEPS) != 0) goto out;
   if (c->O == c->I && run_seq(e, c, &b, name, &s) != 0) goto out;
   (void)run_state(e, c, &b, name);
 out:

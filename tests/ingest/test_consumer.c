@@ -536,6 +536,14 @@ static void on_warning(void *opaque, const char *message) {
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Keeps the last warning of any kind. */
+static void on_any_warning(void *opaque, const char *message) {
+  warnings_t *const w = opaque;
+  pthread_mutex_lock(&w->lock);
+  snprintf(w->last, sizeof w->last, "%s", message);
+  pthread_mutex_unlock(&w->lock);
+}
+
 /* Reads n records of a topic's partition 0 with a plain librdkafka consumer;
  * returns how many carry the header lstream-reject-reason = reason. */
 static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__COUNT],
@@ -638,6 +646,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
       {3, "series-0000", 11, "1,2,3,4", time_of(2) + 500},  /* backwards */
       {4, NULL, 0, "1,2,3,4", time_of(4)},                  /* key: none */
       {4, long_key, LS_KEY_MAX + 1, "1,2,3,4", time_of(4)}, /* key: 256 bytes */
+      {5, "series-0000", 11, "1,2,-3e30,4", time_of(5)},    /* range: above 1e18 */
   };
   int const n_bad = (int)(sizeof bad / sizeof bad[0]);
   for (int k = 0; k < r.w.K; k++) {
@@ -668,6 +677,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(st.w.rejected[LS_REJECT_BACKWARDS], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_KEY], 2);
   cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_RANGE], 1);
   cr_expect_eq(st.w.accepted, 10);
   cr_expect_eq(st.w.windows, 4);
   ls_ingest_stats_t const dl = wait_stats(r.ing, dead_letters_reach, n_bad + 1, "dead letters");
@@ -675,7 +685,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(dl.dead_letter_errors, 0);
   /* One warning per reason: the second size rejection was rate limited. */
   pthread_mutex_lock(&warned.lock);
-  cr_expect_eq(warned.rejected, 6, "last: %s", warned.last);
+  cr_expect_eq(warned.rejected, 7, "last: %s", warned.last);
   for (int k = 1; k < LS_REJECT__COUNT; k++)
     cr_expect_eq(warned.per_reason[k], 1, "reason %s", ls_reject2str((ls_reject_t)k));
   pthread_mutex_unlock(&warned.lock);
@@ -1047,15 +1057,46 @@ static void produce_resume_topic(rig_t *r, uint64_t seed, int64_t highs[RS_PARTS
   producer_flush(r->p);
 }
 
-/* What a trainer stores in a snapshot: per partition its resume offset,
- * per series its last trained window (last_offset, index + 1; -1: none). */
+/* A copy of a series in flight (what a snapshot keeps of it). */
+typedef struct flight_s {
+  char key[32];
+  ls_inflight_t s;
+  int64_t offsets[256], times[256];
+  float x[256 * F];
+} flight_t;
+
+/* What a trainer stores in a snapshot: per partition its next unread
+ * offset and its series in flight. */
 typedef struct snap_s {
   int64_t at; /* windows released before it */
   int64_t resume[RS_PARTS];
-  int64_t below[RS_SERIES], next_index[RS_SERIES];
+  flight_t *flights; /* [n_flights] */
+  int n_flights;
   int unreleased; /* windows taken and not released when it was taken */
   int paused;     /* partitions paused for backpressure then */
 } snap_t;
+
+static ls_err_t keep_flight(void *opaque, const ls_inflight_t *in) {
+  snap_t *const snap = opaque;
+  cr_assert_leq(in->rows, 256);
+  snap->flights = realloc(snap->flights, (size_t)(snap->n_flights + 1) * sizeof *snap->flights);
+  cr_assert_not_null(snap->flights);
+  flight_t *const f = &snap->flights[snap->n_flights++];
+  snprintf(f->key, sizeof f->key, "%.*s", (int)in->key_len, in->key);
+  memcpy(f->offsets, in->offsets, (size_t)in->rows * sizeof(int64_t));
+  memcpy(f->times, in->times, (size_t)in->rows * sizeof(int64_t));
+  memcpy(f->x, in->x, (size_t)in->rows * F * sizeof(float));
+  f->s = *in;
+  f->s.key = NULL, f->s.offsets = f->s.times = NULL, f->s.x = NULL; /* set when used */
+  return LS_OK;
+}
+
+/* The flight's series, its pointers into it. */
+static ls_inflight_t flight_series(const flight_t *f) {
+  ls_inflight_t s = f->s;
+  s.key = f->key, s.offsets = f->offsets, s.times = f->times, s.x = f->x;
+  return s;
+}
 
 /* A trainer as train/trainer.c forms replay steps: up to RS_QUOTA windows
  * from each partition in turn, a window whose series is in the step already
@@ -1072,7 +1113,6 @@ typedef struct sim_s {
   const ls_window_t *step_win[RS_PARTS * RS_QUOTA];
   int64_t in_step[RS_SERIES]; /* the stamp of the step a series is in */
   int64_t stamp, releases;
-  int64_t below[RS_SERIES], next_index[RS_SERIES];
   snap_t snaps[RS_SNAPS];
   int n_snaps;
 } sim_t;
@@ -1101,12 +1141,10 @@ static void sim_snapshot(sim_t *m, int wait_paused) {
   snap->paused = st.paused;
   snap->unreleased = m->n_step;
   for (int p = 0; p < RS_PARTS; p++) {
-    cr_assert_eq(ls_ingest_resume_offset(m->ing, p, &snap->resume[p]), LS_OK, "%s",
+    cr_assert_eq(ls_ingest_inflight(m->ing, p, &snap->resume[p], keep_flight, snap), LS_OK, "%s",
                  ls_last_error());
     snap->unreleased += m->held[p] >= 0;
   }
-  memcpy(snap->below, m->below, sizeof snap->below);
-  memcpy(snap->next_index, m->next_index, sizeof snap->next_index);
 }
 
 static void sim_maybe_snapshot(sim_t *m) {
@@ -1163,9 +1201,8 @@ static int sim_step(sim_t *m) {
   for (int i = 0; i < m->n_step; i++) {
     got_t *const o = &m->part[m->step_part[i]].w[m->step_at[i]];
     int const s = series_of(o->key);
+    (void)s;
     o->released_at = m->releases++;
-    m->below[s] = o->last_offset;
-    m->next_index[s] = o->index + 1;
     ls_ingest_release(m->ing, m->step_win[i]);
   }
   m->n_step = 0;
@@ -1197,13 +1234,9 @@ static void expect_resume(const rig_t *r, const sim_t *m, const snap_t *snap, in
     ls_start_t const start = {LS_START_OFFSET, snap->resume[p]};
     cr_assert_eq(ls_ingest_conf_add_partition(c, p, start), LS_OK);
   }
-  for (int s = 0; s < RS_SERIES; s++) {
-    if (snap->below[s] < 0) continue;
-    char key[32];
-    key_of(s, key, sizeof key);
-    cr_assert_eq(ls_ingest_conf_skip_series(c, key, strlen(key), s % RS_PARTS, snap->below[s],
-                                            snap->next_index[s]),
-                 LS_OK, "%s", ls_last_error());
+  for (int i = 0; i < snap->n_flights; i++) {
+    ls_inflight_t const in = flight_series(&snap->flights[i]);
+    cr_assert_eq(ls_ingest_conf_restore(c, &in), LS_OK, "%s", ls_last_error());
   }
   ls_ingest_t *const ing = consumer_new(c);
   for (int p = 0; p < RS_PARTS; p++) {
@@ -1245,8 +1278,6 @@ static void resume_is_exact(uint64_t seed) {
   m->rng = seed;
   for (int i = 0; i < RS_PARTS; i++)
     m->held[i] = -1;
-  for (int s = 0; s < RS_SERIES; s++)
-    m->below[s] = m->next_index[s] = -1;
   sim_snapshot(m, 1); /* before anything is taken, its queues full */
   while (sim_step(m))
     ;
@@ -1259,7 +1290,6 @@ static void resume_is_exact(uint64_t seed) {
   cr_expect_gt(with_unreleased, 0, "no snapshot with windows held");
   cr_expect_gt(while_paused, 0, "no snapshot while paused");
   for (int p = 0; p < RS_PARTS; p++) {
-    cr_expect_eq(m->snaps[0].resume[p], 0);
     cr_expect_eq(m->snaps[m->n_snaps - 1].resume[p], highs[p], "partition %d", p);
     /* The flushed partial windows come last, by first offset. */
     const gotlist_t *const g = &m->part[p];
@@ -1269,8 +1299,16 @@ static void resume_is_exact(uint64_t seed) {
   }
   ls_ingest_stats_t const st = stats_of(r.ing);
   cr_expect_gt(st.w.rejected[LS_REJECT_NONFINITE] + st.w.rejected[LS_REJECT_BACKWARDS], 0);
-  for (int i = 0; i < m->n_snaps; i++)
+  int past = 0; /* snapshots whose resume offset is past records still in flight */
+  for (int i = 0; i < m->n_snaps; i++) {
     expect_resume(&r, m, &m->snaps[i], i);
+    for (int k = 0; k < m->snaps[i].n_flights; k++) {
+      const flight_t *const f = &m->snaps[i].flights[k];
+      past += f->offsets[0] < m->snaps[i].resume[f->s.partition];
+    }
+    free(m->snaps[i].flights);
+  }
+  cr_expect_gt(past, 0, "no record in flight below a resume offset");
   for (int p = 0; p < RS_PARTS; p++)
     got_free(&m->part[p]);
   free(m);
@@ -1286,36 +1324,44 @@ Test(consumer, resume_is_exact_seed_2) {
 }
 
 /* A series whose trained window is the last thing it holds: its last
- * target, the next window's first input, is where a resume starts (not one
- * past it, where the consumer would read next). Before it is released, the
- * window itself (queued, then handed out) holds the partition back to its
- * first record. One series, T = 4. */
-Test(consumer, resume_offset_keeps_the_overlap_record) {
+ * target, the next window's first input, is in flight (not re-read: the
+ * partition resumes one past it). Before the window is released, the window
+ * itself (queued, then handed out) is in flight. One series, T = 4. */
+Test(consumer, inflight_keeps_the_overlap_record) {
   rig_t r;
   rig_new(&r, 1, "overlap", 1, 1, 9, 4, "never");
   rig_produce(&r, 1, 0, 5); /* steps 0..4: window 0 */
   add_partitions(r.c, 1, LS_START_BEGINNING);
   rig_start(&r);
-  int64_t at = -1;
   wait_stats(r.ing, records_reach, 5, "window 0's records");
-  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
-  cr_expect_eq(at, 0, "window 0 is queued");
+  snap_t queued = {0}, out = {0}, released = {0};
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &queued.resume[0], keep_flight, &queued), LS_OK);
   ls_next_t what;
   const ls_window_t *win = NULL;
   cr_assert_eq(ls_ingest_next(r.ing, (int)(WAIT_S * 1000), &what, &win), LS_OK);
   cr_assert_eq(what, LS_NEXT_WINDOW);
-  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
-  cr_expect_eq(at, 0, "window 0 is handed out");
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &out.resume[0], keep_flight, &out), LS_OK);
   ls_ingest_release(r.ing, win);
-  cr_assert_eq(ls_ingest_resume_offset(r.ing, 0, &at), LS_OK);
-  cr_expect_eq(at, 4, "step 4 is window 1's first input");
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &released.resume[0], keep_flight, &released), LS_OK);
+  const snap_t *const all[] = {&queued, &out, &released};
+  for (int i = 0; i < 3; i++) {
+    cr_expect_eq(all[i]->resume[0], 5, "the next unread record");
+    cr_assert_eq(all[i]->n_flights, 1);
+    const flight_t *const f = &all[i]->flights[0];
+    cr_expect_str_eq(f->key, "series-0000");
+    cr_expect_eq(f->s.rows, i < 2 ? 5 : 1, "case %d", i);
+    cr_expect_eq(f->s.index, i < 2 ? 0 : 1, "case %d", i);
+    cr_expect_eq(f->offsets[0], i < 2 ? 0 : 4, "case %d", i);
+    cr_expect_eq(f->s.last_time, time_of(4));
+  }
   rig_produce(&r, 1, 5, 9); /* window 1: steps 4..8 */
   take(r.ing, &r.got, 1);
-  /* A consumer resumed there forms the same window 1. */
+  /* A consumer resumed after the release forms the same window 1. */
   ls_ingest_conf_t *const c = consumer_conf(r.b, "overlap", 4, "never");
-  ls_start_t const start = {LS_START_OFFSET, 4};
+  ls_start_t const start = {LS_START_OFFSET, released.resume[0]};
   cr_assert_eq(ls_ingest_conf_add_partition(c, 0, start), LS_OK);
-  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 4, 1), LS_OK);
+  ls_inflight_t const in = flight_series(&released.flights[0]);
+  cr_assert_eq(ls_ingest_conf_restore(c, &in), LS_OK);
   ls_ingest_t *const resumed = consumer_new(c);
   gotlist_t g = {0};
   take(resumed, &g, 1);
@@ -1329,6 +1375,7 @@ Test(consumer, resume_offset_keeps_the_overlap_record) {
   got_free(&g);
   ls_ingest_destroy(resumed);
   ls_ingest_conf_destroy(c);
+  free(queued.flights), free(out.flights), free(released.flights);
   rig_free(&r);
 }
 
@@ -1390,6 +1437,56 @@ Test(consumer, commit_round_trip) {
   rig_free(&r);
 }
 
+/* ls_ingest_commit_async: the offsets land (read back by another client), a
+ * refusal comes back as a warning, and with the coordinator down neither
+ * the call nor destroying the consumer waits on it beyond commit.timeout.ms
+ * (librdkafka's own limit, session.timeout.ms, was 45 s). */
+Test(consumer, commit_async_lands_and_never_holds_up_destroy) {
+  rig_t r;
+  rig_new(&r, 1, "alag", 2, 4, 9, 2, "never");
+  rig_produce(&r, 2, 0, r.w.K);
+  cr_assert_eq(ls_ingest_conf_set_kafka(r.c, "group.id=lstream-alag"), LS_OK);
+  rig_set(&r, "commit.timeout.ms", "1000");
+  rig_set(&r, "warn.interval.ms", "0");
+  warnings_t warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_any_warning, &warned), LS_OK);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  int32_t const parts[2] = {0, 1};
+  int64_t const offsets[2] = {5, 11};
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 2, parts, offsets), LS_OK, "%s", ls_last_error());
+  int64_t after[2] = {0, 0};
+  for (double const deadline = now_s() + WAIT_S; after[1] != 11;) {
+    cr_assert(now_s() < deadline, "the commit did not land in %.0f s", WAIT_S);
+    committed_of(r.b, "lstream-alag", "alag", after);
+  }
+  cr_expect_eq(after[0], 5);
+  int const refused[] = {12}; /* OFFSET_METADATA_TOO_LARGE: not retried */
+  cr_assert_eq(ls_broker_push_request_errors(r.b, LS_KAFKA_API_OFFSET_COMMIT, 1, refused), LS_OK);
+  int64_t const later[1] = {7};
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 1, parts + 1, later), LS_OK);
+  for (double const deadline = now_s() + WAIT_S;;) {
+    pthread_mutex_lock(&warned.lock);
+    int const seen =
+        strstr(warned.last, "cannot commit offset 7 of topic 'alag' partition 1") != NULL;
+    pthread_mutex_unlock(&warned.lock);
+    if (seen) break;
+    cr_assert(now_s() < deadline, "no warning of the refused commit in %.0f s", WAIT_S);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+  cr_assert_eq(ls_broker_set_down(r.b, 1), LS_OK);
+  double const t0 = now_s();
+  cr_assert_eq(ls_ingest_commit_async(r.ing, 2, parts, offsets), LS_OK);
+  ls_ingest_destroy(r.ing);
+  r.ing = NULL;
+  /* 1 s of commit.timeout.ms, the rest margin for a loaded machine; the
+   * old wait was 45 s. */
+  cr_expect(now_s() - t0 < 10.0, "destroying took %.1f s with the coordinator down", now_s() - t0);
+  cr_assert_eq(ls_ingest_commit_async(NULL, 1, parts, offsets), LS_ERR_INVALID_ARG);
+  rig_free(&r);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Bad arguments                                                             */
 
@@ -1400,32 +1497,39 @@ Test(consumer, resume_and_commit_bad_arguments) {
   ls_ingest_conf_t *const c = r.c;
   char long_key[LS_KEY_MAX + 1];
   memset(long_key, 'k', sizeof long_key);
-  cr_expect_eq(ls_ingest_conf_skip_series(NULL, "k", 1, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, NULL, 1, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 0, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, long_key, sizeof long_key, 0, 0, 0),
-               LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, -1, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, 0, -1, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_conf_skip_series(c, "k", 1, 0, 0, -2), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "-2") != NULL, "%s", ls_last_error());
+  int64_t const off[1] = {0}, t[1] = {0};
+  float const x[F] = {0};
+  ls_inflight_t in = {"series-0000", 11, 0, 0, -1, 0, 1, off, t, x};
+  cr_expect_eq(ls_ingest_conf_restore(NULL, &in), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_restore(c, NULL), LS_ERR_INVALID_ARG);
+  ls_inflight_t bad = in;
+  bad.key_len = sizeof long_key, bad.key = long_key;
+  cr_expect_eq(ls_ingest_conf_restore(c, &bad), LS_ERR_INVALID_ARG);
+  bad = in, bad.rows = 0;
+  cr_expect_eq(ls_ingest_conf_restore(c, &bad), LS_ERR_INVALID_ARG);
+  bad = in, bad.partition = -1;
+  cr_expect_eq(ls_ingest_conf_restore(c, &bad), LS_ERR_INVALID_ARG);
+  bad = in, bad.index = -2;
+  cr_expect_eq(ls_ingest_conf_restore(c, &bad), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_ingest_conf_set(c, "commit.timeout.ms", "0"), LS_ERR_INVALID_ARG);
   add_partitions(c, 1, LS_START_BEGINNING);
-  /* Two rules for one series: refused when the consumer is made. */
-  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 1, 1), LS_OK);
-  cr_assert_eq(ls_ingest_conf_skip_series(c, "series-0000", 11, 0, 2, 1), LS_OK);
+  /* One series twice: refused when the consumer is made. */
+  cr_assert_eq(ls_ingest_conf_restore(c, &in), LS_OK);
+  cr_assert_eq(ls_ingest_conf_restore(c, &in), LS_OK);
   ls_ingest_t *none = NULL;
-  cr_expect_eq(ls_ingest_new(&none, c), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "two skip rules") != NULL, "%s", ls_last_error());
+  cr_expect_eq(ls_ingest_new(&none, c), LS_ERR_STATE);
+  cr_expect(strstr(ls_last_error(), "known already") != NULL, "%s", ls_last_error());
   cr_expect_null(none);
   ls_ingest_conf_destroy(c);
   r.c = consumer_conf(r.b, "args", r.w.T, "never");
   add_partitions(r.c, 1, LS_START_BEGINNING);
   rig_start(&r);
   int64_t offset;
-  cr_expect_eq(ls_ingest_resume_offset(NULL, 0, &offset), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_resume_offset(r.ing, 0, NULL), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_resume_offset(r.ing, 3, &offset), LS_ERR_INVALID_ARG);
+  snap_t snap = {0};
+  cr_expect_eq(ls_ingest_inflight(NULL, 0, &offset, keep_flight, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 0, NULL, keep_flight, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 0, &offset, NULL, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 3, &offset, keep_flight, &snap), LS_ERR_INVALID_ARG);
   cr_expect(strstr(ls_last_error(), "partition 3") != NULL, "%s", ls_last_error());
   int32_t const part = 0, other = 3;
   int64_t const at = 1, negative = -1;

@@ -2,8 +2,10 @@
  * The windower (ingest/window.c): exact TBPTT windows of a series (values,
  * one-record overlap, offsets, event times, indices), interleaved series, the trailing
  * partial windows, their masks and their order, every rejection reason
- * leaving the series untouched, a table of many series, skip rules
- * (resuming a series mid-stream) and the lowest offset a partition holds.
+ * leaving the series untouched, the bound on magnitudes, a table of many series, the
+ * records a series holds (ls_windower_pending_of, _each_pending), restoring series in flight
+ * (a resume re-forms exactly the windows of an uninterrupted run) and gaps in event time
+ * (reset.gap.ms).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -65,6 +67,13 @@ static int64_t offset_single(int s, int k) {
   return 100 + 10 * k;
 }
 
+/* The records the windower holds of key (0 when it never accepted it). */
+static int64_t pending_of(const ls_windower_t *w, const char *key, int *found) {
+  ls_inflight_t held;
+  cr_assert_eq(ls_windower_pending_of(w, key, strlen(key), &held, found), LS_OK);
+  return *found ? held.rows : 0;
+}
+
 Test(window, one_series_exact_windows_and_overlap) {
   int const T = 3;
   ls_windower_t *const w = windower(T);
@@ -84,11 +93,9 @@ Test(window, one_series_exact_windows_and_overlap) {
     }
   }
   cr_expect_eq(windows, 3);
-  int64_t pending;
   int found;
-  cr_assert_eq(ls_windower_pending(w, "AAPL", 4, &pending, &found), LS_OK);
+  cr_expect_eq(pending_of(w, "AAPL", &found), 3); /* steps 9 (shared), 10, 11 */
   cr_expect_eq(found, 1);
-  cr_expect_eq(pending, 3); /* steps 9 (shared), 10, 11 */
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
   cr_expect_eq(st.records, 12);
@@ -106,8 +113,7 @@ Test(window, one_series_exact_windows_and_overlap) {
     cr_expect_eq(win->times[t], t <= 2 ? 1009 + t : -1, "partial window row %d", t);
   cr_assert_eq(ls_windower_flush_next(w, 5, &win), LS_OK);
   cr_expect_null(win);
-  cr_assert_eq(ls_windower_pending(w, "AAPL", 4, &pending, &found), LS_OK);
-  cr_expect_eq(pending, 0);
+  cr_expect_eq(pending_of(w, "AAPL", &found), 0);
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
   cr_expect_eq(st.buffered, 0);
   ls_windower_destroy(w);
@@ -227,15 +233,48 @@ Test(window, csv_parse_rejection) {
   ls_windower_destroy(w);
 }
 
+/* The bound on magnitudes: a value beyond it rejects the record (RANGE),
+ * first record or not, and changes nothing else; at the bound it passes. */
+Test(window, values_beyond_max_abs_are_rejected) {
+  int const T = 2;
+  ls_windower_t *const w = windower(T);
+  cr_assert_eq(ls_windower_set_max_abs(w, 1000.0), LS_OK);
+  const ls_window_t *win = NULL;
+  /* series 1's values are 1000 + k: step 0 is at the bound, step 1 beyond. */
+  cr_expect_eq(push(w, "big", 1, 1, 0, 0, 100, &win), LS_REJECT_RANGE, "a first record");
+  cr_expect_eq(push(w, "big", 1, 0, 0, 1, 100, &win), LS_REJECT_NONE, "|v| == max_abs");
+  cr_expect_eq(push(w, "big", 1, 1, 0, 2, 101, &win), LS_REJECT_RANGE);
+  float const v[F] = {1.0f, -3e38f}; /* the second feature alone */
+  char buf[F * 4];
+  size_t len;
+  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
+  ls_record_t const rec = {"big", 3, buf, len, 0, 3, 200};
+  cr_expect_eq(ls_windower_push(w, &rec, &win), LS_REJECT_RANGE);
+  cr_expect_eq(push(w, "big", 0, 0, 0, 4, 103, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "big", 0, 1, 0, 5, 104, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win, "the rejected records took no row");
+  cr_expect_eq(win->x[0], value_of(1, 0));
+  cr_expect_eq(win->x[F], value_of(0, 0));
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.rejected[LS_REJECT_RANGE], 3);
+  cr_expect_eq(st.accepted, 3);
+  /* 3.4e38 and above: no bound at all. */
+  cr_assert_eq(ls_windower_set_max_abs(w, 3.4e38), LS_OK);
+  cr_expect_eq(ls_windower_push(w, &rec, &win), LS_REJECT_NONE);
+  cr_expect_eq(ls_windower_set_max_abs(w, 0.0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_max_abs(NULL, 1.0), LS_ERR_INVALID_ARG);
+  ls_windower_destroy(w);
+}
+
 /* A rejected first record does not claim its series for its partition. */
 Test(window, rejected_first_record_creates_no_series) {
   ls_windower_t *const w = windower(2);
   const ls_window_t *win = NULL;
   ls_record_t rec = {"x", 1, "bad", 3, 7, 0, 0};
   cr_expect_eq(ls_windower_push(w, &rec, &win), LS_REJECT_SIZE);
-  int64_t pending;
   int found;
-  cr_assert_eq(ls_windower_pending(w, "x", 1, &pending, &found), LS_OK);
+  (void)pending_of(w, "x", &found);
   cr_expect_eq(found, 0);
   cr_expect_eq(push(w, "x", 0, 0, 8, 0, 0, &win), LS_REJECT_NONE);
   cr_expect_eq(push(w, "x", 0, 1, 8, 1, 1, &win), LS_REJECT_NONE);
@@ -268,11 +307,9 @@ Test(window, many_series) {
   cr_expect_eq(windows, S);
   for (int s = 0; s < S; s += 997) {
     snprintf(key, sizeof key, "series-%d", s);
-    int64_t pending;
     int found;
-    cr_assert_eq(ls_windower_pending(w, key, strlen(key), &pending, &found), LS_OK);
+    cr_expect_eq(pending_of(w, key, &found), 1);
     cr_expect_eq(found, 1);
-    cr_expect_eq(pending, 1);
   }
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
@@ -307,137 +344,230 @@ Test(window, bad_arguments) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Skip rules, low offsets, flush order                                      */
+/* Records held, restoring series in flight, flush order                     */
 
-/* Resuming series "s" (partition 2) after its window 1 was trained: records
- * below that window's last target (step 6) are skipped without a trace,
- * step 6 is row 0 of window 2, and every window after is the uninterrupted
- * run's (expect_window: window k holds steps kT..kT+T). */
-Test(window, skip_rule_resumes_a_series) {
+/* A copy of a window's identity and rows, to compare runs. */
+typedef struct seen_s {
+  char key[8];
+  int64_t index, offsets[8], times[8];
+  float x[8 * F];
+  int n_targets, reset;
+} seen_t;
+
+typedef struct seen_list_s {
+  seen_t w[64];
+  int n;
+} seen_list_t;
+
+static ls_err_t keep(void *opaque, const ls_window_t *win) {
+  seen_list_t *const l = opaque;
+  cr_assert_lt(l->n, 64);
+  seen_t *const s = &l->w[l->n++];
+  memset(s, 0, sizeof *s);
+  snprintf(s->key, sizeof s->key, "%s", win->key);
+  s->index = win->index, s->n_targets = win->n_targets, s->reset = win->reset;
+  memcpy(s->offsets, win->offsets, (size_t)(win->T + 1) * sizeof(int64_t));
+  memcpy(s->times, win->times, (size_t)(win->T + 1) * sizeof(int64_t));
+  memcpy(s->x, win->x, (size_t)(win->T + 1) * F * sizeof(float));
+  return LS_OK;
+}
+
+/* The stream of resume_re_forms_the_same_windows: a and b interleaved on
+ * partition 3, a at even offsets (steps 0..19), b at odd ones (steps
+ * 0..9), event times = offsets. */
+static void stream(ls_windower_t *w, int64_t from, int64_t to, seen_list_t *out) {
+  for (int64_t o = from; o < to; o++) {
+    const ls_window_t *win = NULL;
+    int const a = o % 2 == 0 || o >= 20;
+    int const k = a ? (o < 20 ? (int)o / 2 : (int)o - 10) : (int)o / 2;
+    cr_assert_eq(push(w, a ? "a" : "b", a ? 0 : 1, k, 3, o, o, &win), LS_REJECT_NONE);
+    if (win != NULL) keep(out, win);
+  }
+}
+
+/* A "snapshot" after offset 12 of which a's windows 0 and 1 were trained
+ * and b's window 0 is still in flight: the series in flight are a's rows
+ * from its window 2's first input, b's from its window 0's. Restored into
+ * a new windower, then fed offsets 13.., they give exactly the windows the
+ * uninterrupted run gave from then on, in the same order: those the
+ * restore re-forms, then the later ones. T = 3. */
+Test(window, resume_re_forms_the_same_windows) {
   int const T = 3;
-  ls_windower_t *const w = windower(T);
-  cr_assert_eq(ls_windower_skip_series(w, "s", 1, 2, offset_single(0, 6), 2), LS_OK, "%s",
-               ls_last_error());
-  const ls_window_t *win = NULL;
-  /* Skipped, not validated: a time after step 6's, a value that is NaN. */
-  cr_expect_eq(push(w, "s", 0, 3, 2, offset_single(0, 3), 5000, &win), LS_REJECT_NONE);
-  cr_expect_null(win);
-  float const nan_v[F] = {NAN, 0};
-  char buf[F * 4];
-  size_t len;
-  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, nan_v, F, buf, sizeof buf, &len), LS_OK);
-  ls_record_t const bad = {"s", 1, buf, len, 2, offset_single(0, 4), 1004};
-  cr_expect_eq(ls_windower_push(w, &bad, &win), LS_REJECT_NONE);
-  /* The rule holds the series to its partition, as before the snapshot. */
-  cr_expect_eq(push(w, "s", 0, 7, 1, offset_single(0, 7), 1007, &win), LS_REJECT_PARTITION);
-  int64_t pending;
-  int found;
-  cr_assert_eq(ls_windower_pending(w, "s", 1, &pending, &found), LS_OK);
-  cr_expect_eq(found, 0, "skipped records start no series");
-  int windows = 2;
-  for (int k = 5; k < 14; k++) {
-    cr_assert_eq(push(w, "s", 0, k, 2, offset_single(0, k), 1000 + k, &win), LS_REJECT_NONE);
-    if (k > 6 && k % T == 0)
-      expect_window(win, "s", 0, windows++, T, T, offset_single);
-    else
-      cr_expect_null(win, "record %d completed a window", k);
+  ls_windower_t *const whole = windower(T);
+  seen_list_t all = {.n = 0};
+  stream(whole, 0, 30, &all);
+  /* a: steps at offsets 0,2,..,18 then 20..29 (steps 10..19); b: 1,3,..,19. */
+  ls_windower_t *const cut = windower(T);
+  seen_list_t before = {.n = 0};
+  stream(cut, 0, 13, &before); /* a's windows 0 (offsets 0..6), 1 (6..12); b's 0 (1..7) */
+  cr_assert_eq(before.n, 3);
+  /* In flight: a's window 2 starts at its window 1's last target (offset
+   * 12); what a holds is that record alone. b's window 0 is not trained:
+   * its rows, then what b holds (from offset 7). */
+  int found = 0;
+  ls_inflight_t a_held, b_held;
+  cr_assert_eq(ls_windower_pending_of(cut, "a", 1, &a_held, &found), LS_OK);
+  cr_assert(found && a_held.rows == 1 && a_held.offsets[0] == 12 && a_held.index == 2);
+  cr_assert_eq(ls_windower_pending_of(cut, "b", 1, &b_held, &found), LS_OK);
+  cr_assert(found && b_held.rows == 3 && b_held.offsets[0] == 7 && b_held.index == 1);
+  seen_t const *const b0 = &before.w[1];
+  cr_assert_str_eq(b0->key, "b");
+  int64_t b_off[8], b_time[8];
+  float b_x[8 * F];
+  for (int r = 0; r <= T; r++) {
+    b_off[r] = b0->offsets[r], b_time[r] = b0->times[r];
+    memcpy(b_x + r * F, b0->x + r * F, F * sizeof(float));
   }
-  cr_expect_eq(windows, 4);
-  cr_expect_eq(push(w, "s", 0, 14, 1, offset_single(0, 14), 1014, &win), LS_REJECT_PARTITION);
-  cr_assert_eq(ls_windower_flush_next(w, 2, &win), LS_OK);
-  expect_window(win, "s", 0, 4, T, 1, offset_single);
+  for (int r = 1; r < b_held.rows; r++) { /* b's rows after its window 0's last (offset 7) */
+    b_off[T + r] = b_held.offsets[r], b_time[T + r] = b_held.times[r];
+    memcpy(b_x + (T + r) * F, b_held.x + (size_t)r * F, F * sizeof(float));
+  }
+  ls_inflight_t const in[2] = {
+      {"a", 1, 3, 2, a_held.last_time, 0, 1, a_held.offsets, a_held.times, a_held.x},
+      {"b", 1, 3, 0, b_held.last_time, 0, T + b_held.rows, b_off, b_time, b_x}};
+  ls_windower_t *const resumed = windower(T);
+  seen_list_t after = {.n = 0};
+  cr_assert_eq(ls_windower_restore(resumed, in, 2, keep, &after), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(after.n, 1, "the restore re-forms b's window 0");
+  stream(resumed, 13, 30, &after);
+  /* The uninterrupted run's windows from b's window 0 on, a's 0 and 1 aside. */
+  seen_list_t want = {.n = 0};
+  for (int i = 0; i < all.n; i++)
+    if (!(all.w[i].key[0] == 'a' && all.w[i].index < 2)) want.w[want.n++] = all.w[i];
+  cr_assert_eq(after.n, want.n);
+  for (int i = 0; i < want.n; i++) {
+    cr_expect_str_eq(after.w[i].key, want.w[i].key, "window %d", i);
+    cr_expect_eq(after.w[i].index, want.w[i].index, "window %d", i);
+    cr_expect_arr_eq(after.w[i].offsets, want.w[i].offsets, sizeof want.w[i].offsets);
+    cr_expect_arr_eq(after.w[i].times, want.w[i].times, sizeof want.w[i].times);
+    cr_expect_arr_eq(after.w[i].x, want.w[i].x, sizeof want.w[i].x);
+  }
+  /* And they hold the same records after. */
+  for (int s = 0; s < 2; s++) {
+    ls_inflight_t x, y;
+    int f1, f2;
+    cr_assert_eq(ls_windower_pending_of(whole, s ? "b" : "a", 1, &x, &f1), LS_OK);
+    cr_assert_eq(ls_windower_pending_of(resumed, s ? "b" : "a", 1, &y, &f2), LS_OK);
+    cr_expect(f1 && f2 && x.rows == y.rows && x.index == y.index && x.last_time == y.last_time);
+    cr_expect_arr_eq(x.offsets, y.offsets, (size_t)x.rows * sizeof(int64_t));
+  }
   ls_window_stats_t st;
-  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
-  cr_expect_eq(st.skipped, 3);  /* steps 3 and 5, the NaN */
-  cr_expect_eq(st.accepted, 8); /* steps 6..13 */
-  cr_expect_eq(st.rejected[LS_REJECT_PARTITION], 2);
-  cr_expect_eq(st.rejected[LS_REJECT_NONFINITE], 0);
-  cr_expect_eq(st.records, 13);
-  cr_expect_eq(st.series, 1);
-  cr_expect_eq(st.windows, 2);
-  ls_windower_destroy(w);
+  cr_assert_eq(ls_windower_stats(resumed, &st), LS_OK);
+  cr_expect_eq(st.records, 17, "restored rows are not pushed records");
+  ls_windower_destroy(whole), ls_windower_destroy(cut), ls_windower_destroy(resumed);
 }
 
-/* 100k rules (a snapshot's worth of series): each series' first record
- * below its rule is skipped, the next starts it at its window index. T = 1,
- * so the record after completes a window. Once every rule is passed the
- * rules are freed and new series go on as usual. */
-Test(window, many_skip_rules) {
-  int const S = 100000;
-  ls_windower_t *const w = windower(1);
-  char key[32];
-  for (int s = 0; s < S; s++) {
-    snprintf(key, sizeof key, "series-%d", s);
-    cr_assert_eq(ls_windower_skip_series(w, key, strlen(key), s % 8, 1000 + s, s), LS_OK);
-  }
-  for (int step = 0; step < 3; step++)
-    for (int s = 0; s < S; s++) {
-      snprintf(key, sizeof key, "series-%d", s);
-      const ls_window_t *win = NULL;
-      int64_t const offset = 999 + s + step;
-      cr_assert_eq(push(w, key, s % 1000, step, s % 8, offset, step, &win), LS_REJECT_NONE);
-      if (step < 2) {
-        cr_assert_null(win);
-        continue;
-      }
-      cr_assert_not_null(win, "series %d", s);
-      cr_assert_eq(win->index, s);
-      cr_assert_eq(win->first_offset, 1000 + s);
-      cr_assert_eq(win->x[0], value_of(s % 1000, 1));
-    }
-  const ls_window_t *win = NULL;
-  cr_expect_eq(push(w, "new", 0, 0, 3, 5, 0, &win), LS_REJECT_NONE);
-  cr_expect_eq(push(w, "new", 0, 1, 3, 6, 0, &win), LS_REJECT_NONE);
-  cr_assert_not_null(win);
-  cr_expect_eq(win->index, 0);
-  ls_window_stats_t st;
-  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
-  cr_expect_eq(st.skipped, S);
-  cr_expect_eq(st.series, S + 1);
-  cr_expect_eq(st.windows, S + 1);
-  ls_windower_destroy(w);
+/* A list of series in flight (copies of their first rows' offsets). */
+typedef struct held_list_s {
+  int n;
+  char key[8][8];
+  int rows[8];
+  int64_t first[8], index[8], last_time[8];
+} held_list_t;
+
+static ls_err_t keep_held(void *opaque, const ls_inflight_t *s) {
+  held_list_t *const l = opaque;
+  cr_assert_lt(l->n, 8);
+  snprintf(l->key[l->n], sizeof l->key[0], "%.*s", (int)s->key_len, s->key);
+  l->rows[l->n] = s->rows, l->first[l->n] = s->offsets[0], l->index[l->n] = s->index;
+  l->last_time[l->n++] = s->last_time;
+  return LS_OK;
 }
 
-/* The lowest held offset of a partition: partial windows, and the last
- * target of a window handed out (the next window's first input). T = 2. */
-Test(window, low_offset_includes_the_overlap_record) {
+/* What each_pending gives: every series of the partition that holds
+ * records, by ascending first offset, a window's last target as the next
+ * window's first input. T = 2. */
+Test(window, each_pending_gives_what_series_hold) {
   ls_windower_t *const w = windower(2);
   const ls_window_t *win = NULL;
-  int64_t low;
-  int found;
-  cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
-  cr_expect_eq(found, 0);
-  cr_expect_eq(low, -1);
   struct {
     const char *key;
-    int64_t offset, low; /* the partition's low offset after the push */
-  } const steps[] = {
-      {"a", 0, 0}, {"b", 1, 0},
-      {"a", 2, 0}, {"a", 3, 1}, /* a's window (0, 2, 3) is out: a holds 3, b still 1 */
-      {"b", 4, 1}, {"b", 5, 3}, /* b's window (1, 4, 5) is out: b holds 5 */
-      {"a", 6, 3},              /* the carry: a's row 0 is 3 */
-  };
-  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-    cr_assert_eq(push(w, steps[i].key, 0, (int)i, 0, steps[i].offset, -1, &win), LS_REJECT_NONE);
-    cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
-    cr_expect_eq(found, 1);
-    cr_expect_eq(low, steps[i].low, "after offset %lld", (long long)steps[i].offset);
+    int64_t offset;
+  } const recs[] = {{"a", 0}, {"b", 1}, {"a", 2}, {"a", 3}, {"c", 4}, {"b", 5}, {"d", 7}};
+  for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++)
+    cr_assert_eq(push(w, recs[i].key, 0, (int)i, recs[i].key[0] == 'd', recs[i].offset,
+                      100 + recs[i].offset, &win),
+                 LS_REJECT_NONE);
+  held_list_t l = {0};
+  cr_assert_eq(ls_windower_each_pending(w, 0, keep_held, &l), LS_OK);
+  struct {
+    const char *key;
+    int rows;
+    int64_t first, index;
+  } const want[] = {{"b", 2, 1, 0}, {"a", 1, 3, 1}, {"c", 1, 4, 0}};
+  cr_assert_eq(l.n, 3);
+  for (int i = 0; i < 3; i++) {
+    cr_expect_str_eq(l.key[i], want[i].key, "series %d", i);
+    cr_expect_eq(l.rows[i], want[i].rows, "%s", want[i].key);
+    cr_expect_eq(l.first[i], want[i].first, "%s", want[i].key);
+    cr_expect_eq(l.index[i], want[i].index, "%s", want[i].key);
   }
-  /* Offsets out of order (not Kafka's, but the windower's API allows it). */
-  cr_assert_eq(push(w, "c", 0, 0, 1, 10, -1, &win), LS_REJECT_NONE);
-  cr_assert_eq(push(w, "d", 0, 0, 1, 5, -1, &win), LS_REJECT_NONE);
-  cr_assert_eq(ls_windower_low_offset(w, 1, &low, &found), LS_OK);
-  cr_expect_eq(low, 5);
-  /* After the flush partition 0 holds nothing; partition 1 is untouched. */
-  do
-    cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
-  while (win != NULL);
-  cr_assert_eq(ls_windower_low_offset(w, 0, &low, &found), LS_OK);
-  cr_expect_eq(found, 0);
-  cr_assert_eq(ls_windower_low_offset(w, 1, &low, &found), LS_OK);
-  cr_expect_eq(found, 1);
-  cr_expect_eq(low, 5);
+  cr_expect_eq(l.last_time[1], 103, "a's last event time");
+  held_list_t none = {0};
+  cr_assert_eq(ls_windower_each_pending(w, 9, keep_held, &none), LS_OK);
+  cr_expect_eq(none.n, 0);
+  cr_expect_eq(ls_windower_each_pending(w, 0, NULL, NULL), LS_ERR_INVALID_ARG);
   ls_windower_destroy(w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gaps in event time                                                        */
+
+/* reset.gap.ms = 100, T = 3: a jump of 101 ms closes what the series holds
+ * as a partial window (masked, as a flush's), the next window is reset and
+ * begins at the record after the gap (which completes nothing itself); a
+ * jump of exactly 100 does nothing; a lone record before a gap is dropped;
+ * each gap is counted. */
+Test(window, a_gap_restarts_the_series) {
+  int const T = 3;
+  ls_windower_t *const w = windower(T);
+  cr_assert_eq(ls_windower_set_reset_gap(w, 100), LS_OK);
+  seen_list_t got = {.n = 0};
+  /* steps: times 0, 10, 20, 30 (window 0), 40, 140 (a jump of 100: none),
+   * 241 (a gap: window 1 = rows 30, 40, 140, partial), 250, 260, 270
+   * (window 2, reset), 1000 (a gap: what it holds is 270 alone, dropped),
+   * 1010, 1020, 1030 (window 3, reset). */
+  int64_t const times[] = {0, 10, 20, 30, 40, 140, 241, 250, 260, 270, 1000, 1010, 1020, 1030};
+  int const n = (int)(sizeof times / sizeof times[0]);
+  for (int k = 0; k < n; k++) {
+    const ls_window_t *win = NULL;
+    cr_assert_eq(push(w, "g", 0, k, 0, k, times[k], &win), LS_REJECT_NONE);
+    if (win != NULL) keep(&got, win);
+  }
+  cr_assert_eq(got.n, 4);
+  int64_t const want_first[] = {0, 3, 6, 10};
+  int const want_targets[] = {3, 2, 3, 3}, want_reset[] = {0, 0, 1, 1};
+  for (int i = 0; i < 4; i++) {
+    cr_expect_eq(got.w[i].index, i);
+    cr_expect_eq(got.w[i].offsets[0], want_first[i], "window %d", i);
+    cr_expect_eq(got.w[i].n_targets, want_targets[i], "window %d", i);
+    cr_expect_eq(got.w[i].reset, want_reset[i], "window %d", i);
+  }
+  /* The partial window: rows 3, 4, 5 (times 30, 40, 140), then padding. */
+  cr_expect_eq(got.w[1].times[2], 140);
+  cr_expect_eq(got.w[1].times[3], -1);
+  cr_expect_eq(got.w[1].offsets[3], -1);
+  cr_expect_eq(got.w[1].x[3 * F], 0.0f);
+  cr_expect_eq(got.w[1].x[2 * F], value_of(0, 5));
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.resets, 2);
+  cr_expect_eq(st.windows, 3, "complete windows (the partial one is not)");
+  cr_expect_eq(st.buffered, 1, "the last window's last target");
+  /* Without a bound, the same times make windows of 3 targets only. */
+  ls_windower_t *const plain = windower(T);
+  int windows = 0;
+  for (int k = 0; k < n; k++) {
+    const ls_window_t *win = NULL;
+    cr_assert_eq(push(plain, "g", 0, k, 0, k, times[k], &win), LS_REJECT_NONE);
+    if (win == NULL) continue;
+    cr_expect(win->n_targets == T && !win->reset);
+    windows++;
+  }
+  cr_expect_eq(windows, 4);
+  cr_expect_eq(ls_windower_set_reset_gap(w, -1), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_reset_gap(NULL, 1), LS_ERR_INVALID_ARG);
+  ls_windower_destroy(w), ls_windower_destroy(plain);
 }
 
 static int64_t offset_ab(int s, int k) {
@@ -483,29 +613,29 @@ Test(window, flush_order_is_by_first_offset) {
   ls_windower_destroy(w);
 }
 
-Test(window, skip_rule_bad_arguments) {
+Test(window, restore_bad_arguments) {
   ls_windower_t *const w = windower(2);
-  cr_expect_eq(ls_windower_skip_series(NULL, "k", 1, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_skip_series(w, NULL, 1, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_skip_series(w, "", 0, 0, 0, 0), LS_ERR_INVALID_ARG);
-  char long_key[LS_KEY_MAX + 1];
-  memset(long_key, 'k', sizeof long_key);
-  cr_expect_eq(ls_windower_skip_series(w, long_key, sizeof long_key, 0, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "256 bytes") != NULL, "%s", ls_last_error());
-  cr_expect_eq(ls_windower_skip_series(w, "k", 1, -1, 0, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, -1, 0), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 0, -1), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "series 'k'") != NULL, "%s", ls_last_error());
-  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 4, 1), LS_OK);
-  cr_expect_eq(ls_windower_skip_series(w, "k", 1, 0, 5, 1), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "two skip rules") != NULL, "%s", ls_last_error());
+  int64_t const off[2] = {5, 4}, t[2] = {0, 0};
+  float const x[2 * F] = {0};
+  ls_inflight_t in = {"k", 1, 0, 0, -1, 0, 1, off, t, x};
+  cr_expect_eq(ls_windower_restore(NULL, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_restore(w, &in, 1, NULL, NULL), LS_ERR_INVALID_ARG);
+  in.rows = 0;
+  cr_expect_eq(ls_windower_restore(w, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
+  in.rows = 2;
+  cr_expect_eq(ls_windower_restore(w, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "ascend") != NULL, "%s", ls_last_error());
+  in.rows = 1, in.index = -1;
+  cr_expect_eq(ls_windower_restore(w, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
+  in.index = 0, in.key_len = 0;
+  cr_expect_eq(ls_windower_restore(w, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
+  in.key_len = 1;
   const ls_window_t *win = NULL;
-  cr_assert_eq(push(w, "seen", 0, 0, 0, 0, -1, &win), LS_REJECT_NONE);
-  cr_expect_eq(ls_windower_skip_series(w, "seen", 4, 0, 9, 1), LS_ERR_STATE);
-  int64_t low;
+  cr_assert_eq(push(w, "k", 0, 0, 0, 0, -1, &win), LS_REJECT_NONE);
+  cr_expect_eq(ls_windower_restore(w, &in, 1, keep, NULL), LS_ERR_STATE, "a series seen");
+  ls_inflight_t held;
   int found;
-  cr_expect_eq(ls_windower_low_offset(NULL, 0, &low, &found), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_low_offset(w, 0, NULL, &found), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_windower_low_offset(w, 0, &low, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_pending_of(NULL, "k", 1, &held, &found), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_pending_of(w, "k", 1, NULL, &found), LS_ERR_INVALID_ARG);
   ls_windower_destroy(w);
 }

@@ -1,7 +1,8 @@
 /*
  * Bad arguments: every public kernels function refuses null pointers, zero
  * or out-of-range sizes, mismatched buffers and calls out of order with an
- * error code and a message, and never crashes.
+ * error code and a message, and never crashes; a non-finite gradient is
+ * skipped when asked.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -204,6 +205,57 @@ Test(args, figures) {
             loss);
   cr_expect(norm > 0 && fetched_norm == norm, "norm %.9g fetched, %.9g returned",
             (double)fetched_norm, (double)norm);
+  ls_engine_destroy(e);
+}
+
+/* skip_nonfinite: a gradient with a NaN or an Inf leaves parameters, Adam's
+ * moments and its step count alone and is zeroed; without it (PyTorch's
+ * behaviour) it reaches the parameters. */
+Test(args, nonfinite_gradient_skipped) {
+  ls_engine_t *e = small_engine();
+  size_t const n = ls_engine_param_count(e);
+  float *const g = calloc(n, sizeof(float)), *const p0 = calloc(n, sizeof(float));
+  float *const p1 = calloc(n, sizeof(float)), *const m = calloc(n, sizeof(float));
+  float *const v = calloc(n, sizeof(float));
+  cr_assert(g && p0 && p1 && m && v);
+  cr_assert_eq(ls_engine_init_params(e, 7), LS_OK);
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  opt.skip_nonfinite = 1;
+  for (size_t i = 0; i < n; i++)
+    g[i] = 0.01f * (float)(i % 7);
+  cr_assert_eq(ls_engine_write_grads(e, g, n), LS_OK);
+  float norm = 0.0f;
+  cr_assert_eq(ls_engine_optimizer_step(e, &opt, 1.0f, &norm), LS_OK, "a finite step");
+  cr_expect_eq(ls_engine_optimizer_steps(e), 1);
+  cr_expect(isfinite(norm) && norm > 0.0f);
+  float const bad[] = {INFINITY, -INFINITY, NAN};
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(ls_engine_read_params(e, p0, n), LS_OK);
+    g[n / 2] = bad[k];
+    cr_assert_eq(ls_engine_write_grads(e, g, n), LS_OK);
+    cr_assert_eq(ls_engine_optimizer_step(e, &opt, 1.0f, &norm), LS_OK);
+    cr_expect(!isfinite(norm), "case %d: the norm %g", k, (double)norm);
+    cr_expect_eq(ls_engine_optimizer_steps(e), 1, "case %d: no step counted", k);
+    cr_assert_eq(ls_engine_read_params(e, p1, n), LS_OK);
+    cr_expect_arr_eq(p0, p1, n * sizeof(float), "case %d: parameters changed", k);
+    cr_assert_eq(ls_engine_read_grads(e, p1, n), LS_OK);
+    for (size_t i = 0; i < n; i++)
+      cr_expect_eq(p1[i], 0.0f, "case %d: gradient not zeroed", k);
+  }
+  int64_t steps = 0;
+  cr_assert_eq(ls_engine_read_optimizer(e, m, v, n, &steps), LS_OK);
+  for (size_t i = 0; i < n; i++)
+    cr_expect(isfinite(m[i]) && isfinite(v[i]), "moment %zu", i);
+  /* Without skip_nonfinite the Inf goes through, as in PyTorch. */
+  opt.skip_nonfinite = 0;
+  g[n / 2] = INFINITY;
+  cr_assert_eq(ls_engine_write_grads(e, g, n), LS_OK);
+  cr_assert_eq(ls_engine_optimizer_step(e, &opt, 1.0f, NULL), LS_OK);
+  cr_expect_eq(ls_engine_optimizer_steps(e), 2);
+  cr_assert_eq(ls_engine_read_params(e, p1, n), LS_OK);
+  cr_expect(!isfinite(p1[n / 2]), "an Inf gradient reaches its parameter without the skip");
+  free(g), free(p0), free(p1), free(m), free(v);
   ls_engine_destroy(e);
 }
 

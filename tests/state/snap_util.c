@@ -42,7 +42,31 @@ static void fill_d(double *v, size_t n, uint32_t *s) {
  * the layouts SU_STATS_F, SU_STATS_O, SU_MEM_CAP x SU_MEM_ENTRY. */
 enum { SU_STATS_F = 3, SU_STATS_O = 2, SU_MEM_CAP = 3, SU_MEM_ENTRY = 5 };
 
+/* Series in flight, one of each partition of snap with 1..9 rows (keys
+ * "in-RANK-I" of 1..255 bytes), F = SU_IN_F. */
+static void fill_inflight(ls_snapshot_t *snap, int rank, uint32_t *s) {
+  cr_assert_eq(ls_snapshot_set_inflight_features(snap, SU_IN_F), LS_OK, "%s", ls_last_error());
+  for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
+    int32_t part;
+    int64_t off;
+    cr_assert_eq(ls_snapshot_get_partition(snap, i, &part, &off), LS_OK);
+    int const rows = 1 + (int)(next(s) % 9);
+    int64_t offsets[9], times[9];
+    float x[9 * SU_IN_F];
+    for (int r = 0; r < rows; r++)
+      offsets[r] = 3 * r + (int64_t)(next(s) % 3), times[r] = r % 3 == 1 ? -1 : 1000 + r;
+    fill(x, (size_t)rows * SU_IN_F, s);
+    char key[255];
+    size_t const len = i % 2 ? 255 : (size_t)snprintf(key, sizeof key, "in-%d-%zu", rank, i);
+    if (i % 2) memset(key, 'q', sizeof key), key[3] = (char)('0' + rank);
+    ls_snapshot_inflight_t const in = {key,      len,       part, (int64_t)(next(s) % 50),
+                                       1000 + rows, (int)(i % 2), rows, offsets, times, x};
+    cr_assert_eq(ls_snapshot_add_inflight(snap, &in), LS_OK, "%s", ls_last_error());
+  }
+}
+
 static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
+  fill_inflight(snap, rank, s);
   for (size_t i = 0; i < ls_snapshot_series_count(snap); i++) {
     ls_series_stats_t st;
     cr_assert_eq(ls_snapshot_series_stats(snap, i, &st), LS_OK, "%s", ls_last_error());
@@ -75,7 +99,7 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
   uint32_t s = seed * 2654435761u + 12345u;
   ls_snapshot_t *snap = NULL;
   cr_assert_eq(ls_snapshot_new(shape, series / 2, 1, &snap), LS_OK, "%s", ls_last_error());
-  ls_snapshot_info_t const info = {step, 0x5eedull, 0xf00dfacecafeull, world, rank};
+  ls_snapshot_info_t const info = {step, 0x5eedull, 0xf00dfacecafeull, world, rank, 5 + seed};
   cr_assert_eq(ls_snapshot_set_info(snap, &info), LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_snapshot_set_stats_shape(snap, SU_STATS_F, SU_STATS_O), LS_OK, "%s",
                ls_last_error());
@@ -162,6 +186,32 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
     if (cap > 0 && ls_snapshot_get_memory(src, i, &filled, &nx, &mem) == LS_OK)
       cr_assert_eq(ls_snapshot_set_memory(dst, i, filled, nx, mem), LS_OK, "%s", ls_last_error());
   }
+  cr_assert_eq(ls_snapshot_set_inflight_features(dst, ls_snapshot_inflight_features(src)), LS_OK);
+  for (size_t i = 0; i < ls_snapshot_inflight_count(src); i++) {
+    ls_snapshot_inflight_t in;
+    cr_assert_eq(ls_snapshot_get_inflight(src, i, &in), LS_OK);
+    cr_assert_eq(ls_snapshot_add_inflight(dst, &in), LS_OK, "%s", ls_last_error());
+  }
+}
+
+/* The series in flight of a and b are the same, in order. */
+static void expect_same_inflight(const ls_snapshot_t *a, const ls_snapshot_t *b) {
+  int const F = ls_snapshot_inflight_features(a);
+  cr_assert_eq(F, ls_snapshot_inflight_features(b), "record widths differ");
+  size_t const Q = ls_snapshot_inflight_count(a);
+  cr_assert_eq(Q, ls_snapshot_inflight_count(b), "series in flight differ in number");
+  for (size_t i = 0; i < Q; i++) {
+    ls_snapshot_inflight_t x, y;
+    cr_assert_eq(ls_snapshot_get_inflight(a, i, &x), LS_OK);
+    cr_assert_eq(ls_snapshot_get_inflight(b, i, &y), LS_OK);
+    cr_assert(x.key_len == y.key_len && !memcmp(x.key, y.key, x.key_len) &&
+                  x.partition == y.partition && x.index == y.index &&
+                  x.last_time == y.last_time && x.reset == y.reset && x.rows == y.rows,
+              "series in flight %zu differs", i);
+    cr_assert_arr_eq(x.offsets, y.offsets, (size_t)x.rows * 8, "in flight %zu: offsets", i);
+    cr_assert_arr_eq(x.times, y.times, (size_t)x.rows * 8, "in flight %zu: times", i);
+    cr_assert_arr_eq(x.x, y.x, (size_t)x.rows * (size_t)F * 4, "in flight %zu: values", i);
+  }
 }
 
 /* The host-side state, calibration and memories of a and b are bit-identical. */
@@ -212,7 +262,7 @@ void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
   cr_assert_eq(ls_snapshot_get_info(a, &ia), LS_OK);
   cr_assert_eq(ls_snapshot_get_info(b, &ib), LS_OK);
   cr_assert(ia.step == ib.step && ia.seed == ib.seed && ia.fingerprint == ib.fingerprint &&
-                ia.world == ib.world && ia.rank == ib.rank,
+                ia.world == ib.world && ia.rank == ib.rank && ia.updates == ib.updates,
             "info differs: step %lld/%lld rank %d/%d", (long long)ia.step, (long long)ib.step,
             ia.rank, ib.rank);
   ls_snapshot_model_t ma, mb;
@@ -251,6 +301,7 @@ void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
     cr_assert(pa == pb && oa == ob, "partition %zu differs", i);
   }
   expect_same_extra(a, b);
+  expect_same_inflight(a, b);
 }
 
 char *su_temp_dir(void) {

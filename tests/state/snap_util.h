@@ -10,6 +10,9 @@
 
 #include "lstream/state.h"
 
+/* The features of the records in flight su_snapshot adds. */
+#define SU_IN_F 2
+
 /* A snapshot of `series` series and `parts` partitions for rank of world
  * at step, every value drawn from seed: keys of 1..255 bytes (some with
  * NUL and high bytes inside), partitions p with p % world == rank, states

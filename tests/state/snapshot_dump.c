@@ -86,7 +86,7 @@ static ls_err_t snapshot(ls_engine_t *eng, ls_series_table_t *tab, const char *d
   int n = 0;
   for (int r = 0; r < world && err == LS_OK; r++) {
     ls_snapshot_t *snap = NULL;
-    ls_snapshot_info_t const info = {3, 5, 0x1234, world, r};
+    ls_snapshot_info_t const info = {3, 5, 0x1234, world, r, 0};
     err = ls_snapshot_new(&shape, S, PARTS, &snap);
     if (err == LS_OK) err = ls_snapshot_set_info(snap, &info);
     if (err == LS_OK && r == 0) err = ls_snapshot_set_engine(snap, eng);

@@ -39,7 +39,7 @@ Test(args, builders) {
   cr_assert_null(s);
   cr_assert_eq(ls_snapshot_new(&SHAPE, 0, 0, &s), LS_OK);
 
-  ls_snapshot_info_t info = {1, 2, 3, 2, 1};
+  ls_snapshot_info_t info = {1, 2, 3, 2, 1, 0};
   EXPECT_ERR(ls_snapshot_set_info(NULL, &info), LS_ERR_INVALID_ARG, "NULL");
   info.step = -1;
   EXPECT_ERR(ls_snapshot_set_info(s, &info), LS_ERR_INVALID_ARG, "step -1");
@@ -146,7 +146,7 @@ Test(args, write_and_commit) {
   EXPECT_ERR(ls_snapshot_write_shard(NULL, dir, &conf), LS_ERR_INVALID_ARG, "NULL");
   EXPECT_ERR(ls_snapshot_write_shard(s, NULL, &conf), LS_ERR_INVALID_ARG, "NULL");
   EXPECT_ERR(ls_snapshot_write_shard(s, dir, NULL), LS_ERR_INVALID_ARG, "NULL");
-  ls_snapshot_info_t info = {5, 1, 1, 1, 0};
+  ls_snapshot_info_t info = {5, 1, 1, 1, 0, 0};
   cr_assert_eq(ls_snapshot_set_info(s, &info), LS_OK);
   EXPECT_ERR(ls_snapshot_write_shard(s, dir, &conf), LS_ERR_INVALID_ARG, "lacks a model");
   ls_snapshot_t *const with_model = su_snapshot(&SHAPE, 2, 1, 5, 1, 1, 1);

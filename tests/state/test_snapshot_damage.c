@@ -194,9 +194,9 @@ Test(damage, wrong_version) {
   char *const dir = three_snapshots();
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
-  su_poke_u32(path, 8, 3);
-  expect_latest(dir, 20, 30, "shard-1", "format version 3, this build reads version 2");
-  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 3");
+  su_poke_u32(path, 8, 4);
+  expect_latest(dir, 20, 30, "shard-1", "format version 4, this build reads version 3");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 4");
   done(dir);
 }
 
@@ -211,6 +211,19 @@ Test(damage, version_1_is_refused_clearly) {
                 "format version 1, written by an lstream without the "
                 "per-series normaliser");
   expect_load_fails(dir, 30, 0, LS_ERR_CORRUPT, "shard-0", "--resume none");
+  done(dir);
+}
+
+/* Version 2 (no records in flight: its resume offsets could stay at a
+ * quiet series' oldest record) is refused the same way. */
+Test(damage, version_2_is_refused_clearly) {
+  char *const dir = three_snapshots();
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 30, "shard-1");
+  su_poke_u32(path, 8, 2);
+  expect_latest(dir, 20, 30, "shard-1", "format version 2, written by an lstream that kept no "
+                                        "records in flight");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "--resume none");
   done(dir);
 }
 

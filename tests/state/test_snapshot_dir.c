@@ -1,7 +1,8 @@
 /*
  * The snapshot directory: DIR/latest, keeping the K newest snapshots,
  * replacing a snapshot of the same step, later snapshots of an abandoned
- * run left alone but no longer found, stale temporary directories removed.
+ * run left alone but no longer found, stale temporary directories removed,
+ * one lock holder at a time.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -121,6 +122,31 @@ Test(dir, removes_stale_temporary_directories) {
   su_write_snapshot(dir, &SHAPE, 1, 10, 5, 1, &conf, 3, NULL);
   cr_assert(!exists(dir, ".tmp-snap-000000000005"), "an earlier attempt was left");
   cr_assert(exists(dir, ".tmp-snap-000000000020"), "a later one (in progress?) was removed");
+  su_remove(dir);
+  free(dir);
+}
+
+Test(dir, one_lock_holder_at_a_time) {
+  char *const dir = su_temp_dir();
+  char sub[PATH_MAX], want[128];
+  snprintf(sub, sizeof sub, "%s/new/snaps", dir); /* created with its parents */
+  ls_snapshot_lock_t *first = NULL, *second = NULL;
+  cr_assert_eq(ls_snapshot_lock(sub, &first), LS_OK, "%s", ls_last_error());
+  /* A second holder (here another open file of this process) is refused at
+   * once, told who holds it. */
+  cr_expect_eq(ls_snapshot_lock(sub, &second), LS_ERR_STATE);
+  cr_expect_null(second);
+  snprintf(want, sizeof want, "in use by another trainer (pid=%ld host=", (long)getpid());
+  cr_expect(strstr(ls_last_error(), want) != NULL, "'%s' not in '%s'", want, ls_last_error());
+  /* Snapshots beside the lock file are found as before. */
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  su_write_snapshot(sub, &SHAPE, 1, 10, 5, 1, &conf, 3, NULL);
+  expect_latest(sub, 10);
+  ls_snapshot_unlock(first);
+  cr_expect_eq(ls_snapshot_lock(sub, &second), LS_OK, "free again: %s", ls_last_error());
+  ls_snapshot_unlock(second);
+  ls_snapshot_unlock(NULL);
   su_remove(dir);
   free(dir);
 }

@@ -40,12 +40,13 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
     /* meta, [model, optimizer, calibration], keys, counts, states, norm,
-     * partitions, memory */
-    cr_assert_eq(file.n_sections, r == 0 ? 10 : 7);
+     * partitions, memory, inflight, inflight_rows */
+    cr_assert_eq(file.n_sections, r == 0 ? 12 : 9);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
       int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
-                         !strcmp(name, "states") || !strcmp(name, "memory");
+                         !strcmp(name, "states") || !strcmp(name, "memory") ||
+                         !strcmp(name, "inflight_rows");
       cr_assert_eq(file.sections[i].shuffled, floats && conf->shuffle, "section %s", name);
     }
     ls_snapshot_shard_t sh;
@@ -172,6 +173,28 @@ static void reshard(int M) {
     }
     ls_snapshot_destroy(s);
   }
+  /* The series in flight moved with their partitions, once each. */
+  size_t in_found = 0;
+  for (int r = 0; r < M; r++) {
+    ls_snapshot_t *s = NULL;
+    cr_assert_eq(ls_snapshot_load(path, M, r, &s), LS_OK, "%s", ls_last_error());
+    for (size_t i = 0; i < ls_snapshot_inflight_count(s); i++, in_found++) {
+      ls_snapshot_inflight_t a, b;
+      cr_assert_eq(ls_snapshot_get_inflight(s, i, &a), LS_OK);
+      cr_assert_eq(a.partition % M, r);
+      ls_snapshot_t *const old = parts[a.partition % 3];
+      int hit = 0;
+      for (size_t j = 0; j < ls_snapshot_inflight_count(old) && !hit; j++) {
+        cr_assert_eq(ls_snapshot_get_inflight(old, j, &b), LS_OK);
+        hit = a.key_len == b.key_len && !memcmp(a.key, b.key, a.key_len) && a.rows == b.rows &&
+              a.partition == b.partition && !memcmp(a.x, b.x, (size_t)a.rows * SU_IN_F * 4) &&
+              !memcmp(a.offsets, b.offsets, (size_t)a.rows * 8);
+      }
+      cr_assert(hit, "series in flight %zu of new rank %d is not one that was written", i, r);
+    }
+    ls_snapshot_destroy(s);
+  }
+  cr_assert_eq(in_found, 9, "one series in flight per partition");
   /* 50, 51, 52 series and 2, 3, 4 partitions were written. */
   cr_assert_eq(found, 153, "%zu series after re-sharding to %d ranks", found, M);
   cr_assert_eq(found_parts, 9);
@@ -266,7 +289,7 @@ Test(round_trip, engine_and_series_table) {
   }
   ls_snapshot_t *s = NULL;
   cr_assert_eq(ls_snapshot_new(&SHAPE, 0, 0, &s), LS_OK);
-  ls_snapshot_info_t const info = {3, 11, 99, 1, 0};
+  ls_snapshot_info_t const info = {3, 11, 99, 1, 0, 0};
   cr_assert_eq(ls_snapshot_set_info(s, &info), LS_OK);
   cr_assert_eq(ls_snapshot_set_engine(s, eng), LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_snapshot_add_series_table(s, tab), LS_OK, "%s", ls_last_error());

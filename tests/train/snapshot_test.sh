@@ -106,11 +106,11 @@ kill)
     fail "the exported normalisers disagree with the run"
   ;;
 kill_mpi)
-  kill_trainer() {                # rank 1 only: mpirun then ends the job
-    local killed=1
-    for pid in $(pgrep -f "lstream train --brokers $bootstrap"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-        kill -9 "$pid" && killed=0
+  kill_trainer() { # rank 1 only: mpirun then ends the job (and killed_runs waits for it)
+    local killed=1 rank_pid
+    for rank_pid in $(pgrep -f "lstream train --brokers $bootstrap"); do
+      if tr '\0' '\n' <"/proc/$rank_pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+        kill -9 "$rank_pid" && killed=0
       fi
     done
     return $killed
@@ -129,7 +129,8 @@ reshard)
     cp -r "$work/s2" "$work/s$np-from2"
     run "np$np" mpirun -np $np "$lstream" "${args[@]}" --snapshot-dir "$work/s$np-from2" \
       --params-out "$work/np$np.bin"
-    grep -q 'resumed from' "$work/np$np.err" || fail "np=$np did not resume"
+    grep -q 'resumed from .*(step 120; written by 2 ranks, resumed on '$np')' "$work/np$np.err" ||
+      fail "np=$np did not resume, or the note miscounts the ranks: $(cat "$work/np$np.err")"
   done
   # Re-sharding changes which rank sums which gradients: float rounding
   # only, which Adam carries through this run's ~2,800 updates (a step and

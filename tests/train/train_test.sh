@@ -21,6 +21,51 @@
 #                reaches the step callback once, in order, with its own
 #                gradient norm (read a step late, fetched before the replay
 #                updates)
+#   checks       options refused before anything starts: --features above
+#                what ingest takes, --snapshot-every/--snapshot-interval
+#                without --snapshot-dir, --config given a directory
+#   max_steps    a replay stopped by --max-steps 12 with snapshots, resumed with
+#                --max-steps 12, then 5: no step more, the same model
+#   poison       one record of 3e38 among sine records: by default rejected
+#                (reason range); with --max-abs 3.4e38 (no bound) it enters,
+#                its steps' updates are skipped and reported with its series
+#                and offsets, and the parameters, every snapshot and the
+#                summary's MSE stay finite; every --metrics line is JSON
+#                (the non-finite figures null)
+#   outage       live, the broker taken down (lstream broker's SIGUSR1): Kafka's
+#                warnings reach the log; SIGTERM then ends the run within
+#                5 s, with its final snapshot committed, and the summary
+#                gives the rejections per reason
+#   snapfail     live, the snapshot directory replaced by a file mid-run: every
+#                due snapshot is reported failed (or skipped), with the age of
+#                the newest durable one, also when found on an empty round;
+#                at SIGTERM the last snapshot fails too: exit 1, but the
+#                summary, --series-out and --params-out are written
+#   backlog      live, 4 series and --batch 64, with a deadline of an hour: a
+#                backlog of 1000 windows drains at once (at most one window
+#                of each series a step); then a window of every series
+#                arriving live makes a step as soon as the last one is in
+#   unreachable  a partition leader whose advertised address this host cannot
+#                reach (broker 1 of 2 down, clients bootstrapping through the
+#                relay port): the trainer fails at once, naming the partition,
+#                the broker and its address; and a bootstrap address nothing
+#                listens on fails within its bound (10 s), not forever
+#   lock         a second trainer on a --snapshot-dir in use refuses, naming the
+#                first's pid and host; once the first has stopped it resumes
+#   quiet        live, a series that sent one record and went quiet, then
+#                retention (the mock's 5 MiB per partition) deleted that record:
+#                the resume offset is the next unread record, the quiet
+#                record comes back from the snapshot (in flight), and after the
+#                resume every series' records are trained exactly once (the
+#                quiet one's window joins its old record to its new ones)
+#   gap          --reset-gap-ms: a series whose event time jumps by a day
+#                restarts from a zero state: it trains bit for bit as if the
+#                records after the gap were another series' (raw levels in and
+#                out, so that nothing else carries over), and is counted
+#   keys         keys with commas, quotes, line breaks, NUL, backslashes and
+#                bytes that are not UTF-8 (written by a real client): the
+#                --series-out CSV parses (Python's csv) and gives every key
+#                back, byte for byte, through its documented escapes
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -204,6 +249,410 @@ print(f"{steps} steps reported once each; step 1's gradient norm {r4[0]['grad_no
       f"without replay, step 2's {r4[1]['grad_norm']} and {r0[1]['grad_norm']}")
 PY
     fail "the steps' reports or their gradient norms are not the steps' own"
+  ;;
+checks)
+  # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.
+  expect_error() {
+    local pattern=$1 rc=0
+    shift
+    "$lstream" train --brokers 127.0.0.1:1 --topic t "$@" >/dev/null 2>"$work/err" || rc=$?
+    [ $rc -ne 0 ] || fail "train $* exited 0"
+    grep -q -- "$pattern" "$work/err" || fail "train $*: no '$pattern' in: $(cat "$work/err")"
+  }
+  expect_error "'5000' is not an integer in \[1, 4096\]" --features 5000
+  expect_error "need snapshot_dir" --snapshot-every 5
+  expect_error "need snapshot_dir" --snapshot-interval 2.5
+  expect_error "config file $work: it is a directory" --config "$work"
+  ;;
+max_steps)
+  start_broker --topic ms:2
+  "$lstream" produce --brokers "$bootstrap" --topic ms --series 8 --features 1 \
+    --records-per-series 200 --generator sine --seed 3 >/dev/null
+  args=(--topic ms --features 1 --window 8 --batch 4 --hidden 4 --snapshot-dir "$work/snaps")
+  for n in 12 12 5; do
+    train "$work/out" "${args[@]}" --max-steps $n >/dev/null
+    steps=$(field "$work/out" summary steps)
+    [ "$steps" = 12 ] || fail "--max-steps $n after 12 steps: the run ended at step $steps"
+    d=$(grep '^digest' "$work/out")
+    [ -z "${first:-}" ] || [ "$d" = "$first" ] || fail "--max-steps $n changed the model: $d"
+    first=$d
+  done
+  ;;
+poison)
+  # 8 series x 300 records of a sine; S3's record 150 is 3e38 (f32).
+  awk 'BEGIN {
+    for (i = 0; i < 300; i++) for (k = 0; k < 8; k++)
+      printf "S%d,%.0f,%s\n", k, 1700000000000 + 1000 * i,
+        (k == 3 && i == 150) ? "3e38" : sprintf("%.6f", sin(i / 7.0 + k))
+  }' >"$work/poison.csv"
+  start_broker --topic poison:2
+  "$lstream" produce --brokers "$bootstrap" --topic poison --csv "$work/poison.csv" >/dev/null
+  # finite FILE...: every float32 of raw files (.bin) and safetensors files is finite.
+  finite() {
+    /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys, numpy as np
+for path in sys.argv[1:]:
+    data = open(path, "rb").read()
+    if not path.endswith(".bin"):
+        n = struct.unpack("<Q", data[:8])[0]
+        data = data[8 + n:]
+    v = np.frombuffer(data, dtype="<f4")
+    assert v.size > 0 and np.isfinite(v).all(), "%s: %d of %d not finite" % (
+        path, v.size - np.isfinite(v).sum(), v.size)
+PY
+  }
+  args=(--topic poison --features 1 --window 8 --batch 8 --hidden 8 --lr 0.01 --snapshot-every 5
+    --snapshot-keep 1000)
+  train "$work/a" "${args[@]}" --snapshot-dir "$work/sa" --params-out "$work/a.bin" >/dev/null
+  [ "$(field "$work/a" summary rejected)" = 1 ] || fail "the 3e38 record was not rejected"
+  [ "$(field "$work/a" summary nonfinite)" = 0 ] || fail "a step went non-finite"
+  finite "$work/a.bin" || fail "default bound: the parameters are not finite"
+  # No bound, the normaliser on (the default): it clamps what it makes of
+  # the value, and every step stays finite.
+  train "$work/n" "${args[@]}" --max-abs 3.4e38 --snapshot-dir "$work/sn" \
+    --params-out "$work/n.bin" >/dev/null
+  [ "$(field "$work/n" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
+  [ "$(field "$work/n" summary nonfinite)" = 0 ] || fail "normalised: a step went non-finite"
+  finite "$work/n.bin" || fail "normalised: the parameters are not finite"
+  # No bound and raw values: the value reaches the model, and the guard
+  # keeps it from the parameters.
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${args[@]}" --max-abs 3.4e38 \
+    --normalize none --snapshot-dir "$work/sb" --params-out "$work/b.bin" \
+    --metrics "$work/b.jsonl" \
+    >"$work/b" 2>"$work/b.err" ||
+    fail "no bound: exit $?: $(cat "$work/b.err")"
+  cat "$work/b"
+  [ "$(field "$work/b" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
+  bad=$(field "$work/b" summary nonfinite)
+  [ "$bad" -ge 1 ] || fail "no step was found non-finite"
+  n=$(grep -c "warning: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
+  [ "$n" = "$bad" ] || fail "$bad non-finite steps, $n reported with S3: $(cat "$work/b.err")"
+  for key in mse baseline final_mse; do
+    awk -v x="$(field "$work/b" loss $key)" 'BEGIN { exit !(x + 0 == x && x < 1e30) }' ||
+      fail "loss $key is not finite: $(grep '^loss' "$work/b")"
+  done
+  finite "$work/b.bin" || fail "no bound: the parameters are not finite"
+  /usr/bin/python3 - "$work/b.jsonl" "$bad" <<'PY' || fail "--metrics is not JSON on every line"
+import json, sys
+def strict(name):  # Python's json takes NaN and Infinity; JSON does not
+    raise ValueError("not JSON: " + name)
+lines = open(sys.argv[1]).read().splitlines()
+steps = [json.loads(l, parse_constant=strict) for l in lines]
+bad = [s for s in steps if s["nonfinite"]]
+assert len(bad) == int(sys.argv[2]), bad
+assert all(s["updated"] == 0 and s["grad_norm"] is None for s in bad), bad
+assert any(s["loss"] is None for s in bad), bad
+print("%d metrics lines, all JSON; non-finite steps: %s" % (len(steps), bad))
+PY
+  for snap in "$work"/sb/snap-*; do
+    "$lstream" export "$snap" --safetensors "$work/s.safetensors" >/dev/null
+    finite "$work/s.safetensors" || fail "$snap holds a non-finite parameter"
+  done
+  echo "$(ls -d "$work"/sb/snap-* | wc -l) snapshots, every parameter finite"
+  grep warning "$work/b.err"
+  ;;
+outage)
+  start_broker --topic out:2
+  # 8 series x 200 records, and 3 records rejected: one too wide (size), one
+  # NaN (nonfinite), one beyond --max-abs (range).
+  awk 'BEGIN {
+    for (i = 0; i < 200; i++) for (k = 0; k < 8; k++)
+      printf "S%d,%d,%.6f\n", k, 1700000000000 + 1000 * i, sin(i / 7.0 + k)
+  }' >"$work/out.csv"
+  # The rejected ones first, so that every later log line counts them
+  # (murmur2_random: the partitioner of lstream produce, so each key keeps
+  # its partition).
+  printf 'S1:1,2\nS2:nan\nS3:5e20\n' |
+    kcat -P -b "$bootstrap" -t out -K: -X partitioner=murmur2_random ||
+    fail "kcat could not produce"
+  "$lstream" produce --brokers "$bootstrap" --topic out --csv "$work/out.csv" --format csv \
+    >/dev/null
+  "$lstream" train --brokers "$bootstrap" --topic out --features 1 --window 8 --batch 8 \
+    --hidden 4 --format csv --snapshot-dir "$work/snaps" --snapshot-every 5 --log-every 1 \
+    --metrics "$work/m" >"$work/out" 2>"$work/err" &
+  live=$!
+  # Progress points, not time: every whole window trained (8 series x 24
+  # windows of 8 targets; live mode keeps the partial ones), then
+  # the outage seen in the log.
+  for _ in $(seq 600); do
+    [ "$(awk -F'"records":' '{split($2, a, ","); n += a[1]} END {print n + 0}' "$work/m" \
+      2>/dev/null)" = 1536 ] && break
+    sleep 0.1
+  done
+  kill -USR1 "$broker_pid"
+  for _ in $(seq 600); do grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" && break; sleep 0.1; done
+  grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" ||
+    fail "no Kafka warning in the log 60 s into the outage: $(cat "$work/err")"
+  t0=$(date +%s.%N)
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(tail -5 "$work/err")"
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+  echo "exit $took s after SIGTERM, the broker down"
+  awk -v t="$took" 'BEGIN {exit !(t <= 5)}' || fail "exit took $took s after SIGTERM (over 5 s)"
+  last=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  [ "$(cat "$work/snaps/latest")" = "$(printf 'snap-%012d' "$last")" ] ||
+    fail "the final snapshot is not step $last's: $(cat "$work/snaps/latest")"
+  grep -q "^rejected size=1 parse=0 nonfinite=1 backwards=0 key=0 partition=0 range=1" \
+    "$work/out" || fail "no rejections per reason in the summary: $(cat "$work/out")"
+  grep -q 'rejected=size:1,nonfinite:1,range:1' "$work/err" ||
+    fail "no rejections per reason in the log"
+  ;;
+snapfail)
+  start_broker --topic sf:1
+  # ticks K0 K1 FILE: records K0..K1-1 of 8 sine series, as lstream produce --csv reads them.
+  ticks() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+      for (i = a; i < b; i++) for (k = 0; k < 8; k++)
+        printf "S%d,%d,%.6f\n", k, 1700000000000 + 1000 * i, sin(i / 7.0 + k)
+    }' >"$3"
+  }
+  # windows_trained: the windows of every step so far, from the metrics.
+  windows_trained() { awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}' \
+    "$work/m" 2>/dev/null; }
+  "$lstream" train --brokers "$bootstrap" --topic sf --features 1 --window 4 --batch 8 \
+    --hidden 4 --snapshot-dir "$work/snaps" --snapshot-every 2 --metrics "$work/m" \
+    --series-out "$work/series.csv" --params-out "$work/p.bin" >"$work/out" 2>"$work/err" &
+  live=$!
+  ticks 0 21 "$work/t1.csv" # 20 targets a series: 40 windows of 4
+  "$lstream" produce --brokers "$bootstrap" --topic sf --csv "$work/t1.csv" >/dev/null
+  for _ in $(seq 600); do grep -q 'snapshot of step [0-9]* committed' "$work/err" && break; sleep 0.1; done
+  durable=$(sed -n 's/.*snapshot of step \([0-9]*\) committed.*/\1/p' "$work/err" | tail -n 1)
+  [ -n "$durable" ] || fail "no snapshot committed: $(cat "$work/err")"
+  for _ in $(seq 600); do [ "$(windows_trained)" = 40 ] && break; sleep 0.1; done
+  rm -rf "$work/snaps" && echo "not a directory" >"$work/snaps" # every later write fails
+  from=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  ticks 21 61 "$work/t2.csv" # 40 more targets a series: 80 more windows
+  "$lstream" produce --brokers "$bootstrap" --topic sf --csv "$work/t2.csv" >/dev/null
+  for _ in $(seq 600); do [ "$(windows_trained)" = 120 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 120 ] || fail "trained $(windows_trained) of 120 windows in 60 s"
+  to=$(tail -n 1 "$work/m" | sed -n 's/^{"step":\([0-9]*\),.*/\1/p')
+  # Every snapshot due after the break (even steps from + 1 .. to) is reported,
+  # the last ones found on the empty rounds that follow the data.
+  missing=
+  for _ in $(seq 300); do
+    missing=
+    for ((s = from + 1; s <= to; s++)); do
+      [ $((s % 2)) = 0 ] || continue
+      grep -q "snapshot of step $s failed: .*; the newest durable snapshot, of step [0-9]*, is [0-9.]* s old\|step $s: snapshot skipped" \
+        "$work/err" || missing="$missing $s"
+    done
+    [ -z "$missing" ] && break
+    sleep 0.1
+  done
+  [ -z "$missing" ] || fail "snapshots due at steps$missing not reported: $(grep snapshot "$work/err")"
+  kill -TERM $live
+  rc=0
+  wait $live || rc=$?
+  [ $rc = 1 ] || fail "the last snapshot failed, yet exit $rc: $(tail -3 "$work/err")"
+  grep -q 'the last snapshot: snapshot of step [0-9]* failed' "$work/err" ||
+    fail "the last snapshot's failure is not reported: $(tail -3 "$work/err")"
+  [ "$(field "$work/out" summary windows)" = 120 ] || fail "no summary: $(cat "$work/out")"
+  [ "$(wc -l <"$work/series.csv")" = 9 ] || fail "no --series-out"
+  [ -s "$work/p.bin" ] || fail "no --params-out"
+  grep "snapshot" "$work/err" | cut -c1-150
+  ;;
+backlog)
+  start_broker --topic bl:2
+  "$lstream" produce --brokers "$bootstrap" --topic bl --series 4 --features 1 \
+    --records-per-series 1001 --generator sine --seed 2 >/dev/null # 250 windows of 4 each
+  windows_trained() { awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}' \
+    "$work/m" 2>/dev/null; }
+  "$lstream" train --brokers "$bootstrap" --topic bl --features 1 --window 4 --batch 64 \
+    --hidden 4 --deadline-ms 3600000 --metrics "$work/m" --quiet >/dev/null 2>"$work/err" &
+  live=$!
+  # A step that waited for its deadline would take an hour: 120 s is for a
+  # loaded machine, not a margin on the wait.
+  for _ in $(seq 1200); do [ "$(windows_trained)" = 1000 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 1000 ] || fail "live: $(windows_trained) of a backlog of 1000 windows trained in 120 s"
+  # How many windows a step held depends on which partition's records came
+  # first (at most 4: one of each series); shown, not checked.
+  echo "windows per step (count, windows): $(awk -F'"windows":' '{split($2, a, ","); print a[1]}' \
+    "$work/m" | sort | uniq -c | tr -s ' \n' ' ')"
+  # One more window of each series, live (records 1001..1004, times after the backlog's).
+  for k in 0 1 2 3; do
+    for i in 1 2 3 4; do echo "SYM000$k,$((1704067200000 + (1000 + i) * 1000)),0.$i"; done
+  done >"$work/more.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic bl --csv "$work/more.csv" >/dev/null
+  for _ in $(seq 1200); do [ "$(windows_trained)" = 1004 ] && break; sleep 0.1; done
+  [ "$(windows_trained)" = 1004 ] ||
+    fail "live: the windows of every known series did not make a step: $(tail -n 2 "$work/m")"
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  ;;
+unreachable)
+  # A free port for the relay (the broker refuses a taken one: then retry).
+  for _ in 1 2 3; do
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$lstream" broker --brokers 2 --outage 1 --port "$port" --topic un:4 --bootstrap-file "$work/bootstrap" \
+      >/dev/null 2>"$work/broker.log" &
+    broker_pid=$!
+    for _ in $(seq 100); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
+    [ -s "$work/bootstrap" ] && break
+  done
+  [ -s "$work/bootstrap" ] || fail "the broker did not start: $(cat "$work/broker.log")"
+  bootstrap=$(cat "$work/bootstrap")
+  "$lstream" produce --brokers "$bootstrap" --topic un --series 8 --features 1 \
+    --records-per-series 50 >/dev/null
+  kill -USR1 "$broker_pid" # broker 1 down: it still leads its partitions
+  for _ in $(seq 100); do grep -q 'broker 1 is down' "$work/broker.log" && break; sleep 0.05; done
+  # (the relay bootstraps through broker 2; broker 1's address refuses)
+  rc=0
+  timeout 60 "$lstream" train --brokers "127.0.0.1:$port" --topic un --until end --quiet \
+    >/dev/null 2>"$work/err" || rc=$?
+  [ $rc != 124 ] || fail "a leader nobody can reach was waited for over 60 s"
+  [ $rc != 0 ] || fail "exit 0 without broker 1's partitions"
+  grep -q "partition [0-9]*: its leader, broker 1, advertises 127.0.0.1:[0-9]*, which this host cannot reach" \
+    "$work/err" || fail "no clear message: $(cat "$work/err")"
+  rc=0
+  timeout 60 "$lstream" train --brokers 127.0.0.1:1 --topic un --until end --quiet \
+    >/dev/null 2>"$work/err" || rc=$?
+  [ $rc != 124 ] && [ $rc != 0 ] || fail "a bootstrap address nothing listens on: exit $rc"
+  grep -q "cannot read the metadata of topic 'un'" "$work/err" ||
+    fail "no clear message: $(cat "$work/err")"
+  ;;
+lock)
+  start_broker --topic lk:2
+  "$lstream" produce --brokers "$bootstrap" --topic lk --series 8 --features 1 \
+    --records-per-series 400 --generator sine --seed 3 >/dev/null
+  args=(--topic lk --features 1 --window 8 --batch 4 --hidden 4 --snapshot-dir "$work/snaps")
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" --quiet --metrics "$work/m" \
+    >/dev/null 2>"$work/live.err" &
+  live=$!
+  for _ in $(seq 600); do [ -s "$work/m" ] && break; sleep 0.1; done # a step: it holds the dir
+  [ -s "$work/m" ] || fail "the live trainer made no step in 60 s: $(cat "$work/live.err")"
+  rc=0
+  "$lstream" train --brokers "$bootstrap" --until end "${args[@]}" --quiet >/dev/null \
+    2>"$work/second.err" || rc=$?
+  [ $rc -ne 0 ] || fail "a second trainer ran on a snapshot directory in use"
+  grep -q "in use by another trainer (pid=$live host=$(hostname)" "$work/second.err" ||
+    fail "the refusal does not name the holder: $(cat "$work/second.err")"
+  kill -TERM $live
+  wait $live || fail "the live trainer exited $? on SIGTERM: $(cat "$work/live.err")"
+  train "$work/out" "${args[@]}" >/dev/null 2>"$work/third.err"
+  grep -q 'resumed from' "$work/third.err" || fail "the directory was not free again"
+  ;;
+quiet)
+  start_broker --topic q:1
+  # Q: one record; A and B: 41 records (10 windows of 4 targets each), after it.
+  t0=1700000000000
+  ab() { for i in $(seq "$1" "$2"); do
+    echo "A,$((t0 + 1000 + i * 1000)),$i"
+    echo "B,$((t0 + 1000 + i * 1000)),-$i"
+  done; }
+  { echo "Q,$t0,0.5"; ab 0 40; } >"$work/first.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/first.csv" --format csv >/dev/null
+  args=(--topic q --features 1 --window 4 --batch 8 --hidden 4 --format csv
+    --snapshot-dir "$work/snaps" --series-out "$work/series.csv" --metrics "$work/m" --quiet)
+  windows_trained() { cat "$work/m" 2>/dev/null |
+    awk -F'"windows":' '{split($2, a, ","); n += a[1]} END {print n + 0}'; }
+  wait_windows() {
+    for _ in $(seq 1200); do [ "$(windows_trained)" -ge "$1" ] && break; sleep 0.1; done
+    [ "$(windows_trained)" = "$1" ] || fail "live: $(windows_trained) windows, not $1: $(cat "$work/err")"
+  }
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" >"$work/out" 2>"$work/err" &
+  live=$!
+  wait_windows 20
+  # Retention passes Q's record (offset 0): ~8 MB of records of another
+  # width (rejected: size), paced so that the trainer reads them before the
+  # mock drops them, then a window of A and of B to say they are read.
+  "$lstream" produce --brokers "$bootstrap" --topic q --series 10 --features 512 \
+    --records-per-series 400 --generator sine --seed 5 --rate 2000 >/dev/null
+  ab 41 44 >"$work/mid.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/mid.csv" --format csv >/dev/null
+  wait_windows 22
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  low=$(/usr/bin/python3 -c 'import sys
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lw"})
+print(c.get_watermark_offsets(TopicPartition("q", 0), timeout=10)[0])' "$bootstrap")
+  [ "$low" -gt 0 ] || fail "the low watermark did not move ($low): no retention to test"
+  # Q: 4 more records (one window with its deleted one); A and B: 4 more.
+  { for i in 1 2 3 4; do echo "Q,$((t0 + 100000 + i * 1000)),$i.5"; done; ab 45 48; } \
+    >"$work/second.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic q --csv "$work/second.csv" --format csv >/dev/null
+  rm -f "$work/m"
+  "$lstream" train --brokers "$bootstrap" "${args[@]}" >"$work/out" 2>"$work/err" &
+  live=$!
+  wait_windows 3 # Q's window, A's and B's 12th
+  kill -TERM $live
+  wait $live || fail "exit $? after SIGTERM: $(cat "$work/err")"
+  grep -q "resumed from" "$work/err" || fail "no resume: $(cat "$work/err")"
+  /usr/bin/python3 - "$work/series.csv" "$low" <<'PY' || fail "not every record trained once: $(cat "$work/series.csv")"
+import csv, sys
+rows = {r["series"]: r for r in csv.DictReader(open(sys.argv[1]))}
+# Q: 1 window of 4 targets (its first record, offset 0, deleted from the
+# topic since); A, B: 49 records, 48 targets, 12 windows.
+want = {"Q": (1, 4), "A": (12, 48), "B": (12, 48)}
+for k, (w, n) in want.items():
+    got = (int(rows[k]["windows"]), int(rows[k]["records"]))
+    assert got == (w, n), (k, got, (w, n))
+print("with the low watermark at %s, past the quiet record: %s" % (sys.argv[2], want))
+PY
+  ;;
+gap)
+  start_broker --topic one:1 --topic two:1
+  # 9 records (2 windows of 4), a day's gap, 13 records (3 windows); in
+  # topic two the records after the gap belong to S2.
+  t0=1700000000000
+  for topic in one two; do
+    for i in $(seq 0 21); do
+      key=S
+      t=$((t0 + i * 1000))
+      [ "$i" -ge 9 ] && t=$((t + 86400000)) && [ $topic = two ] && key=S2
+      awk -v k=$key -v t=$t -v i="$i" 'BEGIN { printf "%s,%s,%.6f\n", k, t, sin(i / 3.0) }'
+    done >"$work/$topic.csv"
+    "$lstream" produce --brokers "$bootstrap" --topic $topic --csv "$work/$topic.csv" >/dev/null
+  done
+  args=(--features 1 --window 4 --batch 1 --hidden 4 --normalize none --inputs level
+    --target level --reset-gap-ms 3600000)
+  train "$work/one" --topic one "${args[@]}" >/dev/null
+  train "$work/two" --topic two "${args[@]}" >/dev/null
+  [ "$(field "$work/one" summary resets)" = 1 ] || fail "the gap was not counted"
+  [ "$(field "$work/two" summary resets)" = 0 ] || fail "a reset without a gap"
+  [ "$(field "$work/one" summary windows)" = 5 ] || fail "windows: $(grep summary "$work/one")"
+  a=$(field "$work/one" digest params) b=$(field "$work/two" digest params)
+  [ "$a" = "$b" ] || fail "after the gap the series did not start afresh: params $a, $b"
+  # Without the bound the state carries across the gap: another model.
+  train "$work/carry" --topic one "${args[@]/3600000/0}" >/dev/null
+  [ "$(field "$work/carry" digest params)" != "$a" ] || fail "the gap made no difference"
+  ;;
+keys)
+  start_broker --topic keys:2
+  # Each key gets 17 records of one f32 value: 16 targets, 2 windows of 8.
+  /usr/bin/python3 - "$bootstrap" <<'PY' || fail "producing the keys failed"
+import struct, sys
+from confluent_kafka import Producer
+keys = [b"plain", b"a,b", b'say "hi"', b"two\nlines", b"cr\r", b"nul\x00byte", b"\xff\xfe",
+        b"back\\slash", b"\\x41", "été".encode(), b"\xc3("]
+p = Producer({"bootstrap.servers": sys.argv[1]})
+for i in range(17):
+    for k in keys:
+        p.produce("keys", key=k, value=struct.pack("<f", float(i % 5)), timestamp=1700000000000 + i)
+assert p.flush(30) == 0
+PY
+  train "$work/out" --topic keys --features 1 --window 8 --batch 4 --hidden 4 \
+    --series-out "$work/series.csv" >/dev/null
+  /usr/bin/python3 - "$work/series.csv" <<'PY' || fail "--series-out does not give the keys back"
+import csv, io, re, sys
+want = {b"plain", b"a,b", b'say "hi"', b"two\nlines", b"cr\r", b"nul\x00byte", b"\xff\xfe",
+        b"back\\slash", b"\\x41", "été".encode(), b"\xc3("}
+text = open(sys.argv[1], "rb").read().decode("utf-8")  # text: every other byte is escaped
+rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
+assert rows[0] == ["series", "partition", "windows", "records", "last_offset", "mse_data_0",
+                   "baseline_data_0"], rows[0]
+def unescape(s):
+    return re.sub(rb"\\(\\|x([0-9a-f]{2}))",
+                  lambda m: b"\\" if m.group(2) is None else bytes([int(m.group(2), 16)]),
+                  s.encode())
+got = {}
+for r in rows[1:]:
+    assert len(r) == 7, r
+    got[unescape(r[0])] = int(r[3])
+assert set(got) == want, (sorted(got), sorted(want))
+assert all(n == 16 for n in got.values()), got
+print("%d keys read back from the CSV" % len(got))
+PY
   ;;
 *)
   fail "unknown case $case_name"

@@ -58,9 +58,10 @@ EXPECTED = [
     "lstream_consumer_records", "lstream_consumer_records_rejected", "lstream_queued_windows",
     "lstream_consumer_lag_records", "lstream_consumer_high_watermark", "lstream_series",
     "lstream_state_bytes", "lstream_snapshots", "lstream_snapshot_failures",
-    "lstream_snapshot_age_seconds", "lstream_healthy",
+    "lstream_snapshot_age_seconds", "lstream_healthy", "lstream_nonfinite_steps",
+    "lstream_lag_seconds",
 ]
-REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition"}
+REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range"}
 # Per target feature (label target="feature"), in the data's units: each
 # ratio family and the loss and baseline families it divides.
 TARGET_RATIOS = {

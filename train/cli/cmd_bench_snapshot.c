@@ -156,7 +156,7 @@ static int run(const bench_t *b) {
   for (int round = 0; round < 2 && err == LS_OK; round++) {
     double const t1 = base_now_s();
     ls_snapshot_reset(snap);
-    ls_snapshot_info_t const info = {round, 1, 0, 1, 0};
+    ls_snapshot_info_t const info = {round, 1, 0, 1, 0, 0};
     err = ls_snapshot_set_info(snap, &info);
     if (err == LS_OK) err = ls_snapshot_set_engine(snap, eng);
     if (err == LS_OK) err = ls_snapshot_add_series_table(snap, tab);
@@ -178,7 +178,7 @@ static int run(const bench_t *b) {
       conf.level = b->levels[l];
       conf.shuffle = shuffle;
       conf.workers = b->workers;
-      ls_snapshot_info_t const info = {step, 1, 0, 1, 0};
+      ls_snapshot_info_t const info = {step, 1, 0, 1, 0, 0};
       err = ls_snapshot_set_info(snap, &info);
       rc = err == LS_OK ? bench_one(b, snap, &conf, step++) : cli_fail(err, "bad configuration");
     }

@@ -2,8 +2,8 @@
  * `lstream broker`: hosts the embedded Kafka cluster (librdkafka's mock
  * cluster, ingest's "Embedded broker") for the quick start, examples and
  * tests. Prints the bootstrap address on stdout as one flushed line, and
- * runs until SIGINT or SIGTERM; SIGUSR1 takes every broker down, SIGUSR2
- * brings them back (for tests of a lost cluster).
+ * runs until SIGINT or SIGTERM; SIGUSR1 takes every broker (or --outage's
+ * one) down, SIGUSR2 brings them back (for tests of a lost cluster).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,9 +32,13 @@ static void broker_on_signal(int sig) {
   "included). Prints its bootstrap address on stdout as one line, then runs until\n"        \
   "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"        \
   "SIGUSR1 takes every broker down (listeners and connections closed, records\n"        \
-  "kept), SIGUSR2 brings them back on the same ports: a lost cluster, for tests.\n"
+  "kept; --outage: one), SIGUSR2 brings them back on the same ports: a lost\n"           \
+  "cluster, or a lost leader, for tests.\n"
 
 #define EPILOG                                                                               \
+  "A broker taken down stays the leader of its partitions: with --outage 1 and\n"        \
+  "--brokers 2, clients bootstrap through broker 2 and cannot reach broker 1's.\n"         \
+  "\n"                                                                                       \
   "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"       \
   "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"         \
   "check low watermarks), fetches served by one thread, no SSL/SASL.\n"                     \
@@ -86,41 +90,53 @@ static int broker_write_file(const char *path, const char *text) {
   return CLI_EXIT_OK;
 }
 
-/* Every broker of the cluster down (SIGUSR1) or up (SIGUSR2). */
-static void broker_toggle_all(ls_broker_t *broker, int n_brokers, int down) {
-  for (int id = 1; id <= n_brokers; id++) {
+/* The brokers SIGUSR1 takes down and SIGUSR2 up: one (its id), or every one
+ * (0), in the cluster's n. */
+static void broker_toggle_some(ls_broker_t *broker, int n_brokers, int which, int down) {
+  int const first = which > 0 ? which : 1, last = which > 0 ? which : n_brokers;
+  for (int id = first; id <= last; id++) {
     ls_err_t const err = down ? ls_broker_set_down(broker, id) : ls_broker_set_up(broker, id);
     if (err != LS_OK)
       fprintf(stderr, "lstream broker: cannot bring broker %d %s: %s\n", id, down ? "down" : "up",
               ls_last_error());
   }
-  fprintf(stderr, "lstream broker: %d broker(s) %s\n", n_brokers, down ? "down" : "up");
+  if (which > 0)
+    fprintf(stderr, "lstream broker: broker %d is %s\n", which,
+            down ? "down (SIGUSR1)" : "up (SIGUSR2)");
+  else
+    fprintf(stderr, "lstream broker: %d broker(s) %s\n", n_brokers, down ? "down" : "up");
 }
 
-/* Blocks until SIGINT or SIGTERM, taking the brokers down and up on SIGUSR1
- * and SIGUSR2. The signals stay blocked outside sigsuspend, so one that
- * arrives before the wait is not lost. */
-static void broker_wait_for_signal(ls_broker_t *broker, int n_brokers) {
+/* Blocks SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 and installs their handler,
+ * before the address is published: a signal sent as soon as it is waits for
+ * broker_wait_for_signal. *old receives the mask to wait with. */
+static void broker_catch_signals(sigset_t *old) {
   static int const sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
-  sigset_t block, old;
+  sigset_t block;
   sigemptyset(&block);
   struct sigaction sa = {.sa_handler = broker_on_signal};
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaddset(&block, sigs[i]);
-  sigprocmask(SIG_BLOCK, &block, &old);
+  sigprocmask(SIG_BLOCK, &block, old);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaction(sigs[i], &sa, NULL);
+}
+
+/* Waits until SIGINT or SIGTERM, taking brokers down on SIGUSR1 and up on
+ * SIGUSR2. The signals stay blocked outside sigsuspend, so none is lost. */
+static void broker_wait_for_signal(ls_broker_t *broker, int n_brokers, int which,
+                                   const sigset_t *old) {
   while (!broker_stop) {
-    sigsuspend(&old);
-    if (broker_toggle != 0) broker_toggle_all(broker, n_brokers, broker_toggle == SIGUSR1);
+    sigsuspend(old);
+    if (broker_toggle != 0) broker_toggle_some(broker, n_brokers, which, broker_toggle == SIGUSR1);
     broker_toggle = 0;
   }
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  sigprocmask(SIG_SETMASK, old, NULL);
 }
 
 int cmd_broker(int argc, char **argv) {
-  int n_brokers = 1, port = 0;
+  int n_brokers = 1, port = 0, outage = 0;
   const char *bootstrap_file = NULL;
   topics_t topics = {.n = 0};
   char topic_help[160];
@@ -139,6 +155,9 @@ int cmd_broker(int argc, char **argv) {
                "first broker that is up; clients then use the brokers'\n"
                "advertised random ports, which works from this machine\n"
                "only. Fails if P is taken."},
+      {.name = "outage", .arg = "ID", .kind = CLI_VALUE, .dst = &outage,
+       .value = BASE_V_INT(0, LS_BROKER_MAX_BROKERS),
+       .help = "the broker SIGUSR1 takes down and SIGUSR2 up;\n0: every broker"},
       {.name = "topic", .arg = "NAME:PARTITIONS", .kind = CLI_CALL, .dst = &topics,
        .call = add_topic, .help = topic_help},
       {.name = "bootstrap-file", .arg = "PATH", .kind = CLI_TEXT, .dst = &bootstrap_file,
@@ -147,12 +166,19 @@ int cmd_broker(int argc, char **argv) {
       {0},
   };
   cli_spec_t const spec = {"broker", "[--brokers N] [--port P] [--topic NAME:PARTITIONS]...\n"
-                                     "                      [--bootstrap-file PATH]",
+                                     "                      [--bootstrap-file PATH] [--outage ID]",
                            ABOUT, opts, EPILOG, 0};
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
 
+  if (outage > n_brokers) {
+    fprintf(stderr, "lstream broker: --outage %d: there are brokers 1..%d only\n", outage,
+            n_brokers);
+    return CLI_EXIT_USAGE;
+  }
+  sigset_t old;
+  broker_catch_signals(&old);
   ls_broker_t *broker = NULL;
   ls_err_t err = ls_broker_new(&broker, n_brokers, port);
   if (err != LS_OK) return cli_fail(err, "cannot start the embedded broker");
@@ -172,7 +198,7 @@ int cmd_broker(int argc, char **argv) {
   fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
           n_brokers, bootstrap, topics.n);
 
-  broker_wait_for_signal(broker, n_brokers);
+  broker_wait_for_signal(broker, n_brokers, outage, &old);
 
   if (bootstrap_file != NULL) unlink(bootstrap_file);
   ls_broker_destroy(broker);

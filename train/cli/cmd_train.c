@@ -2,6 +2,7 @@
  * `lstream train`: trains the model on a topic, a log line per second (or
  * per N steps), optional JSON-lines metrics, and a summary at the end.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/csv.h"
 #include "cli.h"
 #include "lstream/train.h"
 #include "report.h"
@@ -32,28 +34,74 @@ typedef struct run_log_s {
   /* Since the last log line. */
   int64_t steps, windows, records;
   double loss, base, count, wait_s, compute_s;
-  report_t targets; /* per target, data units */
+  report_t targets;                  /* per target, data units */
+  int64_t rejected[LS_REJECT__COUNT]; /* so far, per reason */
 } run_log_t;
 
 static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
 
+/* Rejections per reason as "size:1,range:2" (the reasons with any), or "0". */
+static const char *rejected_text(const int64_t *rejected, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int r = 1; r < LS_REJECT__COUNT && len < size; r++)
+    if (rejected[r] > 0)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s:%lld", len ? "," : "",
+                              ls_reject2str((ls_reject_t)r), (long long)rejected[r]);
+  return len ? buf : "0";
+}
+
+/* The consumer's warnings (Kafka's errors, rejected records), as they come. */
+static void on_warning(void *opaque, const char *message) {
+  const char *const rank = opaque;
+  fprintf(stderr, "lstream train: %s%s%swarning: %s\n", rank ? "rank " : "", rank ? rank : "",
+          rank ? ": " : "", message);
+}
+
 static void print_line(run_log_t *lg, int64_t step, double now) {
   double const dt = now - lg->last_t > 0 ? now - lg->last_t : 1e-9;
   double const busy = lg->wait_s + lg->compute_s;
+  char rejected[256];
   fprintf(stderr, "step=%lld windows=%lld loss=%.6g baseline=%.6g", (long long)step,
           (long long)lg->windows, mse(lg->loss, lg->count), mse(lg->base, lg->count));
   report_log_fields(&lg->targets, stderr);
-  fprintf(stderr, " windows_per_s=%.0f records_per_s=%.0f wait=%.3f\n", lg->windows / dt,
-          lg->records / dt, busy > 0 ? lg->wait_s / busy : 0.0);
+  fprintf(stderr, " windows_per_s=%.0f records_per_s=%.0f wait=%.3f rejected=%s\n",
+          lg->windows / dt, lg->records / dt, busy > 0 ? lg->wait_s / busy : 0.0,
+          rejected_text(lg->rejected, rejected, sizeof rejected));
   lg->steps = lg->windows = lg->records = 0;
   lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
   lg->last_t = now;
+}
+
+/* The snapshot events of a step or an empty round: commits and skips
+ * (not with --quiet), failures (always: they need attention), the skips
+ * and failures with the age of the newest durable snapshot. */
+static void snapshot_events(const run_log_t *lg, const ls_step_stats_t *s) {
+  char durable[128];
+  if (s->durable_step >= 0)
+    snprintf(durable, sizeof durable, "the newest durable snapshot, of step %lld, is %.1f s old",
+             (long long)s->durable_step, s->durable_age_s);
+  else
+    snprintf(durable, sizeof durable, "no snapshot is durable yet, %.1f s into the run",
+             s->durable_age_s);
+  if (!lg->quiet && s->snapshot_committed >= 0)
+    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
+            (long long)s->snapshot_committed);
+  if (!lg->quiet && s->snapshot_skipped)
+    fprintf(stderr,
+            "lstream train: step %lld: snapshot skipped, the previous one is still being "
+            "written (snapshot every fewer steps, or a lower --snapshot-level); %s\n",
+            (long long)s->step, durable);
+  if (s->snapshot_error != NULL)
+    fprintf(stderr, "lstream train: warning: %s; %s\n", s->snapshot_error, durable);
 }
 
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = base_now_s();
   cli_watch_step(lg->watch, s);
+  snapshot_events(lg, s);
+  if (s->windows == 0) return 0; /* an empty round, with a snapshot event */
   lg->steps++;
   lg->last_step = s->step;
   lg->windows += s->windows;
@@ -64,28 +112,10 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   lg->wait_s += s->wait_s;
   lg->compute_s += s->compute_s;
   report_add(&lg->targets, s);
-  if (lg->metrics != NULL) {
-    fprintf(lg->metrics,
-            "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%.9g,"
-            "\"baseline\":%.9g,\"count\":%.0f,\"updated\":%d,\"grad_norm\":%.6g,\"lr\":%.6g,"
-            "\"compute_s\":%.6f,\"wait_s\":%.6f",
-            (long long)s->step, now - lg->t0, s->windows, (long long)s->records,
-            mse(s->loss_sum, s->count), mse(s->baseline_sum, s->count), s->count, s->updated,
-            s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0, s->compute_s,
-            s->wait_s);
-    report_metrics_fields(lg->metrics, s);
-    fprintf(lg->metrics, "}\n");
-  }
-  if (!lg->quiet && s->snapshot_committed >= 0)
-    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
-            (long long)s->snapshot_committed);
-  if (!lg->quiet && s->snapshot_skipped)
-    fprintf(stderr,
-            "lstream train: step %lld: snapshot skipped, the previous one is still being "
-            "written (snapshot every fewer steps, or a lower --snapshot-level)\n",
-            (long long)s->step);
-  if (s->snapshot_error != NULL) /* printed even when quiet: it needs attention */
-    fprintf(stderr, "lstream train: warning: %s\n", s->snapshot_error);
+  memcpy(lg->rejected, s->rejected, sizeof lg->rejected);
+  if (lg->metrics != NULL) report_metrics_line(lg->metrics, s, now - lg->t0);
+  if (s->nonfinite_note != NULL) /* every rank: each names its own suspect window */
+    fprintf(stderr, "lstream train: warning: %s\n", s->nonfinite_note);
   int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
   if (!lg->quiet && due) print_line(lg, s->step, now);
   return 0;
@@ -112,7 +142,8 @@ static int write_series(ls_trainer_t *tr, const char *base, const ls_train_summa
     int O = 0;
     if (ls_trainer_series_info(tr, i, &s) != LS_OK || ls_trainer_series_errors(tr, i, &e, &O))
       break;
-    fprintf(f, "%s,%d,%lld,%lld,%lld", s.key, (int)s.partition, (long long)s.windows,
+    base_csv_field(f, s.key, s.key_len); /* RFC 4180, \xHH for bytes that are not text */
+    fprintf(f, ",%d,%lld,%lld,%lld", (int)s.partition, (long long)s.windows,
             (long long)s.records, (long long)s.last_offset);
     for (int j = 0; j < O; j++)
       fprintf(f, ",%.9g,%.9g", mse(e[2 * j], (double)s.records),
@@ -155,11 +186,14 @@ static int write_params(ls_trainer_t *tr, const char *path) {
   "The log line: step, windows in the step, prequential MSE and baseline MSE\n"                    \
   "(normalised units, all targets), per target the MSE and the last value's in\n"                  \
   "the data's units (mse_data=, baseline_data=), windows/s, records/s and the\n"                   \
-  "share of time spent waiting for data, over the steps since the previous line.\n"                \
-  "At the end (a replay's end, or SIGINT/SIGTERM) a summary: totals, the loss\n"                   \
-  "over the whole run and its last fifth of event time (final), one line per\n"                    \
-  "target feature (normalised and data units), and digests of the parameters\n"                    \
-  "and states (equal digests, bit-identical models).\n"                                            \
+  "share of time spent waiting for data, over the steps since the previous line,\n"                \
+  "and the records rejected so far per reason. Kafka's warnings and errors (a\n"                   \
+  "broker down, unreachable) and rejected records are logged as they come, at\n"                  \
+  "most one of a kind every 5 s. At the end (a replay's end, or SIGINT/SIGTERM)\n"                 \
+  "a summary: totals, the loss over the whole run and its last fifth of event\n"                   \
+  "time (final), one line per target feature (normalised and data units), the\n"                   \
+  "rejections per reason, and digests of the parameters and states (equal\n"                      \
+  "digests, bit-identical models).\n"                                                              \
   "\n"                                                                                             \
   "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
@@ -209,11 +243,17 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
       {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a->props,
        .call = cli_kafka_props_load, .help = "librdkafka properties, one KEY=VALUE a line"},
       {.name = "metrics", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->metrics_path,
-       .help = "append one JSON object per step"},
+       .help = "append one JSON object per step (a figure that is\n"
+               "NaN or Inf, as in a non-finite step, is null); lag_ms:\n"
+               "from the event time of a window's last target to its\n"
+               "step, the mean over the step's windows"},
       {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
        .help = "at the end, write series,partition,windows,records,\n"
-               "last_offset for every series (CSV; with several ranks\n"
-               "each writes FILE.rankN for its own series)"},
+               "last_offset for every series (CSV, RFC 4180: a key\n"
+               "holding a comma, a quote or a line break is quoted;\n"
+               "NUL and bytes that are not UTF-8 are written \\xHH and a\n"
+               "backslash \\\\; with several ranks each writes FILE.rankN\n"
+               "for its own series)"},
       {.name = "params-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->params_path,
        .help = "at the end, write the flat parameters (float32, PyTorch\n"
                "nn.LSTM + Linear order; rank 0)"},
@@ -313,17 +353,23 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   if (rank != 0) return 0;
   double const busy = s->wait_s + s->compute_s;
   printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
-         "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f comm_s=%.3f\n",
+         "nonfinite=%lld resets=%lld seconds=%.3f windows_per_s=%.1f records_per_s=%.1f "
+         "wait_share=%.4f comm_s=%.3f threads=%d\n",
          (long long)s->steps, (long long)s->windows, (long long)s->records, (long long)s->series,
-         (long long)s->updates, (long long)s->rejected, s->elapsed_s,
-         s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
+         (long long)s->updates, (long long)s->rejected, (long long)s->nonfinite_steps,
+         (long long)s->resets,
+         s->elapsed_s, s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
          s->elapsed_s > 0 ? s->records / s->elapsed_s : 0.0, busy > 0 ? s->wait_s / busy : 0.0,
-         s->comm_s);
+         s->comm_s, s->threads);
   report_summary(stdout, s);
   printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
          (unsigned long long)ds);
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
+  printf("rejected");
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
+  printf("\n");
   for (int j = 0; !lg->quiet && j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
@@ -355,14 +401,16 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   lg->t0 = lg->last_t = base_now_s();
   ls_err_t const err = ls_trainer_run(tr, &stop_flag, on_step, lg);
   if (!lg->quiet && lg->steps > 0) print_line(lg, lg->last_step, base_now_s());
-  /* On a failure the other ranks may be gone: no collective calls then. */
-  if (err != LS_OK) return cli_fail(err, "training stopped on rank %d", *rank);
+  /* On a failure of this rank alone the other ranks may be gone: no
+   * collective calls then. After a last snapshot that failed everywhere,
+   * the results are still written, and the exit status says it failed. */
+  if (err != LS_OK && !ls_trainer_finished(tr))
+    return cli_fail(err, "training stopped on rank %d", *rank);
+  int rc = err == LS_OK ? CLI_EXIT_OK : cli_fail(err, "training ended on rank %d", *rank);
   ls_train_summary_t sum;
-  int rc = print_summary(tr, lg, *rank, &sum) == 0
-               ? CLI_EXIT_OK
-               : cli_fail(LS_ERR_STATE, "no summary: %s", ls_last_error());
-  if (rc == CLI_EXIT_OK && a->series_path != NULL &&
-      write_series(tr, a->series_path, &sum) != CLI_EXIT_OK)
+  if (print_summary(tr, lg, *rank, &sum) != 0)
+    rc = cli_fail(LS_ERR_STATE, "no summary: %s", ls_last_error());
+  else if (a->series_path != NULL && write_series(tr, a->series_path, &sum) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
   if (a->params_path != NULL && *rank == 0 && write_params(tr, a->params_path) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
@@ -376,12 +424,19 @@ int cmd_train(int argc, char **argv) {
   int mpi_up = 0, rank = 0;
   ls_trainer_t *tr = NULL;
   int rc = train_parse(argc, argv, &a);
+  /* Under mpirun, warnings say which rank they come from. */
+  const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
+  if (rank_env == NULL) rank_env = getenv("PMIX_RANK");
+  if (rc == CLI_EXIT_OK)
+    ls_train_conf_set_warn_cb(a.conf, on_warning,
+                              ls_train_launched_ranks() > 1 ? (void *)rank_env : NULL);
   lg.log_every = a.log_every;
   lg.quiet = a.quiet;
   lg.watch = &a.watch;
   if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
   if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
+  if (lg.metrics != NULL) setvbuf(lg.metrics, NULL, _IOLBF, 0); /* a line as each step ends */
   ls_err_t const err = rc == CLI_EXIT_OK ? ls_trainer_new(a.conf, &tr) : LS_OK;
   if (err != LS_OK) rc = cli_fail(err, "cannot start training");
   if (rc == CLI_EXIT_OK) rc = train_run(&a, tr, &lg, &rank);

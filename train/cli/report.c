@@ -3,6 +3,7 @@
  */
 #include "report.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* Targets shown on a log line. */
@@ -51,18 +52,52 @@ void report_free(report_t *r) {
   r->O = 0;
 }
 
-void report_metrics_fields(FILE *out, const ls_step_stats_t *s) {
+/* A JSON number with printf's format fmt, or null when v is NaN or Inf
+ * (JSON has neither). */
+static const char *json_num(char *buf, size_t size, const char *fmt, double v) {
+  if (!isfinite(v)) return "null";
+  snprintf(buf, size, fmt, v);
+  return buf;
+}
+
+/* A step's per-target figures as the field ",\"targets\":[...]". */
+static void metrics_targets(FILE *out, const ls_step_stats_t *s) {
+  char n[4][32];
   fprintf(out, ",\"targets\":[");
   for (int j = 0; j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->target[j];
     fprintf(out,
-            "%s{\"feature\":%d,\"count\":%.0f,\"loss\":%.9g,\"baseline\":%.9g,\"mse_data\":%.9g,"
-            "\"baseline_data\":%.9g}",
-            j ? "," : "", t->feature, t->count, report_mean(t->loss_sum, t->count),
-            report_mean(t->baseline_sum, t->count), report_mean(t->mse_sum, t->count),
-            report_mean(t->base_sum, t->count));
+            "%s{\"feature\":%d,\"count\":%.0f,\"loss\":%s,\"baseline\":%s,\"mse_data\":%s,"
+            "\"baseline_data\":%s}",
+            j ? "," : "", t->feature, t->count,
+            json_num(n[0], sizeof n[0], "%.9g", report_mean(t->loss_sum, t->count)),
+            json_num(n[1], sizeof n[1], "%.9g", report_mean(t->baseline_sum, t->count)),
+            json_num(n[2], sizeof n[2], "%.9g", report_mean(t->mse_sum, t->count)),
+            json_num(n[3], sizeof n[3], "%.9g", report_mean(t->base_sum, t->count)));
   }
   fprintf(out, "]");
+}
+
+void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
+  char loss[32], base[32], norm[32], lr[32], lag[32];
+  fprintf(f,
+          "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%s,"
+          "\"baseline\":%s,\"count\":%.0f,\"updated\":%d,\"nonfinite\":%d,\"grad_norm\":%s,"
+          "\"lr\":%s,\"compute_s\":%.6f,\"wait_s\":%.6f,\"lag_ms\":%s,\"rejected\":{",
+          (long long)s->step, time_s, s->windows, (long long)s->records,
+          json_num(loss, sizeof loss, "%.9g", report_mean(s->loss_sum, s->count)),
+          json_num(base, sizeof base, "%.9g", report_mean(s->baseline_sum, s->count)), s->count,
+          s->updated, s->nonfinite,
+          json_num(norm, sizeof norm, "%.6g",
+                   s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
+          json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
+          s->wait_s, json_num(lag, sizeof lag, "%.1f", s->lag_ms));
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    fprintf(f, "%s\"%s\":%lld", r > 1 ? "," : "", ls_reject2str((ls_reject_t)r),
+            (long long)s->rejected[r]);
+  fputc('}', f);
+  metrics_targets(f, s);
+  fputs("}\n", f);
 }
 
 void report_summary(FILE *out, const ls_train_summary_t *s) {

@@ -26,8 +26,10 @@ void report_log_fields(report_t *r, FILE *out);
 
 void report_free(report_t *r);
 
-/* A step's per-target figures as the --metrics JSON field ",\"targets\":[...]". */
-void report_metrics_fields(FILE *out, const ls_step_stats_t *s);
+/* One --metrics line: a JSON object, valid whatever the step's figures
+ * (NaN and Inf are null), with its per-target figures ("targets": [...]).
+ * time_s: seconds into the run. */
+void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s);
 
 /* The summary's "loss" line (normalised units) and one "target" line per
  * target feature (normalised and data units, whole run and final). */
