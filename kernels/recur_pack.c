@@ -1,0 +1,85 @@
+/*
+ * recur_cpu.h: choosing the recurrent kernels, and packing the weights
+ * into their panels (once per forward or backward of a layer).
+ */
+#include <string.h>
+
+#include "recur_cpu.h"
+
+ls_err_t recur_pick(const char *force, const recur_kernels_t **out) {
+  int const any = force == NULL || force[0] == '\0';
+  const recur_kernels_t *const all[] = {
+#if defined(LSTREAM_RECUR_X86)
+      &recur_avx512,
+      &recur_avx2,
+#endif
+      &recur_generic,
+  };
+  *out = &recur_generic;
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    const recur_kernels_t *const k = all[i];
+    if (!any && strcmp(force, k->name) != 0) continue;
+    int runs = 1;
+#if defined(LSTREAM_RECUR_X86)
+    __builtin_cpu_init();
+    if (k == &recur_avx512) runs = __builtin_cpu_supports("avx512f");
+    if (k == &recur_avx2) runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    if (runs) {
+      *out = k;
+      return LS_OK;
+    }
+    LS_RETURN_IF(!any, LS_ERR_UNSUPPORTED,
+                 "LSTREAM_CPU_KERNELS=%s: this CPU cannot run them (try avx2 or generic)",
+                 force);
+  }
+  LS_RETURN_IF(!any, LS_ERR_INVALID_ARG,
+               "LSTREAM_CPU_KERNELS='%s': expected avx512, avx2 or generic (or unset: the "
+               "widest this CPU runs)",
+               force);
+  return LS_OK;
+}
+
+/* Panels of U hidden units: P * U >= H. */
+static size_t padded(const recur_kernels_t *k, int H) {
+  return (size_t)(H + k->width - 1) / (size_t)k->width * (size_t)k->width;
+}
+
+size_t recur_pack_floats(const recur_kernels_t *k, int In, int H) {
+  size_t const fwd = padded(k, H) * 4 * (size_t)(In + H);
+  size_t const bwd = padded(k, H) * 4 * (size_t)H;
+  return fwd > bwd ? fwd : bwd;
+}
+
+void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const float *w_ih,
+                        const float *w_hh, const float *b_ih, const float *b_hh, int kx, int H) {
+  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), K = kx + H;
+  for (int p = 0; p < P; p++) {
+    float *const panel = wp + (size_t)p * K * 4 * U;
+    for (int q = 0; q < 4; q++)
+      for (int u = 0; u < U; u++) {
+        int const j = p * U + u;
+        size_t const row = (size_t)q * H + (size_t)j; /* row of w_ih, w_hh */
+        for (int kk = 0; kk < K; kk++) {
+          float v = 0.0f;
+          if (j < H) v = kk < kx ? w_ih[row * kx + kk] : w_hh[row * H + (kk - kx)];
+          panel[((size_t)kk * 4 + q) * U + u] = v;
+        }
+        if (kx > 0) bias[((size_t)p * 4 + q) * U + u] = j < H ? b_ih[row] + b_hh[row] : 0.0f;
+      }
+  }
+}
+
+void recur_pack_backward(const recur_kernels_t *k, float *wp, const float *w_hh, int H) {
+  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), G = 4 * H;
+  for (int q = 0; q * 4 < P; q++) {
+    int const nv = P - 4 * q < 4 ? P - 4 * q : 4;
+    float *const group = wp + (size_t)q * 4 * U * G;
+    for (int kk = 0; kk < G; kk++)
+      for (int v = 0; v < nv; v++)
+        for (int u = 0; u < U; u++) {
+          int const j = (4 * q + v) * U + u;
+          group[((size_t)kk * nv + v) * U + u] = j < H ? w_hh[(size_t)kk * H + j] : 0.0f;
+        }
+  }
+}
