@@ -1,13 +1,12 @@
 /*
- * The CPU backend: the primitives of kernels/backend.h in C + OpenBLAS.
+ * The CPU backend: the primitives of kernels/backend.h in C (+ OpenBLAS).
  *
- * The recurrence runs on the fused kernels of recur_cpu.h (w_hh packed
- * once per call, a register-blocked product per step with the cell math on
- * each tile), split across threads by rows of the batch. The other GEMMs
- * go through cblas (row-major), one thread each, split by the backend:
- * the input projection of all T steps of a layer (unless the kernels fuse
- * it), and the weight gradients and the input gradient, one GEMM each over
- * all T*B rows. Threads come from pool_cpu.h.
+ * An LSTM layer runs on the kernels of recur_cpu.h: the recurrence (the
+ * weights packed once per call, a register-blocked product per step with
+ * the cell math on each tile) split across threads by rows of the batch,
+ * then the weight and input gradients over all T*B rows, split by rows of
+ * their outputs. The head's small GEMMs go through cblas (row-major), one
+ * thread each, split the same way. Threads come from pool_cpu.h.
  */
 #include <cblas.h> /* OpenBLAS: cblas_sgemm */
 #include <math.h>
@@ -22,11 +21,14 @@
 typedef struct cpu_ctx_s {
   int threads;
   pool_t *pool;              /* threads - 1 workers; every split runs on it */
-  double *colsum;            /* (max(4H, O)) bias-gradient sums, in double */
+  const recur_kernels_t *rk; /* the CPU's kernels (recur_cpu.h) */
+  double *colsum;            /* (O) the head's bias-gradient sums, in double */
   double *partial;           /* (threads) per-thread sums of squares */
-  const recur_kernels_t *rk; /* the fused recurrent kernels */
+  double *db;                /* (threads, 4H) per-thread bias-gradient sums */
   float *wp;                 /* (recur_pack_floats) packed weights of one layer */
   float *bias;               /* (4 P U) packed biases */
+  float *tn;                 /* (threads, recur_tn_floats) gemm_tn's buffers */
+  size_t tn_floats;          /* per thread */
 } cpu_ctx_t;
 
 /* ------------------------------------------------------------------------ */
@@ -41,29 +43,40 @@ static void ctx_free(void *ctx) {
     pool_free(c->pool);
     free(c->colsum);
     free(c->partial);
+    free(c->db);
     free(c->wp);
     free(c->bias);
+    free(c->tn);
   }
   free(c);
 }
 
-/* Packing buffers of the fused kernels, 64-byte aligned (their loads are). */
-static ls_err_t ctx_pack_buffers(cpu_ctx_t *c, int In, int H) {
+/* n floats, 64-byte aligned (the kernels' packed loads are). */
+static float *alloc_floats(size_t n) {
+  return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+}
+
+/* The kernels' buffers for a model of In inputs and H hidden units. */
+static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
   size_t const U = (size_t)c->rk->width, panels = ((size_t)H + U - 1) / U;
-  size_t const wp = recur_pack_floats(c->rk, In > H ? In : H, H) * sizeof(float);
-  size_t const bias = panels * 4 * U * sizeof(float);
-  c->wp = aligned_alloc(64, (wp + 63) / 64 * 64);
-  c->bias = aligned_alloc(64, (bias + 63) / 64 * 64);
-  LS_RETURN_IF(c->wp == NULL || c->bias == NULL, LS_ERR_NOMEM,
-               "no memory for the packed weights (%zu bytes)", wp);
+  size_t const wp = recur_pack_floats(c->rk, In > H ? In : H, H);
+  c->tn_floats = recur_tn_floats(c->rk, In > H ? In : H);
+  c->colsum = malloc((size_t)O * sizeof(double));
+  c->partial = malloc((size_t)c->threads * sizeof(double));
+  c->db = malloc((size_t)c->threads * 4 * (size_t)H * sizeof(double));
+  c->wp = alloc_floats(wp);
+  c->bias = alloc_floats(panels * 4 * U);
+  c->tn = alloc_floats((size_t)c->threads * c->tn_floats);
+  LS_RETURN_IF(!c->colsum || !c->partial || !c->db || !c->wp || !c->bias || !c->tn,
+               LS_ERR_NOMEM, "no memory for the CPU backend's buffers (%zu floats of weights)",
+               wp);
   return LS_OK;
 }
 
-/* Every GEMM runs on one thread, the pool splitting the work (OpenBLAS'
- * own threads would synchronise many times inside every call). OpenBLAS'
- * OpenMP build runs a GEMM on omp_get_max_threads() threads of the calling
- * thread: 1 on the pool's threads, and on the caller's while it runs the
- * pool (run). */
+/* The head's GEMMs run on OpenBLAS, one thread each (OpenBLAS' own threads
+ * would synchronise many times inside every call). Its OpenMP build runs a
+ * GEMM on omp_get_max_threads() threads of the calling thread: 1 on the
+ * pool's threads, and on the caller's while it runs the pool (run). */
 static void one_blas_thread(void) { omp_set_num_threads(1); }
 
 static void run(cpu_ctx_t *c, int n, void (*fn)(void *, int, int), void *arg) {
@@ -80,14 +93,10 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   int const cores = omp_get_max_threads();
   c->threads = conf->threads > 0 ? conf->threads : (cores > 0 ? cores : 1);
   conf->threads = c->threads;
-  int const In = conf->shape.input_size, H = conf->shape.hidden_size;
-  int const O = conf->shape.output_size;
-  c->colsum = malloc((size_t)(4 * H > O ? 4 * H : O) * sizeof(double));
-  c->partial = malloc((size_t)c->threads * sizeof(double));
-  ls_err_t err = c->colsum == NULL || c->partial == NULL
-                     ? ls_error_set(LS_ERR_NOMEM, "no memory for the CPU backend")
-                     : recur_pick(getenv("LSTREAM_CPU_KERNELS"), &c->rk);
-  if (err == LS_OK) err = ctx_pack_buffers(c, In, H);
+  ls_err_t err = recur_pick(getenv("LSTREAM_CPU_KERNELS"), &c->rk);
+  if (err == LS_OK)
+    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size,
+                      conf->shape.output_size);
   if (err == LS_OK) err = pool_new(c->threads, one_blas_thread, &c->pool);
   if (err != LS_OK) {
     ctx_free(c);
@@ -120,7 +129,7 @@ static ls_err_t mem_zero(void *ctx, void *dst, size_t bytes) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Threads and split GEMMs                                                   */
+/* Threads                                                                   */
 
 /* Fewest batch rows a thread takes in the batch-split recurrence: below
  * this a thread's per-step GEMM is too short to pay for its share. */
@@ -148,6 +157,9 @@ static void split(int len, int i, int n, int align, int *lo, int *hi) {
   *hi = *hi < len ? *hi : len;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The head's GEMMs (OpenBLAS)                                               */
+
 /* C [M, N] = op(A) @ op(B) + beta C, row-major, one thread's part: rows
  * of C, or columns with `cols`. */
 typedef struct gemm_s {
@@ -172,32 +184,18 @@ static void gemm_part(const gemm_t *g, int i, int n) {
                 g->ldb, g->beta, g->C + (size_t)lo * g->ldc, g->ldc);
 }
 
-/* rows [N, n] = b1 + b2 broadcast (b2 may be NULL); beta=1 GEMMs then add. */
-static void fill_rows(float *restrict rows, const float *restrict b1, const float *restrict b2,
-                      int N, int n) {
-  for (int r = 0; r < N; r++) {
-    float *restrict dst = rows + (size_t)r * n;
-    if (b2 != NULL) {
-#pragma omp simd
-      for (int j = 0; j < n; j++) dst[j] = b1[j] + b2[j];
-    } else {
-      memcpy(dst, b1, (size_t)n * sizeof(float));
-    }
-  }
-}
-
-/* Work split across the pool: up to three GEMMs, gemm[0]'s rows first
- * filled with bias1 + bias2 (bias1 NULL: not), and the column sums of
- * sum_rows [sum_N, sum_n] added to sum_a (and sum_b), in double (bias
- * gradients add T*B terms that may cancel), columns split. */
+/* Work split across the pool: up to two GEMMs, gemm[0]'s rows first set
+ * to `bias` (NULL: not), and the column sums of sum_rows [sum_N, sum_n]
+ * added to `sum` in double (bias gradients add N terms that may cancel),
+ * columns split. */
 typedef struct job_s {
   cpu_ctx_t *c;
-  gemm_t gemm[3];
+  gemm_t gemm[2];
   int gemms;
-  const float *bias1, *bias2;
+  const float *bias;
   const float *sum_rows;
   int sum_N, sum_n;
-  float *sum_a, *sum_b;
+  float *sum;
 } job_t;
 
 static void colsum_part(const job_t *j, int i, int n) {
@@ -210,18 +208,16 @@ static void colsum_part(const job_t *j, int i, int n) {
 #pragma omp simd
     for (int k = lo; k < hi; k++) acc[k] += (double)src[k];
   }
-  for (int k = lo; k < hi; k++) j->sum_a[k] = (float)((double)j->sum_a[k] + acc[k]);
-  if (j->sum_b != NULL)
-    for (int k = lo; k < hi; k++) j->sum_b[k] = (float)((double)j->sum_b[k] + acc[k]);
+  for (int k = lo; k < hi; k++) j->sum[k] = (float)((double)j->sum[k] + acc[k]);
 }
 
 static void job_part(void *arg, int i, int n) {
   const job_t *const j = arg;
-  if (j->bias1 != NULL) {
+  if (j->bias != NULL) {
+    gemm_t const *const g = &j->gemm[0];
     int lo, hi;
-    split(j->gemm[0].M, i, n, 16, &lo, &hi);
-    fill_rows(j->gemm[0].C + (size_t)lo * j->gemm[0].ldc, j->bias1, j->bias2, hi - lo,
-              j->gemm[0].N);
+    split(g->M, i, n, 16, &lo, &hi);
+    for (int r = lo; r < hi; r++) memcpy(g->C + (size_t)r * g->ldc, j->bias, g->N * sizeof(float));
   }
   for (int k = 0; k < j->gemms; k++) gemm_part(&j->gemm[k], i, n);
   if (j->sum_rows != NULL) colsum_part(j, i, n);
@@ -240,23 +236,16 @@ static void run_job(job_t *j, double macs) {
  * thread runs all T steps of its rows with no synchronisation between
  * steps. */
 
-/* Input columns up to which the fused kernels take the input projection
- * too (a K of In + H per step); wider inputs are one GEMM over all T*B
- * rows first. */
-#define FUSE_MAX_IN 32
+typedef struct fwd_job_s {
+  const recur_kernels_t *rk;
+  recur_fwd_t a;
+} fwd_job_t;
 
 static void forward_part(void *arg, int i, int n) {
-  const recur_fwd_t *const a = arg;
+  const fwd_job_t *const j = arg;
   int b0, b1;
-  split(a->B, i, n, 1, &b0, &b1);
-  a->rk->forward_rows(a, b0, b1);
-}
-
-static void backward_part(void *arg, int i, int n) {
-  const recur_bwd_t *const a = arg;
-  int b0, b1;
-  split(a->B, i, n, 1, &b0, &b1);
-  a->rk->backward_rows(a, b0, b1);
+  split(j->a.B, i, n, 1, &b0, &b1);
+  j->rk->forward_rows(&j->a, b0, b1);
 }
 
 /* Threads for the recurrence of a window: by rows and by work. */
@@ -268,18 +257,42 @@ static ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, floa
                              const float *x, const float *w_ih, const float *w_hh,
                              const float *b_ih, const float *b_hh, int T, int B, int In, int H) {
   cpu_ctx_t *const c = ctx;
-  int const N = T * B, G = 4 * H, kx = In <= FUSE_MAX_IN ? In : 0;
-  if (kx == 0) {
-    /* gates [N, 4H] = b_ih + b_hh + x [N, In] @ w_ih^T: all T steps at once. */
-    job_t j = {.c = c, .gemms = 1, .bias1 = b_ih, .bias2 = b_hh};
-    j.gemm[0] = (gemm_t){CblasNoTrans, CblasTrans, N, G, In, In, In, G, 0, x, w_ih, 1.0f, gates};
-    run_job(&j, (double)N * G * In);
-  }
-  recur_pack_forward(c->rk, c->wp, c->bias, w_ih, w_hh, b_ih, b_hh, kx, H);
-  recur_fwd_t a = {.gates = gates, .hs = hs, .cs = cs, .tcs = tcs, .x = kx ? x : NULL,
-                   .wp = c->wp, .bias = c->bias, .rk = c->rk, .T = T, .B = B, .H = H, .kx = kx};
-  run(c, recurrence_threads(c, T, B, kx, H), forward_part, &a);
+  recur_pack_forward(c->rk, c->wp, c->bias, w_ih, w_hh, b_ih, b_hh, In, H);
+  fwd_job_t j = {c->rk, {.gates = gates, .hs = hs, .cs = cs, .tcs = tcs, .x = x, .wp = c->wp,
+                         .bias = c->bias, .T = T, .B = B, .In = In, .H = H}};
+  run(c, recurrence_threads(c, T, B, In, H), forward_part, &j);
   return LS_OK;
+}
+
+typedef struct bwd_job_s {
+  cpu_ctx_t *c;
+  recur_bwd_t a;
+  /* The gradients over all T*B rows, after the recurrence. */
+  float *dx, *dw_ih, *dw_hh;
+  const float *x, *hs;
+  int In;
+} bwd_job_t;
+
+static void backward_part(void *arg, int i, int n) {
+  const bwd_job_t *const j = arg;
+  int b0, b1;
+  split(j->a.B, i, n, 1, &b0, &b1);
+  j->c->rk->backward_rows(&j->a, b0, b1, j->c->db + (size_t)i * 4 * j->a.H);
+}
+
+/* dw_ih, dw_hh [4H, ..] += dgates^T [x | h_{t-1}], split by rows of 4H;
+ * dx [N, In] = dgates @ w_ih (packed in c->wp), split by rows of N. */
+static void grads_part(void *arg, int i, int n) {
+  const bwd_job_t *const j = arg;
+  const recur_kernels_t *const k = j->c->rk;
+  int const H = j->a.H, G = 4 * H, N = j->a.T * j->a.B, In = j->In;
+  float *const buf = j->c->tn + (size_t)i * j->c->tn_floats;
+  int m0, m1, r0, r1;
+  split(G, i, n, 16, &m0, &m1);
+  split(N, i, n, 16, &r0, &r1);
+  k->gemm_tn(j->dw_ih, In, j->a.dgates, G, j->x, In, m0, m1, In, N, buf);
+  k->gemm_tn(j->dw_hh, H, j->a.dgates, G, j->hs, H, m0, m1, H, N, buf);
+  k->gemm_nn(j->dx, In, j->a.dgates, G, j->c->wp, r0, r1, In, G);
 }
 
 static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, float *dw_ih,
@@ -289,20 +302,23 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
                               const float *w_hh, int T, int B, int In, int H) {
   cpu_ctx_t *const c = ctx;
   int const N = T * B, G = 4 * H;
-  recur_bwd_t a = {.dh0 = dh0, .dc = dc0, .dgates = dgates, .dh = dh, .gates = gates,
-                   .cs = cs, .tcs = tcs, .wp = c->wp, .rk = c->rk, .T = T, .B = B, .H = H};
+  bwd_job_t j = {.c = c, .dx = dx, .dw_ih = dw_ih, .dw_hh = dw_hh, .x = x, .hs = hs, .In = In};
+  j.a = (recur_bwd_t){.dh0 = dh0, .dc = dc0, .dgates = dgates, .dh = dh, .gates = gates,
+                      .cs = cs, .tcs = tcs, .wp = c->wp, .T = T, .B = B, .H = H};
   memset(dc0, 0, (size_t)B * H * sizeof(float)); /* d/dc_T = 0; ends as d/dc_0 */
-  recur_pack_backward(c->rk, c->wp, w_hh, H);
-  run(c, recurrence_threads(c, T, B, 0, H), backward_part, &a);
-  /* Over all T*B rows at once: the weight gradients (split by rows of 4H),
-   * the bias gradients, and dx [N, In] = dgates @ w_ih [4H, In] (which may
-   * overwrite dh: it is spent). */
-  job_t j = {.c = c, .gemms = 3, .sum_rows = dgates, .sum_N = N, .sum_n = G, .sum_a = db_ih,
-             .sum_b = db_hh};
-  j.gemm[0] = (gemm_t){CblasTrans, CblasNoTrans, G, In, N, G, In, In, 0, dgates, x, 1.0f, dw_ih};
-  j.gemm[1] = (gemm_t){CblasTrans, CblasNoTrans, G, H, N, G, H, H, 0, dgates, hs, 1.0f, dw_hh};
-  j.gemm[2] = (gemm_t){CblasNoTrans, CblasNoTrans, N, In, G, G, In, In, 0, dgates, w_ih, 0.0f, dx};
-  run_job(&j, (double)N * G * (2.0 * In + H));
+  recur_pack_cols(c->rk, c->wp, w_hh, G, H);
+  int const nth = recurrence_threads(c, T, B, 0, H);
+  run(c, nth, backward_part, &j);
+  /* The bias gradients: the threads' sums (double), added in thread order. */
+  for (int g = 0; g < G; g++) {
+    double sum = 0.0;
+    for (int i = 0; i < nth; i++) sum += c->db[(size_t)i * G + g];
+    db_ih[g] = (float)((double)db_ih[g] + sum);
+    db_hh[g] = (float)((double)db_hh[g] + sum);
+  }
+  /* Then the weight gradients and dx, which may overwrite dh: it is spent. */
+  recur_pack_cols(c->rk, c->wp, w_ih, G, In);
+  run(c, work_threads(c, (double)N * G * (2.0 * In + H), c->threads), grads_part, &j);
   return LS_OK;
 }
 
@@ -311,7 +327,7 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
 
 static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w,
                              const float *b, int N, int H, int O) {
-  job_t j = {.c = ctx, .gemms = 1, .bias1 = b};
+  job_t j = {.c = ctx, .gemms = 1, .bias = b};
   j.gemm[0] = (gemm_t){CblasNoTrans, CblasTrans, N, O, H, H, H, O, 0, y, w, 1.0f, pred};
   run_job(&j, (double)N * O * H);
   return LS_OK;
@@ -351,7 +367,7 @@ static ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const 
                               const float *y, const float *w, int N, int H, int O) {
   /* dy [N, H] = dpred [N, O] @ w [O, H]; dw [O, H] += dpred^T @ y (split
    * by columns: O is small); db += colsum(dpred). */
-  job_t j = {.c = ctx, .gemms = 2, .sum_rows = dpred, .sum_N = N, .sum_n = O, .sum_a = db};
+  job_t j = {.c = ctx, .gemms = 2, .sum_rows = dpred, .sum_N = N, .sum_n = O, .sum = db};
   j.gemm[0] = (gemm_t){CblasNoTrans, CblasNoTrans, N, H, O, O, H, H, 0, dpred, w, 0.0f, dy};
   j.gemm[1] = (gemm_t){CblasTrans, CblasNoTrans, O, H, N, O, H, H, 1, dpred, y, 1.0f, dw};
   run_job(&j, 2.0 * N * O * H);

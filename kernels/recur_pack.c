@@ -40,20 +40,25 @@ ls_err_t recur_pick(const char *force, const recur_kernels_t **out) {
   return LS_OK;
 }
 
-/* Panels of U hidden units: P * U >= H. */
-static size_t padded(const recur_kernels_t *k, int H) {
-  return (size_t)(H + k->width - 1) / (size_t)k->width * (size_t)k->width;
+/* n rounded up to whole vectors of the kernels. */
+static size_t padded(const recur_kernels_t *k, int n) {
+  return (size_t)(n + k->width - 1) / (size_t)k->width * (size_t)k->width;
 }
 
 size_t recur_pack_floats(const recur_kernels_t *k, int In, int H) {
   size_t const fwd = padded(k, H) * 4 * (size_t)(In + H);
-  size_t const bwd = padded(k, H) * 4 * (size_t)H;
+  size_t const w_hh = padded(k, H) * 4 * (size_t)H, w_ih = padded(k, In) * 4 * (size_t)H;
+  size_t const bwd = w_hh > w_ih ? w_hh : w_ih;
   return fwd > bwd ? fwd : bwd;
 }
 
+size_t recur_tn_floats(const recur_kernels_t *k, int N) {
+  return (size_t)RECUR_TN_ROWS * padded(k, N);
+}
+
 void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const float *w_ih,
-                        const float *w_hh, const float *b_ih, const float *b_hh, int kx, int H) {
-  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), K = kx + H;
+                        const float *w_hh, const float *b_ih, const float *b_hh, int In, int H) {
+  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), K = In + H;
   for (int p = 0; p < P; p++) {
     float *const panel = wp + (size_t)p * K * 4 * U;
     for (int q = 0; q < 4; q++)
@@ -62,24 +67,24 @@ void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const 
         size_t const row = (size_t)q * H + (size_t)j; /* row of w_ih, w_hh */
         for (int kk = 0; kk < K; kk++) {
           float v = 0.0f;
-          if (j < H) v = kk < kx ? w_ih[row * kx + kk] : w_hh[row * H + (kk - kx)];
+          if (j < H) v = kk < In ? w_ih[row * In + kk] : w_hh[row * H + (kk - In)];
           panel[((size_t)kk * 4 + q) * U + u] = v;
         }
-        if (kx > 0) bias[((size_t)p * 4 + q) * U + u] = j < H ? b_ih[row] + b_hh[row] : 0.0f;
+        bias[((size_t)p * 4 + q) * U + u] = j < H ? b_ih[row] + b_hh[row] : 0.0f;
       }
   }
 }
 
-void recur_pack_backward(const recur_kernels_t *k, float *wp, const float *w_hh, int H) {
-  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), G = 4 * H;
+void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K, int N) {
+  int const U = k->width, P = (int)(padded(k, N) / (size_t)U);
   for (int q = 0; q * 4 < P; q++) {
     int const nv = P - 4 * q < 4 ? P - 4 * q : 4;
-    float *const group = wp + (size_t)q * 4 * U * G;
-    for (int kk = 0; kk < G; kk++)
+    float *const group = wp + (size_t)q * 4 * U * K;
+    for (int kk = 0; kk < K; kk++)
       for (int v = 0; v < nv; v++)
         for (int u = 0; u < U; u++) {
           int const j = (4 * q + v) * U + u;
-          group[((size_t)kk * nv + v) * U + u] = j < H ? w_hh[(size_t)kk * H + j] : 0.0f;
+          group[((size_t)kk * nv + v) * U + u] = j < N ? w[(size_t)kk * N + j] : 0.0f;
         }
   }
 }
