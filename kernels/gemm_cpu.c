@@ -3,9 +3,10 @@
  * instruction set (vec_cpu.h).
  *
  * gemm_tn (the weight gradients, dW [4H, In] += dgates^T x): per block of
- * RECUR_TN_ROWS rows of k, B's rows are copied into an aligned buffer (its
- * columns padded to whole vectors) and A is read where it lies, MR
- * consecutive columns of each of its rows broadcast: no transposed copy.
+ * RECUR_TN_ROWS rows of k, B's rows are copied into a buffer (its columns
+ * padded to whole vectors) and A is read where it lies, MR consecutive
+ * columns of each of its rows broadcast: no transposed copy. With fewer
+ * columns than a vector, the other way round (tnt_tile).
  * gemm_nn (dx = dgates @ w_ih, dh0 = dgates_0 @ w_hh): A's rows broadcast
  * against W packed once per call (recur_pack_cols).
  */
@@ -32,9 +33,37 @@ static void tn_block(float *C, int ldc, const float *A, int lda, const float *bp
   TILE_SWITCH(mr, nv, tn_tile, C, ldc, A, lda, bp, bk, K, n);
 }
 
+/* The transposed way for C with fewer than U columns (dW_ih of a few
+ * inputs): C^T [n, 4U] += B^T A over all K, the tile's rows being B's
+ * columns (broadcast) and its vectors four of A's, read where they lie;
+ * then added to C by columns. */
+INLINE void tnt_tile(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int K,
+                     int mr, int nv) {
+  vf acc[MR][4];
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++) acc[r][v] = (vf){0};
+  core(acc, mr, nv, B, 1, (size_t)ldb, A, (size_t)lda, K);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++)
+      for (int u = 0; u < U; u++) C[(size_t)(v * U + u) * ldc + r] += acc[r][v][u];
+}
+
+static void tnt_block(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int K,
+                      int mr, int nv) {
+  TILE_SWITCH(mr, nv, tnt_tile, C, ldc, A, lda, B, ldb, K);
+}
+
 void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
                        int m0, int m1, int N, int K, float *buf) {
   int const Np = (N + U - 1) / U * U, NV = Np / U;
+  if (N < U && (m1 - m0) % U == 0) { /* every vector of A's rows whole */
+    int const MV = (m1 - m0) / U;
+    for (int v0 = 0; v0 < MV; v0 += 4)
+      for (int i = 0; i < N; i += MR)
+        tnt_block(C + (size_t)(m0 + v0 * U) * ldc + i, ldc, A + m0 + v0 * U, lda, B + i, ldb, K,
+                  N - i < MR ? N - i : MR, MV - v0 < 4 ? MV - v0 : 4);
+    return;
+  }
   for (int k0 = 0; k0 < K; k0 += RECUR_TN_ROWS) {
     int const kb = K - k0 < RECUR_TN_ROWS ? K - k0 : RECUR_TN_ROWS;
     for (int k = 0; k < kb; k++) {

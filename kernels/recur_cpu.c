@@ -20,27 +20,37 @@ void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
-/* The cell on a finished tile: rows b .. b+mr-1 of step t, units j0 .. j0+n-1;
- * acc [MR][4] holds their pre-activations (i, f, g, o).
+/* The cell of one row of step t at units j0 .. j0+n-1 (row: its offset in
+ * a [B, H] block); acc (i, f, g, o) holds the pre-activations.
  * c = f * c_prev + i * g; tc = tanh(c); h = o * tc. */
+INLINE void fwd_cell_row(const recur_fwd_t *a, int t, size_t row, float *g, const vf acc[4],
+                         int n) {
+  int const H = a->H;
+  size_t const BH = (size_t)a->B * H;
+  vf const i = vsigmoid(acc[0]), f = vsigmoid(acc[1]), gt = vtanh(acc[2]);
+  vf const o = vsigmoid(acc[3]);
+  vf const c = f * load(a->cs + t * BH + row, n) + i * gt;
+  vf const tc = vtanh(c);
+  store(g, i, n);
+  store(g + H, f, n);
+  store(g + 2 * H, gt, n);
+  store(g + 3 * H, o, n);
+  store(a->cs + (t + 1) * BH + row, c, n);
+  store(a->tcs + t * BH + row, tc, n);
+  store(a->hs + (t + 1) * BH + row, o * tc, n);
+}
+
+/* The cell on a finished tile: rows b .. b+mr-1 of step t, units j0 .. j0+n-1. */
 static void fwd_cell(const recur_fwd_t *a, int t, int b, int mr, int j0, int n,
                      const vf acc[MR][4]) {
-  int const H = a->H;
-  size_t const G = 4 * (size_t)H, BH = (size_t)a->B * H;
+  size_t const G = 4 * (size_t)a->H;
   for (int r = 0; r < mr; r++) {
-    size_t const row = (size_t)(b + r) * H + j0;
+    size_t const row = (size_t)(b + r) * a->H + j0;
     float *const g = a->gates + ((size_t)t * a->B + b + r) * G + j0;
-    vf const i = vsigmoid(acc[r][0]), f = vsigmoid(acc[r][1]);
-    vf const gt = vtanh(acc[r][2]), o = vsigmoid(acc[r][3]);
-    vf const c = f * load(a->cs + t * BH + row, n) + i * gt;
-    vf const tc = vtanh(c);
-    store(g, i, n);
-    store(g + H, f, n);
-    store(g + 2 * H, gt, n);
-    store(g + 3 * H, o, n);
-    store(a->cs + (t + 1) * BH + row, c, n);
-    store(a->tcs + t * BH + row, tc, n);
-    store(a->hs + (t + 1) * BH + row, o * tc, n);
+    if (n == U)
+      fwd_cell_row(a, t, row, g, acc[r], U);
+    else
+      fwd_cell_row(a, t, row, g, acc[r], n);
   }
 }
 
@@ -75,33 +85,46 @@ static void forward_rows(const recur_fwd_t *a, int b0, int b1) {
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
 
+/* The cell backward of one row of step t at units j0 .. j0+n-1 (row: its
+ * offset in a [B, H] block, grow in a [B, 4H] one); d_h = d loss / d h_t.
+ * dc: in d/dc_t from step t+1, out d/dc_{t-1}; dgates_t: the pre-activation
+ * gradients, also added to sum (i, f, g, o). */
+INLINE void bwd_cell_row(const recur_bwd_t *a, int t, size_t row, size_t grow, vf d_h,
+                         vf sum[4], int n) {
+  int const H = a->H;
+  size_t const BH = (size_t)a->B * H;
+  const float *const g = a->gates + grow;
+  float *const dg = a->dgates + grow, *const dc = a->dc + row;
+  vf const i = load(g, n), f = load(g + H, n), gt = load(g + 2 * H, n);
+  vf const o = load(g + 3 * H, n), tc = load(a->tcs + t * BH + row, n);
+  vf const d_c = load(dc, n) + d_h * o * (1.0f - tc * tc);
+  vf const di = d_c * gt * i * (1.0f - i);
+  vf const df = d_c * load(a->cs + t * BH + row, n) * f * (1.0f - f);
+  vf const dg_ = d_c * i * (1.0f - gt * gt), d_o = d_h * tc * o * (1.0f - o);
+  store(dg, di, n);
+  store(dg + H, df, n);
+  store(dg + 2 * H, dg_, n);
+  store(dg + 3 * H, d_o, n);
+  store(dc, d_c * f, n);
+  sum[0] += di, sum[1] += df, sum[2] += dg_, sum[3] += d_o;
+}
+
 /* The cell backward on a finished tile: rows b .. b+mr-1 of step t, panels
- * 4q .. 4q+nv-1; acc [MR][4] holds d loss / d h_t there. dc: in d/dc_t from
- * step t+1, out d/dc_{t-1}; dgates_t: the pre-activation gradients, whose
- * sum over the tile's rows (float, at most MR terms) is added to db. */
+ * 4q .. 4q+nv-1; acc [MR][4] holds d loss / d h_t there. The dgates' sum
+ * over the tile's rows (float, at most MR terms) is added to db. */
 static void bwd_cell(const recur_bwd_t *a, int t, int b, int mr, int q, int nv,
                      const vf acc[MR][4], double *db) {
   int const H = a->H;
-  size_t const G = 4 * (size_t)H, BH = (size_t)a->B * H;
+  size_t const G = 4 * (size_t)H;
   for (int v = 0; v < nv; v++) {
     int const j0 = (4 * q + v) * U, n = H - j0 < U ? H - j0 : U;
     vf sum[4] = {{0}, {0}, {0}, {0}};
     for (int r = 0; r < mr; r++) {
       size_t const row = (size_t)(b + r) * H + j0, grow = ((size_t)t * a->B + b + r) * G + j0;
-      const float *const g = a->gates + grow;
-      float *const dg = a->dgates + grow, *const dc = a->dc + row;
-      vf const i = load(g, n), f = load(g + H, n), gt = load(g + 2 * H, n);
-      vf const o = load(g + 3 * H, n), tc = load(a->tcs + t * BH + row, n);
-      vf const d_h = acc[r][v];
-      vf const d_c = load(dc, n) + d_h * o * (1.0f - tc * tc);
-      vf const d[4] = {d_c * gt * i * (1.0f - i),
-                       d_c * load(a->cs + t * BH + row, n) * f * (1.0f - f),
-                       d_c * i * (1.0f - gt * gt), d_h * tc * o * (1.0f - o)};
-      for (int k = 0; k < 4; k++) {
-        store(dg + (size_t)k * H, d[k], n);
-        sum[k] += d[k];
-      }
-      store(dc, d_c * f, n);
+      if (n == U)
+        bwd_cell_row(a, t, row, grow, acc[r][v], sum, U);
+      else
+        bwd_cell_row(a, t, row, grow, acc[r][v], sum, n);
     }
     for (int k = 0; k < 4; k++) add_double(db + (size_t)k * H + j0, sum[k], n);
   }

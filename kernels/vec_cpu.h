@@ -107,15 +107,14 @@ INLINE vf vtanh(vf x) { return 1.0f - 2.0f / (vexp(2.0f * x) + 1.0f); }
 /* The micro-kernel                                                          */
 
 /* acc[r][v] += a[r * ar + k * ak] * b[k * bk + v * U] over k < K, for r < mr,
- * v < nv. b's vectors are 64-byte aligned (packed). With mr and nv
- * constant the loops unroll and acc lives in registers: per k, nv loads,
- * mr broadcasts and mr * nv FMAs. */
+ * v < nv. With mr and nv constant the loops unroll and acc lives in
+ * registers: per k, nv loads, mr broadcasts and mr * nv FMAs. */
 INLINE void core(vf acc[MR][4], int mr, int nv, const float *a, size_t ar, size_t ak,
                  const float *b, size_t bk, int K) {
   for (int k = 0; k < K; k++) {
     vf w[4];
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; v++) w[v] = *(const vf *)(b + (size_t)k * bk + (size_t)v * U);
+    for (int v = 0; v < nv; v++) w[v] = *(const vf_u *)(b + (size_t)k * bk + (size_t)v * U);
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
       float const s = a[(size_t)r * ar + (size_t)k * ak];
