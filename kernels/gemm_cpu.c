@@ -58,10 +58,13 @@ void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *
   int const Np = (N + U - 1) / U * U, NV = Np / U;
   if (N < U && (m1 - m0) % U == 0) { /* every vector of A's rows whole */
     int const MV = (m1 - m0) / U;
-    for (int v0 = 0; v0 < MV; v0 += 4)
+    for (int q = 0; q < recur_groups(MV); q++) {
+      int v0, nv;
+      recur_group(MV, q, &v0, &nv);
       for (int i = 0; i < N; i += MR)
         tnt_block(C + (size_t)(m0 + v0 * U) * ldc + i, ldc, A + m0 + v0 * U, lda, B + i, ldb, K,
-                  N - i < MR ? N - i : MR, MV - v0 < 4 ? MV - v0 : 4);
+                  N - i < MR ? N - i : MR, nv);
+    }
     return;
   }
   for (int k0 = 0; k0 < K; k0 += RECUR_TN_ROWS) {
@@ -72,10 +75,13 @@ void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *
       for (int j = 0; j < N; j++) dst[j] = src[j];
       for (int j = N; j < Np; j++) dst[j] = 0.0f;
     }
-    for (int v0 = 0; v0 < NV; v0 += 4)
+    for (int q = 0; q < recur_groups(NV); q++) {
+      int v0, nv;
+      recur_group(NV, q, &v0, &nv);
       for (int m = m0; m < m1; m += MR)
         tn_block(C + (size_t)m * ldc + v0 * U, ldc, A + (size_t)k0 * lda + m, lda, buf + v0 * U,
-                 Np, kb, N - v0 * U, m1 - m < MR ? m1 - m : MR, NV - v0 < 4 ? NV - v0 : 4);
+                 Np, kb, N - v0 * U, m1 - m < MR ? m1 - m : MR, nv);
+    }
   }
 }
 
@@ -100,10 +106,12 @@ void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *
   int const NV = (N + U - 1) / U, RC = chunk_rows(K);
   for (int c0 = r0; c0 < r1; c0 += RC) {
     int const c1 = r1 - c0 < RC ? r1 : c0 + RC;
-    for (int v0 = 0; v0 < NV; v0 += 4)
+    for (int q = 0; q < recur_groups(NV); q++) {
+      int v0, nv;
+      recur_group(NV, q, &v0, &nv);
       for (int r = c0; r < c1; r += MR)
         nn_block(C + (size_t)r * ldc + v0 * U, ldc, A + (size_t)r * lda, lda,
-                 wp + (size_t)v0 * U * K, K, N - v0 * U, c1 - r < MR ? c1 - r : MR,
-                 NV - v0 < 4 ? NV - v0 : 4);
+                 wp + (size_t)v0 * U * K, K, N - v0 * U, c1 - r < MR ? c1 - r : MR, nv);
+    }
   }
 }

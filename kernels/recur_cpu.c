@@ -110,14 +110,14 @@ INLINE void bwd_cell_row(const recur_bwd_t *a, int t, size_t row, size_t grow, v
 }
 
 /* The cell backward on a finished tile: rows b .. b+mr-1 of step t, panels
- * 4q .. 4q+nv-1; acc [MR][4] holds d loss / d h_t there. The dgates' sum
+ * v0 .. v0+nv-1; acc [MR][4] holds d loss / d h_t there. The dgates' sum
  * over the tile's rows (float, at most MR terms) is added to db. */
-static void bwd_cell(const recur_bwd_t *a, int t, int b, int mr, int q, int nv,
+static void bwd_cell(const recur_bwd_t *a, int t, int b, int mr, int v0, int nv,
                      const vf acc[MR][4], double *db) {
   int const H = a->H;
   size_t const G = 4 * (size_t)H;
   for (int v = 0; v < nv; v++) {
-    int const j0 = (4 * q + v) * U, n = H - j0 < U ? H - j0 : U;
+    int const j0 = (v0 + v) * U, n = H - j0 < U ? H - j0 : U;
     vf sum[4] = {{0}, {0}, {0}, {0}};
     for (int r = 0; r < mr; r++) {
       size_t const row = (size_t)(b + r) * H + j0, grow = ((size_t)t * a->B + b + r) * G + j0;
@@ -130,10 +130,10 @@ static void bwd_cell(const recur_bwd_t *a, int t, int b, int mr, int q, int nv,
   }
 }
 
-/* Rows b .. b+mr-1 of step t, panels 4q .. 4q+nv-1: d/dh = the gradient
+/* Rows b .. b+mr-1 of step t, panels v0 .. v0+nv-1: d/dh = the gradient
  * from above plus dgates_{t+1} @ w_hh (t < T-1), then the cell. */
-INLINE void bwd_tile(const recur_bwd_t *a, int t, int b, int q, double *db, int mr, int nv) {
-  int const H = a->H, G = 4 * H, j0 = 4 * q * U;
+INLINE void bwd_tile(const recur_bwd_t *a, int t, int b, int v0, double *db, int mr, int nv) {
+  int const H = a->H, G = 4 * H, j0 = v0 * U;
   size_t const BH = (size_t)a->B * H;
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
@@ -143,24 +143,26 @@ INLINE void bwd_tile(const recur_bwd_t *a, int t, int b, int q, double *db, int 
     }
   if (t < a->T - 1)
     core(acc, mr, nv, a->dgates + ((size_t)(t + 1) * a->B + b) * G, (size_t)G, 1,
-         a->wp + (size_t)q * 4 * U * G, (size_t)nv * U, G);
-  bwd_cell(a, t, b, mr, q, nv, acc, db);
+         a->wp + (size_t)v0 * U * G, (size_t)nv * U, G);
+  bwd_cell(a, t, b, mr, v0, nv, acc, db);
 }
 
-static void bwd_block(const recur_bwd_t *a, int t, int b, int q, double *db, int mr, int nv) {
-  TILE_SWITCH(mr, nv, bwd_tile, a, t, b, q, db);
+static void bwd_block(const recur_bwd_t *a, int t, int b, int v0, double *db, int mr, int nv) {
+  TILE_SWITCH(mr, nv, bwd_tile, a, t, b, v0, db);
 }
 
 /* Steps T-1 .. 0, then dh0 = dgates_0 @ w_hh. */
 static void backward_rows(const recur_bwd_t *a, int b0, int b1, double *db) {
-  int const H = a->H, G = 4 * H, P = (H + U - 1) / U, Q = (P + 3) / 4, RC = chunk_rows(G);
+  int const H = a->H, G = 4 * H, P = (H + U - 1) / U, RC = chunk_rows(G);
   for (int j = 0; j < G; j++) db[j] = 0.0;
   for (int t = a->T - 1; t >= 0; t--)
     for (int c0 = b0; c0 < b1; c0 += RC) {
       int const c1 = b1 - c0 < RC ? b1 : c0 + RC;
-      for (int q = 0; q < Q; q++)
-        for (int b = c0; b < c1; b += MR)
-          bwd_block(a, t, b, q, db, c1 - b < MR ? c1 - b : MR, P - 4 * q < 4 ? P - 4 * q : 4);
+      for (int q = 0; q < recur_groups(P); q++) {
+        int v0, nv;
+        recur_group(P, q, &v0, &nv);
+        for (int b = c0; b < c1; b += MR) bwd_block(a, t, b, v0, db, c1 - b < MR ? c1 - b : MR, nv);
+      }
     }
   ISA_NAME(gemm_nn)(a->dh0, H, a->dgates, G, a->wp, b0, b1, H, G);
 }

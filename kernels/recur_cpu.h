@@ -99,9 +99,20 @@ size_t recur_tn_floats(const recur_kernels_t *k, int N);
 void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const float *w_ih,
                         const float *w_hh, const float *b_ih, const float *b_hh, int In, int H);
 
-/* wp [Q][K][nv][U] of w [K, N] (row-major), Q = ceil(N / 4U): group q holds
- * columns 4qU .. 4qU+nv*U-1 (nv = 4, fewer in the last group; columns past
- * N are zero). */
+/* Vectors 0 .. n-1 (of U floats: hidden units, columns) go through the
+ * micro-kernel in recur_groups(n) groups of at most 4, as even as possible:
+ * 5 = 3 + 2, not 4 + 1, since a group of one vector leaves it waiting on
+ * its broadcasts. Group q starts at vector *v0 and holds *nv. */
+static inline int recur_groups(int n) { return (n + 3) / 4; }
+static inline void recur_group(int n, int q, int *v0, int *nv) {
+  int const groups = recur_groups(n);
+  *v0 = (int)((long)n * q / groups);
+  *nv = (int)((long)n * (q + 1) / groups) - *v0;
+}
+
+/* wp of w [K, N] (row-major) by groups of column vectors (recur_group):
+ * group q at wp + v0 * U * K holds columns v0*U .. (v0+nv)*U-1 as
+ * [K][nv][U] (columns past N are zero). */
 void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K, int N);
 
 #endif /* LSTREAM_KERNELS_RECUR_CPU_H */

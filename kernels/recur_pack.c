@@ -77,13 +77,14 @@ void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const 
 
 void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K, int N) {
   int const U = k->width, P = (int)(padded(k, N) / (size_t)U);
-  for (int q = 0; q * 4 < P; q++) {
-    int const nv = P - 4 * q < 4 ? P - 4 * q : 4;
-    float *const group = wp + (size_t)q * 4 * U * K;
+  for (int q = 0; q < recur_groups(P); q++) {
+    int v0, nv;
+    recur_group(P, q, &v0, &nv);
+    float *const group = wp + (size_t)v0 * U * K;
     for (int kk = 0; kk < K; kk++)
       for (int v = 0; v < nv; v++)
         for (int u = 0; u < U; u++) {
-          int const j = (4 * q + v) * U + u;
+          int const j = (v0 + v) * U + u;
           group[((size_t)kk * nv + v) * U + u] = j < N ? w[(size_t)kk * N + j] : 0.0f;
         }
   }
