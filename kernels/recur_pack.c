@@ -56,23 +56,34 @@ size_t recur_tn_floats(const recur_kernels_t *k, int N) {
   return (size_t)RECUR_TN_ROWS * padded(k, N);
 }
 
+/* w [4H, K] into rows k0 .. k0+K-1 of the panels [P][Kp][4][U]: written in
+ * order, read down U rows at a time (their lines stay in L1 across k). */
+static void pack_gates(float *wp, const float *w, int U, int P, int Kp, int k0, int K, int H) {
+  for (int p = 0; p < P; p++) {
+    int const n = H - p * U < U ? H - p * U : U; /* units of the panel */
+    for (int kk = 0; kk < K; kk++) {
+      float *const dst = wp + ((size_t)p * Kp + (size_t)(k0 + kk)) * 4 * U;
+      for (int q = 0; q < 4; q++) {
+        const float *const src = w + ((size_t)q * H + (size_t)p * U) * K + kk;
+        for (int u = 0; u < n; u++) dst[q * U + u] = src[(size_t)u * K];
+        for (int u = n; u < U; u++) dst[q * U + u] = 0.0f;
+      }
+    }
+  }
+}
+
 void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const float *w_ih,
                         const float *w_hh, const float *b_ih, const float *b_hh, int In, int H) {
-  int const U = k->width, P = (int)(padded(k, H) / (size_t)U), K = In + H;
-  for (int p = 0; p < P; p++) {
-    float *const panel = wp + (size_t)p * K * 4 * U;
+  int const U = k->width, P = (int)(padded(k, H) / (size_t)U);
+  pack_gates(wp, w_ih, U, P, In + H, 0, In, H);
+  pack_gates(wp, w_hh, U, P, In + H, In, H, H);
+  for (int p = 0; p < P; p++)
     for (int q = 0; q < 4; q++)
       for (int u = 0; u < U; u++) {
         int const j = p * U + u;
-        size_t const row = (size_t)q * H + (size_t)j; /* row of w_ih, w_hh */
-        for (int kk = 0; kk < K; kk++) {
-          float v = 0.0f;
-          if (j < H) v = kk < In ? w_ih[row * In + kk] : w_hh[row * H + (kk - In)];
-          panel[((size_t)kk * 4 + q) * U + u] = v;
-        }
+        size_t const row = (size_t)q * H + (size_t)j;
         bias[((size_t)p * 4 + q) * U + u] = j < H ? b_ih[row] + b_hh[row] : 0.0f;
       }
-  }
 }
 
 void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K, int N) {
@@ -81,11 +92,12 @@ void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K,
     int v0, nv;
     recur_group(P, q, &v0, &nv);
     float *const group = wp + (size_t)v0 * U * K;
-    for (int kk = 0; kk < K; kk++)
-      for (int v = 0; v < nv; v++)
-        for (int u = 0; u < U; u++) {
-          int const j = (v0 + v) * U + u;
-          group[((size_t)kk * nv + v) * U + u] = j < N ? w[(size_t)kk * N + j] : 0.0f;
-        }
+    int const n = N - v0 * U < nv * U ? N - v0 * U : nv * U; /* columns of the group */
+    for (int kk = 0; kk < K; kk++) {
+      float *const dst = group + (size_t)kk * nv * U;
+      const float *const src = w + (size_t)kk * N + (size_t)v0 * U;
+      for (int j = 0; j < n; j++) dst[j] = src[j];
+      for (int j = n; j < nv * U; j++) dst[j] = 0.0f;
+    }
   }
 }
