@@ -37,6 +37,7 @@ static const base_key_t keys[] = {
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
+    {"watch.interval.ms", NULL, F(watch_interval_ms), BASE_V_INT(0, 3600 * 1000)},
 };
 #undef F
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
@@ -50,7 +51,8 @@ void ls_ingest_settings_init(ls_ingest_settings_t *s) {
                               .buffer_records = 4194304,
                               .warn_interval_ms = 5000,
                               .start_timeout_ms = 10000,
-                              .commit_timeout_ms = 5000};
+                              .commit_timeout_ms = 5000,
+                              .watch_interval_ms = 1000};
 }
 
 void ingest_settings_free(ls_ingest_settings_t *s) {

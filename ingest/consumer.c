@@ -182,6 +182,9 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
           ing->published.progress_total += ing->parts[i].end - ing->parts[i].start;
     }
     consumer_publish(ing);
+    err = consumer_watch_start(ing);
+  }
+  if (err == LS_OK) {
     if (pthread_create(&ing->thread, NULL, consumer_main, ing) != 0)
       err = ls_error_set(LS_ERR_NOMEM, "ls_ingest_new: cannot start the consumer thread");
     else
@@ -210,6 +213,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   pthread_cond_broadcast(&ing->room);
   pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);
+  consumer_watch_stop(ing);
   if (ing->thread_started) pthread_join(ing->thread, NULL);
   for (int i = 0; ing->parts != NULL && i < ing->n_parts; i++) {
     part_t *const part = &ing->parts[i];
@@ -252,6 +256,7 @@ ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out) {
   *out = ing->published;
   out->queued_windows = atomic_load(&ing->queued);
   out->memory_records = consumer_memory(ing, out->w.buffered);
+  consumer_watch_stats_locked(ing, out);
   pthread_mutex_unlock(&ing->lock);
   return LS_OK;
 }

@@ -84,6 +84,8 @@ void consumer_publish_locked(ls_ingest_t *ing) {
     const part_t *const part = &ing->parts[i];
     int64_t const at = part->done && part->end != INT64_MAX ? part->end : part->next;
     done += at > part->start ? at - part->start : 0;
+    ing->parts[i].pub_next = part->next;
+    ing->parts[i].pub_paused = part->queue_paused;
   }
   p->progress_done = done;
 }

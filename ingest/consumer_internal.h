@@ -11,6 +11,8 @@
  *   consumer_start.c   start positions, skip rules, the assignment
  *   consumer_record.c  the record path: messages to windows, held-back
  *                      messages, events, rejections and dead letters
+ *   consumer_watch.c   the watch: a thread asking the partitions' leaders for
+ *                      their high watermarks (connection, lag)
  *   consumer.c         creation, the thread, the public calls that remain
  *
  * Threads. The consumer thread owns the librdkafka handles, the windower and
@@ -71,8 +73,9 @@ typedef struct window_node_s {
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
-  float *x;    /* [T+1, F] */
-  float *mask; /* [T] */
+  float *x;       /* [T+1, F] */
+  float *mask;    /* [T] */
+  int64_t *times; /* [T+1] */
 } window_node_t;
 
 typedef struct part_s {
@@ -92,7 +95,23 @@ typedef struct part_s {
   window_node_t *head, *tail;
   atomic_int_fast64_t n;
   int ended; /* done and every window queued: LS_NEXT_END once the queue is empty */
+  int64_t pub_next; /* next, as published by consumer_publish */
+  int pub_paused;   /* queue_paused, as published */
+  int64_t high;     /* the high watermark of the last good watch (or read at start) */
 } part_t;
+
+/* The watch's thread and what it found (ingest/consumer_watch.c). */
+typedef struct consumer_watch_s {
+  pthread_t thread;
+  int started;
+  pthread_mutex_t lock; /* quit, with wake */
+  pthread_cond_t wake;
+  int quit;
+  /* Under the consumer's lock: */
+  int connected;       /* see ls_ingest_stats_t */
+  int64_t ok_ms;       /* base_now_ms() of the last good watch */
+  char error[160];
+} consumer_watch_t;
 
 /* Kinds of rate-limited warning: one per rejection reason, then these. */
 enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN__COUNT };
@@ -115,6 +134,7 @@ struct ls_ingest_s {
   ls_windower_t *w;
   pthread_t thread;
   int thread_started;
+  consumer_watch_t watch;
 
   /* The consumer thread's own. */
   rd_kafka_message_t **batch; /* [BATCH_MAX] */
@@ -232,5 +252,19 @@ int consumer_dispatch(ls_ingest_t *ing, rd_kafka_message_t *m);
 /* Work that waits on the trainer: messages held back, partitions to
  * resume, partial windows to queue. Returns 0 or -1. */
 int consumer_service(ls_ingest_t *ing);
+
+/* ------------------------------------------------------------------------ */
+/* consumer_watch.c                                                          */
+
+/* Starts the watch thread (nothing with watch.interval.ms = 0); the
+ * partitions' high watermarks are those read at start until it reports. */
+ls_err_t consumer_watch_start(ls_ingest_t *ing);
+
+/* Stops the watch thread (waiting for a request in flight, at most
+ * watch.interval.ms); safe when it never started. */
+void consumer_watch_stop(ls_ingest_t *ing);
+
+/* The watch's fields of the stats (the caller holds lock). */
+void consumer_watch_stats_locked(const ls_ingest_t *ing, ls_ingest_stats_t *out);
 
 #endif /* LSTREAM_INGEST_CONSUMER_INTERNAL_H */

@@ -15,10 +15,12 @@
 
 static window_node_t *node_new(const ls_ingest_t *ing) {
   size_t const rows = (size_t)ing->s.window + 1;
-  window_node_t *const node = malloc(
-      sizeof *node + (rows * (size_t)ing->s.features + (size_t)ing->s.window) * sizeof(float));
+  window_node_t *const node =
+      malloc(sizeof *node + rows * sizeof(int64_t) +
+             (rows * (size_t)ing->s.features + (size_t)ing->s.window) * sizeof(float));
   if (node == NULL) return NULL;
-  node->x = (float *)(node + 1);
+  node->times = (int64_t *)(node + 1);
+  node->x = (float *)(node->times + rows);
   node->mask = node->x + rows * (size_t)ing->s.features;
   return node;
 }
@@ -40,10 +42,12 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   memcpy(node->key, v->key, v->key_len + 1);
   memcpy(node->x, v->x, rows * (size_t)ing->s.features * sizeof(float));
   memcpy(node->mask, v->mask, (size_t)ing->s.window * sizeof(float));
+  memcpy(node->times, v->times, rows * sizeof(int64_t));
   node->win = *v;
   node->win.key = node->key;
   node->win.x = node->x;
   node->win.mask = node->mask;
+  node->win.times = node->times;
   node->part = (int)(part - ing->parts);
   node->next = node->pnext = NULL;
   pthread_mutex_lock(&ing->lock);

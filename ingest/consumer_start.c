@@ -28,6 +28,7 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
       break;
     }
     p->end = ing->s.stop_at_end ? high : INT64_MAX;
+    p->high = high;
     p->skip_time = -1;
     switch (s.kind) {
     case LS_START_OFFSET:

@@ -7,6 +7,8 @@
  */
 #include "lstream/ingest.h"
 
+#include "base/digest.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +37,10 @@ struct ls_feed_s {
 /* ------------------------------------------------------------------------ */
 /* Counter-based random draws                                                */
 
-static uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15u;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
 /* A uniform in (0, 1) that depends only on its four coordinates. */
 static double feed_uniform(uint64_t seed, int s, int64_t k, uint64_t stream) {
-  uint64_t const h = mix64(mix64(mix64(mix64(seed) ^ (uint64_t)s) ^ (uint64_t)k) ^ stream);
+  uint64_t const h =
+      base_mix64(base_mix64(base_mix64(base_mix64(seed) ^ (uint64_t)s) ^ (uint64_t)k) ^ stream);
   return ((double)(h >> 11) + 0.5) * 0x1.0p-53;
 }
 
@@ -87,7 +83,9 @@ void ls_feed_conf_default(ls_feed_conf_t *conf) {
                            .ar1 = 1.2,
                            .ar2 = -0.5,
                            .start_ms = INT64_C(1704067200000),
-                           .step_ms = 1000};
+                           .step_ms = 1000,
+                           .offset = 0.0,
+                           .scale = 1.0};
 }
 
 static ls_err_t feed_check_conf(const ls_feed_conf_t *c) {
@@ -113,6 +111,8 @@ static ls_err_t feed_check_conf(const ls_feed_conf_t *c) {
                "feed: AR(2) coefficients %g, %g are not stationary (need |ar2| < 1, ar1 + ar2 < "
                "1, ar2 - ar1 < 1; e.g. 1.2, -0.5); the series would explode",
                c->ar1, c->ar2);
+  LS_RETURN_IF(!isfinite(c->offset) || !isfinite(c->scale) || c->scale == 0.0, LS_ERR_INVALID_ARG,
+               "feed: offset %g and scale %g must be finite, the scale not 0", c->offset, c->scale);
   LS_RETURN_IF(c->step_ms < 1, LS_ERR_INVALID_ARG,
                "feed: step_ms = %lld must be at least 1 (event times must increase)",
                (long long)c->step_ms);
@@ -227,6 +227,16 @@ static void feed_step(ls_feed_t *feed, int s, float *out, float *mean) {
   feed->next[s] = k + 1;
 }
 
+/* out [F] and mean [F] (may be NULL) as produced: offset + scale x. */
+static void feed_transform(const ls_feed_t *feed, float *out, float *mean) {
+  double const a = feed->conf.offset, b = feed->conf.scale;
+  if (a == 0.0 && b == 1.0) return;
+  for (int f = 0; f < feed->conf.features; f++) {
+    out[f] = (float)(a + b * (double)out[f]);
+    if (mean != NULL) mean[f] = (float)(a + b * (double)mean[f]);
+  }
+}
+
 ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean) {
   LS_RETURN_IF(feed == NULL || out == NULL, LS_ERR_INVALID_ARG,
                "ls_feed_value: feed and out must not be NULL");
@@ -235,6 +245,7 @@ ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mea
   LS_RETURN_IF(k < 0, LS_ERR_INVALID_ARG, "ls_feed_value: step %lld is negative", (long long)k);
   if (feed->conf.generator == LS_GEN_SINE) {
     feed_sine(feed, s, k, out, mean);
+    feed_transform(feed, out, mean);
     return LS_OK;
   }
   if (k < feed->next[s]) { /* replay the series from step 0 */
@@ -246,5 +257,6 @@ ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mea
   while (feed->next[s] < k)
     feed_step(feed, s, out, NULL);
   feed_step(feed, s, out, mean);
+  feed_transform(feed, out, mean);
   return LS_OK;
 }

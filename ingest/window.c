@@ -5,8 +5,8 @@
  * Series are found by key through the ground floor's key->index map
  * (include/base/keymap.h) over an array of series; the index is the
  * series' id in its windows. Each series owns one allocation: its state, a
- * buffer x [T+1, F] with the offsets [T+1] of the records in it, and its
- * key. Values are decoded straight into the next free
+ * buffer x [T+1, F] with the offsets and event times [T+1] of the records
+ * in it, and its key. Values are decoded straight into the next free
  * row. When row T is filled the buffer is a complete window (inputs rows
  * 0..T-1, targets rows 1..T) and is handed out as is; row T moves to row 0
  * on the series' next record (the carry), so windows overlap by one record
@@ -65,6 +65,7 @@ typedef struct series_s {
   int64_t id;                   /* its index in the table: 0, 1, ... by first acceptance */
   int count;
   int64_t *offsets; /* [T+1] */
+  int64_t *times;   /* [T+1] event times */
   float *x;         /* [T+1, F] */
 } series_t;
 
@@ -231,7 +232,7 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *r
   LS_FORWARD_IF_ERROR(part_get(w, rec->partition, &part));
   LS_FORWARD_IF_ERROR(table_reserve(&w->series, "series"));
   size_t const rows = (size_t)w->T + 1;
-  size_t const body = rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
+  size_t const body = 2 * rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
   series_t *const s = item_new(sizeof(series_t), body, rec->key, rec->key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
                w->series.map.n, sizeof(series_t) + body + rec->key_len + 1);
@@ -242,7 +243,8 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const ls_record_t *r
   s->index = index;
   s->count = 0;
   s->offsets = (int64_t *)(s + 1);
-  s->x = (float *)(s->offsets + rows);
+  s->times = s->offsets + rows;
+  s->x = (float *)(s->times + rows);
   memcpy(s->x, w->scratch, (size_t)w->F * sizeof(float));
   ls_err_t const err = table_add(&w->series, &s->k, hash, "windower series");
   if (err != LS_OK) {
@@ -354,6 +356,7 @@ static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targe
   v->n_targets = n_targets;
   v->x = s->x;
   v->mask = mask;
+  v->times = s->times;
   return v;
 }
 
@@ -382,6 +385,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     if (s->count == T + 1) { /* the carry: last target becomes the first input */
       memcpy(s->x, s->x + (size_t)T * F, (size_t)F * sizeof(float));
       s->offsets[0] = s->offsets[T];
+      s->times[0] = s->times[T];
       s->count = 1;
     }
     ls_reject_t const r =
@@ -406,6 +410,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     }
     if (rule != NULL && --w->skips_left == 0) table_free(&w->skips); /* every rule passed */
   }
+  s->times[s->count] = rec->timestamp >= 0 ? rec->timestamp : -1;
   s->offsets[s->count++] = rec->offset;
   if (rec->timestamp >= 0) s->last_time = rec->timestamp;
   w->stats.accepted++;
@@ -441,6 +446,8 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
     if (n < 2) continue; /* a lone record: no target to train on */
     /* Rows n..T are padding: zero them so no stale values reach a model. */
     memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
+    for (int t = n; t <= T; t++)
+      s->times[t] = -1;
     for (int t = 0; t < T; t++)
       w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
     *win = window_view(w, s, n - 1, w->partial_mask);

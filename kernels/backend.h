@@ -108,6 +108,14 @@ typedef struct ls_backend_ops_s {
   ls_err_t (*state_scatter)(void *ctx, float *tab_h, float *tab_c, const float *hT,
                             const float *cT, size_t stride, const int64_t *slots, int B, int L,
                             int H);
+
+  /* A few bytes of device memory without a blocking read: fetch_start
+   * queues a copy of bytes (<= 64) at src, after the work queued so far,
+   * into memory the backend owns; fetch_wait waits for the latest one and
+   * copies it to host_dst. For a step's figures (loss, gradient norm), read
+   * once the next step is queued. */
+  ls_err_t (*fetch_start)(void *ctx, const void *src, size_t bytes);
+  ls_err_t (*fetch_wait)(void *ctx, void *host_dst, size_t bytes);
 } ls_backend_ops_t;
 
 extern const ls_backend_ops_t ls_backend_cpu;

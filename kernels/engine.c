@@ -7,58 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "lstream/kernels.h"
-
-struct ls_engine_s {
-  ls_engine_conf_t conf;
-  const ls_backend_ops_t *ops;
-  void *ctx;
-  size_t n_params; /* n */
-
-  /* Flat buffers, device memory. */
-  float *params; /* (n) PyTorch layout, see kernels.h */
-  float *grads;  /* (n) */
-  float *adam_m; /* (n) */
-  float *adam_v; /* (n) */
-
-  /* Workspaces for the largest window Tm = max_window, Bm = max_batch. A
-   * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
-  float *x;       /* (Tm+1, Bm, I) inputs; a sequence window's targets in rows 1..T */
-  float *target;  /* (Tm, Bm, O) targets given apart from the inputs */
-  float *mask;    /* (Tm, Bm) */
-  float *gates;   /* (L, Tm, Bm, 4H) activated gates */
-  float *hs;      /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
-  float *cs;      /* (L, Tm+1, Bm, H) */
-  float *tcs;     /* (L, Tm, Bm, H) tanh(c_t) */
-  float *pred;    /* (Tm, Bm, O) */
-  float *dpred;   /* (Tm, Bm, O) */
-  float *dh;      /* (Tm, Bm, H) gradient flowing down the stack */
-  float *dgates;  /* (Tm, Bm, 4H) */
-  float *dx;      /* (Tm, Bm, I) */
-  float *dh0;     /* (L, Bm, H) */
-  float *dc0;     /* (L, Bm, H) */
-  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
-  size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
-
-  int64_t adam_steps;
-  int state_B;    /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
-  int fwd_T;      /* (T, B) of the last forward; 0 none */
-  int fwd_B;
-  int fwd_masked; /* last forward had a mask */
-  const float *fwd_target; /* the targets of the last forward (device), NULL none */
-  int bwd_done;   /* input gradients are those of the last forward */
-
-  ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
-  void *grad_hook_opaque;
-};
-
-struct ls_state_table_s {
-  ls_engine_t *eng;
-  size_t slots; /* S */
-  float *h;     /* (S, L, H) */
-  float *c;     /* (S, L, H) */
-};
+#include "engine_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Configuration and lifetime                                                */
@@ -124,7 +73,7 @@ ls_err_t ls_device_count(ls_device_t device, int *count) {
   return LS_OK;
 }
 
-static ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
+ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats) {
   return e->ops->alloc(e->ctx, floats * sizeof(float), (void **)ptr);
 }
 
@@ -171,6 +120,12 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
   if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
+  e->last = calloc(Bm, sizeof *e->last);
+  e->skip = calloc(Bm, sizeof *e->skip);
+  if (err == LS_OK && (e->last == NULL || e->skip == NULL))
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the rows of a batch of %zu", Bm);
   if (err != LS_OK) {
     ls_engine_destroy(e);
     return err;
@@ -187,6 +142,7 @@ void ls_engine_destroy(ls_engine_t *e) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
+  free(e->last), free(e->skip), free(e->scatter_rows);
   e->ops->ctx_free(e->ctx);
   free(e);
 }
@@ -292,7 +248,7 @@ ls_err_t ls_engine_zero_grads(ls_engine_t *e) {
 /* ------------------------------------------------------------------------ */
 /* One window                                                                */
 
-static ls_err_t check_batch(const ls_engine_t *e, int B) {
+ls_err_t engine_check_batch(const ls_engine_t *e, int B) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   LS_RETURN_IF(B < 1 || B > e->conf.max_batch, LS_ERR_INVALID_ARG,
                "batch B=%d is out of range [1, max_batch=%d]", B, e->conf.max_batch);
@@ -300,7 +256,7 @@ static ls_err_t check_batch(const ls_engine_t *e, int B) {
 }
 
 ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float *c0) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_FORWARD_IF_ERROR(engine_check_batch(e, B));
   size_t const rows = (size_t)B * (size_t)e->conf.shape.hidden_size;
   for (int l = 0; l < e->conf.shape.num_layers; l++) {
     float *const dst_h = e->hs + (size_t)l * e->hs_stride;
@@ -323,7 +279,7 @@ static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l *
 /* Checks what every forward needs, and marks the last one invalid until
  * this one completes. */
 static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
+  LS_FORWARD_IF_ERROR(engine_check_batch(e, B));
   LS_RETURN_IF(T < 1 || T > e->conf.max_window, LS_ERR_INVALID_ARG,
                "window T=%d is out of range [1, max_window=%d]", T, e->conf.max_window);
   LS_RETURN_IF(e->state_B != B, LS_ERR_STATE,
@@ -335,10 +291,25 @@ static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
   return LS_OK;
 }
 
+/* Each row's last valid step from the host mask [T, B] (NULL: all valid):
+ * the state a row carries on is the one after its last real record, never
+ * after padding (DESIGN.md "Partial windows"). */
+static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
+  e->fwd_partial = 0;
+  for (int b = 0; b < B; b++) {
+    int t = T;
+    if (mask != NULL)
+      while (t > 0 && mask[(size_t)(t - 1) * B + b] == 0.0f)
+        t--;
+    e->last[b] = t;
+    e->fwd_partial |= t < T;
+  }
+}
+
 /* The forward of a window whose inputs are in e->x: the LSTM stack, the
- * head and, with targets (device), the masked MSE (mask in e->mask when
- * masked). */
-static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, int masked,
+ * head and, with targets (device), the masked MSE (the host's mask, NULL =
+ * all valid, uploaded to e->mask). */
+static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, const float *mask,
                             double *loss_sum, double *count) {
   ls_shape_t const *s = &e->conf.shape;
   int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
@@ -362,18 +333,23 @@ static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, i
   LS_FORWARD_IF_ERROR(
       ops->head_forward(e->ctx, e->pred, y, e->params + off_w, e->params + off_b, (int)N, H, O));
 
-  double loss[2] = {0.0, 0.0};
+  double loss[2] = {0.0, 0.0}, valid = 0.0;
   if (target != NULL) {
     LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, target,
-                                      masked ? e->mask : NULL, 1.0f, (int)N, O));
-    LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+                                      mask ? e->mask : NULL, 1.0f, (int)N, O));
+    /* The loss is read back only when asked (it waits for the device); the
+     * count comes from the host's mask, as mse_loss counts. */
+    if (loss_sum != NULL) LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+    for (size_t r = 0; r < N && mask != NULL; r++)
+      if (mask[r] != 0.0f) valid += mask[r];
+    valid = (mask != NULL ? valid : (double)N) * O;
   }
   if (loss_sum != NULL) *loss_sum = loss[0];
-  if (count != NULL) *count = loss[1];
+  if (count != NULL) *count = valid;
   e->fwd_T = T;
   e->fwd_B = B;
   e->fwd_target = target;
-  e->fwd_masked = masked;
+  e->fwd_masked = mask != NULL;
   return LS_OK;
 }
 
@@ -391,7 +367,8 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
     LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target,
                                     N * (size_t)e->conf.shape.output_size * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
-  return forward_run(e, T, B, target != NULL ? e->target : NULL, mask != NULL, loss_sum, count);
+  mark_last(e, T, B, mask);
+  return forward_run(e, T, B, target != NULL ? e->target : NULL, mask, loss_sum, count);
 }
 
 ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, const float *mask,
@@ -407,9 +384,10 @@ ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, c
   const ls_backend_ops_t *const ops = e->ops;
   LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->x, seq, (N + (size_t)B) * (size_t)I * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
+  mark_last(e, T, B, mask);
   const float *target = NULL;
   LS_FORWARD_IF_ERROR(ops->seq_targets(e->ctx, &target, e->x, B, I));
-  return forward_run(e, T, B, target, mask != NULL, loss_sum, count);
+  return forward_run(e, T, B, target, mask, loss_sum, count);
 }
 
 ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
@@ -468,12 +446,30 @@ ls_err_t ls_engine_read_outputs(ls_engine_t *e, float *y, float *pred, float *hT
   if (pred != NULL)
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, pred, e->pred,
                                          T * B * (size_t)s->output_size * sizeof(float)));
-  for (int l = 0; l < L; l++) {
-    size_t const last = T * B * H, rows = B * H * sizeof(float);
-    if (hT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + l * B * H, layer_hs(e, l) + last, rows));
-    if (cT != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + l * B * H, layer_cs(e, l) + last, rows));
+  /* The final states: step T for every row, or row by row at its last
+   * valid step when some row ends early. */
+  size_t const rows = e->fwd_partial ? 1 : B;
+  for (int l = 0; l < L; l++)
+    for (size_t b = 0; b < B; b += rows) {
+      size_t const at = (size_t)(e->fwd_partial ? e->last[b] : (int)T) * B * H + b * H;
+      size_t const bytes = rows * H * sizeof(float), dst = (size_t)l * B * H + b * H;
+      if (hT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, hT + dst, layer_hs(e, l) + at, bytes));
+      if (cT != NULL)
+        LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, cT + dst, layer_cs(e, l) + at, bytes));
+    }
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_initial_state(ls_engine_t *e, float *h0, float *c0) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(e->state_B < 1, LS_ERR_STATE,
+               "no initial state to read: call ls_engine_set_state or ls_engine_gather_state");
+  size_t const bytes = (size_t)e->state_B * (size_t)e->conf.shape.hidden_size * sizeof(float);
+  for (int l = 0; l < e->conf.shape.num_layers; l++) {
+    size_t const dst = (size_t)l * bytes / sizeof(float);
+    if (h0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h0 + dst, layer_hs(e, l), bytes));
+    if (c0 != NULL) LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, c0 + dst, layer_cs(e, l), bytes));
   }
   return LS_OK;
 }
@@ -516,6 +512,7 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
                                           e->n_params, e->scalars + 2, grad_scale, opt,
                                           e->adam_steps + 1));
   e->adam_steps++;
+  e->norm_scale = grad_scale;
   if (grad_norm != NULL) {
     double norm_sq = 0.0;
     LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, &norm_sq, e->scalars + 2, sizeof norm_sq));
@@ -525,6 +522,25 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
 }
 
 int64_t ls_engine_optimizer_steps(const ls_engine_t *e) { return e == NULL ? 0 : e->adam_steps; }
+
+ls_err_t ls_engine_fetch_figures(ls_engine_t *e) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  /* scalars: loss sum, count, gradient norm^2 */
+  LS_FORWARD_IF_ERROR(e->ops->fetch_start(e->ctx, e->scalars, 3 * sizeof(double)));
+  e->fetch_scale = e->norm_scale;
+  e->fetched = 1;
+  return LS_OK;
+}
+
+ls_err_t ls_engine_read_figures(ls_engine_t *e, double *loss_sum, float *grad_norm) {
+  LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
+  LS_RETURN_IF(!e->fetched, LS_ERR_STATE, "no figures to read: call ls_engine_fetch_figures first");
+  double f[3];
+  LS_FORWARD_IF_ERROR(e->ops->fetch_wait(e->ctx, f, sizeof f));
+  if (loss_sum != NULL) *loss_sum = f[0];
+  if (grad_norm != NULL) *grad_norm = (float)((double)e->fetch_scale * sqrt(f[2]));
+  return LS_OK;
+}
 
 ls_err_t ls_engine_read_optimizer(ls_engine_t *e, float *m, float *v, size_t n, int64_t *steps) {
   LS_FORWARD_IF_ERROR(check_flat(e, m, n, "first-moment"));
@@ -546,125 +562,4 @@ ls_err_t ls_engine_write_optimizer(ls_engine_t *e, const float *m, const float *
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->adam_v, v, n * sizeof(float)));
   e->adam_steps = steps;
   return LS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Series-state tables                                                       */
-
-static size_t row_floats(const ls_engine_t *e) {
-  return (size_t)e->conf.shape.num_layers * (size_t)e->conf.shape.hidden_size;
-}
-
-ls_err_t ls_state_table_new(ls_engine_t *e, size_t slots, ls_state_table_t **out) {
-  LS_RETURN_IF(e == NULL || out == NULL, LS_ERR_INVALID_ARG, "engine or out is NULL");
-  *out = NULL;
-  LS_RETURN_IF(slots == 0, LS_ERR_INVALID_ARG, "a state table needs at least one slot");
-  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
-               "%zu slots do not fit in memory", slots);
-  ls_state_table_t *t = calloc(1, sizeof *t);
-  LS_RETURN_IF(t == NULL, LS_ERR_NOMEM, "no memory for a state table");
-  t->eng = e;
-  t->slots = slots;
-  ls_err_t err = engine_alloc(e, &t->h, slots * row_floats(e));
-  if (err == LS_OK) err = engine_alloc(e, &t->c, slots * row_floats(e));
-  if (err != LS_OK) {
-    ls_state_table_destroy(t);
-    return err;
-  }
-  *out = t;
-  return LS_OK;
-}
-
-void ls_state_table_destroy(ls_state_table_t *t) {
-  if (t == NULL) return;
-  if (t->h != NULL) t->eng->ops->free(t->eng->ctx, t->h);
-  if (t->c != NULL) t->eng->ops->free(t->eng->ctx, t->c);
-  free(t);
-}
-
-size_t ls_state_table_slots(const ls_state_table_t *t) { return t == NULL ? 0 : t->slots; }
-
-ls_err_t ls_state_table_grow(ls_state_table_t *t, size_t slots) {
-  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "state table is NULL");
-  if (slots <= t->slots) return LS_OK;
-  ls_engine_t *const e = t->eng;
-  LS_RETURN_IF(slots > SIZE_MAX / 2 / sizeof(float) / row_floats(e), LS_ERR_INVALID_ARG,
-               "%zu slots do not fit in memory", slots);
-  float *h = NULL, *c = NULL;
-  size_t const old_bytes = t->slots * row_floats(e) * sizeof(float);
-  ls_err_t err = engine_alloc(e, &h, slots * row_floats(e));
-  if (err == LS_OK) err = engine_alloc(e, &c, slots * row_floats(e));
-  if (err == LS_OK) err = e->ops->copy(e->ctx, h, t->h, old_bytes);
-  if (err == LS_OK) err = e->ops->copy(e->ctx, c, t->c, old_bytes);
-  if (err != LS_OK) { /* the table keeps its old rows */
-    if (h != NULL) e->ops->free(e->ctx, h);
-    if (c != NULL) e->ops->free(e->ctx, c);
-    return err;
-  }
-  e->ops->free(e->ctx, t->h);
-  e->ops->free(e->ctx, t->c);
-  t->h = h;
-  t->c = c;
-  t->slots = slots;
-  return LS_OK;
-}
-
-static ls_err_t check_rows(const ls_state_table_t *t, size_t first, size_t n, const void *h,
-                           const void *c) {
-  LS_RETURN_IF(t == NULL || h == NULL || c == NULL, LS_ERR_INVALID_ARG,
-               "state table, h or c is NULL");
-  LS_RETURN_IF(n == 0 || first >= t->slots || n > t->slots - first, LS_ERR_INVALID_ARG,
-               "rows [%zu, %zu + %zu) are outside the table's %zu slots", first, first, n,
-               t->slots);
-  return LS_OK;
-}
-
-ls_err_t ls_state_table_read(ls_state_table_t *t, size_t first, size_t n, float *h, float *c) {
-  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
-  ls_engine_t *const e = t->eng;
-  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
-  LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, h, t->h + off, bytes));
-  return e->ops->download(e->ctx, c, t->c + off, bytes);
-}
-
-ls_err_t ls_state_table_write(ls_state_table_t *t, size_t first, size_t n, const float *h,
-                              const float *c) {
-  LS_FORWARD_IF_ERROR(check_rows(t, first, n, h, c));
-  ls_engine_t *const e = t->eng;
-  size_t const off = first * row_floats(e), bytes = n * row_floats(e) * sizeof(float);
-  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, t->h + off, h, bytes));
-  return e->ops->upload(e->ctx, t->c + off, c, bytes);
-}
-
-static ls_err_t check_slots(const ls_engine_t *e, const ls_state_table_t *t, int B,
-                            const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_batch(e, B));
-  LS_RETURN_IF(t == NULL || slots == NULL, LS_ERR_INVALID_ARG, "state table or slots is NULL");
-  LS_RETURN_IF(t->eng != e, LS_ERR_INVALID_ARG, "the state table belongs to another engine");
-  for (int b = 0; b < B; b++)
-    LS_RETURN_IF(slots[b] >= (int64_t)t->slots, LS_ERR_INVALID_ARG,
-                 "slot %lld (row %d) is outside the table's %zu slots", (long long)slots[b], b,
-                 t->slots);
-  return LS_OK;
-}
-
-ls_err_t ls_engine_gather_state(ls_engine_t *e, ls_state_table_t *t, int B,
-                                const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
-  LS_FORWARD_IF_ERROR(e->ops->state_gather(e->ctx, e->hs, e->cs, e->hs_stride, t->h, t->c, slots,
-                                           B, e->conf.shape.num_layers,
-                                           e->conf.shape.hidden_size));
-  e->state_B = B;
-  e->fwd_T = 0;
-  return LS_OK;
-}
-
-ls_err_t ls_engine_scatter_state(ls_engine_t *e, ls_state_table_t *t, int B,
-                                 const int64_t *slots) {
-  LS_FORWARD_IF_ERROR(check_slots(e, t, B, slots));
-  LS_RETURN_IF(e->fwd_T == 0 || e->fwd_B != B, LS_ERR_STATE,
-               "scatter of B=%d rows needs a completed forward of the same batch", B);
-  size_t const last = (size_t)e->fwd_T * (size_t)B * (size_t)e->conf.shape.hidden_size;
-  return e->ops->state_scatter(e->ctx, t->h, t->c, e->hs + last, e->cs + last, e->hs_stride,
-                               slots, B, e->conf.shape.num_layers, e->conf.shape.hidden_size);
 }

@@ -29,6 +29,7 @@ typedef struct cpu_ctx_s {
   float *bias;               /* (4 P U) packed biases */
   float *tn;                 /* (threads, recur_tn_floats) gemm_tn's buffers */
   size_t tn_floats;          /* per thread */
+  unsigned char fetched[64]; /* the bytes of the last fetch_start */
 } cpu_ctx_t;
 
 /* ------------------------------------------------------------------------ */
@@ -125,6 +126,17 @@ static ls_err_t mem_copy(void *ctx, void *dst, const void *src, size_t bytes) {
 
 static ls_err_t mem_zero(void *ctx, void *dst, size_t bytes) {
   if (bytes) memset(dst, 0, bytes);
+  return LS_OK;
+}
+
+/* The work is done when a call returns: the bytes are there at once. */
+static ls_err_t fetch_start(void *ctx, const void *src, size_t bytes) {
+  memcpy(((cpu_ctx_t *)ctx)->fetched, src, bytes);
+  return LS_OK;
+}
+
+static ls_err_t fetch_wait(void *ctx, void *host_dst, size_t bytes) {
+  memcpy(host_dst, ((cpu_ctx_t *)ctx)->fetched, bytes);
   return LS_OK;
 }
 
@@ -519,4 +531,6 @@ const ls_backend_ops_t ls_backend_cpu = {
     .adam_update = adam_update,
     .state_gather = state_gather,
     .state_scatter = state_scatter,
+    .fetch_start = fetch_start,
+    .fetch_wait = fetch_wait,
 };

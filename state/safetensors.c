@@ -14,19 +14,24 @@
 
 #include "snapshot_format.h"
 
-/* A tensor to write: its name, shape, and where its floats come from
+/* A tensor to write: its name, shape, and where its elements come from
  * (n_src pieces written one after the other; `one` serves a tensor of one
- * piece). */
+ * piece); dtype NULL is "F32". */
 typedef struct tensor_s {
   char name[64];
   int ndim;
   size_t dims[3];
   int n_src;
-  const float *const *src;
-  const size_t *src_n;
-  const float *one;
+  const void *const *src;
+  const size_t *src_n; /* elements */
+  const void *one;
   size_t one_n;
+  const char *dtype; /* "F32", "F64" or "I64" */
 } tensor_t;
+
+static size_t dtype_bytes(const tensor_t *t) {
+  return t->dtype == NULL || !strcmp(t->dtype, "F32") ? 4 : 8;
+}
 
 /* A growing text buffer for the JSON header. */
 typedef struct text_s {
@@ -86,12 +91,12 @@ static ls_err_t write_safetensors(const char *path, const tensor_t *ts, int n, c
     size_t count = 1;
     for (int d = 0; d < ts[i].ndim; d++)
       count *= ts[i].dims[d];
-    text_add(&t, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", i == 0 && meta == NULL ? "" : ",",
-             ts[i].name);
+    text_add(&t, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i == 0 && meta == NULL ? "" : ",",
+             ts[i].name, ts[i].dtype != NULL ? ts[i].dtype : "F32");
     for (int d = 0; d < ts[i].ndim; d++)
       text_add(&t, "%s%zu", d ? "," : "", ts[i].dims[d]);
-    text_add(&t, "],\"data_offsets\":[%zu,%zu]}", at, at + count * sizeof(float));
-    at += count * sizeof(float);
+    text_add(&t, "],\"data_offsets\":[%zu,%zu]}", at, at + count * dtype_bytes(&ts[i]));
+    at += count * dtype_bytes(&ts[i]);
   }
   text_add(&t, "}");
   while (!t.failed && t.len % 8 != 0)
@@ -111,7 +116,7 @@ static ls_err_t write_safetensors(const char *path, const tensor_t *ts, int n, c
   int ok = fwrite(len, 1, sizeof len, f) == sizeof len && fwrite(t.p, 1, t.len, f) == t.len;
   for (int i = 0; ok && i < n; i++)
     for (int k = 0; ok && k < ts[i].n_src; k++)
-      ok = fwrite(ts[i].src[k], sizeof(float), ts[i].src_n[k], f) == ts[i].src_n[k];
+      ok = fwrite(ts[i].src[k], dtype_bytes(&ts[i]), ts[i].src_n[k], f) == ts[i].src_n[k];
   int const e = errno;
   free(t.p);
   if (fclose(f) != 0) ok = 0;
@@ -152,6 +157,7 @@ ls_err_t ls_snapshot_export_model(const ls_snapshot_t *s, const char *path) {
     t->n_src = 1;
     t->src = &t->one;
     t->src_n = &t->one_n;
+    t->dtype = NULL;
   }
   char meta[256];
   snprintf(meta, sizeof meta,
@@ -164,24 +170,14 @@ ls_err_t ls_snapshot_export_model(const ls_snapshot_t *s, const char *path) {
   return err;
 }
 
-ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, const char *path) {
-  LS_RETURN_IF(parts == NULL || path == NULL || n < 1, LS_ERR_INVALID_ARG,
-               "parts or path is NULL, or %d parts", n);
-  size_t S = 0;
-  for (int i = 0; i < n; i++) {
-    LS_RETURN_IF(parts[i] == NULL, LS_ERR_INVALID_ARG, "part %d is NULL", i);
-    LS_RETURN_IF(parts[i]->shape.hidden_size != parts[0]->shape.hidden_size ||
-                     parts[i]->shape.num_layers != parts[0]->shape.num_layers,
-                 LS_ERR_INVALID_ARG, "part %d has states of another shape than part 0's", i);
-    S += parts[i]->series;
-  }
-  /* pieces: h of every part, then c of every part; counts [n] */
-  const float **const pieces = malloc(2 * (size_t)n * sizeof *pieces);
-  size_t *const counts = malloc((size_t)n * sizeof *counts);
-  text_t keys = {0}, meta = {0};
+/* The states' metadata: step, layout, partitions and keys of the parts'
+ * series, in order, into meta (a JSON object). */
+static void states_meta(const ls_snapshot_t *const *parts, int n, text_t *meta) {
+  text_t keys = {0};
   text_add(&keys, "[");
-  text_add(&meta,
+  text_add(meta,
            "{\"format\":\"lstream-states\",\"layout\":\"[S, L, H]\",\"step\":\"%lld\","
+           "\"norm\":\"m, v, q, prev per feature\",\"errors\":\"model, last value per target\","
            "\"partitions\":\"[",
            (long long)parts[0]->info.step);
   for (int i = 0; i < n; i++)
@@ -189,31 +185,63 @@ ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, con
       int const first = keys.len == 1;
       text_add(&keys, "%s", first ? "" : ",");
       text_add_bytes(&keys, parts[i]->keys + parts[i]->key_off[j], parts[i]->key_len[j]);
-      text_add(&meta, "%s%d", first ? "" : ",", (int)parts[i]->partition[j]);
+      text_add(meta, "%s%d", first ? "" : ",", (int)parts[i]->partition[j]);
     }
   text_add(&keys, "]");
   /* The format's metadata values are strings: "keys" is a JSON array
    * inside a JSON string, escaped twice. */
-  text_add(&meta, "]\",\"keys\":");
-  if (!keys.failed) text_add_bytes(&meta, keys.p, keys.len);
-  text_add(&meta, "}");
+  text_add(meta, "]\",\"keys\":");
+  if (!keys.failed)
+    text_add_bytes(meta, keys.p, keys.len);
+  else
+    meta->failed = 1;
+  text_add(meta, "}");
+  free(keys.p);
+}
+
+ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, const char *path) {
+  LS_RETURN_IF(parts == NULL || path == NULL || n < 1, LS_ERR_INVALID_ARG,
+               "parts or path is NULL, or %d parts", n);
+  size_t S = 0;
+  for (int i = 0; i < n; i++) {
+    LS_RETURN_IF(parts[i] == NULL, LS_ERR_INVALID_ARG, "part %d is NULL", i);
+    LS_RETURN_IF(parts[i]->shape.hidden_size != parts[0]->shape.hidden_size ||
+                     parts[i]->shape.num_layers != parts[0]->shape.num_layers ||
+                     parts[i]->stats_F != parts[0]->stats_F ||
+                     parts[i]->stats_O != parts[0]->stats_O,
+                 LS_ERR_INVALID_ARG, "part %d has states of another shape than part 0's", i);
+    S += parts[i]->series;
+  }
+  /* pieces: h, c, norm_n, norm, errors of every part, in that order; counts [5 n] */
+  const void **const pieces = malloc(5 * (size_t)n * sizeof *pieces);
+  size_t *const counts = malloc(5 * (size_t)n * sizeof *counts);
+  text_t meta = {0};
+  states_meta(parts, n, &meta);
   ls_err_t err = LS_OK;
-  if (pieces == NULL || counts == NULL || keys.failed || meta.failed) {
+  if (pieces == NULL || counts == NULL || meta.failed) {
     err = ls_error_set(LS_ERR_NOMEM, "%s: no memory for the metadata of %zu series", path, S);
   } else {
+    size_t const F = (size_t)parts[0]->stats_F, O = (size_t)parts[0]->stats_O;
     for (int i = 0; i < n; i++) {
-      pieces[i] = parts[i]->h;
-      pieces[n + i] = parts[i]->c;
-      counts[i] = parts[i]->series * parts[i]->row;
+      const ls_snapshot_t *const p = parts[i];
+      const void *const src[5] = {p->h, p->c, p->norm_n, p->norm, p->errors};
+      size_t const cnt[5] = {p->series * p->row, p->series * p->row, p->series,
+                             p->series * F * LS_NORM_STATS, p->series * O * 2};
+      for (int k = 0; k < 5; k++)
+        pieces[k * n + i] = src[k], counts[k * n + i] = cnt[k];
     }
     size_t const L = (size_t)parts[0]->shape.num_layers, H = (size_t)parts[0]->shape.hidden_size;
-    tensor_t const ts[2] = {{"h", 3, {S, L, H}, n, pieces, counts, NULL, 0},
-                            {"c", 3, {S, L, H}, n, pieces + n, counts, NULL, 0}};
-    err = write_safetensors(path, ts, 2, meta.p);
+    tensor_t const ts[5] = {
+        {"h", 3, {S, L, H}, n, pieces, counts, NULL, 0, "F32"},
+        {"c", 3, {S, L, H}, n, pieces + n, counts + n, NULL, 0, "F32"},
+        {"norm_n", 1, {S, 0, 0}, n, pieces + 2 * n, counts + 2 * n, NULL, 0, "I64"},
+        {"norm", 3, {S, F, LS_NORM_STATS}, n, pieces + 3 * n, counts + 3 * n, NULL, 0, "F64"},
+        {"errors", 3, {S, O, 2}, n, pieces + 4 * n, counts + 4 * n, NULL, 0, "F64"}};
+    /* Without host-side state (F = 0): h and c only. */
+    err = write_safetensors(path, ts, F > 0 ? 5 : 2, meta.p);
   }
   free(pieces);
   free(counts);
-  free(keys.p);
   free(meta.p);
   return err;
 }

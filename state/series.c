@@ -1,7 +1,7 @@
 /*
  * The series table (include/lstream/state.h): the ground floor's key->index
- * map from key to slot, per-slot bookkeeping, and the states in engine
- * memory.
+ * map from key to slot, per-slot bookkeeping, the states in engine memory,
+ * and per slot the host-side state (normaliser, error sums) when kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,10 @@ struct ls_series_table_s {
   series_t *series;         /* [count], by slot */
   size_t count, cap;        /* slots used / allocated (series and states) */
   base_keymap_t index;      /* key -> slot */
+  int F, O;                 /* host-side state kept per slot: 0, 0 = none */
+  int64_t *norm_n;          /* [cap] */
+  double *norm;             /* [cap, F, LS_NORM_STATS] */
+  double *errors;           /* [cap, O, 2] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -60,7 +64,28 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   free(t->series);
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
+  free(t->norm_n), free(t->norm), free(t->errors);
   free(t);
+}
+
+/* Grows *p from `old` to `cap` items of `size` bytes, zeroing the new ones. */
+static ls_err_t grow_zeroed(void *p, size_t old, size_t cap, size_t size) {
+  void **const slot = p;
+  LS_RETURN_IF(size != 0 && cap > SIZE_MAX / size, LS_ERR_NOMEM, "%zu items do not fit", cap);
+  char *const q = realloc(*slot, cap * size > 0 ? cap * size : 1);
+  LS_RETURN_IF(q == NULL, LS_ERR_NOMEM, "no memory for the host-side state of %zu series", cap);
+  memset(q + old * size, 0, (cap - old) * size);
+  *slot = q;
+  return LS_OK;
+}
+
+/* The host-side state arrays for cap slots (when kept). */
+static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
+  if (t->F == 0) return LS_OK;
+  size_t const nf = (size_t)t->F * LS_NORM_STATS * sizeof(double);
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm_n, old, cap, sizeof(int64_t)));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm, old, cap, nf));
+  return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
 static ls_err_t grow(ls_series_table_t *t) {
@@ -69,8 +94,28 @@ static ls_err_t grow(ls_series_table_t *t) {
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for %zu series", cap);
   t->series = s;
   LS_FORWARD_IF_ERROR(ls_state_table_grow(t->states, cap));
+  LS_FORWARD_IF_ERROR(grow_stats(t, t->cap, cap));
   t->cap = cap;
   return LS_OK;
+}
+
+ls_err_t ls_series_table_keep_stats(ls_series_table_t *t, int features, int targets) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
+  LS_RETURN_IF(t->count > 0 || t->F > 0, LS_ERR_STATE,
+               "the table already holds series or host-side state: keep stats on an empty one");
+  LS_RETURN_IF(features < 1 || features > (1 << 16) || targets < 1 || targets > features,
+               LS_ERR_INVALID_ARG, "%d features and %d targets: 1 <= targets <= features <= 65536",
+               features, targets);
+  t->F = features;
+  t->O = targets;
+  ls_err_t const err = grow_stats(t, 0, t->cap);
+  if (err != LS_OK) t->F = t->O = 0;
+  return err;
+}
+
+void ls_series_table_stats_shape(const ls_series_table_t *t, int *features, int *targets) {
+  if (features != NULL) *features = t != NULL ? t->F : 0;
+  if (targets != NULL) *targets = t != NULL ? t->O : 0;
 }
 
 ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_len,
@@ -138,6 +183,16 @@ ls_err_t ls_series_table_info(const ls_series_table_t *t, int64_t slot, ls_serie
   return LS_OK;
 }
 
+ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_stats_t *out) {
+  LS_FORWARD_IF_ERROR(check_slot(t, slot));
+  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
+  LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
+  size_t const i = (size_t)slot;
+  *out = (ls_series_stats_t){t->norm_n + i, t->norm + i * (size_t)t->F * LS_NORM_STATS,
+                             t->errors + i * (size_t)t->O * 2};
+  return LS_OK;
+}
+
 ls_state_table_t *ls_series_table_states(ls_series_table_t *t) {
   return t == NULL ? NULL : t->states;
 }
@@ -167,6 +222,11 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     err = ls_state_table_read(t->states, s, 1, h, c);
     d = base_fnv1a(d, h, row * sizeof(float));
     d = base_fnv1a(d, c, row * sizeof(float));
+    if (t->F == 0) continue;
+    d = base_fnv1a(d, t->norm_n + s, sizeof *t->norm_n);
+    d = base_fnv1a(d, t->norm + s * (size_t)t->F * LS_NORM_STATS,
+                   (size_t)t->F * LS_NORM_STATS * sizeof(double));
+    d = base_fnv1a(d, t->errors + s * (size_t)t->O * 2, (size_t)t->O * 2 * sizeof(double));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

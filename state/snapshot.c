@@ -37,6 +37,8 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->partition), free(s->windows), free(s->records), free(s->last_off);
   free(s->h), free(s->c);
   free(s->part_id), free(s->part_offset);
+  free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
+  free(s->mem_filled), free(s->mem_next), free(s->mem);
   free(s);
 }
 
@@ -46,6 +48,9 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->has_model = 0;
   s->adam_steps = 0;
   s->series = s->key_bytes = s->parts = 0;
+  s->stats_F = s->stats_O = 0;
+  s->has_calib = 0;
+  s->mem_cap = s->mem_entry = 0;
   memset(&s->file, 0, sizeof s->file);
 }
 
@@ -64,6 +69,39 @@ static ls_err_t grow_array(void *p, size_t count, size_t size, const char *what)
 static size_t next_cap(size_t cap, size_t need) {
   if (need <= cap) return cap;
   return need > 2 * cap ? need : 2 * cap;
+}
+
+/* *p holds at least count elements of `size` bytes (keeping its content);
+ * *have is its size in bytes. */
+static ls_err_t ensure(void *p, size_t *have, size_t count, size_t size, const char *what) {
+  LS_RETURN_IF(size != 0 && count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory",
+               count, what);
+  if (count * size <= *have && *(void **)p != NULL) return LS_OK;
+  LS_FORWARD_IF_ERROR(grow_array(p, count, size, what));
+  *have = count * size;
+  return LS_OK;
+}
+
+/* The optional arrays for the capacities: host-side series state, replay
+ * memory of the partitions. */
+static ls_err_t reserve_optional(ls_snapshot_t *s) {
+  size_t const cs = s->cap_series, cp = s->cap_parts;
+  if (s->stats_F > 0) {
+    size_t const nf = (size_t)s->stats_F * LS_NORM_STATS, ne = (size_t)s->stats_O * 2;
+    LS_FORWARD_IF_ERROR(ensure(&s->norm_n, &s->have_norm_n, cs, sizeof(int64_t), "counts"));
+    LS_FORWARD_IF_ERROR(ensure(&s->norm, &s->have_norm, cs, nf * sizeof(double), "normalisers"));
+    LS_FORWARD_IF_ERROR(ensure(&s->errors, &s->have_errors, cs, ne * sizeof(double), "errors"));
+  }
+  if (s->mem_cap > 0) {
+    LS_RETURN_IF(s->mem_entry > SIZE_MAX / sizeof(float) / s->mem_cap, LS_ERR_NOMEM,
+                 "a replay memory of %zu entries of %zu floats does not fit", s->mem_cap,
+                 s->mem_entry);
+    size_t const bytes = s->mem_cap * s->mem_entry * sizeof(float);
+    LS_FORWARD_IF_ERROR(ensure(&s->mem_filled, &s->have_mem_filled, cp, 8, "memory counts"));
+    LS_FORWARD_IF_ERROR(ensure(&s->mem_next, &s->have_mem_next, cp, 8, "memory slots"));
+    LS_FORWARD_IF_ERROR(ensure(&s->mem, &s->have_mem, cp, bytes, "replay memories"));
+  }
+  return LS_OK;
 }
 
 ls_err_t snap_reserve(ls_snapshot_t *s, size_t series, size_t key_bytes, size_t parts) {
@@ -92,7 +130,7 @@ ls_err_t snap_reserve(ls_snapshot_t *s, size_t series, size_t key_bytes, size_t 
     LS_FORWARD_IF_ERROR(grow_array(&s->part_offset, cp, sizeof *s->part_offset, "offsets"));
     s->cap_parts = cp;
   }
-  return LS_OK;
+  return reserve_optional(s);
 }
 
 ls_err_t ls_snapshot_set_info(ls_snapshot_t *s, const ls_snapshot_info_t *info) {
@@ -181,6 +219,13 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   s->windows[i] = in->windows;
   s->records[i] = in->records;
   s->last_off[i] = in->last_offset;
+  if (s->stats_F > 0) { /* zero until filled */
+    ls_series_stats_t st;
+    LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, i, &st));
+    *st.norm_n = 0;
+    memset(st.norm, 0, (size_t)s->stats_F * LS_NORM_STATS * sizeof(double));
+    memset(st.errors, 0, (size_t)s->stats_O * 2 * sizeof(double));
+  }
   return LS_OK;
 }
 
@@ -195,9 +240,28 @@ ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series
   return LS_OK;
 }
 
+/* Series `at` of s takes the host-side state of the table's slot. */
+static ls_err_t copy_stats(ls_snapshot_t *s, size_t at, ls_series_table_t *tab, int64_t slot) {
+  ls_series_stats_t src, dst;
+  LS_FORWARD_IF_ERROR(ls_series_table_stats(tab, slot, &src));
+  LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, at, &dst));
+  *dst.norm_n = *src.norm_n;
+  memcpy(dst.norm, src.norm, (size_t)s->stats_F * LS_NORM_STATS * sizeof(double));
+  memcpy(dst.errors, src.errors, (size_t)s->stats_O * 2 * sizeof(double));
+  return LS_OK;
+}
+
 ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) {
   LS_RETURN_IF(s == NULL || tab == NULL, LS_ERR_INVALID_ARG, "snapshot or table is NULL");
   LS_FORWARD_IF_ERROR(check_engine_shape(s, ls_series_table_engine(tab), 0));
+  int F = 0, O = 0;
+  ls_series_table_stats_shape(tab, &F, &O);
+  if (s->series == 0 && s->stats_F == 0 && F > 0)
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_stats_shape(s, F, O));
+  LS_RETURN_IF(F != s->stats_F || O != s->stats_O, LS_ERR_INVALID_ARG,
+               "the table keeps state of %d features and %d targets per series, the snapshot of "
+               "%d and %d",
+               F, O, s->stats_F, s->stats_O);
   size_t const first = s->series, n = ls_series_table_count(tab);
   if (n == 0) return LS_OK;
   LS_FORWARD_IF_ERROR(snap_reserve(s, first + n, 0, 0));
@@ -205,6 +269,7 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
     ls_series_info_t info;
     LS_FORWARD_IF_ERROR(ls_series_table_info(tab, (int64_t)i, &info));
     LS_FORWARD_IF_ERROR(append_series(s, &info));
+    if (F > 0) LS_FORWARD_IF_ERROR(copy_stats(s, first + i, tab, (int64_t)i));
   }
   return ls_state_table_read(ls_series_table_states(tab), 0, n, s->h + first * s->row,
                              s->c + first * s->row);
@@ -220,7 +285,117 @@ ls_err_t ls_snapshot_add_partition(ls_snapshot_t *s, int32_t partition, int64_t 
                  "partition %d is already in the snapshot", (int)partition);
   LS_FORWARD_IF_ERROR(snap_reserve(s, 0, 0, s->parts + 1));
   s->part_id[s->parts] = partition;
-  s->part_offset[s->parts++] = offset;
+  s->part_offset[s->parts] = offset;
+  if (s->mem_cap > 0) { /* an empty memory until set */
+    s->mem_filled[s->parts] = s->mem_next[s->parts] = 0;
+    memset(s->mem + s->parts * s->mem_cap * s->mem_entry, 0,
+           s->mem_cap * s->mem_entry * sizeof(float));
+  }
+  s->parts++;
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host-side series state, calibration, replay memory                       */
+
+ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *s, int features, int targets) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_RETURN_IF(s->series > 0, LS_ERR_STATE,
+               "the snapshot holds series: set the layout of their state before adding any");
+  int const none = features == 0 && targets == 0;
+  LS_RETURN_IF(!none && (features < 1 || features > (1 << 16) || targets < 1 || targets > features),
+               LS_ERR_INVALID_ARG,
+               "%d features and %d targets: 0, 0 or 1 <= targets <= features <= 65536", features,
+               targets);
+  s->stats_F = features;
+  s->stats_O = targets;
+  return reserve_optional(s);
+}
+
+void ls_snapshot_stats_shape(const ls_snapshot_t *s, int *features, int *targets) {
+  if (features != NULL) *features = s != NULL ? s->stats_F : 0;
+  if (targets != NULL) *targets = s != NULL ? s->stats_O : 0;
+}
+
+ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t *out) {
+  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
+  LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
+  LS_RETURN_IF(s->stats_F == 0, LS_ERR_STATE, "the snapshot holds no host-side series state");
+  *out = (ls_series_stats_t){s->norm_n + i, s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
+                             s->errors + i * (size_t)s->stats_O * 2};
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *s, const double *spy, const double *spp,
+                                     const int64_t *k) {
+  LS_RETURN_IF(s == NULL || spy == NULL || spp == NULL || k == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, spy, spp or k is NULL");
+  size_t const O = (size_t)s->shape.output_size;
+  if (s->calib == NULL) {
+    LS_FORWARD_IF_ERROR(grow_array(&s->calib, 2 * O, sizeof(double), "calibration moments"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->calib_k, O, sizeof(int64_t), "calibration counts"));
+  }
+  memcpy(s->calib, spy, O * sizeof(double));
+  memcpy(s->calib + O, spp, O * sizeof(double));
+  memcpy(s->calib_k, k, O * sizeof(int64_t));
+  s->has_calib = 1;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_calibration(const ls_snapshot_t *s, const double **spy, const double **spp,
+                                     const int64_t **k) {
+  LS_RETURN_IF(s == NULL || spy == NULL || spp == NULL || k == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, spy, spp or k is NULL");
+  LS_RETURN_IF(!s->has_calib, LS_ERR_STATE, "the snapshot holds no calibration");
+  *spy = s->calib;
+  *spp = s->calib + s->shape.output_size;
+  *k = s->calib_k;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_memory_shape(ls_snapshot_t *s, size_t cap, size_t entry) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_RETURN_IF(s->parts > 0, LS_ERR_STATE,
+               "the snapshot holds partitions: set the layout of their memory before adding any");
+  LS_RETURN_IF(
+      (cap == 0) != (entry == 0) || cap > (1u << 30) || entry > (1u << 30), LS_ERR_INVALID_ARG,
+      "a replay memory of %zu entries of %zu floats: 0, 0 or both in [1, 2^30]", cap, entry);
+  s->mem_cap = cap;
+  s->mem_entry = entry;
+  return reserve_optional(s);
+}
+
+void ls_snapshot_memory_shape(const ls_snapshot_t *s, size_t *cap, size_t *entry) {
+  if (cap != NULL) *cap = s != NULL ? s->mem_cap : 0;
+  if (entry != NULL) *entry = s != NULL ? s->mem_entry : 0;
+}
+
+ls_err_t ls_snapshot_set_memory(ls_snapshot_t *s, size_t i, int64_t filled, int64_t next,
+                                const float *entries) {
+  LS_RETURN_IF(s == NULL || entries == NULL, LS_ERR_INVALID_ARG, "snapshot or entries is NULL");
+  LS_RETURN_IF(i >= s->parts, LS_ERR_INVALID_ARG, "partition %zu of a snapshot of %zu", i,
+               s->parts);
+  LS_RETURN_IF(s->mem_cap == 0, LS_ERR_STATE, "the snapshot has no replay memory layout");
+  LS_RETURN_IF(filled < 0 || (size_t)filled > s->mem_cap || next < 0 || (size_t)next >= s->mem_cap,
+               LS_ERR_INVALID_ARG, "memory of %lld entries, next slot %lld: a memory holds %zu",
+               (long long)filled, (long long)next, s->mem_cap);
+  s->mem_filled[i] = filled;
+  s->mem_next[i] = next;
+  memcpy(s->mem + i * s->mem_cap * s->mem_entry, entries,
+         s->mem_cap * s->mem_entry * sizeof(float));
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_memory(const ls_snapshot_t *s, size_t i, int64_t *filled, int64_t *next,
+                                const float **entries) {
+  LS_RETURN_IF(s == NULL || filled == NULL || next == NULL || entries == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, filled, next or entries is NULL");
+  LS_RETURN_IF(i >= s->parts, LS_ERR_INVALID_ARG, "partition %zu of a snapshot of %zu", i,
+               s->parts);
+  LS_RETURN_IF(s->mem_cap == 0, LS_ERR_STATE, "the snapshot holds no replay memory");
+  *filled = s->mem_filled[i];
+  *next = s->mem_next[i];
+  *entries = s->mem + i * s->mem_cap * s->mem_entry;
   return LS_OK;
 }
 

@@ -61,7 +61,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
-  if (id < SNAP_META || id > SNAP_SHARDS || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+  if (id < SNAP_META || id > SNAP_MEMORY || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
   if (at != *next || stored > table_at - at)
     return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
@@ -90,6 +90,12 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    "\"LSTRSNAP\")",
                    name);
   uint32_t const version = snap_get_u32(d + 8);
+  if (version == 1)
+    return CORRUPT("%s: format version 1, written by an lstream without the per-series "
+                   "normaliser, calibration and replay memory; this build reads version %d only: "
+                   "train afresh (--resume none, or another --snapshot-dir) or resume with the "
+                   "lstream that wrote it",
+                   name, SNAP_VERSION);
   if (version != SNAP_VERSION)
     return CORRUPT("%s: format version %u, this build reads version %d (written by another "
                    "lstream version?)",
@@ -116,7 +122,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
     return CORRUPT("%s: damaged: %u sections do not fit in %zu bytes (at most %d)", name, n, size,
                    LS_SNAPSHOT_SECTIONS_MAX);
   size_t const table_at = size - SNAP_TAIL_BYTES - n * SNAP_ENTRY_BYTES;
-  uint32_t const table_crc = snap_crc32c(0, d + table_at, n * SNAP_ENTRY_BYTES);
+  uint32_t const table_crc = base_crc32c(0, d + table_at, n * SNAP_ENTRY_BYTES);
   if (!lim->skip_checksums && table_crc != snap_get_u32(tail + 4))
     return CORRUPT("%s: the section table is damaged (checksum %08x, written %08x)", name,
                    table_crc, snap_get_u32(tail + 4));
@@ -134,7 +140,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   if (lim->skip_checksums) return LS_OK;
   for (uint32_t i = 0; i < n; i++) {
     const ls_snapshot_section_t *const s = &f->desc.sections[i];
-    uint32_t const got = snap_crc32c(0, d + s->offset, s->stored);
+    uint32_t const got = base_crc32c(0, d + s->offset, s->stored);
     uint32_t const want = snap_get_u32(d + table_at + i * SNAP_ENTRY_BYTES + 32);
     if (got != want)
       return CORRUPT("%s: section '%s' (bytes %llu..%llu) is damaged: checksum %08x, written "
@@ -142,7 +148,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                      name, s->name, (unsigned long long)s->offset,
                      (unsigned long long)(s->offset + s->stored), got, want);
   }
-  uint32_t const file_crc = snap_crc32c(0, d, size - 4);
+  uint32_t const file_crc = base_crc32c(0, d, size - 4);
   if (file_crc != f->desc.crc)
     return CORRUPT("%s: damaged header, table or tail: whole-file checksum %08x, written %08x",
                    name, file_crc, f->desc.crc);
@@ -216,7 +222,7 @@ static ls_err_t decode_section(const snap_file_t *f, int i, const snap_section_s
         snap_unshuffle4(dst + at, dec->block, len / 4);
       }
     }
-    crc = snap_crc32c(crc, dst, bytes);
+    crc = base_crc32c(crc, dst, bytes);
   }
   /* The frame must end here (its last block and zstd's checksum), and the
    * section with it. */
@@ -274,31 +280,46 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   if (m->has_model && (m->n != n || m->adam_steps < 0))
     return CORRUPT("%s: meta: %llu parameters (%lld updates), the shape has %zu", f->name,
                    (unsigned long long)m->n, (long long)m->adam_steps, n);
-  uint32_t ids[6];
-  int const count = 1 + snap_shard_ids((int)m->has_model, ids);
-  if (f->desc.n_sections != count)
-    return CORRUPT("%s: %d sections, a shard %s a model has %d", f->name, f->desc.n_sections,
-                   m->has_model ? "with" : "without", count);
   /* What the content will take, before allocating it: per series 1 + 4 +
-   * 3 * 8 bytes of counts, 8 of key offset, 2 * L * H floats; keys have
-   * 2..256 bytes each with their NUL. */
+   * 3 * 8 bytes of counts, 8 of key offset, 2 * L * H floats, its host-side
+   * state; keys have 2..256 bytes each with their NUL. */
   uint64_t const S = m->series, row = (uint64_t)m->shape.num_layers * m->shape.hidden_size;
   if (S > (1ull << 40) || m->parts > (1ull << 40) || m->key_bytes < 2 * S || m->key_bytes > 256 * S)
     return CORRUPT("%s: meta: %llu series with %llu key bytes, %llu partitions are not possible",
                    f->name, (unsigned long long)S, (unsigned long long)m->key_bytes,
                    (unsigned long long)m->parts);
+  if ((m->stats_F == 0) != (m->stats_O == 0) || m->stats_F > (1u << 16) ||
+      m->stats_O > m->stats_F || (m->mem_cap == 0) != (m->mem_entry == 0) ||
+      m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model)
+    return CORRUPT("%s: meta: series state of %u features and %u targets, a memory of %llu "
+                   "entries of %llu floats, calibration %u are not possible",
+                   f->name, m->stats_F, m->stats_O, (unsigned long long)m->mem_cap,
+                   (unsigned long long)m->mem_entry, m->has_calib);
   /* In double: S * row may overflow 64 bits in a damaged file. */
   double const need = (double)S * (37.0 + 8.0 * (double)row) + (double)m->key_bytes +
-                      12.0 * (double)m->parts + (m->has_model ? 12.0 * (double)n : 0.0);
+                      (double)S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
+                      (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
+                      (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0);
   if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
     return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
                    (unsigned long long)(lim->max_alloc ? lim->max_alloc : 1ull << 62));
   /* Every section's size as the meta says, before anything is allocated. */
-  ls_snapshot_t sizing = {.row = (size_t)row,
+  ls_snapshot_t sizing = {.shape = m->shape,
+                          .row = (size_t)row,
+                          .has_model = (int)m->has_model,
                           .n = n,
                           .series = (size_t)S,
                           .parts = (size_t)m->parts,
-                          .key_bytes = (size_t)m->key_bytes};
+                          .key_bytes = (size_t)m->key_bytes,
+                          .stats_F = (int)m->stats_F,
+                          .stats_O = (int)m->stats_O,
+                          .has_calib = (int)m->has_calib,
+                          .mem_cap = (size_t)m->mem_cap,
+                          .mem_entry = (size_t)m->mem_entry};
+  uint32_t ids[SNAP_SHARD_SECTIONS];
+  int const count = 1 + snap_shard_ids(&sizing, ids);
+  if (f->desc.n_sections != count)
+    return CORRUPT("%s: %d sections, its meta section says %d", f->name, f->desc.n_sections, count);
   for (int i = 1; i < count; i++) {
     snap_section_spans_t const want = snap_section_of(&sizing, ids[i - 1]);
     if (f->desc.sections[i].raw != snap_section_bytes(&want))
@@ -343,6 +364,16 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
     if (s->part_id[i] < 0 || s->part_offset[i] < 0)
       return CORRUPT("%s: partitions: partition %d has offset %lld", f->name, (int)s->part_id[i],
                      (long long)s->part_offset[i]);
+  for (size_t i = 0; s->stats_F > 0 && i < s->series; i++)
+    if (s->norm_n[i] < 0)
+      return CORRUPT("%s: norm: series %zu consumed %lld records", f->name, i,
+                     (long long)s->norm_n[i]);
+  for (size_t i = 0; s->mem_cap > 0 && i < s->parts; i++)
+    if (s->mem_filled[i] < 0 || (uint64_t)s->mem_filled[i] > s->mem_cap || s->mem_next[i] < 0 ||
+        (uint64_t)s->mem_next[i] >= s->mem_cap)
+      return CORRUPT("%s: memory: partition %d holds %lld entries, next slot %lld, of %zu", f->name,
+                     (int)s->part_id[i], (long long)s->mem_filled[i], (long long)s->mem_next[i],
+                     s->mem_cap);
   int32_t *const ids = malloc(s->parts ? s->parts * sizeof *ids : 1);
   LS_RETURN_IF(ids == NULL, LS_ERR_NOMEM, "no memory to check %zu partitions", s->parts);
   memcpy(ids, s->part_id, s->parts * sizeof *ids);
@@ -359,10 +390,11 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
  * m), and checks them. */
 static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, int what,
                                   decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
-  uint32_t ids[6];
-  int const n = snap_shard_ids((int)m->has_model, ids);
+  uint32_t ids[SNAP_SHARD_SECTIONS];
+  int const n = snap_shard_ids(s, ids);
   for (int i = 0; i < n; i++) {
-    int const model = ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER;
+    int const model =
+        ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER || ids[i] == SNAP_CALIBRATION;
     if (!(what & (model ? SNAP_DECODE_MODEL : SNAP_DECODE_SERIES))) continue;
     snap_section_spans_t const sec = snap_section_of(s, ids[i]);
     LS_FORWARD_IF_ERROR(decode_section(f, 1 + i, &sec, dec, lim));
@@ -380,10 +412,22 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&m->shape, series ? (size_t)m->series : 0,
                                       series ? (size_t)m->parts : 0, &s));
   ls_err_t err = series ? snap_reserve(s, 0, (size_t)m->key_bytes, 0) : LS_OK;
+  /* The layouts (whether or not the series are decoded: shards of one run
+   * agree on them). */
+  if (err == LS_OK) err = ls_snapshot_set_stats_shape(s, (int)m->stats_F, (int)m->stats_O);
+  if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
   if (err == LS_OK && m->has_model && (what & SNAP_DECODE_MODEL)) {
     err = snap_model_buffers(s, (size_t)m->n);
     s->has_model = 1;
     s->adam_steps = m->adam_steps;
+  }
+  if (err == LS_OK && m->has_calib && (what & SNAP_DECODE_MODEL)) {
+    size_t const O = (size_t)m->shape.output_size;
+    double *const zero = calloc(2 * O, sizeof(double));
+    int64_t *const zk = calloc(O, sizeof(int64_t));
+    err = zero && zk ? ls_snapshot_set_calibration(s, zero, zero + O, zk)
+                     : ls_error_set(LS_ERR_NOMEM, "no memory for a calibration of %zu", O);
+    free(zero), free(zk);
   }
   if (err != LS_OK) {
     ls_snapshot_destroy(s);

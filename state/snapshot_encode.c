@@ -94,7 +94,7 @@ typedef struct out_file_s {
 } out_file_t;
 
 static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
-  o->crc = snap_crc32c(o->crc, data, n);
+  o->crc = base_crc32c(o->crc, data, n);
   o->offset += n;
   const uint8_t *p = data;
   while (n > 0) {
@@ -118,7 +118,7 @@ static ls_err_t compress_feed(snap_encoder_t *e, out_file_t *o, const void *src,
     size_t const left = ZSTD_compressStream2(e->cctx, &ob, &in, mode);
     LS_RETURN_IF(ZSTD_isError(left), LS_ERR_BACKEND, "%s: zstd compression failed: %s", o->path,
                  ZSTD_getErrorName(left));
-    *crc = snap_crc32c(*crc, e->out, ob.pos);
+    *crc = base_crc32c(*crc, e->out, ob.pos);
     *stored += ob.pos;
     LS_FORWARD_IF_ERROR(out_write(o, e->out, ob.pos));
     if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return LS_OK;
@@ -138,7 +138,7 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_secti
   for (int i = 0; i < sec->n; i++) {
     const uint8_t *const src = sec->span[i].ptr;
     size_t const bytes = sec->span[i].bytes;
-    raw_crc = snap_crc32c(raw_crc, src, bytes);
+    raw_crc = base_crc32c(raw_crc, src, bytes);
     if (!(shuffled && sec->span[i].floats)) {
       LS_FORWARD_IF_ERROR(compress_feed(e, o, src, bytes, ZSTD_e_continue, &stored_crc, &stored));
       continue;
@@ -184,7 +184,7 @@ static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, 
   LS_FORWARD_IF_ERROR(out_write(o, table, table_bytes));
   uint8_t tail[SNAP_TAIL_BYTES] = {0};
   snap_put_u32(tail + 0, (uint32_t)n);
-  snap_put_u32(tail + 4, snap_crc32c(0, table, table_bytes));
+  snap_put_u32(tail + 4, base_crc32c(0, table, table_bytes));
   snap_put_u64(tail + 8, o->offset + SNAP_TAIL_BYTES);
   memcpy(tail + 16, SNAP_END_MAGIC, 8);
   LS_FORWARD_IF_ERROR(out_write(o, tail, SNAP_TAIL_BYTES - 4));
@@ -210,9 +210,9 @@ static ls_err_t write_file(snap_encoder_t *e, const char *path, uint32_t kind, i
 ls_err_t snap_write_shard_file(snap_encoder_t *e, const ls_snapshot_t *s, const char *path) {
   uint8_t meta[SNAP_META_BYTES];
   snap_meta_pack(s, meta);
-  snap_section_spans_t secs[1 + 6] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
-  uint32_t ids[6];
-  int const n = snap_shard_ids(s->has_model, ids);
+  snap_section_spans_t secs[1 + SNAP_SHARD_SECTIONS] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
+  uint32_t ids[SNAP_SHARD_SECTIONS];
+  int const n = snap_shard_ids(s, ids);
   for (int i = 0; i < n; i++)
     secs[1 + i] = snap_section_of(s, ids[i]);
   return write_file(e, path, SNAP_KIND_SHARD, s->info.step, s->info.world, s->info.rank, secs,

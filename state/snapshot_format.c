@@ -1,24 +1,19 @@
 /*
  * Snapshot files: what writing and reading share (the format is in
- * snapshot_format.h): section names, little-endian fields, CRC32C, byte
+ * snapshot_format.h): section names, little-endian fields, byte
  * shuffling, a shard's sections as spans of a snapshot's memory, and its
  * meta section. The writer is snapshot_encode.c, the reader
  * snapshot_decode.c.
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "snapshot_format.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <nmmintrin.h> /* _mm_crc32_u64: SSE4.2's CRC32C instruction */
-#define HAVE_CRC32_SSE42 1
-#endif
-
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",      "meta",   "model",      "optimizer", "keys",
-                                      "counts", "states", "partitions", "shards"};
-  return id <= SNAP_SHARDS ? names[id] : names[0];
+  static const char *const names[] = {"?",      "meta",   "model",       "optimizer",
+                                      "keys",   "counts", "states",      "partitions",
+                                      "shards", "norm",   "calibration", "memory"};
+  return id <= SNAP_MEMORY ? names[id] : names[0];
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -37,54 +32,6 @@ uint64_t snap_get_u64(const uint8_t *p) {
   uint64_t v;
   memcpy(&v, p, sizeof v);
   return v;
-}
-
-/* ------------------------------------------------------------------------ */
-/* CRC32C                                                                    */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_table_init(void) {
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++)
-      c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-    crc_table[i] = c;
-  }
-}
-
-uint32_t snap_crc32c_portable(uint32_t crc, const void *data, size_t n) {
-  pthread_once(&crc_once, crc_table_init);
-  const uint8_t *p = data;
-  uint32_t c = ~crc;
-  for (size_t i = 0; i < n; i++)
-    c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return ~c;
-}
-
-#ifdef HAVE_CRC32_SSE42
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data,
-                                                               size_t n) {
-  const uint8_t *p = data;
-  uint64_t c = ~crc;
-  for (; n >= 8; n -= 8, p += 8) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    c = _mm_crc32_u64(c, v);
-  }
-  uint32_t c32 = (uint32_t)c;
-  for (; n > 0; n--)
-    c32 = _mm_crc32_u8(c32, *p++);
-  return ~c32;
-}
-#endif
-
-uint32_t snap_crc32c(uint32_t crc, const void *data, size_t n) {
-#ifdef HAVE_CRC32_SSE42
-  if (__builtin_cpu_supports("sse4.2")) return crc32c_sse42(crc, data, n);
-#endif
-  return snap_crc32c_portable(crc, data, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -123,6 +70,23 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                    {s->records, S * 8, 0},
                                    {s->last_off, S * 8, 0}}};
   case SNAP_STATES: return (snap_section_spans_t){id, 2, {{s->h, st, 1}, {s->c, st, 1}}};
+  case SNAP_NORM:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->norm_n, S * 8, 0},
+                                   {s->norm, S * (size_t)s->stats_F * LS_NORM_STATS * 8, 0},
+                                   {s->errors, S * (size_t)s->stats_O * 2 * 8, 0}}};
+  case SNAP_CALIBRATION: {
+    size_t const O = (size_t)s->shape.output_size;
+    return (snap_section_spans_t){
+        id, 3, {{s->calib, O * 8, 0}, {s->calib + O, O * 8, 0}, {s->calib_k, O * 8, 0}}};
+  }
+  case SNAP_MEMORY:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->mem_filled, P * 8, 0},
+                                   {s->mem_next, P * 8, 0},
+                                   {s->mem, P * s->mem_cap * s->mem_entry * f, 1}}};
   default:
     return (snap_section_spans_t){id, 2, {{s->part_id, P * 4, 0}, {s->part_offset, P * 8, 0}}};
   }
@@ -142,10 +106,14 @@ int snap_section_has_floats(const snap_section_spans_t *sec) {
 }
 
 /* The sections a shard holds after meta, in file order. */
-int snap_shard_ids(int has_model, uint32_t ids[6]) {
+int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   int n = 0;
-  if (has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
-  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES, ids[n++] = SNAP_PARTITIONS;
+  if (s->has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
+  if (s->has_model && s->has_calib) ids[n++] = SNAP_CALIBRATION;
+  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES;
+  if (s->stats_F > 0) ids[n++] = SNAP_NORM;
+  ids[n++] = SNAP_PARTITIONS;
+  if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   return n;
 }
 
@@ -163,6 +131,11 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u64(m + 56, s->series);
   snap_put_u64(m + 64, s->parts);
   snap_put_u64(m + 72, s->key_bytes);
+  snap_put_u32(m + 80, (uint32_t)s->stats_F);
+  snap_put_u32(m + 84, (uint32_t)s->stats_O);
+  snap_put_u32(m + 88, (uint32_t)(s->has_model && s->has_calib));
+  snap_put_u64(m + 96, s->mem_cap);
+  snap_put_u64(m + 104, s->mem_entry);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -175,5 +148,10 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u64(m + 48),
                        snap_get_u64(m + 56),
                        snap_get_u64(m + 64),
-                       snap_get_u64(m + 72)};
+                       snap_get_u64(m + 72),
+                       snap_get_u32(m + 80),
+                       snap_get_u32(m + 84),
+                       snap_get_u32(m + 88),
+                       snap_get_u64(m + 96),
+                       snap_get_u64(m + 104)};
 }

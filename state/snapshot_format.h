@@ -6,14 +6,15 @@
  * commit, load; snapshotter.c: the background writer; safetensors.c:
  * export). Not a public header.
  *
- * Format, version 1. Every integer little-endian (the build requires a
- * little-endian host); every checksum CRC32C (Castagnoli, as in iSCSI, ext4
- * and Kafka's record batches).
+ * Format, version 2 (version 1, before the normaliser, calibration and
+ * replay memory, is refused with a message saying so). Every integer little-endian (the build
+ * requires a little-endian host); every checksum CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's
+ * record batches).
  *
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 1
+ *     8  version    u32 2
  *     12 kind       u32 1 = shard, 2 = manifest
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
@@ -45,18 +46,26 @@
  * checksum, and then, decoding, each section's content size and raw
  * checksum and the content's consistency.
  *
- * Shard sections, in this order (model and optimizer in rank 0's only):
- *   1 meta        80 bytes: I, H, L, O i32; has_model u32; reserved u32;
+ * Shard sections, in this order (model, optimizer and calibration in rank
+ * 0's only; norm, calibration and memory only when the meta says so):
+ *   1 meta        128 bytes: I, H, L, O i32; has_model u32; reserved u32;
  *                 n u64 (params); adam_steps i64; seed u64; fingerprint u64;
- *                 series S u64; partitions P u64; key_bytes u64
+ *                 series S u64; partitions P u64; key_bytes u64;
+ *                 (at 80) stats features F u32, stats targets G u32 (0, 0:
+ *                 no norm section); has_calibration u32; reserved u32;
+ *                 memory cap M u64, memory entry E u64 (floats; 0, 0: no
+ *                 memory section); 16 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
+ *  10 calibration spy f64 [O], spp f64 [O], k i64 [O]
  *   4 keys        key_len u8 [S], then the keys, each followed by a NUL
  *                 (key_bytes = sum(key_len + 1))
  *   5 counts      partition i32 [S], windows i64 [S], records i64 [S],
  *                 last_offset i64 [S]
  *   6 states      h f32 [S, L, H], c f32 [S, L, H]
+ *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
  *   7 partitions  partition i32 [P], offset i64 [P]
+ *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
  * Manifest sections:
  *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
  *                 partitions u64 (32 bytes each)
@@ -70,6 +79,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/crc32c.h" /* base_crc32c: the checksum of sections and files */
 #include "lstream/state.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -77,13 +87,14 @@
 #endif
 
 enum {
-  SNAP_VERSION = 1,
+  SNAP_VERSION = 2,
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
   SNAP_HEADER_BYTES = 40,
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
-  SNAP_META_BYTES = 80,
+  SNAP_META_BYTES = 128,
+  SNAP_SHARD_SECTIONS = 10, /* the most sections after meta */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1
@@ -98,7 +109,10 @@ typedef enum snap_section_e {
   SNAP_COUNTS,
   SNAP_STATES,
   SNAP_PARTITIONS,
-  SNAP_SHARDS
+  SNAP_SHARDS,
+  SNAP_NORM,
+  SNAP_CALIBRATION,
+  SNAP_MEMORY
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -135,9 +149,25 @@ struct ls_snapshot_s {
   int64_t *windows, *records, *last_off; /* [S] */
   float *h, *c;                          /* [S, L, H] */
 
+  int stats_F, stats_O; /* host-side state per series: 0, 0 = none */
+  int64_t *norm_n;      /* [S] */
+  double *norm;         /* [S, F, LS_NORM_STATS] */
+  double *errors;       /* [S, O, 2] */
+
+  int has_calib;    /* with the model: calibration per target of the shape's O */
+  double *calib;    /* [2 O]: spy [O], then spp [O] */
+  int64_t *calib_k; /* [O] */
+
   size_t parts, cap_parts;
   int32_t *part_id;     /* [P] */
   int64_t *part_offset; /* [P] */
+  size_t mem_cap, mem_entry;      /* replay memory per partition: 0, 0 = none */
+  int64_t *mem_filled, *mem_next; /* [P] */
+  float *mem;                     /* [P, mem_cap, mem_entry] */
+
+  /* Bytes allocated for the optional arrays above (they keep them across
+   * resets, as the others keep their capacity). */
+  size_t have_norm_n, have_norm, have_errors, have_mem_filled, have_mem_next, have_mem;
 
   ls_snapshot_file_t file; /* what it was loaded from */
 };
@@ -150,14 +180,7 @@ ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size
 ls_err_t snap_model_buffers(ls_snapshot_t *snap, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* Checksums and shuffling                                                   */
-
-/* CRC32C of n bytes, continuing from crc (start with 0). Uses the CPU's
- * crc32 instruction where it has one. */
-uint32_t snap_crc32c(uint32_t crc, const void *data, size_t n);
-/* The same, table-driven on any CPU (the reference the fast one is tested
- * against). */
-uint32_t snap_crc32c_portable(uint32_t crc, const void *data, size_t n);
+/* Shuffling (the checksums are base_crc32c)                                */
 
 /* dst = the 4 byte planes of n floats' bytes (src, n * 4 bytes), and back. */
 void snap_shuffle4(uint8_t *dst, const uint8_t *src, size_t n);
@@ -189,9 +212,9 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id);
 uint64_t snap_section_bytes(const snap_section_spans_t *sec);
 int snap_section_has_floats(const snap_section_spans_t *sec);
 
-/* The sections a shard holds after meta, in file order, into ids; their
- * number. */
-int snap_shard_ids(int has_model, uint32_t ids[6]);
+/* The sections a shard of content s holds after meta, in file order (by
+ * s's has_model, has_calib, stats_F and mem_cap), into ids; their number. */
+int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]);
 
 /* ------------------------------------------------------------------------ */
 /* Encoding (snapshot_encode.c)                                              */
@@ -258,6 +281,8 @@ typedef struct snap_meta_s {
   uint64_t n;
   int64_t adam_steps;
   uint64_t seed, fingerprint, series, parts, key_bytes;
+  uint32_t stats_F, stats_O, has_calib;
+  uint64_t mem_cap, mem_entry;
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */

@@ -252,7 +252,8 @@ static ls_err_t prune(const char *dir, int64_t step, int keep) {
  * all of one run) and lists them for the manifest. */
 static ls_err_t check_shards(const char *tmp, int64_t step, int world,
                              ls_snapshot_shard_t *shards) {
-  snap_meta_t zero = {{0, 0, 0, 0}, 0, 0, 0, 0, 0, 0, 0, 0};
+  snap_meta_t zero;
+  memset(&zero, 0, sizeof zero);
   for (int r = 0; r < world; r++) {
     char path[PATH_MAX];
     LS_FORWARD_IF_ERROR(shard_path(path, tmp, r));
@@ -440,8 +441,12 @@ ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *m, int rank, ls_sn
 static ls_err_t check_same_run(const ls_snapshot_t *part, const ls_snapshot_t *zero) {
   LS_RETURN_IF(
       memcmp(&part->shape, &zero->shape, sizeof zero->shape) != 0 ||
-          part->info.seed != zero->info.seed || part->info.fingerprint != zero->info.fingerprint,
-      LS_ERR_CORRUPT, "shard %d of step %lld has another shape, seed or fingerprint than shard 0",
+          part->info.seed != zero->info.seed || part->info.fingerprint != zero->info.fingerprint ||
+          part->stats_F != zero->stats_F || part->stats_O != zero->stats_O ||
+          part->mem_cap != zero->mem_cap || part->mem_entry != zero->mem_entry,
+      LS_ERR_CORRUPT,
+      "shard %d of step %lld has another shape, seed, fingerprint, series state or memory layout "
+      "than shard 0",
       (int)part->info.rank, (long long)part->info.step);
   return LS_OK;
 }
@@ -455,7 +460,9 @@ static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
   dst->n = src->n;
   dst->adam_steps = src->adam_steps;
   dst->has_model = src->has_model;
-  return LS_OK;
+  if (!src->has_calib) return LS_OK;
+  return ls_snapshot_set_calibration(dst, src->calib, src->calib + src->shape.output_size,
+                                     src->calib_k);
 }
 
 /* Appends the series and partitions of part whose partition p has
@@ -468,10 +475,24 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
     const float *h = NULL, *c = NULL;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_series(part, i, &info, &h, &c));
     LS_FORWARD_IF_ERROR(ls_snapshot_add_series(dst, &info, h, c));
+    if (part->stats_F == 0) continue;
+    ls_series_stats_t from, to;
+    LS_FORWARD_IF_ERROR(ls_snapshot_series_stats((ls_snapshot_t *)part, i, &from));
+    LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(dst, dst->series - 1, &to));
+    *to.norm_n = *from.norm_n;
+    memcpy(to.norm, from.norm, (size_t)part->stats_F * LS_NORM_STATS * sizeof(double));
+    memcpy(to.errors, from.errors, (size_t)part->stats_O * 2 * sizeof(double));
   }
-  for (size_t i = 0; i < part->parts; i++)
-    if (part->part_id[i] % world == rank)
-      LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(dst, part->part_id[i], part->part_offset[i]));
+  /* Partitions with their resume offsets and replay memories. */
+  for (size_t i = 0; i < part->parts; i++) {
+    if (part->part_id[i] % world != rank) continue;
+    LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(dst, part->part_id[i], part->part_offset[i]));
+    int64_t filled = 0, next = 0;
+    const float *mem = NULL;
+    if (part->mem_cap == 0) continue;
+    LS_FORWARD_IF_ERROR(ls_snapshot_get_memory(part, i, &filled, &next, &mem));
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_memory(dst, dst->parts - 1, filled, next, mem));
+  }
   return LS_OK;
 }
 
@@ -482,7 +503,9 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   ls_snapshot_t *s = NULL;
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&zero->shape, 0, 0, &s));
   s->info = zero->info;
-  ls_err_t err = take_model(s, zero);
+  ls_err_t err = ls_snapshot_set_stats_shape(s, zero->stats_F, zero->stats_O);
+  if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, zero->mem_cap, zero->mem_entry);
+  if (err == LS_OK) err = take_model(s, zero);
   if (err == LS_OK) err = take_series(s, zero, world, rank);
   for (int r = 1; err == LS_OK && r < m->world; r++) {
     ls_snapshot_t *part = NULL;

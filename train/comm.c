@@ -11,7 +11,9 @@
 #endif
 #ifdef LSTREAM_HAVE_NCCL
 #include <cuda_runtime_api.h>
-#include <nccl.h>
+#include <nccl.h> /* types and prototypes only: the library is opened on first use */
+
+#include "base/library.h"
 #endif
 
 /* MPI counts are ints: a range is started in pieces of at most this. */
@@ -24,6 +26,7 @@ struct comm_s {
   float *grad; /* the engine's gradient buffer */
   size_t n;    /* its floats */
   int started; /* sums started since the last finish */
+  int always;  /* sum even on one rank (comm_set_always) */
 #ifdef LSTREAM_HAVE_MPI
   MPI_Request *req; /* (cap_req) the started sums (mpi) */
   int cap_req;
@@ -69,6 +72,37 @@ static ls_err_t mpi_open(comm_t *c, const char *name) {
 #endif
 
 #ifdef LSTREAM_HAVE_NCCL
+/* NCCL is opened by the first nccl communicator instead of being linked,
+ * as kernels/lstm_cuda.cu opens cuBLAS: CPU runs never load it (nor the
+ * CUDA libraries it brings). The entry points keep NCCL's prototypes. */
+static struct {
+  __typeof__(&ncclGetUniqueId) get_unique_id;
+  __typeof__(&ncclCommInitRankConfig) init_rank_config;
+  __typeof__(&ncclAllReduce) all_reduce;
+  __typeof__(&ncclCommAbort) abort;
+  __typeof__(&ncclCommDestroy) destroy;
+  __typeof__(&ncclCommGetAsyncError) async_error;
+  __typeof__(&ncclGetErrorString) error_string;
+  __typeof__(&ncclGetLastError) last_error;
+} nccl;
+static base_library_t nccl_lib =
+    BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libnccl", NCCL_MAJOR), "NCCL",
+                      "install NCCL beside the CUDA toolkit");
+
+static ls_err_t nccl_load(void) {
+  base_symbol_t const syms[] = {
+      {"ncclGetUniqueId", (void **)&nccl.get_unique_id},
+      {"ncclCommInitRankConfig", (void **)&nccl.init_rank_config},
+      {"ncclAllReduce", (void **)&nccl.all_reduce},
+      {"ncclCommAbort", (void **)&nccl.abort},
+      {"ncclCommDestroy", (void **)&nccl.destroy},
+      {"ncclCommGetAsyncError", (void **)&nccl.async_error},
+      {"ncclGetErrorString", (void **)&nccl.error_string},
+      {"ncclGetLastError", (void **)&nccl.last_error},
+  };
+  return base_library_open(&nccl_lib, syms, sizeof syms / sizeof syms[0]);
+}
+
 #define CUDA_TRY(call, what)                                                                   \
   do {                                                                                         \
     cudaError_t const rc_ = (call);                                                            \
@@ -83,17 +117,18 @@ static ls_err_t mpi_open(comm_t *c, const char *name) {
     ncclResult_t const rc_ = (call);                                                           \
     if (rc_ != ncclSuccess) (c)->failed = 1;                                                   \
     LS_RETURN_IF(rc_ != ncclSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s%s%s", what,            \
-                 ncclGetErrorString(rc_), (c)->nccl != NULL ? ": " : "",                       \
-                 (c)->nccl != NULL ? ncclGetLastError((c)->nccl) : "");                        \
+                 nccl.error_string(rc_), (c)->nccl != NULL ? ": " : "",                        \
+                 (c)->nccl != NULL ? nccl.last_error((c)->nccl) : "");                         \
   } while (0)
 
 /* The communicator, its stream and events, on the engine's device. */
 static ls_err_t nccl_bind(comm_t *c, ls_engine_t *eng) {
   LS_RETURN_IF(ls_engine_device(eng) != LS_DEVICE_CUDA, LS_ERR_UNSUPPORTED,
                "comm nccl sums GPU buffers: use --device cuda, or --comm mpi on CPUs");
+  LS_FORWARD_IF_ERROR(nccl_load());
   CUDA_TRY(cudaSetDevice(ls_engine_get_conf(eng)->device_index), "selecting the engine's GPU");
   ncclUniqueId id;
-  if (c->rank == 0) NCCL_TRY(c, ncclGetUniqueId(&id), "creating the communicator id");
+  if (c->rank == 0) NCCL_TRY(c, nccl.get_unique_id(&id), "creating the communicator id");
 #ifdef LSTREAM_HAVE_MPI
   if (c->world > 1) {
     int const rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -104,7 +139,7 @@ static ls_err_t nccl_bind(comm_t *c, ls_engine_t *eng) {
    * rely on ncclAllReduce having queued its kernel when it returns. */
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
-  NCCL_TRY(c, ncclCommInitRankConfig(&c->nccl, c->world, id, c->rank, &config),
+  NCCL_TRY(c, nccl.init_rank_config(&c->nccl, c->world, id, c->rank, &config),
            "creating the communicator");
   CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "creating a stream");
   CUDA_TRY(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming), "creating an event");
@@ -168,11 +203,11 @@ void comm_destroy(comm_t *c) {
    * Sums started and never finished, or a failed call, mean a peer may be
    * gone: abort the communicator rather than wait for them. */
   if (c->nccl != NULL && (c->failed || c->started > 0)) {
-    (void)ncclCommAbort(c->nccl);
+    (void)nccl.abort(c->nccl);
     c->nccl = NULL;
   }
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
-  if (c->nccl != NULL) (void)ncclCommDestroy(c->nccl);
+  if (c->nccl != NULL) (void)nccl.destroy(c->nccl);
   if (c->ready != NULL) (void)cudaEventDestroy(c->ready);
   if (c->done != NULL) (void)cudaEventDestroy(c->done);
   if (c->stream != NULL) (void)cudaStreamDestroy(c->stream);
@@ -184,6 +219,10 @@ int comm_rank(const comm_t *c) { return c == NULL ? 0 : c->rank; }
 int comm_world(const comm_t *c) { return c == NULL ? 1 : c->world; }
 int comm_local_rank(const comm_t *c) { return c == NULL ? 0 : c->local_rank; }
 comm_kind_t comm_kind(const comm_t *c) { return c == NULL ? COMM_NONE : c->kind; }
+
+void comm_set_always(comm_t *c, int on) {
+  if (c != NULL) c->always = on != 0;
+}
 
 ls_err_t comm_gpu(const comm_t *c, int *index) {
   LS_RETURN_IF(c == NULL || index == NULL, LS_ERR_INVALID_ARG, "comm or index is NULL");
@@ -219,7 +258,7 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream) 
   LS_RETURN_IF(c->eng == NULL, LS_ERR_STATE, "comm is not bound to an engine");
   LS_RETURN_IF(offset > c->n || count > c->n - offset, LS_ERR_INVALID_ARG,
                "gradient range [%zu, +%zu) is outside the buffer of %zu", offset, count, c->n);
-  if (c->world == 1 || count == 0) return LS_OK;
+  if ((c->world == 1 && !c->always) || count == 0) return LS_OK;
   switch (c->kind) {
   case COMM_MPI:
 #ifdef LSTREAM_HAVE_MPI
@@ -249,8 +288,8 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream) 
 #ifdef LSTREAM_HAVE_NCCL
     CUDA_TRY(cudaEventRecord(c->ready, (cudaStream_t)stream), "recording the gradient's event");
     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");
-    NCCL_TRY(c, ncclAllReduce(c->grad + offset, c->grad + offset, count, ncclFloat, ncclSum,
-                              c->nccl, c->stream),
+    NCCL_TRY(c, nccl.all_reduce(c->grad + offset, c->grad + offset, count, ncclFloat, ncclSum,
+                                c->nccl, c->stream),
              "gradient all-reduce");
     c->started++;
     return LS_OK;
@@ -290,7 +329,7 @@ ls_err_t comm_grads_finish(comm_t *c) {
     CUDA_TRY(cudaEventRecord(c->done, c->stream), "recording the all-reduce's event");
     CUDA_TRY(cudaStreamWaitEvent(c->engine, c->done, 0), "ordering the optimizer step");
     ncclResult_t async = ncclSuccess;
-    NCCL_TRY(c, ncclCommGetAsyncError(c->nccl, &async), "checking the communicator");
+    NCCL_TRY(c, nccl.async_error(c->nccl, &async), "checking the communicator");
     NCCL_TRY(c, async, "gradient all-reduce");
     return LS_OK;
   }

@@ -39,6 +39,10 @@ int comm_world(const comm_t *c);
 /* This rank's index among the ranks of its host (0 without MPI). */
 int comm_local_rank(const comm_t *c);
 comm_kind_t comm_kind(const comm_t *c);
+/* Runs the gradient sums even on one rank, where they are the identity:
+ * with nccl, the whole NCCL path (communicator, its stream and events, a
+ * sum per segment) on one GPU, for tests. Set before comm_bind. */
+void comm_set_always(comm_t *c, int on);
 
 /* The GPU this rank should use for its engine: the one of its local rank
  * among the GPUs of its host, or the only one it sees where the launcher

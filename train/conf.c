@@ -18,6 +18,9 @@ static const char *const untils[] = {"live", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 static const char *const comms[] = {"auto", "none", "mpi", "nccl", NULL};
 static const char *const overlaps[] = {"auto", "false", "true", NULL};
+static const char *const normalizes[] = {"series", "none", NULL};
+static const char *const target_kinds[] = {"delta", "level", NULL};
+static const char *const input_kinds[] = {"level,change", "level", NULL};
 
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
@@ -47,11 +50,12 @@ static const base_key_t keys[] = {
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
     {"deadline_ms", "live: fire a partial step this long after its first window", F(deadline_ms), BASE_V_INT(1, 3600000)},
-    {"queue_windows", "ingest bound on queued windows, per partition", F(queue_windows), BASE_V_INT(1, 1 << 24)},
+    {"queue_windows", "ingest bound on queued windows, per partition; also how far a replay reads ahead per partition to form steps by event time", F(queue_windows), BASE_V_INT(1, 1 << 24)},
     {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
     {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
     {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm), BASE_V_CHOICE(comms)},
     {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", F(overlap), BASE_V_CHOICE(overlaps)},
+    {"comm_always", "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for tests)", F(comm_always), BASE_V_CHOICE(bools)},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", F(max_steps), BASE_V_I64(0, 1e15)},
     {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir), BASE_V_STR(S(snapshot_dir))},
     {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every), BASE_V_I64(0, 1e15)},
@@ -61,6 +65,15 @@ static const base_key_t keys[] = {
     {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads), BASE_V_INT(0, 256)},
     {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle), BASE_V_CHOICE(bools)},
     {"resume", "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory", F(resume), BASE_V_STR(S(resume))},
+    {"normalize", "series: each series' inputs and targets scaled by its own running location and scale; none: raw", F(normalize), BASE_V_CHOICE(normalizes)},
+    {"norm_window", "records the normaliser's exponential weights reach back (1/N per record after a warm-up)", F(norm_window), BASE_V_INT(1, 1 << 30)},
+    {"target", "delta: predict the next change (forecast = last value + change); level: the next value", F(target), BASE_V_CHOICE(target_kinds)},
+    {"inputs", "level,change: each feature's level and its last change; level: the level only", F(inputs), BASE_V_CHOICE(input_kinds)},
+    {"targets", "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)", F(targets), BASE_V_STR(S(targets))},
+    {"calibrate", "scale each target's predicted change by how much such changes paid off on past forecasts", F(calibrate), BASE_V_CHOICE(bools)},
+    {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none", F(replay), BASE_V_INT(0, 1024)},
+    {"replay_batch", "windows per replay update, over all partitions (each gives batch/partitions, at least 1)", F(replay_batch), BASE_V_INT(1, 1 << 20)},
+    {"replay_memory", "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least 16)", F(replay_memory), BASE_V_INT(1, 1 << 24)},
 };
 #undef F
 #undef S
@@ -77,12 +90,12 @@ static void conf_defaults(ls_train_conf_t *c) {
   memset(c, 0, sizeof *c);
   c->format = 0;
   c->features = 1;
-  c->window = 32;
+  c->window = 16;
   c->batch = 64;
   c->hidden = 64;
   c->layers = 1;
   c->optimizer = 0;
-  c->lr = 1e-3;
+  c->lr = 3e-3;
   c->beta1 = 0.9;
   c->beta2 = 0.999;
   c->eps = 1e-8;
@@ -99,6 +112,46 @@ static void conf_defaults(ls_train_conf_t *c) {
   c->snapshot_level = 3;
   c->snapshot_shuffle = 1;
   snprintf(c->resume, sizeof c->resume, "latest");
+  /* tests/bench/realdata/FINDINGS.md, section 4.5 */
+  c->normalize = 0;
+  c->norm_window = 256;
+  c->target = 0;
+  c->inputs = 0;
+  snprintf(c->targets, sizeof c->targets, "all");
+  c->calibrate = 1;
+  c->replay = 4;
+  c->replay_batch = 8;
+  c->replay_memory = 256;
+}
+
+ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O) {
+  *O = 0;
+  const char *s = c->targets;
+  if (!strcmp(s, "all")) {
+    for (int f = 0; f < c->features; f++)
+      feat[(*O)++] = f;
+    return LS_OK;
+  }
+  char *seen = calloc((size_t)c->features, 1);
+  LS_RETURN_IF(seen == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
+  ls_err_t err = LS_OK;
+  while (*s && err == LS_OK) {
+    char *end = NULL;
+    long const f = strtol(s, &end, 10);
+    if (end == s || (*end != ',' && *end != '\0') || f < 0 || f >= c->features || seen[f])
+      err = ls_error_set(LS_ERR_INVALID_ARG,
+                         "targets '%s': expected 'all' or a list of distinct features in [0, %d) "
+                         "(features %d)",
+                         c->targets, c->features, c->features);
+    else
+      seen[f] = 1, s = *end ? end + 1 : end;
+  }
+  for (int f = 0; f < c->features && err == LS_OK; f++)
+    if (seen[f]) feat[(*O)++] = f;
+  free(seen);
+  if (err == LS_OK && *O == 0)
+    err = ls_error_set(LS_ERR_INVALID_ARG, "targets '%s' names no feature", c->targets);
+  return err;
 }
 
 ls_err_t ls_train_conf_new(ls_train_conf_t **out) {

@@ -41,16 +41,19 @@ struct train_snaps_s {
 /* Configuration fingerprint                                                 */
 
 static uint64_t fingerprint(const ls_train_conf_t *c) {
-  char text[1024];
+  char text[2560];
   /* What decides the model and the steps a resumed run must reproduce; not
    * where it reads from, how many ranks, or how it snapshots. */
-  int const n = snprintf(text, sizeof text,
-                         "topic=%s format=%d F=%d T=%d B=%d H=%d L=%d opt=%d lr=%.17g b1=%.17g "
-                         "b2=%.17g eps=%.17g wd=%.17g clip=%.17g warmup=%d acc=%d seed=%" PRId64
-                         " stateless=%d",
-                         c->topic, c->format, c->features, c->window, c->batch, c->hidden,
-                         c->layers, c->optimizer, c->lr, c->beta1, c->beta2, c->eps,
-                         c->weight_decay, c->clip, c->warmup, c->accumulate, c->seed, c->stateless);
+  int const n = snprintf(
+      text, sizeof text,
+      "topic=%s format=%d F=%d T=%d B=%d H=%d L=%d opt=%d lr=%.17g b1=%.17g b2=%.17g eps=%.17g "
+      "wd=%.17g clip=%.17g warmup=%d acc=%d seed=%" PRId64 " stateless=%d normalize=%d N=%d "
+      "target=%d inputs=%d targets=%s calibrate=%d replay=%d,%d,%d queue=%d buffer=%" PRId64,
+      c->topic, c->format, c->features, c->window, c->batch, c->hidden, c->layers, c->optimizer,
+      c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->clip, c->warmup, c->accumulate,
+      c->seed, c->stateless, c->normalize, c->norm_window, c->target, c->inputs, c->targets,
+      c->calibrate, c->replay, c->replay_batch, c->replay_memory, c->queue_windows,
+      c->buffer_records);
   return base_fnv1a(BASE_FNV1A_INIT, text, n < (int)sizeof text ? (size_t)n : sizeof text);
 }
 
@@ -84,6 +87,12 @@ void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum) {
   sum->resumed_step = s->resumed_step;
   sum->snapshots = s->committed;
   sum->snapshots_skipped = s->skipped;
+}
+
+void train_snaps_status(const train_snaps_t *s, ls_snapshotter_status_t *out, int *on) {
+  memset(out, 0, sizeof *out);
+  *on = s != NULL && s->snapper != NULL;
+  if (*on) (void)ls_snapshotter_poll(s->snapper, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -145,8 +154,10 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
                want->hidden_size, want->num_layers);
   LS_RETURN_IF(info->fingerprint != s->fingerprint, LS_ERR_INVALID_ARG,
                "snapshot %s was written with another configuration (topic, format, window, "
-               "batch, optimizer settings, seed or stateless differ): resume with the same "
-               "options, or --resume none",
+               "batch, optimizer settings, seed, stateless, normalize, target, inputs, targets, "
+               "calibrate, replay, queue_windows or buffer_records differ): resume with the same "
+               "options, or "
+               "--resume none",
                path);
   return LS_OK;
 }
@@ -203,7 +214,27 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
   return LS_OK;
 }
 
-ls_err_t train_snaps_apply(train_snaps_t *s, const ls_snapshot_t *snap, int64_t *steps,
+/* The series' host-side state (normaliser, error sums) from the snapshot's
+ * series i into the table's slot. */
+static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size_t i,
+                            int64_t slot) {
+  int F = 0, O = 0, tf = 0, to = 0;
+  ls_snapshot_stats_shape(snap, &F, &O);
+  ls_series_table_stats_shape(series, &tf, &to);
+  LS_RETURN_IF(F != tf || O != to, LS_ERR_INVALID_ARG,
+               "the snapshot's series keep state of %d features and %d targets, this run's of %d "
+               "and %d: resume with the same features and targets, or --resume none",
+               F, O, tf, to);
+  ls_series_stats_t from, to_st;
+  LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
+  LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
+  *to_st.norm_n = *from.norm_n;
+  memcpy(to_st.norm, from.norm, (size_t)F * LS_NORM_STATS * sizeof(double));
+  memcpy(to_st.errors, from.errors, (size_t)O * 2 * sizeof(double));
+  return LS_OK;
+}
+
+ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps,
                            int64_t *updates) {
   ls_engine_t *const eng = s->v->eng;
   ls_series_table_t *const series = s->v->series;
@@ -222,12 +253,15 @@ ls_err_t train_snaps_apply(train_snaps_t *s, const ls_snapshot_t *snap, int64_t 
     LS_FORWARD_IF_ERROR(ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot));
     LS_FORWARD_IF_ERROR(
         ls_series_table_restore(series, slot, si.windows, si.records, si.last_offset));
+    LS_FORWARD_IF_ERROR(apply_stats(series, snap, i, slot));
   }
   if (S > 0) {
     const float *h = NULL, *c = NULL;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_states(snap, &h, &c));
     LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(series), 0, S, h, c));
   }
+  LS_FORWARD_IF_ERROR(figures_load(s->v->fig, snap));
+  if (s->v->rep != NULL) LS_FORWARD_IF_ERROR(replay_load(s->v->rep, snap));
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
   *steps = info.step;
@@ -285,6 +319,10 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
                                    v->rank};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
   if (v->rank == 0) LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
+  if (v->rank == 0) LS_FORWARD_IF_ERROR(figures_save(v->fig, snap));
+  size_t cap = 0, entry = 0;
+  if (v->rep != NULL) replay_shape(v->rep, &cap, &entry);
+  LS_FORWARD_IF_ERROR(ls_snapshot_set_memory_shape(snap, cap, entry));
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
@@ -294,6 +332,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
     s->parts[s->n] = v->parts[i];
     s->offsets[s->n++] = offset;
   }
+  if (v->rep != NULL) LS_FORWARD_IF_ERROR(replay_save(v->rep, snap));
   int busy = 0;
   LS_FORWARD_IF_ERROR(ls_snapshotter_submit(s->snapper, &busy));
   LS_RETURN_IF(busy, LS_ERR_STATE, "snapshot writer busy although every rank reported it idle");

@@ -10,9 +10,11 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "figures.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "replay.h"
 #include "train_internal.h"
 
 /* What snapshots.c reads of the trainer. The trainer owns it and fills the
@@ -27,7 +29,13 @@ typedef struct train_view_s {
   ls_ingest_t *ing;     /* NULL on a rank without partitions */
   const int32_t *parts; /* [P] this rank's partitions, ascending */
   int P;
+  figures_t *fig; /* the forecasts' calibration */
+  replay_t *rep;  /* the partitions' replay memories; NULL without replay */
 } train_view_t;
+
+/* FNV-1a digests of the parameters and, over every rank, of the series
+ * tables (ls_trainer_digest; train/launch.c). Collective. */
+ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
 
 /* Snapshot figures every rank adds to a step's sums. */
 enum { SNAP_V_DUE, SNAP_V_BUSY, SNAP_V_SHARDS, SNAP_V_COMMITTED, SNAP_V_FAILED, SNAP_V__N };
@@ -50,10 +58,10 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
                             int P, ls_start_t start);
 
 /* Applies a loaded snapshot: model and optimizer into the engine, the
- * series with their counts and states into the series table; *steps and
- * *updates receive the run's counts at the snapshot. */
-ls_err_t train_snaps_apply(train_snaps_t *s, const ls_snapshot_t *snap, int64_t *steps,
-                           int64_t *updates);
+ * series with their counts, states and host-side state into the series
+ * table, the calibration, the replay memories; *steps and *updates receive
+ * the run's counts at the snapshot. */
+ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps, int64_t *updates);
 
 /* Starts the background writer when snapshot_dir is set. */
 ls_err_t train_snaps_open(train_snaps_t *s);
@@ -78,5 +86,9 @@ const char *train_snaps_note(const train_snaps_t *s);
 /* The snapshot counts of a summary: resumed_step, snapshots,
  * snapshots_skipped. */
 void train_snaps_totals(const train_snaps_t *s, ls_train_summary_t *sum);
+
+/* The background writer's state (never blocks); *on = 0 (and out zeroed)
+ * without snapshot_dir. */
+void train_snaps_status(const train_snaps_t *s, ls_snapshotter_status_t *out, int *on);
 
 #endif /* LSTREAM_TRAIN_SNAPSHOTS_H */

@@ -30,6 +30,7 @@ struct ls_train_conf_s {
   char partitions[1024];
   int comm; /* 0 auto, 1 none, 2 mpi, 3 nccl */
   int overlap; /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
+  int comm_always; /* run the gradient sums even on one rank */
   int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
   char snapshot_dir[1024];
   int64_t snapshot_every;   /* steps; 0 = off */
@@ -38,9 +39,34 @@ struct ls_train_conf_s {
   char resume[1024]; /* latest | none | a snapshot directory */
   char **kafka; /* "key=value" librdkafka properties */
   int n_kafka;
+  /* The model's inputs and targets (issue 17). */
+  int normalize;      /* 0 series, 1 none */
+  int norm_window;    /* the normaliser's N */
+  int target;         /* 0 delta, 1 level */
+  int inputs;         /* 0 level,change; 1 level */
+  char targets[1024]; /* "all" or a list of features such as 0,3 */
+  int calibrate;      /* 0 false, 1 true */
+  int replay;         /* replay updates per step */
+  int replay_batch;   /* windows per replay update, over all partitions */
+  int replay_memory;  /* windows kept for replay, over all partitions */
 };
+
+/* The target features of c's targets key, ascending, into feat [features];
+ * *O receives their count. */
+ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
 void train_conf_free_kafka(ls_train_conf_t *c);
+
+/* What monitoring (train/monitor.c) reads of a trainer, defined in
+ * trainer.c: its view (snapshots.h) and snapshot bookkeeping, read on the
+ * trainer's thread (from the step callback), and the time of the step
+ * loop's last turn (base_now_ms(); a step, or an idle turn in live mode),
+ * which any thread may read. */
+struct train_view_s;
+struct train_snaps_s;
+const struct train_view_s *train_view_of(const ls_trainer_t *tr);
+struct train_snaps_s *train_snaps_of(const ls_trainer_t *tr);
+int64_t train_heartbeat_ms(const ls_trainer_t *tr);
 
 #endif

@@ -1,69 +1,66 @@
 /*
- * The step loop (include/lstream/train.h): windows from ingest, steps
- * formed from the data, states gathered and scattered through the series
- * table, one engine step per batch, an update every `accumulate` steps.
+ * The step loop (include/lstream/train.h): steps formed from the data
+ * (steps.c), each window's rows normalised into the model's inputs and
+ * targets (prep.c), states gathered and scattered through the series table,
+ * one engine step per batch, an update every `accumulate` steps, replay
+ * updates after it (replay.c), and the forecasts' figures (figures.c).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/clock.h"
-#include "base/digest.h"
 #include "comm.h"
+#include "figures.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "prep.h"
+#include "replay.h"
 #include "snapshots.h"
+#include "steps.h"
 #include "train_internal.h"
-
-/* How long one wait for a window may block before the stop flag is read. */
-#define WAIT_SLICE_MS 100
-
-/* Steps whose losses the summary keeps for its tail (the last fifth). */
-#define TAIL_RING 65536
-
-typedef struct step_loss_s {
-  double loss, base, count;
-} step_loss_t;
 
 struct ls_trainer_s {
   ls_train_conf_t conf;
-  train_view_t v; /* comm, rank, world, engine, series table, ingest, partitions: what
-                     snapshots.c reads */
+  train_view_t v; /* comm, rank, world, engine, series table, ingest, partitions, figures,
+                     replay: what snapshots.c reads */
   train_snaps_t *snaps;
   int overlap; /* gradient sums start during backward (grads_ready) */
   ls_optim_t opt;
-  int F, T, B;
-
-  int P_all;                 /* partitions of all ranks */
-  int *ended;                /* [P] partition delivered its last window (replay) */
-  const ls_window_t **held;  /* [P] a partition's next window, taken but not yet used */
-  int quota;                 /* replay: windows a step takes from each partition */
-  const ls_window_t **defer; /* live: windows waiting for a later step, in order */
-  int n_defer, cap_defer;
-
-  /* The step being formed and its host buffers. */
-  const ls_window_t **wins; /* [B] */
-  int64_t *slots;           /* [B] series slots, -1 for stateless gathers */
-  int64_t *gather;          /* [B] slots to gather from (-1 = zero state) */
-  int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
-  size_t cap_mark;
-  int64_t *slot_of;         /* [cap_slot_of] per consumer series id: its slot, -1 unknown */
-  size_t cap_slot_of;
-  int64_t stamp;
-  float *seq;  /* [T+1, B, F] the windows' records: inputs rows 0..T-1, targets 1..T */
-  float *mask; /* [T, B] */
+  int T, B;
+  int P_all; /* partitions of all ranks */
+  int quota; /* replay: windows a step takes from each partition */
+  steps_t *steps;
+  prep_t *prep;
+  ls_series_stats_t *st; /* [B] the step's windows' series state */
+  int64_t *gather;       /* [B] slots to gather from (-1 = zero state) */
+  float *pred;           /* [T, B, O] the step's predictions */
+  float *h0, *c0;        /* [L, B, H] the step's initial states (for replay) */
+  double *v_sums;        /* [NV] the step's sums across ranks */
+  int NV;
 
   /* Accumulation and totals. */
   double acc_count;
   int acc_steps;
   ls_train_summary_t sum;
-  step_loss_t *ring; /* [TAIL_RING] */
+
+  /* A step's stats reach the callback one step late, once the gradient
+   * norm of its update (fetched at the end of the step) is read. */
+  ls_step_stats_t pend;             /* the last step's stats, but its gradient norm */
+  ls_target_figures_t *pend_target; /* [O] its per-target figures (pend.target) */
+  int has_pend;
+  int fetched; /* the engine's figures were fetched after the last step's update */
 
   char note[2560]; /* what resuming and the comm setup did, for the program to print */
+  atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
 };
+
+/* What every rank contributes to a step, summed across ranks: these, then
+ * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O)). */
+enum { V_COUNT, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N };
 
 /* ------------------------------------------------------------------------ */
 /* Setup                                                                     */
@@ -133,20 +130,33 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   return err;
 }
 
+/* The step's buffers, its step formation, inputs, figures; the sums'
+ * layout: the trainer's figures, the snapshots', the forecasts'. */
 static ls_err_t alloc_buffers(ls_trainer_t *tr) {
-  size_t const B = (size_t)tr->B, T = (size_t)tr->T, F = (size_t)tr->F;
-  size_t const P = tr->v.P > 0 ? (size_t)tr->v.P : 1;
-  tr->ended = calloc(P, sizeof *tr->ended);
-  tr->held = calloc(P, sizeof *tr->held);
-  tr->wins = calloc(B, sizeof *tr->wins);
-  tr->slots = calloc(B, sizeof *tr->slots);
+  const ls_train_conf_t *const c = &tr->conf;
+  ls_shape_t const *const sh = &tr->v.shape;
+  size_t const B = (size_t)tr->B, T = (size_t)tr->T, LH = (size_t)c->layers * (size_t)c->hidden;
+  /* The replay's look-ahead per partition: the consumer's queue bound, and
+   * within buffer_records over all partitions (the same on every rank). */
+  int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
+  int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
+  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,   tr->v.P, tr->B, tr->quota,
+                           K,         c->until,     c->deadline_ms};
+  LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
+  LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
+  LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));
+  LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
+  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
+  tr->st = calloc(B, sizeof *tr->st);
   tr->gather = calloc(B, sizeof *tr->gather);
-  tr->seq = calloc((T + 1) * B * F, sizeof(float));
-  tr->mask = calloc(T * B, sizeof(float));
-  tr->ring = calloc(TAIL_RING, sizeof *tr->ring);
-  LS_RETURN_IF(!tr->ended || !tr->held || !tr->wins || !tr->slots || !tr->gather || !tr->seq ||
-                   !tr->mask || !tr->ring,
-               LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu, F=%zu)", B, T, F);
+  tr->pred = calloc(T * B * (size_t)sh->output_size, sizeof *tr->pred);
+  tr->h0 = calloc(LH * B, sizeof *tr->h0);
+  tr->c0 = calloc(LH * B, sizeof *tr->c0);
+  tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
+  tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
+  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->h0 || !tr->c0 || !tr->v_sums ||
+                   !tr->pend_target,
+               LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
   return LS_OK;
 }
 
@@ -161,6 +171,7 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   case 3: kind = COMM_NCCL; break;
   }
   LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
+  comm_set_always(tr->v.comm, tr->conf.comm_always);
   tr->v.rank = comm_rank(tr->v.comm);
   tr->v.world = comm_world(tr->v.comm);
   return LS_OK;
@@ -181,7 +192,8 @@ static ls_err_t grads_ready(void *opaque, int segment, size_t offset, size_t cou
 static ls_err_t bind_comm(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(comm_bind(tr->v.comm, tr->v.eng));
   int const want = tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
-  tr->overlap = tr->v.world > 1 && want && tr->conf.accumulate == 1;
+  int const sums = tr->v.world > 1 || (tr->conf.comm_always && comm_kind(tr->v.comm) != COMM_NONE);
+  tr->overlap = sums && want && tr->conf.accumulate == 1;
   snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
            tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
                ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
@@ -204,23 +216,42 @@ static ls_optim_t optim_of(const ls_train_conf_t *c) {
   return opt;
 }
 
-/* The engine, sized for this rank's steps. */
+/* The replay memories of this rank's partitions (with replay), then the
+ * engine, sized for this rank's steps and replay updates. */
 static ls_err_t open_engine(ls_trainer_t *tr) {
   const ls_train_conf_t *const c = &tr->conf;
   /* A replay step takes batch/partitions windows from each partition (at
    * least one), whichever rank reads it; live steps take `batch` each. */
   tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
   tr->B = c->until ? tr->quota * (tr->v.P > 0 ? tr->v.P : 1) : c->batch;
+  ls_shape_t const *const sh = &tr->v.shape;
+  if (c->replay > 0)
+    LS_FORWARD_IF_ERROR(replay_new(c->replay_memory, c->replay_batch, tr->P_all, tr->v.parts,
+                                   tr->v.P, c->window, sh->input_size, sh->output_size, c->layers,
+                                   c->hidden, &tr->v.rep));
+  int const rows = tr->v.rep != NULL ? replay_rows(tr->v.rep) : 0;
   ls_engine_conf_t ec;
   ls_engine_conf_init(&ec);
-  ec.shape = tr->v.shape;
-  ec.max_batch = tr->B;
+  ec.shape = *sh;
+  ec.max_batch = tr->B > rows ? tr->B : rows;
   ec.max_window = c->window;
   ec.device = c->device ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
   ec.precision = (ls_precision_t)c->precision;
   ec.threads = c->threads;
   if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
   return ls_engine_new(&ec, &tr->v.eng);
+}
+
+/* The model's shape: I inputs per record (F levels, and F changes), O
+ * targets (the targets key). */
+static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
+  int *const feat = calloc((size_t)c->features, sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
+  int O = 0;
+  ls_err_t const err = train_conf_targets(c, feat, &O);
+  free(feat);
+  *shape = (ls_shape_t){c->inputs == 0 ? 2 * c->features : c->features, c->hidden, c->layers, O};
+  return err;
 }
 
 ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
@@ -234,14 +265,14 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     return err;
   }
   const ls_train_conf_t *const c = &tr->conf;
-  tr->F = c->features, tr->T = c->window;
+  tr->T = c->window;
   tr->opt = optim_of(c);
   tr->v.conf = c;
-  tr->v.shape = (ls_shape_t){c->features, c->hidden, c->layers, c->features}; /* O = I */
 
   ls_snapshot_t *snap = NULL;
   int64_t steps = 0, updates = 0;
-  err = train_snaps_new(&tr->v, &tr->snaps);
+  err = shape_of(c, &tr->v.shape);
+  if (err == LS_OK) err = train_snaps_new(&tr->v, &tr->snaps);
   if (err == LS_OK) err = open_comm(tr);
   if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
   if (err == LS_OK) err = open_ingest(tr, snap);
@@ -259,173 +290,54 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   }
   tr->sum.steps = steps;
   tr->sum.updates = updates;
+  atomic_init(&tr->beat_ms, base_now_ms());
   *out = tr;
   return LS_OK;
 }
 
 void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr == NULL) return;
-  if (tr->v.ing != NULL) {
-    for (int p = 0; tr->held && p < tr->v.P; p++) ls_ingest_release(tr->v.ing, tr->held[p]);
-    for (int i = 0; i < tr->n_defer; i++) ls_ingest_release(tr->v.ing, tr->defer[i]);
-  }
+  steps_free(tr->steps);          /* gives back the windows it holds */
   train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
   ls_ingest_destroy(tr->v.ing);
   ls_series_table_destroy(tr->v.series);
   comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */
   ls_engine_destroy(tr->v.eng);
   train_conf_free_kafka(&tr->conf);
-  free((void *)tr->v.parts), free(tr->ended), free(tr->held), free(tr->defer), free(tr->wins);
-  free(tr->slots), free(tr->gather), free(tr->mark), free(tr->slot_of), free(tr->seq), free(tr->mask);
-  free(tr->ring);
+  prep_free(tr->prep);
+  figures_free(tr->v.fig);
+  replay_free(tr->v.rep);
+  free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
+  free(tr->c0), free(tr->v_sums), free(tr->pend_target);
   free(tr);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Step formation                                                            */
-
-/* Grows a per-series array of int64_t (*v, *cap entries) to hold index i,
- * filling new entries with fill. */
-static ls_err_t grow_index(int64_t **v, size_t *cap, size_t i, int64_t fill, const char *what) {
-  if (i < *cap) return LS_OK;
-  size_t n = *cap ? *cap : 1024;
-  while (n <= i) n *= 2;
-  int64_t *const grown = realloc(*v, n * sizeof *grown);
-  LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "no memory for %zu %s", n, what);
-  for (size_t k = *cap; k < n; k++) grown[k] = fill;
-  *v = grown;
-  *cap = n;
-  return LS_OK;
-}
-
-/* The slot of a window's series: by the consumer's id of the series, the
- * key is looked up in the series table once per series. Grows the per-slot
- * marks with the table. */
-static ls_err_t window_slot(ls_trainer_t *tr, const ls_window_t *w, int64_t *slot) {
-  LS_RETURN_IF(w->series < 0, LS_ERR_INVALID_ARG, "window of series id %lld", (long long)w->series);
-  LS_FORWARD_IF_ERROR(
-      grow_index(&tr->slot_of, &tr->cap_slot_of, (size_t)w->series, -1, "series ids"));
-  if (tr->slot_of[w->series] < 0)
-    LS_FORWARD_IF_ERROR(ls_series_table_slot(tr->v.series, w->key, w->key_len, w->partition,
-                                             &tr->slot_of[w->series]));
-  *slot = tr->slot_of[w->series];
-  return grow_index(&tr->mark, &tr->cap_mark, (size_t)*slot, 0, "series marks");
-}
-
-/* Copies window w into row b of the step's buffers. */
-static void add_window(ls_trainer_t *tr, int b, const ls_window_t *w, int64_t slot) {
-  size_t const F = (size_t)tr->F, B = (size_t)tr->B;
-  for (int t = 0; t <= tr->T; t++)
-    memcpy(tr->seq + ((size_t)t * B + b) * F, w->x + (size_t)t * F, F * sizeof(float));
-  for (int t = 0; t < tr->T; t++) tr->mask[(size_t)t * B + b] = w->mask[t];
-  tr->wins[b] = w;
-  tr->slots[b] = slot;
-  tr->mark[slot] = tr->stamp;
-}
-
-/* Waits for the next window of partition i (replay). *win is NULL when the
- * partition has ended or the run was stopped. */
-static ls_err_t next_of_partition(ls_trainer_t *tr, int i, volatile sig_atomic_t *stop,
-                                  const ls_window_t **win) {
-  *win = NULL;
-  double const t0 = base_now_s();
-  ls_err_t err = LS_OK;
-  while (!(stop && *stop)) {
-    ls_next_t what;
-    err = ls_ingest_next_partition(tr->v.ing, tr->v.parts[i], WAIT_SLICE_MS, &what, win);
-    if (err != LS_OK || what == LS_NEXT_WINDOW) break;
-    if (what == LS_NEXT_END) {
-      tr->ended[i] = 1;
-      break;
-    }
-  }
-  tr->sum.wait_s += base_now_s() - t0;
-  return err;
-}
-
-/* Replay: takes up to `quota` windows from every partition in turn, in its
- * offset order; a partition stops early when it ends or when its next
- * window's series is already in the step (that window is held for the next
- * step). What a partition gives depends on its own data only, so the step's
- * windows are the same whichever rank reads which partitions.
- * *n receives the number of windows (0: every partition has ended). */
-static ls_err_t form_replay(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
-  *n = 0;
-  for (int i = 0; i < tr->v.P && !(stop && *stop); i++) {
-    for (int k = 0; k < tr->quota && !tr->ended[i]; k++) {
-      const ls_window_t *w = tr->held[i];
-      if (w == NULL) LS_FORWARD_IF_ERROR(next_of_partition(tr, i, stop, &w));
-      if (w == NULL) break; /* ended or stopped */
-      int64_t slot;
-      LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-      if (tr->mark[slot] == tr->stamp) { /* its series is in this step already */
-        tr->held[i] = w;
-        break;
-      }
-      tr->held[i] = NULL;
-      add_window(tr, (*n)++, w, slot);
-    }
-  }
-  return LS_OK;
-}
-
-static ls_err_t defer_window(ls_trainer_t *tr, const ls_window_t *w) {
-  if (tr->n_defer == tr->cap_defer) {
-    int const cap = tr->cap_defer ? 2 * tr->cap_defer : 64;
-    const ls_window_t **d = realloc(tr->defer, (size_t)cap * sizeof *d);
-    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory to defer %d windows", cap);
-    tr->defer = d;
-    tr->cap_defer = cap;
-  }
-  tr->defer[tr->n_defer++] = w;
-  return LS_OK;
-}
-
-/* Live: deferred windows first, in order, then new ones until B windows or
- * deadline_ms after the step began (so that ranks meet in lockstep even
- * when one has no data). A series with a window deferred (or in the step)
- * defers its later windows too, so each series stays in order. */
-static ls_err_t form_live(ls_trainer_t *tr, volatile sig_atomic_t *stop, int *n) {
-  *n = 0;
-  int kept = 0;
-  for (int i = 0; i < tr->n_defer; i++) {
-    const ls_window_t *const w = tr->defer[i];
-    int64_t slot;
-    LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (*n < tr->B && tr->mark[slot] != tr->stamp) add_window(tr, (*n)++, w, slot);
-    else tr->defer[kept++] = w, tr->mark[slot] = tr->stamp;
-  }
-  tr->n_defer = kept;
-  double const t0 = base_now_s(), deadline = t0 + tr->conf.deadline_ms / 1e3;
-  while (*n < tr->B && !(stop && *stop)) {
-    double const left = deadline - base_now_s();
-    if (left <= 0) break;
-    int const wait_ms = left < WAIT_SLICE_MS / 1e3 ? (int)(left * 1e3) + 1 : WAIT_SLICE_MS;
-    ls_next_t what = LS_NEXT_TIMEOUT;
-    const ls_window_t *w = NULL;
-    if (tr->v.ing == NULL) { /* no partition on this rank: wait out the step */
-      struct timespec const ts = {0, (long)wait_ms * 1000000L};
-      nanosleep(&ts, NULL);
-      continue;
-    }
-    LS_FORWARD_IF_ERROR(ls_ingest_next(tr->v.ing, wait_ms, &what, &w));
-    if (what != LS_NEXT_WINDOW) continue;
-    int64_t slot;
-    LS_FORWARD_IF_ERROR(window_slot(tr, w, &slot));
-    if (tr->mark[slot] == tr->stamp) LS_FORWARD_IF_ERROR(defer_window(tr, w));
-    else add_window(tr, (*n)++, w, slot);
-  }
-  tr->sum.wait_s += base_now_s() - t0;
-  return LS_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* One step                                                                  */
 
-/* What every rank contributes to a step, summed across ranks. */
-enum {
-  V_LOSS, V_COUNT, V_BASE, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE, V__N
-};
+/* What the host reads of the device in a step, and when.
+ *
+ * Synchronous: the step's predictions (ls_engine_read_outputs, right after
+ * the forward) and, with replay, the states its windows started from. The
+ * forecasts' figures need the predictions at once: the data-unit forecast
+ * of each target is base + alpha * scale * p (prep.c, figures.c), the
+ * step's sums of p y and p p update the calibration, and that alpha must be
+ * in place before the next step's forecasts; the normalised loss is
+ * computed from the same predictions on the host, so the engine's own loss
+ * is never read. The replay memory (host memory, in snapshots) takes each
+ * window with its initial state before this step's replay updates draw
+ * from it. One wait per step, for the forward; the reads after it find the
+ * device idle. The backward, scatter, sums, update and replay updates are
+ * queued behind it without a wait.
+ *
+ * Asynchronous: the update's gradient norm, which nothing needs at once.
+ * The engine's figures are fetched right after the step's own update
+ * (before its replay updates, whose norms are not reported) and read one
+ * step later, once the next step's work is queued (read_last), so the host
+ * forms and normalises the next step while the device runs this one's
+ * backward, update and replay updates. The step's stats, complete but for
+ * that norm, wait in tr->pend (with a copy of their per-target figures) and
+ * reach the callback then (emit_last). */
 
 /* Sums the gradients across ranks (unless backward started the sums, and
  * the step loop finished them) and steps the optimizer. */
@@ -440,7 +352,7 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   if (tr->conf.warmup > 0 && u < tr->conf.warmup)
     opt.lr = tr->opt.lr * (float)(u + 1) / (float)tr->conf.warmup;
   float const scale = tr->acc_count > 0 ? (float)(1.0 / tr->acc_count) : 0.0f;
-  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, &st->grad_norm));
+  LS_FORWARD_IF_ERROR(ls_engine_optimizer_step(tr->v.eng, &opt, scale, NULL)); /* norm: later */
   st->updated = 1;
   st->lr = opt.lr;
   tr->sum.updates++;
@@ -449,124 +361,179 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   return LS_OK;
 }
 
-/* This rank's part of a step over its n windows: the baseline, gather,
- * forward, backward (accumulating gradient sums), scatter, bookkeeping.
- * v receives the loss, baseline and counts. */
+/* This rank's part of a step over its n windows: their rows normalised,
+ * gather, forward, the figures of its forecasts, backward (accumulating
+ * gradient sums), scatter, replay memory, bookkeeping. v receives its sums. */
 static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
-  size_t const F = (size_t)tr->F, B = (size_t)tr->B;
-  int const T = tr->T;
-  /* The engine takes dense [T+1, n, F]: pack the rows of a partial step. */
-  if (n < tr->B)
-    for (int t = 1; t <= T; t++) {
-      memmove(tr->seq + (size_t)t * n * F, tr->seq + (size_t)t * B * F,
-              (size_t)n * F * sizeof(float));
-      if (t < T)
-        memmove(tr->mask + (size_t)t * n, tr->mask + (size_t)t * B, (size_t)n * sizeof(float));
-    }
-  /* Last-value baseline on the same targets: row r + n is row r's next step. */
-  double base = 0.0;
-  for (size_t r = 0; r < (size_t)T * n; r++) {
-    if (tr->mask[r] == 0.0f) continue;
-    const float *const xv = tr->seq + r * F, *const yv = tr->seq + (r + n) * F;
-    for (size_t f = 0; f < F; f++) base += (double)(yv[f] - xv[f]) * (yv[f] - xv[f]);
+  const ls_window_t *const *const wins = steps_windows(tr->steps);
+  const int64_t *const slots = steps_slots(tr->steps);
+  prep_t *const p = tr->prep;
+  ls_engine_t *const eng = tr->v.eng;
+  prep_begin(p, n);
+  for (int b = 0; b < n; b++) {
+    LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, slots[b], &tr->st[b]));
+    LS_FORWARD_IF_ERROR(prep_window(p, b, wins[b], &tr->st[b]));
+    tr->gather[b] = tr->conf.stateless ? -1 : slots[b];
   }
-  for (int b = 0; b < n; b++) tr->gather[b] = tr->conf.stateless ? -1 : tr->slots[b];
   ls_state_table_t *const states = ls_series_table_states(tr->v.series);
-  double loss = 0.0, count = 0.0;
-  LS_FORWARD_IF_ERROR(ls_engine_gather_state(tr->v.eng, states, n, tr->gather));
-  LS_FORWARD_IF_ERROR(ls_engine_forward_seq(tr->v.eng, T, n, tr->seq, tr->mask, &loss, &count));
-  LS_FORWARD_IF_ERROR(ls_engine_backward(tr->v.eng, 1.0f));
-  if (!tr->conf.stateless)
-    LS_FORWARD_IF_ERROR(ls_engine_scatter_state(tr->v.eng, states, n, tr->slots));
+  double count = 0.0;
+  LS_FORWARD_IF_ERROR(ls_engine_gather_state(eng, states, n, tr->gather));
+  LS_FORWARD_IF_ERROR(ls_engine_forward(eng, tr->T, n, p->x, p->y, p->mask, NULL, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->pred, NULL, NULL));
+  if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
+  LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->st, v + V__N + SNAP_V__N));
+  LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
+  if (!tr->conf.stateless) LS_FORWARD_IF_ERROR(ls_engine_scatter_state(eng, states, n, slots));
   int64_t records = 0;
   for (int b = 0; b < n; b++) {
-    const ls_window_t *const w = tr->wins[b];
+    const ls_window_t *const w = wins[b];
     LS_FORWARD_IF_ERROR(
-        ls_series_table_trained(tr->v.series, tr->slots[b], w->n_targets, w->last_offset));
+        ls_series_table_trained(tr->v.series, slots[b], w->n_targets, w->last_offset));
     records += w->n_targets;
-    ls_ingest_release(tr->v.ing, w);
-    tr->wins[b] = NULL;
+    if (tr->v.rep != NULL)
+      LS_FORWARD_IF_ERROR(replay_push(tr->v.rep, w->partition, p, b, tr->h0, tr->c0));
   }
-  v[V_LOSS] = loss, v[V_COUNT] = count, v[V_BASE] = base;
-  v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
+  steps_release(tr->steps, n);
+  v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   return LS_OK;
 }
 
-/* Replay: does this rank still have windows to give? */
-static int has_more(const ls_trainer_t *tr) {
-  for (int i = 0; i < tr->v.P; i++)
-    if (!tr->ended[i] || tr->held[i] != NULL) return 1;
-  return 0;
+/* The replay updates after an update (every rank, in lockstep): each on the
+ * windows its partitions' memories give (a rank with none adds zeros), the
+ * gradients and target counts summed across ranks. */
+static ls_err_t replay_updates(ls_trainer_t *tr, ls_step_stats_t *st) {
+  ls_engine_t *const eng = tr->v.eng;
+  replay_t *const r = tr->v.rep;
+  double const t0 = base_now_s();
+  for (int round = 0; round < tr->conf.replay; round++) {
+    int n = 0;
+    double count = 0.0;
+    replay_gather(r, (uint64_t)tr->conf.seed, tr->sum.steps, round, &n);
+    if (n > 0) {
+      LS_FORWARD_IF_ERROR(ls_engine_set_state(eng, n, replay_h0(r), replay_c0(r)));
+      LS_FORWARD_IF_ERROR(
+          ls_engine_forward(eng, tr->T, n, replay_x(r), replay_y(r), replay_mask(r), NULL, &count));
+      LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
+    } else if (tr->overlap) {
+      LS_FORWARD_IF_ERROR(comm_grads_start_segments(tr->v.comm));
+    }
+    LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, &count, 1));
+    if (tr->overlap) LS_FORWARD_IF_ERROR(comm_grads_finish(tr->v.comm));
+    ls_step_stats_t ignored = *st;
+    tr->acc_count = count;
+    if (count > 0) LS_FORWARD_IF_ERROR(update(tr, &ignored));
+  }
+  st->compute_s += base_now_s() - t0;
+  tr->sum.compute_s += base_now_s() - t0;
+  return LS_OK;
+}
+
+/* After the step's sums v (every rank's): the update when one is due (its
+ * gradient norm fetched, read a step later), the replay updates after it,
+ * the step's figures and the run's totals. */
+static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *st) {
+  tr->acc_count += v[V_COUNT];
+  if (++tr->acc_steps == tr->conf.accumulate) {
+    LS_FORWARD_IF_ERROR(update(tr, st));
+    LS_FORWARD_IF_ERROR(ls_engine_fetch_figures(tr->v.eng));
+    tr->fetched = 1;
+  }
+  st->step = ++tr->sum.steps;
+  st->windows = (int)v[V_WINDOWS];
+  st->records = (int64_t)v[V_RECORDS];
+  figures_step(tr->v.fig, v + V__N + SNAP_V__N, st);
+  /* Times: the mean over ranks. */
+  st->compute_s = v[V_COMPUTE] / tr->v.world;
+  st->wait_s = v[V_WAIT] / tr->v.world;
+  tr->sum.windows += st->windows;
+  tr->sum.records += st->records;
+  tr->sum.loss_sum += st->loss_sum;
+  tr->sum.baseline_sum += st->baseline_sum;
+  tr->sum.count += st->count;
+  tr->sum.compute_s += st->compute_s;
+  return st->updated && tr->v.rep != NULL ? replay_updates(tr, st) : LS_OK;
+}
+
+/* The gradient norm of the last step's update into its pending stats: the
+ * engine's figures fetched after that update, read now that this step's
+ * work is queued. */
+static ls_err_t read_last(ls_trainer_t *tr) {
+  if (!tr->fetched) return LS_OK;
+  float norm = 0.0f;
+  LS_FORWARD_IF_ERROR(ls_engine_read_figures(tr->v.eng, NULL, &norm));
+  if (tr->has_pend && tr->pend.updated) tr->pend.grad_norm = norm;
+  tr->fetched = 0;
+  return LS_OK;
+}
+
+/* Keeps a step's stats until its gradient norm is read, with a copy of its
+ * per-target figures (figures.c reuses its own for the next step). */
+static void keep_pending(ls_trainer_t *tr, const ls_step_stats_t *st) {
+  tr->pend = *st;
+  memcpy(tr->pend_target, st->target, (size_t)st->targets * sizeof *tr->pend_target);
+  tr->pend.target = tr->pend_target;
+  tr->has_pend = 1;
+}
+
+/* Hands the last step's stats on; 1 if the callback asks to stop. */
+static int emit_last(ls_trainer_t *tr, ls_step_cb cb, void *opaque) {
+  if (!tr->has_pend) return 0;
+  tr->has_pend = 0;
+  return cb != NULL && cb(opaque, &tr->pend) != 0;
 }
 
 /* Every rank steps in lockstep: it forms its part of the step (possibly
  * empty), computes it, and joins one sum of the step's figures; a rank with
  * nothing adds zeros. The run ends when every rank has run out (replay) or
- * any rank is stopped. */
+ * any rank is stopped. A step's stats reach cb one step late, once its
+ * gradient norm is read (see "What the host reads" above). */
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   double const t0 = base_now_s();
   ls_err_t err = LS_OK;
   int cb_stop = 0;
+  double *const v = tr->v_sums;
   for (;;) {
-    double v[V__N + SNAP_V__N] = {0};
+    memset(v, 0, (size_t)tr->NV * sizeof *v);
     double const w0 = tr->sum.wait_s;
     int n = 0;
-    tr->stamp++;
-    if (!(stop && *stop) && !cb_stop) {
-      if (tr->conf.until) err = tr->v.P > 0 ? form_replay(tr, stop, &n) : LS_OK;
-      else err = form_live(tr, stop, &n);
-    }
+    atomic_store_explicit(&tr->beat_ms, base_now_ms(), memory_order_relaxed);
+    if (!(stop && *stop) && !cb_stop) err = steps_form(tr->steps, stop, &n, &tr->sum.wait_s);
     double const c0 = base_now_s();
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
     else if (err == LS_OK && tr->overlap) err = comm_grads_start_segments(tr->v.comm);
+    if (err == LS_OK) err = read_last(tr);
     if (err != LS_OK) break; /* the other ranks learn of it when this one exits */
     v[V_COMPUTE] = base_now_s() - c0;
+    if (emit_last(tr, cb, opaque)) cb_stop = 1; /* (the callback's time is not compute) */
     v[V_WAIT] = tr->sum.wait_s - w0;
-    v[V_MORE] = tr->conf.until ? has_more(tr) : 1;
+    v[V_MORE] = tr->conf.until ? steps_more(tr->steps) : 1;
     v[V_STOP] = (stop && *stop) || cb_stop;
     train_snaps_contribute(tr->snaps, tr->sum.steps, v + V__N);
     double const s0 = base_now_s();
-    err = comm_sum_doubles(tr->v.comm, v, V__N + SNAP_V__N);
+    err = comm_sum_doubles(tr->v.comm, v, tr->NV);
     if (err == LS_OK && tr->overlap) err = comm_grads_finish(tr->v.comm);
     tr->sum.comm_s += base_now_s() - s0;
     if (err != LS_OK) break;
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;
-    if (v[V_WINDOWS] > 0) {
-      tr->acc_count += v[V_COUNT];
-      if (++tr->acc_steps == tr->conf.accumulate && (err = update(tr, &st)) != LS_OK) break;
-      st.step = ++tr->sum.steps;
-      st.windows = (int)v[V_WINDOWS];
-      st.records = (int64_t)v[V_RECORDS];
-      st.loss_sum = v[V_LOSS];
-      st.baseline_sum = v[V_BASE];
-      st.count = v[V_COUNT];
-      /* Times: the mean over ranks. */
-      st.compute_s = v[V_COMPUTE] / tr->v.world;
-      st.wait_s = v[V_WAIT] / tr->v.world;
-      tr->sum.windows += st.windows;
-      tr->sum.records += st.records;
-      tr->sum.loss_sum += st.loss_sum;
-      tr->sum.baseline_sum += st.baseline_sum;
-      tr->sum.count += st.count;
-      tr->sum.compute_s += st.compute_s;
-      tr->ring[(st.step - 1) % TAIL_RING] = (step_loss_t){st.loss_sum, st.baseline_sum, st.count};
-    }
+    if (v[V_WINDOWS] > 0 && (err = after_sums(tr, v, &st)) != LS_OK) break;
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;
-    if (v[V_WINDOWS] > 0 && cb != NULL && cb(opaque, &st) != 0) cb_stop = 1;
+    if (v[V_WINDOWS] > 0) keep_pending(tr, &st);
     if (v[V_STOP] > 0) break;
     if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
     if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
-  /* Gradients accumulated for a partial update are applied at the end (on
-   * every rank alike: the sums above are the same everywhere). */
+  /* The last step's stats, then the gradients accumulated for a partial
+   * update (on every rank alike: the sums above are the same everywhere). */
+  if (err == LS_OK) err = read_last(tr);
+  if (err == LS_OK) (void)emit_last(tr, cb, opaque);
   if (err == LS_OK && tr->acc_steps > 0) {
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
@@ -579,15 +546,6 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
 
 /* ------------------------------------------------------------------------ */
 /* Results                                                                   */
-
-int ls_train_launched_ranks(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *const v = getenv(vars[i]);
-    if (v != NULL && atoi(v) > 0) return atoi(v);
-  }
-  return 1;
-}
 
 ls_err_t ls_trainer_rank(const ls_trainer_t *tr, int *rank, int *world) {
   LS_RETURN_IF(tr == NULL || rank == NULL || world == NULL, LS_ERR_INVALID_ARG,
@@ -611,17 +569,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   *out = tr->sum;
   train_snaps_totals(tr->snaps, out);
   out->series = (int64_t)ls_series_table_count(tr->v.series);
-  int64_t tail = tr->sum.steps / 5;
-  if (tail < 1) tail = tr->sum.steps;
-  if (tail > TAIL_RING) tail = TAIL_RING;
-  out->tail_steps = tail;
-  out->tail_loss_sum = out->tail_baseline_sum = out->tail_count = 0.0;
-  for (int64_t s = tr->sum.steps - tail; s < tr->sum.steps; s++) {
-    const step_loss_t *const r = &tr->ring[s % TAIL_RING];
-    out->tail_loss_sum += r->loss;
-    out->tail_baseline_sum += r->base;
-    out->tail_count += r->count;
-  }
+  LS_FORWARD_IF_ERROR(figures_summary(tr->v.fig, tr->v.comm, out));
   ls_ingest_stats_t is;
   out->rejected = 0;
   if (tr->v.ing != NULL && ls_ingest_stats(tr->v.ing, &is) == LS_OK)
@@ -638,22 +586,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
 ls_err_t ls_trainer_digest(ls_trainer_t *tr, uint64_t *params, uint64_t *states) {
   LS_RETURN_IF(tr == NULL || params == NULL || states == NULL, LS_ERR_INVALID_ARG,
                "trainer or outputs are NULL");
-  size_t const n = ls_engine_param_count(tr->v.eng);
-  float *p = malloc(n * sizeof(float));
-  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for %zu parameters", n);
-  ls_err_t const err = ls_engine_read_params(tr->v.eng, p, n);
-  uint64_t const h = base_fnv1a(BASE_FNV1A_INIT, p, n * sizeof(float));
-  free(p);
-  LS_FORWARD_IF_ERROR(err);
-  *params = h;
-  uint64_t mine = 0;
-  LS_FORWARD_IF_ERROR(ls_series_table_digest(tr->v.series, &mine));
-  /* Every rank's digest, summed in two exact 32-bit halves, then mixed. */
-  double v[2] = {(double)(mine >> 32), (double)(mine & 0xffffffffu)};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 2));
-  uint64_t const hi = (uint64_t)v[0], lo = (uint64_t)v[1];
-  *states = tr->v.world == 1 ? mine : (hi * 0x9E3779B97F4A7C15ull) ^ lo ^ (hi << 32);
-  return LS_OK;
+  return train_view_digest(&tr->v, params, states);
 }
 
 const char *ls_trainer_note(const ls_trainer_t *tr) { return tr == NULL ? "" : tr->note; }
@@ -665,4 +598,24 @@ int64_t ls_trainer_series_count(const ls_trainer_t *tr) {
 ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   return ls_series_table_info(tr->v.series, i, out);
+}
+
+ls_err_t ls_trainer_series_errors(ls_trainer_t *tr, int64_t i, const double **errors,
+                                  int *targets) {
+  LS_RETURN_IF(tr == NULL || errors == NULL || targets == NULL, LS_ERR_INVALID_ARG,
+               "trainer, errors or targets is NULL");
+  ls_series_stats_t st;
+  LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, i, &st));
+  *errors = st.errors;
+  *targets = tr->v.shape.output_size;
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Monitoring (train_internal.h)                                             */
+
+const train_view_t *train_view_of(const ls_trainer_t *tr) { return &tr->v; }
+train_snaps_t *train_snaps_of(const ls_trainer_t *tr) { return tr->snaps; }
+int64_t train_heartbeat_ms(const ls_trainer_t *tr) {
+  return atomic_load_explicit(&tr->beat_ms, memory_order_relaxed);
 }

@@ -3,7 +3,8 @@
  *
  * include/base/ is the library every folder may link (liblstream_base):
  * errors, the monotonic clock, the FNV-1a digest, the key->index map,
- * KEY=VALUE files, typed values and key tables. BASE_API exports a function
+ * KEY=VALUE files, typed values and key tables, shared libraries opened on
+ * first use. BASE_API exports a function
  * from liblstream_base.so to the folder libraries; liblstream.so keeps
  * these names local (only ls_* names leave it). Not a public header.
  */

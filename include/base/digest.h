@@ -1,7 +1,8 @@
 /*
  * FNV-1a, 64 bit: the digest lstream prints and compares (parameters,
  * series tables, configuration fingerprints). Equal digests mean equal
- * bytes, as far as a 64-bit digest can tell; not for untrusted input.
+ * bytes, as far as a 64-bit digest can tell; not for untrusted input. And
+ * splitmix64's mixer, for reproducible draws.
  */
 #ifndef LSTREAM_BASE_DIGEST_H
 #define LSTREAM_BASE_DIGEST_H
@@ -17,5 +18,10 @@
 /* Continues digest h over n bytes of data: digest(a then b) is
  * base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, a, na), b, nb). */
 BASE_API uint64_t base_fnv1a(uint64_t h, const void *data, size_t n);
+
+/* splitmix64's step and finaliser: z + 2^64/phi, bits mixed. A counter-based
+ * generator (the synthetic feed's draws, replay's) and a hash of integers;
+ * the same on every machine. */
+BASE_API uint64_t base_mix64(uint64_t z);
 
 #endif /* LSTREAM_BASE_DIGEST_H */

@@ -187,6 +187,8 @@ typedef struct ls_feed_conf_s {
                                  real cluster's retention may delete records
                                  that old at once, so set it to now there) */
   int64_t step_ms;            /* event time between steps, >= 1 (default 1000) */
+  double offset, scale;       /* values out are offset + scale x, rounded to float
+                                 (the generators run on x): 0, 1 by default; scale != 0 */
 } ls_feed_conf_t;
 
 /* Fills conf with the defaults above. */
@@ -316,6 +318,8 @@ typedef struct ls_window_s {
   const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
                         rows past n_targets are zero */
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
+                           timestamps; -1 for padding rows and unknown times */
 } ls_window_t;
 
 /* One Kafka record as the windower sees it. */
@@ -477,6 +481,11 @@ typedef struct ls_ingest_settings_s {
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     (10000) */
   int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
+  int watch_interval_ms;         /* [watch.interval.ms] how often a thread of the consumer
+                                    asks the leaders of its partitions for their high
+                                    watermarks (one ListOffsets request per leader, waiting
+                                    at most this long): whether the consumer reaches the
+                                    cluster, and each partition's lag; 0 = never (1000) */
 } ls_ingest_settings_t;
 
 /* Fills s with the defaults (no topic). */
@@ -553,7 +562,24 @@ typedef struct ls_ingest_stats_s {
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */
+  int connected;               /* 1: the last watch (watch.interval.ms) reached the leader
+                                  of every partition, or none has run since the start
+                                  positions were read; 0: it failed (watch_error says
+                                  why); -1: no watch (watch.interval.ms = 0) */
+  int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
+  char watch_error[160];       /* why the last watch failed; "" when connected */
 } ls_ingest_stats_t;
+
+/* One partition of a running consumer. lag = high_watermark - next_offset:
+ * the records the cluster holds that the consumer has not read yet. */
+typedef struct ls_ingest_partition_s {
+  int32_t partition;
+  int64_t next_offset;    /* the next offset the consumer reads (one past the last record
+                             it handled; its start position before any) */
+  int64_t high_watermark; /* from the last good watch, or read at start; -1 unknown */
+  int64_t queued_windows; /* windows of it waiting for the trainer */
+  int paused;             /* paused for backpressure (its queue is full) */
+} ls_ingest_partition_t;
 
 /* What ls_ingest_next returned. */
 typedef enum ls_next_e {
@@ -604,6 +630,14 @@ LS_API void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
 
 /* A snapshot of the counters; callable from any thread. */
 LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
+
+/* The consumer's partitions, in the order they were added: up to n into
+ * out [n]; *count receives how many there are (call with n = 0 to ask).
+ * Callable from any thread; what it reads is published by the consumer
+ * thread after each batch of messages (at least every 100 ms) and by the
+ * watch. */
+LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n,
+                                     int *count);
 
 /* Where partition `partition` (one of the conf's) must start again for
  * nothing it has consumed to be lost: the lowest offset of a record of it

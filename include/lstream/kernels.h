@@ -198,7 +198,10 @@ LS_API ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, co
  *   mask   [T, B]     1 = valid target, 0 = padding; NULL = all valid
  * The initial state is the one set for this B by ls_engine_set_state or
  * ls_engine_gather_state. loss_sum and count (may be NULL) receive the loss
- * sum and the number of valid target values (see the top of this file). */
+ * sum and the number of valid target values (see the top of this file).
+ * The count comes from the mask on the host; the loss sum is read back from
+ * the device, which waits for it: pass NULL and read it with the step's
+ * figures (ls_engine_fetch_figures) to keep the device busy. */
 LS_API ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x,
                                   const float *target, const float *mask, double *loss_sum,
                                   double *count);
@@ -223,9 +226,17 @@ LS_API ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
 
 /* Results of the last forward, any may be NULL:
  *   y [T, B, H] top-layer outputs, pred [T, B, O] head outputs,
- *   hT, cT [L, B, H] final states. */
+ *   hT, cT [L, B, H] final states: each row's state after its last valid
+ *   step (the last t with mask[t, b] != 0; step T without a mask; h0, c0
+ *   for a row with no valid step), so that a padded window carries on the
+ *   state after its last real record, never after padding.
+ *   ls_engine_scatter_state stores the same states. */
 LS_API ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT,
                                        float *cT);
+
+/* The initial state of the next (or last) forward, h0, c0 [L, B, H], as
+ * set by ls_engine_set_state or ls_engine_gather_state (either may be NULL). */
+LS_API ls_err_t ls_engine_read_initial_state(ls_engine_t *eng, float *h0, float *c0);
 
 /* Input gradients of the last backward, any may be NULL:
  *   dx [T, B, I], dh0 [L, B, H], dc0 [L, B, H]. */
@@ -251,9 +262,23 @@ LS_API void ls_optim_init(ls_optim_t *opt);
  *   g *= min(1, clip_norm / (||g|| + 1e-6))        (clip_grad_norm_)
  *   Adam/AdamW with bias correction (torch.optim.Adam / AdamW, foreach=False)
  * then zeroes the gradient buffer. grad_norm (may be NULL) receives ||g||
- * before clipping. */
+ * before clipping; it is read back from the device, which waits for it
+ * (pass NULL and read it with the step's figures instead). */
 LS_API ls_err_t ls_engine_optimizer_step(ls_engine_t *eng, const ls_optim_t *opt, float grad_scale,
                                          float *grad_norm);
+
+/* A step's figures without a blocking read in the middle of the step: give
+ * NULL for loss_sum to ls_engine_forward and for grad_norm to
+ * ls_engine_optimizer_step, then at the end of the step
+ * ls_engine_fetch_figures queues one copy of the last forward's loss sum
+ * (of a forward with targets) and the last optimizer step's gradient norm
+ * (as ls_engine_optimizer_step gives it) into host memory (CUDA: pinned
+ * memory, after the work queued so far); ls_engine_read_figures waits for
+ * that copy and returns them (either pointer may be NULL; 0 before any
+ * forward or update). Read them once the next step is queued and the
+ * device never idles for the host. On the CPU the copy is immediate. */
+LS_API ls_err_t ls_engine_fetch_figures(ls_engine_t *eng);
+LS_API ls_err_t ls_engine_read_figures(ls_engine_t *eng, double *loss_sum, float *grad_norm);
 
 /* The optimizer's step count (number of updates so far). */
 LS_API int64_t ls_engine_optimizer_steps(const ls_engine_t *eng);
@@ -290,8 +315,10 @@ LS_API ls_err_t ls_state_table_write(ls_state_table_t *tab, size_t first, size_t
 LS_API ls_err_t ls_engine_gather_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
                                        const int64_t *slots);
 
-/* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B;
- * negative slots are skipped. Slots must be distinct. */
+/* tab.h[slots[b], l] = hT[l, b] (and c) from the last forward, for b < B:
+ * each row's state after its last valid step (see ls_engine_read_outputs);
+ * negative slots are skipped. Slots must be distinct (LS_ERR_INVALID_ARG
+ * otherwise). */
 LS_API ls_err_t ls_engine_scatter_state(ls_engine_t *eng, ls_state_table_t *tab, int B,
                                         const int64_t *slots);
 

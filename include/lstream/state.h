@@ -3,8 +3,10 @@
  * slot for the life of the table; its hidden state (h, c) lives in the
  * engine's memory at that slot (ls_state_table_t, kernels.h), and the table
  * counts what of it has been trained: windows, target records, and the
- * offset of the last record trained. Snapshots (below) save and restore a
- * run: the model, each rank's series and its partitions' offsets.
+ * offset of the last record trained. Beside (h, c) a series may keep its
+ * normaliser (below) and the sums of its forecasts' errors. Snapshots
+ * (below) save and restore a run: the model, each rank's series and its
+ * partitions' offsets.
  */
 #ifndef LSTREAM_STATE_H
 #define LSTREAM_STATE_H
@@ -31,6 +33,57 @@ typedef struct ls_series_info_s {
   int64_t records;     /* target records trained (each record but a series' first) */
   int64_t last_offset; /* offset of the last record trained; -1 before any */
 } ls_series_info_t;
+
+/* ------------------------------------------------------------------------ */
+/* The per-series normaliser (state/norm.c)                                  */
+/*
+ * Per series and feature, from the series' own past only (DESIGN.md
+ * "Normalisation"): a location m and a variance v of its levels and a mean
+ * square q of its changes, exponentially weighted over about `window`
+ * records after a warm-up (record t, from 0, weighs max(1/(t+1), 1/window):
+ * a running mean first), and the last value. A record is consumed once, when
+ * it is first used as an input; what it gives uses the stats after it:
+ *   s  = max(sqrt(v), floor)   ds = max(sqrt(q), floor) (s at the first record)
+ *   floor = floor_rel * |m| + floor_abs
+ *   level  = clamp((x - m) / s)    change = clamp((x - prev) / ds) (0 at first)
+ * clamp to +-clip. Values around 1e4 or 1e8, constant series and series of
+ * one record give finite numbers, never NaN.
+ */
+
+typedef struct ls_norm_conf_s {
+  int window;       /* records the weights reach back, >= 1            (256) */
+  double floor_rel; /* scale floor relative to |location|, [0, 1)       (1e-6) */
+  double floor_abs; /* and absolute, > 0                                (1e-12) */
+  double clip;      /* normalised values are clamped to +-clip, > 0     (10) */
+} ls_norm_conf_t;
+
+/* Doubles of state per feature: m, v, q, prev (in this order). */
+#define LS_NORM_STATS 4
+
+/* Fills conf with the defaults above; checks a configuration. */
+LS_API void ls_norm_conf_init(ls_norm_conf_t *conf);
+LS_API ls_err_t ls_norm_conf_check(const ls_norm_conf_t *conf);
+
+/* What consuming a record gives, per feature f < F; any array may be NULL. */
+typedef struct ls_norm_row_s {
+  float *level;   /* [F] clamp((x - m) / s) */
+  float *change;  /* [F] clamp((x - prev) / ds), 0 for a series' first record */
+  double *scale;  /* [F] s */
+  double *dscale; /* [F] ds */
+} ls_norm_row_t;
+
+/* Consumes record x [F] into a series' state: *n records consumed so far
+ * (x is record *n, from 0; *n is incremented) and stats [F, LS_NORM_STATS]
+ * (all zero before the first record); writes what it gives into out (may be
+ * NULL). */
+LS_API ls_err_t ls_norm_consume(const ls_norm_conf_t *conf, int F, int64_t *n, double *stats,
+                                const float *x, ls_norm_row_t *out);
+
+/* v clamped to [-clip, clip] (a normalised target, say). */
+LS_API double ls_norm_clamp(const ls_norm_conf_t *conf, double v);
+
+/* ------------------------------------------------------------------------ */
+/* The series table                                                          */
 
 /* Creates a table whose states live in eng's memory, with room for
  * `initial` series before it first grows (growth keeps every state). */
@@ -60,11 +113,32 @@ LS_API ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot, in
 LS_API ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot,
                                      ls_series_info_t *out);
 
+/* A series' host-side state beside (h, c): its normaliser and the sums of
+ * its forecasts' squared errors. Views into the table (or a snapshot),
+ * valid until it next grows. */
+typedef struct ls_series_stats_s {
+  int64_t *norm_n; /* records its normaliser consumed */
+  double *norm;    /* [F, LS_NORM_STATS] */
+  double *errors;  /* [O, 2] per target: the model's forecasts' squared errors, then the last
+                      value's, summed, in the data's units */
+} ls_series_stats_t;
+
+/* Keeps, from now on, per series a normaliser of F features and the error
+ * sums of O targets (zero for a new series). Call it on an empty table. */
+LS_API ls_err_t ls_series_table_keep_stats(ls_series_table_t *tab, int features, int targets);
+
+/* The F and O kept (0, 0 when none). */
+LS_API void ls_series_table_stats_shape(const ls_series_table_t *tab, int *features, int *targets);
+
+/* The host-side state of the series at slot (a table that keeps it). */
+LS_API ls_err_t ls_series_table_stats(ls_series_table_t *tab, int64_t slot, ls_series_stats_t *out);
+
 /* The states of every slot, for ls_engine_gather_state / scatter_state. */
 LS_API ls_state_table_t *ls_series_table_states(ls_series_table_t *tab);
 
-/* A 64-bit FNV-1a digest of every series' key, partition, counts and state
- * bits, in slot order: equal digests mean bit-identical tables. */
+/* A 64-bit FNV-1a digest of every series' key, partition, counts, state
+ * bits and host-side state, in slot order: equal digests mean
+ * bit-identical tables. */
 LS_API ls_err_t ls_series_table_digest(ls_series_table_t *tab, uint64_t *digest);
 
 /* The engine whose memory holds the table's states (NULL for NULL). */
@@ -75,9 +149,10 @@ LS_API ls_engine_t *ls_series_table_engine(const ls_series_table_t *tab);
 /*                                                                           */
 /* A snapshot is a directory DIR/snap-<step, 12 digits> holding `manifest`   */
 /* and one `shard-<rank>` file per rank; DIR/latest names the newest one.   */
-/* Rank 0's shard holds the model and the optimizer state; every shard      */
-/* holds its rank's series (key, partition, counts, h and c) and the resume */
-/* offsets of its partitions. Every file is a versioned header, zstd-       */
+/* Rank 0's shard holds the model, the optimizer state and the forecast    */
+/* calibration; every shard holds its rank's series (key, partition, counts, */
+/* h and c, normaliser and error sums) and its partitions' resume offsets   */
+/* and replay memories. Every file is a versioned header, zstd-       */
 /* compressed sections each with its own CRC32C, and a whole-file CRC32C    */
 /* (the format is described in state/snapshot_format.h). A snapshot becomes */
 /* visible only once complete: shards are written into DIR/.tmp-snap-<step>, */
@@ -158,6 +233,33 @@ LS_API ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_tabl
  * record to read). Each partition at most once. */
 LS_API ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
 
+/* The host-side state of the series (ls_series_stats_t): set the layout, F
+ * features and O targets, on a snapshot without series (0, 0: none; a reset
+ * clears it; ls_snapshot_add_series_table adopts the table's); then series i's
+ * views, to read or to fill (ls_snapshot_add_series gives zeros). */
+LS_API ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *snap, int features, int targets);
+LS_API void ls_snapshot_stats_shape(const ls_snapshot_t *snap, int *features, int *targets);
+LS_API ls_err_t ls_snapshot_series_stats(ls_snapshot_t *snap, size_t i, ls_series_stats_t *out);
+
+/* The forecast calibration (rank 0's part, with the model): per target j < O
+ * (O of the shape) two moments spy, spp and a count k. */
+LS_API ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *snap, const double *spy,
+                                            const double *spp, const int64_t *k);
+/* LS_ERR_STATE when it holds none. */
+LS_API ls_err_t ls_snapshot_get_calibration(const ls_snapshot_t *snap, const double **spy,
+                                            const double **spp, const int64_t **k);
+
+/* Each partition's replay memory: set the layout, `cap` entries of `entry`
+ * floats per partition, on a snapshot without partitions (0, 0: none; a
+ * reset clears it); then, for partition i, the entries held (filled <= cap),
+ * the slot the next one goes to (next < cap) and the entries [cap, entry]. */
+LS_API ls_err_t ls_snapshot_set_memory_shape(ls_snapshot_t *snap, size_t cap, size_t entry);
+LS_API void ls_snapshot_memory_shape(const ls_snapshot_t *snap, size_t *cap, size_t *entry);
+LS_API ls_err_t ls_snapshot_set_memory(ls_snapshot_t *snap, size_t i, int64_t filled, int64_t next,
+                                       const float *entries);
+LS_API ls_err_t ls_snapshot_get_memory(const ls_snapshot_t *snap, size_t i, int64_t *filled,
+                                       int64_t *next, const float **entries);
+
 /* Accessors; pointers stay valid until the snapshot is changed or freed. */
 LS_API ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
 LS_API ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
@@ -213,10 +315,11 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 8
+#define LS_SNAPSHOT_SECTIONS_MAX 12
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
-                     * "partitions" (shards) or "shards" (the manifest); static */
+                     * "partitions", "norm", "calibration", "memory" (shards) or
+                     * "shards" (the manifest); static */
   uint64_t offset;  /* where its zstd frame starts in the file */
   uint64_t stored;  /* bytes in the file */
   uint64_t raw;     /* bytes once decompressed */
@@ -299,8 +402,11 @@ LS_API ls_err_t ls_snapshot_find_latest(const char *dir, ls_snapshot_reject_cb c
 LS_API ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *path);
 
 /* The states of the parts parts[0 .. n-1] (in that order) as a safetensors
- * file: h, c [S, L, H] F32, and in __metadata__ "keys" (a JSON array of
- * strings, key byte b as code point b) and "partitions" (a JSON array). */
+ * file: h, c [S, L, H] F32; where the series keep host-side state, also
+ * norm_n [S] I64, norm [S, F, 4] F64 (m, v, q, prev per feature) and
+ * errors [S, O, 2] F64 (model, last value per target); and in __metadata__
+ * "keys" (a JSON array of strings, key byte b as code point b) and
+ * "partitions" (a JSON array). */
 LS_API ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n,
                                           const char *path);
 

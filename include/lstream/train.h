@@ -1,21 +1,29 @@
 /*
  * lstream train: the step loop. A trainer reads windows from its partitions
- * (ingest), forms steps, gathers each series' state, runs the engine
- * (kernels) and stores the states back (state), and reports every step.
+ * (ingest), forms steps, passes each window's records through its series'
+ * normaliser, gathers each series' state, runs the engine (kernels) and
+ * stores the states back (state), and reports every step.
  *
  * Step formation. A step holds at most B windows, each of a different
  * series (a series' next window needs this one's final state).
- *   replay (until = end): the partitions are visited in a fixed rotation,
- *     one window at a time, waiting for each partition's next window in
- *     offset order; a partition whose next window's series is already in
- *     the step sits the rest of the step out. Steps therefore depend on the
+ *   replay (until = end): each partition reads ahead up to queue_windows
+ *     windows in offset order and gives a step up to batch/partitions of
+ *     them by event time (the earliest last target first), stopping at one
+ *     whose series is in the step already; so a topic written series by
+ *     series trains like one written in time order. Steps depend on the
  *     topic's contents only, never on arrival timing: two runs are
  *     bit-identical.
  *   live (until = never): a step fires when B windows are ready or
  *     deadline.ms has passed since its first window arrived.
- * The loss of each step is measured before its update: the prequential
+ * The model. Inputs are each feature's normalised level and change, targets
+ * the normalised next change of the target features (the defaults; see the
+ * keys below); a forecast in the data's units is the last value plus the
+ * predicted change, scaled by the calibration. After each update, `replay`
+ * more updates on windows drawn from each partition's memory of recent ones.
+ * The figures of each step are measured before its update: the prequential
  * (test-then-train) loss. Beside it the trainer measures, on the same
- * targets, the last-value baseline (predict x[t+1] = x[t]).
+ * targets, the last-value baseline (predict x[t+1] = x[t]); both per target
+ * feature, in normalised units and in the data's own units.
  */
 #ifndef LSTREAM_TRAIN_H
 #define LSTREAM_TRAIN_H
@@ -43,12 +51,12 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   topic           topic to read                             (required)
  *   format          f32 | csv                                 (f32)
  *   features        F, values per record                      (1)
- *   window          T, steps per window                       (32)
+ *   window          T, steps per window                       (16)
  *   batch           B, windows per step                       (64)
  *   hidden          H                                         (64)
  *   layers          L                                         (1)
  *   optimizer       adam | adamw                              (adam)
- *   lr              learning rate                             (0.001)
+ *   lr              learning rate                             (0.003)
  *   beta1, beta2    Adam decays                               (0.9, 0.999)
  *   eps             Adam epsilon                              (1e-8)
  *   weight_decay    L2 (adam) or decoupled (adamw) decay      (0)
@@ -70,7 +78,10 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   stateless       true: every window starts from a zero state (false)
  *   deadline_ms     live mode: fire a partial step this long after its
  *                   first window                              (200)
- *   queue_windows   ingest queue bound per partition, windows (4096)
+ *   queue_windows   ingest queue bound per partition, windows; also a
+ *                   replay's look-ahead per partition for forming steps
+ *                   by event time (at most buffer_records / (partitions x
+ *                   (window + 1)) windows)                    (4096)
  *   buffer_records  ingest memory bound, records              (16777216)
  *                   (large on purpose: librdkafka resumes a paused partition
  *                   only at its broker thread's next wakeup, ~0.5 s later,
@@ -98,6 +109,28 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   resume          latest: the newest good snapshot in snapshot_dir (a
  *                   damaged one is passed over, with a note), if there is
  *                   one | none | a snapshot directory         (latest)
+ *   normalize       series: each series' features are scaled by its own
+ *                   running location and scale (state/norm.c), from its
+ *                   own past only | none: raw values          (series)
+ *   norm_window     N: the normaliser's weights reach back ~N records (256)
+ *   target          delta: the model predicts the next change of each
+ *                   target (forecast = last value + calibrated change)
+ *                   | level: the next value                  (delta)
+ *   inputs          level,change: per feature its normalised level and
+ *                   last change (I = 2F) | level: the level (I = F)
+ *                                                             (level,change)
+ *   targets         the features forecast, "all" or "0,3"; the others are
+ *                   covariates, inputs only (O = their count) (all)
+ *   calibrate       scale each target's predicted change by a factor in
+ *                   [0, 1] fitted online to past forecasts (sum p y / sum
+ *                   p p): on a random walk it stays near the last value
+ *                                                             (true)
+ *   replay          after each update, this many more updates on windows
+ *                   drawn from a memory of recent ones; 0 = none (4)
+ *   replay_batch    windows per replay update over all partitions: each
+ *                   partition gives batch/partitions (at least 1) (8)
+ *   replay_memory   windows remembered over all partitions: each keeps
+ *                   its newest memory/partitions (at least 16) (256)
  *
  * Snapshots. With snapshot_dir, the trainer writes snapshots in the
  * background (the step loop only copies the model, the series states and
@@ -114,8 +147,9 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * partitions p with p % world == r (and so owns their series and states),
  * all ranks step in lockstep, a rank with nothing ready adds zeros, and the
  * update divides the summed gradient by the summed count of valid targets.
- * In a replay a step takes batch/partitions windows from each partition, so
- * N ranks train on the same windows per step as one.
+ * In a replay a step takes batch/partitions windows from each partition, and
+ * each replay update replay_batch/partitions from each partition's memory,
+ * so N ranks train on the same windows per step as one.
  */
 LS_API ls_err_t ls_train_conf_set(ls_train_conf_t *conf, const char *key, const char *value);
 
@@ -137,15 +171,32 @@ typedef struct ls_train_key_s {
 } ls_train_key_t;
 LS_API const ls_train_key_t *ls_train_conf_keys(void);
 
+/* One target feature's figures over some of its targets: the squared
+ * errors of the model's forecasts and of the last value's (x[t+1] = x[t]),
+ * summed, in normalised units (what the model trains on) and in the data's
+ * own units (the calibrated forecast against the raw next value). */
+typedef struct ls_target_figures_s {
+  int feature;         /* the target's feature index */
+  double count;        /* targets */
+  double loss_sum;     /* model, normalised units */
+  double baseline_sum; /* last value, normalised units */
+  double mse_sum;      /* model, data units */
+  double base_sum;     /* last value, data units */
+} ls_target_figures_t;
+
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
   int64_t step;          /* 1-based */
   int windows;           /* windows in this step */
   int64_t records;       /* target records in this step */
-  double loss_sum;       /* model, before this step's update (prequential) */
+  double loss_sum;       /* model, before this step's update (prequential),
+                            normalised units, all targets */
   double baseline_sum;   /* last-value prediction, same targets */
   double count;          /* valid target values */
+  int targets;           /* O */
+  const ls_target_figures_t *target; /* [targets]: per target, data units too
+                                        (valid during the callback) */
   int updated;           /* 1 if the optimizer stepped after this step */
   float grad_norm;       /* gradient norm of that update (before clipping) */
   float lr;              /* learning rate of that update */
@@ -156,13 +207,19 @@ typedef struct ls_step_stats_s {
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
 } ls_step_stats_t;
 
-/* Totals of a run; `tail` covers the last fifth of the steps (at most the
- * last 65536), the "final" loss of a run. */
+/* Totals of a run; `tail` covers the last fifth of event time (targets
+ * after t0 + 0.8 (t1 - t0), t0 and t1 the first and last records' event
+ * times over every rank), the "final" figures of a run. Losses in
+ * normalised units over all targets; per target, data units too. */
 typedef struct ls_train_summary_s {
   int64_t steps, windows, records, series, updates;
   double loss_sum, baseline_sum, count;
   double tail_loss_sum, tail_baseline_sum, tail_count;
-  int64_t tail_steps;
+  int64_t tail_from_ms;                   /* the tail's targets have event times after this */
+  int targets;                            /* O */
+  const ls_target_figures_t *target;      /* [targets] the whole run */
+  const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
+                                             next summary or the trainer's end) */
   double compute_s, wait_s, elapsed_s;
   double comm_s;             /* blocked in the step's sums across ranks (a rank's mean): the
                                 all-reduce and waiting for the slowest rank; with nccl the
@@ -189,7 +246,12 @@ LS_API void ls_trainer_destroy(ls_trainer_t *tr); /* accepts NULL */
  * damaged one passed over. */
 LS_API const char *ls_trainer_note(const ls_trainer_t *tr);
 
-/* Called after every step; a non-zero return stops the run (cleanly). */
+/* Called after every step with that step's stats, once its update's
+ * gradient norm is known: when the next step's work has been queued (so
+ * that the GPU need not wait for the host to read it), or at the end of the
+ * run. Its losses and per-target figures are computed on the host from the
+ * step's predictions, before its update. A non-zero return stops the run
+ * (cleanly) after the step under way. */
 typedef int (*ls_step_cb)(void *opaque, const ls_step_stats_t *stats);
 
 /* Runs until the end of a replay, until max_steps, until *stop becomes
@@ -221,6 +283,13 @@ LS_API int64_t ls_trainer_series_count(const ls_trainer_t *tr);
 /* What the trainer knows of series i (0 <= i < count, in order of first
  * appearance): key, partition, windows and target records trained. */
 LS_API ls_err_t ls_trainer_series_info(ls_trainer_t *tr, int64_t i, ls_series_info_t *out);
+
+/* Series i's forecast errors: errors [targets, 2] per target (in the order of
+ * the summary's), the squared errors of the model's forecasts and of the
+ * last value's, summed in the data's units over its targets (info.records
+ * of them); valid until the table next grows. */
+LS_API ls_err_t ls_trainer_series_errors(ls_trainer_t *tr, int64_t i, const double **errors,
+                                         int *targets);
 
 #ifdef __cplusplus
 }

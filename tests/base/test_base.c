@@ -2,9 +2,12 @@
  * The ground floor (include/base/): the FNV-1a digest against its published
  * test vectors, the key->index map (dense indices, growth, keys that share
  * hash tags), KEY=VALUE files (blanks, comments, CRLF, '=' in values, errors
- * naming the line), typed values and key tables, the monotonic clock.
+ * naming the line), typed values and key tables, the monotonic clock,
+ * CRC-32C against its check value, and shared libraries opened on first
+ * use (libm standing in for cuBLAS/NCCL).
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,9 +16,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "base/digest.h"
 #include "base/keymap.h"
 #include "base/kvfile.h"
+#include "base/library.h"
 #include "base/value.h"
 
 Test(base, fnv1a_test_vectors) {
@@ -25,6 +30,22 @@ Test(base, fnv1a_test_vectors) {
   cr_expect_eq(base_fnv1a(BASE_FNV1A_INIT, "foobar", 6), 0x85944171f73967e8ull);
   /* It continues: "foo" then "bar" is "foobar". */
   cr_expect_eq(base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
+}
+
+Test(base, crc32c) {
+  /* The check value of CRC-32C (RFC 3720, and every CRC catalogue). */
+  cr_assert_eq(base_crc32c(0, "123456789", 9), 0xe3069283u);
+  cr_assert_eq(base_crc32c_portable(0, "123456789", 9), 0xe3069283u);
+  uint8_t buf[1000];
+  for (int i = 0; i < 1000; i++)
+    buf[i] = (uint8_t)(i * 131 + 7);
+  for (size_t at = 0; at < 9; at++)
+    for (size_t n = 0; n < 300; n += 7) {
+      uint32_t const fast = base_crc32c(0, buf + at, n);
+      cr_assert_eq(fast, base_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
+      /* In two pieces, the same as in one. */
+      cr_assert_eq(base_crc32c(base_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
+    }
 }
 
 Test(base, keymap_dense_indices_and_growth) {
@@ -182,4 +203,44 @@ Test(base, clock_is_monotonic) {
   cr_expect_geq(s1 - s0, 0.020);
   cr_expect_geq(m1 - m0, 20);
   cr_expect_leq(m0, (int64_t)(s1 * 1000.0) + 1);
+}
+
+/* libm, which every test process has loaded already: opening it again
+ * exercises the loader without a library of our own. */
+Test(base, library_opened_once_with_its_entry_points) {
+  static base_library_t lib =
+      BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libm", 6), "libm", "install libc6");
+  cr_expect_str_eq(BASE_LIBRARY_SO("libnccl", 2), "libnccl.so.2");
+  double (*my_cos)(double) = NULL, (*my_sqrt)(double) = NULL;
+  base_symbol_t const syms[] = {{"cos", (void **)&my_cos}, {"sqrt", (void **)&my_sqrt}};
+  cr_assert_eq(base_library_open(&lib, syms, 2), LS_OK, "%s", ls_last_error());
+  cr_assert_not_null(my_cos);
+  cr_expect_eq(my_sqrt(2.25), 1.5);
+  cr_expect_eq(my_cos(0.5), cos(0.5));
+  /* Later calls give the first one's result without looking again. */
+  my_cos = NULL;
+  cr_expect_eq(base_library_open(&lib, syms, 2), LS_OK);
+  cr_expect_null(my_cos);
+  cr_expect_eq(base_library_open(NULL, syms, 2), LS_ERR_INVALID_ARG);
+}
+
+Test(base, library_missing_file_or_entry_point) {
+  static base_library_t none =
+      BASE_LIBRARY_INIT("liblstream-no-such-library.so.1", "Nothing", "install nothing");
+  double (*fn)(double) = NULL;
+  base_symbol_t const one[] = {{"cos", (void **)&fn}};
+  cr_expect_eq(base_library_open(&none, one, 1), LS_ERR_UNSUPPORTED);
+  cr_expect(strstr(ls_last_error(), "cannot load Nothing (liblstream-no-such-library.so.1") != NULL,
+            "%s", ls_last_error());
+  cr_expect(strstr(ls_last_error(), "install nothing, or add its lib folder to LD_LIBRARY_PATH"),
+            "%s", ls_last_error());
+  /* A library without one of the entry points: none of them is set. */
+  static base_library_t old = BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libm", 6), "libm", "a newer libm");
+  base_symbol_t const two[] = {{"cos", (void **)&fn}, {"cos_of_the_future", (void **)&fn}};
+  cr_expect_eq(base_library_open(&old, two, 2), LS_ERR_UNSUPPORTED);
+  cr_expect(strstr(ls_last_error(), "libm.so.6 has no cos_of_the_future") != NULL, "%s",
+            ls_last_error());
+  cr_expect_null(fn);
+  /* The failure is remembered. */
+  cr_expect_eq(base_library_open(&old, two, 2), LS_ERR_UNSUPPORTED);
 }

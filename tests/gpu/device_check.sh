@@ -9,7 +9,10 @@
 #      tf32, at the benchmark shapes
 # Each step's output goes to OUT_DIR/NAME.log; a summary line per step ends
 # the output. A step that fails does not stop the others; the exit status is
-# 1 if any failed.
+# 1 if any failed. Where `nvidia-smi -L` lists a GPU, a step that skips (exit
+# 77: "no GPU") is a failure too: the GPU is there but CUDA cannot use it (a
+# driver too old for CUDA 13, a hidden device); the probe's CUDA error is in
+# environment.log and at the top of the output.
 #
 # Usage: tests/gpu/device_check.sh BUNDLE_DIR OUT_DIR [STEP...]
 #   STEP: engine sanitizer train bench (default: all, in that order)
@@ -42,16 +45,22 @@ lstream="$bundle/bin/lstream"
 probe="$bundle/bin/test_cuda_engine"
 export PATH="/usr/local/cuda/bin:$PATH"
 
+gpus_listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 {
   date -u
   nvidia-smi -L 2>&1 || echo "no nvidia-smi"
   echo "PYTHON=$PYTHON"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$lstream" "$probe" | grep -E 'not found|cudart|nccl|openblas|rdkafka'
+  echo "probe: $("$probe" --probe 2>&1) (exit $("$probe" --probe >/dev/null 2>&1; echo $?))"
 } 2>&1 | tee "$out/environment.log"
 if ldd "$lstream" "$probe" | grep -q 'not found'; then
   echo "device_check: libraries are missing (see above)"
   exit 1
+fi
+if [ "$gpus_listed" -gt 0 ] && ! "$probe" --probe >/dev/null 2>&1; then
+  echo "device_check: nvidia-smi lists $gpus_listed GPU(s) but CUDA cannot use them:" \
+    "$("$probe" --probe 2>&1)"
 fi
 
 failed=0
@@ -65,7 +74,14 @@ run() {
   tail -n 15 "$out/$name.log"
   case $rc in
   0) summary+=("$name: ok ($((SECONDS - t0)) s)") ;;
-  77) summary+=("$name: skipped (no GPU)") ;;
+  77)
+    if [ "$gpus_listed" -gt 0 ]; then
+      summary+=("$name: FAILED, skipped (exit 77) although nvidia-smi lists a GPU: CUDA cannot use it (see environment.log)")
+      failed=1
+    else
+      summary+=("$name: skipped (no GPU)")
+    fi
+    ;;
   *) summary+=("$name: FAILED, exit $rc ($((SECONDS - t0)) s)") && failed=1 ;;
   esac
 }

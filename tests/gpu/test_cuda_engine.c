@@ -2,16 +2,21 @@
  * The CUDA backend against the CPU backend: two engines of the same shape,
  * the same parameters and the same inputs; forward, backward and a few
  * clip + Adam/AdamW steps must agree, and state gather/scatter must copy
- * rows exactly. Then the TF32 option (LS_PRECISION_TF32) against the CPU's
- * fp32 at a few shapes, under a looser bound (TF32_TOL), and evidence that
- * it took effect.
+ * rows exactly; where O == I, the same window given as one sequence
+ * (ls_engine_forward_seq) must agree too. Then the TF32 option
+ * (LS_PRECISION_TF32) against the CPU's fp32 at a few shapes, under a
+ * looser bound (TF32_TOL), and evidence that it took effect.
  *
- * Exit codes: 0 all passed, 1 a check failed, 77 no GPU (ctest reports the
- * test as skipped through SKIP_RETURN_CODE). Without a GPU it still checks
- * that a CUDA engine fails cleanly with "no CUDA device".
+ * Exit codes: 0 all passed, 1 a check failed or CUDA is unusable, 77 no GPU
+ * (ctest reports the test as skipped through SKIP_RETURN_CODE). Without a
+ * GPU it still checks that a CUDA engine fails cleanly with "no CUDA
+ * device". Only the absence of a device skips: a GPU the runtime cannot use
+ * (a driver too old for this CUDA, a broken installation) is a failure, with
+ * CUDA's error printed.
  *
  * `test_cuda_engine --probe` only says whether a CUDA device is present
- * (exit 0) or not (77), for cuda_cli_test.sh. `test_cuda_engine --small`
+ * (exit 0), absent (77) or unusable (1, with the error), for the scripts.
+ * `test_cuda_engine --small`
  * leaves out the cases above SMALL_ELEMS activations (B=4096 H=512), for
  * runs under compute-sanitizer, which slows kernels 10-100x.
  */
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
 #include "lstream/kernels.h"
 
 #define SKIP 77
@@ -65,30 +71,6 @@
 /* Adam steps per case; each starts both engines from their own parameters
  * but feeds both the CPU's gradient (see run_steps). */
 #define STEPS 3
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
-
-/* A call that must succeed; on failure the case is abandoned. */
-#define MUST(call)                                                                                 \
-  do {                                                                                             \
-    ls_err_t const e_ = (call);                                                                    \
-    if (e_ != LS_OK) {                                                                             \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, ls_err2str(e_),                \
-             ls_last_error());                                                                     \
-      goto out;                                                                                    \
-    }                                                                                              \
-  } while (0)
 
 typedef struct tcase_s {
   int I, H, L, O, T, B;
@@ -135,18 +117,6 @@ static int draw(uint32_t *s, int lo, int hi) {
   return lo + (int)(xorshift(s) % (uint32_t)(hi - lo));
 }
 
-/* max|a - b| / max|b|; NaN anywhere gives NaN. */
-static double rel_err(const float *a, const float *b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double const d = fabs((double)a[i] - (double)b[i]);
-    if (isnan(d)) return NAN;
-    diff = d > diff ? d : diff;
-    scale = fabs((double)b[i]) > scale ? fabs((double)b[i]) : scale;
-  }
-  return scale == 0.0 ? (diff == 0.0 ? 0.0 : INFINITY) : diff / scale;
-}
-
 static double worst, worst_tf32; /* largest errors seen, fp32 and tf32, for the summary */
 static double bound = TOL;       /* the bound of the comparisons under way */
 static double *worst_now = &worst;
@@ -182,13 +152,14 @@ static void expect_close_flat(const char *what, const char *ctx, const ls_shape_
 
 typedef struct bufs_s {
   float *x, *target, *mask, *h0, *c0;    /* inputs */
+  float *target_pad;                     /* target, NaN where the mask pads */
   float *y[2], *pred[2], *hT[2], *cT[2]; /* outputs, [0] CUDA, [1] CPU */
   float *dx[2], *dh0[2], *dc0[2];        /* input gradients */
   float *p[2], *g[2], *m[2], *v[2];      /* flat buffers */
 } bufs_t;
 
 static void bufs_free(bufs_t *b) {
-  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0);
+  free(b->x), free(b->target), free(b->mask), free(b->h0), free(b->c0), free(b->target_pad);
   for (int k = 0; k < 2; k++) {
     free(b->y[k]), free(b->pred[k]), free(b->hT[k]), free(b->cT[k]);
     free(b->dx[k]), free(b->dh0[k]), free(b->dc0[k]);
@@ -201,10 +172,11 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   b->x = malloc(N * c->I * sizeof(float));
   b->target = malloc(N * c->O * sizeof(float));
+  b->target_pad = malloc(N * c->O * sizeof(float));
   b->mask = malloc(N * sizeof(float));
   b->h0 = malloc(S * sizeof(float));
   b->c0 = malloc(S * sizeof(float));
-  int ok = b->x && b->target && b->mask && b->h0 && b->c0;
+  int ok = b->x && b->target && b->target_pad && b->mask && b->h0 && b->c0;
   for (int k = 0; k < 2; k++) {
     b->y[k] = malloc(N * c->H * sizeof(float));
     b->pred[k] = malloc(N * c->O * sizeof(float));
@@ -223,7 +195,6 @@ static int bufs_new(bufs_t *b, const tcase_t *c, size_t n) {
   return ok;
 }
 
-/* Forward (+ backward) of the same window on both engines, compared. */
 /* Names a case ("LABEL INDEX (shape)") and allocates its buffers for its n
  * parameters; 0 (counted as a failure) when memory runs out. */
 static int case_begin(const tcase_t *c, const char *label, int index, bufs_t *b, char *name,
@@ -250,14 +221,23 @@ static void case_conf(const tcase_t *c, ls_device_t device, ls_precision_t preci
   conf->precision = precision;
 }
 
+/* Forward + backward of the case's window on both engines, compared:
+ * inputs x with the targets apart (NaN in padded rows when masked), or,
+ * with seq, the window as one sequence (ls_engine_forward_seq, masked). */
 static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int masked,
-                      const char *ctx, ls_shape_t const *s) {
+                      const float *seq, const char *ctx, ls_shape_t const *s) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   double loss[2] = {0, 0}, count[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
     MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
-    MUST(ls_engine_forward(e[k], c->T, c->B, b->x, b->target, masked ? b->mask : NULL, &loss[k],
-                           &count[k]));
+    /* Masked: padded targets are NaN, which must reach neither the loss nor
+     * any gradient. */
+    if (seq != NULL)
+      MUST(ls_engine_forward_seq(e[k], c->T, c->B, seq, masked ? b->mask : NULL, &loss[k],
+                                 &count[k]));
+    else
+      MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
+                             masked ? b->mask : NULL, &loss[k], &count[k]));
     MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
     MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* the mean loss; count >= 1 */
     MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
@@ -297,7 +277,7 @@ static int run_steps(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
     /* The window of run_case (masked) already sits in the gradient buffers
      * for step 0; later steps run their own, unmasked then masked again, so
      * that padding rows must clear what the unmasked window left in dpred. */
-    if (step > 0 && run_window(e, c, b, step % 2 == 0, ctx, s) != 0) return -1;
+    if (step > 0 && run_window(e, c, b, step % 2 == 0, NULL, ctx, s) != 0) return -1;
     MUST(ls_engine_write_grads(e[0], b->g[1], n));
     float norm[2] = {0, 0};
     int64_t steps[2] = {0, 0};
@@ -324,10 +304,35 @@ out:
   return -1;
 }
 
+/* The window as one sequence (ls_engine_forward_seq; O == I only): seq
+ * [T+1, B, I] holds x in rows 0..T-1 and one more row; the targets are
+ * rows 1..T of the engine's copy (the backend's seq_targets). Runs after
+ * an update, which left the gradients zeroed. */
+static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *name,
+                   ls_shape_t const *s) {
+  size_t const NI = (size_t)c->T * c->B * c->I, BI = (size_t)c->B * c->I;
+  float *const seq = malloc((NI + BI) * sizeof(float));
+  char ctx[160];
+  snprintf(ctx, sizeof ctx, "%s forward_seq", name);
+  if (seq == NULL) {
+    CHECK(0, "%s: no memory for the sequence", ctx);
+    return -1;
+  }
+  uint32_t seed = c->seed * 40503u + 7u;
+  memcpy(seq, b->x, NI * sizeof(float));
+  fill(seq + NI, BI, &seed, 1.0f);
+  int const rc = run_window(e, c, b, 1, seq, ctx, s);
+  free(seq);
+  return rc;
+}
+
 /* Gather/scatter on the CUDA engine copy rows exactly: scattered rows are
  * bit-identical to the final states read back, untouched rows keep their
  * bits, a gathered initial state is bit-identical to the same state set by
- * hand, and a grown table keeps every row. */
+ * hand, and a grown table keeps every row. The window is padded at the end
+ * of most rows (one row all padding): a row carries on its state after its
+ * last valid step, which the scatter (row by row) and the read-back (its
+ * own copies) must both take, and which the CPU engine's must match. */
 static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *ctx) {
   ls_engine_t *const g = e[0];
   int const B = c->B;
@@ -336,8 +341,9 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
   float *th = malloc(S * row * sizeof(float)), *tc = malloc(S * row * sizeof(float));
   float *rh = malloc(2 * S * row * sizeof(float)), *rc = malloc(2 * S * row * sizeof(float));
   int64_t *from = malloc((size_t)B * sizeof(int64_t)), *to = malloc((size_t)B * sizeof(int64_t));
+  float *mask = malloc((size_t)c->T * B * sizeof(float));
   int rc_ = -1;
-  if (!th || !tc || !rh || !rc || !from || !to) {
+  if (!th || !tc || !rh || !rc || !from || !to || !mask) {
     CHECK(0, "%s: no memory for the state check", ctx);
     goto out;
   }
@@ -349,11 +355,14 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
   for (int i = 0; i < B; i++) {
     from[i] = i % 3 == 1 ? -1 : (int64_t)(S - 1 - (size_t)i);
     to[i] = i % 5 == 2 ? -1 : (int64_t)(((size_t)i + 3) % S);
+    int const len = i % 7 == 4 ? 0 : c->T - i % 3 > 0 ? c->T - i % 3 : 1; /* valid steps */
+    for (int t = 0; t < c->T; t++)
+      mask[(size_t)t * B + i] = t < len ? 1.0f : 0.0f;
   }
   MUST(ls_state_table_new(g, S, &tab));
   MUST(ls_state_table_write(tab, 0, S, th, tc));
   MUST(ls_engine_gather_state(g, tab, B, from));
-  MUST(ls_engine_forward(g, c->T, B, b->x, NULL, NULL, NULL, NULL));
+  MUST(ls_engine_forward(g, c->T, B, b->x, b->target, mask, NULL, NULL));
   MUST(ls_engine_read_outputs(g, NULL, b->pred[0], b->hT[0], b->cT[0]));
   MUST(ls_engine_scatter_state(g, tab, B, to));
   MUST(ls_state_table_grow(tab, 2 * S));
@@ -389,7 +398,7 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
       }
     }
   MUST(ls_engine_set_state(g, B, b->h0, b->c0));
-  MUST(ls_engine_forward(g, c->T, B, b->x, NULL, NULL, NULL, NULL));
+  MUST(ls_engine_forward(g, c->T, B, b->x, b->target, mask, NULL, NULL));
   MUST(ls_engine_read_outputs(g, NULL, b->pred[1], b->hT[1], b->cT[1]));
   size_t const SB = row * B, NO = (size_t)c->T * B * c->O;
   CHECK(!memcmp(b->hT[0], b->hT[1], SB * sizeof(float)) &&
@@ -398,15 +407,22 @@ static int run_state(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
         "%s: a forward from gathered states is not bit-identical to one from the same states set "
         "by hand",
         ctx);
+  /* The CPU engine's final states of the padded window. */
+  MUST(ls_engine_set_state(e[1], B, b->h0, b->c0));
+  MUST(ls_engine_forward(e[1], c->T, B, b->x, b->target, mask, NULL, NULL));
+  MUST(ls_engine_read_outputs(e[1], NULL, NULL, b->hT[1], b->cT[1]));
+  expect_close("hT of a padded window", ctx, b->hT[0], b->hT[1], SB);
+  expect_close("cT of a padded window", ctx, b->cT[0], b->cT[1], SB);
   rc_ = 0;
 out:
   ls_state_table_destroy(tab);
-  free(th), free(tc), free(rh), free(rc), free(from), free(to);
+  free(th), free(tc), free(rh), free(rc), free(from), free(to), free(mask);
   return rc_;
 }
 
 /* The window of a case, from its seed: inputs, targets, initial states,
- * and a mask with about 20% padding (never all padding). */
+ * and a mask with about 20% padding (never all padding); target_pad is the
+ * target with NaN in the padded rows. */
 static void fill_inputs(const tcase_t *c, bufs_t *b) {
   uint32_t seed = c->seed * 2654435761u + 1u;
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
@@ -414,8 +430,11 @@ static void fill_inputs(const tcase_t *c, bufs_t *b) {
   fill(b->target, N * c->O, &seed, 1.0f);
   fill(b->h0, S, &seed, 0.5f);
   fill(b->c0, S, &seed, 0.5f);
-  for (size_t r = 0; r < N; r++)
+  for (size_t r = 0; r < N; r++) {
     b->mask[r] = r == 0 || xorshift(&seed) % 5 != 0;
+    for (int o = 0; o < c->O; o++)
+      b->target_pad[r * c->O + o] = b->mask[r] != 0.0f ? b->target[r * c->O + o] : NAN;
+  }
 }
 
 static void run_case(const tcase_t *c, int index) {
@@ -435,7 +454,7 @@ static void run_case(const tcase_t *c, int index) {
   CHECK(!memcmp(b.p[0], b.p[1], n * sizeof(float)), "%s: initial parameters differ", name);
 
   fill_inputs(c, &b);
-  if (run_window(e, c, &b, 1, name, &s) != 0) goto out;
+  if (run_window(e, c, &b, 1, NULL, name, &s) != 0) goto out;
 
   /* Adam with L2 and clipping on even cases, AdamW without clipping on odd
    * ones; a tight clip bound on every third so that clipping engages. */
@@ -446,6 +465,7 @@ static void run_case(const tcase_t *c, int index) {
   opt.decoupled = index % 2;
   opt.clip_norm = index % 2 ? 0.0f : index % 3 == 0 ? 0.05f : 1.0f;
   if (run_steps(e, c, &b, &opt, name, &s, STEPS) != 0) goto out;
+  if (c->O == c->I && run_seq(e, c, &b, name, &s) != 0) goto out;
   (void)run_state(e, c, &b, name);
 out:
   ls_engine_destroy(e[0]);
@@ -520,12 +540,12 @@ static void run_tf32_case(const tf32_case_t *tc, int index, int possible) {
   ls_engine_t *const fp_pair[2] = {fp, cpu}, *const tf_pair[2] = {tf, cpu};
   snprintf(ctx, sizeof ctx, "%s, cuda fp32", name);
   bound = TOL, worst_now = &worst, case_worst = 0.0;
-  if (run_window(fp_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  if (run_window(fp_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
   double const fp_err = case_worst;
   MUST(ls_engine_zero_grads(cpu)); /* backward accumulates: the CPU runs the window again */
   snprintf(ctx, sizeof ctx, "%s, cuda tf32", name);
   bound = TF32_TOL, worst_now = &worst_tf32, case_worst = 0.0;
-  if (run_window(tf_pair, c, &b, 1, ctx, &s) != 0) goto out;
+  if (run_window(tf_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
   double const tf_err = case_worst;
   ls_optim_t opt;
   ls_optim_init(&opt);
@@ -547,10 +567,20 @@ out:
 
 /* ------------------------------------------------------------------------ */
 
-/* 1 if a CUDA device is present. */
+/* 1 if a CUDA device is present, 0 if there is none (or no driver at all:
+ * it reads as an insufficient one of version 0), -1 if CUDA cannot use
+ * what is there (it prints why: a driver too old, a broken install). */
 static int have_gpu(void) {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  int count = 0, driver = 0;
+  cudaError_t const err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count > 0;
+  if (err == cudaErrorNoDevice) return 0;
+  if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+      driver == 0)
+    return 0;
+  printf("CUDA is unusable: cudaGetDeviceCount failed: %s (%s); driver version %d, runtime %d\n",
+         cudaGetErrorString(err), cudaGetErrorName(err), driver, CUDART_VERSION);
+  return -1;
 }
 
 /* Without a GPU a CUDA engine must fail cleanly, saying why. */
@@ -578,14 +608,15 @@ static void check_no_device(void) {
 int main(int argc, char **argv) {
   int const gpu = have_gpu();
   if (argc > 1 && !strcmp(argv[1], "--probe")) {
-    printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
-    return gpu ? 0 : SKIP;
+    if (gpu >= 0) printf("%s\n", gpu ? "CUDA device present" : "no CUDA device");
+    return gpu > 0 ? 0 : gpu == 0 ? SKIP : 1;
   }
   small_only = argc > 1 && !strcmp(argv[1], "--small");
   if (argc > 1 && !small_only && strcmp(argv[1], "--probe")) {
     fprintf(stderr, "usage: test_cuda_engine [--probe | --small]\n");
     return 2;
   }
+  if (gpu < 0) return 1;
   if (!gpu) {
     check_no_device();
     if (failures) return 1;

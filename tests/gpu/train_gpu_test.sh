@@ -5,7 +5,8 @@
 # Usage: train_gpu_test.sh LSTREAM TEST_CUDA_ENGINE CASE
 #   device  (GPU only; exit 77 without one) a replay of 50 steps with
 #           --device cuda ends within 1e-4 (norm-relative) of --device cpu
-#   nccl    with a GPU: one rank with --comm nccl ends within 1e-6 of
+#   nccl    with a GPU: one rank with --comm nccl (and --comm-always true, so
+#           that the NCCL sums run on one rank) ends within 1e-6 of
 #           --comm none on the same GPU, and with two or more GPUs,
 #           `mpirun -np 2 --comm nccl` within 1e-5 of one rank; without a GPU
 #           (CI): --comm nccl on the CPU, --device cuda and `bench comm
@@ -22,10 +23,16 @@ close="$here/../train/params_close.py"
 python=${PYTHON:-/usr/bin/python3} # numpy; on the GPU machine its own python3
 
 gpus=0
-if "$probe" --probe >/dev/null 2>&1; then
+probe_rc=0
+"$probe" --probe >"$work/probe" 2>&1 || probe_rc=$?
+case $probe_rc in
+0)
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
   [ "$gpus" -ge 1 ] || gpus=1
-fi
+  ;;
+77) ;;
+*) fail "CUDA is unusable (test_cuda_engine --probe exited $probe_rc): $(cat "$work/probe")" ;;
+esac
 
 if [ "$case_name" = device ] && [ "$gpus" -eq 0 ]; then
   echo "no CUDA GPU: --device cuda vs cpu not run (skipped)"
@@ -74,8 +81,8 @@ nccl)
   else
     "$lstream" "${args[@]}" --device cuda --comm none --params-out "$work/none.bin" >/dev/null ||
       fail "--comm none exited $?"
-    "$lstream" "${args[@]}" --device cuda --comm nccl --params-out "$work/nccl.bin" >/dev/null ||
-      fail "--comm nccl exited $?"
+    "$lstream" "${args[@]}" --device cuda --comm nccl --comm-always true \
+      --params-out "$work/nccl.bin" >/dev/null || fail "--comm nccl exited $?"
     "$python" "$close" 1e-6 "$work/none.bin" "$work/nccl.bin" || fail "nccl differs"
     if [ "$gpus" -ge 2 ]; then
       timeout 300 mpirun -np 2 --bind-to none "$lstream" "${args[@]}" --device cuda --comm nccl \

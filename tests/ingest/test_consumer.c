@@ -187,6 +187,7 @@ typedef struct got_s {
   int n_targets, T;
   float *x;            /* [T+1, F] */
   float *mask;         /* [T] */
+  int64_t *times;      /* [T+1] */
   int64_t released_at; /* when a simulated trainer released it (resume tests); -1 */
 } got_t;
 
@@ -213,6 +214,8 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
   size_t const xs = sizeof(float) * (size_t)(win->T + 1) * F, ms = sizeof(float) * win->T;
   o->x = malloc(xs);
   o->mask = malloc(ms);
+  o->times = malloc(sizeof(int64_t) * (size_t)(win->T + 1));
+  memcpy(o->times, win->times, sizeof(int64_t) * (size_t)(win->T + 1));
   memcpy(o->x, win->x, xs);
   memcpy(o->mask, win->mask, ms);
 }
@@ -220,6 +223,7 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
 static void got_free(gotlist_t *g) {
   for (int i = 0; i < g->n; i++) {
     free(g->w[i].x);
+    free(g->w[i].times);
     free(g->w[i].mask);
   }
   free(g->w);
@@ -274,10 +278,13 @@ static void expect_world(const world_t *w, const gotlist_t *g, const int *first)
     cr_assert_eq(o->first_offset, w->offset[(size_t)s * w->K + k0], "series %d window %lld", s,
                  (long long)o->index);
     cr_assert_eq(o->last_offset, w->offset[(size_t)s * w->K + k0 + T]);
-    for (int t = 0; t <= T; t++)
+    for (int t = 0; t <= T; t++) {
       for (int f = 0; f < F; f++)
         cr_assert_eq(o->x[t * F + f], value_of(s, k0 + t, f), "series %d window %lld row %d", s,
                      (long long)o->index, t);
+      cr_assert_eq(o->times[t], time_of(k0 + t), "series %d window %lld row %d: event time", s,
+                   (long long)o->index, t);
+    }
   }
   for (int s = 0; s < w->S; s++) {
     int const steps = steps_of(w, s) - (first ? first[s] : 0);
@@ -744,6 +751,75 @@ static int all_paused(const ls_ingest_stats_t *st, int64_t partitions) {
   return st->paused == partitions;
 }
 
+/* The watch: each partition's high watermark and lag (high - next offset),
+ * kept fresh while the partition is paused, and the connection: lost when
+ * the broker goes down, back when it returns. */
+static int64_t partitions_of(ls_ingest_t *ing, ls_ingest_partition_t out[2]) {
+  int count = 0;
+  cr_assert_eq(ls_ingest_partitions(ing, out, 2, &count), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(count, 2);
+  return (out[0].high_watermark - out[0].next_offset) + (out[1].high_watermark - out[1].next_offset);
+}
+
+static void wait_partitions(ls_ingest_t *ing, int64_t high, int64_t lag, const char *what) {
+  double const deadline = now_s() + WAIT_S;
+  ls_ingest_partition_t p[2];
+  while (partitions_of(ing, p) != lag || p[0].high_watermark != high ||
+         p[1].high_watermark != high) {
+    cr_assert(now_s() < deadline, "waited %.0f s for %s: high %lld %lld, next %lld %lld", WAIT_S,
+              what, (long long)p[0].high_watermark, (long long)p[1].high_watermark,
+              (long long)p[0].next_offset, (long long)p[1].next_offset);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+}
+
+static int connected_is(const ls_ingest_stats_t *st, int64_t want) {
+  return st->connected == want;
+}
+
+Test(consumer, watch_reports_lag_and_connection) {
+  rig_t r;
+  rig_new(&r, 1, "watch", 2, 4, 40, 4, "never"); /* 2 series a partition */
+  rig_produce(&r, 2, 0, 20);                     /* 40 records a partition */
+  rig_set(&r, "queue.windows", "2");
+  rig_set(&r, "watch.interval.ms", "100");
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_ingest_stats_t st = wait_stats(r.ing, all_paused, 2, "both partitions to pause");
+  cr_expect_eq(st.connected, 1);
+  cr_expect_str_empty(st.watch_error);
+  ls_ingest_partition_t p[2];
+  int64_t const lag = partitions_of(r.ing, p);
+  cr_expect_gt(lag, 0, "paused with records unread");
+  for (int i = 0; i < 2; i++) {
+    cr_expect_eq(p[i].partition, i);
+    cr_expect_eq(p[i].high_watermark, 40);
+    cr_expect_eq(p[i].paused, 1);
+    cr_expect_eq(p[i].queued_windows, 2);
+  }
+  /* New records while paused: the watch sees the high watermarks move. */
+  rig_produce(&r, 2, 20, 40);
+  wait_partitions(r.ing, 80, lag + 80, "the watch to see 40 more records a partition");
+  /* Everything taken: nothing left to read. 4 series of 40 steps, 9 windows of 4 each. */
+  take(r.ing, &r.got, 4 * 9);
+  wait_partitions(r.ing, 80, 0, "the lag to reach 0");
+  /* The only broker down: the watch fails; back up: it succeeds again. */
+  cr_assert_eq(ls_broker_set_down(r.b, 1), LS_OK);
+  st = wait_stats(r.ing, connected_is, 0, "the consumer to lose its connection");
+  cr_expect(strstr(st.watch_error, "topic 'watch'") != NULL, "%s", st.watch_error);
+  cr_expect_geq(st.disconnected_ms, 0);
+  cr_assert_eq(ls_broker_set_up(r.b, 1), LS_OK);
+  st = wait_stats(r.ing, connected_is, 1, "the consumer to reconnect");
+  cr_expect_eq(st.disconnected_ms, 0);
+  int count = -1;
+  cr_expect_eq(ls_ingest_partitions(r.ing, NULL, 0, &count), LS_OK);
+  cr_expect_eq(count, 2);
+  cr_expect_eq(ls_ingest_partitions(r.ing, NULL, 1, &count), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_partitions(NULL, p, 2, &count), LS_ERR_INVALID_ARG);
+  rig_free(&r);
+}
+
 /* The trainer stalls until the consumer pauses both partitions; memory
  * stays within the bound the whole time (peak_memory_records is sampled at
  * every change), and every record arrives once the trainer takes windows
@@ -895,7 +971,8 @@ Test(consumer, partition_queues_are_independent) {
                                 .F = F,
                                 .n_targets = o->n_targets,
                                 .x = o->x,
-                                .mask = o->mask};
+                                .mask = o->mask,
+                                .times = o->times};
       got_add(&r.got, &view);
     }
     got_free(&part[p]);

@@ -161,6 +161,31 @@ static void expect_bad_conf(ls_feed_conf_t c, const char *field) {
             ls_last_error(), field);
 }
 
+/* --offset A --scale S: every value (and its expectation) is A + S x in
+ * float, the recursions running on x as before. */
+Test(feed, offset_and_scale_transform_the_values_only) {
+  for (int g = 0; g < 3; g++) {
+    ls_feed_t *const plain = feed_make((ls_gen_t)g, 3, 2, 0.1, 9);
+    ls_feed_conf_t c = *ls_feed_conf(plain);
+    c.offset = 1e4, c.scale = 1e3;
+    ls_feed_t *moved = NULL;
+    cr_assert_eq(ls_feed_new(&moved, &c), LS_OK, "%s", ls_last_error());
+    float a[2], am[2], b[2], bm[2];
+    for (int s = 0; s < 3; s++)
+      for (int64_t k = 0; k < 300; k++) {
+        cr_assert_eq(ls_feed_value(plain, s, k, a, am), LS_OK);
+        cr_assert_eq(ls_feed_value(moved, s, k, b, bm), LS_OK);
+        for (int f = 0; f < 2; f++) {
+          cr_assert_eq(b[f], (float)(1e4 + 1e3 * (double)a[f]), "%s s %d k %lld", ls_gen2str(g), s,
+                       (long long)k);
+          cr_assert_eq(bm[f], (float)(1e4 + 1e3 * (double)am[f]));
+        }
+      }
+    ls_feed_destroy(plain);
+    ls_feed_destroy(moved);
+  }
+}
+
 Test(feed, bad_configurations_are_rejected) {
   ls_feed_conf_t d;
   ls_feed_conf_default(&d);
@@ -177,6 +202,8 @@ Test(feed, bad_configurations_are_rejected) {
   c = d, c.generator = LS_GEN_AR2, c.ar1 = 0.0, c.ar2 = -1.0, expect_bad_conf(c, "stationary");
   c = d, c.step_ms = 0, expect_bad_conf(c, "step_ms");
   c = d, c.start_ms = INT64_MAX - 10, expect_bad_conf(c, "start_ms");
+  c = d, c.scale = 0.0, expect_bad_conf(c, "scale");
+  c = d, c.offset = INFINITY, expect_bad_conf(c, "offset");
   cr_expect_eq(ls_feed_new(NULL, &d), LS_ERR_INVALID_ARG);
   ls_feed_t *feed = NULL;
   cr_expect_eq(ls_feed_new(&feed, NULL), LS_ERR_INVALID_ARG);

@@ -1,6 +1,6 @@
 /*
  * The windower (ingest/window.c): exact TBPTT windows of a series (values,
- * one-record overlap, offsets, indices), interleaved series, the trailing
+ * one-record overlap, offsets, event times, indices), interleaved series, the trailing
  * partial windows, their masks and their order, every rejection reason
  * leaving the series untouched, a table of many series, skip rules
  * (resuming a series mid-stream) and the lowest offset a partition holds.
@@ -76,6 +76,8 @@ Test(window, one_series_exact_windows_and_overlap) {
     if (k > 0 && k % T == 0) {
       expect_window(win, "AAPL", 0, windows, T, T, offset_single);
       cr_expect_eq(win->partition, 5);
+      for (int t = 0; t <= T; t++) /* each row's event time, the shared row's too */
+        cr_expect_eq(win->times[t], 1000 + windows * T + t, "window %d row %d", windows, t);
       windows++;
     } else {
       cr_expect_null(win, "record %d completed a window", k);
@@ -100,6 +102,8 @@ Test(window, one_series_exact_windows_and_overlap) {
   cr_expect_null(win, "AAPL is on partition 5");
   cr_assert_eq(ls_windower_flush_next(w, 5, &win), LS_OK);
   expect_window(win, "AAPL", 0, 3, T, 2, offset_single);
+  for (int t = 0; t <= T; t++) /* padding rows have no time */
+    cr_expect_eq(win->times[t], t <= 2 ? 1009 + t : -1, "partial window row %d", t);
   cr_assert_eq(ls_windower_flush_next(w, 5, &win), LS_OK);
   cr_expect_null(win);
   cr_assert_eq(ls_windower_pending(w, "AAPL", 4, &pending, &found), LS_OK);

@@ -30,6 +30,13 @@ double ref_loss(const ref_dims_t *d, const double *p, const double *x, const dou
     for (int b = 0; b < B; b++) {
       memcpy(h, h0 + ((size_t)l * B + b) * H, (size_t)H * sizeof(double));
       memcpy(c, c0 + ((size_t)l * B + b) * H, (size_t)H * sizeof(double));
+      /* The state carried on: after the row's last valid step. */
+      int last = T;
+      while (mask && last > 0 && mask[(size_t)(last - 1) * B + b] == 0.0)
+        last--;
+      size_t const fin = ((size_t)l * B + b) * H;
+      if (last == 0 && hT) memcpy(hT + fin, h, (size_t)H * sizeof(double));
+      if (last == 0 && cT) memcpy(cT + fin, c, (size_t)H * sizeof(double));
       for (int t = 0; t < T; t++) {
         const double *xt = in + ((size_t)t * B + b) * In;
         for (int r = 0; r < 4 * H; r++) {
@@ -45,9 +52,9 @@ double ref_loss(const ref_dims_t *d, const double *p, const double *x, const dou
           h[j] = og * tanh(c[j]);
         }
         memcpy(out + ((size_t)t * B + b) * H, h, (size_t)H * sizeof(double));
+        if (t + 1 == last && hT) memcpy(hT + fin, h, (size_t)H * sizeof(double));
+        if (t + 1 == last && cT) memcpy(cT + fin, c, (size_t)H * sizeof(double));
       }
-      if (hT) memcpy(hT + ((size_t)l * B + b) * H, h, (size_t)H * sizeof(double));
-      if (cT) memcpy(cT + ((size_t)l * B + b) * H, c, (size_t)H * sizeof(double));
     }
     memcpy(in, out, N * (size_t)H * sizeof(double));
   }

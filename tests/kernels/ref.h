@@ -18,7 +18,9 @@ typedef struct ref_dims_s {
 
 /* Loss sum of the masked MSE (see kernels.h) of a window, in double.
  *   p [n] flat parameters, x [T,B,I], h0, c0 [L,B,H], target [T,B,O],
- *   mask [T,B] or NULL; pred [T,B,O] and hT, cT [L,B,H] may be NULL. */
+ *   mask [T,B] or NULL; pred [T,B,O] and hT, cT [L,B,H] may be NULL: hT, cT
+ *   are each row's state after its last valid step (h0, c0 for a row with
+ *   none), as kernels.h says. */
 double ref_loss(const ref_dims_t *d, const double *p, const double *x, const double *h0,
                 const double *c0, const double *target, const double *mask, double *pred,
                 double *hT, double *cT);

@@ -4,6 +4,7 @@
  * error code and a message, and never crashes.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,34 @@ Test(args, buffers_and_order) {
   ls_engine_destroy(e);
 }
 
+/* The step's figures read after the step equal the ones read during it. */
+Test(args, figures) {
+  ls_engine_t *e = small_engine();
+  float x[5 * 3 * 2], y[5 * 3 * 2], m[5 * 3];
+  for (int i = 0; i < 30; i++)
+    x[i] = sinf((float)i), y[i] = cosf((float)i);
+  for (int i = 0; i < 15; i++)
+    m[i] = i % 4 != 1;
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  double loss = -1, count = -1, fetched_loss = -1;
+  float norm = -1, fetched_norm = -1;
+  EXPECT_ERR(ls_engine_read_figures(e, &fetched_loss, &fetched_norm), LS_ERR_STATE, "fetch");
+  EXPECT_ERR(ls_engine_fetch_figures(NULL), LS_ERR_INVALID_ARG, "NULL");
+  cr_assert_eq(ls_engine_set_state(e, 3, NULL, NULL), LS_OK);
+  cr_assert_eq(ls_engine_forward(e, 5, 3, x, y, m, &loss, &count), LS_OK);
+  cr_expect_eq(count, 2.0 * 11, "count: 11 valid rows of O = 2");
+  cr_assert_eq(ls_engine_backward(e, 1.0f), LS_OK);
+  cr_assert_eq(ls_engine_optimizer_step(e, &opt, 0.5f, &norm), LS_OK);
+  cr_assert_eq(ls_engine_fetch_figures(e), LS_OK);
+  cr_assert_eq(ls_engine_read_figures(e, &fetched_loss, &fetched_norm), LS_OK);
+  cr_expect(loss > 0 && fetched_loss == loss, "loss %.17g fetched, %.17g returned", fetched_loss,
+            loss);
+  cr_expect(norm > 0 && fetched_norm == norm, "norm %.9g fetched, %.9g returned",
+            (double)fetched_norm, (double)norm);
+  ls_engine_destroy(e);
+}
+
 Test(args, state_tables) {
   ls_engine_t *e = small_engine(), *other = small_engine();
   ls_state_table_t *t = NULL;
@@ -194,6 +223,14 @@ Test(args, state_tables) {
   EXPECT_ERR(ls_engine_gather_state(other, t, 2, slots), LS_ERR_INVALID_ARG, "another engine");
   EXPECT_ERR(ls_engine_gather_state(e, t, 2, NULL), LS_ERR_INVALID_ARG, "NULL");
   EXPECT_ERR(ls_engine_scatter_state(e, t, 2, slots), LS_ERR_STATE, "completed forward");
+  /* A slot twice: fine to read (gather), refused to write (scatter: its
+   * rows would race on a GPU); -1 (skip) may repeat. */
+  int64_t const dup[3] = {1, -1, 1}, skips[3] = {-1, 0, -1};
+  float x[5 * 3 * 2] = {0};
+  cr_assert_eq(ls_engine_gather_state(e, t, 3, dup), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_engine_forward(e, 5, 3, x, NULL, NULL, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_scatter_state(e, t, 3, dup), LS_ERR_INVALID_ARG, "rows 0 and 2");
+  cr_expect_eq(ls_engine_scatter_state(e, t, 3, skips), LS_OK, "%s", ls_last_error());
   EXPECT_ERR(ls_state_table_grow(NULL, 5), LS_ERR_INVALID_ARG, "NULL");
   ls_state_table_destroy(t);
   ls_state_table_destroy(NULL);

@@ -7,8 +7,11 @@ through the lstream engine and then trains K = 20 optimizer steps on it, and
 replays the same weights and inputs in torch.nn.LSTM + nn.Linear + masked MSE
 + clip_grad_norm_ + torch.optim.Adam / AdamW (float32, foreach=False). It
 compares
-  - outputs y, head outputs, final states, the loss, and every gradient
+  - outputs y, head outputs, the loss, and every gradient
     (each parameter tensor, x, h0, c0) of one forward + backward;
+  - the final states, each row's against torch run on that row's unpadded
+    sequence (up to its last valid target: the mask has padding, and the
+    state carried on must be the one after the last real record);
   - each optimizer step on its own: the loss and gradient at lstream's
     parameters before the step, and torch's clip + Adam/AdamW update fed with
     lstream's gradient against lstream's parameters after the step;
@@ -192,6 +195,24 @@ class Model:
         return loss, y, pred, hT, cT
 
 
+def unpadded_final(model, x, mask, h0, c0):
+    """Each row's final (h, c) as lstream carries it on: torch's LSTM run on
+    the row's unpadded sequence, x[:last] with last = its last valid step + 1
+    (h0, c0 for a row with none) -- the state after its last real record,
+    never after padding (issue 17, item 5)."""
+    hs, cs = [], []
+    with torch.no_grad():
+        for b in range(x.shape[1]):
+            valid = torch.nonzero(mask[:, b]).flatten()
+            last = int(valid[-1]) + 1 if len(valid) else 0
+            h, c = h0[:, b:b + 1], c0[:, b:b + 1]
+            if last > 0:
+                _, (h, c) = model.lstm(x[:last, b:b + 1], (h, c))
+            hs.append(h[:, 0])
+            cs.append(c[:, 0])
+    return torch.stack(hs, 1), torch.stack(cs, 1)
+
+
 def rel_err(a, b, scale=None):
     """max|a - b| / max|b| (see TOL), or over a given scale; inf when the
     scale is zero and a differs from b."""
@@ -235,8 +256,9 @@ def replay(d, dtype):
     model = Model(I, H, L, O, d["params_init"], dtype)
     x, h0, c0 = t("x", True), t("h0", True), t("c0", True)
     target, mask = t("target"), t("mask")
-    loss, y, pred, hT, cT = model.loss(x, target, mask, h0, c0)
+    loss, y, pred, _, _ = model.loss(x, target, mask, h0, c0)
     loss.backward()
+    hT, cT = unpadded_final(model, x, mask, h0, c0)
     for name, ref in (("y", y), ("pred", pred), ("hT", hT), ("cT", cT)):
         record(name, name, rel_err(d[name], ref.detach().numpy()))
     valid = float(mask.sum()) * O

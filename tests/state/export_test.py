@@ -62,9 +62,10 @@ def parse_safetensors(path):
     assert at == len(data), f"{path}: tensors cover {at} of {len(data)} bytes"
     out = {}
     for name, t in header.items():
-        assert t["dtype"] == "F32", f"{name}: dtype {t['dtype']}"
+        kinds = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}
+        assert t["dtype"] in kinds, f"{name}: dtype {t['dtype']}"
         begin, end = t["data_offsets"]
-        a = np.frombuffer(data[begin:end], dtype="<f4")
+        a = np.frombuffer(data[begin:end], dtype=kinds[t["dtype"]])
         assert a.size == int(np.prod(t["shape"])), f"{name}: {a.size} values for {t['shape']}"
         out[name] = a.reshape(t["shape"])
     return out, meta

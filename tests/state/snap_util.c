@@ -31,6 +31,45 @@ static void fill(float *v, size_t n, uint32_t *s) {
   }
 }
 
+/* Doubles like a normaliser's: large, small, and -0.0. */
+static void fill_d(double *v, size_t n, uint32_t *s) {
+  for (size_t i = 0; i < n; i++)
+    v[i] = ((double)next(s) / 4294967296.0 - 0.5) * (i % 3 == 0 ? 1e8 : 1e-3);
+  if (n >= 2) v[1] = -0.0;
+}
+
+/* Host-side state of series i, calibration (rank 0) and replay memories:
+ * the layouts SU_STATS_F, SU_STATS_O, SU_MEM_CAP x SU_MEM_ENTRY. */
+enum { SU_STATS_F = 3, SU_STATS_O = 2, SU_MEM_CAP = 3, SU_MEM_ENTRY = 5 };
+
+static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
+  for (size_t i = 0; i < ls_snapshot_series_count(snap); i++) {
+    ls_series_stats_t st;
+    cr_assert_eq(ls_snapshot_series_stats(snap, i, &st), LS_OK, "%s", ls_last_error());
+    *st.norm_n = (int64_t)(next(s) % 100000);
+    fill_d(st.norm, SU_STATS_F * LS_NORM_STATS, s);
+    fill_d(st.errors, SU_STATS_O * 2, s);
+  }
+  float mem[SU_MEM_CAP * SU_MEM_ENTRY];
+  for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
+    fill(mem, SU_MEM_CAP * SU_MEM_ENTRY, s);
+    int64_t const filled = (int64_t)(next(s) % (SU_MEM_CAP + 1));
+    cr_assert_eq(ls_snapshot_set_memory(snap, i, filled, (int64_t)(next(s) % SU_MEM_CAP), mem),
+                 LS_OK, "%s", ls_last_error());
+  }
+  if (rank != 0) return;
+  ls_shape_t shape;
+  cr_assert_eq(ls_snapshot_get_shape(snap, &shape), LS_OK);
+  size_t const O = (size_t)shape.output_size;
+  double *const m = malloc(2 * O * sizeof *m);
+  int64_t *const k = malloc(O * sizeof *k);
+  fill_d(m, 2 * O, s);
+  for (size_t j = 0; j < O; j++)
+    k[j] = (int64_t)next(s);
+  cr_assert_eq(ls_snapshot_set_calibration(snap, m, m + O, k), LS_OK, "%s", ls_last_error());
+  free(m), free(k);
+}
+
 ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
                            size_t series, size_t parts, uint32_t seed) {
   uint32_t s = seed * 2654435761u + 12345u;
@@ -38,6 +77,10 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
   cr_assert_eq(ls_snapshot_new(shape, series / 2, 1, &snap), LS_OK, "%s", ls_last_error());
   ls_snapshot_info_t const info = {step, 0x5eedull, 0xf00dfacecafeull, world, rank};
   cr_assert_eq(ls_snapshot_set_info(snap, &info), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_set_stats_shape(snap, SU_STATS_F, SU_STATS_O), LS_OK, "%s",
+               ls_last_error());
+  cr_assert_eq(ls_snapshot_set_memory_shape(snap, SU_MEM_CAP, SU_MEM_ENTRY), LS_OK, "%s",
+               ls_last_error());
   if (rank == 0) {
     size_t n = 0;
     cr_assert_eq(ls_param_count(shape, &n), LS_OK);
@@ -74,6 +117,7 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
     cr_assert_eq(
         ls_snapshot_add_partition(snap, rank + world * (int32_t)p, (int64_t)(next(&s) % 1000000)),
         LS_OK, "%s", ls_last_error());
+  fill_extra(snap, rank, &s);
   return snap;
 }
 
@@ -86,18 +130,77 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   if (ls_snapshot_get_model(src, &m) == LS_OK)
     cr_assert_eq(ls_snapshot_set_model(dst, m.params, m.adam_m, m.adam_v, m.n, m.adam_steps), LS_OK,
                  "%s", ls_last_error());
+  const double *spy, *spp;
+  const int64_t *k;
+  if (ls_snapshot_get_calibration(src, &spy, &spp, &k) == LS_OK)
+    cr_assert_eq(ls_snapshot_set_calibration(dst, spy, spp, k), LS_OK);
+  int F, O;
+  size_t cap, entry;
+  ls_snapshot_stats_shape(src, &F, &O);
+  ls_snapshot_memory_shape(src, &cap, &entry);
+  cr_assert_eq(ls_snapshot_set_stats_shape(dst, F, O), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_set_memory_shape(dst, cap, entry), LS_OK, "%s", ls_last_error());
   for (size_t i = 0; i < ls_snapshot_series_count(src); i++) {
     ls_series_info_t si;
     const float *h, *c;
     cr_assert_eq(ls_snapshot_get_series(src, i, &si, &h, &c), LS_OK);
     cr_assert_eq(ls_snapshot_add_series(dst, &si, h, c), LS_OK, "%s", ls_last_error());
+    ls_series_stats_t a, b;
+    if (F == 0) continue;
+    cr_assert_eq(ls_snapshot_series_stats((ls_snapshot_t *)src, i, &a), LS_OK);
+    cr_assert_eq(ls_snapshot_series_stats(dst, i, &b), LS_OK);
+    *b.norm_n = *a.norm_n;
+    memcpy(b.norm, a.norm, (size_t)F * LS_NORM_STATS * sizeof(double));
+    memcpy(b.errors, a.errors, (size_t)O * 2 * sizeof(double));
   }
   for (size_t i = 0; i < ls_snapshot_partition_count(src); i++) {
     int32_t p;
-    int64_t off;
+    int64_t off, filled, nx;
+    const float *mem;
     cr_assert_eq(ls_snapshot_get_partition(src, i, &p, &off), LS_OK);
     cr_assert_eq(ls_snapshot_add_partition(dst, p, off), LS_OK, "%s", ls_last_error());
+    if (cap > 0 && ls_snapshot_get_memory(src, i, &filled, &nx, &mem) == LS_OK)
+      cr_assert_eq(ls_snapshot_set_memory(dst, i, filled, nx, mem), LS_OK, "%s", ls_last_error());
   }
+}
+
+/* The host-side state, calibration and memories of a and b are bit-identical. */
+static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
+  int Fa, Oa, Fb, Ob;
+  size_t ca, ea, cb, eb;
+  ls_snapshot_stats_shape(a, &Fa, &Oa);
+  ls_snapshot_stats_shape(b, &Fb, &Ob);
+  ls_snapshot_memory_shape(a, &ca, &ea);
+  ls_snapshot_memory_shape(b, &cb, &eb);
+  cr_assert(Fa == Fb && Oa == Ob && ca == cb && ea == eb, "layouts differ");
+  for (size_t i = 0; Fa > 0 && i < ls_snapshot_series_count(a); i++) {
+    ls_series_stats_t x, y;
+    cr_assert_eq(ls_snapshot_series_stats((ls_snapshot_t *)a, i, &x), LS_OK);
+    cr_assert_eq(ls_snapshot_series_stats((ls_snapshot_t *)b, i, &y), LS_OK);
+    cr_assert(*x.norm_n == *y.norm_n, "series %zu: normaliser counts differ", i);
+    cr_assert_arr_eq(x.norm, y.norm, (size_t)Fa * LS_NORM_STATS * sizeof(double),
+                     "series %zu: normaliser differs", i);
+    cr_assert_arr_eq(x.errors, y.errors, (size_t)Oa * 2 * sizeof(double),
+                     "series %zu: error sums differ", i);
+  }
+  for (size_t i = 0; ca > 0 && i < ls_snapshot_partition_count(a); i++) {
+    int64_t fa, na, fb, nb;
+    const float *ma, *mb;
+    cr_assert_eq(ls_snapshot_get_memory(a, i, &fa, &na, &ma), LS_OK);
+    cr_assert_eq(ls_snapshot_get_memory(b, i, &fb, &nb, &mb), LS_OK);
+    cr_assert(fa == fb && na == nb, "partition %zu: memory counts differ", i);
+    cr_assert_arr_eq(ma, mb, ca * ea * sizeof(float), "partition %zu: memory differs", i);
+  }
+  const double *pa, *qa, *pb, *qb;
+  const int64_t *ka, *kb;
+  ls_err_t const xa = ls_snapshot_get_calibration(a, &pa, &qa, &ka);
+  cr_assert_eq(xa, ls_snapshot_get_calibration(b, &pb, &qb, &kb), "one holds a calibration");
+  if (xa != LS_OK) return;
+  ls_shape_t sh;
+  cr_assert_eq(ls_snapshot_get_shape(a, &sh), LS_OK);
+  size_t const O = (size_t)sh.output_size;
+  cr_assert(!memcmp(pa, pb, O * 8) && !memcmp(qa, qb, O * 8) && !memcmp(ka, kb, O * 8),
+            "calibrations differ");
 }
 
 void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
@@ -147,6 +250,7 @@ void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
     cr_assert_eq(ls_snapshot_get_partition(b, i, &pb, &ob), LS_OK);
     cr_assert(pa == pb && oa == ob, "partition %zu differs", i);
   }
+  expect_same_extra(a, b);
 }
 
 char *su_temp_dir(void) {

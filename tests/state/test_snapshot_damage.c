@@ -194,9 +194,23 @@ Test(damage, wrong_version) {
   char *const dir = three_snapshots();
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
-  su_poke_u32(path, 8, 2);
-  expect_latest(dir, 20, 30, "shard-1", "format version 2, this build reads version 1");
-  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 2");
+  su_poke_u32(path, 8, 3);
+  expect_latest(dir, 20, 30, "shard-1", "format version 3, this build reads version 2");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 3");
+  done(dir);
+}
+
+/* A snapshot of format version 1 (before the normaliser) is refused with a
+ * message that says why and what to do. */
+Test(damage, version_1_is_refused_clearly) {
+  char *const dir = three_snapshots();
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 30, "shard-0");
+  su_poke_u32(path, 8, 1);
+  expect_latest(dir, 20, 30, "shard-0",
+                "format version 1, written by an lstream without the "
+                "per-series normaliser");
+  expect_load_fails(dir, 30, 0, LS_ERR_CORRUPT, "shard-0", "--resume none");
   done(dir);
 }
 

@@ -39,11 +39,13 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     su_expect_same(parts[r], back);
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
-    cr_assert_eq(file.n_sections, r == 0 ? 7 : 5);
+    /* meta, [model, optimizer, calibration], keys, counts, states, norm,
+     * partitions, memory */
+    cr_assert_eq(file.n_sections, r == 0 ? 10 : 7);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
-      int const floats =
-          !strcmp(name, "model") || !strcmp(name, "optimizer") || !strcmp(name, "states");
+      int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
+                         !strcmp(name, "states") || !strcmp(name, "memory");
       cr_assert_eq(file.sections[i].shuffled, floats && conf->shuffle, "section %s", name);
     }
     ls_snapshot_shard_t sh;
@@ -52,12 +54,17 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
               sh.partitions == 2 + (uint64_t)r);
     ls_snapshot_destroy(back);
 
-    /* A rank's resume part: its shard plus rank 0's model. */
+    /* A rank's resume part: its shard plus rank 0's model and calibration. */
     cr_assert_eq(ls_snapshot_load(path, world, r, &back), LS_OK, "%s", ls_last_error());
-    if (r > 0)
+    const double *spy, *spp;
+    const int64_t *k;
+    cr_assert_eq(ls_snapshot_get_calibration(parts[0], &spy, &spp, &k), LS_OK);
+    if (r > 0) {
       cr_assert_eq(ls_snapshot_set_model(parts[r], zero.params, zero.adam_m, zero.adam_v, zero.n,
                                          zero.adam_steps),
                    LS_OK);
+      cr_assert_eq(ls_snapshot_set_calibration(parts[r], spy, spp, k), LS_OK);
+    }
     su_expect_same(parts[r], back);
     ls_snapshot_destroy(back);
   }
@@ -136,14 +143,32 @@ static void reshard(int M) {
               a.partition == b.partition && a.windows == b.windows &&
               a.last_offset == b.last_offset && !memcmp(ha, hb, row * sizeof(float)) &&
               !memcmp(ca, cb, row * sizeof(float));
+        ls_series_stats_t sa, sb; /* the normaliser and error sums move with the series */
+        cr_assert_eq(ls_snapshot_series_stats(s, i, &sa), LS_OK);
+        cr_assert_eq(ls_snapshot_series_stats(old, j, &sb), LS_OK);
+        hit = hit && *sa.norm_n == *sb.norm_n &&
+              !memcmp(sa.norm, sb.norm, 3 * LS_NORM_STATS * sizeof(double)) &&
+              !memcmp(sa.errors, sb.errors, 2 * 2 * sizeof(double));
       }
       cr_assert(hit, "series %zu of new rank %d is not one that was written", i, r);
     }
     for (size_t i = 0; i < ls_snapshot_partition_count(s); i++, found_parts++) {
-      int32_t p;
-      int64_t off;
+      int32_t p, q;
+      int64_t off, off2, fa, na, fb, nb;
+      const float *ma, *mb;
       cr_assert_eq(ls_snapshot_get_partition(s, i, &p, &off), LS_OK);
       cr_assert_eq(p % M, r);
+      /* Its resume offset and replay memory are the ones written with it. */
+      ls_snapshot_t *const old = parts[p % 3];
+      size_t j = 0;
+      while (ls_snapshot_get_partition(old, j, &q, &off2) == LS_OK && q != p)
+        j++;
+      cr_assert_eq(q, p, "partition %d is not one that was written", p);
+      cr_assert_eq(off, off2);
+      cr_assert_eq(ls_snapshot_get_memory(s, i, &fa, &na, &ma), LS_OK);
+      cr_assert_eq(ls_snapshot_get_memory(old, j, &fb, &nb, &mb), LS_OK);
+      cr_assert(fa == fb && na == nb && !memcmp(ma, mb, 3 * 5 * sizeof(float)),
+                "partition %d: its memory did not move with it", p);
     }
     ls_snapshot_destroy(s);
   }
@@ -283,22 +308,6 @@ Test(round_trip, engine_and_series_table) {
   ls_engine_destroy(eng);
   su_remove(dir);
   free(dir);
-}
-
-Test(format, crc32c) {
-  /* The check value of CRC-32C (RFC 3720, and every CRC catalogue). */
-  cr_assert_eq(snap_crc32c(0, "123456789", 9), 0xe3069283u);
-  cr_assert_eq(snap_crc32c_portable(0, "123456789", 9), 0xe3069283u);
-  uint8_t buf[1000];
-  for (int i = 0; i < 1000; i++)
-    buf[i] = (uint8_t)(i * 131 + 7);
-  for (size_t at = 0; at < 9; at++)
-    for (size_t n = 0; n < 300; n += 7) {
-      uint32_t const fast = snap_crc32c(0, buf + at, n);
-      cr_assert_eq(fast, snap_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
-      /* In two pieces, the same as in one. */
-      cr_assert_eq(snap_crc32c(snap_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
-    }
 }
 
 Test(format, shuffle) {

@@ -4,10 +4,11 @@
 # Usage: snapshot_test.sh LSTREAM CASE
 #   kill      SIGKILL the trainer at several points (one during a snapshot
 #             write), resume each time: the final parameters, every series'
-#             state and counts are bit-identical to an uninterrupted run
+#             state, normaliser, error sums and counts are bit-identical to
+#             an uninterrupted run; the exported states hold the normalisers
 #   kill_mpi  the same with mpirun -np 2, killing one rank
-#   reshard   a snapshot at 2 ranks resumed at 3 and at 1: within 1e-5 of
-#             the uninterrupted 2-rank run
+#   reshard   a snapshot at 2 ranks resumed at 3 and at 1: within 1e-4 of
+#             the uninterrupted 2-rank run (float rounding, see the case)
 #   fallback  the newest snapshot damaged: --resume latest passes over it,
 #             says so, and the run still ends bit-identical
 set -euo pipefail
@@ -19,8 +20,10 @@ start_broker --topic snap:4
 "$lstream" produce --brokers "$bootstrap" --topic snap --series 48 --features 2 \
   --records-per-series 1400 --generator sine --noise 0.05 --seed 4 >/dev/null
 
+# One thread a process: at this small shape two threads' barriers cost more
+# than they save, and mpirun's ranks would oversubscribe the cores.
 args=(train --brokers "$bootstrap" --topic snap --features 2 --window 8 --batch 16 --hidden 24
-  --layers 2 --lr 0.005 --until end --quiet)
+  --layers 2 --lr 0.005 --until end --quiet --threads 1)
 
 # run NAME [launcher...] -- extra args: a complete run, its output in $work/NAME.
 run() {
@@ -95,6 +98,12 @@ kill)
   # nothing lost, nothing twice: each series trained its 1399 targets once
   awk -F, 'NR > 1 && $4 != 1399 {bad = 1} END {exit bad}' "$work/resumed.csv" ||
     fail "a series did not train each of its records exactly once"
+  # The last snapshot's states hold every series' normaliser and error sums
+  # (the run's final state: they match --series-out).
+  "$lstream" export "$work/snaps/$(cat "$work/snaps/latest")" --states "$work/states.st" ||
+    fail "export --states failed"
+  /usr/bin/python3 "$(dirname "$0")/states_check.py" "$work/states.st" "$work/resumed.csv" ||
+    fail "the exported normalisers disagree with the run"
   ;;
 kill_mpi)
   kill_trainer() {                # rank 1 only: mpirun then ends the job
@@ -106,8 +115,11 @@ kill_mpi)
     done
     return $killed
   }
-  run plain mpirun -np 2 "$lstream" "${args[@]}"
-  killed_runs "$work/snaps" mpirun -np 2 "$lstream" "${args[@]}"
+  # Two threads a rank, as before --threads 1 was added above: the slower
+  # runs leave the kill points (a step, a snapshot being written) time to be
+  # seen on every run; with one thread a run was seen ending first once.
+  run plain mpirun -np 2 "$lstream" "${args[@]}" --threads 2
+  killed_runs "$work/snaps" mpirun -np 2 "$lstream" "${args[@]}" --threads 2
   same_digest plain resumed
   ;;
 reshard)
@@ -119,8 +131,12 @@ reshard)
       --params-out "$work/np$np.bin"
     grep -q 'resumed from' "$work/np$np.err" || fail "np=$np did not resume"
   done
-  # Re-sharding changes which rank sums which gradients: float rounding only.
-  /usr/bin/python3 "$(dirname "$0")/params_close.py" 1e-5 "$work/plain.bin" "$work/np3.bin" \
+  # Re-sharding changes which rank sums which gradients: float rounding
+  # only, which Adam carries through this run's ~2,800 updates (a step and
+  # its 4 replay updates): uninterrupted runs on 1, 2 and 3 ranks differ by
+  # up to 3.5e-5 here (3e-6 without replay), the re-sharded ones by 1.2e-5.
+  # Leaving out the last step alone moves the parameters by 1.4e-2.
+  /usr/bin/python3 "$(dirname "$0")/params_close.py" 1e-4 "$work/plain.bin" "$work/np3.bin" \
     "$work/np1.bin" || fail "re-sharded runs differ"
   ;;
 fallback)

@@ -2,7 +2,8 @@
  * `lstream broker`: hosts the embedded Kafka cluster (librdkafka's mock
  * cluster, ingest's "Embedded broker") for the quick start, examples and
  * tests. Prints the bootstrap address on stdout as one flushed line, and
- * runs until SIGINT or SIGTERM.
+ * runs until SIGINT or SIGTERM; SIGUSR1 takes every broker down, SIGUSR2
+ * brings them back (for tests of a lost cluster).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -16,16 +17,22 @@
 #define MAX_TOPICS 64
 
 static volatile sig_atomic_t broker_stop = 0;
+static volatile sig_atomic_t broker_toggle = 0; /* SIGUSR1: down, SIGUSR2: up */
 
 static void broker_on_signal(int sig) {
-  broker_stop = sig;
+  if (sig == SIGUSR1 || sig == SIGUSR2)
+    broker_toggle = sig;
+  else
+    broker_stop = sig;
 }
 
 #define ABOUT                                                                                \
   "Hosts an embedded Kafka cluster for development and tests (librdkafka's mock\n"          \
   "cluster: the real Kafka protocol on 127.0.0.1, reachable by any client, kcat\n"          \
   "included). Prints its bootstrap address on stdout as one line, then runs until\n"        \
-  "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"
+  "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"        \
+  "SIGUSR1 takes every broker down (listeners and connections closed, records\n"        \
+  "kept), SIGUSR2 brings them back on the same ports: a lost cluster, for tests.\n"
 
 #define EPILOG                                                                               \
   "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"       \
@@ -79,20 +86,36 @@ static int broker_write_file(const char *path, const char *text) {
   return CLI_EXIT_OK;
 }
 
-/* Blocks until SIGINT or SIGTERM. The signals stay blocked outside
- * sigsuspend, so one that arrives before the wait is not lost. */
-static void broker_wait_for_signal(void) {
+/* Every broker of the cluster down (SIGUSR1) or up (SIGUSR2). */
+static void broker_toggle_all(ls_broker_t *broker, int n_brokers, int down) {
+  for (int id = 1; id <= n_brokers; id++) {
+    ls_err_t const err = down ? ls_broker_set_down(broker, id) : ls_broker_set_up(broker, id);
+    if (err != LS_OK)
+      fprintf(stderr, "lstream broker: cannot bring broker %d %s: %s\n", id, down ? "down" : "up",
+              ls_last_error());
+  }
+  fprintf(stderr, "lstream broker: %d broker(s) %s\n", n_brokers, down ? "down" : "up");
+}
+
+/* Blocks until SIGINT or SIGTERM, taking the brokers down and up on SIGUSR1
+ * and SIGUSR2. The signals stay blocked outside sigsuspend, so one that
+ * arrives before the wait is not lost. */
+static void broker_wait_for_signal(ls_broker_t *broker, int n_brokers) {
+  static int const sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
   sigset_t block, old;
   sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
   struct sigaction sa = {.sa_handler = broker_on_signal};
   sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaddset(&block, sigs[i]);
   sigprocmask(SIG_BLOCK, &block, &old);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  while (!broker_stop)
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaction(sigs[i], &sa, NULL);
+  while (!broker_stop) {
     sigsuspend(&old);
+    if (broker_toggle != 0) broker_toggle_all(broker, n_brokers, broker_toggle == SIGUSR1);
+    broker_toggle = 0;
+  }
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -149,7 +172,7 @@ int cmd_broker(int argc, char **argv) {
   fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
           n_brokers, bootstrap, topics.n);
 
-  broker_wait_for_signal();
+  broker_wait_for_signal(broker, n_brokers);
 
   if (bootstrap_file != NULL) unlink(bootstrap_file);
   ls_broker_destroy(broker);

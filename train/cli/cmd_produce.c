@@ -133,6 +133,12 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
                "retention may delete older records)"},
       {.name = "step-ms", .arg = "MS", .kind = CLI_VALUE, .dst = &c->step_ms, .seen = feed,
        .value = BASE_V_I64(1, (double)INT64_MAX), .help = "event time between steps"},
+      {.name = "offset", .arg = "A", .kind = CLI_VALUE, .dst = &c->offset, .seen = feed,
+       .value = BASE_V_DBL(-1e30, 1e30),
+       .help = "values written are A + S x (x the generator's, in\n"
+               "float32): a feed far from 0, for the normaliser"},
+      {.name = "scale", .arg = "S", .kind = CLI_VALUE, .dst = &c->scale, .seen = feed,
+       .value = BASE_V_DBL(-1e30, 1e30), .help = "see --offset (not 0)"},
       {0},
   };
   cli_spec_t const spec = {"produce",

@@ -190,13 +190,24 @@ static int export_states(const char *path, const char *out) {
 int cmd_export(int argc, char **argv) {
   const char *model_out = NULL, *states_out = NULL;
   cli_opt_t const opts[] = {
-      {.name = "safetensors", .arg = "FILE", .kind = CLI_TEXT, .dst = &model_out,
+      {.name = "safetensors",
+       .arg = "FILE",
+       .kind = CLI_TEXT,
+       .dst = &model_out,
        .help = "the model, with PyTorch's names for a module M with\n"
                "M.lstm = nn.LSTM(I, H, L) and M.head = nn.Linear(H, O):\n"
                "lstm.weight_ih_l0, ..., head.weight, head.bias\n"
                "(M.load_state_dict(tensors, strict=True) loads it)"},
-      {.name = "states", .arg = "FILE", .kind = CLI_TEXT, .dst = &states_out,
-       .help = "every rank's series states h, c [S, L, H], and in\n"
+      {.name = "states",
+       .arg = "FILE",
+       .kind = CLI_TEXT,
+       .dst = &states_out,
+       .help = "every rank's series states h, c [S, L, H]; a trainer's\n"
+               "snapshot also has each series' normaliser: norm_n [S]\n"
+               "(I64, records consumed), norm [S, F, 4] (F64: location,\n"
+               "variance, mean square change, last value per feature)\n"
+               "and errors [S, O, 2] (F64: the model's and the last\n"
+               "value's squared errors per target, data units); and in\n"
                "__metadata__ \"keys\" (a JSON array of strings, key byte b\n"
                "as code point b) and \"partitions\" (a JSON array)"},
       {0},

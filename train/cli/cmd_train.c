@@ -11,7 +11,8 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "lstream/train.h"
-
+#include "report.h"
+#include "watch.h"
 
 static volatile sig_atomic_t stop_flag = 0;
 static void on_signal(int sig) {
@@ -25,11 +26,13 @@ typedef struct run_log_s {
   int log_every;     /* steps between log lines; 0 = by time */
   double interval_s; /* seconds between log lines when log_every is 0 */
   int quiet;
+  cli_watch_t *watch; /* --http, --tensorboard */
   int64_t last_step; /* the newest step seen */
   double t0, last_t;
   /* Since the last log line. */
   int64_t steps, windows, records;
   double loss, base, count, wait_s, compute_s;
+  report_t targets; /* per target, data units */
 } run_log_t;
 
 static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
@@ -37,12 +40,11 @@ static double mse(double sum, double count) { return count > 0 ? sum / count : 0
 static void print_line(run_log_t *lg, int64_t step, double now) {
   double const dt = now - lg->last_t > 0 ? now - lg->last_t : 1e-9;
   double const busy = lg->wait_s + lg->compute_s;
-  fprintf(stderr,
-          "step=%lld windows=%lld loss=%.6g baseline=%.6g windows_per_s=%.0f records_per_s=%.0f "
-          "wait=%.3f\n",
-          (long long)step, (long long)lg->windows, mse(lg->loss, lg->count),
-          mse(lg->base, lg->count), lg->windows / dt, lg->records / dt,
-          busy > 0 ? lg->wait_s / busy : 0.0);
+  fprintf(stderr, "step=%lld windows=%lld loss=%.6g baseline=%.6g", (long long)step,
+          (long long)lg->windows, mse(lg->loss, lg->count), mse(lg->base, lg->count));
+  report_log_fields(&lg->targets, stderr);
+  fprintf(stderr, " windows_per_s=%.0f records_per_s=%.0f wait=%.3f\n", lg->windows / dt,
+          lg->records / dt, busy > 0 ? lg->wait_s / busy : 0.0);
   lg->steps = lg->windows = lg->records = 0;
   lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
   lg->last_t = now;
@@ -51,6 +53,7 @@ static void print_line(run_log_t *lg, int64_t step, double now) {
 static int on_step(void *opaque, const ls_step_stats_t *s) {
   run_log_t *const lg = opaque;
   double const now = base_now_s();
+  cli_watch_step(lg->watch, s);
   lg->steps++;
   lg->last_step = s->step;
   lg->windows += s->windows;
@@ -60,15 +63,18 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   lg->count += s->count;
   lg->wait_s += s->wait_s;
   lg->compute_s += s->compute_s;
+  report_add(&lg->targets, s);
   if (lg->metrics != NULL) {
     fprintf(lg->metrics,
             "{\"step\":%lld,\"time_s\":%.6f,\"windows\":%d,\"records\":%lld,\"loss\":%.9g,"
             "\"baseline\":%.9g,\"count\":%.0f,\"updated\":%d,\"grad_norm\":%.6g,\"lr\":%.6g,"
-            "\"compute_s\":%.6f,\"wait_s\":%.6f}\n",
+            "\"compute_s\":%.6f,\"wait_s\":%.6f",
             (long long)s->step, now - lg->t0, s->windows, (long long)s->records,
             mse(s->loss_sum, s->count), mse(s->baseline_sum, s->count), s->count, s->updated,
-            s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0,
-            s->compute_s, s->wait_s);
+            s->updated ? (double)s->grad_norm : 0.0, s->updated ? (double)s->lr : 0.0, s->compute_s,
+            s->wait_s);
+    report_metrics_fields(lg->metrics, s);
+    fprintf(lg->metrics, "}\n");
   }
   if (!lg->quiet && s->snapshot_committed >= 0)
     fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
@@ -85,8 +91,9 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   return 0;
 }
 
-/* --series-out: one CSV line per series. */
-static int write_series(ls_trainer_t *tr, const char *base) {
+/* --series-out: one CSV line per series, with its forecasts' MSE and the
+ * last value's per target feature (data units). */
+static int write_series(ls_trainer_t *tr, const char *base, const ls_train_summary_t *sum) {
   int rank = 0, world = 1;
   ls_trainer_rank(tr, &rank, &world);
   char path[4096];
@@ -94,13 +101,23 @@ static int write_series(ls_trainer_t *tr, const char *base) {
   else snprintf(path, sizeof path, "%s", base);
   FILE *f = fopen(path, "w");
   if (f == NULL) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
-  fprintf(f, "series,partition,windows,records,last_offset\n");
+  fprintf(f, "series,partition,windows,records,last_offset");
+  for (int j = 0; j < sum->targets; j++)
+    fprintf(f, ",mse_data_%d,baseline_data_%d", sum->target[j].feature, sum->target[j].feature);
+  fprintf(f, "\n");
   int64_t const n = ls_trainer_series_count(tr);
   for (int64_t i = 0; i < n; i++) {
     ls_series_info_t s;
-    if (ls_trainer_series_info(tr, i, &s) != LS_OK) break;
-    fprintf(f, "%s,%d,%lld,%lld,%lld\n", s.key, (int)s.partition, (long long)s.windows,
+    const double *e = NULL;
+    int O = 0;
+    if (ls_trainer_series_info(tr, i, &s) != LS_OK || ls_trainer_series_errors(tr, i, &e, &O))
+      break;
+    fprintf(f, "%s,%d,%lld,%lld,%lld", s.key, (int)s.partition, (long long)s.windows,
             (long long)s.records, (long long)s.last_offset);
+    for (int j = 0; j < O; j++)
+      fprintf(f, ",%.9g,%.9g", mse(e[2 * j], (double)s.records),
+              mse(e[2 * j + 1], (double)s.records));
+    fprintf(f, "\n");
   }
   if (fclose(f) != 0) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
   return CLI_EXIT_OK;
@@ -126,21 +143,25 @@ static int write_params(ls_trainer_t *tr, const char *path) {
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                   */
 
-#define ABOUT                                                                             \
-  "Trains a stacked LSTM on the series of a Kafka topic with truncated BPTT,\n"           \
-  "carrying every series' hidden state from one window to the next. Each\n"               \
-  "step's loss is measured before its update (prequential, test-then-train)\n"            \
-  "and printed beside the last-value baseline on the same targets.\n"
+#define ABOUT                                                                                      \
+  "Trains a stacked LSTM on the series of a Kafka topic with truncated BPTT,\n"                    \
+  "carrying every series' hidden state from one window to the next; each\n"                        \
+  "series' features are normalised by its own running location and scale, so\n"                    \
+  "raw values work. Each step's loss is measured before its update (prequential,\n"                \
+  "test-then-train) and printed beside the last-value baseline on the same\n"                      \
+  "targets.\n"
 
-#define EPILOG                                                                            \
-  "The log line: step, windows in the step, prequential MSE, baseline MSE,\n"             \
-  "windows/s, records/s and the share of time spent waiting for data, over the\n"         \
-  "steps since the previous line. At the end (a replay's end, or SIGINT/SIGTERM)\n"       \
-  "a summary gives the MSE over the whole run and over its last fifth (final),\n"         \
-  "the series, and digests of the parameters and states (equal digests,\n"                \
-  "bit-identical models).\n"                                                              \
-  "\n"                                                                                    \
-  "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"       \
+#define EPILOG                                                                                     \
+  "The log line: step, windows in the step, prequential MSE and baseline MSE\n"                    \
+  "(normalised units, all targets), per target the MSE and the last value's in\n"                  \
+  "the data's units (mse_data=, baseline_data=), windows/s, records/s and the\n"                   \
+  "share of time spent waiting for data, over the steps since the previous line.\n"                \
+  "At the end (a replay's end, or SIGINT/SIGTERM) a summary: totals, the loss\n"                   \
+  "over the whole run and its last fifth of event time (final), one line per\n"                    \
+  "target feature (normalised and data units), and digests of the parameters\n"                    \
+  "and states (equal digests, bit-identical models).\n"                                            \
+  "\n"                                                                                             \
+  "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
 
 /* What the command line asks of a run. Configuration keys are applied after
@@ -153,6 +174,7 @@ typedef struct train_args_s {
   int n_configs, n_set;
   const char *metrics_path, *series_path, *params_path;
   int log_every, quiet;
+  cli_watch_t watch;
 } train_args_t;
 
 /* An option that sets a configuration key. */
@@ -201,12 +223,13 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
       {.name = "quiet", .kind = CLI_FLAG, .dst = &a->quiet, .help = "only the summary"},
   };
   memcpy(o, program, sizeof program);
-  return (int)(sizeof program / sizeof program[0]);
+  int const n = (int)(sizeof program / sizeof program[0]);
+  return n + cli_watch_opts(&a->watch, o + n);
 }
 
 /* Every option of `lstream train`: a heading, the configuration keys
  * (spelled with dashes; the underscore spelling hidden), the program's.
- * opts [2 * keys + 16], ks [keys]. */
+ * opts [2 * keys + 16 + CLI_WATCH_OPTS], ks [keys]. */
 static void train_opts(train_args_t *a, cli_opt_t *opts, key_opt_t *ks, char (*names)[40]) {
   int n = 0, i = 0;
   opts[n++] = (cli_opt_t){.help = "Model and data options (also KEY = VALUE lines in --config "
@@ -251,7 +274,7 @@ static int apply_conf(train_args_t *a) {
 static int train_parse(int argc, char **argv, train_args_t *a) {
   int keys = 0;
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++) keys++;
-  cli_opt_t *const opts = calloc(2 * (size_t)keys + 16, sizeof *opts);
+  cli_opt_t *const opts = calloc(2 * (size_t)keys + 16 + CLI_WATCH_OPTS, sizeof *opts);
   key_opt_t *const ks = calloc((size_t)keys, sizeof *ks);
   char(*names)[40] = calloc((size_t)keys, sizeof *names);
   a->configs = calloc((size_t)argc, sizeof *a->configs);
@@ -282,37 +305,35 @@ static void train_args_free(train_args_t *a) {
 /* ------------------------------------------------------------------------ */
 /* Running                                                                   */
 
-/* The summary lines (rank 0 prints them; every rank takes part). */
-static void print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank) {
-  ls_train_summary_t s;
+/* The summary lines (rank 0 prints them; every rank takes part); *s
+ * receives the summary (every rank's). Returns 0 once it is in *s. */
+static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_train_summary_t *s) {
   uint64_t dp = 0, ds = 0;
-  if (ls_trainer_summary(tr, &s) != LS_OK || ls_trainer_digest(tr, &dp, &ds) != LS_OK ||
-      rank != 0)
-    return;
-  double const busy = s.wait_s + s.compute_s;
+  if (ls_trainer_summary(tr, s) != LS_OK || ls_trainer_digest(tr, &dp, &ds) != LS_OK) return -1;
+  if (rank != 0) return 0;
+  double const busy = s->wait_s + s->compute_s;
   printf("summary steps=%lld windows=%lld records=%lld series=%lld updates=%lld rejected=%lld "
          "seconds=%.3f windows_per_s=%.1f records_per_s=%.1f wait_share=%.4f comm_s=%.3f\n",
-         (long long)s.steps, (long long)s.windows, (long long)s.records, (long long)s.series,
-         (long long)s.updates, (long long)s.rejected, s.elapsed_s,
-         s.elapsed_s > 0 ? s.windows / s.elapsed_s : 0.0,
-         s.elapsed_s > 0 ? s.records / s.elapsed_s : 0.0, busy > 0 ? s.wait_s / busy : 0.0,
-         s.comm_s);
-  printf("loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_steps=%lld "
-         "final_ratio=%.4f\n",
-         mse(s.loss_sum, s.count), mse(s.baseline_sum, s.count),
-         mse(s.tail_loss_sum, s.tail_count), mse(s.tail_baseline_sum, s.tail_count),
-         (long long)s.tail_steps,
-         s.tail_baseline_sum > 0 ? s.tail_loss_sum / s.tail_baseline_sum : 0.0);
+         (long long)s->steps, (long long)s->windows, (long long)s->records, (long long)s->series,
+         (long long)s->updates, (long long)s->rejected, s->elapsed_s,
+         s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
+         s->elapsed_s > 0 ? s->records / s->elapsed_s : 0.0, busy > 0 ? s->wait_s / busy : 0.0,
+         s->comm_s);
+  report_summary(stdout, s);
   printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
          (unsigned long long)ds);
-  printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n",
-         (long long)s.snapshots, (long long)s.snapshots_skipped, (long long)s.resumed_step);
-  if (!lg->quiet && s.tail_count > 0 && s.tail_baseline_sum > 0)
-    fprintf(stderr,
-            "lstream train: final prequential MSE %.4g, last-value baseline %.4g: the model's "
-            "error is %.3g of the baseline's (over the last %lld steps)\n",
-            mse(s.tail_loss_sum, s.tail_count), mse(s.tail_baseline_sum, s.tail_count),
-            s.tail_loss_sum / s.tail_baseline_sum, (long long)s.tail_steps);
+  printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
+         (long long)s->snapshots_skipped, (long long)s->resumed_step);
+  for (int j = 0; !lg->quiet && j < s->targets; j++) {
+    const ls_target_figures_t *const t = &s->tail_target[j];
+    if (t->count > 0 && t->base_sum > 0)
+      fprintf(stderr,
+              "lstream train: feature %d: final MSE %.4g, last value %.4g (data units): the "
+              "model's error is %.3f of the last value's (over the last fifth of event time)\n",
+              t->feature, mse(t->mse_sum, t->count), mse(t->base_sum, t->count),
+              t->mse_sum / t->base_sum);
+  }
+  return 0;
 }
 
 /* Runs a trainer to its end with the log lg, then the summary and the
@@ -327,6 +348,8 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   ls_trainer_rank(tr, rank, &world);
   if (*rank == 0 && ls_trainer_note(tr)[0] != '\0')
     fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
+  int const rc_watch = cli_watch_start(lg->watch, tr, lg->quiet);
+  if (rc_watch != CLI_EXIT_OK) return rc_watch;
   lg->quiet |= *rank != 0; /* rank 0 prints; the figures it prints are every rank's */
   lg->tr = tr;
   lg->t0 = lg->last_t = base_now_s();
@@ -334,9 +357,13 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   if (!lg->quiet && lg->steps > 0) print_line(lg, lg->last_step, base_now_s());
   /* On a failure the other ranks may be gone: no collective calls then. */
   if (err != LS_OK) return cli_fail(err, "training stopped on rank %d", *rank);
-  print_summary(tr, lg, *rank);
-  int rc = CLI_EXIT_OK;
-  if (a->series_path != NULL && write_series(tr, a->series_path) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;
+  ls_train_summary_t sum;
+  int rc = print_summary(tr, lg, *rank, &sum) == 0
+               ? CLI_EXIT_OK
+               : cli_fail(LS_ERR_STATE, "no summary: %s", ls_last_error());
+  if (rc == CLI_EXIT_OK && a->series_path != NULL &&
+      write_series(tr, a->series_path, &sum) != CLI_EXIT_OK)
+    rc = CLI_EXIT_FAIL;
   if (a->params_path != NULL && *rank == 0 && write_params(tr, a->params_path) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
   return rc;
@@ -351,6 +378,7 @@ int cmd_train(int argc, char **argv) {
   int rc = train_parse(argc, argv, &a);
   lg.log_every = a.log_every;
   lg.quiet = a.quiet;
+  lg.watch = &a.watch;
   if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
   if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
@@ -361,6 +389,8 @@ int cmd_train(int argc, char **argv) {
    * other ranks will never join (cli_mpi_end aborts, and does not return). */
   if (rc != CLI_EXIT_OK && rc != CLI_DONE) cli_mpi_end(mpi_up, rc);
   if (lg.metrics != NULL) fclose(lg.metrics);
+  cli_watch_stop(&a.watch);
+  report_free(&lg.targets);
   ls_trainer_destroy(tr);
   train_args_free(&a);
   cli_mpi_end(mpi_up, rc);

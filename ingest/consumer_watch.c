@@ -1,0 +1,135 @@
+/*
+ * The consumer's watch (ingest/consumer_internal.h): a thread that asks the
+ * leaders of the consumer's partitions for their high watermarks every
+ * watch.interval.ms, with one ListOffsets request per leader (the latest
+ * offset, Kafka's timestamp -1). What it finds is the consumer's connection
+ * to the cluster (connected: the last round trip answered for every
+ * partition) and each partition's lag (high watermark - next offset). The
+ * fetches' own watermarks would not do: a partition paused for
+ * backpressure fetches nothing, so its lag would freeze exactly when it
+ * grows.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "consumer_internal.h"
+
+/* Records one watch's result under the consumer's lock. */
+static void watch_record(ls_ingest_t *ing, const rd_kafka_topic_partition_list_t *list,
+                         rd_kafka_resp_err_t err) {
+  for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+    if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) err = list->elems[i].err;
+  pthread_mutex_lock(&ing->lock);
+  consumer_watch_t *const w = &ing->watch;
+  w->connected = err == RD_KAFKA_RESP_ERR_NO_ERROR;
+  if (w->connected) {
+    w->ok_ms = base_now_ms();
+    w->error[0] = '\0';
+    for (int i = 0; i < list->cnt; i++) {
+      part_t *const part = consumer_part(ing, list->elems[i].partition);
+      if (part != NULL && list->elems[i].offset >= 0) part->high = list->elems[i].offset;
+    }
+  } else {
+    snprintf(w->error, sizeof w->error, "cannot reach the leaders of topic '%s': %s", ing->s.topic,
+             rd_kafka_err2str(err));
+  }
+  pthread_mutex_unlock(&ing->lock);
+}
+
+/* Waits until `deadline_ms` (base_now_ms) or quit; returns quit. */
+static int watch_sleep(consumer_watch_t *w, int64_t deadline_ms) {
+  pthread_mutex_lock(&w->lock);
+  while (!w->quit) {
+    int64_t const left = deadline_ms - base_now_ms();
+    if (left <= 0) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t const ns = ts.tv_nsec + (left % 1000) * 1000000;
+    ts.tv_sec += (time_t)(left / 1000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+  }
+  int const quit = w->quit;
+  pthread_mutex_unlock(&w->lock);
+  return quit;
+}
+
+static void *watch_main(void *arg) {
+  ls_ingest_t *const ing = arg;
+  int const interval = ing->s.watch_interval_ms;
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
+  for (int i = 0; i < ing->n_parts; i++)
+    rd_kafka_topic_partition_list_add(list, ing->s.topic, ing->parts[i].id);
+  int64_t next = base_now_ms() + interval;
+  while (!watch_sleep(&ing->watch, next)) {
+    next = base_now_ms() + interval;
+    for (int i = 0; i < list->cnt; i++) {
+      list->elems[i].offset = RD_KAFKA_OFFSET_END; /* as a timestamp: the latest offset */
+      list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    watch_record(ing, list, rd_kafka_offsets_for_times(ing->rk, list, interval));
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  return NULL;
+}
+
+ls_err_t consumer_watch_start(ls_ingest_t *ing) {
+  consumer_watch_t *const w = &ing->watch;
+  pthread_mutex_lock(&ing->lock);
+  w->connected = ing->s.watch_interval_ms > 0 ? 1 : -1; /* the start positions were read */
+  w->ok_ms = base_now_ms();
+  pthread_mutex_unlock(&ing->lock);
+  if (ing->s.watch_interval_ms == 0) return LS_OK;
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->wake, NULL);
+  int const rc = pthread_create(&w->thread, NULL, watch_main, ing);
+  if (rc != 0) {
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    return ls_error_set(LS_ERR_NOMEM, "ls_ingest_new: cannot start the watch thread: %s",
+                        strerror(rc));
+  }
+  w->started = 1;
+  return LS_OK;
+}
+
+void consumer_watch_stop(ls_ingest_t *ing) {
+  consumer_watch_t *const w = &ing->watch;
+  if (!w->started) return;
+  pthread_mutex_lock(&w->lock);
+  w->quit = 1;
+  pthread_cond_broadcast(&w->wake);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->wake);
+  pthread_mutex_destroy(&w->lock);
+  w->started = 0;
+}
+
+void consumer_watch_stats_locked(const ls_ingest_t *ing, ls_ingest_stats_t *out) {
+  const consumer_watch_t *const w = &ing->watch;
+  out->connected = w->connected;
+  out->disconnected_ms = w->connected == 0 ? base_now_ms() - w->ok_ms : 0;
+  snprintf(out->watch_error, sizeof out->watch_error, "%s", w->connected == 0 ? w->error : "");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Partitions                                                                */
+
+ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n, int *count) {
+  LS_RETURN_IF(ing == NULL || count == NULL || n < 0 || (n > 0 && out == NULL), LS_ERR_INVALID_ARG,
+               "ls_ingest_partitions: ing and count, and out when n (%d) > 0, must not be NULL; "
+               "n must not be negative",
+               n);
+  *count = ing->n_parts;
+  pthread_mutex_lock(&ing->lock);
+  for (int i = 0; i < n && i < ing->n_parts; i++) {
+    const part_t *const p = &ing->parts[i];
+    out[i] = (ls_ingest_partition_t){p->id, p->pub_next, p->high, (int64_t)atomic_load(&p->n),
+                                     p->pub_paused};
+  }
+  pthread_mutex_unlock(&ing->lock);
+  return LS_OK;
+}

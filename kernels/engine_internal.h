@@ -1,0 +1,76 @@
+/*
+ * What the engine's files share (kernels/ internal): the engine's fields,
+ * and the helpers the series-state tables (state_table.c) use. engine.c
+ * orders a training step; state_table.c holds (h, c) per series.
+ */
+#ifndef LSTREAM_KERNELS_ENGINE_INTERNAL_H
+#define LSTREAM_KERNELS_ENGINE_INTERNAL_H
+
+#include "backend.h"
+#include "lstream/kernels.h"
+
+/* A scatter's slot and its batch row, for the duplicate check. */
+typedef struct slot_row_s {
+  int64_t slot;
+  int row;
+} slot_row_t;
+
+struct ls_engine_s {
+  ls_engine_conf_t conf;
+  const ls_backend_ops_t *ops;
+  void *ctx;
+  size_t n_params; /* n */
+
+  /* Flat buffers, device memory. */
+  float *params; /* (n) PyTorch layout, see kernels.h */
+  float *grads;  /* (n) */
+  float *adam_m; /* (n) */
+  float *adam_v; /* (n) */
+
+  /* Workspaces for the largest window Tm = max_window, Bm = max_batch. A
+   * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
+  float *x;        /* (Tm+1, Bm, I) inputs; a sequence window's targets in rows 1..T */
+  float *target;   /* (Tm, Bm, O) targets given apart from the inputs */
+  float *mask;     /* (Tm, Bm) */
+  float *gates;    /* (L, Tm, Bm, 4H) activated gates */
+  float *hs;       /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
+  float *cs;       /* (L, Tm+1, Bm, H) */
+  float *tcs;      /* (L, Tm, Bm, H) tanh(c_t) */
+  float *pred;     /* (Tm, Bm, O) */
+  float *dpred;    /* (Tm, Bm, O) */
+  float *dh;       /* (Tm, Bm, H) gradient flowing down the stack */
+  float *dgates;   /* (Tm, Bm, 4H) */
+  float *dx;       /* (Tm, Bm, I) */
+  float *dh0;      /* (L, Bm, H) */
+  float *dc0;      /* (L, Bm, H) */
+  double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
+  size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
+
+  int64_t adam_steps;
+  float norm_scale;         /* grad_scale of the last optimizer step */
+  float fetch_scale;        /* norm_scale when the figures were fetched */
+  int fetched;              /* ls_engine_fetch_figures was called */
+  slot_row_t *scatter_rows; /* (Bm) host scratch of the duplicate-slot check */
+  int state_B;              /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
+  int fwd_T;                /* (T, B) of the last forward; 0 none */
+  int fwd_B;
+  int fwd_masked;          /* last forward had a mask */
+  int *last;               /* [Bm] host: per row of the last forward, its last valid step + 1 (the
+                              hs index of the state it carries on: T for a full window, 0 for a row
+                              with no valid target) */
+  int fwd_partial;         /* some row of the last forward ends before T */
+  int64_t *skip;           /* [Bm] host scratch: slots with the partial rows left out */
+  const float *fwd_target; /* the targets of the last forward (device), NULL none */
+  int bwd_done;            /* input gradients are those of the last forward */
+
+  ls_grad_ready_fn grad_hook; /* ls_engine_set_grad_hook; NULL none */
+  void *grad_hook_opaque;
+};
+
+/* Allocates `floats` floats of device memory (zeroed). */
+ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats);
+
+/* LS_ERR_INVALID_ARG unless 1 <= B <= max_batch. */
+ls_err_t engine_check_batch(const ls_engine_t *e, int B);
+
+#endif /* LSTREAM_KERNELS_ENGINE_INTERNAL_H */

@@ -1,0 +1,155 @@
+/*
+ * The CUDA backend's head, loss and optimizer (kernels/lstm_cuda.h; their
+ * twins are lstm_cpu.c's): the linear head, the targets of a sequence, the
+ * masked MSE and the gradient norm as deterministic sums in double, and
+ * clip + Adam/AdamW in one kernel.
+ */
+#include <math.h>
+
+#include "lstm_cuda.h"
+
+/* ------------------------------------------------------------------------ */
+/* Head and loss                                                             */
+
+ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w, const float *b, int N,
+                      int H, int O) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  LS_FORWARD_IF_ERROR(fill_rows(c, pred, b, NULL, N, O));
+  /* pred [N, O] += y [N, H] @ w^T; cuBLAS: (T, N, O, N, H, w, H, y, H, pred, O). */
+  LS_FORWARD_IF_ERROR(sgemm(c, NoTrans, Trans, N, O, H, 1.0f, y, H, w, H, 1.0f, pred, O));
+  return LS_OK;
+}
+
+ls_err_t seq_targets(void *ctx, const float **target, const float *seq, int B, int In) {
+  (void)ctx; /* nothing to launch: the targets are rows of the device copy of seq */
+  *target = seq + (size_t)B * In; /* row 1 */
+  return LS_OK;
+}
+
+/* One thread per row (grid-stride over N rows): the row's squared error in
+ * float and dpred as on the CPU; then, per block, the sums of m * row and
+ * of m in double into partials[2 * block + {0, 1}]. */
+__global__ static void mse_loss_kernel(double *partials, float *dpred, const float *pred,
+                                       const float *target, const float *mask, float scale, int N,
+                                       int O) {
+  __shared__ double sh[THREADS];
+  double sum = 0.0, valid = 0.0;
+  GRID_STRIDE(r, (size_t)N) {
+    float const m = mask != NULL ? mask[r] : 1.0f;
+    const float *const p = pred + r * O, *const y = target + r * O;
+    float *const d = dpred != NULL ? dpred + r * O : NULL;
+    if (m == 0.0f) { /* padding: exactly nothing, whatever pred holds */
+      if (d != NULL)
+        for (int o = 0; o < O; o++)
+          d[o] = 0.0f;
+      continue;
+    }
+    float row = 0.0f;
+    for (int o = 0; o < O; o++) {
+      float const e = p[o] - y[o];
+      row += e * e;
+      if (d != NULL) d[o] = 2.0f * scale * m * e;
+    }
+    sum += (double)m * row;
+    valid += m;
+  }
+  sum = block_sum(sum, sh);
+  valid = block_sum(valid, sh);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = sum;
+    partials[2 * blockIdx.x + 1] = valid;
+  }
+}
+
+ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred, const float *target,
+                  const float *mask, float scale, int N, int O) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  unsigned blocks = grid_for((size_t)N);
+  blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
+  mse_loss_kernel<<<blocks, THREADS, 0, c->stream>>>(c->partials, dpred, pred, target, mask, scale,
+                                                     N, O);
+  LAUNCH_CHECK("mse_loss_kernel");
+  /* loss[0] = sum, loss[1] = valid * O. */
+  return reduce_final(c, loss, (int)blocks, 2, (double)O);
+}
+
+ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
+                       const float *y, const float *w, int N, int H, int O) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  /* dy [N, H] = dpred [N, O] @ w [O, H]; cuBLAS: (N, N, H, N, O, w, H, dpred, O, dy, H). */
+  LS_FORWARD_IF_ERROR(sgemm(c, NoTrans, NoTrans, N, H, O, 1.0f, dpred, O, w, H, 0.0f, dy, H));
+  /* dw [O, H] += dpred^T @ y; cuBLAS: (N, T, H, O, N, y, H, dpred, O, dw, H). */
+  LS_FORWARD_IF_ERROR(sgemm(c, Trans, NoTrans, O, H, N, 1.0f, dpred, O, y, H, 1.0f, dw, H));
+  return colsum_add(c, db, NULL, dpred, N, O);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer                                                                 */
+
+__global__ static void grad_norm_sq_kernel(double *partials, const float *g, size_t n) {
+  __shared__ double sh[THREADS];
+  double sum = 0.0;
+  GRID_STRIDE(i, n) sum += (double)g[i] * (double)g[i];
+  sum = block_sum(sum, sh);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  /* A grid that depends on n alone makes the sum reproducible. */
+  unsigned blocks = grid_for(n);
+  blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
+  grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(c->partials, g, n);
+  LAUNCH_CHECK("grad_norm_sq_kernel");
+  return reduce_final(c, norm_sq, (int)blocks, 1, 1.0);
+}
+
+/* torch.optim.Adam(W), single-tensor path, after clip_grad_norm_. The clip
+ * coefficient comes from the device's norm_sq, in double as on the CPU. */
+__global__ static void adam_update_kernel(float *p, float *g, float *m, float *v, size_t n,
+                                          const double *norm_sq, float grad_scale, float clip_norm,
+                                          float b1, float b2, float eps, float step_size,
+                                          float bc2_sqrt, float decay, float l2) {
+  /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
+  double const norm = (double)grad_scale * sqrt(*norm_sq);
+  double coef = 1.0;
+  if (clip_norm > 0.0f) {
+    coef = (double)clip_norm / (norm + 1e-6);
+    coef = coef < 1.0 ? coef : 1.0;
+  }
+  float const gs = (float)((double)grad_scale * coef);
+  GRID_STRIDE(i, n) {
+    float const gi = g[i] * gs + l2 * p[i];
+    float const pi = p[i] * decay;
+    float const mi = m[i] + (1.0f - b1) * (gi - m[i]); /* lerp, weight < 0.5 */
+    float const vi = v[i] * b2 + (1.0f - b2) * gi * gi;
+    float const denom = sqrtf(vi) / bc2_sqrt + eps;
+    p[i] = pi - step_size * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+    g[i] = 0.0f;
+  }
+}
+
+ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
+                     const double *norm_sq, float grad_scale, const ls_optim_t *opt, int64_t step) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  LS_FORWARD_IF_ERROR(enter(c));
+  /* Bias corrections on the host in double, then float, as on the CPU. */
+  float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
+  double const bc1 = 1.0 - pow((double)b1, (double)step);
+  double const bc2 = 1.0 - pow((double)b2, (double)step);
+  float const step_size = (float)((double)lr / bc1);
+  float const bc2_sqrt = (float)sqrt(bc2);
+  float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;
+  float const l2 = opt->decoupled ? 0.0f : wd;
+  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, grad_scale,
+                                                             opt->clip_norm, b1, b2, opt->eps,
+                                                             step_size, bc2_sqrt, decay, l2);
+  LAUNCH_CHECK("adam_update_kernel");
+  return LS_OK;
+}

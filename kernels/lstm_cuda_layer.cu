@@ -1,0 +1,139 @@
+/*
+ * The CUDA backend's LSTM layer (kernels/lstm_cuda.h; its twin is
+ * lstm_cpu.c's): the fused cell kernels of one time step, and a layer's
+ * forward and backward over a window, GEMMs through cuBLAS.
+ */
+#include <math.h>
+
+#include "lstm_cuda.h"
+
+/* ------------------------------------------------------------------------ */
+/* Pointwise cell math, one thread per (b, j) of one time step               */
+
+__device__ static float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+/* Forward: g [B, 4H] pre-activations in, activated gates out;
+ * c = f * c_prev + i * g; tc = tanh(c); h = o * tc. */
+__global__ static void lstm_cell_forward_kernel(float *g, float *h, float *c, float *tc,
+                                                const float *c_prev, int B, int H) {
+  GRID_STRIDE(idx, (size_t)B * H) {
+    size_t const b = idx / (size_t)H, j = idx % (size_t)H;
+    float *const gi = g + b * 4 * H, *const gf = gi + H, *const gg = gi + 2 * H,
+                 *const go = gi + 3 * H;
+    float const i = sigmoidf(gi[j]), f = sigmoidf(gf[j]);
+    float const gt = tanhf(gg[j]), o = sigmoidf(go[j]);
+    float const cn = f * c_prev[idx] + i * gt;
+    float const t = tanhf(cn);
+    gi[j] = i, gf[j] = f, gg[j] = gt, go[j] = o;
+    c[idx] = cn;
+    tc[idx] = t;
+    h[idx] = o * t;
+  }
+}
+
+static ls_err_t lstm_cell_forward(cuda_ctx_t *ctx, float *g, float *h, float *c, float *tc,
+                                  const float *c_prev, int B, int H) {
+  lstm_cell_forward_kernel<<<grid_for((size_t)B * H), THREADS, 0, ctx->stream>>>(g, h, c, tc,
+                                                                                 c_prev, B, H);
+  LAUNCH_CHECK("lstm_cell_forward_kernel");
+  return LS_OK;
+}
+
+/* Backward of one step: dh [B, H] (output gradient plus the recurrent part),
+ * dc [B, H] in: d/dc_t from step t+1, out: d/dc_{t-1}; dg [B, 4H] out:
+ * pre-activation gate gradients. */
+__global__ static void lstm_cell_backward_kernel(float *dg, float *dc, const float *dh,
+                                                 const float *g, const float *tc,
+                                                 const float *c_prev, int B, int H) {
+  GRID_STRIDE(idx, (size_t)B * H) {
+    size_t const b = idx / (size_t)H, j = idx % (size_t)H;
+    const float *const gi = g + b * 4 * H, *const gf = gi + H, *const gg = gi + 2 * H,
+                       *const go = gi + 3 * H;
+    float *const di = dg + b * 4 * H, *const df = di + H, *const dgg = di + 2 * H,
+                 *const dout = di + 3 * H;
+    float const i = gi[j], f = gf[j], gt = gg[j], o = go[j], t = tc[idx];
+    float const d_h = dh[idx];
+    float const d_c = dc[idx] + d_h * o * (1.0f - t * t);
+    di[j] = d_c * gt * i * (1.0f - i);
+    df[j] = d_c * c_prev[idx] * f * (1.0f - f);
+    dgg[j] = d_c * i * (1.0f - gt * gt);
+    dout[j] = d_h * t * o * (1.0f - o);
+    dc[idx] = d_c * f;
+  }
+}
+
+static ls_err_t lstm_cell_backward(cuda_ctx_t *ctx, float *dg, float *dc, const float *dh,
+                                   const float *g, const float *tc, const float *c_prev, int B,
+                                   int H) {
+  lstm_cell_backward_kernel<<<grid_for((size_t)B * H), THREADS, 0, ctx->stream>>>(dg, dc, dh, g, tc,
+                                                                                  c_prev, B, H);
+  LAUNCH_CHECK("lstm_cell_backward_kernel");
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* LSTM layer                                                                */
+
+/* The input projection of all T steps is one GEMM; the recurrence is one
+ * GEMM and one fused cell kernel per step over all B rows. */
+ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, float *tcs, const float *x,
+                      const float *w_ih, const float *w_hh, const float *b_ih, const float *b_hh,
+                      int T, int B, int In, int H) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  int const N = T * B, G = 4 * H;
+  size_t const BH = (size_t)B * H, BG = (size_t)B * G;
+  LS_FORWARD_IF_ERROR(enter(c));
+  /* gates [N, 4H] = b_ih + b_hh + x [N, In] @ w_ih^T: all T steps at once.
+   * cuBLAS: cublasSgemm(T, N, 4H, N, In, w_ih, In, x, In, gates, 4H). */
+  LS_FORWARD_IF_ERROR(fill_rows(c, gates, b_ih, b_hh, N, G));
+  LS_FORWARD_IF_ERROR(sgemm(c, NoTrans, Trans, N, G, In, 1.0f, x, In, w_ih, In, 1.0f, gates, G));
+  for (int t = 0; t < T; t++) {
+    float *const g = gates + t * BG;
+    /* gates[t] [B, 4H] += h_{t-1} [B, H] @ w_hh^T;
+     * cuBLAS: cublasSgemm(T, N, 4H, B, H, w_hh, H, hs[t], H, g, 4H). */
+    LS_FORWARD_IF_ERROR(
+        sgemm(c, NoTrans, Trans, B, G, H, 1.0f, hs + t * BH, H, w_hh, H, 1.0f, g, G));
+    LS_FORWARD_IF_ERROR(lstm_cell_forward(c, g, hs + (t + 1) * BH, cs + (t + 1) * BH, tcs + t * BH,
+                                          cs + t * BH, B, H));
+  }
+  return LS_OK;
+}
+
+ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, float *dw_ih, float *dw_hh,
+                       float *db_ih, float *db_hh, float *dgates, float *dh, const float *gates,
+                       const float *hs, const float *cs, const float *tcs, const float *x,
+                       const float *w_ih, const float *w_hh, int T, int B, int In, int H) {
+  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
+  int const N = T * B, G = 4 * H;
+  size_t const BH = (size_t)B * H, BG = (size_t)B * G;
+  LS_FORWARD_IF_ERROR(enter(c));
+  /* d/dc_T = 0; dc0 carries d/dc across steps and ends as d/dc_0. */
+  CUDA_CHECK(cudaMemsetAsync(dc0, 0, BH * sizeof(float), c->stream));
+  for (int t = T - 1; t >= 0; t--) {
+    float *const dg = dgates + t * BG;
+    /* dh[t] [B, H] += dgates[t+1] [B, 4H] @ w_hh [4H, H];
+     * cuBLAS: cublasSgemm(N, N, H, B, 4H, w_hh, H, dgates[t+1], 4H, dh[t], H). */
+    if (t < T - 1)
+      LS_FORWARD_IF_ERROR(
+          sgemm(c, NoTrans, NoTrans, B, H, G, 1.0f, dg + BG, G, w_hh, H, 1.0f, dh + t * BH, H));
+    LS_FORWARD_IF_ERROR(lstm_cell_backward(c, dg, dc0, dh + t * BH, gates + t * BG, tcs + t * BH,
+                                           cs + t * BH, B, H));
+  }
+  /* dh0 [B, H] = dgates[0] @ w_hh; cuBLAS: (N, N, H, B, 4H, w_hh, H, dgates, 4H, dh0, H). */
+  LS_FORWARD_IF_ERROR(sgemm(c, NoTrans, NoTrans, B, H, G, 1.0f, dgates, G, w_hh, H, 0.0f, dh0, H));
+  /* Weight gradients over all T*B rows at once.
+   * dw_ih [4H, In] += dgates^T [4H, N] @ x [N, In];
+   *   cuBLAS: (N, T, In, 4H, N, x, In, dgates, 4H, dw_ih, In).
+   * dw_hh [4H, H] += dgates^T @ hs[0..T-1] [N, H];
+   *   cuBLAS: (N, T, H, 4H, N, hs, H, dgates, 4H, dw_hh, H). */
+  LS_FORWARD_IF_ERROR(sgemm(c, Trans, NoTrans, G, In, N, 1.0f, dgates, G, x, In, 1.0f, dw_ih, In));
+  LS_FORWARD_IF_ERROR(sgemm(c, Trans, NoTrans, G, H, N, 1.0f, dgates, G, hs, H, 1.0f, dw_hh, H));
+  LS_FORWARD_IF_ERROR(colsum_add(c, db_ih, db_hh, dgates, N, G));
+  /* dx [N, In] = dgates @ w_ih [4H, In]; may overwrite dh, which is spent.
+   * cuBLAS: (N, N, In, N, 4H, w_ih, In, dgates, 4H, dx, In). */
+  LS_FORWARD_IF_ERROR(
+      sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In, 0.0f, dx, In));
+  return LS_OK;
+}

@@ -1,0 +1,78 @@
+/*
+ * Internals of the CUDA emulator shared by its files (runtime.cpp: the API
+ * and configuration; memory.cpp: device memory; streams.cpp: streams,
+ * events and device operations; threads.cpp: kernels as fibers).
+ */
+#ifndef EMU_INTERNAL_H
+#define EMU_INTERNAL_H
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "emu.h"
+
+namespace emu {
+
+enum order_t { ORDER_FWD, ORDER_REV, ORDER_RAND };
+
+struct config_t {
+  order_t order = ORDER_FWD;
+  unsigned seed = 12345;
+  std::vector<bool> deferred{true}; /* by stream creation order, the last repeating */
+  bool protect = true;
+  cudaError_t device = cudaSuccess; /* what cudaGetDeviceCount reports */
+  int driver = CUDART_VERSION;      /* what cudaDriverGetVersion reports (0: none) */
+  long fail_alloc = 0;
+  std::string fail_kernel;
+  long fail_kernel_at = 0;
+  std::string report;
+};
+const config_t &config();
+
+/* One lock over the whole emulator: it runs device work on the thread that
+ * waits for it. */
+std::recursive_mutex &lock();
+
+/* The last error of a failed launch (cleared by cudaGetLastError), and the
+ * sticky error of failed device work (never cleared). */
+void set_launch_error(cudaError_t e);
+cudaError_t take_launch_error(bool clear);
+void set_sticky(cudaError_t e);
+
+/* Device memory (memory.cpp). */
+cudaError_t device_alloc(void **ptr, size_t bytes, const char *how);
+cudaError_t device_free(void *ptr, const char *how);
+bool is_device(const void *p);              /* inside a live device allocation */
+bool device_range(const void *p, size_t n); /* [p, p + n) inside one */
+bool is_pinned(const void *p, size_t n);    /* inside one cudaMallocHost block */
+cudaError_t host_alloc(void **ptr, size_t bytes);
+cudaError_t host_free(void *ptr);
+long live_device(void);
+long live_host(void);
+void fail_alloc_at(long k);
+void fail_host_alloc_at(long k);
+/* Device memory is accessible between window_enter and window_leave
+ * (nested), inaccessible to host code otherwise. */
+void window_enter(void);
+void window_leave(void);
+
+/* Device operations (streams.cpp). */
+void drain_all(void);
+void drain_stream(cudaStream_t s); /* everything queued on s so far (NULL: all) */
+/* What runs now, for messages ("kernel NAME block (x,y,z) thread (x,y,z)"). */
+const char *current_op(void);
+void set_current_op(const char *what);
+
+/* Kernels (threads.cpp): runs the grid now. */
+void run_grid(const char *kernel, const launch_cfg &c, const std::function<void()> &body);
+void fail_kernel(const char *name, long k);
+/* The thread being run, for messages. */
+void describe_thread(char *buf, size_t size);
+
+} // namespace emu
+
+#define EMU_LOCK() std::lock_guard<std::recursive_mutex> emu_guard_(emu::lock())
+
+#endif /* EMU_INTERNAL_H */

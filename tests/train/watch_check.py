@@ -1,0 +1,318 @@
+"""Checks for tests/train/watch_test.sh, each against an outside reader.
+
+  metrics FILE RANK PARTITIONS TARGETS
+                                   a /metrics scrape, parsed by Prometheus'
+                                   own parser (prometheus_client, Debian's
+                                   python3-prometheus-client): every family
+                                   has HELP and TYPE, counters end in _total,
+                                   every sample is labelled rank="RANK", the
+                                   metrics lstream promises are there, the
+                                   per-target ones labelled target= each of
+                                   the features TARGETS ("0,1"), their ratios
+                                   those of their losses
+  clients URL                      slow and malformed clients: 8 connections
+                                   that send half a request and wait, and 3
+                                   bad requests (binary garbage, no version,
+                                   a 64 KiB header); a scrape meanwhile is
+                                   answered at once; the bad ones and a slow
+                                   one are refused or dropped (timeout)
+  tensorboard DIR METRICS FROM     TensorBoard's own reader (the tensorboard
+                                   package) over the event files of a run
+                                   killed and resumed from the snapshot of
+                                   step FROM: steps 1..N each once, strictly
+                                   increasing, the values those of the
+                                   --metrics file; the resumed file starts a
+                                   session at FROM + 1, past which the killed
+                                   run had written (the records TensorBoard
+                                   must drop); per target feature its
+                                   data-unit losses and ratio equal to the
+                                   --metrics file's
+
+Exits 1 with a message on the first failure.
+"""
+import json
+import math
+import os
+import socket
+import sys
+import time
+import urllib.request
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+# ---------------------------------------------------------------------------
+# /metrics
+
+# Families lstream serves on every rank with partitions (name without
+# _total for counters, as the parser names them), and the per-label ones.
+EXPECTED = [
+    "lstream_steps", "lstream_updates", "lstream_windows_trained", "lstream_records_trained",
+    "lstream_loss", "lstream_baseline_loss", "lstream_loss_ratio", "lstream_loss_smoothed",
+    "lstream_baseline_loss_smoothed", "lstream_loss_ratio_smoothed", "lstream_gradient_norm",
+    "lstream_learning_rate", "lstream_compute_seconds", "lstream_ingest_wait_seconds",
+    "lstream_ingest_wait_ratio", "lstream_heartbeat_age_seconds", "lstream_consumer_connected",
+    "lstream_consumer_records", "lstream_consumer_records_rejected", "lstream_queued_windows",
+    "lstream_consumer_lag_records", "lstream_consumer_high_watermark", "lstream_series",
+    "lstream_state_bytes", "lstream_snapshots", "lstream_snapshot_failures",
+    "lstream_snapshot_age_seconds", "lstream_healthy",
+]
+REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition"}
+# Per target feature (label target="feature"), in the data's units: each
+# ratio family and the loss and baseline families it divides.
+TARGET_RATIOS = {
+    "lstream_target_loss_ratio": ("lstream_target_loss", "lstream_target_baseline_loss"),
+    "lstream_target_loss_ratio_smoothed": ("lstream_target_loss_smoothed",
+                                           "lstream_target_baseline_loss_smoothed"),
+}
+
+
+def check_targets(families, targets):
+    """The per-target families: one sample per target feature, losses >= 0,
+    each ratio its loss over its baseline (all printed with 10 digits)."""
+    for ratio, (loss, base) in TARGET_RATIOS.items():
+        by = {}
+        for name in (ratio, loss, base):
+            if name not in families:
+                fail(f"{name}: missing from /metrics")
+            by[name] = {s.labels.get("target"): s.value for s in families[name].samples}
+            if sorted(by[name]) != sorted(targets):
+                fail(f"{name}: targets {sorted(by[name])}, expected {sorted(targets)}")
+        for t in targets:
+            lv, bv, rv = by[loss][t], by[base][t], by[ratio][t]
+            if lv < 0 or bv <= 0 or abs(rv - lv / bv) > 1e-8 * max(rv, 1e-30):
+                fail(f"target {t}: {ratio} {rv}, {loss} {lv}, {base} {bv}")
+
+
+def check_metrics(path, rank, partitions, targets):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = open(path, encoding="utf-8").read()
+    families = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name in families:
+            fail(f"{fam.name}: two families of that name")
+        families[fam.name] = fam
+        if fam.type not in ("counter", "gauge"):
+            fail(f"{fam.name}: type {fam.type} (no # TYPE line?)")
+        if not fam.documentation:
+            fail(f"{fam.name}: no # HELP text")
+        for s in fam.samples:
+            want = fam.name + "_total" if fam.type == "counter" else fam.name
+            if s.name != want:
+                fail(f"{fam.name}: sample {s.name}, expected {want}")
+            if s.labels.get("rank") != rank:
+                fail(f"{s.name}{s.labels}: not labelled rank=\"{rank}\"")
+            if math.isnan(s.value):
+                fail(f"{s.name}{s.labels}: NaN")
+    for name in EXPECTED:
+        if name not in families or not families[name].samples:
+            fail(f"{name}: missing from /metrics")
+    one = {n: f.samples[0].value for n, f in families.items() if len(f.samples) == 1}
+    if one["lstream_steps"] < 1 or one["lstream_records_trained"] < 1:
+        fail(f"nothing trained yet: steps {one['lstream_steps']}")
+    if one["lstream_consumer_connected"] != 1 or one["lstream_healthy"] != 1:
+        fail("not connected or not healthy while the broker is up")
+    reasons = {s.labels["reason"] for s in families["lstream_consumer_records_rejected"].samples}
+    if reasons != REASONS:
+        fail(f"rejection reasons {sorted(reasons)}, expected {sorted(REASONS)}")
+    lags = {s.labels["partition"]: s.value for s in families["lstream_consumer_lag_records"].samples}
+    if sorted(lags) != [str(p) for p in range(partitions)] or min(lags.values()) < 0:
+        fail(f"lag per partition: {lags}")
+    check_targets(families, targets)
+    smooth = {s.labels["target"]: round(s.value, 4)
+              for s in families["lstream_target_loss_ratio_smoothed"].samples}
+    print(f"/metrics: {len(families)} families, {sum(len(f.samples) for f in families.values())} "
+          f"samples, steps {one['lstream_steps']:.0f}, lag {lags}, smoothed ratio per target "
+          f"{smooth}")
+
+
+# ---------------------------------------------------------------------------
+# Slow and malformed clients
+
+def first_line(sock, limit):
+    """The status line the server sends on sock within limit seconds, or
+    "closed" when it closes the connection."""
+    sock.settimeout(limit)
+    try:
+        data = sock.recv(64)
+    except (ConnectionResetError, BrokenPipeError):
+        return "closed"
+    except TimeoutError:
+        fail(f"no answer and no close in {limit} s")
+    return data.split(b"\r\n")[0].decode("latin-1") if data else "closed"
+
+
+def check_clients(url):
+    host, port = url.split("//")[1].rsplit(":", 1)
+    addr = (host, int(port))
+    slow = []
+    for _ in range(8):  # half a request each, then silence
+        s = socket.create_connection(addr, timeout=5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        slow.append(s)
+    bad = {}
+    for name, request in (("binary garbage", b"\x00\x01\x02 nonsense \xff\r\n\r\n"),
+                          ("no version", b"GET\r\n\r\n"),
+                          ("64 KiB header", b"GET /metrics HTTP/1.1\r\nX-Big: " +
+                           b"a" * 65536 + b"\r\n\r\n")):
+        s = socket.create_connection(addr, timeout=5)
+        try:
+            s.sendall(request)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        bad[name] = s
+    t0 = time.monotonic()
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        body = r.read()
+        if r.status != 200 or b"lstream_steps_total" not in body:
+            fail(f"a scrape beside slow and bad clients: status {r.status}")
+    took = time.monotonic() - t0
+    # Each bad request is refused or dropped, at the latest by the
+    # server's inactivity timeout (10 s; 20 s leaves room for a loaded
+    # machine); so is a slow client.
+    answers = {name: first_line(s, 20) for name, s in bad.items()}
+    answers["slow client"] = first_line(slow[0], 20)
+    for name, line in answers.items():
+        if line.startswith("HTTP/1.1 200"):
+            fail(f"the {name} request was answered {line}")
+    for s in slow + list(bad.values()):
+        s.close()
+    print(f"clients: {answers}; a scrape beside 8 slow and 3 bad clients took "
+          f"{took * 1e3:.1f} ms")
+
+
+# ---------------------------------------------------------------------------
+# TensorBoard
+
+# Scalars and the --metrics field each must equal, with the relative
+# tolerance: event files hold float32 (1e-6 is ~16 float32 ulps, room for
+# the %.9g text of the metrics file rounded again to float32); lr and
+# grad_norm are printed with %.6g there (6 digits: 1e-5).
+SCALARS = {
+    "loss/model": ("loss", 1e-6),
+    "loss/baseline": ("baseline", 1e-6),
+    "optimizer/learning_rate": ("lr", 1e-5),
+    "optimizer/gradient_norm": ("grad_norm", 1e-5),
+}
+
+
+def metrics_by_step(path):
+    """The last line of each step in a --metrics file (a resumed run
+    writes again the steps after its snapshot; a line torn by the kill is
+    skipped)."""
+    rows = {}
+    for line in open(path, encoding="utf-8", errors="replace"):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        rows[row["step"]] = row
+    return rows
+
+
+def check_session_start(directory, resumed):
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    files = sorted(f for f in os.listdir(directory) if "tfevents" in f)
+    if len(files) != 2:
+        fail(f"expected the killed run's event file and the resumed run's: {files}")
+    killed = [e for e in EventFileLoader(os.path.join(directory, files[0])).Load()]
+    last_killed = max(e.step for e in killed if e.summary.value)
+    if last_killed <= resumed:
+        fail(f"the killed run wrote up to step {last_killed}, not past the snapshot "
+             f"({resumed}): nothing for TensorBoard to drop, the test proves nothing")
+    head = [e for e in EventFileLoader(os.path.join(directory, files[1])).Load()][:2]
+    if head[0].file_version != "brain.Event:2":
+        fail(f"the first event is not the file version: {head[0]}")
+    if head[1].session_log.status != 1 or head[1].step != resumed + 1:
+        fail(f"the resumed file does not start a session at step {resumed + 1}: {head[1]}")
+    return last_killed
+
+
+def check_tensorboard(directory, metrics_path, resumed):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    last_killed = check_session_start(directory, resumed)
+    acc = EventAccumulator(directory, size_guidance={"scalars": 0})
+    acc.Reload()
+    rows = metrics_by_step(metrics_path)
+    n = max(rows)
+    compared = 0
+    for tag, (field, tol) in SCALARS.items():
+        events = acc.Scalars(tag)
+        steps = [e.step for e in events]
+        if steps != list(range(1, n + 1)):
+            bad = [b for a, b in zip(steps, steps[1:]) if b <= a][:5]
+            fail(f"{tag}: steps are not 1..{n} once each (after {len(steps)} events; "
+                 f"not increasing at {bad})")
+        for e in events:
+            row = rows.get(e.step)
+            if row is None:
+                continue
+            want = row[field]
+            if abs(e.value - want) > tol * max(abs(want), 1e-30):
+                fail(f"{tag} step {e.step}: {e.value!r} in the events, {want!r} in --metrics")
+            compared += 1
+    # The kill loses the lines the metrics file had buffered: most steps
+    # must still be there to compare.
+    if len(rows) < 0.8 * n:
+        fail(f"only {len(rows)} of {n} steps in the metrics file")
+    ratio = acc.Scalars("loss/ratio")
+    for e in ratio:
+        row = rows.get(e.step)
+        if row and abs(e.value - row["loss"] / row["baseline"]) > 1e-5 * row["loss"] / row["baseline"]:
+            fail(f"loss/ratio step {e.step}: {e.value} vs {row['loss'] / row['baseline']}")
+    for tag in ("throughput/records_per_second", "ingest/consumer_lag_records"):
+        if [e.step for e in acc.Scalars(tag)] != list(range(1, n + 1)):
+            fail(f"{tag}: not one value a step")
+    compared += check_tensorboard_targets(acc, rows, n)
+    print(f"tensorboard: steps 1..{n} strictly increasing across the restart (killed run wrote "
+          f"to {last_killed}, resumed from {resumed}); {compared} values equal to --metrics")
+
+
+def check_tensorboard_targets(acc, rows, n):
+    """target_F/loss, /baseline and /ratio (data units) against the
+    --metrics file's targets entries of the same step; returns how many
+    values were compared."""
+    features = [t["feature"] for t in rows[max(rows)]["targets"]]
+    if not features:
+        fail("the --metrics file names no target")
+    compared = 0
+    for j, f in enumerate(features):
+        for what in ("loss", "baseline", "ratio"):
+            tag = f"target_{f}/{what}"
+            events = acc.Scalars(tag)
+            if [e.step for e in events] != list(range(1, n + 1)):
+                fail(f"{tag}: not one value a step")
+            for e in events:
+                row = rows.get(e.step)
+                if row is None:
+                    continue
+                t = row["targets"][j]
+                want = {"loss": t["mse_data"], "baseline": t["baseline_data"],
+                        "ratio": t["mse_data"] / t["baseline_data"]}[what]
+                # float32 in the events, %.9g in the metrics file (as SCALARS)
+                if abs(e.value - want) > 1e-6 * max(abs(want), 1e-30):
+                    fail(f"{tag} step {e.step}: {e.value!r} in the events, {want!r} in --metrics")
+                compared += 1
+    return compared
+
+
+def main():
+    what = sys.argv[1]
+    if what == "metrics":
+        check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","))
+    elif what == "clients":
+        check_clients(sys.argv[2])
+    elif what == "tensorboard":
+        check_tensorboard(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        fail(f"unknown check {what}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+/*
+ * The forecasts' figures as `lstream train` prints them (report.h).
+ */
+#include "report.h"
+
+#include <stdlib.h>
+
+/* Targets shown on a log line. */
+#define LOG_TARGETS 8
+
+double report_mean(double sum, double count) {
+  return count > 0 ? sum / count : 0.0;
+}
+
+void report_add(report_t *r, const ls_step_stats_t *s) {
+  if (r->mse == NULL && s->targets > 0) {
+    r->mse = calloc((size_t)s->targets, sizeof *r->mse);
+    r->base = calloc((size_t)s->targets, sizeof *r->base);
+    r->n = calloc((size_t)s->targets, sizeof *r->n);
+    if (r->mse == NULL || r->base == NULL || r->n == NULL) {
+      report_free(r);
+      return;
+    }
+    r->O = s->targets;
+  }
+  for (int j = 0; j < r->O && j < s->targets; j++) {
+    r->mse[j] += s->target[j].mse_sum;
+    r->base[j] += s->target[j].base_sum;
+    r->n[j] += s->target[j].count;
+  }
+}
+
+/* " NAME=m1,m2,...": the means sum / n of the first LOG_TARGETS targets. */
+static void list(FILE *out, const char *name, const double *sum, const double *n, int O) {
+  fprintf(out, " %s=", name);
+  for (int j = 0; j < O && j < LOG_TARGETS; j++)
+    fprintf(out, "%s%.6g", j ? "," : "", report_mean(sum[j], n[j]));
+}
+
+void report_log_fields(report_t *r, FILE *out) {
+  if (r->O == 0) return;
+  list(out, "mse_data", r->mse, r->n, r->O);
+  list(out, "baseline_data", r->base, r->n, r->O);
+  for (int j = 0; j < r->O; j++)
+    r->mse[j] = r->base[j] = r->n[j] = 0.0;
+}
+
+void report_free(report_t *r) {
+  free(r->mse), free(r->base), free(r->n);
+  r->mse = r->base = r->n = NULL;
+  r->O = 0;
+}
+
+void report_metrics_fields(FILE *out, const ls_step_stats_t *s) {
+  fprintf(out, ",\"targets\":[");
+  for (int j = 0; j < s->targets; j++) {
+    const ls_target_figures_t *const t = &s->target[j];
+    fprintf(out,
+            "%s{\"feature\":%d,\"count\":%.0f,\"loss\":%.9g,\"baseline\":%.9g,\"mse_data\":%.9g,"
+            "\"baseline_data\":%.9g}",
+            j ? "," : "", t->feature, t->count, report_mean(t->loss_sum, t->count),
+            report_mean(t->baseline_sum, t->count), report_mean(t->mse_sum, t->count),
+            report_mean(t->base_sum, t->count));
+  }
+  fprintf(out, "]");
+}
+
+void report_summary(FILE *out, const ls_train_summary_t *s) {
+  fprintf(out,
+          "loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_count=%.0f "
+          "final_ratio=%.4f final_from_ms=%lld\n",
+          report_mean(s->loss_sum, s->count), report_mean(s->baseline_sum, s->count),
+          report_mean(s->tail_loss_sum, s->tail_count),
+          report_mean(s->tail_baseline_sum, s->tail_count), s->tail_count,
+          s->tail_baseline_sum > 0 ? s->tail_loss_sum / s->tail_baseline_sum : 0.0,
+          (long long)s->tail_from_ms);
+  for (int j = 0; j < s->targets; j++) {
+    const ls_target_figures_t *const a = &s->target[j], *const t = &s->tail_target[j];
+    fprintf(out,
+            "target feature=%d count=%.0f mse=%.6g baseline=%.6g mse_data=%.9g "
+            "baseline_data=%.9g ratio=%.4f final_count=%.0f final_mse=%.6g final_baseline=%.6g "
+            "final_mse_data=%.9g final_baseline_data=%.9g final_ratio=%.4f\n",
+            a->feature, a->count, report_mean(a->loss_sum, a->count),
+            report_mean(a->baseline_sum, a->count), report_mean(a->mse_sum, a->count),
+            report_mean(a->base_sum, a->count), a->base_sum > 0 ? a->mse_sum / a->base_sum : 0.0,
+            t->count, report_mean(t->loss_sum, t->count), report_mean(t->baseline_sum, t->count),
+            report_mean(t->mse_sum, t->count), report_mean(t->base_sum, t->count),
+            t->base_sum > 0 ? t->mse_sum / t->base_sum : 0.0);
+  }
+}

@@ -1,0 +1,275 @@
+/*
+ * The forecasts' figures and their calibration (train/figures.h).
+ *
+ * The timeline keeps, per event time, the targets' error sums of this rank,
+ * so that the "final" figures cover the last fifth of event time however
+ * the steps were formed (a backfilled topic's last steps hold one series).
+ * It is an array of disjoint time ranges in order, one per distinct time
+ * while they fit (exact), merged in pairs beyond TIMELINE_MAX entries (a
+ * merged range straddling the cut counts by its middle).
+ */
+#include "figures.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Entries of the timeline before pairs are merged. */
+#define TIMELINE_MAX 65536
+/* Forecasts the calibration's averages reach back (FINDINGS.md 4.3). */
+#define CAL_N 512.0
+
+/* Per step and target, in v after the row count: */
+enum { V_LOSS, V_BASE, V_MSE, V_BASE_DATA, V_PY, V_PP, V_PER };
+/* Per timeline entry: the count, then per target loss, base, mse, base_data. */
+#define TL_PER 4
+
+struct figures_s {
+  int O, calibrate;
+  double *alpha;              /* [O] this step's */
+  double *spy, *spp;          /* [O] calibration moments */
+  int64_t *k;                 /* [O] forecasts they have seen */
+  ls_target_figures_t *step;  /* [O] the last step's */
+  ls_target_figures_t *total; /* [O] the run's */
+  ls_target_figures_t *tail;  /* [O] the last fifth of event time (summary) */
+  size_t n, cap;              /* timeline entries used / allocated */
+  int64_t *tmin, *tmax;       /* [cap] */
+  double *sums;               /* [cap, W] W = 1 + TL_PER O */
+  double *row;                /* [W] one row's */
+  int64_t t_min, t_max;       /* this rank's records' event times; t_max < 0: none */
+};
+
+ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
+  *out = NULL;
+  figures_t *const f = calloc(1, sizeof *f);
+  LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
+  f->O = O, f->calibrate = calibrate;
+  f->t_min = INT64_MAX, f->t_max = -1;
+  size_t const o = (size_t)O, W = 1 + TL_PER * o;
+  f->alpha = calloc(o, sizeof *f->alpha), f->spy = calloc(o, sizeof *f->spy);
+  f->spp = calloc(o, sizeof *f->spp), f->k = calloc(o, sizeof *f->k);
+  f->step = calloc(o, sizeof *f->step), f->total = calloc(o, sizeof *f->total);
+  f->tail = calloc(o, sizeof *f->tail), f->row = calloc(W, sizeof *f->row);
+  if (!f->alpha || !f->spy || !f->spp || !f->k || !f->step || !f->total || !f->tail || !f->row) {
+    figures_free(f);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for the figures of %d targets", O);
+  }
+  for (int j = 0; j < O; j++) {
+    f->step[j].feature = f->total[j].feature = f->tail[j].feature = feat[j];
+    f->alpha[j] = calibrate ? 0.0 : 1.0; /* no forecast has paid off yet: the last value */
+  }
+  *out = f;
+  return LS_OK;
+}
+
+void figures_free(figures_t *f) {
+  if (f == NULL) return;
+  free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
+  free(f->tail), free(f->row), free(f->tmin), free(f->tmax), free(f->sums);
+  free(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The timeline                                                              */
+
+/* Halves the timeline: entries 2i and 2i+1 become entry i. */
+static void merge_pairs(figures_t *f) {
+  size_t const W = 1 + TL_PER * (size_t)f->O;
+  size_t m = 0;
+  for (size_t i = 0; i < f->n; i += 2, m++) {
+    f->tmin[m] = f->tmin[i];
+    f->tmax[m] = i + 1 < f->n ? f->tmax[i + 1] : f->tmax[i];
+    for (size_t k = 0; k < W; k++)
+      f->sums[m * W + k] = f->sums[i * W + k] + (i + 1 < f->n ? f->sums[(i + 1) * W + k] : 0.0);
+  }
+  f->n = m;
+}
+
+/* The index of the first entry whose range ends at or after t. */
+static size_t find(const figures_t *f, int64_t t) {
+  size_t lo = 0, hi = f->n;
+  while (lo < hi) {
+    size_t const mid = lo + (hi - lo) / 2;
+    if (f->tmax[mid] < t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Adds f->row (a row's sums) at event time t. */
+static ls_err_t timeline_add(figures_t *f, int64_t t) {
+  size_t const W = 1 + TL_PER * (size_t)f->O;
+  size_t at = find(f, t);
+  if (at == f->n || f->tmin[at] > t) { /* a new time */
+    if (f->n == TIMELINE_MAX) {
+      merge_pairs(f);
+      return timeline_add(f, t);
+    }
+    if (f->n == f->cap) {
+      size_t const cap = f->cap ? 2 * f->cap : 1024;
+      int64_t *const a = realloc(f->tmin, cap * sizeof *a);
+      if (a != NULL) f->tmin = a;
+      int64_t *const b = realloc(f->tmax, cap * sizeof *b);
+      if (b != NULL) f->tmax = b;
+      double *const s = realloc(f->sums, cap * W * sizeof *s);
+      if (s != NULL) f->sums = s;
+      LS_RETURN_IF(!a || !b || !s, LS_ERR_NOMEM, "no memory for %zu event times", cap);
+      f->cap = cap;
+    }
+    memmove(f->tmin + at + 1, f->tmin + at, (f->n - at) * sizeof *f->tmin);
+    memmove(f->tmax + at + 1, f->tmax + at, (f->n - at) * sizeof *f->tmax);
+    memmove(f->sums + (at + 1) * W, f->sums + at * W, (f->n - at) * W * sizeof *f->sums);
+    f->tmin[at] = f->tmax[at] = t;
+    memset(f->sums + at * W, 0, W * sizeof *f->sums);
+    f->n++;
+  }
+  for (size_t k = 0; k < W; k++)
+    f->sums[at * W + k] += f->row[k];
+  return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Steps                                                                     */
+
+ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
+                       double *v) {
+  int const O = f->O, n = p->B;
+  memset(v, 0, FIG_V(O) * sizeof *v);
+  for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++) {
+    if (p->mask[r] == 0.0f) continue;
+    double *const sums = st[r % (size_t)n].errors;
+    f->row[0] = 1.0;
+    for (int j = 0; j < O; j++) {
+      size_t const o = r * (size_t)O + (size_t)j;
+      double const pr = pred[o], y = p->y[o], next = p->next[o];
+      double const fc = p->base[o] + f->alpha[j] * p->scale[o] * pr;
+      double const e[V_PER] = {(pr - y) * (pr - y),
+                               (y - p->last[o]) * (y - p->last[o]),
+                               (fc - next) * (fc - next),
+                               (next - p->cur[o]) * (next - p->cur[o]),
+                               pr * y,
+                               pr * pr};
+      for (int k = 0; k < V_PER; k++)
+        v[1 + j * V_PER + k] += e[k];
+      for (int k = 0; k < TL_PER; k++)
+        f->row[1 + j * TL_PER + k] = e[k];
+      sums[2 * j] += e[V_MSE], sums[2 * j + 1] += e[V_BASE_DATA];
+    }
+    v[0] += 1.0;
+    LS_FORWARD_IF_ERROR(timeline_add(f, p->time[r]));
+  }
+  if (p->t_max >= 0) {
+    f->t_min = p->t_min < f->t_min ? p->t_min : f->t_min;
+    f->t_max = p->t_max > f->t_max ? p->t_max : f->t_max;
+  }
+  return LS_OK;
+}
+
+/* Target j's alpha from its calibration: clamp(spy / spp, 0, 1), 0 before
+ * any forecast (the last value). */
+static void set_alpha(figures_t *f, int j) {
+  if (f->calibrate) f->alpha[j] = f->spp[j] > 0 ? fmin(1.0, fmax(0.0, f->spy[j] / f->spp[j])) : 0.0;
+}
+
+/* The calibration after a step of n forecasts per target with sums py, pp
+ * (FINDINGS.md 4.3), and alpha for the next step. */
+static void calibrate(figures_t *f, int j, double n, double py, double pp) {
+  if (!f->calibrate || n <= 0) return;
+  f->k[j] += (int64_t)n;
+  double const w = fmin(1.0, fmax(n / (double)f->k[j], n / CAL_N));
+  f->spy[j] += w * (py / n - f->spy[j]);
+  f->spp[j] += w * (pp / n - f->spp[j]);
+  set_alpha(f, j);
+}
+
+void figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
+  double const rows = v[0];
+  st->loss_sum = st->baseline_sum = 0.0;
+  for (int j = 0; j < f->O; j++) {
+    const double *const e = v + 1 + j * V_PER;
+    ls_target_figures_t *const s = &f->step[j], *const t = &f->total[j];
+    s->count = rows, s->loss_sum = e[V_LOSS], s->baseline_sum = e[V_BASE];
+    s->mse_sum = e[V_MSE], s->base_sum = e[V_BASE_DATA];
+    t->count += rows, t->loss_sum += e[V_LOSS], t->baseline_sum += e[V_BASE];
+    t->mse_sum += e[V_MSE], t->base_sum += e[V_BASE_DATA];
+    st->loss_sum += e[V_LOSS], st->baseline_sum += e[V_BASE];
+    calibrate(f, j, rows, e[V_PY], e[V_PP]);
+  }
+  st->count = rows * f->O;
+  st->targets = f->O;
+  st->target = f->step;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                   */
+
+/* t0, t1: the first and last records' event times over every rank (from
+ * each rank's, gathered through a sum); *any = 0 when no rank has one. */
+static ls_err_t span(const figures_t *f, comm_t *comm, int64_t *t0, int64_t *t1, int *any) {
+  int const world = comm_world(comm), rank = comm_rank(comm);
+  double *const v = calloc(3 * (size_t)world, sizeof *v);
+  LS_RETURN_IF(v == NULL, LS_ERR_NOMEM, "no memory for %d ranks' times", world);
+  if (f->t_max >= 0) /* ms since the epoch: exact in a double */
+    v[rank] = (double)f->t_min, v[world + rank] = (double)f->t_max, v[2 * world + rank] = 1.0;
+  ls_err_t const err = comm_sum_doubles(comm, v, 3 * world);
+  *any = 0;
+  for (int r = 0; r < world && err == LS_OK; r++) {
+    if (v[2 * world + r] == 0.0) continue;
+    int64_t const a = (int64_t)v[r], b = (int64_t)v[world + r];
+    *t0 = *any && *t0 < a ? *t0 : a;
+    *t1 = *any && *t1 > b ? *t1 : b;
+    *any = 1;
+  }
+  free(v);
+  return err;
+}
+
+ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
+  int64_t t0 = 0, t1 = 0;
+  int any = 0;
+  LS_FORWARD_IF_ERROR(span(f, comm, &t0, &t1, &any));
+  double const cut = (double)t0 + 0.8 * (double)(t1 - t0);
+  size_t const W = 1 + TL_PER * (size_t)f->O;
+  double *const tail = calloc(W, sizeof *tail);
+  LS_RETURN_IF(tail == NULL, LS_ERR_NOMEM, "no memory for the final figures");
+  for (size_t i = 0; any && i < f->n; i++) {
+    double const mid = f->tmin[i] == f->tmax[i] ? (double)f->tmin[i]
+                                                : 0.5 * ((double)f->tmin[i] + (double)f->tmax[i]);
+    if (mid > cut)
+      for (size_t k = 0; k < W; k++)
+        tail[k] += f->sums[i * W + k];
+  }
+  ls_err_t const err = comm_sum_doubles(comm, tail, (int)W);
+  sum->tail_loss_sum = sum->tail_baseline_sum = 0.0;
+  for (int j = 0; j < f->O && err == LS_OK; j++) {
+    const double *const e = tail + 1 + j * TL_PER;
+    f->tail[j].count = tail[0];
+    f->tail[j].loss_sum = e[V_LOSS], f->tail[j].baseline_sum = e[V_BASE];
+    f->tail[j].mse_sum = e[V_MSE], f->tail[j].base_sum = e[V_BASE_DATA];
+    sum->tail_loss_sum += e[V_LOSS], sum->tail_baseline_sum += e[V_BASE];
+  }
+  sum->tail_count = tail[0] * f->O;
+  sum->tail_from_ms = any ? (int64_t)floor(cut) : -1;
+  sum->targets = f->O;
+  sum->target = f->total;
+  sum->tail_target = f->tail;
+  free(tail);
+  return err;
+}
+
+ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap) {
+  return ls_snapshot_set_calibration(snap, f->spy, f->spp, f->k);
+}
+
+ls_err_t figures_load(figures_t *f, const ls_snapshot_t *snap) {
+  const double *spy = NULL, *spp = NULL;
+  const int64_t *k = NULL;
+  LS_FORWARD_IF_ERROR(ls_snapshot_get_calibration(snap, &spy, &spp, &k));
+  for (int j = 0; j < f->O; j++) {
+    f->spy[j] = spy[j], f->spp[j] = spp[j], f->k[j] = k[j];
+    set_alpha(f, j);
+  }
+  return LS_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * The forecasts' figures (train/ internal): per target feature, the
+ * squared errors of the model's prequential forecasts and of the last
+ * value, in normalised units and in the data's own units, per step, over
+ * the run and over its last fifth of event time; each series' error sums;
+ * and the calibration of the forecasts (tests/bench/realdata/FINDINGS.md,
+ * section 4.3): a factor alpha in [0, 1] per target that scales the
+ * predicted change, fitted online to past forecasts.
+ */
+#ifndef LSTREAM_TRAIN_FIGURES_H
+#define LSTREAM_TRAIN_FIGURES_H
+
+#include "comm.h"
+#include "lstream/state.h"
+#include "lstream/train.h"
+#include "prep.h"
+
+typedef struct figures_s figures_t;
+
+/* The doubles a step's figures add to the step's sums across ranks. */
+#define FIG_V(O) (1 + 6 * (O))
+
+/* Figures of O targets (the features feat [O]); calibrate: fit alpha (else
+ * alpha = 1). */
+ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out);
+void figures_free(figures_t *f); /* accepts NULL */
+
+/* Scores the step prepared in p from the predictions pred [T, n, O] made
+ * before its update: into v [FIG_V(O)] (the step's sums, zeroed first),
+ * each window's series' error sums st[b], and the timeline of event time. */
+ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
+                       double *v);
+
+/* After the step's sums v (every rank's) are known: the run's totals, the
+ * step's figures for st (target, loss_sum, baseline_sum, count), and the
+ * calibration for the next step. */
+void figures_step(figures_t *f, const double *v, ls_step_stats_t *st);
+
+/* The run's figures into sum: the whole run's (totals) and the last fifth
+ * of event time's, every rank's. Collective. */
+ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum);
+
+/* The calibration into a snapshot, and back (a resumed run then forecasts
+ * the same). */
+ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap);
+ls_err_t figures_load(figures_t *f, const ls_snapshot_t *snap);
+
+#endif /* LSTREAM_TRAIN_FIGURES_H */

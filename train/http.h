@@ -1,0 +1,50 @@
+/*
+ * A small HTTP server for /metrics and /health (train/ internal):
+ * libmicrohttpd with one internal thread polling every connection
+ * (non-blocking sockets), so a slow or idle client holds a connection slot,
+ * never the thread. Limits: HTTP_MAX_CONNECTIONS at once, HTTP_TIMEOUT_S of
+ * inactivity before a connection is closed, HTTP_MEMORY_BYTES per
+ * connection (a larger request head is refused). GET and HEAD of the two
+ * paths; any other path is 404, any other method 405.
+ */
+#ifndef LSTREAM_TRAIN_HTTP_H
+#define LSTREAM_TRAIN_HTTP_H
+
+#include <stddef.h>
+
+#include "lstream/error.h"
+
+#define HTTP_MAX_CONNECTIONS 64
+#define HTTP_TIMEOUT_S       10
+#define HTTP_MEMORY_BYTES    (32 * 1024)
+
+typedef enum http_page_e { HTTP_METRICS, HTTP_HEALTH } http_page_t;
+
+/* A response: status, content type (static), body (malloc'd: the server
+ * frees it). */
+typedef struct http_reply_s {
+  int status;
+  const char *type;
+  char *body;
+  size_t len;
+} http_reply_t;
+
+/* Renders a page on the server's thread; on failure it leaves body NULL
+ * (the server answers 500). */
+typedef void (*http_render_fn)(void *opaque, http_page_t page, http_reply_t *out);
+
+typedef struct http_server_s http_server_t;
+
+/* Parses spec "[ADDR:]PORT" ("9100", "0.0.0.0:9100", "[::1]:9100";
+ * 127.0.0.1 without ADDR) and listens on PORT + offset (PORT 0: any free
+ * port, offset ignored). render serves both pages. */
+ls_err_t http_server_new(const char *spec, int offset, http_render_fn render, void *opaque,
+                         http_server_t **out);
+
+/* Stops the thread and closes every connection; accepts NULL. */
+void http_server_destroy(http_server_t *s);
+
+/* "http://ADDR:PORT", with the port bound. */
+const char *http_server_url(const http_server_t *s);
+
+#endif /* LSTREAM_TRAIN_HTTP_H */

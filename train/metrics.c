@@ -1,0 +1,265 @@
+/*
+ * /metrics (train/monitor.h): the table of metrics and the Prometheus text
+ * exposition format (version 0.0.4).
+ *
+ * Adding a metric is one line of the table below: its name (counters end
+ * in _total, units in the name: _seconds, _bytes, _records), its type, its
+ * labels, where its value is in monitor_sample_t (or, for a per-partition
+ * metric, in monitor_part_t; for a per-target one, in monitor_target_t;
+ * for a per-reason one, the array of LS_REJECT__COUNT counts) and its
+ * help. A value that is NaN is not shown. A field the sample does not hold
+ * yet is added to monitor_sample_t and set where monitor.c fills the
+ * sample.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "monitor.h"
+
+/* ------------------------------------------------------------------------ */
+/* Text                                                                      */
+
+void monitor_text_add(monitor_text_t *t, const char *fmt, ...) {
+  if (t->nomem) return;
+  for (;;) {
+    size_t const room = t->cap - t->len;
+    va_list ap;
+    va_start(ap, fmt);
+    int const n =
+        room > 0 ? vsnprintf(t->text + t->len, room, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < room) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t const cap = (t->cap ? 2 * t->cap : 4096) + (size_t)n;
+    char *const grown = realloc(t->text, cap);
+    if (grown == NULL) {
+      t->nomem = 1;
+      return;
+    }
+    t->text = grown;
+    t->cap = cap;
+  }
+}
+
+void monitor_text_json(monitor_text_t *t, const char *s) {
+  monitor_text_add(t, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      monitor_text_add(t, "\\%c", *p);
+    else if (*p < 0x20)
+      monitor_text_add(t, "\\u%04x", *p);
+    else
+      monitor_text_add(t, "%c", *p);
+  }
+  monitor_text_add(t, "\"");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table                                                                 */
+
+typedef enum kind_e { COUNTER, GAUGE } kind_t;
+
+/* The labels of a metric besides rank. */
+typedef enum labels_e {
+  ONE,       /* one sample */
+  REASON,    /* one per rejection reason: an int64_t [LS_REJECT__COUNT] array (from 1) */
+  PARTITION, /* one per partition of the rank: a field of monitor_part_t */
+  TARGET     /* one per target feature: a field of monitor_target_t */
+} labels_t;
+
+typedef enum ctype_e { I64, INT, F64 } ctype_t;
+
+typedef struct metric_s {
+  const char *name;
+  kind_t kind;
+  labels_t labels;
+  ctype_t ctype;
+  size_t offset; /* in monitor_sample_t, monitor_part_t for PARTITION, monitor_target_t for
+                    TARGET */
+  const char *help;
+} metric_t;
+
+#define S(type, field) type, offsetof(monitor_sample_t, field)
+#define P(field)       I64, offsetof(monitor_part_t, field)
+#define T(field)       F64, offsetof(monitor_target_t, field)
+
+/* clang-format off */
+static const metric_t metrics[] = {
+  /* The job's training, from the step's sums (the same on every rank). */
+  {"lstream_steps_total", COUNTER, ONE, S(I64, steps),
+   "Steps trained, those before a resume included (the trainer's step)."},
+  {"lstream_updates_total", COUNTER, ONE, S(I64, updates),
+   "Optimizer updates by this run."},
+  {"lstream_windows_trained_total", COUNTER, ONE, S(I64, windows),
+   "Windows trained by this run, all ranks."},
+  {"lstream_records_trained_total", COUNTER, ONE, S(I64, records),
+   "Target records trained by this run, all ranks."},
+  {"lstream_loss", GAUGE, ONE, S(F64, loss),
+   "The last step's prequential MSE (before its update), all targets, normalised units."},
+  {"lstream_baseline_loss", GAUGE, ONE, S(F64, baseline),
+   "The last step's MSE of the last-value forecast on the same targets, normalised units."},
+  {"lstream_loss_ratio", GAUGE, ONE, S(F64, ratio),
+   "lstream_loss / lstream_baseline_loss (below 1: better than the last value)."},
+  {"lstream_loss_smoothed", GAUGE, ONE, S(F64, loss_smooth),
+   "Prequential MSE over about the last 100 steps (step weights decay by 0.99)."},
+  {"lstream_baseline_loss_smoothed", GAUGE, ONE, S(F64, baseline_smooth),
+   "Last-value MSE over about the last 100 steps."},
+  {"lstream_loss_ratio_smoothed", GAUGE, ONE, S(F64, ratio_smooth),
+   "lstream_loss_smoothed / lstream_baseline_loss_smoothed."},
+  /* Per target feature, in the data's own units. */
+  {"lstream_target_loss", GAUGE, TARGET, T(loss),
+   "The last step's MSE of the target's forecasts (calibrated, before the update), data units."},
+  {"lstream_target_baseline_loss", GAUGE, TARGET, T(baseline),
+   "The last step's MSE of the last value on the target's same records, data units."},
+  {"lstream_target_loss_ratio", GAUGE, TARGET, T(ratio),
+   "lstream_target_loss / lstream_target_baseline_loss (below 1: better than the last value)."},
+  {"lstream_target_loss_smoothed", GAUGE, TARGET, T(loss_smooth),
+   "The target's forecast MSE over about the last 100 steps, data units."},
+  {"lstream_target_baseline_loss_smoothed", GAUGE, TARGET, T(baseline_smooth),
+   "The target's last-value MSE over about the last 100 steps, data units."},
+  {"lstream_target_loss_ratio_smoothed", GAUGE, TARGET, T(ratio_smooth),
+   "lstream_target_loss_smoothed / lstream_target_baseline_loss_smoothed."},
+  {"lstream_gradient_norm", GAUGE, ONE, S(F64, grad_norm),
+   "Global gradient norm of the last update, before clipping."},
+  {"lstream_learning_rate", GAUGE, ONE, S(F64, lr),
+   "Learning rate of the last update (warm-up included)."},
+  {"lstream_compute_seconds_total", COUNTER, ONE, S(F64, compute_s),
+   "Seconds in the engine (forward, backward, update) in this run, mean over ranks."},
+  {"lstream_ingest_wait_seconds_total", COUNTER, ONE, S(F64, wait_s),
+   "Seconds the step loop waited for windows in this run, mean over ranks."},
+  {"lstream_ingest_wait_ratio", GAUGE, ONE, S(F64, wait_share),
+   "Share of step time spent waiting for windows, over about the last 100 steps."},
+  {"lstream_last_step_age_seconds", GAUGE, ONE, S(F64, step_age_s),
+   "Seconds since the last step."},
+  {"lstream_heartbeat_age_seconds", GAUGE, ONE, S(F64, heartbeat_age_s),
+   "Seconds since the step loop's last turn (a step, or an idle turn in live mode)."},
+  /* This rank's consumer. */
+  {"lstream_consumer_connected", GAUGE, ONE, S(F64, connected),
+   "1 when the last watch reached the leaders of every partition of the rank, else 0."},
+  {"lstream_consumer_records_total", COUNTER, ONE, S(I64, ingest.w.records),
+   "Records the rank's consumer read: accepted, rejected and skipped."},
+  {"lstream_consumer_records_rejected_total", COUNTER, REASON, S(I64, ingest.w.rejected),
+   "Records rejected, by reason; never trained on."},
+  {"lstream_consumer_records_skipped_total", COUNTER, ONE, S(I64, ingest.skipped),
+   "Records skipped: before a time start, or trained before a resume."},
+  {"lstream_consumer_kafka_errors_total", COUNTER, ONE, S(I64, ingest.kafka_errors),
+   "Client errors librdkafka retries."},
+  {"lstream_consumer_dead_letters_total", COUNTER, ONE, S(I64, ingest.dead_letters),
+   "Rejected records copied to the dead-letter topic."},
+  {"lstream_consumer_pauses_total", COUNTER, ONE, S(I64, ingest.pauses),
+   "Times partitions were paused for backpressure."},
+  {"lstream_consumer_paused_partitions", GAUGE, ONE, S(INT, ingest.paused),
+   "Partitions paused for backpressure now."},
+  {"lstream_queued_windows", GAUGE, ONE, S(I64, ingest.queued_windows),
+   "Complete windows waiting for the step loop."},
+  {"lstream_consumer_memory_records", GAUGE, ONE, S(I64, ingest.memory_records),
+   "Records the consumer holds: series buffers and queued windows."},
+  {"lstream_consumer_lag_records", GAUGE, PARTITION, P(lag),
+   "High watermark minus the consumer's next offset, per partition."},
+  {"lstream_consumer_high_watermark", GAUGE, PARTITION, P(high_watermark),
+   "The partition's high watermark at the last watch."},
+  {"lstream_consumer_next_offset", GAUGE, PARTITION, P(next_offset),
+   "The next offset the consumer reads."},
+  {"lstream_consumer_partition_queued_windows", GAUGE, PARTITION, P(queued_windows),
+   "The partition's windows waiting for the step loop."},
+  /* This rank's series and snapshots. */
+  {"lstream_series", GAUGE, ONE, S(I64, series),
+   "Series whose state the rank holds."},
+  {"lstream_state_bytes", GAUGE, ONE, S(F64, state_bytes),
+   "Memory of the series states (h and c of every layer) the rank has allocated."},
+  {"lstream_snapshots_total", COUNTER, ONE, S(I64, snapshots),
+   "Snapshots committed by this run."},
+  {"lstream_snapshots_skipped_total", COUNTER, ONE, S(I64, snapshots_skipped),
+   "Snapshots due while the previous one was still being written."},
+  {"lstream_snapshot_failures_total", COUNTER, ONE, S(I64, snapshot_failures),
+   "Snapshot writes and commits of the rank's writer that failed."},
+  {"lstream_snapshot_last_step", GAUGE, ONE, S(F64, snapshot_step),
+   "Step of the newest snapshot this run committed."},
+  {"lstream_snapshot_age_seconds", GAUGE, ONE, S(F64, snapshot_age_s),
+   "Seconds since the newest snapshot committed (since the start before one)."},
+  {"lstream_snapshot_duration_seconds", GAUGE, ONE, S(F64, snapshot_seconds),
+   "How long the last snapshot job took (the rank's shard; its commit on rank 0)."},
+  {"lstream_snapshot_bytes", GAUGE, ONE, S(F64, snapshot_bytes),
+   "Size of the newest committed snapshot's files, all ranks'."},
+  {"lstream_healthy", GAUGE, ONE, S(F64, healthy),
+   "1 when /health answers 200."},
+};
+/* clang-format on */
+
+#undef S
+#undef P
+#undef T
+
+/* ------------------------------------------------------------------------ */
+/* Exposition                                                                */
+
+static double value_at(const void *base, size_t offset, ctype_t ctype, size_t index) {
+  const char *const p = (const char *)base + offset;
+  int64_t i64;
+  int i;
+  double f;
+  switch (ctype) {
+  case I64: memcpy(&i64, p + index * sizeof i64, sizeof i64); return (double)i64;
+  case INT: memcpy(&i, p + index * sizeof i, sizeof i); return i;
+  default: memcpy(&f, p + index * sizeof f, sizeof f); return f;
+  }
+}
+
+/* One sample line: name{rank="r"[,label="value"]} value. */
+static void sample(monitor_text_t *t, const char *name, int64_t rank, const char *label,
+                   const char *label_value, double v) {
+  if (isnan(v)) return;
+  monitor_text_add(t, "%s{rank=\"%lld\"", name, (long long)rank);
+  if (label != NULL) monitor_text_add(t, ",%s=\"%s\"", label, label_value);
+  if (isinf(v))
+    monitor_text_add(t, "} %s\n", v > 0 ? "+Inf" : "-Inf");
+  else if (fabs(v) < 9e15 && v == (double)(int64_t)v)
+    monitor_text_add(t, "} %lld\n", (long long)v);
+  else
+    monitor_text_add(t, "} %.10g\n", v);
+}
+
+static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor_text_t *t) {
+  switch (m->labels) {
+  case ONE: sample(t, m->name, s->rank, NULL, NULL, value_at(s, m->offset, m->ctype, 0)); break;
+  case REASON:
+    for (int r = 1; r < LS_REJECT__COUNT; r++)
+      sample(t, m->name, s->rank, "reason", ls_reject2str((ls_reject_t)r),
+             value_at(s, m->offset, m->ctype, (size_t)r));
+    break;
+  case PARTITION:
+    for (int i = 0; i < s->n_parts; i++) {
+      char id[24];
+      snprintf(id, sizeof id, "%lld", (long long)s->parts[i].partition);
+      sample(t, m->name, s->rank, "partition", id, value_at(&s->parts[i], m->offset, m->ctype, 0));
+    }
+    break;
+  case TARGET:
+    for (int j = 0; j < s->n_targets; j++) {
+      char id[24];
+      snprintf(id, sizeof id, "%lld", (long long)s->targets[j].feature);
+      sample(t, m->name, s->rank, "target", id, value_at(&s->targets[j], m->offset, m->ctype, 0));
+    }
+    break;
+  }
+}
+
+void monitor_metrics_text(const monitor_sample_t *s, monitor_text_t *out) {
+  for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++) {
+    const metric_t *const m = &metrics[i];
+    size_t const before = out->len;
+    monitor_text_add(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name,
+                     m->kind == COUNTER ? "counter" : "gauge");
+    size_t const head = out->len;
+    metric_samples(m, s, out);
+    if (out->len == head && !out->nomem) out->len = before; /* no sample: no metric */
+  }
+  if (out->text != NULL && !out->nomem) out->text[out->len] = '\0';
+}

@@ -1,0 +1,126 @@
+/*
+ * A step's model inputs and targets (train/prep.h).
+ */
+#include "prep.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
+  *out = NULL;
+  prep_t *const p = calloc(1, sizeof *p);
+  LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for a step's inputs");
+  p->T = c->window, p->B = B, p->F = c->features;
+  p->change = c->inputs == 0;
+  p->I = p->change ? 2 * p->F : p->F;
+  p->raw = c->normalize == 1;
+  p->delta = c->target == 0;
+  ls_norm_conf_init(&p->norm);
+  p->norm.window = c->norm_window;
+  p->feat = calloc((size_t)p->F, sizeof *p->feat);
+  ls_err_t err = p->feat != NULL ? train_conf_targets(c, p->feat, &p->O)
+                                 : ls_error_set(LS_ERR_NOMEM, "no memory for the targets");
+  size_t const rows = (size_t)p->T * (size_t)B, F = (size_t)p->F;
+  size_t const ro = rows * (size_t)(p->O > 0 ? p->O : 1);
+  if (err == LS_OK) {
+    p->x = malloc(rows * (size_t)p->I * sizeof *p->x);
+    p->y = malloc(ro * sizeof *p->y);
+    p->mask = malloc(rows * sizeof *p->mask);
+    p->base = malloc(ro * sizeof *p->base);
+    p->scale = malloc(ro * sizeof *p->scale);
+    p->last = malloc(ro * sizeof *p->last);
+    p->cur = malloc(ro * sizeof *p->cur);
+    p->next = malloc(ro * sizeof *p->next);
+    p->time = malloc(rows * sizeof *p->time);
+    p->level = malloc(F * sizeof *p->level), p->chg = malloc(F * sizeof *p->chg);
+    p->s = malloc(F * sizeof *p->s), p->ds = malloc(F * sizeof *p->ds);
+    if (!p->x || !p->y || !p->mask || !p->base || !p->scale || !p->last || !p->cur || !p->next ||
+        !p->time || !p->level || !p->chg || !p->s || !p->ds)
+      err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
+                         p->I);
+  }
+  if (err == LS_OK) err = ls_norm_conf_check(&p->norm);
+  if (err != LS_OK) {
+    prep_free(p);
+    return err;
+  }
+  *out = p;
+  return LS_OK;
+}
+
+void prep_free(prep_t *p) {
+  if (p == NULL) return;
+  free(p->feat), free(p->x), free(p->y), free(p->mask), free(p->base), free(p->scale);
+  free(p->last), free(p->cur), free(p->next), free(p->time);
+  free(p->level), free(p->chg), free(p->s), free(p->ds);
+  free(p);
+}
+
+void prep_begin(prep_t *p, int n) {
+  p->B = n;
+  p->t_min = INT64_MAX;
+  p->t_max = -1;
+}
+
+/* Consumes record x [F] into st; p->level, chg, s, ds receive what the
+ * model sees (raw: the record itself, its change, unit scales). */
+static ls_err_t consume(prep_t *p, ls_series_stats_t *st, const float *x) {
+  int64_t const t = *st->norm_n;
+  ls_norm_row_t out = {p->level, p->chg, p->s, p->ds};
+  if (!p->raw) return ls_norm_consume(&p->norm, p->F, st->norm_n, st->norm, x, &out);
+  for (int f = 0; f < p->F; f++) { /* the previous value, before it is replaced */
+    double const prev = st->norm[f * LS_NORM_STATS + 3];
+    p->level[f] = x[f];
+    p->chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
+    p->s[f] = p->ds[f] = 1.0;
+  }
+  return ls_norm_consume(&p->norm, p->F, st->norm_n, st->norm, x, NULL);
+}
+
+/* Target j of row r (= t * n + b): from x[t] (cur) and x[t+1] (next). */
+static void target_row(prep_t *p, size_t r, int j, const float *cur, const float *next,
+                       const ls_series_stats_t *st) {
+  int const f = p->feat[j];
+  size_t const o = r * (size_t)p->O + (size_t)j;
+  double const loc = p->raw ? 0.0 : st->norm[f * LS_NORM_STATS];
+  double const base = p->delta ? (double)cur[f] : loc;
+  double const scale = p->delta ? p->ds[f] : p->s[f];
+  double const y = ((double)next[f] - base) / scale;
+  p->y[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
+  p->base[o] = base;
+  p->scale[o] = scale;
+  p->last[o] = ((double)cur[f] - base) / scale;
+  p->cur[o] = cur[f];
+  p->next[o] = next[f];
+}
+
+ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st) {
+  int const T = p->T, F = p->F, I = p->I, O = p->O, n = p->B;
+  for (int t = 0; t < T; t++) {
+    size_t const r = (size_t)t * (size_t)n + (size_t)b;
+    int const valid = t < w->n_targets;
+    p->mask[r] = valid ? 1.0f : 0.0f;
+    p->time[r] = valid ? w->times[t + 1] : -1;
+    if (!valid) { /* padding */
+      memset(p->x + r * I, 0, (size_t)I * sizeof *p->x);
+      memset(p->y + r * O, 0, (size_t)O * sizeof *p->y);
+      for (int j = 0; j < O; j++) {
+        size_t const o = r * (size_t)O + (size_t)j;
+        p->base[o] = p->last[o] = 0.0, p->scale[o] = 1.0, p->cur[o] = p->next[o] = 0.0f;
+      }
+      continue;
+    }
+    const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
+    LS_FORWARD_IF_ERROR(consume(p, st, cur));
+    memcpy(p->x + r * I, p->level, (size_t)F * sizeof *p->x);
+    if (p->change) memcpy(p->x + r * I + F, p->chg, (size_t)F * sizeof *p->x);
+    for (int j = 0; j < O; j++)
+      target_row(p, r, j, cur, next, st);
+    for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
+      if (w->times[k] >= 0) {
+        p->t_min = w->times[k] < p->t_min ? w->times[k] : p->t_min;
+        p->t_max = w->times[k] > p->t_max ? w->times[k] : p->t_max;
+      }
+  }
+  return LS_OK;
+}

@@ -1,0 +1,56 @@
+/*
+ * A step's model inputs and targets (train/ internal): each window's rows
+ * go through its series' normaliser (state/norm.c) into the engine's
+ * buffers, normalised inputs x [T, n, I] and targets y [T, n, O], with what
+ * turns a prediction back into the data's units (tests/bench/realdata/
+ * FINDINGS.md, sections 4.1 and 4.2).
+ */
+#ifndef LSTREAM_TRAIN_PREP_H
+#define LSTREAM_TRAIN_PREP_H
+
+#include <stdint.h>
+
+#include "lstream/ingest.h"
+#include "lstream/state.h"
+#include "train_internal.h"
+
+typedef struct prep_s {
+  int T, B, F, I, O; /* I = 2F with change inputs, else F; O targets */
+  int *feat;         /* [O] the target features */
+  ls_norm_conf_t norm;
+  int raw;    /* normalize none: raw levels and changes, targets unscaled */
+  int delta;  /* target: the next change (else the next level) */
+  int change; /* inputs: level and change (else level) */
+  /* The step being prepared, n windows: buffers [T, n, ...] (row t of
+   * window b at t * n + b). */
+  float *x;             /* [T, n, I] inputs */
+  float *y;             /* [T, n, O] targets, normalised */
+  float *mask;          /* [T, n] */
+  double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * prediction */
+  double *scale;        /* [T, n, O] */
+  double *last;         /* [T, n, O] the last value in target units ((x[t] - base) / scale) */
+  float *cur;           /* [T, n, O] x[t] of each target feature, raw */
+  float *next;          /* [T, n, O] x[t+1], raw */
+  int64_t *time;        /* [T, n] event time of row t's target */
+  int64_t t_min, t_max; /* event times of the step's records (inputs and targets); t_max < 0:
+                           none */
+  /* Scratch per feature [F]. */
+  float *level, *chg;
+  double *s, *ds;
+} prep_t;
+
+/* Buffers for steps of up to B windows of T rows, as c says (features,
+ * targets, normalize, target, inputs, norm_window). */
+ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out);
+void prep_free(prep_t *p); /* accepts NULL */
+
+/* Starts a step of n windows. */
+void prep_begin(prep_t *p, int n);
+
+/* Row b of the step: consumes window w's input rows 0..n_targets-1 into its
+ * series' normaliser st (each record once: row 0 of a series' next window
+ * is this one's last target, consumed then) and writes inputs, targets and
+ * what the figures need; padding rows are zero, masked and not consumed. */
+ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st);
+
+#endif /* LSTREAM_TRAIN_PREP_H */

@@ -1,0 +1,59 @@
+/*
+ * Step formation (train/ internal): which windows train together. A step
+ * holds at most B windows, each of a different series (a series' next
+ * window needs this one's final state).
+ *   replay (until = end): each partition keeps a look-ahead of its next K
+ *     windows in offset order (K = queue_windows, the consumer's bound per
+ *     partition, at most buffer_records / (partitions x (T + 1)); fewer at
+ *     its end) and gives up to batch/partitions of them
+ *     to a step by event time: the earliest (last target's time, offset)
+ *     first, stopping at one whose series is in the step already. So a
+ *     topic written series by series (all of A, then all of B) trains like
+ *     one written in time order, within the look-ahead; and what a partition
+ *     gives depends on its own data only: the steps are the same however
+ *     many ranks read the topic, and two runs are bit-identical.
+ *   live (until = live): a step fires when B windows are ready or
+ *     deadline_ms after it began, taking windows as they arrive.
+ */
+#ifndef LSTREAM_TRAIN_STEPS_H
+#define LSTREAM_TRAIN_STEPS_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "lstream/ingest.h"
+#include "lstream/state.h"
+
+typedef struct steps_s steps_t;
+
+typedef struct steps_conf_s {
+  ls_ingest_t *ing;          /* NULL on a rank without partitions */
+  ls_series_table_t *series; /* where a window's series gets its slot */
+  const int32_t *parts;      /* [P] this rank's partitions, ascending */
+  int P;
+  int B;           /* windows per step at most */
+  int quota;       /* replay: windows a step takes from each partition */
+  int lookahead;   /* replay: K */
+  int replay;      /* 1 replay, 0 live */
+  int deadline_ms; /* live */
+} steps_conf_t;
+
+ls_err_t steps_new(const steps_conf_t *conf, steps_t **out);
+void steps_free(steps_t *s); /* releases the windows it holds; accepts NULL */
+
+/* Forms the next step of this rank: *n windows (0: none now, or, in a
+ * replay, this rank has run out); *wait_s += the time spent waiting for
+ * data. Stops early when *stop (may be NULL) becomes non-zero. */
+ls_err_t steps_form(steps_t *s, volatile sig_atomic_t *stop, int *n, double *wait_s);
+
+/* The step's windows [n] and their series' slots [n]. */
+const ls_window_t *const *steps_windows(const steps_t *s);
+const int64_t *steps_slots(const steps_t *s);
+
+/* Gives the step's windows back to the consumer (after the step). */
+void steps_release(steps_t *s, int n);
+
+/* Replay: 1 while this rank still has windows to give. */
+int steps_more(const steps_t *s);
+
+#endif /* LSTREAM_TRAIN_STEPS_H */
