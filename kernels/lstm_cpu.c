@@ -1,76 +1,91 @@
 /*
- * The CPU backend: the primitives of kernels/backend.h in C + OpenBLAS.
+ * The CPU backend: the primitives of kernels/backend.h in C (+ OpenBLAS).
  *
- * GEMMs go through cblas (row-major): the input projection of all T steps
- * of a layer is one GEMM, the recurrent GEMM is one per step, and the
- * weight gradients are one GEMM each over all T*B rows. The pointwise gate
- * math is fused in one pass per step and split across threads by rows of
- * the batch. Transcendentals use branch-free polynomial forms that the
- * compiler vectorises (see ls_exp).
+ * An LSTM layer runs on the kernels of recur_cpu.h: the recurrence (the
+ * weights packed once per call, a register-blocked product per step with
+ * the cell math on each tile) split across threads by rows of the batch,
+ * then the weight and input gradients over all T*B rows, split by rows of
+ * their outputs. The head's small GEMMs go through cblas (row-major), one
+ * thread each, split the same way. Threads come from pool_cpu.h.
  */
-#include <cblas.h> /* OpenBLAS: cblas_sgemm, openblas_set_num_threads */
+#include <cblas.h> /* OpenBLAS: cblas_sgemm */
 #include <math.h>
-#include <omp.h>
+#include <omp.h> /* the default thread count; OpenBLAS threads (run) */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "pool_cpu.h"
+#include "recur_cpu.h"
 
 typedef struct cpu_ctx_s {
   int threads;
-  double *colsum; /* (max(4H, O)) bias-gradient sums, in double */
+  pool_t *pool;              /* threads - 1 workers; every split runs on it */
+  const recur_kernels_t *rk; /* the CPU's kernels (recur_cpu.h) */
+  double *colsum;            /* (O) the head's bias-gradient sums, in double */
+  double *partial;           /* (threads) per-thread sums of squares */
+  double *db;                /* (threads, 4H) per-thread bias-gradient sums */
+  float *wp;                 /* (recur_pack_floats) packed weights of one layer */
+  float *bias;               /* (4 P U) packed biases */
+  float *tn;                 /* (threads, recur_tn_floats) gemm_tn's buffers */
+  size_t tn_floats;          /* per thread */
   unsigned char fetched[64]; /* the bytes of the last fetch_start */
 } cpu_ctx_t;
-
-/* The pointwise loops are compiled for AVX-512, AVX2 and the baseline; the
- * loader picks the best the machine has (GCC function multi-versioning). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define LS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LS_VECTOR_CLONES
-#endif
-
-/* ------------------------------------------------------------------------ */
-/* Vectorisable transcendentals                                              */
-
-/* e^x for float x, within 2 ulp on [-87, 88] (clamped outside): x = k ln2 + r
- * with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (truncation
- * error r^8/8! < 6e-9 relative), times 2^k built in the exponent bits. No
- * branches and no library calls, so loops over it vectorise. */
-static inline float ls_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  float const shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  float const kf = (x * 1.44269504088896341f + shifter) - shifter;
-  float const r = (x - kf * 0.693145751953125f) - kf * 1.428606765330187045e-06f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  union {
-    int32_t i;
-    float f;
-  } scale;
-  scale.i = ((int32_t)kf + 127) << 23;
-  return p * scale.f;
-}
-
-static inline float ls_sigmoid(float x) { return 1.0f / (1.0f + ls_exp(-x)); }
-
-/* tanh(x) = 1 - 2 / (e^{2x} + 1): absolute error about one float ulp of 1
- * (6e-8), which is what the state and gradient arithmetic around it carries
- * anyway. */
-static inline float ls_tanh(float x) { return 1.0f - 2.0f / (ls_exp(2.0f * x) + 1.0f); }
 
 /* ------------------------------------------------------------------------ */
 /* Context and memory                                                        */
 
 /* The CPU is one device. */
 static int device_count(void) { return 1; }
+
+static void ctx_free(void *ctx) {
+  cpu_ctx_t *const c = ctx;
+  if (c != NULL) {
+    pool_free(c->pool);
+    free(c->colsum);
+    free(c->partial);
+    free(c->db);
+    free(c->wp);
+    free(c->bias);
+    free(c->tn);
+  }
+  free(c);
+}
+
+/* n floats, 64-byte aligned (the kernels' packed loads are). */
+static float *alloc_floats(size_t n) {
+  return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+}
+
+/* The kernels' buffers for a model of In inputs and H hidden units. */
+static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
+  size_t const U = (size_t)c->rk->width, panels = ((size_t)H + U - 1) / U;
+  size_t const wp = recur_pack_floats(c->rk, In > H ? In : H, H);
+  c->tn_floats = recur_tn_floats(c->rk, In > H ? In : H);
+  c->colsum = malloc((size_t)O * sizeof(double));
+  c->partial = malloc((size_t)c->threads * sizeof(double));
+  c->db = malloc((size_t)c->threads * 4 * (size_t)H * sizeof(double));
+  c->wp = alloc_floats(wp);
+  c->bias = alloc_floats(panels * 4 * U);
+  c->tn = alloc_floats((size_t)c->threads * c->tn_floats);
+  LS_RETURN_IF(!c->colsum || !c->partial || !c->db || !c->wp || !c->bias || !c->tn,
+               LS_ERR_NOMEM, "no memory for the CPU backend's buffers (%zu floats of weights)",
+               wp);
+  return LS_OK;
+}
+
+/* The head's GEMMs run on OpenBLAS, one thread each (OpenBLAS' own threads
+ * would synchronise many times inside every call). Its OpenMP build runs a
+ * GEMM on omp_get_max_threads() threads of the calling thread: 1 on the
+ * pool's threads, and on the caller's while it runs the pool (run). */
+static void one_blas_thread(void) { omp_set_num_threads(1); }
+
+static void run(cpu_ctx_t *c, int n, void (*fn)(void *, int, int), void *arg) {
+  int const keep = omp_get_max_threads();
+  if (keep != 1) omp_set_num_threads(1);
+  pool_run(c->pool, n, fn, arg);
+  if (keep != 1) omp_set_num_threads(keep);
+}
 
 static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   cpu_ctx_t *c = calloc(1, sizeof *c);
@@ -79,21 +94,17 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   int const cores = omp_get_max_threads();
   c->threads = conf->threads > 0 ? conf->threads : (cores > 0 ? cores : 1);
   conf->threads = c->threads;
-  int const H = conf->shape.hidden_size, O = conf->shape.output_size;
-  c->colsum = malloc((size_t)(4 * H > O ? 4 * H : O) * sizeof(double));
-  if (c->colsum == NULL) {
-    free(c);
-    return ls_error_set(LS_ERR_NOMEM, "no memory for the CPU backend");
+  ls_err_t err = recur_pick(getenv("LSTREAM_CPU_KERNELS"), &c->rk);
+  if (err == LS_OK)
+    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size,
+                      conf->shape.output_size);
+  if (err == LS_OK) err = pool_new(c->threads, one_blas_thread, &c->pool);
+  if (err != LS_OK) {
+    ctx_free(c);
+    return err;
   }
-  openblas_set_num_threads(c->threads);
   *out = c;
   return LS_OK;
-}
-
-static void ctx_free(void *ctx) {
-  cpu_ctx_t *const c = ctx;
-  if (c != NULL) free(c->colsum);
-  free(c);
 }
 
 static ls_err_t mem_alloc(void *ctx, size_t bytes, void **ptr) {
@@ -130,175 +141,170 @@ static ls_err_t fetch_wait(void *ctx, void *host_dst, size_t bytes) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Pointwise cell math, rows [b0, b1) of one time step                       */
-
-/* Forward: g [B, 4H] pre-activations in, activated gates out;
- * c = f * c_prev + i * g; tc = tanh(c); h = o * tc. */
-LS_VECTOR_CLONES static void lstm_cell_forward(float *restrict g, float *restrict h,
-                                               float *restrict c, float *restrict tc,
-                                               const float *restrict c_prev, int b0, int b1,
-                                               int H) {
-  for (int b = b0; b < b1; b++) {
-    float *restrict gi = g + (size_t)b * 4 * H;
-    float *restrict gf = gi + H, *restrict gg = gi + 2 * H, *restrict go = gi + 3 * H;
-    size_t const r = (size_t)b * H;
-#pragma omp simd
-    for (int j = 0; j < H; j++) {
-      float const i = ls_sigmoid(gi[j]), f = ls_sigmoid(gf[j]);
-      float const gt = ls_tanh(gg[j]), o = ls_sigmoid(go[j]);
-      float const cn = f * c_prev[r + j] + i * gt;
-      float const t = ls_tanh(cn);
-      gi[j] = i, gf[j] = f, gg[j] = gt, go[j] = o;
-      c[r + j] = cn;
-      tc[r + j] = t;
-      h[r + j] = o * t;
-    }
-  }
-}
-
-/* Backward of one step: dh [B, H] (output gradient plus the recurrent part),
- * dc [B, H] in: d/dc_t from step t+1, out: d/dc_{t-1}; dg [B, 4H] out:
- * pre-activation gate gradients. */
-LS_VECTOR_CLONES static void lstm_cell_backward(float *restrict dg, float *restrict dc,
-                                                const float *restrict dh,
-                                                const float *restrict g,
-                                                const float *restrict tc,
-                                                const float *restrict c_prev, int b0, int b1,
-                                                int H) {
-  for (int b = b0; b < b1; b++) {
-    const float *restrict gi = g + (size_t)b * 4 * H;
-    const float *restrict gf = gi + H, *restrict gg = gi + 2 * H, *restrict go = gi + 3 * H;
-    float *restrict di = dg + (size_t)b * 4 * H;
-    float *restrict df = di + H, *restrict dgg = di + 2 * H, *restrict dout = di + 3 * H;
-    size_t const r = (size_t)b * H;
-#pragma omp simd
-    for (int j = 0; j < H; j++) {
-      float const i = gi[j], f = gf[j], gt = gg[j], o = go[j], t = tc[r + j];
-      float const d_h = dh[r + j];
-      float const d_c = dc[r + j] + d_h * o * (1.0f - t * t);
-      di[j] = d_c * gt * i * (1.0f - i);
-      df[j] = d_c * c_prev[r + j] * f * (1.0f - f);
-      dgg[j] = d_c * i * (1.0f - gt * gt);
-      dout[j] = d_h * t * o * (1.0f - o);
-      dc[r + j] = d_c * f;
-    }
-  }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Row helpers                                                               */
+/* Threads                                                                   */
 
 /* Fewest batch rows a thread takes in the batch-split recurrence: below
  * this a thread's per-step GEMM is too short to pay for its share. */
 #define RECURRENCE_MIN_ROWS 4
 
-/* Rows [b0, b1) of thread `tid` of `nth` over B rows. */
-static void split_rows(int B, int tid, int nth, int *b0, int *b1) {
-  *b0 = (int)((long)B * tid / nth);
-  *b1 = (int)((long)B * (tid + 1) / nth);
+/* Fewest multiply-adds worth a thread of their own (~20-40 us): below it,
+ * waking a second thread (and waiting for it when the machine is busy)
+ * costs more than it saves. Live steps of a few series stay on one thread. */
+#define THREAD_MIN_MACS (2.0 * 1024 * 1024)
+
+/* Threads for `macs` multiply-adds, at most `most` and c->threads. */
+static int work_threads(const cpu_ctx_t *c, double macs, int most) {
+  double const by_work = macs / THREAD_MIN_MACS;
+  int n = by_work < (double)c->threads ? (int)by_work : c->threads;
+  n = n < most ? n : most;
+  return n < 1 ? 1 : n;
 }
 
-/* Threads for the batch-split recurrence; 1 runs it on the calling thread
- * (whose GEMMs may then use every thread). */
-static int recurrence_threads(const cpu_ctx_t *c, int B, int H) {
-  int const most = B / RECURRENCE_MIN_ROWS;
-  return most < 1 ? 1 : (c->threads < most ? c->threads : most);
+/* Part i of n of [0, len), cut at multiples of `align`: [*lo, *hi). */
+static void split(int len, int i, int n, int align, int *lo, int *hi) {
+  long const units = ((long)len + align - 1) / align;
+  *lo = (int)(units * i / n * align);
+  *hi = (int)(units * (i + 1) / n * align);
+  *lo = *lo < len ? *lo : len;
+  *hi = *hi < len ? *hi : len;
 }
 
-/* rows [N, n] += bias [n] broadcast (overwrites: rows = bias, then beta=1 GEMMs add). */
-static void fill_rows(float *restrict rows, const float *restrict b1, const float *restrict b2,
-                      int N, int n) {
-  for (int r = 0; r < N; r++) {
-    float *restrict dst = rows + (size_t)r * n;
-    if (b2 != NULL) {
+/* ------------------------------------------------------------------------ */
+/* The head's GEMMs (OpenBLAS)                                               */
+
+/* C [M, N] = op(A) @ op(B) + beta C, row-major, one thread's part: rows
+ * of C, or columns with `cols`. */
+typedef struct gemm_s {
+  CBLAS_TRANSPOSE ta, tb;
+  int M, N, K, lda, ldb, ldc, cols;
+  const float *A, *B;
+  float beta;
+  float *C;
+} gemm_t;
+
+static void gemm_part(const gemm_t *g, int i, int n) {
+  int lo, hi;
+  split(g->cols ? g->N : g->M, i, n, 16, &lo, &hi);
+  if (hi <= lo || g->K == 0) return;
+  if (g->cols)
+    cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, hi - lo, g->K, 1.0f, g->A, g->lda,
+                g->tb == CblasNoTrans ? g->B + lo : g->B + (size_t)lo * g->ldb, g->ldb, g->beta,
+                g->C + lo, g->ldc);
+  else
+    cblas_sgemm(CblasRowMajor, g->ta, g->tb, hi - lo, g->N, g->K, 1.0f,
+                g->ta == CblasNoTrans ? g->A + (size_t)lo * g->lda : g->A + lo, g->lda, g->B,
+                g->ldb, g->beta, g->C + (size_t)lo * g->ldc, g->ldc);
+}
+
+/* Work split across the pool: up to two GEMMs, gemm[0]'s rows first set
+ * to `bias` (NULL: not), and the column sums of sum_rows [sum_N, sum_n]
+ * added to `sum` in double (bias gradients add N terms that may cancel),
+ * columns split. */
+typedef struct job_s {
+  cpu_ctx_t *c;
+  gemm_t gemm[2];
+  int gemms;
+  const float *bias;
+  const float *sum_rows;
+  int sum_N, sum_n;
+  float *sum;
+} job_t;
+
+static void colsum_part(const job_t *j, int i, int n) {
+  int lo, hi;
+  split(j->sum_n, i, n, 16, &lo, &hi);
+  double *restrict acc = j->c->colsum;
+  for (int k = lo; k < hi; k++) acc[k] = 0.0;
+  for (int r = 0; r < j->sum_N; r++) {
+    const float *restrict src = j->sum_rows + (size_t)r * j->sum_n;
 #pragma omp simd
-      for (int j = 0; j < n; j++) dst[j] = b1[j] + b2[j];
-    } else {
-      memcpy(dst, b1, (size_t)n * sizeof(float));
-    }
+    for (int k = lo; k < hi; k++) acc[k] += (double)src[k];
   }
+  for (int k = lo; k < hi; k++) j->sum[k] = (float)((double)j->sum[k] + acc[k]);
 }
 
-/* a [n] += column sums of rows [N, n]; b (may be NULL) gets the same sums.
- * The sums run in double: bias gradients add T*B terms that may cancel. */
-static void colsum_add(cpu_ctx_t *c, float *restrict a, float *restrict b,
-                       const float *restrict rows, int N, int n) {
-  double *restrict acc = c->colsum;
-  memset(acc, 0, (size_t)n * sizeof(double));
-  for (int r = 0; r < N; r++) {
-    const float *restrict src = rows + (size_t)r * n;
-#pragma omp simd
-    for (int j = 0; j < n; j++) acc[j] += (double)src[j];
+static void job_part(void *arg, int i, int n) {
+  const job_t *const j = arg;
+  if (j->bias != NULL) {
+    gemm_t const *const g = &j->gemm[0];
+    int lo, hi;
+    split(g->M, i, n, 16, &lo, &hi);
+    for (int r = lo; r < hi; r++) memcpy(g->C + (size_t)r * g->ldc, j->bias, g->N * sizeof(float));
   }
-  for (int j = 0; j < n; j++) a[j] = (float)((double)a[j] + acc[j]);
-  if (b != NULL)
-    for (int j = 0; j < n; j++) b[j] = (float)((double)b[j] + acc[j]);
+  for (int k = 0; k < j->gemms; k++) gemm_part(&j->gemm[k], i, n);
+  if (j->sum_rows != NULL) colsum_part(j, i, n);
+}
+
+/* Runs a job on as many threads as its `macs` multiply-adds are worth. */
+static void run_job(job_t *j, double macs) {
+  run(j->c, work_threads(j->c, macs, j->c->threads), job_part, j);
 }
 
 /* ------------------------------------------------------------------------ */
 /* LSTM layer                                                                */
 
-/* The recurrence is split across threads by rows of the batch: rows are
- * independent through time, so each thread runs all T steps of its rows
- * (a single-threaded recurrent GEMM, then the fused cell math) with no
- * synchronisation between steps. OpenBLAS (OpenMP build) runs a GEMM called
- * inside a parallel region on the calling thread. The GEMMs over all T*B
- * rows run outside, on every thread. */
+/* The recurrence runs on the fused kernels (recur_cpu.h), split across
+ * threads by rows of the batch: rows are independent through time, so each
+ * thread runs all T steps of its rows with no synchronisation between
+ * steps. */
 
-/* All T steps of rows [b0, b1): gates[t] += h_{t-1} @ w_hh^T, then the cell. */
-static void lstm_forward_rows(float *gates, float *hs, float *cs, float *tcs, const float *w_hh,
-                              int T, int B, int H, int b0, int b1) {
-  int const G = 4 * H, nb = b1 - b0;
-  size_t const BH = (size_t)B * H, BG = (size_t)B * G;
-  for (int t = 0; t < T && nb > 0; t++) {
-    float *const g = gates + t * BG;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, G, H, 1.0f,
-                hs + t * BH + (size_t)b0 * H, H, w_hh, H, 1.0f, g + (size_t)b0 * G, G);
-    lstm_cell_forward(g, hs + (t + 1) * BH, cs + (t + 1) * BH, tcs + t * BH, cs + t * BH, b0, b1,
-                      H);
-  }
+typedef struct fwd_job_s {
+  const recur_kernels_t *rk;
+  recur_fwd_t a;
+} fwd_job_t;
+
+static void forward_part(void *arg, int i, int n) {
+  const fwd_job_t *const j = arg;
+  int b0, b1;
+  split(j->a.B, i, n, 1, &b0, &b1);
+  j->rk->forward_rows(&j->a, b0, b1);
 }
 
-/* All T steps of rows [b0, b1), backwards: dh[t] += dgates[t+1] @ w_hh, the
- * cell, and finally dh0 = dgates[0] @ w_hh. dc carries d/dc across steps. */
-static void lstm_backward_rows(float *dh0, float *dc, float *dgates, float *dh,
-                               const float *gates, const float *cs, const float *tcs,
-                               const float *w_hh, int T, int B, int H, int b0, int b1) {
-  int const G = 4 * H, nb = b1 - b0;
-  size_t const BH = (size_t)B * H, BG = (size_t)B * G;
-  if (nb <= 0) return;
-  for (int t = T - 1; t >= 0; t--) {
-    float *const dg = dgates + t * BG;
-    if (t < T - 1)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, H, G, 1.0f,
-                  dg + BG + (size_t)b0 * G, G, w_hh, H, 1.0f, dh + t * BH + (size_t)b0 * H, H);
-    lstm_cell_backward(dg, dc, dh + t * BH, gates + t * BG, tcs + t * BH, cs + t * BH, b0, b1, H);
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, H, G, 1.0f, dgates + (size_t)b0 * G,
-              G, w_hh, H, 0.0f, dh0 + (size_t)b0 * H, H);
+/* Threads for the recurrence of a window: by rows and by work. */
+static int recurrence_threads(const cpu_ctx_t *c, int T, int B, int In, int H) {
+  return work_threads(c, (double)T * B * 4.0 * H * (In + H), B / RECURRENCE_MIN_ROWS);
 }
 
 static ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, float *tcs,
                              const float *x, const float *w_ih, const float *w_hh,
                              const float *b_ih, const float *b_hh, int T, int B, int In, int H) {
   cpu_ctx_t *const c = ctx;
-  int const N = T * B, G = 4 * H;
-  /* gates [N, 4H] = b_ih + b_hh + x [N, In] @ w_ih^T: all T steps at once. */
-  fill_rows(gates, b_ih, b_hh, N, G);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, G, In, 1.0f, x, In, w_ih, In, 1.0f,
-              gates, G);
-  int const nth = recurrence_threads(c, B, H);
-  if (nth == 1) {
-    lstm_forward_rows(gates, hs, cs, tcs, w_hh, T, B, H, 0, B);
-    return LS_OK;
-  }
-#pragma omp parallel num_threads(nth)
-  {
-    int b0, b1;
-    split_rows(B, omp_get_thread_num(), omp_get_num_threads(), &b0, &b1);
-    lstm_forward_rows(gates, hs, cs, tcs, w_hh, T, B, H, b0, b1);
-  }
+  recur_pack_forward(c->rk, c->wp, c->bias, w_ih, w_hh, b_ih, b_hh, In, H);
+  fwd_job_t j = {c->rk, {.gates = gates, .hs = hs, .cs = cs, .tcs = tcs, .x = x, .wp = c->wp,
+                         .bias = c->bias, .T = T, .B = B, .In = In, .H = H}};
+  run(c, recurrence_threads(c, T, B, In, H), forward_part, &j);
   return LS_OK;
+}
+
+typedef struct bwd_job_s {
+  cpu_ctx_t *c;
+  recur_bwd_t a;
+  /* The gradients over all T*B rows, after the recurrence. */
+  float *dx, *dw_ih, *dw_hh;
+  const float *x, *hs;
+  int In;
+} bwd_job_t;
+
+static void backward_part(void *arg, int i, int n) {
+  const bwd_job_t *const j = arg;
+  int b0, b1;
+  split(j->a.B, i, n, 1, &b0, &b1);
+  j->c->rk->backward_rows(&j->a, b0, b1, j->c->db + (size_t)i * 4 * j->a.H);
+}
+
+/* dw_ih, dw_hh [4H, ..] += dgates^T [x | h_{t-1}], split by rows of 4H;
+ * dx [N, In] = dgates @ w_ih (packed in c->wp), split by rows of N. */
+static void grads_part(void *arg, int i, int n) {
+  const bwd_job_t *const j = arg;
+  const recur_kernels_t *const k = j->c->rk;
+  int const H = j->a.H, G = 4 * H, N = j->a.T * j->a.B, In = j->In;
+  float *const buf = j->c->tn + (size_t)i * j->c->tn_floats;
+  int m0, m1, r0, r1;
+  split(G, i, n, 16, &m0, &m1);
+  split(N, i, n, 16, &r0, &r1);
+  k->gemm_tn(j->dw_ih, In, j->a.dgates, G, j->x, In, m0, m1, In, N, buf);
+  k->gemm_tn(j->dw_hh, H, j->a.dgates, G, j->hs, H, m0, m1, H, N, buf);
+  k->gemm_nn(j->dx, In, j->a.dgates, G, j->c->wp, r0, r1, In, G);
 }
 
 static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, float *dw_ih,
@@ -308,27 +314,23 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
                               const float *w_hh, int T, int B, int In, int H) {
   cpu_ctx_t *const c = ctx;
   int const N = T * B, G = 4 * H;
-  int const nth = recurrence_threads(c, B, H);
+  bwd_job_t j = {.c = c, .dx = dx, .dw_ih = dw_ih, .dw_hh = dw_hh, .x = x, .hs = hs, .In = In};
+  j.a = (recur_bwd_t){.dh0 = dh0, .dc = dc0, .dgates = dgates, .dh = dh, .gates = gates,
+                      .cs = cs, .tcs = tcs, .wp = c->wp, .T = T, .B = B, .H = H};
   memset(dc0, 0, (size_t)B * H * sizeof(float)); /* d/dc_T = 0; ends as d/dc_0 */
-  if (nth == 1) {
-    lstm_backward_rows(dh0, dc0, dgates, dh, gates, cs, tcs, w_hh, T, B, H, 0, B);
-  } else {
-#pragma omp parallel num_threads(nth)
-    {
-      int b0, b1;
-      split_rows(B, omp_get_thread_num(), omp_get_num_threads(), &b0, &b1);
-      lstm_backward_rows(dh0, dc0, dgates, dh, gates, cs, tcs, w_hh, T, B, H, b0, b1);
-    }
+  recur_pack_cols(c->rk, c->wp, w_hh, G, H);
+  int const nth = recurrence_threads(c, T, B, 0, H);
+  run(c, nth, backward_part, &j);
+  /* The bias gradients: the threads' sums (double), added in thread order. */
+  for (int g = 0; g < G; g++) {
+    double sum = 0.0;
+    for (int i = 0; i < nth; i++) sum += c->db[(size_t)i * G + g];
+    db_ih[g] = (float)((double)db_ih[g] + sum);
+    db_hh[g] = (float)((double)db_hh[g] + sum);
   }
-  /* Weight gradients over all T*B rows at once. */
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, G, In, N, 1.0f, dgates, G, x, In, 1.0f,
-              dw_ih, In);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, G, H, N, 1.0f, dgates, G, hs, H, 1.0f,
-              dw_hh, H);
-  colsum_add(c, db_ih, db_hh, dgates, N, G);
-  /* dx [N, In] = dgates @ w_ih [4H, In]; may overwrite dh, which is spent. */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, In, G, 1.0f, dgates, G, w_ih, In,
-              0.0f, dx, In);
+  /* Then the weight gradients and dx, which may overwrite dh: it is spent. */
+  recur_pack_cols(c->rk, c->wp, w_ih, G, In);
+  run(c, work_threads(c, (double)N * G * (2.0 * In + H), c->threads), grads_part, &j);
   return LS_OK;
 }
 
@@ -337,8 +339,9 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
 
 static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w,
                              const float *b, int N, int H, int O) {
-  fill_rows(pred, b, NULL, N, O);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, H, 1.0f, y, H, w, H, 1.0f, pred, O);
+  job_t j = {.c = ctx, .gemms = 1, .bias = b};
+  j.gemm[0] = (gemm_t){CblasNoTrans, CblasTrans, N, O, H, H, H, O, 0, y, w, 1.0f, pred};
+  run_job(&j, (double)N * O * H);
   return LS_OK;
 }
 
@@ -374,27 +377,73 @@ static ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pre
 
 static ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
                               const float *y, const float *w, int N, int H, int O) {
-  /* dy [N, H] = dpred [N, O] @ w [O, H] */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, H, O, 1.0f, dpred, O, w, H, 0.0f, dy,
-              H);
-  /* dw [O, H] += dpred^T @ y */
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, H, N, 1.0f, dpred, O, y, H, 1.0f, dw, H);
-  colsum_add(ctx, db, NULL, dpred, N, O);
+  /* dy [N, H] = dpred [N, O] @ w [O, H]; dw [O, H] += dpred^T @ y (split
+   * by columns: O is small); db += colsum(dpred). */
+  job_t j = {.c = ctx, .gemms = 2, .sum_rows = dpred, .sum_N = N, .sum_n = O, .sum = db};
+  j.gemm[0] = (gemm_t){CblasNoTrans, CblasNoTrans, N, H, O, O, H, H, 0, dpred, w, 0.0f, dy};
+  j.gemm[1] = (gemm_t){CblasTrans, CblasNoTrans, O, H, N, O, H, H, 1, dpred, y, 1.0f, dw};
+  run_job(&j, 2.0 * N * O * H);
   return LS_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                 */
 
+/* Element-wise work of the optimizer, as multiply-adds for work_threads: a
+ * step over n parameters is worth a second thread from about 64k on. */
+#define OPTIM_MACS_PER_PARAM 32.0
+
+typedef struct norm_job_s {
+  cpu_ctx_t *c;
+  const float *g;
+  size_t n;
+} norm_job_t;
+
+static void norm_part(void *arg, int i, int n) {
+  const norm_job_t *const j = arg;
+  size_t const lo = j->n * (size_t)i / (size_t)n, hi = j->n * (size_t)(i + 1) / (size_t)n;
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (size_t k = lo; k < hi; k++) sum += (double)j->g[k] * (double)j->g[k];
+  j->c->partial[i] = sum;
+}
+
 static ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n) {
   cpu_ctx_t *const c = ctx;
+  norm_job_t j = {c, g, n};
+  /* The same thread count for the same n, and the partial sums added in
+   * order, make the sum reproducible. */
+  int const nth = work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads);
+  run(c, nth, norm_part, &j);
   double sum = 0.0;
-  /* A static schedule and a fixed thread count make the sum reproducible. */
-#pragma omp parallel for simd num_threads(c->threads) schedule(static) reduction(+ : sum) \
-    if (n > 65536)
-  for (size_t i = 0; i < n; i++) sum += (double)g[i] * (double)g[i];
+  for (int i = 0; i < nth; i++) sum += c->partial[i];
   *norm_sq = sum;
   return LS_OK;
+}
+
+typedef struct adam_job_s {
+  float *p, *g, *m, *v;
+  size_t n;
+  float gs, b1, b2, step_size, bc2_sqrt, decay, l2, eps;
+} adam_job_t;
+
+static void adam_part(void *arg, int i, int nth) {
+  const adam_job_t *const j = arg;
+  size_t const lo = j->n * (size_t)i / (size_t)nth, hi = j->n * (size_t)(i + 1) / (size_t)nth;
+  float *restrict p = j->p, *restrict g = j->g, *restrict m = j->m, *restrict v = j->v;
+  float const gs = j->gs, b1 = j->b1, b2 = j->b2, l2 = j->l2, decay = j->decay;
+#pragma omp simd
+  for (size_t k = lo; k < hi; k++) {
+    float const gk = g[k] * gs + l2 * p[k];
+    float const pk = p[k] * decay;
+    float const mk = m[k] + (1.0f - b1) * (gk - m[k]); /* lerp, weight < 0.5 */
+    float const vk = v[k] * b2 + (1.0f - b2) * gk * gk;
+    float const denom = sqrtf(vk) / j->bc2_sqrt + j->eps;
+    p[k] = pk - j->step_size * (mk / denom);
+    m[k] = mk;
+    v[k] = vk;
+    g[k] = 0.0f;
+  }
 }
 
 static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
@@ -409,27 +458,15 @@ static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, s
     coef = coef < 1.0 ? coef : 1.0;
   }
   /* torch.optim.Adam(W), single-tensor path: scalars in double, then float. */
-  float const gs = (float)((double)grad_scale * coef);
   float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
   double const bc1 = 1.0 - pow((double)b1, step);
   double const bc2 = 1.0 - pow((double)b2, step);
-  float const step_size = (float)((double)lr / bc1);
-  float const bc2_sqrt = (float)sqrt(bc2);
-  float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;
-  float const l2 = opt->decoupled ? 0.0f : wd;
-  float const eps = opt->eps;
-#pragma omp parallel for simd num_threads(c->threads) schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) {
-    float const gi = g[i] * gs + l2 * p[i];
-    float const pi = p[i] * decay;
-    float const mi = m[i] + (1.0f - b1) * (gi - m[i]); /* lerp, weight < 0.5 */
-    float const vi = v[i] * b2 + (1.0f - b2) * gi * gi;
-    float const denom = sqrtf(vi) / bc2_sqrt + eps;
-    p[i] = pi - step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
-    g[i] = 0.0f;
-  }
+  adam_job_t j = {.p = p, .g = g, .m = m, .v = v, .n = n,
+                  .gs = (float)((double)grad_scale * coef), .b1 = b1, .b2 = b2,
+                  .step_size = (float)((double)lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
+                  .decay = opt->decoupled ? 1.0f - lr * wd : 1.0f,
+                  .l2 = opt->decoupled ? 0.0f : wd, .eps = opt->eps};
+  run(c, work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads), adam_part, &j);
   return LS_OK;
 }
 

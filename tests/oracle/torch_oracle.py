@@ -78,8 +78,11 @@ STEPS = 20          # optimizer steps per run (the acceptance criterion says 20)
 WEIGHT_DECAY = 1e-2  # torch.optim.AdamW's default, also used as Adam's L2 term
 
 # (I, H, L, O, T, B, seed, lr). Edge cases: L = 3, T = 1, B = 1, I = 1, H = 1,
-# H not a multiple of 8, O != I, B >= 8 (the engine splits the recurrence
-# across threads by batch rows from 8 rows on with 2 threads).
+# H not a multiple of 8, O != I. The last one is large enough for the CPU
+# engine to split every part across 2 threads (over 2M multiply-adds each:
+# kernels/lstm_cpu.c, THREAD_MIN_MACS), with H = 72 (five 16-unit panels,
+# grouped 2 + 3, the last half full) and 13 rows per thread (a partial
+# register tile).
 FIXED_CASES = [
     (3, 20, 3, 2, 7, 5, 11, 1e-3),
     (1, 5, 1, 1, 1, 1, 2, 1e-3),
@@ -88,6 +91,7 @@ FIXED_CASES = [
     (2, 8, 2, 5, 1, 16, 99, 1e-3),
     (5, 1, 2, 3, 6, 4, 31, 1e-2),
     (6, 33, 1, 3, 25, 3, 123, 1e-3),
+    (3, 72, 2, 3, 16, 26, 77, 1e-3),
 ]
 RANDOM_CASES = 3
 RANDOM_SEED = 20240611  # the drawn cases are the same on every run
