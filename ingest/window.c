@@ -39,67 +39,11 @@
 
 #include "base/keymap.h"
 
-/* A key's identity: the first member of what a table holds. */
-typedef struct keyed_s {
-  size_t key_len;
-  char *key; /* key_len bytes + NUL */
-} keyed_t;
-
-/* Keyed items, by index in the order they were added, and the map from
- * their keys to those indices; each item is one allocation, freed with the
- * table. Empty: all zero. */
-typedef struct table_s {
-  base_keymap_t map;
-  keyed_t **items; /* [map.n] */
-  size_t cap;
-} table_t;
-
-struct series_s;
-
-/* A partition and its series that hold records, by ascending low offset. */
-typedef struct wpart_s {
-  int32_t id;
-  struct series_s *head, *tail;
-} wpart_t;
-
-/* One series. count is the number of filled rows of x; count == T+1 means a
- * window was just handed out and row T is still to be carried to row 0. */
-typedef struct series_s {
-  keyed_t k;                    /* must stay first */
-  wpart_t *part;                /* the partition it was first accepted on */
-  struct series_s *prev, *next; /* in part's list, while count > 0 */
-  int64_t last_time;            /* timestamp of the last accepted record, -1 before any */
-  int64_t index;                /* number of the next window handed out */
-  int64_t id;                   /* its index in the table: 0, 1, ... by first acceptance */
-  int count;
-  int reset;        /* its next window starts from a zero state */
-  int64_t *offsets; /* [T+1] */
-  int64_t *times;   /* [T+1] event times */
-  float *x;         /* [T+1, F] */
-} series_t;
-
-struct ls_windower_s {
-  ls_format_t fmt;
-  int F, T;
-  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
-  table_t series;    /* of series_t, in order of first appearance */
-  int64_t reset_gap; /* ms: a larger jump in a series' event time restarts it; <= 0 never */
-  wpart_t **parts;   /* [n_parts], by ascending id */
-  size_t n_parts, parts_cap;
-  float *scratch;      /* [F]: a new series' first record, before it is accepted */
-  float *ones;         /* [T]: the mask of a complete window */
-  float *partial_mask; /* [T]: the mask of a flushed partial window */
-  ls_window_t view;    /* the window last handed out */
-  int64_t *gap;        /* [2 (T+1)] offsets and times of a window closed by a gap */
-  float *gap_x;        /* [T+1, F] its records */
-  ls_window_stats_t stats;
-};
-
 /* ------------------------------------------------------------------------ */
 /* Hash tables                                                               */
 
 /* The item of key, or NULL. */
-static keyed_t *table_find(const table_t *t, uint64_t hash, const void *key, size_t key_len) {
+keyed_t *window_table_find(const table_t *t, uint64_t hash, const void *key, size_t key_len) {
   int64_t const idx = base_keymap_find(&t->map, hash, key, key_len);
   return idx >= 0 ? t->items[idx] : NULL;
 }
@@ -161,7 +105,7 @@ static size_t part_at(const ls_windower_t *w, int32_t id) {
   return lo;
 }
 
-static wpart_t *part_find(const ls_windower_t *w, int32_t id) {
+wpart_t *window_part_find(const ls_windower_t *w, int32_t id) {
   size_t const at = part_at(w, id);
   return at < w->n_parts && w->parts[at]->id == id ? w->parts[at] : NULL;
 }
@@ -183,6 +127,7 @@ static ls_err_t part_get(ls_windower_t *w, int32_t id, wpart_t **out) {
   wpart_t *const p = calloc(1, sizeof *p);
   LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "windower: no memory for partition %d", (int)id);
   p->id = id;
+  p->now = -1;
   memmove(w->parts + at + 1, w->parts + at, (w->n_parts - at) * sizeof *w->parts);
   w->parts[at] = p;
   w->n_parts++;
@@ -230,7 +175,7 @@ static void list_insert(series_t *s, int T) {
 
 /* Adds a series of key [key_len] on `partition` with its first row (values
  * [F] from `first`) to come, its windows numbered from index. */
-static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
+ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
                            int32_t partition, const float *first, int64_t index, series_t **out) {
   wpart_t *part = NULL;
   LS_FORWARD_IF_ERROR(part_get(w, partition, &part));
@@ -240,7 +185,16 @@ static ls_err_t series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
   series_t *const s = item_new(sizeof(series_t), body, key, key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
                w->series.map.n, sizeof(series_t) + body + key_len + 1);
-  s->id = (int64_t)w->series.map.n;
+  s->id = w->next_id++;
+  s->hash = hash;
+  s->lru_next = NULL;
+  s->lru_prev = part->lru_tail;
+  if (part->lru_tail != NULL)
+    part->lru_tail->lru_next = s;
+  else
+    part->lru_head = s;
+  part->lru_tail = s;
+  part->held++;
   s->part = part;
   s->prev = s->next = NULL;
   s->last_time = -1;
@@ -386,7 +340,7 @@ static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, 
 }
 
 /* Records of s not yet in a complete window. */
-static int series_pending(const series_t *s, int T) {
+int window_series_pending(const series_t *s, int T) {
   return s->count == T + 1 ? 1 : s->count;
 }
 
@@ -394,11 +348,11 @@ static int series_pending(const series_t *s, int T) {
  * or, when its event time t jumps more than the gap bound, a restart: what
  * s holds goes out as a partial window (*closed, with 2 rows or more) or
  * is dropped (a lone row has no target), and its next window is reset. */
-static void next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t **closed) {
+void window_next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t **closed) {
   int const F = w->F, T = w->T;
   if (w->reset_gap > 0 && t >= 0 && s->last_time >= 0 && t - s->last_time > w->reset_gap &&
       s->count > 0) {
-    int const n = series_pending(s, T); /* 1 for a carry: dropped */
+    int const n = window_series_pending(s, T); /* 1 for a carry: dropped */
     list_unlink(s);
     w->stats.buffered -= n;
     if (n >= 2) *closed = partial_view(w, s, n, 1);
@@ -417,12 +371,34 @@ static void next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t
 
 /* Row s->count (its values written) accepted with its offset and time;
  * *complete: the window it completes, if it does. */
-static void accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
+/* Unlinks s from its partition's list by arrival. */
+static void lru_unlink(series_t *s) {
+  wpart_t *const p = s->part;
+  if (s->lru_prev != NULL)
+    s->lru_prev->lru_next = s->lru_next;
+  else
+    p->lru_head = s->lru_next;
+  if (s->lru_next != NULL)
+    s->lru_next->lru_prev = s->lru_prev;
+  else
+    p->lru_tail = s->lru_prev;
+  s->lru_prev = s->lru_next = NULL;
+}
+
+void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
                        const ls_window_t **complete) {
   int const T = w->T;
+  wpart_t *const p = s->part;
   s->times[s->count] = t >= 0 ? t : -1;
   s->offsets[s->count++] = offset;
   if (t >= 0) s->last_time = t;
+  if (t > p->now) p->now = t;
+  if (p->lru_tail != s) { /* it arrived last: to the tail */
+    lru_unlink(s);
+    s->lru_prev = p->lru_tail;
+    p->lru_tail->lru_next = s;
+    p->lru_tail = s;
+  }
   w->stats.accepted++;
   w->stats.buffered++;
   if (s->count == 1) list_insert(s, T); /* it holds a record again */
@@ -433,6 +409,45 @@ static void accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
     w->stats.buffered -= T; /* row T stays, as the next window's first input */
     *complete = window_view(w, s, s->x, s->offsets, s->times, T, w->ones);
   }
+}
+
+/* Forgets series s: the records it holds (counted as evicted), its place
+ * in the lists and in the table (the last series takes its index). */
+static void evict(ls_windower_t *w, series_t *s) {
+  int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
+  if (s->count > 0) list_unlink(s);
+  lru_unlink(s);
+  s->part->held--;
+  w->stats.buffered -= n;
+  w->stats.evicted++;
+  w->stats.evicted_records += n;
+  table_t *const t = &w->series;
+  size_t const last = t->map.n - 1;
+  int64_t const idx = base_keymap_remove(&t->map, s->hash, s->k.key, s->k.key_len);
+  if (idx >= 0 && (size_t)idx != last) t->items[idx] = t->items[last];
+  free(s);
+}
+
+/* Evicts, on s's partition, the series idle for longer than idle_ms (by
+ * event time, against the partition's newest) and the least recently
+ * active beyond max_held, s (just accepted) aside; in arrival order. */
+static void evict_after(ls_windower_t *w, series_t *s) {
+  wpart_t *const p = s->part;
+  while (w->idle_ms > 0 && p->lru_head != s && p->lru_head->last_time >= 0 &&
+         p->now - p->lru_head->last_time > w->idle_ms)
+    evict(w, p->lru_head);
+  while (w->max_held > 0 && p->held > w->max_held && p->lru_head != s)
+    evict(w, p->lru_head);
+}
+
+ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held) {
+  LS_RETURN_IF(w == NULL || idle_ms < 0 || max_held < 0, LS_ERR_INVALID_ARG,
+               "ls_windower_set_eviction: w must not be NULL, idle_ms (%lld) and max_held (%lld) "
+               "must be >= 0",
+               (long long)idle_ms, (long long)max_held);
+  w->idle_ms = idle_ms;
+  w->max_held = max_held;
+  return LS_OK;
 }
 
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
@@ -448,27 +463,28 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
 
   uint64_t const hash = base_key_hash(rec->key, rec->key_len);
-  series_t *s = (series_t *)table_find(&w->series, hash, rec->key, rec->key_len);
+  series_t *s = (series_t *)window_table_find(&w->series, hash, rec->key, rec->key_len);
   int const F = w->F;
   ls_reject_t const r = decode_value(w, rec, w->scratch);
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
-    next_row(w, s, rec->timestamp, complete);
+    window_next_row(w, s, rec->timestamp, complete);
     memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
     ls_err_t const err =
-        series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
+        window_series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {
       w->stats.records--;
       return LS_REJECT__COUNT;
     }
   }
   const ls_window_t *done = NULL; /* (a record that closes a window after a gap completes none) */
-  accept_row(w, s, rec->offset, rec->timestamp, &done);
+  window_accept_row(w, s, rec->offset, rec->timestamp, &done);
   if (done != NULL) *complete = done;
+  if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
   return LS_REJECT_NONE;
 }
 
@@ -476,11 +492,11 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
   LS_RETURN_IF(w == NULL || win == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_flush_next: w and win must not be NULL");
   *win = NULL;
-  wpart_t *const part = part_find(w, partition);
+  wpart_t *const part = window_part_find(w, partition);
   int const T = w->T;
   while (part != NULL && part->head != NULL) {
     series_t *const s = part->head;
-    int const n = series_pending(s, T);
+    int const n = window_series_pending(s, T);
     list_unlink(s);
     w->stats.buffered -= n;
     s->count = 0;
@@ -489,131 +505,6 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
     return LS_OK;
   }
   return LS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Records in flight                                                         */
-
-/* s's pending rows as a series in flight into *out (pointers into s). */
-static void pending_view(const ls_windower_t *w, const series_t *s, ls_inflight_t *out) {
-  int const T = w->T, carry = s->count == T + 1;
-  *out = (ls_inflight_t){s->k.key,
-                         s->k.key_len,
-                         s->part->id,
-                         s->index,
-                         s->last_time,
-                         s->reset,
-                         series_pending(s, T),
-                         s->offsets + (carry ? T : 0),
-                         s->times + (carry ? T : 0),
-                         s->x + (size_t)(carry ? T : 0) * w->F};
-}
-
-ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition, ls_inflight_fn fn,
-                                  void *opaque) {
-  LS_RETURN_IF(w == NULL || fn == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_each_pending: w and fn must not be NULL");
-  const wpart_t *const part = part_find(w, partition);
-  for (const series_t *s = part != NULL ? part->head : NULL; s != NULL; s = s->next) {
-    ls_inflight_t v;
-    pending_view(w, s, &v);
-    LS_FORWARD_IF_ERROR(fn(opaque, &v));
-  }
-  return LS_OK;
-}
-
-ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
-                                ls_inflight_t *out, int *found) {
-  LS_RETURN_IF(w == NULL || key == NULL || out == NULL || found == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_pending_of: w, key, out and found must not be NULL");
-  const series_t *const s =
-      (const series_t *)table_find(&w->series, base_key_hash(key, key_len), key, key_len);
-  *found = s != NULL;
-  if (s != NULL) pending_view(w, s, out);
-  return LS_OK;
-}
-
-/* A restored row: row r of series i. */
-typedef struct restored_s {
-  int32_t partition;
-  int r;
-  int64_t offset;
-  size_t i;
-} restored_t;
-
-static int by_partition_offset(const void *a, const void *b) {
-  const restored_t *const x = a, *const y = b;
-  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
-  return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
-  LS_RETURN_IF(in->key == NULL || in->key_len == 0 || in->key_len > LS_KEY_MAX || in->rows < 1 ||
-                   in->offsets == NULL || in->times == NULL || in->x == NULL || in->partition < 0 ||
-                   in->index < 0,
-               LS_ERR_INVALID_ARG,
-               "%s: a series needs a key of 1..%d bytes, rows >= 1 and their arrays, a partition "
-               "and a window index >= 0",
-               fn, LS_KEY_MAX);
-  for (int r = 1; r < in->rows; r++)
-    LS_RETURN_IF(in->offsets[r] <= in->offsets[r - 1], LS_ERR_INVALID_ARG,
-                 "%s: series '%.*s': offsets must ascend", fn, (int)in->key_len, in->key);
-  return LS_OK;
-}
-
-/* Checks series i of a restore and adds it with its row 0. */
-static ls_err_t restore_one(ls_windower_t *w, const ls_inflight_t *in, series_t **out) {
-  LS_FORWARD_IF_ERROR(window_inflight_check(in, "ls_windower_restore"));
-  uint64_t const hash = base_key_hash(in->key, in->key_len);
-  LS_RETURN_IF(table_find(&w->series, hash, in->key, in->key_len) != NULL, LS_ERR_STATE,
-               "ls_windower_restore: series '%.*s' is known already (restore it once, before "
-               "any push)",
-               (int)in->key_len, in->key);
-  LS_FORWARD_IF_ERROR(
-      series_add(w, hash, in->key, in->key_len, in->partition, in->x, in->index, out));
-  (*out)->reset = in->reset;
-  const ls_window_t *none = NULL;
-  accept_row(w, *out, in->offsets[0], in->times[0], &none);
-  return LS_OK;
-}
-
-ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
-                             void *opaque) {
-  LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
-               "ls_windower_restore: w, series and fn must not be NULL");
-  series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
-  LS_RETURN_IF(made == NULL, LS_ERR_NOMEM, "no memory to restore %zu series", n);
-  size_t rows = 0;
-  ls_err_t err = LS_OK;
-  for (size_t i = 0; i < n && err == LS_OK; i++) {
-    err = restore_one(w, &in[i], &made[i]);
-    rows += (size_t)in[i].rows - 1;
-  }
-  restored_t *const order = err == LS_OK ? malloc((rows > 0 ? rows : 1) * sizeof *order) : NULL;
-  if (err == LS_OK && order == NULL)
-    err = ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
-  size_t k = 0;
-  for (size_t i = 0; i < n && err == LS_OK; i++)
-    for (int r = 1; r < in[i].rows; r++)
-      order[k++] = (restored_t){in[i].partition, r, in[i].offsets[r], i};
-  if (err == LS_OK) qsort(order, rows, sizeof *order, by_partition_offset);
-  int const F = w->F;
-  for (size_t j = 0; j < rows && err == LS_OK; j++) {
-    const ls_inflight_t *const src = &in[order[j].i];
-    series_t *const s = made[order[j].i];
-    int const r = order[j].r;
-    const ls_window_t *win = NULL;
-    next_row(w, s, src->times[r], &win);
-    if (win != NULL) err = fn(opaque, win);
-    memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
-    win = NULL;
-    if (err == LS_OK) accept_row(w, s, src->offsets[r], src->times[r], &win);
-    if (win != NULL && err == LS_OK) err = fn(opaque, win);
-  }
-  for (size_t i = 0; i < n && err == LS_OK; i++)
-    made[i]->last_time = in[i].last_time;
-  free(order), free(made);
-  return err;
 }
 
 ls_err_t ls_windower_stats(const ls_windower_t *w, ls_window_stats_t *out) {

@@ -1,12 +1,102 @@
 /*
- * What ingest/window.c shares with the rest of ingest/ (internal): the
- * check of a series in flight, so that ls_ingest_conf_restore refuses a bad
- * one when it is added, with the windower's message.
+ * The windower's insides (ingest/window.c, internal): its series, their
+ * partitions and the hash table they live in, and the steps of accepting a
+ * record, which window_restore.c (series in flight) uses too; and the check
+ * of a series in flight, so that ls_ingest_conf_restore refuses a bad one
+ * when it is added, with the windower's message.
  */
 #ifndef LSTREAM_INGEST_WINDOW_H
 #define LSTREAM_INGEST_WINDOW_H
 
+#include "base/keymap.h"
 #include "lstream/ingest.h"
+
+/* A key's identity: the first member of what a table holds. */
+typedef struct keyed_s {
+  size_t key_len;
+  char *key; /* key_len bytes + NUL */
+} keyed_t;
+
+/* Keyed items, by index in the order they were added, and the map from
+ * their keys to those indices; each item is one allocation, freed with the
+ * table. Empty: all zero. */
+typedef struct table_s {
+  base_keymap_t map;
+  keyed_t **items; /* [map.n] */
+  size_t cap;
+} table_t;
+
+struct series_s;
+
+/* A partition and its series that hold records, by ascending low offset. */
+typedef struct wpart_s {
+  int32_t id;
+  struct series_s *head, *tail;
+  struct series_s *lru_head, *lru_tail; /* every series of it, by its last record's arrival */
+  int64_t now;                          /* the newest event time accepted on it, -1 none */
+  int64_t held;                         /* its series */
+} wpart_t;
+
+/* One series. count is the number of filled rows of x; count == T+1 means a
+ * window was just handed out and row T is still to be carried to row 0. */
+typedef struct series_s {
+  keyed_t k;                            /* must stay first */
+  wpart_t *part;                        /* the partition it was first accepted on */
+  struct series_s *prev, *next;         /* in part's list, while count > 0 */
+  struct series_s *lru_prev, *lru_next; /* in part's list by last arrival */
+  uint64_t hash;                        /* of its key */
+  int64_t last_time;                    /* timestamp of the last accepted record, -1 before any */
+  int64_t index;                        /* number of the next window handed out */
+  int64_t id;                           /* 0, 1, ... by first acceptance, never reused */
+  int count;
+  int reset;        /* its next window starts from a zero state */
+  int64_t *offsets; /* [T+1] */
+  int64_t *times;   /* [T+1] event times */
+  float *x;         /* [T+1, F] */
+} series_t;
+
+struct ls_windower_s {
+  ls_format_t fmt;
+  int F, T;
+  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
+  table_t series;    /* of series_t, in order of first appearance */
+  int64_t reset_gap; /* ms: a larger jump in a series' event time restarts it; <= 0 never */
+  int64_t idle_ms;   /* a series this much older than its partition's newest is evicted; 0 no */
+  int64_t max_held;  /* the most series a partition holds; 0 no bound */
+  int64_t next_id;
+  wpart_t **parts; /* [n_parts], by ascending id */
+  size_t n_parts, parts_cap;
+  float *scratch;      /* [F]: a new series' first record, before it is accepted */
+  float *ones;         /* [T]: the mask of a complete window */
+  float *partial_mask; /* [T]: the mask of a flushed partial window */
+  ls_window_t view;    /* the window last handed out */
+  int64_t *gap;        /* [2 (T+1)] offsets and times of a window closed by a gap */
+  float *gap_x;        /* [T+1, F] its records */
+  ls_window_stats_t stats;
+};
+
+/* The item of key, or NULL. */
+keyed_t *window_table_find(const table_t *t, uint64_t hash, const void *key, size_t key_len);
+
+/* The partition of id, or NULL. */
+wpart_t *window_part_find(const ls_windower_t *w, int32_t id);
+
+/* Adds a series of key [key_len] on `partition` with its first row (values
+ * [F] from `first`) to come, its windows numbered from index. */
+ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
+                           int32_t partition, const float *first, int64_t index, series_t **out);
+
+/* Records of s not yet in a complete window. */
+int window_series_pending(const series_t *s, int T);
+
+/* Makes room for s's next row, of event time t: the carry after a window,
+ * or a restart after a gap (*closed: the partial window it closes). */
+void window_next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t **closed);
+
+/* Row s->count (its values written) accepted with its offset and time;
+ * *complete: the window it completes, if it does. */
+void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
+                       const ls_window_t **complete);
 
 /* LS_ERR_INVALID_ARG, naming fn and what is wrong, unless s is a series in
  * flight: a key of 1..LS_KEY_MAX bytes, rows >= 1 with their arrays and

@@ -10,11 +10,20 @@
 #include "base/keymap.h"
 #include "lstream/state.h"
 
+/* A partition's series by activity: the least and the most recently active
+ * slots (-1 none), how many, and the newest event time made active. */
+typedef struct plist_s {
+  int64_t head, tail, count, now;
+} plist_t;
+
 typedef struct series_s {
   char *key; /* NUL-terminated copy, the map's key */
   size_t key_len;
   int32_t partition;
   int64_t windows, records, last_offset;
+  int64_t last_time;  /* event time of its last active window, -1 none */
+  int64_t active;     /* t->ticks when it was last active, 0 never */
+  int64_t prev, next; /* slots before and after it by activity (-1: none) */
 } series_t;
 
 struct ls_series_table_s {
@@ -27,6 +36,11 @@ struct ls_series_table_s {
   int64_t *norm_n;          /* [cap] */
   double *norm;             /* [cap, F, LS_NORM_STATS] */
   double *errors;           /* [cap, O, 2] */
+  plist_t *parts;           /* [n_parts] by partition id: its series by activity */
+  size_t n_parts;
+  int64_t ticks;   /* activations so far */
+  size_t high;     /* the most slots ever used: a slot below it is zeroed on reuse */
+  float *zero_row; /* [L H] zeros, for a reused slot's states */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -60,11 +74,12 @@ ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t
 
 void ls_series_table_destroy(ls_series_table_t *t) {
   if (t == NULL) return;
-  for (size_t s = 0; s < t->count; s++) free(t->series[s].key);
+  for (size_t s = 0; s < t->count; s++)
+    free(t->series[s].key);
   free(t->series);
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
-  free(t->norm_n), free(t->norm), free(t->errors);
+  free(t->norm_n), free(t->norm), free(t->errors), free(t->zero_row), free(t->parts);
   free(t);
 }
 
@@ -118,6 +133,66 @@ void ls_series_table_stats_shape(const ls_series_table_t *t, int *features, int 
   if (targets != NULL) *targets = t != NULL ? t->O : 0;
 }
 
+/* The list of partition p, made when new. */
+static ls_err_t plist_of(ls_series_table_t *t, int32_t p, plist_t **out) {
+  LS_RETURN_IF(p < 0, LS_ERR_INVALID_ARG, "negative partition %d", (int)p);
+  if ((size_t)p >= t->n_parts) {
+    size_t const n = (size_t)p + 1;
+    plist_t *const grown = realloc(t->parts, n * sizeof *grown);
+    LS_RETURN_IF(grown == NULL, LS_ERR_NOMEM, "no memory for %zu partitions", n);
+    for (size_t i = t->n_parts; i < n; i++)
+      grown[i] = (plist_t){-1, -1, 0, -1};
+    t->parts = grown;
+    t->n_parts = n;
+  }
+  *out = &t->parts[p];
+  return LS_OK;
+}
+
+/* Appends slot s to list l (the most recently active). */
+static void plist_append(ls_series_table_t *t, plist_t *l, int64_t s) {
+  series_t *const e = &t->series[s];
+  e->prev = l->tail, e->next = -1;
+  if (l->tail >= 0)
+    t->series[l->tail].next = s;
+  else
+    l->head = s;
+  l->tail = s;
+  l->count++;
+}
+
+/* Unlinks slot s from its partition's list. */
+static void plist_unlink(ls_series_table_t *t, int64_t s) {
+  series_t *const e = &t->series[s];
+  plist_t *const l = &t->parts[e->partition];
+  if (e->prev >= 0)
+    t->series[e->prev].next = e->next;
+  else
+    l->head = e->next;
+  if (e->next >= 0)
+    t->series[e->next].prev = e->prev;
+  else
+    l->tail = e->prev;
+  e->prev = e->next = -1;
+  l->count--;
+}
+
+/* A reused slot (an evicted series' place) starts from zero: states and
+ * host-side state. */
+static ls_err_t clear_slot(ls_series_table_t *t, size_t s) {
+  const ls_engine_conf_t *const conf = ls_engine_get_conf(t->eng);
+  size_t const row = (size_t)conf->shape.num_layers * (size_t)conf->shape.hidden_size;
+  if (t->zero_row == NULL) t->zero_row = calloc(row, sizeof *t->zero_row);
+  LS_RETURN_IF(t->zero_row == NULL, LS_ERR_NOMEM, "no memory for a state row");
+  LS_FORWARD_IF_ERROR(ls_state_table_write(t->states, s, 1, t->zero_row, t->zero_row));
+  if (t->F == 0) return LS_OK;
+  t->norm_n[s] = 0;
+  memset(t->norm + s * (size_t)t->F * LS_NORM_STATS, 0,
+         (size_t)t->F * LS_NORM_STATS * sizeof(double));
+  memset(t->errors + s * (size_t)t->O * 2, 0, (size_t)t->O * 2 * sizeof(double));
+  return LS_OK;
+}
+
 ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_len,
                               int32_t partition, int64_t *slot) {
   LS_RETURN_IF(t == NULL || slot == NULL, LS_ERR_INVALID_ARG, "table or slot is NULL");
@@ -135,12 +210,23 @@ ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_
     free(copy);
     return err;
   }
-  t->series[t->count] = (series_t){copy, key_len, partition, 0, 0, -1};
+  plist_t *list = NULL;
+  ls_err_t const lerr = plist_of(t, partition, &list);
+  if (lerr != LS_OK) {
+    (void)base_keymap_remove(&t->index, hash, copy, key_len);
+    free(copy);
+    return lerr;
+  }
+  size_t const at = t->count;
+  t->series[at] = (series_t){copy, key_len, partition, 0, 0, -1, -1, 0, -1, -1};
+  plist_append(t, list, (int64_t)at);
   *slot = (int64_t)t->count++;
-  return LS_OK;
+  return at < t->high ? clear_slot(t, at) : (t->high = t->count, LS_OK);
 }
 
-size_t ls_series_table_count(const ls_series_table_t *t) { return t == NULL ? 0 : t->count; }
+size_t ls_series_table_count(const ls_series_table_t *t) {
+  return t == NULL ? 0 : t->count;
+}
 
 static ls_err_t check_slot(const ls_series_table_t *t, int64_t slot) {
   LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
@@ -152,8 +238,7 @@ static ls_err_t check_slot(const ls_series_table_t *t, int64_t slot) {
 ls_err_t ls_series_table_trained(ls_series_table_t *t, int64_t slot, int64_t records,
                                  int64_t last_offset) {
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
-  LS_RETURN_IF(records < 0, LS_ERR_INVALID_ARG, "negative record count %lld",
-               (long long)records);
+  LS_RETURN_IF(records < 0, LS_ERR_INVALID_ARG, "negative record count %lld", (long long)records);
   series_t *const s = &t->series[slot];
   s->windows++;
   s->records += records;
@@ -161,16 +246,115 @@ ls_err_t ls_series_table_trained(ls_series_table_t *t, int64_t slot, int64_t rec
   return LS_OK;
 }
 
-ls_err_t ls_series_table_restore(ls_series_table_t *t, int64_t slot, int64_t windows,
-                                 int64_t records, int64_t last_offset) {
+ls_err_t ls_series_table_restore(ls_series_table_t *t, int64_t slot, const ls_series_info_t *in) {
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
-  LS_RETURN_IF(windows < 0 || records < 0, LS_ERR_INVALID_ARG,
-               "negative counts (windows %lld, records %lld)", (long long)windows,
-               (long long)records);
+  LS_RETURN_IF(in == NULL, LS_ERR_INVALID_ARG, "info is NULL");
+  LS_RETURN_IF(in->windows < 0 || in->records < 0 || in->active < 0 || in->last_time < -1,
+               LS_ERR_INVALID_ARG,
+               "counts out of range (windows %lld, records %lld, active %lld, last time %lld)",
+               (long long)in->windows, (long long)in->records, (long long)in->active,
+               (long long)in->last_time);
   series_t *const s = &t->series[slot];
-  s->windows = windows;
-  s->records = records;
-  s->last_offset = last_offset;
+  s->windows = in->windows;
+  s->records = in->records;
+  s->last_offset = in->last_offset;
+  s->last_time = in->last_time;
+  s->active = in->active;
+  if (in->active > t->ticks) t->ticks = in->active;
+  plist_t *const l = &t->parts[s->partition];
+  if (in->last_time > l->now) l->now = in->last_time;
+  return LS_OK;
+}
+
+/* A slot and when it was active, for the restored order. */
+typedef struct by_active_s {
+  int64_t active, slot;
+} by_active_t;
+
+static int by_active(const void *a, const void *b) {
+  const by_active_t *const x = a, *const y = b;
+  if (x->active != y->active) return (x->active > y->active) - (x->active < y->active);
+  return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+ls_err_t ls_series_table_restored(ls_series_table_t *t) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
+  by_active_t *const order = malloc((t->count > 0 ? t->count : 1) * sizeof *order);
+  LS_RETURN_IF(order == NULL, LS_ERR_NOMEM, "no memory to order %zu series", t->count);
+  for (size_t i = 0; i < t->count; i++)
+    order[i] = (by_active_t){t->series[i].active, (int64_t)i};
+  qsort(order, t->count, sizeof *order, by_active);
+  for (size_t p = 0; p < t->n_parts; p++)
+    t->parts[p].head = t->parts[p].tail = -1, t->parts[p].count = 0;
+  for (size_t i = 0; i < t->count; i++)
+    plist_append(t, &t->parts[t->series[order[i].slot].partition], order[i].slot);
+  free(order);
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_active(ls_series_table_t *t, int64_t slot, int64_t time) {
+  LS_FORWARD_IF_ERROR(check_slot(t, slot));
+  series_t *const e = &t->series[slot];
+  plist_t *const l = &t->parts[e->partition];
+  if (time >= 0) e->last_time = time;
+  if (time > l->now) l->now = time;
+  e->active = ++t->ticks;
+  if (l->tail == slot) return LS_OK;
+  plist_unlink(t, slot);
+  plist_append(t, l, slot);
+  return LS_OK;
+}
+
+/* Forgets slot s; the last slot moves into it. */
+static ls_err_t evict_slot(ls_series_table_t *t, int64_t s) {
+  size_t const last = t->count - 1;
+  series_t *const e = &t->series[s];
+  plist_unlink(t, s);
+  (void)base_keymap_remove(&t->index, base_key_hash(e->key, e->key_len), e->key, e->key_len);
+  free(e->key);
+  if ((size_t)s != last) { /* the last slot's series, states and host state move in */
+    const ls_engine_conf_t *const conf = ls_engine_get_conf(t->eng);
+    size_t const row = (size_t)conf->shape.num_layers * (size_t)conf->shape.hidden_size;
+    float *const buf = malloc(2 * row * sizeof *buf);
+    LS_RETURN_IF(buf == NULL, LS_ERR_NOMEM, "no memory for a state row");
+    ls_err_t err = ls_state_table_read(t->states, last, 1, buf, buf + row);
+    if (err == LS_OK) err = ls_state_table_write(t->states, (size_t)s, 1, buf, buf + row);
+    free(buf);
+    LS_FORWARD_IF_ERROR(err);
+    *e = t->series[last];
+    plist_t *const l = &t->parts[e->partition];
+    if (e->prev >= 0) t->series[e->prev].next = s;
+    if (e->next >= 0) t->series[e->next].prev = s;
+    if (l->head == (int64_t)last) l->head = s;
+    if (l->tail == (int64_t)last) l->tail = s;
+    if (t->F > 0) {
+      size_t const nf = (size_t)t->F * LS_NORM_STATS, ne = (size_t)t->O * 2;
+      t->norm_n[s] = t->norm_n[last];
+      memcpy(t->norm + (size_t)s * nf, t->norm + last * nf, nf * sizeof(double));
+      memcpy(t->errors + (size_t)s * ne, t->errors + last * ne, ne * sizeof(double));
+    }
+  }
+  t->count--;
+  return LS_OK;
+}
+
+ls_err_t ls_series_table_evict(ls_series_table_t *t, int64_t idle_ms, size_t max,
+                               int64_t *evicted) {
+  LS_RETURN_IF(t == NULL || idle_ms < 0, LS_ERR_INVALID_ARG, "table is NULL or idle_ms < 0");
+  int64_t n = 0;
+  for (size_t p = 0; p < t->n_parts; p++) {
+    plist_t *const l = &t->parts[p];
+    while (idle_ms > 0 && l->head >= 0 && t->series[l->head].last_time >= 0 &&
+           l->now - t->series[l->head].last_time > idle_ms) {
+      LS_FORWARD_IF_ERROR(evict_slot(t, l->head));
+      n++;
+    }
+    while (max > 0 && l->count > (int64_t)max) {
+      LS_FORWARD_IF_ERROR(evict_slot(t, l->head));
+      n++;
+    }
+  }
+  if (evicted != NULL) *evicted += n;
   return LS_OK;
 }
 
@@ -178,8 +362,8 @@ ls_err_t ls_series_table_info(const ls_series_table_t *t, int64_t slot, ls_serie
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   const series_t *const s = &t->series[slot];
-  *out = (ls_series_info_t){s->key,     s->key_len, s->partition,  slot,
-                            s->windows, s->records, s->last_offset};
+  *out = (ls_series_info_t){s->key,     s->key_len,     s->partition, slot,     s->windows,
+                            s->records, s->last_offset, s->last_time, s->active};
   return LS_OK;
 }
 

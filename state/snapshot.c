@@ -35,6 +35,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->params), free(s->adam_m), free(s->adam_v);
   free(s->key_len), free(s->key_off), free(s->keys);
   free(s->partition), free(s->windows), free(s->records), free(s->last_off);
+  free(s->last_time), free(s->active);
   free(s->h), free(s->c);
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
@@ -116,6 +117,8 @@ ls_err_t snap_reserve(ls_snapshot_t *s, size_t series, size_t key_bytes, size_t 
     LS_FORWARD_IF_ERROR(grow_array(&s->key_off, cs, sizeof *s->key_off, "key offsets"));
     LS_FORWARD_IF_ERROR(grow_array(&s->partition, cs, sizeof *s->partition, "partitions"));
     LS_FORWARD_IF_ERROR(grow_array(&s->windows, cs, sizeof *s->windows, "window counts"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->last_time, cs, sizeof *s->last_time, "event times"));
+    LS_FORWARD_IF_ERROR(grow_array(&s->active, cs, sizeof *s->active, "activity counts"));
     LS_FORWARD_IF_ERROR(grow_array(&s->records, cs, sizeof *s->records, "record counts"));
     LS_FORWARD_IF_ERROR(grow_array(&s->last_off, cs, sizeof *s->last_off, "offsets"));
     LS_FORWARD_IF_ERROR(grow_array(&s->h, cs * s->row, sizeof *s->h, "h state floats"));
@@ -213,6 +216,9 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   LS_RETURN_IF(in->key_len < 1 || in->key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
                "series key of %zu bytes: keys have 1..%d bytes", in->key_len, LS_KEY_MAX);
   LS_RETURN_IF(in->partition < 0, LS_ERR_INVALID_ARG, "negative partition %d", (int)in->partition);
+  LS_RETURN_IF(in->last_time < -1 || in->active < 0, LS_ERR_INVALID_ARG,
+               "last event time %lld, activity %lld", (long long)in->last_time,
+               (long long)in->active);
   LS_FORWARD_IF_ERROR(snap_reserve(s, s->series + 1, s->key_bytes + in->key_len + 1, 0));
   size_t const i = s->series++;
   s->key_len[i] = (uint8_t)in->key_len;
@@ -224,6 +230,8 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   s->windows[i] = in->windows;
   s->records[i] = in->records;
   s->last_off[i] = in->last_offset;
+  s->last_time[i] = in->last_time;
+  s->active[i] = in->active;
   if (s->stats_F > 0) { /* zero until filled */
     ls_series_stats_t st;
     LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, i, &st));
@@ -436,8 +444,9 @@ ls_err_t ls_snapshot_get_series(const ls_snapshot_t *s, size_t i, ls_series_info
                                 const float **h, const float **c) {
   LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
   LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
-  *out = (ls_series_info_t){s->keys + s->key_off[i], s->key_len[i], s->partition[i], (int64_t)i,
-                            s->windows[i],           s->records[i], s->last_off[i]};
+  *out = (ls_series_info_t){
+      s->keys + s->key_off[i], s->key_len[i],  s->partition[i], (int64_t)i,  s->windows[i],
+      s->records[i],           s->last_off[i], s->last_time[i], s->active[i]};
   if (h != NULL) *h = s->h + i * s->row;
   if (c != NULL) *c = s->c + i * s->row;
   return LS_OK;

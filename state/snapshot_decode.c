@@ -61,7 +61,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
-  if (id < SNAP_META || id > SNAP_INFLIGHT_ROWS || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+  if (id < SNAP_META || id > SNAP_ACTIVITY || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
   if (at != *next || stored > table_at - at)
     return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
@@ -301,7 +301,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
     return CORRUPT("%s: meta: %llu parameters (%lld updates), the shape has %zu", f->name,
                    (unsigned long long)m->n, (long long)m->adam_steps, n);
   /* What the content will take, before allocating it: per series 1 + 4 +
-   * 3 * 8 bytes of counts, 8 of key offset, 2 * L * H floats, its host-side
+   * 5 * 8 bytes of counts, 8 of key offset, 2 * L * H floats, its host-side
    * state; keys have 2..256 bytes each with their NUL. */
   uint64_t const S = m->series, row = (uint64_t)m->shape.num_layers * m->shape.hidden_size;
   if (S > (1ull << 40) || m->parts > (1ull << 40) || m->key_bytes < 2 * S || m->key_bytes > 256 * S)
@@ -317,7 +317,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                    f->name, m->stats_F, m->stats_O, (unsigned long long)m->mem_cap,
                    (unsigned long long)m->mem_entry, m->has_calib);
   /* In double: S * row may overflow 64 bits in a damaged file. */
-  double const need = (double)S * (37.0 + 8.0 * (double)row) + (double)m->key_bytes +
+  double const need = (double)S * (53.0 + 8.0 * (double)row) + (double)m->key_bytes +
                       (double)S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
                       (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
                       (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
@@ -382,7 +382,8 @@ static int cmp_i32(const void *a, const void *b) {
 /* Checks counts and partitions for values a writer never produces. */
 static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
   for (size_t i = 0; i < s->series; i++)
-    if (s->partition[i] < 0 || s->windows[i] < 0 || s->records[i] < 0 || s->last_off[i] < -1)
+    if (s->partition[i] < 0 || s->windows[i] < 0 || s->records[i] < 0 || s->last_off[i] < -1 ||
+        s->last_time[i] < -1 || s->active[i] < 0)
       return CORRUPT("%s: counts: series %zu has partition %d, %lld windows, %lld records, last "
                      "offset %lld",
                      f->name, i, (int)s->partition[i], (long long)s->windows[i],
@@ -446,8 +447,8 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, (int)m->in_F);
   if (err == LS_OK && series)
-    err = snap_reserve_inflight(s, (size_t)m->in_series, (size_t)m->in_key_bytes,
-                                (size_t)m->in_rows);
+    err =
+        snap_reserve_inflight(s, (size_t)m->in_series, (size_t)m->in_key_bytes, (size_t)m->in_rows);
   if (err == LS_OK && m->has_model && (what & SNAP_DECODE_MODEL)) {
     err = snap_model_buffers(s, (size_t)m->n);
     s->has_model = 1;

@@ -13,8 +13,8 @@ const char *snap_section_name(uint32_t id) {
   static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
                                       "keys",     "counts",        "states",      "partitions",
                                       "shards",   "norm",          "calibration", "memory",
-                                      "inflight", "inflight_rows"};
-  return id <= SNAP_INFLIGHT_ROWS ? names[id] : names[0];
+                                      "inflight", "inflight_rows", "activity"};
+  return id <= SNAP_ACTIVITY ? names[id] : names[0];
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -71,6 +71,8 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                    {s->records, S * 8, 0},
                                    {s->last_off, S * 8, 0}}};
   case SNAP_STATES: return (snap_section_spans_t){id, 2, {{s->h, st, 1}, {s->c, st, 1}}};
+  case SNAP_ACTIVITY:
+    return (snap_section_spans_t){id, 2, {{s->last_time, S * 8, 0}, {s->active, S * 8, 0}}};
   case SNAP_NORM:
     return (snap_section_spans_t){id,
                                   3,
@@ -123,7 +125,7 @@ int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   int n = 0;
   if (s->has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
   if (s->has_model && s->has_calib) ids[n++] = SNAP_CALIBRATION;
-  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_STATES;
+  ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_ACTIVITY, ids[n++] = SNAP_STATES;
   if (s->stats_F > 0) ids[n++] = SNAP_NORM;
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;

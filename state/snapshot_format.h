@@ -68,6 +68,8 @@
  *                 (key_bytes = sum(key_len + 1))
  *   5 counts      partition i32 [S], windows i64 [S], records i64 [S],
  *                 last_offset i64 [S]
+ *  14 activity    last event time i64 [S], activity i64 [S] (the order of
+ *                 eviction: ls_series_info_t.active)
  *   6 states      h f32 [S, L, H], c f32 [S, L, H]
  *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
  *   7 partitions  partition i32 [P], offset i64 [P] (its next unread record)
@@ -105,7 +107,7 @@ enum {
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 192,
-  SNAP_SHARD_SECTIONS = 12, /* the most sections after meta */
+  SNAP_SHARD_SECTIONS = 13, /* the most sections after meta */
   SNAP_IN_META = 5,          /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
@@ -126,7 +128,8 @@ typedef enum snap_section_e {
   SNAP_CALIBRATION,
   SNAP_MEMORY,
   SNAP_INFLIGHT,
-  SNAP_INFLIGHT_ROWS
+  SNAP_INFLIGHT_ROWS,
+  SNAP_ACTIVITY
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -161,6 +164,7 @@ struct ls_snapshot_s {
   size_t key_bytes, cap_keys;
   int32_t *partition;                    /* [S] */
   int64_t *windows, *records, *last_off; /* [S] */
+  int64_t *last_time, *active;           /* [S] */
   float *h, *c;                          /* [S, L, H] */
 
   int stats_F, stats_O; /* host-side state per series: 0, 0 = none */

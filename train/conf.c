@@ -51,6 +51,8 @@ static const base_key_t keys[] = {
     {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
     {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
     {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
+    {"series_idle_ms", "evict a series idle this many ms of event time (against its partition's newest record): its state and its partial window are forgotten; 0: never", F(series_idle_ms), BASE_V_I64(0, 1e15)},
+    {"max_series", "hold at most this many series (over all partitions, as partitions/N each), evicting the least recently active; 0: no bound", F(max_series), BASE_V_I64(0, 1e12)},
     {"reset_gap_ms", "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts its state (h, c) from zero at its next window; what it held before the gap trains as a partial window; 0: never", F(reset_gap_ms), BASE_V_I64(0, 1e15)},
     {"deadline_ms", "live: fire a partial step this long after it began (sooner when nothing ready can join it); the consumer's fetches wait a tenth of it at most", F(deadline_ms), BASE_V_INT(1, 3600000)},
     {"queue_windows", "ingest bound on queued windows, per partition; also how far a replay reads ahead per partition to form steps by event time", F(queue_windows), BASE_V_INT(1, 1 << 24)},

@@ -35,5 +35,5 @@ ls_err_t live_sweep(ls_ingest_t *ing, const int32_t *parts, int P, int first, li
 
 int live_every_series(ls_ingest_t *ing, int n) {
   ls_ingest_stats_t is;
-  return n > 0 && ls_ingest_stats(ing, &is) == LS_OK && n >= is.w.series;
+  return n > 0 && ls_ingest_stats(ing, &is) == LS_OK && n >= is.w.series - is.w.evicted;
 }

@@ -178,6 +178,7 @@ static void publish(monitor_t *m, double now) {
   if (on && (status.written_step >= 0 || status.failures > 0)) s->snapshot_seconds = status.seconds;
   const train_view_t *const v = m->view;
   s->series = (int64_t)ls_series_table_count(v->series);
+  s->states_evicted = *v->evicted_states;
   s->state_bytes = (double)ls_state_table_slots(ls_series_table_states(v->series)) * 2.0 *
                    v->shape.num_layers * v->shape.hidden_size * sizeof(float);
   pthread_mutex_lock(&m->lock);

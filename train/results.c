@@ -73,15 +73,20 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   LS_FORWARD_IF_ERROR(figures_summary(tr->v.fig, tr->v.comm, out));
   ls_ingest_stats_t is = {0};
   if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
-  enum { N = 4 };
-  double v[N + LS_REJECT__COUNT] = {(double)out->series, out->wait_s, out->comm_s,
-                                    (double)is.w.resets};
+  enum { N = 7 };
+  double v[N + LS_REJECT__COUNT] = {
+      (double)out->series,           out->wait_s,          out->comm_s,
+      (double)is.w.resets,           (double)is.w.evicted, (double)is.w.evicted_records,
+      (double)tr->sum.evicted_states};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
   out->wait_s = v[1] / tr->v.world;
   out->comm_s = v[2] / tr->v.world;
   out->resets = (int64_t)v[3];
+  out->evicted = (int64_t)v[4];
+  out->evicted_records = (int64_t)v[5];
+  out->evicted_states = (int64_t)v[6];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     out->rejected += out->rejected_by[r] = (int64_t)v[N + r];

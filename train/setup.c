@@ -48,6 +48,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
   is.reset_gap_ms = c->reset_gap_ms;
+  is.series_idle_ms = c->series_idle_ms;
   is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down
                                   must not hold up the end of a run */
   is.buffer_records = c->buffer_records;
@@ -70,6 +71,13 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   int32_t count = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
   if (err == LS_OK) err = pick_partitions(tr, count);
+  /* --max-series over all partitions: each holds its share, whatever the
+   * ranks (a rank's trainer the share of its partitions). */
+  if (err == LS_OK && c->max_series > 0) {
+    is.max_series = (c->max_series + tr->P_all - 1) / tr->P_all;
+    tr->max_held = (size_t)is.max_series;
+    err = ls_ingest_conf_set_settings(ic, &is);
+  }
   if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, start);
   /* A rank with no partition (more ranks than partitions) only joins steps. */
   if (err == LS_OK && tr->v.P > 0) err = ls_ingest_new(&tr->v.ing, ic);
@@ -219,6 +227,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   tr->opt = optim_of(c);
   tr->v.conf = c;
   tr->v.updates = &tr->sum.updates;
+  tr->v.evicted_states = &tr->sum.evicted_states;
 
   ls_snapshot_t *snap = NULL;
   int64_t steps = 0, updates = 0;

@@ -288,10 +288,10 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     int64_t slot = -1;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
     LS_FORWARD_IF_ERROR(ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot));
-    LS_FORWARD_IF_ERROR(
-        ls_series_table_restore(series, slot, si.windows, si.records, si.last_offset));
+    LS_FORWARD_IF_ERROR(ls_series_table_restore(series, slot, &si));
     LS_FORWARD_IF_ERROR(apply_stats(series, snap, i, slot));
   }
+  LS_FORWARD_IF_ERROR(ls_series_table_restored(series));
   if (S > 0) {
     const float *h = NULL, *c = NULL;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_states(snap, &h, &c));

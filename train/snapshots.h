@@ -31,6 +31,7 @@ typedef struct train_view_s {
   int P;
   figures_t *fig; /* the forecasts' calibration */
   const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
+  const int64_t *evicted_states; /* series states this rank's trainer forgot */
   replay_t *rep;  /* the partitions' replay memories; NULL without replay */
 } train_view_t;
 

@@ -34,8 +34,6 @@ struct steps_s {
   int64_t *slots;           /* [B] their series' slots */
   int64_t *mark;            /* [cap_mark] per slot: the stamp of the step using it */
   size_t cap_mark;
-  int64_t *slot_of; /* [cap_slot_of] per consumer series id: its slot, -1 unknown */
-  size_t cap_slot_of;
   int64_t stamp;
 };
 
@@ -70,7 +68,7 @@ void steps_free(steps_t *s) {
   }
   for (int i = 0; i < s->n_defer; i++)
     ls_ingest_release(s->c.ing, s->defer[i]);
-  free(s->ahead), free(s->defer), free(s->wins), free(s->slots), free(s->mark), free(s->slot_of);
+  free(s->ahead), free(s->defer), free(s->wins), free(s->slots), free(s->mark);
   free(s);
 }
 
@@ -113,17 +111,10 @@ static ls_err_t grow_index(int64_t **v, size_t *cap, size_t i, int64_t fill, con
   return LS_OK;
 }
 
-/* The slot of a window's series: by the consumer's id of the series, the
- * key is looked up in the series table once per series. Grows the per-slot
- * marks with the table. */
+/* The slot of a window's series, by its key (slots move when series are
+ * evicted between steps). Grows the per-slot marks with the table. */
 static ls_err_t window_slot(steps_t *s, const ls_window_t *w, int64_t *slot) {
-  LS_RETURN_IF(w->series < 0, LS_ERR_INVALID_ARG, "window of series id %lld", (long long)w->series);
-  LS_FORWARD_IF_ERROR(
-      grow_index(&s->slot_of, &s->cap_slot_of, (size_t)w->series, -1, "series ids"));
-  if (s->slot_of[w->series] < 0)
-    LS_FORWARD_IF_ERROR(ls_series_table_slot(s->c.series, w->key, w->key_len, w->partition,
-                                             &s->slot_of[w->series]));
-  *slot = s->slot_of[w->series];
+  LS_FORWARD_IF_ERROR(ls_series_table_slot(s->c.series, w->key, w->key_len, w->partition, slot));
   return grow_index(&s->mark, &s->cap_mark, (size_t)*slot, 0, "series marks");
 }
 

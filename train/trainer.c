@@ -122,12 +122,18 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
     if (t >= 0) v[V_LAG] += (double)(now - t), v[V_TIMED]++;
     LS_FORWARD_IF_ERROR(
         ls_series_table_trained(tr->v.series, slots[b], w->n_targets, w->last_offset));
+    LS_FORWARD_IF_ERROR(ls_series_table_active(tr->v.series, slots[b], t));
     records += w->n_targets;
     if (tr->v.rep != NULL)
       LS_FORWARD_IF_ERROR(replay_push(tr->v.rep, w->partition, p, b, tr->h0, tr->c0));
   }
   steps_release(tr->steps, n);
   v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
+  /* --series-idle, --max-series: the states of series gone quiet go (slots
+   * move: between steps only). */
+  if (tr->conf.series_idle_ms > 0 || tr->max_held > 0)
+    LS_FORWARD_IF_ERROR(ls_series_table_evict(tr->v.series, tr->conf.series_idle_ms, tr->max_held,
+                                              &tr->sum.evicted_states));
   return LS_OK;
 }
 

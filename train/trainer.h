@@ -21,7 +21,8 @@ struct ls_trainer_s {
   int overlap; /* gradient sums start during backward (grads_ready) */
   ls_optim_t opt;
   int T, B;
-  int P_all; /* partitions of all ranks */
+  int P_all;       /* partitions of all ranks */
+  size_t max_held; /* the most series of a partition the rank's table holds; 0 no bound */
   int quota; /* replay: windows a step takes from each partition */
   steps_t *steps;
   prep_t *prep;
@@ -38,7 +39,8 @@ struct ls_trainer_s {
   int acc_bad;  /* a step of this accumulation had a non-finite loss: skip its update */
   int finished; /* ls_trainer_finished */
   train_guard_t guard;
-  ls_train_summary_t sum; /* updates: those asked of the optimizer (warm-up counts them) */
+  ls_train_summary_t sum; /* updates: those asked of the optimizer (warm-up counts them);
+                             evicted_states: this rank's */
 
   /* A step's stats reach the callback one step late, once the gradient
    * norm of its update (fetched at the end of the step) is read. */

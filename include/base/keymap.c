@@ -79,6 +79,37 @@ ls_err_t base_keymap_add(base_keymap_t *m, uint64_t hash, const void *key, size_
   return LS_OK;
 }
 
+/* The slot holding index idx (0-based) of an entry with this hash. */
+static size_t slot_of(const base_keymap_t *m, uint64_t hash, size_t idx) {
+  size_t i = hash & m->mask;
+  while (m->slots[i].idx != idx + 1)
+    i = (i + 1) & m->mask;
+  return i;
+}
+
+int64_t base_keymap_remove(base_keymap_t *m, uint64_t hash, const void *key, size_t len) {
+  int64_t const found = base_keymap_find(m, hash, key, len);
+  if (found < 0) return -1;
+  size_t const idx = (size_t)found, last = m->n - 1;
+  /* Backward-shift deletion: each later slot of the run moves into the hole
+   * unless its home lies cyclically in (hole, it]. */
+  size_t hole = slot_of(m, hash, idx);
+  for (size_t j = (hole + 1) & m->mask; m->slots[j].idx != 0; j = (j + 1) & m->mask) {
+    size_t const home = m->entries[m->slots[j].idx - 1].hash & m->mask;
+    int const stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    m->slots[hole] = m->slots[j];
+    hole = j;
+  }
+  m->slots[hole] = (base_keymap_slot_t){0, 0};
+  if (idx != last) { /* the last entry takes the freed index */
+    m->slots[slot_of(m, m->entries[last].hash, last)].idx = (uint32_t)idx + 1;
+    m->entries[idx] = m->entries[last];
+  }
+  m->n--;
+  return found;
+}
+
 void base_keymap_free(base_keymap_t *m) {
   free(m->slots);
   free(m->entries);

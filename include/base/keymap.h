@@ -49,6 +49,12 @@ BASE_API int64_t base_keymap_find(const base_keymap_t *m, uint64_t hash, const v
 BASE_API ls_err_t base_keymap_add(base_keymap_t *m, uint64_t hash, const void *key, size_t len,
                                   const char *what);
 
+/* Removes key: its index is freed and the last index (n - 1) moves into it
+ * (the caller moves its item n - 1 to the returned index likewise, unless
+ * that was the last). Returns the removed key's index, or -1 when the map
+ * does not hold key. The slots keep their size. */
+BASE_API int64_t base_keymap_remove(base_keymap_t *m, uint64_t hash, const void *key, size_t len);
+
 /* Frees the map's memory (not the keys); it is then empty. */
 BASE_API void base_keymap_free(base_keymap_t *m);
 

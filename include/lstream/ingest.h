@@ -189,14 +189,12 @@ LS_API void ls_feed_destroy(ls_feed_t *feed); /* accepts NULL */
 /* The feed's configuration, as given to ls_feed_new. */
 LS_API const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
 
-/* The F values of series s at step k (any k >= 0) into out [F]; if mean is
- * not NULL, mean [F] receives their expectation given steps 0..k-1 (and the
- * hidden regime): the forecast of an ideal model, so that the mean of
- * (out - mean)^2 is the best achievable one-step error. Values are rounded to
- * float and the recursions run on the rounded values, exactly as they are
- * produced. sine is random access; ar2 and regime keep per-series state, so
- * asking each series for k, k+1, ... costs O(F) a step, and going back
- * replays that series from step 0. Not thread-safe (one feed per thread). */
+/* The F values of series s at step k (any k >= 0) into out [F]; mean [F]
+ * (may be NULL) receives their expectation given steps 0..k-1 and the
+ * regime: an ideal model's forecast, (out - mean)^2 the best one-step error.
+ * The recursions run on the float values produced. sine is random access;
+ * ar2 and regime keep per-series state (k, k+1, ... costs O(F) a step; going
+ * back replays the series). Not thread-safe (one feed per thread). */
 LS_API ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean);
 
 /* Writes series s's key ("SYM0042") into buf (size bytes, NUL-terminated);
@@ -235,14 +233,12 @@ LS_API int ls_producer_partitions(const ls_producer_t *producer);
 LS_API ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
                                  int64_t timestamp_ms, const void *value, size_t len);
 
-/* Waits until every queued record is delivered or has failed. Fails with
- * LS_ERR_KAFKA (how many failed, the first reason) if any failed since the
- * last flush. */
+/* Waits until every queued record is delivered or has failed: LS_ERR_KAFKA
+ * (how many failed, the first reason) if any failed since the last flush. */
 LS_API ls_err_t ls_producer_flush(ls_producer_t *producer);
 
-/* Called about 4 times a second during ls_feed_produce and ls_csv_replay
- * with the records queued so far and the total; return non-zero to stop
- * early (what was queued is still flushed). */
+/* Called ~4 times a second during ls_feed_produce and ls_csv_replay with the
+ * records queued so far and the total; non-zero stops (queued ones flush). */
 typedef int (*ls_progress_fn)(void *opaque, int64_t done, int64_t total);
 
 typedef struct ls_produce_opts_s {
@@ -352,6 +348,9 @@ typedef struct ls_window_stats_s {
   int64_t series;                     /* distinct series seen */
   int64_t buffered;                   /* records held for windows not yet complete */
   int64_t resets;                     /* gaps that restarted a series (reset_gap) */
+  int64_t evicted;                    /* series evicted (ls_windower_set_eviction); the
+                                         series held now: series - evicted */
+  int64_t evicted_records;            /* records the evicted series held, never trained */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -395,15 +394,21 @@ LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
  * record completes no window itself then. Counted in stats.resets. */
 LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 
+/* Bounds the series held (0: no bound, a new windower's): after a record
+ * is accepted, its partition forgets each series idle for longer than
+ * idle_ms (its last event time that much before the partition's newest)
+ * and, beyond max_held series, the least recently active ones; in order of
+ * their last records' arrival, the record's own series aside. An evicted
+ * series' records in buffer are dropped (stats.evicted_records): its key,
+ * if it comes back, starts a new series (window 0). */
+LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
+
 /* Emits the trailing partial windows of `partition`, for the end of its
- * data: each call gives the next series of the partition that holds at
- * least one target beyond its last window, as a window with n_targets < T,
- * masked and zero padded, in ascending order of their first_offset (an
- * order the data defines, wherever reading started); *win is NULL when
- * there are no more. Every series of the partition then holds nothing (a
- * lone record, the last target of a window or a first record, is dropped:
- * it has no target), and a later push starts a new window from that
- * record. */
+ * data: each call gives the next series of it holding a target beyond its
+ * last window, as a window with n_targets < T, masked and zero padded, by
+ * ascending first_offset; *win is NULL when there are no more. Its series
+ * then hold nothing (a lone record, without a target, is dropped), and a
+ * later push starts a new window. */
 LS_API ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition,
                                        const ls_window_t **win);
 
@@ -496,6 +501,8 @@ typedef struct ls_ingest_settings_s {
   double max_abs;                /* [max.abs] ls_windower_set_max_abs (1e18: squared
                                     differences, 4e36, stay finite in float32) */
   int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
+  int64_t series_idle_ms;        /* [series.idle.ms] ls_windower_set_eviction's idle_ms (0) */
+  int64_t max_series;            /* [max.series] its max_held, per partition; 0 none (0) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     and on reaching each partition's leader (10000) */
@@ -631,10 +638,9 @@ LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what
                                const ls_window_t **win);
 
 /* ls_ingest_next for one partition (one of the conf's): its windows in the
- * order its records completed them, which depends on the data only (what a
- * deterministic replay forms its steps from). LS_NEXT_END once stop=end,
- * the partition reached its end and all its windows (flushed ones
- * included) were taken. One thread takes windows, by either call. */
+ * order its records completed them (the data's order: what a replay forms
+ * its steps from). LS_NEXT_END once stop=end and all its windows (flushed
+ * ones included) were taken. One thread takes windows, by either call. */
 LS_API ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
                                          ls_next_t *what, const ls_window_t **win);
 
@@ -645,10 +651,8 @@ LS_API void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
 LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 
 /* The consumer's partitions, in the order they were added: up to n into
- * out [n]; *count receives how many there are (call with n = 0 to ask).
- * Callable from any thread; what it reads is published by the consumer
- * thread after each batch of messages (at least every 100 ms) and by the
- * watch. */
+ * out [n]; *count: how many there are (n = 0 asks). Any thread; published
+ * after each batch of messages (at least every 100 ms) and by the watch. */
 LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n,
                                      int *count);
 
@@ -667,23 +671,19 @@ LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *ou
 LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
                                    ls_inflight_fn fn, void *opaque);
 
-/* Commits offsets [n] of partitions [n] (the conf's) to the conf's group.id,
- * for Kafka's tools to show the trainer's lag: offsets[i] is the next offset
- * to read, Kafka's convention (a resume offset, say). Informational: lstream
- * resumes from its snapshots, never from committed offsets. Synchronous:
- * returns once the group coordinator answered, or fails with LS_ERR_KAFKA
- * after commit.timeout.ms (the commit may still land later) or when it
- * refused any partition (named, with the reason). Callable from any thread;
- * it does not hold up the consumer. n = 0 commits nothing. */
+/* Commits offsets [n] (next to read, Kafka's convention) of partitions [n]
+ * (the conf's) to the conf's group.id, for Kafka's tools to show the lag;
+ * informational: lstream resumes from its snapshots. Returns once the
+ * coordinator answered, or LS_ERR_KAFKA after commit.timeout.ms (it may
+ * still land) or when it refused a partition (named). Any thread; n = 0
+ * commits nothing. */
 LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
                                  const int64_t *offsets);
 
-/* ls_ingest_commit without the wait: starts the commit and returns at
- * once. A commit that fails (a coordinator down, a partition refused) is
- * reported later through the warning callback (WARN: Kafka), rate limited;
- * one still in flight when the consumer is destroyed is abandoned. For a
- * trainer whose offsets live in its snapshots, so that a broker outage
- * never holds up a step or an exit. */
+/* ls_ingest_commit without the wait: a failure is reported later through
+ * the warning callback, rate limited; one in flight when the consumer is
+ * destroyed is abandoned. So a broker outage never holds up a step or an
+ * exit of a trainer whose offsets live in its snapshots. */
 LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
                                        const int64_t *offsets);
 

@@ -32,6 +32,9 @@ typedef struct ls_series_info_s {
   int64_t windows;     /* windows trained */
   int64_t records;     /* target records trained (each record but a series' first) */
   int64_t last_offset; /* offset of the last record trained; -1 before any */
+  int64_t last_time;   /* event time of its last active window (ls_series_table_active), -1 */
+  int64_t active;      /* when it was last active, in the table's count of activations: the
+                          order of eviction (0: never) */
 } ls_series_info_t;
 
 /* ------------------------------------------------------------------------ */
@@ -105,9 +108,25 @@ LS_API size_t ls_series_table_count(const ls_series_table_t *tab);
 LS_API ls_err_t ls_series_table_trained(ls_series_table_t *tab, int64_t slot, int64_t records,
                                         int64_t last_offset);
 
-/* Sets the counts of the series at slot, as a snapshot recorded them. */
-LS_API ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot, int64_t windows,
-                                        int64_t records, int64_t last_offset);
+/* Sets the counts and activity of the series at slot, as a snapshot
+ * recorded them (info's key, partition and slot are not read); once every
+ * series is restored, ls_series_table_restored orders them by activity. */
+LS_API ls_err_t ls_series_table_restore(ls_series_table_t *tab, int64_t slot,
+                                        const ls_series_info_t *info);
+LS_API ls_err_t ls_series_table_restored(ls_series_table_t *tab);
+
+/* The series at slot is active now (a window of it trained), its window's
+ * last event time `time` (-1 unknown). */
+LS_API ls_err_t ls_series_table_active(ls_series_table_t *tab, int64_t slot, int64_t time);
+
+/* Forgets, partition by partition, the series idle for longer than idle_ms
+ * (their last active event time that much before their partition's newest;
+ * 0: none) and, beyond max series of a partition (0: no bound), its least
+ * recently active ones: states, counts and host-side state. The last slot takes an evicted one's place (slots move;
+ * a slot reused later starts from zero). *evicted (may be NULL) += their
+ * number. */
+LS_API ls_err_t ls_series_table_evict(ls_series_table_t *tab, int64_t idle_ms, size_t max,
+                                      int64_t *evicted);
 
 /* What the table knows of the series at slot. */
 LS_API ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot,
@@ -344,12 +363,12 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 13
+#define LS_SNAPSHOT_SECTIONS_MAX 14
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
                      * "partitions", "norm", "calibration", "memory", "inflight",
-                     * "inflight_rows" (shards) or "shards" (the manifest);
-                     * static */
+                     * "inflight_rows", "activity" (shards) or "shards" (the
+                     * manifest); static */
   uint64_t offset;  /* where its zstd frame starts in the file */
   uint64_t stored;  /* bytes in the file */
   uint64_t raw;     /* bytes once decompressed */

@@ -88,6 +88,17 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   difference of two values (4e36) finite in float32, as
  *                   the loss and Adam's moments need; 3.4e38 or more: no
  *                   bound                                     (1e18)
+ *   series_idle_ms  a series idle this long in event time (its last
+ *                   record this much older than its partition's newest)
+ *                   is evicted: its partial window's records are dropped
+ *                   and its state (h, c, normaliser, counts) forgotten; if
+ *                   its key comes back it is a new series (window 0, a
+ *                   zero state); the consumer and the trainer each apply
+ *                   it to what they hold; 0 = never         (0)
+ *   max_series      the most series held over all partitions, each
+ *                   partition ceil(max_series / partitions) (so the same
+ *                   on any number of ranks): beyond it the least recently
+ *                   active are evicted as above; 0 = no bound (0)
  *   reset_gap_ms    a series whose event time jumps by more than this (a
  *                   weekend, an outage) restarts its state (h, c; not its
  *                   normaliser) from zero at its next window; what it held
@@ -287,6 +298,9 @@ typedef struct ls_train_summary_s {
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all
                                 ranks */
+  int64_t evicted;           /* series the consumers forgot (series_idle_ms, max_series) */
+  int64_t evicted_records;   /* records those series held in partial windows: never trained */
+  int64_t evicted_states;    /* series states (h, c, normaliser, counts) the trainers forgot */
   int threads;               /* CPU threads of this rank's engine (they decide the order of
                                 sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */

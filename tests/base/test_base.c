@@ -84,6 +84,44 @@ Test(base, keymap_same_hash_keys_are_told_apart) {
   base_keymap_free(&m);
 }
 
+/* Removal against a plain array doing the same swap-removes: 60000 random
+ * adds and removes over 3000 keys (the map grows and shrinks, long probe
+ * runs wrap around the table's end, some keys share a hash), then every
+ * key's index is the array's. */
+Test(base, keymap_remove_keeps_every_other_key) {
+  enum { KEYS = 3000, OPS = 60000 };
+  static char keys[KEYS][16];
+  static int at[KEYS]; /* index in the map, -1 when not in it */
+  static int of[KEYS]; /* the key at each index */
+  base_keymap_t m = {0};
+  uint64_t rng = 7;
+  int n = 0;
+  for (int k = 0; k < KEYS; k++)
+    snprintf(keys[k], sizeof keys[k], "key-%d", k), at[k] = -1;
+  /* Keys k and k + 1 (k % 97 == 0) share a hash: collisions on purpose. */
+#define HASH(k) base_key_hash(keys[(k) % 97 == 1 ? (k) - 1 : (k)], strlen(keys[(k) % 97 == 1 ? (k) - 1 : (k)]))
+  for (int op = 0; op < OPS; op++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    int const k = (int)((rng >> 33) % KEYS);
+    size_t const len = strlen(keys[k]);
+    if (at[k] < 0) {
+      cr_assert_eq(base_keymap_add(&m, HASH(k), keys[k], len, "test"), LS_OK);
+      at[k] = n, of[n++] = k;
+    } else {
+      cr_assert_eq(base_keymap_remove(&m, HASH(k), keys[k], len), at[k], "op %d", op);
+      int const last = of[--n];
+      if (at[k] != n) at[last] = at[k], of[at[k]] = last;
+      at[k] = -1;
+      cr_assert_eq(base_keymap_remove(&m, HASH(k), keys[k], len), -1, "removed twice");
+    }
+    cr_assert_eq(m.n, (size_t)n);
+  }
+  for (int k = 0; k < KEYS; k++)
+    cr_expect_eq(base_keymap_find(&m, HASH(k), keys[k], strlen(keys[k])), at[k], "key %d", k);
+#undef HASH
+  base_keymap_free(&m);
+}
+
 /* Collects a file's pairs as "key=value;" into a buffer; fails on "stop". */
 static ls_err_t collect(void *opaque, const char *key, const char *value) {
   if (!strcmp(key, "stop")) return ls_error_set(LS_ERR_INVALID_ARG, "no stop here");

@@ -511,6 +511,107 @@ Test(window, each_pending_gives_what_series_hold) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Eviction                                                                  */
+
+/* At most 2 series on a partition: a third evicts the least recently
+ * active one, its records dropped and counted; a key that comes back is a
+ * new series (window 0, a new id). Partitions are bounded apart. T = 2. */
+Test(window, max_series_evicts_the_least_recent) {
+  ls_windower_t *const w = windower(2);
+  cr_assert_eq(ls_windower_set_eviction(w, 0, 2), LS_OK);
+  const ls_window_t *win = NULL;
+  cr_assert_eq(push(w, "a", 0, 0, 0, 0, 0, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "b", 1, 0, 0, 1, 0, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "a", 0, 1, 0, 2, 1, &win), LS_REJECT_NONE); /* a is the most recent */
+  cr_assert_eq(push(w, "x", 5, 0, 1, 0, 0, &win), LS_REJECT_NONE); /* another partition */
+  cr_assert_eq(push(w, "c", 2, 0, 0, 3, 2, &win), LS_REJECT_NONE); /* evicts b */
+  int found;
+  cr_expect_eq(pending_of(w, "a", &found), 2);
+  (void)pending_of(w, "b", &found);
+  cr_expect_eq(found, 0, "b, the least recent, is evicted");
+  cr_expect_eq(pending_of(w, "x", &found), 1);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect(st.evicted == 1 && st.evicted_records == 1 && st.buffered == 4, "%lld %lld %lld",
+            (long long)st.evicted, (long long)st.evicted_records, (long long)st.buffered);
+  /* b comes back: a new series (evicting a, now the least recent). */
+  cr_assert_eq(push(w, "b", 1, 5, 0, 4, 3, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "b", 1, 6, 0, 5, 4, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "b", 1, 7, 0, 6, 5, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win);
+  cr_expect_eq(win->index, 0);
+  cr_expect_eq(win->first_offset, 4);
+  cr_expect_eq(win->series, 4, "ids are never reused");
+  (void)pending_of(w, "a", &found);
+  cr_expect_eq(found, 0);
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.evicted, 2);
+  cr_expect_eq(st.evicted_records, 3);
+  cr_expect_eq(st.series - st.evicted, 3, "c and b on partition 0, x on 1");
+  cr_expect_eq(ls_windower_set_eviction(w, -1, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_eviction(NULL, 0, 0), LS_ERR_INVALID_ARG);
+  ls_windower_destroy(w);
+}
+
+/* Idle for more than 100 ms of event time against the partition's newest
+ * record: evicted, in arrival order; a series with a recent record stays.
+ * T = 4. */
+Test(window, idle_series_are_evicted) {
+  ls_windower_t *const w = windower(4);
+  cr_assert_eq(ls_windower_set_eviction(w, 100, 0), LS_OK);
+  const ls_window_t *win = NULL;
+  cr_assert_eq(push(w, "a", 0, 0, 0, 0, 0, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "b", 1, 0, 0, 1, 50, &win), LS_REJECT_NONE);
+  cr_assert_eq(push(w, "c", 2, 0, 0, 2, 100, &win), LS_REJECT_NONE); /* a: 100 old, stays */
+  int found;
+  (void)pending_of(w, "a", &found);
+  cr_expect_eq(found, 1);
+  cr_assert_eq(push(w, "c", 2, 1, 0, 3, 151, &win), LS_REJECT_NONE); /* a: 151, b: 101 */
+  (void)pending_of(w, "a", &found);
+  cr_expect_eq(found, 0);
+  (void)pending_of(w, "b", &found);
+  cr_expect_eq(found, 0);
+  cr_expect_eq(pending_of(w, "c", &found), 2);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.evicted, 2);
+  ls_windower_destroy(w);
+}
+
+/* 200000 distinct keys of 2 records each through a bound of 1000 series
+ * per partition (4 partitions): the held series stay at the bound, the
+ * most recent keys are held and found, every other key was evicted once. */
+Test(window, churn_through_a_bound) {
+  int const S = 200000, P = 4, BOUND = 1000;
+  ls_windower_t *const w = windower(4);
+  cr_assert_eq(ls_windower_set_eviction(w, 0, BOUND), LS_OK);
+  char key[32];
+  for (int s = 0; s < S; s++)
+    for (int k = 0; k < 2; k++) {
+      snprintf(key, sizeof key, "key-%d", s);
+      const ls_window_t *win = NULL;
+      cr_assert_eq(push(w, key, s % 1000, k, s % P, 2 * s + k, s, &win), LS_REJECT_NONE);
+    }
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.series, S);
+  cr_expect_eq(st.series - st.evicted, P * BOUND);
+  cr_expect_eq(st.buffered, 2 * P * BOUND);
+  cr_expect_eq(st.evicted_records, 2 * (S - P * BOUND));
+  int found;
+  for (int s = S - P * BOUND; s < S; s += 37) {
+    snprintf(key, sizeof key, "key-%d", s);
+    cr_expect_eq(pending_of(w, key, &found), 2, "%s", key);
+  }
+  for (int s = 0; s < S - P * BOUND; s += 997) {
+    snprintf(key, sizeof key, "key-%d", s);
+    (void)pending_of(w, key, &found);
+    cr_expect_eq(found, 0, "%s", key);
+  }
+  ls_windower_destroy(w);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Gaps in event time                                                        */
 
 /* reset.gap.ms = 100, T = 3: a jump of 101 ms closes what the series holds

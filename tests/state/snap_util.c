@@ -131,7 +131,9 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
                                  -1,
                                  (int64_t)(next(&s) % 1000),
                                  (int64_t)(next(&s) % 100000),
-                                 (int64_t)next(&s) % 1000000 - 1};
+                                 (int64_t)next(&s) % 1000000 - 1,
+                                 (int64_t)next(&s) % 1000000 - 1,
+                                 (int64_t)(next(&s) % 5000)};
     fill(h, row, &s);
     fill(c, row, &s);
     cr_assert_eq(ls_snapshot_add_series(snap, &si, h, c), LS_OK, "%s", ls_last_error());
@@ -286,7 +288,8 @@ void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {
                   y.key[y.key_len] == '\0',
               "series %zu: keys differ", i);
     cr_assert(x.partition == y.partition && x.windows == y.windows && x.records == y.records &&
-                  x.last_offset == y.last_offset,
+                  x.last_offset == y.last_offset && x.last_time == y.last_time &&
+                  x.active == y.active,
               "series %zu: counts differ", i);
     cr_assert_arr_eq(hx, hy, row * sizeof(float), "series %zu: h differs", i);
     cr_assert_arr_eq(cx, cy, row * sizeof(float), "series %zu: c differs", i);

@@ -182,12 +182,18 @@ Test(norm, bad_arguments) {
 
 /* The series table keeps each series' host-side state: zero for a new
  * series, kept as the table grows, part of its digest. */
-Test(norm, series_table_keeps_host_state) {
+/* An engine of I = 2, H = 4, L = 1, O = 1 for series tables. */
+static ls_engine_t *small_engine(void) {
   ls_engine_conf_t ec;
   ls_engine_conf_init(&ec);
   ec.shape = (ls_shape_t){2, 4, 1, 1};
   ls_engine_t *e = NULL;
   cr_assert_eq(ls_engine_new(&ec, &e), LS_OK);
+  return e;
+}
+
+Test(norm, series_table_keeps_host_state) {
+  ls_engine_t *const e = small_engine();
   ls_series_table_t *t = NULL;
   cr_assert_eq(ls_series_table_new(e, 2, &t), LS_OK);
   cr_assert_eq(ls_series_table_keep_stats(t, 2, 3), LS_ERR_INVALID_ARG, "targets <= features");
@@ -219,6 +225,86 @@ Test(norm, series_table_keeps_host_state) {
   *st.norm_n = 3, st.norm[7] = 2.5, st.errors[1] = 4.0;
   cr_assert_eq(ls_series_table_digest(u, &d2), LS_OK);
   cr_expect_eq(d1, d2);
+  ls_series_table_destroy(t);
+  ls_series_table_destroy(u);
+  ls_engine_destroy(e);
+}
+
+/* Eviction from the series table: idle ones (event time), then the least
+ * recently active beyond a bound; the last slot moves into a freed one with
+ * its states, counts and host-side state; a key that comes back starts from
+ * zero in a reused slot; restoring orders by activity. L = 1, H = 4. */
+Test(norm, series_table_evicts) {
+  ls_engine_t *const e = small_engine();
+  ls_series_table_t *t = NULL;
+  cr_assert_eq(ls_series_table_new(e, 2, &t), LS_OK);
+  cr_assert_eq(ls_series_table_keep_stats(t, 2, 1), LS_OK);
+  char key[8];
+  float h[4], c[4];
+  int64_t slot;
+  for (int i = 0; i < 6; i++) { /* s0..s5, active at times 0, 10, ..., 50 */
+    snprintf(key, sizeof key, "s%d", i);
+    cr_assert_eq(ls_series_table_slot(t, key, strlen(key), 0, &slot), LS_OK);
+    for (int k = 0; k < 4; k++)
+      h[k] = (float)(10 * i + k), c[k] = -h[k];
+    cr_assert_eq(ls_state_table_write(ls_series_table_states(t), (size_t)slot, 1, h, c), LS_OK);
+    ls_series_stats_t st;
+    cr_assert_eq(ls_series_table_stats(t, slot, &st), LS_OK);
+    *st.norm_n = 100 + i;
+    cr_assert_eq(ls_series_table_trained(t, slot, 3 + i, 7 * i), LS_OK);
+    cr_assert_eq(ls_series_table_active(t, slot, 10 * i), LS_OK);
+  }
+  cr_assert_eq(ls_series_table_active(t, 0, 60), LS_OK); /* s0 again: the most recent */
+  int64_t evicted = 0;
+  cr_assert_eq(ls_series_table_evict(t, 35, 0, &evicted), LS_OK); /* s1 (10), s2 (20) */
+  cr_expect_eq(evicted, 2);
+  cr_assert_eq(ls_series_table_evict(t, 0, 3, &evicted), LS_OK); /* then s3, the least recent */
+  cr_expect_eq(evicted, 3);
+  cr_assert_eq(ls_series_table_count(t), 3);
+  int const left[] = {0, 4, 5};
+  for (int j = 0; j < 3; j++) {
+    snprintf(key, sizeof key, "s%d", left[j]);
+    int64_t const before = (int64_t)ls_series_table_count(t);
+    cr_assert_eq(ls_series_table_slot(t, key, strlen(key), 0, &slot), LS_OK);
+    cr_assert_eq((int64_t)ls_series_table_count(t), before, "%s is still held", key);
+    ls_series_info_t in;
+    cr_assert_eq(ls_series_table_info(t, slot, &in), LS_OK);
+    cr_expect(in.records == 3 + left[j] && in.last_offset == 7 * left[j], "%s's counts", key);
+    cr_assert_eq(ls_state_table_read(ls_series_table_states(t), (size_t)slot, 1, h, c), LS_OK);
+    cr_expect(h[1] == (float)(10 * left[j] + 1) && c[3] == -h[3], "%s's states moved", key);
+    ls_series_stats_t st;
+    cr_assert_eq(ls_series_table_stats(t, slot, &st), LS_OK);
+    cr_expect_eq(*st.norm_n, 100 + left[j], "%s's normaliser moved", key);
+  }
+  /* s1 comes back: a new series in a reused slot, from zero. */
+  cr_assert_eq(ls_series_table_slot(t, "s1", 2, 0, &slot), LS_OK);
+  cr_assert_eq(slot, 3);
+  cr_assert_eq(ls_state_table_read(ls_series_table_states(t), (size_t)slot, 1, h, c), LS_OK);
+  cr_expect(h[0] == 0.0f && h[3] == 0.0f && c[2] == 0.0f, "a reused slot starts from zero");
+  ls_series_stats_t st;
+  cr_assert_eq(ls_series_table_stats(t, slot, &st), LS_OK);
+  cr_expect_eq(*st.norm_n, 0);
+  ls_series_info_t in;
+  cr_assert_eq(ls_series_table_info(t, slot, &in), LS_OK);
+  cr_expect(in.windows == 0 && in.active == 0 && in.last_time == -1);
+  /* Restored in slot order with their activity, the eviction order holds:
+   * s1 (never active) goes first, then s4. */
+  ls_series_table_t *u = NULL;
+  cr_assert_eq(ls_series_table_new(e, 2, &u), LS_OK);
+  for (int64_t i = 0; i < (int64_t)ls_series_table_count(t); i++) {
+    cr_assert_eq(ls_series_table_info(t, i, &in), LS_OK);
+    cr_assert_eq(ls_series_table_slot(u, in.key, in.key_len, 0, &slot), LS_OK);
+    cr_assert_eq(ls_series_table_restore(u, slot, &in), LS_OK);
+  }
+  cr_assert_eq(ls_series_table_restored(u), LS_OK);
+  cr_assert_eq(ls_series_table_evict(u, 0, 2, NULL), LS_OK);
+  int64_t const kept = (int64_t)ls_series_table_count(u);
+  cr_assert_eq(ls_series_table_slot(u, "s1", 2, 0, &slot), LS_OK);
+  cr_expect_eq(slot, kept, "s1 was evicted first");
+  cr_assert_eq(ls_series_table_slot(u, "s0", 2, 0, &slot), LS_OK);
+  cr_expect_lt(slot, kept, "s0, the most recent, stays");
+  cr_expect_eq(ls_series_table_evict(NULL, 0, 0, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_series_table_active(t, 99, 0), LS_ERR_INVALID_ARG);
   ls_series_table_destroy(t);
   ls_series_table_destroy(u);
   ls_engine_destroy(e);

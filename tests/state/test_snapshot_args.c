@@ -60,7 +60,7 @@ Test(args, builders) {
 
   char key[256] = {0};
   float h[4] = {0}, c[4] = {0};
-  ls_series_info_t si = {key, 0, 0, 0, 0, 0, -1};
+  ls_series_info_t si = {key, 0, 0, 0, 0, 0, -1, -1, 0};
   EXPECT_ERR(ls_snapshot_add_series(s, &si, h, c), LS_ERR_INVALID_ARG, "0 bytes");
   si.key_len = 256;
   EXPECT_ERR(ls_snapshot_add_series(s, &si, h, c), LS_ERR_INVALID_ARG, "256 bytes");

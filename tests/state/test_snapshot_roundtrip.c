@@ -39,9 +39,9 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     su_expect_same(parts[r], back);
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
-    /* meta, [model, optimizer, calibration], keys, counts, states, norm,
+    /* meta, [model, optimizer, calibration], keys, counts, activity, states, norm,
      * partitions, memory, inflight, inflight_rows */
-    cr_assert_eq(file.n_sections, r == 0 ? 12 : 9);
+    cr_assert_eq(file.n_sections, r == 0 ? 13 : 10);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
       int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||

@@ -62,6 +62,11 @@
 #                restarts from a zero state: it trains bit for bit as if the
 #                records after the gap were another series' (raw levels in and
 #                out, so that nothing else carries over), and is counted
+#   evict        --max-series 60 and --series-idle-ms: 300 keys in 3 waves (each
+#                key's 9 records together: 2 windows and a carry) train
+#                every target once while at most 60 series are held; the
+#                evicted ones are counted (their carries as records); a key
+#                that comes back after its eviction is a new series
 #   keys         keys with commas, quotes, line breaks, NUL, backslashes and
 #                bytes that are not UTF-8 (written by a real client): the
 #                --series-out CSV parses (Python's csv) and gives every key
@@ -616,6 +621,41 @@ gap)
   # Without the bound the state carries across the gap: another model.
   train "$work/carry" --topic one "${args[@]/3600000/0}" >/dev/null
   [ "$(field "$work/carry" digest params)" != "$a" ] || fail "the gap made no difference"
+  ;;
+evict)
+  start_broker --topic ev:2
+  t0=1700000000000
+  for w in 0 1 2; do
+    for k in $(seq 0 99); do
+      key="W${w}K$k"
+      [ "$w" = 2 ] && [ "$k" = 99 ] && key=W0K0 # back after two waves, last
+      for i in $(seq 0 8); do
+        echo "$key,$((t0 + w * 100000 + k * 10 + i)),$((k + i)).5"
+      done
+    done
+  done >"$work/ev.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic ev --csv "$work/ev.csv" >/dev/null
+  # bound, then what is held at the end: series of the trainers, of the
+  # consumers (300 series in all, W0K0 twice). --max-series 60: 30 a
+  # partition, the waves' last keys; --series-idle-ms: wave 2 alone.
+  for run in "--max-series 60:60:60" "--series-idle-ms 50000:100:100"; do
+    IFS=: read -r bound held_states held_series <<<"$run"
+    train "$work/out" --topic ev --features 1 --window 4 --batch 16 --hidden 4 $bound \
+      --series-out "$work/series.csv" >/dev/null
+    [ "$(field "$work/out" summary records)" = 2400 ] ||
+      fail "$bound: $(field "$work/out" summary records) targets trained, not 300 x 8"
+    held=$(field "$work/out" series held)
+    evicted=$(field "$work/out" series evicted)
+    states=$(field "$work/out" series evicted_states)
+    [ "$held" = "$held_states" ] && [ "$states" = $((300 - held_states)) ] ||
+      fail "$bound: trainers hold $held series, evicted $states: $(grep '^series' "$work/out")"
+    [ "$evicted" = $((300 - held_series)) ] ||
+      fail "$bound: consumers evicted $evicted series: $(grep '^series' "$work/out")"
+    [ "$(field "$work/out" series evicted_records)" = "$evicted" ] ||
+      fail "$bound: not one carry per evicted series: $(grep '^series' "$work/out")"
+    grep -q '^W0K0,[0-9]*,2,8,' "$work/series.csv" ||
+      fail "$bound: W0K0 is not a new series: $(grep '^W0K0' "$work/series.csv")"
+  done
   ;;
 keys)
   start_broker --topic keys:2

@@ -192,8 +192,8 @@ static int write_params(ls_trainer_t *tr, const char *path) {
   "most one of a kind every 5 s. At the end (a replay's end, or SIGINT/SIGTERM)\n"                 \
   "a summary: totals, the loss over the whole run and its last fifth of event\n"                   \
   "time (final), one line per target feature (normalised and data units), the\n"                   \
-  "rejections per reason, and digests of the parameters and states (equal\n"                      \
-  "digests, bit-identical models).\n"                                                              \
+  "series held and evicted, the rejections per reason, and digests of the\n"                      \
+  "parameters and states (equal digests, bit-identical models).\n"                                \
   "\n"                                                                                             \
   "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
@@ -366,6 +366,9 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
          (unsigned long long)ds);
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
+  printf("series held=%lld evicted=%lld evicted_records=%lld evicted_states=%lld resets=%lld\n",
+         (long long)s->series, (long long)s->evicted, (long long)s->evicted_records,
+         (long long)s->evicted_states, (long long)s->resets);
   printf("rejected");
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);

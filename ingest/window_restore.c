@@ -1,0 +1,134 @@
+/*
+ * The windower's series in flight (include/lstream/ingest.h): what a
+ * series holds, as a snapshot keeps it, and restoring series from one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "window.h"
+
+/* ------------------------------------------------------------------------ */
+/* Records in flight                                                         */
+
+/* s's pending rows as a series in flight into *out (pointers into s). */
+static void pending_view(const ls_windower_t *w, const series_t *s, ls_inflight_t *out) {
+  int const T = w->T, carry = s->count == T + 1;
+  *out = (ls_inflight_t){s->k.key,
+                         s->k.key_len,
+                         s->part->id,
+                         s->index,
+                         s->last_time,
+                         s->reset,
+                         window_series_pending(s, T),
+                         s->offsets + (carry ? T : 0),
+                         s->times + (carry ? T : 0),
+                         s->x + (size_t)(carry ? T : 0) * w->F};
+}
+
+ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition, ls_inflight_fn fn,
+                                  void *opaque) {
+  LS_RETURN_IF(w == NULL || fn == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_each_pending: w and fn must not be NULL");
+  const wpart_t *const part = window_part_find(w, partition);
+  for (const series_t *s = part != NULL ? part->head : NULL; s != NULL; s = s->next) {
+    ls_inflight_t v;
+    pending_view(w, s, &v);
+    LS_FORWARD_IF_ERROR(fn(opaque, &v));
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
+                                ls_inflight_t *out, int *found) {
+  LS_RETURN_IF(w == NULL || key == NULL || out == NULL || found == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_pending_of: w, key, out and found must not be NULL");
+  const series_t *const s =
+      (const series_t *)window_table_find(&w->series, base_key_hash(key, key_len), key, key_len);
+  *found = s != NULL;
+  if (s != NULL) pending_view(w, s, out);
+  return LS_OK;
+}
+
+/* A restored row: row r of series i. */
+typedef struct restored_s {
+  int32_t partition;
+  int r;
+  int64_t offset;
+  size_t i;
+} restored_t;
+
+static int by_partition_offset(const void *a, const void *b) {
+  const restored_t *const x = a, *const y = b;
+  if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
+  LS_RETURN_IF(in->key == NULL || in->key_len == 0 || in->key_len > LS_KEY_MAX || in->rows < 1 ||
+                   in->offsets == NULL || in->times == NULL || in->x == NULL || in->partition < 0 ||
+                   in->index < 0,
+               LS_ERR_INVALID_ARG,
+               "%s: a series needs a key of 1..%d bytes, rows >= 1 and their arrays, a partition "
+               "and a window index >= 0",
+               fn, LS_KEY_MAX);
+  for (int r = 1; r < in->rows; r++)
+    LS_RETURN_IF(in->offsets[r] <= in->offsets[r - 1], LS_ERR_INVALID_ARG,
+                 "%s: series '%.*s': offsets must ascend", fn, (int)in->key_len, in->key);
+  return LS_OK;
+}
+
+/* Checks series i of a restore and adds it with its row 0. */
+static ls_err_t restore_one(ls_windower_t *w, const ls_inflight_t *in, series_t **out) {
+  LS_FORWARD_IF_ERROR(window_inflight_check(in, "ls_windower_restore"));
+  uint64_t const hash = base_key_hash(in->key, in->key_len);
+  LS_RETURN_IF(window_table_find(&w->series, hash, in->key, in->key_len) != NULL, LS_ERR_STATE,
+               "ls_windower_restore: series '%.*s' is known already (restore it once, before "
+               "any push)",
+               (int)in->key_len, in->key);
+  LS_FORWARD_IF_ERROR(
+      window_series_add(w, hash, in->key, in->key_len, in->partition, in->x, in->index, out));
+  (*out)->reset = in->reset;
+  const ls_window_t *none = NULL;
+  window_accept_row(w, *out, in->offsets[0], in->times[0], &none);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
+                             void *opaque) {
+  LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_restore: w, series and fn must not be NULL");
+  series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
+  LS_RETURN_IF(made == NULL, LS_ERR_NOMEM, "no memory to restore %zu series", n);
+  size_t rows = 0;
+  ls_err_t err = LS_OK;
+  for (size_t i = 0; i < n && err == LS_OK; i++) {
+    err = restore_one(w, &in[i], &made[i]);
+    rows += (size_t)in[i].rows - 1;
+  }
+  restored_t *const order = err == LS_OK ? malloc((rows > 0 ? rows : 1) * sizeof *order) : NULL;
+  if (err == LS_OK && order == NULL)
+    err = ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  size_t k = 0;
+  for (size_t i = 0; i < n && err == LS_OK; i++)
+    for (int r = 1; r < in[i].rows; r++)
+      order[k++] = (restored_t){in[i].partition, r, in[i].offsets[r], i};
+  if (err == LS_OK) qsort(order, rows, sizeof *order, by_partition_offset);
+  int const F = w->F;
+  for (size_t j = 0; j < rows && err == LS_OK; j++) {
+    const ls_inflight_t *const src = &in[order[j].i];
+    series_t *const s = made[order[j].i];
+    int const r = order[j].r;
+    const ls_window_t *win = NULL;
+    window_next_row(w, s, src->times[r], &win);
+    if (win != NULL) err = fn(opaque, win);
+    memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
+    win = NULL;
+    if (err == LS_OK) window_accept_row(w, s, src->offsets[r], src->times[r], &win);
+    if (win != NULL && err == LS_OK) err = fn(opaque, win);
+  }
+  for (size_t i = 0; i < n && err == LS_OK; i++)
+    made[i]->last_time = in[i].last_time;
+  free(order), free(made);
+  return err;
+}
+
