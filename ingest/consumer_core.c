@@ -126,6 +126,10 @@ void consumer_set_paused(ls_ingest_t *ing, int pause, const part_t *part) {
 void consumer_part_end(ls_ingest_t *ing, part_t *part) {
   ing->n_ended++;
   pthread_mutex_lock(&ing->lock);
+  /* The counters as they stand at the end, published with it: a trainer
+   * that stops once every partition has ended reads them whole (the loop's
+   * next publish may never come). */
+  consumer_publish_locked(ing);
   part->ended = 1;
   pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);

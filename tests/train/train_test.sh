@@ -613,7 +613,7 @@ gap)
     --target level --reset-gap-ms 3600000)
   train "$work/one" --topic one "${args[@]}" >/dev/null
   train "$work/two" --topic two "${args[@]}" >/dev/null
-  [ "$(field "$work/one" summary resets)" = 1 ] || fail "the gap was not counted"
+  [ "$(field "$work/one" summary resets)" = 1 ] || fail "the gap was not counted: $(grep -E "^(summary|series)" "$work/one")"
   [ "$(field "$work/two" summary resets)" = 0 ] || fail "a reset without a gap"
   [ "$(field "$work/one" summary windows)" = 5 ] || fail "windows: $(grep summary "$work/one")"
   a=$(field "$work/one" digest params) b=$(field "$work/two" digest params)
