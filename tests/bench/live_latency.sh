@@ -34,19 +34,8 @@ T=${T:-32} B=${B:-64} H=${H:-32} DURATION=${DURATION:-30} WARMUP=${WARMUP:-10}
 RATE4=${RATE4:-200} RATE1000=${RATE1000:-4000} BACKLOG=${BACKLOG:-250} ROUNDS=${ROUNDS:-1}
 bins=("$lstream")
 [ -z "${BASELINE:-}" ] || bins+=("$(cd "$(dirname "$BASELINE")" && pwd)/$(basename "$BASELINE")")
-work=$(mktemp -d)
-broker_pid=
-trainer_pid=
-cleanup() {
-  [ -n "$trainer_pid" ] && kill -9 "$trainer_pid" 2>/dev/null
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$lstream" broker --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
-broker_pid=$!
-while [ ! -s "$work/bootstrap" ]; do sleep 0.1; done
-bootstrap=$(cat "$work/bootstrap")
+. "$(dirname "$0")/lib.sh"
+bench_broker
 topic_n=0
 
 # windows METRICS: windows trained so far.

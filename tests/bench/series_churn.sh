@@ -26,22 +26,9 @@ lstream=$(cd "$build" && pwd)/lstream
 KEYS=${KEYS:-2000000} WAVE=${WAVE:-100000} RECORDS=${RECORDS:-3} BOUND=${BOUND:-100000}
 PARTITIONS=${PARTITIONS:-32} SAMPLE=${SAMPLE:-2}
 UNBOUNDED_KEYS=${UNBOUNDED_KEYS:-$((KEYS / 2))}
-work=$(mktemp -d)
-broker_pid=
-trainer_pid=
-cleanup() {
-  [ -z "$trainer_pid" ] || kill "$trainer_pid" 2>/dev/null || true
-  [ -z "$broker_pid" ] || kill "$broker_pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 
-"$lstream" broker --topic churn:"$PARTITIONS" --bootstrap-file "$work/bootstrap" \
-  >/dev/null 2>"$work/broker.log" &
-broker_pid=$!
-for _ in $(seq 200); do [ -s "$work/bootstrap" ] && break; sleep 0.05; done
-bootstrap=$(cat "$work/bootstrap")
+bench_broker --topic churn:"$PARTITIONS"
 
 echo "writing $KEYS keys x $RECORDS records ($PARTITIONS partitions)"
 /usr/bin/python3 - "$bootstrap" "$KEYS" "$WAVE" "$RECORDS" <<'PY'

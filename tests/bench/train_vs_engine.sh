@@ -23,17 +23,8 @@ lstream="$build/lstream"
 [ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
 B=${B:-256} F=${F:-8} H=${H:-128} L=${L:-2} T=${T:-32}
 SERIES=${SERIES:-1024} RECORDS=${RECORDS:-1025} ROUNDS=${ROUNDS:-3}
-work=$(mktemp -d)
-broker_pid=
-cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$lstream" broker --topic bench:16 --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
-broker_pid=$!
-while [ ! -s "$work/bootstrap" ]; do sleep 0.1; done
-bootstrap=$(cat "$work/bootstrap")
+. "$(dirname "$0")/lib.sh"
+bench_broker --topic bench:16
 "$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
   --records-per-series "$RECORDS" --generator sine --seed 1 2>/dev/null
 
