@@ -34,6 +34,7 @@ static const base_key_t keys[] = {
     {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
     {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
     {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
+    {"tap", NULL, F(tap), BASE_V_CHOICE(bools)},
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},

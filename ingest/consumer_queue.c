@@ -16,11 +16,12 @@
 static window_node_t *node_new(const ls_ingest_t *ing) {
   size_t const rows = (size_t)ing->s.window + 1;
   window_node_t *const node =
-      malloc(sizeof *node + rows * sizeof(int64_t) +
+      malloc(sizeof *node + 2 * rows * sizeof(int64_t) +
              (rows * (size_t)ing->s.features + (size_t)ing->s.window) * sizeof(float));
   if (node == NULL) return NULL;
   node->times = (int64_t *)(node + 1);
-  node->x = (float *)(node->times + rows);
+  node->offsets = node->times + rows;
+  node->x = (float *)(node->offsets + rows);
   node->mask = node->x + rows * (size_t)ing->s.features;
   return node;
 }
@@ -43,11 +44,13 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   memcpy(node->x, v->x, rows * (size_t)ing->s.features * sizeof(float));
   memcpy(node->mask, v->mask, (size_t)ing->s.window * sizeof(float));
   memcpy(node->times, v->times, rows * sizeof(int64_t));
+  memcpy(node->offsets, v->offsets, rows * sizeof(int64_t));
   node->win = *v;
   node->win.key = node->key;
   node->win.x = node->x;
   node->win.mask = node->mask;
   node->win.times = node->times;
+  node->win.offsets = node->offsets;
   node->part = (int)(part - ing->parts);
   node->next = node->pnext = NULL;
   pthread_mutex_lock(&ing->lock);
@@ -103,6 +106,7 @@ static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
  * on a partition that has nothing queued and has not ended. Caller holds
  * lock. */
 static int stuck_locked(const ls_ingest_t *ing) {
+  if (atomic_load(&ing->tap_n) > 0) return 0; /* the trainer takes the tap's records */
   if (atomic_load(&ing->queued) == 0) return 1;
   if (ing->waiting < 0) return 0;
   const part_t *const w = &ing->parts[ing->waiting];
@@ -182,7 +186,9 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
   for (;;) {
     window_node_t *const head = part != NULL ? part->head : ing->head;
     int const ended = part != NULL ? part->ended : ing->at_end;
-    if (head != NULL || ended || ing->err != LS_OK || timeout_ms == 0 || timed_out) break;
+    int const tapped = part == NULL && atomic_load(&ing->tap_n) > 0;
+    if (head != NULL || ended || tapped || ing->err != LS_OK || timeout_ms == 0 || timed_out)
+      break;
     if (part != NULL && ing->waiting != (int)(part - ing->parts)) {
       ing->waiting = (int)(part - ing->parts);
       pthread_cond_broadcast(&ing->room); /* a consumer paused on memory re-checks */
@@ -201,6 +207,8 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
     err = ls_error_set(ing->err, "%s", ing->errmsg);
   } else if (part != NULL ? part->ended : ing->at_end) {
     *what = LS_NEXT_END;
+  } else if (part == NULL && atomic_load(&ing->tap_n) > 0) {
+    *what = LS_NEXT_RECORDS;
   }
   pthread_mutex_unlock(&ing->lock);
   return err;

@@ -89,6 +89,7 @@ struct ls_windower_s {
   float *partial_mask; /* [T]: the mask of a flushed partial window */
   ls_window_t view;    /* the window last handed out */
   ls_window_stats_t stats;
+  const series_t *last; /* the series of the record the last push accepted, or NULL */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -357,6 +358,7 @@ static const ls_window_t *window_view(ls_windower_t *w, series_t *s, int n_targe
   v->x = s->x;
   v->mask = mask;
   v->times = s->times;
+  v->offsets = s->offsets;
   return v;
 }
 
@@ -374,6 +376,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     return LS_REJECT__COUNT;
   }
   *complete = NULL;
+  w->last = NULL;
   w->stats.records++;
   if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
 
@@ -415,6 +418,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   if (rec->timestamp >= 0) s->last_time = rec->timestamp;
   w->stats.accepted++;
   w->stats.buffered++;
+  w->last = s;
   if (s->count == 1) list_insert(s, T); /* it holds a record again */
   if (s->count == T + 1) {
     list_unlink(s); /* its low offset is now this record's: to the tail */
@@ -424,6 +428,20 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     *complete = window_view(w, s, T, w->ones);
   }
   return LS_REJECT_NONE;
+}
+
+ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out) {
+  LS_RETURN_IF(w == NULL || out == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_last: w and out must not be NULL");
+  const series_t *const s = w->last;
+  if (s == NULL) {
+    *out = (ls_windower_record_t){-1, NULL, 0, NULL};
+    return LS_OK;
+  }
+  /* The record is the last row filled: count - 1 (the carry happens on the next push). */
+  *out = (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
+                                s->x + (size_t)(s->count - 1) * (size_t)w->F};
+  return LS_OK;
 }
 
 /* Records of s not yet in a complete window. */
@@ -447,7 +465,7 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
     /* Rows n..T are padding: zero them so no stale values reach a model. */
     memset(s->x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
     for (int t = n; t <= T; t++)
-      s->times[t] = -1;
+      s->times[t] = s->offsets[t] = -1;
     for (int t = 0; t < T; t++)
       w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
     *win = window_view(w, s, n - 1, w->partial_mask);

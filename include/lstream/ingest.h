@@ -292,6 +292,130 @@ LS_API ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer,
                               const ls_produce_opts_t *opts, ls_produce_stats_t *stats);
 
 /* ------------------------------------------------------------------------ */
+/* Publishing exactly once                                                   */
+/*
+ * A transactional producer for one topic (ingest/publisher.c), for output
+ * that must reach it exactly once. The caller queues messages (never
+ * blocking longer than it asks); a thread of the publisher's own produces
+ * them in transactions that it commits at least every commit_ms, and at
+ * once when asked to. It holds every message until its transaction has
+ * committed: a transaction the client must abort (its messages timed out
+ * during an outage) is produced again, so nothing is dropped, and holding
+ * at most max_messages makes a full publisher push back on its caller.
+ * The transactional.id fences any earlier producer with the same id
+ * (librdkafka's init_transactions aborts its open transaction).
+ *
+ * What a crash leaves: a read_committed consumer of a real cluster never
+ * sees an uncommitted transaction; librdkafka's mock cluster (the embedded
+ * broker) does not isolate transactions (its EndTxn writes no markers and
+ * its fetches report no aborted transactions), so there every message
+ * produced counts. ls_topic_read_back reads back what a previous run left,
+ * as the same kind of consumer sees it, for a caller that resumes to leave
+ * out what is there already.
+ */
+
+/* A Kafka record header. */
+typedef struct ls_header_s {
+  const char *name; /* NUL-terminated */
+  const void *value;
+  size_t len;
+} ls_header_t;
+
+/* The most headers a message carries here. */
+#define LS_HEADERS_MAX 8
+
+typedef struct ls_publisher_conf_s {
+  const char *brokers;          /* bootstrap servers host:port[,...] (required) */
+  const char *topic;            /* (required) */
+  const char *transactional_id; /* (required) */
+  int commit_ms;                /* a transaction commits at most this long after its first
+                                   message, >= 0 (100) */
+  int64_t max_messages;         /* messages held (queued, and in the open transaction), >= 1
+                                   (1048576) */
+  int timeout_ms;               /* starting (the topic's metadata, init_transactions) and
+                                   reading back, >= 1 (30000) */
+  const char *const *settings;  /* [n_settings] librdkafka "key=value" properties applied
+                                   after lstream's defaults (lz4 off, linger.ms=5, the Java
+                                   client's murmur2 partitioner) */
+  int n_settings;
+} ls_publisher_conf_t;
+
+/* Fills conf with the defaults above (no brokers, topic or id). */
+LS_API void ls_publisher_conf_init(ls_publisher_conf_t *conf);
+
+typedef struct ls_publisher_s ls_publisher_t;
+
+/* Connects, checks that the topic can be written (its metadata: it exists,
+ * or the cluster created it, and every partition has a leader), starts the
+ * transactions (fencing any producer of the same transactional id) and
+ * the thread. An error names the topic and why. */
+LS_API ls_err_t ls_publisher_new(const ls_publisher_conf_t *conf, ls_publisher_t **out);
+
+/* Stops the thread and closes the producer; messages not yet committed
+ * are dropped (their transaction aborted): commit first. Accepts NULL. */
+LS_API void ls_publisher_destroy(ls_publisher_t *pub);
+
+/* The topic's partition count. */
+LS_API int32_t ls_publisher_partitions(const ls_publisher_t *pub);
+
+/* Queues a message (key 1..LS_KEY_MAX bytes, value, Kafka timestamp in
+ * ms >= 0, n_headers <= LS_HEADERS_MAX headers), copying it. When
+ * max_messages are held it waits up to wait_ms (< 0: as long as it
+ * takes) for room: *queued = 0 if none came (nothing queued), else 1.
+ * Fails once the publisher has failed for good (a fatal Kafka error, such
+ * as being fenced by another producer of its id), with the reason. */
+LS_API ls_err_t ls_publisher_send(ls_publisher_t *pub, const void *key, size_t key_len,
+                                  const void *value, size_t len, int64_t timestamp_ms,
+                                  const ls_header_t *headers, int n_headers, int wait_ms,
+                                  int *queued);
+
+/* Messages queued so far: the number of the last one (they are numbered
+ * 1, 2, ...). */
+LS_API int64_t ls_publisher_sent(ls_publisher_t *pub);
+
+/* Asks for every message up to number `upto` to be committed now (not
+ * commit_ms after its transaction began) and waits up to wait_ms (0: not
+ * at all, < 0: as long as it takes) for it; *done = 1 once they are all
+ * in committed transactions. Fails as ls_publisher_send does. */
+LS_API ls_err_t ls_publisher_commit(ls_publisher_t *pub, int64_t upto, int wait_ms, int *done);
+
+/* Per partition q < n (n: the partition count), one past the highest
+ * offset a message of this publisher was written at (0 before any): what
+ * it writes later lands at or after next[q]. */
+LS_API ls_err_t ls_publisher_positions(ls_publisher_t *pub, int64_t *next, int32_t n);
+
+typedef struct ls_publisher_stats_s {
+  int64_t sent;         /* messages queued */
+  int64_t committed;    /* messages in committed transactions */
+  int64_t transactions; /* committed */
+  int64_t aborts;       /* transactions aborted and produced again */
+  int64_t retries;      /* commits that failed and were tried again (an outage) */
+  int64_t waits;        /* sends that found the publisher full */
+  char error[256];      /* the last error it retried, "" after a commit succeeds */
+} ls_publisher_stats_t;
+
+LS_API ls_err_t ls_publisher_stats(ls_publisher_t *pub, ls_publisher_stats_t *out);
+
+/* Starts and ends the transactions of conf's transactional id: a producer
+ * still running with it is fenced, and its open transaction aborted (a
+ * read_committed consumer no longer waits on it). */
+LS_API ls_err_t ls_publisher_fence(const ls_publisher_conf_t *conf);
+
+/* Called by ls_topic_read_back for each message. */
+typedef void (*ls_read_back_fn)(void *opaque, int32_t partition, const void *key, size_t key_len,
+                                const ls_header_t *headers, int n_headers);
+
+/* Reads conf's topic back with isolation.level=read_committed: every
+ * partition q from offset from[q] (from NULL, or from[q] below the low
+ * watermark: from the low watermark) up to the high watermark read now,
+ * within conf's timeout_ms, calling fn for each message (its first
+ * LS_HEADERS_MAX headers). n: the topic's partition count (from may hold
+ * fewer entries, n_from). *messages receives how many were read. */
+LS_API ls_err_t ls_topic_read_back(const ls_publisher_conf_t *conf, const int64_t *from,
+                                   int32_t n_from, ls_read_back_fn fn, void *opaque,
+                                   int64_t *messages);
+
+/* ------------------------------------------------------------------------ */
 /* Windows                                                                   */
 
 /* The longest window (T) a windower accepts. */
@@ -320,6 +444,7 @@ typedef struct ls_window_s {
   const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
   const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
                            timestamps; -1 for padding rows and unknown times */
+  const int64_t *offsets; /* [T+1] offsets of the rows' records; -1 for padding rows */
 } ls_window_t;
 
 /* One Kafka record as the windower sees it. */
@@ -372,6 +497,19 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
  * with a message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
+
+/* The record the last ls_windower_push accepted (not rejected, not
+ * skipped below a skip rule): its series' id (as in its windows), the
+ * series' key (NUL-terminated, valid as long as the windower) and its
+ * decoded values x [F] (valid until the next push). series = -1, key and
+ * x NULL when the last push accepted none. */
+typedef struct ls_windower_record_s {
+  int64_t series;
+  const char *key;
+  size_t key_len;
+  const float *x;
+} ls_windower_record_t;
+LS_API ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of the partition that holds at
@@ -477,6 +615,8 @@ typedef struct ls_ingest_settings_s {
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
+  int tap;                       /* [tap] true (1): also hand every accepted record, as it
+                                    is accepted, to ls_ingest_records | false (0) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     (10000) */
@@ -585,8 +725,10 @@ typedef struct ls_ingest_partition_s {
 typedef enum ls_next_e {
   LS_NEXT_WINDOW = 0,  /* *win is a window: give it back with ls_ingest_release */
   LS_NEXT_TIMEOUT = 1, /* none became ready within the timeout */
-  LS_NEXT_END = 2      /* stop=end: every partition reached its end, every window
+  LS_NEXT_END = 2,     /* stop=end: every partition reached its end, every window
                           (and, with flush, every partial one) was delivered */
+  LS_NEXT_RECORDS = 3  /* tap on, ls_ingest_next only: no window is ready, but accepted
+                          records wait for ls_ingest_records */
 } ls_next_t;
 
 typedef struct ls_ingest_s ls_ingest_t;
@@ -611,7 +753,8 @@ LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order. A failure of the consumer thread (a fatal Kafka error,
+ * window of any partition, in arrival order; with tap on, it returns
+ * LS_NEXT_RECORDS as soon as records wait for ls_ingest_records. A failure of the consumer thread (a fatal Kafka error,
  * an offset out of range, a memory bound too small for the series' partial windows) is returned
  * here, with its message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
@@ -624,6 +767,26 @@ LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what
  * included) were taken. One thread takes windows, by either call. */
 LS_API ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
                                          ls_next_t *what, const ls_window_t **win);
+
+/* One accepted record as the tap hands it out (ls_ingest_records). */
+typedef struct ls_tap_record_s {
+  int64_t series;    /* the consumer's id of its series, as in its windows */
+  const char *key;   /* the series' key, NUL-terminated (valid as long as the consumer) */
+  size_t key_len;
+  int32_t partition;
+  int64_t offset;
+  int64_t time;   /* event time (ms), -1 unknown */
+  const float *x; /* [F] its values */
+} ls_tap_record_t;
+
+/* With tap on: the records accepted since the last call, in the order
+ * the consumer accepted them (each partition's in offset order; a window
+ * is queued only after its records are here), into *recs [*n], valid
+ * until the next call. Never waits. Until taken, records count towards
+ * buffer.records (a consumer whose memory is full waits for them to be
+ * taken, as for windows): a caller that turns tap on takes them often.
+ * LS_ERR_STATE with tap off. */
+LS_API ls_err_t ls_ingest_records(ls_ingest_t *ing, const ls_tap_record_t **recs, int64_t *n);
 
 /* Gives a window back to the consumer's pool; accepts NULL. */
 LS_API void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);
