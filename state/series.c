@@ -1,7 +1,8 @@
 /*
  * The series table (include/lstream/state.h): the ground floor's key->index
  * map from key to slot, per-slot bookkeeping, the states in engine memory,
- * and per slot the host-side state (normaliser, error sums) when kept.
+ * and per slot the host-side state (normaliser, error sums, forecasts going
+ * out) when kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ struct ls_series_table_s {
   int64_t *norm_n;          /* [cap] */
   double *norm;             /* [cap, F, LS_NORM_STATS] */
   double *errors;           /* [cap, O, 2] */
+  int64_t *serve;           /* [cap, LS_SERVE_FIELDS] */
+  double *pending;          /* [cap, O] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -64,7 +67,7 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   free(t->series);
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
-  free(t->norm_n), free(t->norm), free(t->errors);
+  free(t->norm_n), free(t->norm), free(t->errors), free(t->serve), free(t->pending);
   free(t);
 }
 
@@ -85,6 +88,8 @@ static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
   size_t const nf = (size_t)t->F * LS_NORM_STATS * sizeof(double);
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm_n, old, cap, sizeof(int64_t)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm, old, cap, nf));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->serve, old, cap, LS_SERVE_FIELDS * sizeof(int64_t)));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->pending, old, cap, (size_t)t->O * sizeof(double)));
   return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
@@ -189,7 +194,20 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
   LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
   size_t const i = (size_t)slot;
   *out = (ls_series_stats_t){t->norm_n + i, t->norm + i * (size_t)t->F * LS_NORM_STATS,
-                             t->errors + i * (size_t)t->O * 2};
+                             t->errors + i * (size_t)t->O * 2, t->serve + i * LS_SERVE_FIELDS,
+                             t->pending + i * (size_t)t->O};
+  return LS_OK;
+}
+
+ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stats_t *src, int F,
+                              int O) {
+  LS_RETURN_IF(dst == NULL || src == NULL || F < 1 || O < 1, LS_ERR_INVALID_ARG,
+               "series stats copy: dst, src and a layout of F %d, O %d >= 1", F, O);
+  *dst->norm_n = *src->norm_n;
+  memcpy(dst->norm, src->norm, (size_t)F * LS_NORM_STATS * sizeof(double));
+  memcpy(dst->errors, src->errors, (size_t)O * 2 * sizeof(double));
+  memcpy(dst->serve, src->serve, LS_SERVE_FIELDS * sizeof(int64_t));
+  memcpy(dst->pending, src->pending, (size_t)O * sizeof(double));
   return LS_OK;
 }
 
@@ -227,6 +245,8 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     d = base_fnv1a(d, t->norm + s * (size_t)t->F * LS_NORM_STATS,
                    (size_t)t->F * LS_NORM_STATS * sizeof(double));
     d = base_fnv1a(d, t->errors + s * (size_t)t->O * 2, (size_t)t->O * 2 * sizeof(double));
+    d = base_fnv1a(d, t->serve + s * LS_SERVE_FIELDS, LS_SERVE_FIELDS * sizeof(int64_t));
+    d = base_fnv1a(d, t->pending + s * (size_t)t->O, (size_t)t->O * sizeof(double));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

@@ -228,10 +228,7 @@ static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size
   ls_series_stats_t from, to_st;
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
   LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
-  *to_st.norm_n = *from.norm_n;
-  memcpy(to_st.norm, from.norm, (size_t)F * LS_NORM_STATS * sizeof(double));
-  memcpy(to_st.errors, from.errors, (size_t)O * 2 * sizeof(double));
-  return LS_OK;
+  return ls_series_stats_copy(&to_st, &from, F, O);
 }
 
 ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps,

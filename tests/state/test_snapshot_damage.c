@@ -194,9 +194,9 @@ Test(damage, wrong_version) {
   char *const dir = three_snapshots();
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
-  su_poke_u32(path, 8, 3);
-  expect_latest(dir, 20, 30, "shard-1", "format version 3, this build reads version 2");
-  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 3");
+  su_poke_u32(path, 8, 4);
+  expect_latest(dir, 20, 30, "shard-1", "format version 4, this build reads versions 2 to 3");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 4");
   done(dir);
 }
 
