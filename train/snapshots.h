@@ -31,6 +31,8 @@ typedef struct train_view_s {
   int P;
   figures_t *fig; /* the forecasts' calibration */
   replay_t *rep;  /* the partitions' replay memories; NULL without replay */
+  struct predict_s *pred; /* forecasts going out; NULL without: a snapshot commits only once
+                             those made before it are committed to their topic */
 } train_view_t;
 
 /* FNV-1a digests of the parameters and, over every rank, of the series

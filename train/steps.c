@@ -240,6 +240,7 @@ static ls_err_t form_live(steps_t *s, volatile sig_atomic_t *stop, int *n, doubl
       continue;
     }
     LS_FORWARD_IF_ERROR(ls_ingest_next(s->c.ing, wait_ms, &what, &w));
+    if (what == LS_NEXT_RECORDS && s->c.idle != NULL) LS_FORWARD_IF_ERROR(s->c.idle(s->c.opaque));
     if (what != LS_NEXT_WINDOW) continue;
     int64_t slot;
     LS_FORWARD_IF_ERROR(window_slot(s, w, &slot));

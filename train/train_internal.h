@@ -49,6 +49,12 @@ struct ls_train_conf_s {
   int replay;         /* replay updates per step */
   int replay_batch;   /* windows per replay update, over all partitions */
   int replay_memory;  /* windows kept for replay, over all partitions */
+  /* Forecasts going out (issue 12). */
+  char predictions_topic[256]; /* "" = none */
+  char predictions_out[1024];  /* "" = none */
+  int predictions;             /* bit 0 next, bit 1 eval */
+  int predictions_commit_ms;
+  int64_t predictions_buffer;
 };
 
 /* The target features of c's targets key, ascending, into feat [features];

@@ -17,6 +17,7 @@
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "predict.h"
 #include "prep.h"
 #include "replay.h"
 #include "snapshots.h"
@@ -54,6 +55,7 @@ struct ls_trainer_s {
   int has_pend;
   int fetched; /* the engine's figures were fetched after the last step's update */
 
+  volatile sig_atomic_t *stop; /* the run's stop flag (forecasts waiting for room see it) */
   char note[2560]; /* what resuming and the comm setup did, for the program to print */
   atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
 };
@@ -113,6 +115,9 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.buffer_records = c->buffer_records;
   is.stop_at_end = c->until;
   is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
+  /* Live next-record forecasts see each record as it is read (predict.h). */
+  is.tap = !c->until && (c->predictions & PREDICT_NEXT) &&
+           (c->predictions_topic[0] != '\0' || c->predictions_out[0] != '\0');
   ls_ingest_conf_t *ic = NULL;
   LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
   char servers[600];
@@ -130,6 +135,12 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   return err;
 }
 
+/* Live, while a step waits for windows: the forecasts of what was read. */
+static ls_err_t on_idle(void *opaque) {
+  ls_trainer_t *const tr = opaque;
+  return tr->v.pred != NULL ? predict_idle(tr->v.pred, tr->sum.steps, tr->stop) : LS_OK;
+}
+
 /* The step's buffers, its step formation, inputs, figures; the sums'
  * layout: the trainer's figures, the snapshots', the forecasts'. */
 static ls_err_t alloc_buffers(ls_trainer_t *tr) {
@@ -140,8 +151,8 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
    * within buffer_records over all partitions (the same on every rank). */
   int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
   int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
-  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,   tr->v.P, tr->B, tr->quota,
-                           K,         c->until,     c->deadline_ms};
+  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,    tr->v.P, tr->B, tr->quota, K,
+                           c->until,  c->deadline_ms, on_idle,      tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));
@@ -282,6 +293,8 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
+  if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
   if (err == LS_OK) err = train_snaps_open(tr->snaps);
   ls_snapshot_destroy(snap);
   if (err != LS_OK) {
@@ -299,6 +312,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr == NULL) return;
   steps_free(tr->steps);          /* gives back the windows it holds */
   train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
+  predict_free(tr->v.pred);        /* before the engine, which holds its serving states */
   ls_ingest_destroy(tr->v.ing);
   ls_series_table_destroy(tr->v.series);
   comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */
@@ -393,6 +407,8 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
     if (tr->v.rep != NULL)
       LS_FORWARD_IF_ERROR(replay_push(tr->v.rep, w->partition, p, b, tr->h0, tr->c0));
   }
+  if (tr->v.pred != NULL) /* after backward: its serving forwards reuse the engine */
+    LS_FORWARD_IF_ERROR(predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->sum.steps, tr->stop));
   steps_release(tr->steps, n);
   v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   return LS_OK;
@@ -492,8 +508,9 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   double const t0 = base_now_s();
   ls_err_t err = LS_OK;
-  int cb_stop = 0;
+  int cb_stop = 0, ended = 0;
   double *const v = tr->v_sums;
+  tr->stop = stop;
   for (;;) {
     memset(v, 0, (size_t)tr->NV * sizeof *v);
     double const w0 = tr->sum.wait_s;
@@ -527,7 +544,10 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     if (err != LS_OK) break;
     if (v[V_WINDOWS] > 0) keep_pending(tr, &st);
     if (v[V_STOP] > 0) break;
-    if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
+    if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) {
+      ended = 1; /* the replay read everything */
+      break;
+    }
     if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
   }
   /* The last step's stats, then the gradients accumulated for a partial
@@ -539,7 +559,11 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     err = update(tr, &st);
   }
+  /* The forecasts after each series' last record, before the last snapshot. */
+  if (err == LS_OK && ended && tr->v.pred != NULL)
+    err = predict_finish(tr->v.pred, tr->sum.steps, stop);
   if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
+  if (err == LS_OK && tr->v.pred != NULL) err = predict_close(tr->v.pred, 10000);
   tr->sum.elapsed_s += base_now_s() - t0;
   return err;
 }
@@ -574,12 +598,19 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->rejected = 0;
   if (tr->v.ing != NULL && ls_ingest_stats(tr->v.ing, &is) == LS_OK)
     for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
-  double v[4] = {(double)out->series, (double)out->rejected, out->wait_s, out->comm_s};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 4));
+  predict_counts_t pc;
+  predict_counts(tr->v.pred, &pc);
+  double v[9] = {(double)out->series, (double)out->rejected,  out->wait_s,
+                 out->comm_s,         (double)pc.next,         (double)pc.eval,
+                 (double)pc.published, (double)pc.skipped,     (double)pc.rows};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 9));
   out->series = (int64_t)v[0];
   out->rejected = (int64_t)v[1];
   out->wait_s = v[2] / tr->v.world;
   out->comm_s = v[3] / tr->v.world;
+  out->predictions_next = (int64_t)v[4], out->predictions_eval = (int64_t)v[5];
+  out->predictions_published = (int64_t)v[6], out->predictions_skipped = (int64_t)v[7];
+  out->predictions_rows = (int64_t)v[8];
   return LS_OK;
 }
 

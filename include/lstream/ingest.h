@@ -380,8 +380,9 @@ LS_API int64_t ls_publisher_sent(ls_publisher_t *pub);
 LS_API ls_err_t ls_publisher_commit(ls_publisher_t *pub, int64_t upto, int wait_ms, int *done);
 
 /* Per partition q < n (n: the partition count), one past the highest
- * offset a message of this publisher was written at (0 before any): what
- * it writes later lands at or after next[q]. */
+ * offset a message of this publisher was written at (the partition's high
+ * watermark when the publisher started, before any): what it writes later
+ * lands at or after next[q]. */
 LS_API ls_err_t ls_publisher_positions(ls_publisher_t *pub, int64_t *next, int32_t n);
 
 typedef struct ls_publisher_stats_s {

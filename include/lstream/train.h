@@ -229,6 +229,12 @@ typedef struct ls_train_summary_s {
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */
   int64_t snapshots_skipped; /* due while the previous one was being written */
+  /* Forecasts going out (predictions_topic, predictions_out), every rank's. */
+  int64_t predictions_next, predictions_eval; /* made */
+  int64_t predictions_published; /* committed to the predictions topic by this run */
+  int64_t predictions_skipped;   /* not published again: the topic held them already (what a
+                                    killed run published after the snapshot resumed from) */
+  int64_t predictions_rows;      /* rows written to the predictions file */
 } ls_train_summary_t;
 
 typedef struct ls_trainer_s ls_trainer_t;

@@ -141,6 +141,14 @@ Test(publisher, read_back_from_positions_sees_what_came_after, .timeout = 120) {
   for (int q = 0; q < 4; q++)
     total += pos[q];
   cr_expect_eq(total, 300, "the positions add up to the messages written (%lld)", (long long)total);
+  /* A second publisher starts at the high watermarks (the same here). */
+  ls_publisher_conf_t c2 = conf_for(b, "back", "test-tx-2b");
+  ls_publisher_t *p2 = NULL;
+  cr_assert_eq(ls_publisher_new(&c2, &p2), LS_OK, "%s", ls_last_error());
+  int64_t pos2[4];
+  cr_assert_eq(ls_publisher_positions(p2, pos2, 4), LS_OK);
+  cr_expect_arr_eq(pos2, pos, sizeof pos, "a new publisher's positions are the high watermarks");
+  ls_publisher_destroy(p2);
   for (int i = 300; i < 600; i++)
     send_one(p, i);
   cr_assert_eq(ls_publisher_commit(p, 600, -1, &done), LS_OK);
