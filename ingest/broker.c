@@ -1,10 +1,10 @@
 /*
- * The embedded broker (include/lstream/ingest.h, "Embedded broker"):
+ * The embedded broker (include/lstream/produce.h, "Embedded broker"):
  * librdkafka's mock cluster hosted on a helper producer handle, as in
  * librdkafka's tests/0009-mock_cluster.c, plus an optional fixed bootstrap
  * port through a loopback relay (ingest/relay.h).
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /*
- * The synthetic feed's generators, in memory (include/lstream/ingest.h,
+ * The synthetic feed's generators, in memory (include/lstream/produce.h,
  * "Synthetic feed"). Randomness is counter-based: every draw hashes (seed,
  * series, step, stream) with splitmix64's finalizer, so a value depends on
  * its coordinates only. ar2 and regime keep the last two values (and the
  * regime) of each series to run their recursions.
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include "base/digest.h"
 
@@ -20,7 +20,7 @@
 #define STREAM_REGIME ((uint64_t)3 << 32)
 #define STREAM_NORMAL ((uint64_t)4 << 32) /* Box-Muller's second uniform */
 
-/* The regime generator's constants (documented in ingest.h). */
+/* The regime generator's constants (documented in produce.h). */
 static const double regime_drift[2] = {0.01, -0.02};
 static const double regime_vol[2] = {1.0, 3.0}; /* times noise */
 static const double regime_switch_p = 0.02;

@@ -1,11 +1,11 @@
 /*
- * Producing records (include/lstream/ingest.h, "Producing records"): a
+ * Producing records (include/lstream/produce.h, "Producing records"): a
  * librdkafka producer for one topic with delivery reports checked, and the
  * two things that drive it: the synthetic feed and CSV replay. Both go
  * through one send path (produce_run_*) that encodes, paces, reports
  * progress and flushes.
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include <errno.h>
 #include <math.h>

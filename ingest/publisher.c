@@ -1,5 +1,5 @@
 /*
- * Publishing exactly once (include/lstream/ingest.h, "Publishing exactly
+ * Publishing exactly once (include/lstream/produce.h, "Publishing exactly
  * once"): a transactional librdkafka producer driven by a thread of its
  * own, and the read-back of what a previous run left in a topic.
  *
@@ -23,7 +23,7 @@
 
 #include "base/clock.h"
 #include "kafka_util.h"
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 /* lstream's producer defaults; the caller's settings follow. */
 static const char *const publisher_defaults[] = {

@@ -1,5 +1,5 @@
 /*
- * Reading a topic back (include/lstream/ingest.h, ls_topic_read_back): a
+ * Reading a topic back (include/lstream/produce.h, ls_topic_read_back): a
  * read_committed consumer of every partition, from given offsets to the
  * high watermarks read at the start, handing each message's key and
  * headers to the caller (what a resumed run needs to leave out what a
@@ -12,7 +12,7 @@
 
 #include "base/clock.h"
 #include "kafka_util.h"
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 /* What a read-back has yet to read: per partition the high watermark read
  * at the start, whether it is done. */

@@ -97,9 +97,10 @@ ls_err_t predict_durable(predict_t *pr, int64_t mark, int wait_ms, int *done);
 ls_err_t predict_close(predict_t *pr, int timeout_ms);
 
 /* This rank's counts: forecasts made per kind, left out (already in the
- * topic), published (committed), file rows. */
+ * topic), published (committed), file rows, waits for room in the topic's
+ * buffer. */
 typedef struct predict_counts_s {
-  int64_t next, eval, skipped, published, rows;
+  int64_t next, eval, skipped, published, rows, waits;
 } predict_counts_t;
 void predict_counts(const predict_t *pr, predict_counts_t *out);
 

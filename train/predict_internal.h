@@ -10,6 +10,7 @@
 
 #include "base/keymap.h"
 #include "lstream/kernels.h"
+#include "lstream/produce.h"
 #include "predict.h"
 
 /* One series' serving state beside the series table's. */

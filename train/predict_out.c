@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,9 +286,10 @@ static ls_err_t run_id(predict_t *pr) {
   uint64_t h = BASE_FNV1A_INIT;
   pr->exact = dir[0] != '\0';
   if (pr->exact) {
-    char abs[PATH_MAX + 1], cwd[PATH_MAX];
-    if (realpath(dir, abs) == NULL)
-      snprintf(abs, sizeof abs, "%s/%s", dir[0] == '/' ? "" : getcwd(cwd, sizeof cwd), dir);
+    char abs[PATH_MAX + 1];
+    if (realpath(dir, abs) == NULL) /* the writer makes it later: make it now, to name it */
+      LS_RETURN_IF(mkdir(dir, 0755) != 0 || realpath(dir, abs) == NULL, LS_ERR_IO,
+                   "cannot make the snapshot directory %s: %s", dir, strerror(errno));
     h = base_fnv1a(h, abs, strlen(abs));
   } else {
     struct timespec ts;
@@ -457,5 +459,6 @@ void predict_counts(const predict_t *pr, predict_counts_t *out) {
   out->next = pr->made[0], out->eval = pr->made[1];
   out->skipped = pr->skipped, out->rows = pr->rows;
   ls_publisher_stats_t st;
-  if (pr->pub != NULL && ls_publisher_stats(pr->pub, &st) == LS_OK) out->published = st.committed;
+  if (pr->pub != NULL && ls_publisher_stats(pr->pub, &st) == LS_OK)
+    out->published = st.committed, out->waits = st.waits;
 }

@@ -600,17 +600,18 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
     for (int r = 0; r < LS_REJECT__COUNT; r++) out->rejected += is.w.rejected[r];
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
-  double v[9] = {(double)out->series, (double)out->rejected,  out->wait_s,
-                 out->comm_s,         (double)pc.next,         (double)pc.eval,
-                 (double)pc.published, (double)pc.skipped,     (double)pc.rows};
-  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 9));
+  double v[10] = {(double)out->series,  (double)out->rejected, out->wait_s,
+                  out->comm_s,          (double)pc.next,        (double)pc.eval,
+                  (double)pc.published, (double)pc.skipped,     (double)pc.rows,
+                  (double)pc.waits};
+  LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 10));
   out->series = (int64_t)v[0];
   out->rejected = (int64_t)v[1];
   out->wait_s = v[2] / tr->v.world;
   out->comm_s = v[3] / tr->v.world;
   out->predictions_next = (int64_t)v[4], out->predictions_eval = (int64_t)v[5];
   out->predictions_published = (int64_t)v[6], out->predictions_skipped = (int64_t)v[7];
-  out->predictions_rows = (int64_t)v[8];
+  out->predictions_rows = (int64_t)v[8], out->predictions_waits = (int64_t)v[9];
   return LS_OK;
 }
 

@@ -235,6 +235,8 @@ typedef struct ls_train_summary_s {
   int64_t predictions_skipped;   /* not published again: the topic held them already (what a
                                     killed run published after the snapshot resumed from) */
   int64_t predictions_rows;      /* rows written to the predictions file */
+  int64_t predictions_waits;     /* forecasts that waited for room (predictions_buffer full:
+                                    a broker outage): training paused meanwhile */
 } ls_train_summary_t;
 
 typedef struct ls_trainer_s ls_trainer_t;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 #include "proc.h"
 
 #define CHILD_TIMEOUT_S 60.0
@@ -90,6 +90,7 @@ Test(publisher, transactions_reach_a_real_client_exactly_once, .timeout = 120) {
   cr_expect_eq(ls_publisher_partitions(p), 3);
   for (int i = 0; i < 500; i++)
     send_one(p, i);
+  cr_expect_eq(ls_publisher_sent(p), 500);
   int done = 0;
   cr_assert_eq(ls_publisher_commit(p, ls_publisher_sent(p), -1, &done), LS_OK, "%s",
                ls_last_error());

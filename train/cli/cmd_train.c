@@ -325,10 +325,10 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
   if (s->predictions_next + s->predictions_eval + s->predictions_rows > 0)
-    printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld\n",
+    printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld waits=%lld\n",
            (long long)s->predictions_next, (long long)s->predictions_eval,
            (long long)s->predictions_published, (long long)s->predictions_skipped,
-           (long long)s->predictions_rows);
+           (long long)s->predictions_rows, (long long)s->predictions_waits);
   for (int j = 0; !lg->quiet && j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
