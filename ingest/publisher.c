@@ -27,7 +27,7 @@
 
 /* lstream's producer defaults; the caller's settings follow. */
 static const char *const publisher_defaults[] = {
-    "linger.ms=5",
+    "linger.ms=1",
     "partitioner=murmur2_random", /* the Java client's: a key lands where its clients expect */
 };
 
@@ -68,6 +68,7 @@ struct ls_publisher_s {
   int64_t ask;  /* commit every message up to this number now */
   int64_t held; /* in.n + pending.n */
   int quit, failed;
+  int idle;      /* the thread waits on wake: a send wakes it */
   char why[512]; /* the failure */
   ls_publisher_stats_t st;
   int64_t *next; /* [partitions] one past the highest offset written */
@@ -184,7 +185,8 @@ static int produce_pending(ls_publisher_t *p) {
     rd_kafka_headers_t *const h = msg_headers(m);
     rd_kafka_resp_err_t const err = rd_kafka_producev(
         p->rk, RD_KAFKA_V_RKT(p->rkt), RD_KAFKA_V_KEY(m->data, m->key_len),
-        RD_KAFKA_V_VALUE(m->data + m->key_len, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        /* The value is not copied: m lives until its transaction commits. */
+        RD_KAFKA_V_VALUE(m->data + m->key_len, m->len), RD_KAFKA_V_MSGFLAGS(0),
         RD_KAFKA_V_TIMESTAMP(m->timestamp), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_headers_destroy(h);
@@ -316,7 +318,9 @@ static void *publisher_main(void *arg) {
       long const ns = ts.tv_nsec + (long)(wait_s * 1e9);
       ts.tv_sec += ns / 1000000000L;
       ts.tv_nsec = ns % 1000000000L;
+      p->idle = 1;
       pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+      p->idle = 0;
     }
     pthread_mutex_unlock(&p->lock);
   }
@@ -549,7 +553,7 @@ ls_err_t ls_publisher_send(ls_publisher_t *p, const void *key, size_t key_len, c
     m->seq = ++p->st.sent;
     p->held++;
     *queued = 1;
-    pthread_cond_signal(&p->wake);
+    if (p->idle) pthread_cond_signal(&p->wake); /* else it takes `in` on its next turn */
   }
   pthread_mutex_unlock(&p->lock);
   return err;

@@ -9,10 +9,12 @@
  * one time step: series whose state is the trained one gather it from the
  * series table's states (zero with stateless), the others from the serving
  * table; each batch serves one record of each series in it, so a series'
- * records go in order. Live, a series' records are served while its window
- * is incomplete (fewer than T + 1 records read from its trained boundary);
- * once complete, they wait for the step that trains the window, whose
- * forward makes their forecasts.
+ * records go in order. Live, a series' records are served as they are
+ * read, up to 2T past its trained boundary (the records of the windows
+ * not yet trained: it does not wait for them); when a window of it trains,
+ * its serving state restarts from the trained one and goes through the
+ * records read past that window again (their forecasts went out: they
+ * are not sent again), so each record is advanced at most twice.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,20 +65,21 @@ static ls_err_t series_of(predict_t *pr, int64_t slot, pseries_t **out) {
     s->synced = 1;
   }
   size_t const rows = ls_state_table_slots(pr->serve);
-  if ((size_t)slot >= rows) LS_FORWARD_IF_ERROR(ls_state_table_grow(pr->serve, 2 * (size_t)slot + 1));
+  if ((size_t)slot >= rows)
+    LS_FORWARD_IF_ERROR(ls_state_table_grow(pr->serve, 2 * (size_t)slot + 1));
   *out = s;
   return LS_OK;
 }
 
 /* Appends a record read to s's records to serve. */
-static ls_err_t pend_push(predict_t *pr, pseries_t *s, int64_t off, int64_t time,
-                          const float *x) {
+static ls_err_t pend_push(predict_t *pr, pseries_t *s, int64_t off, int64_t time, const float *x) {
   size_t const F = (size_t)pr->F;
-  if (s->head > 0 && s->n == s->cap) { /* slide the served ones out */
+  if (s->head > 0 && s->n == s->cap) { /* slide the trained ones out */
     int64_t const k = s->n - s->head;
     memmove(s->off, s->off + s->head, (size_t)k * sizeof *s->off);
     memmove(s->time, s->time + s->head, (size_t)k * sizeof *s->time);
     memmove(s->x, s->x + (size_t)s->head * F, (size_t)k * F * sizeof *s->x);
+    s->adv -= s->head;
     s->n = k, s->head = 0;
   }
   if (s->n == s->cap) {
@@ -97,11 +100,12 @@ static ls_err_t pend_push(predict_t *pr, pseries_t *s, int64_t off, int64_t time
   return LS_OK;
 }
 
-/* Drops s's records to serve below offset `below` (a window trained them). */
+/* Drops s's records below offset `below` (a window trained them). */
 static void pend_drop_below(pseries_t *s, int64_t below) {
   while (s->head < s->n && s->off[s->head] < below)
     s->head++;
-  if (s->head == s->n) s->head = s->n = 0;
+  if (s->adv < s->head) s->adv = s->head;
+  if (s->head == s->n) s->head = s->adv = s->n = 0;
 }
 
 /* Puts slot on the list of series with records to serve. */
@@ -122,9 +126,9 @@ static ls_err_t mark_dirty(predict_t *pr, int64_t slot, pseries_t *s) {
 /* The serving path                                                          */
 
 /* Whether s's next record may be served now: finals (a replay's end), or
- * live while its window is incomplete. */
+ * live within 2T of its trained boundary. */
 static int servable(const predict_t *pr, const pseries_t *s, int finals) {
-  return s->head < s->n && (finals || (pr->live && s->since <= pr->T));
+  return s->adv < s->n && (finals || (pr->live && s->adv - s->head < 2 * (int64_t)pr->T));
 }
 
 /* One batch of the n series b_slot [n], one time step from the trained
@@ -146,7 +150,7 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
  * went out before, are served again (their state) but not sent. */
 static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
                            volatile sig_atomic_t *stop) {
-  int64_t const slot = pr->b_slot[b], at = s->head;
+  int64_t const slot = pr->b_slot[b], at = s->adv;
   ls_series_stats_t st;
   LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
   int64_t const off = s->off[at];
@@ -165,8 +169,8 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
     LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));
   }
   if (fresh) st.serve[LS_SERVE_SERVED] = off + 1;
-  s->head++;
-  if (s->head == s->n) s->head = s->n = 0;
+  s->adv++;
+  if (!pr->live && s->adv == s->n) s->head = s->adv = s->n = 0; /* a replay keeps none */
   return LS_OK;
 }
 
@@ -184,7 +188,7 @@ static ls_err_t serve_group(predict_t *pr, int finals, int synced, int64_t step,
       if (!servable(pr, s, finals) || s->synced != synced) continue;
       size_t const r = (size_t)n;
       LS_FORWARD_IF_ERROR(prep_record(pr->p, &s->norm_n, s->norm,
-                                      s->x + (size_t)s->head * (size_t)pr->F,
+                                      s->x + (size_t)s->adv * (size_t)pr->F,
                                       pr->b_x + r * (size_t)pr->I, pr->b_base + r * (size_t)pr->O,
                                       pr->b_scale + r * (size_t)pr->O));
       pr->b_slot[n++] = slot;
@@ -211,7 +215,7 @@ static ls_err_t serve(predict_t *pr, int finals, int64_t step, volatile sig_atom
   size_t kept = 0;
   for (size_t i = 0; i < pr->n_dirty; i++) {
     pseries_t *const s = &pr->ps[pr->dirty[i]];
-    if (s->head < s->n)
+    if (s->adv < s->n)
       pr->dirty[kept++] = pr->dirty[i];
     else
       s->dirty = 0;
@@ -241,7 +245,6 @@ static ls_err_t drain(predict_t *pr) {
     LS_FORWARD_IF_ERROR(tap_slot(pr, &r[i], &slot));
     LS_FORWARD_IF_ERROR(series_of(pr, slot, &s));
     LS_FORWARD_IF_ERROR(predict_resolve(pr, slot, r[i].x)); /* the actual of its last forecast */
-    s->since++;
     LS_FORWARD_IF_ERROR(pend_push(pr, s, r[i].offset, r[i].time, r[i].x));
     LS_FORWARD_IF_ERROR(mark_dirty(pr, slot, s));
   }
@@ -268,8 +271,8 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
       value[j] = p->base[o] + alpha[j] * p->scale[o] * (double)pred[o];
     }
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
-    forecast_t fc = {PREDICT_EVAL, slot, w->partition, w->offsets[t], w->times[t], step, value,
-                     next};
+    forecast_t fc = {PREDICT_EVAL, slot, w->partition, w->offsets[t],
+                     w->times[t],  step, value,        next};
     if (pr->kinds & PREDICT_EVAL) LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));
     if (!(pr->kinds & PREDICT_NEXT) || w->offsets[t] + 1 <= st.serve[LS_SERVE_SERVED]) continue;
     fc.kind = PREDICT_NEXT;
@@ -282,15 +285,18 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   s->synced = 1;
   s->norm_n = *st.norm_n;
   memcpy(s->norm, st.norm, (size_t)pr->F * LS_NORM_STATS * sizeof *s->norm);
-  if (pr->live) {
-    s->since -= w->n_targets;
+  if (pr->live) { /* the serving state goes through the records past the window again */
     pend_drop_below(s, w->last_offset);
-  } else { /* a replay: its last target is served at the end if no window takes it */
-    s->head = s->n = 0;
-    LS_FORWARD_IF_ERROR(pend_push(pr, s, w->last_offset, w->times[w->n_targets],
-                                  w->x + (size_t)w->n_targets * (size_t)pr->F));
+    s->adv = s->head;
+    return s->adv < s->n ? mark_dirty(pr, slot, s) : LS_OK;
   }
-  return s->head < s->n ? mark_dirty(pr, slot, s) : LS_OK;
+  /* A replay: its last target, served at the end if no window takes it as
+   * an input (kept in the series table: in snapshots). */
+  const float *const tail = w->x + (size_t)w->n_targets * (size_t)pr->F;
+  for (int f = 0; f < pr->F; f++)
+    st.tail[f] = (double)tail[f];
+  st.serve[LS_SERVE_TAIL_TIME] = w->times[w->n_targets];
+  return LS_OK;
 }
 
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
@@ -308,7 +314,28 @@ ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) 
 }
 
 ls_err_t predict_finish(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) {
-  return pr->live || !(pr->kinds & PREDICT_NEXT) ? LS_OK : serve(pr, 1, step, stop);
+  if (pr->live || !(pr->kinds & PREDICT_NEXT)) return LS_OK;
+  /* Each series' last record (its last window's last target) whose
+   * forecast has not gone out. */
+  size_t const n = ls_series_table_count(pr->v->series);
+  float *const x = malloc((size_t)pr->F * sizeof *x);
+  LS_RETURN_IF(x == NULL, LS_ERR_NOMEM, "no memory for a record");
+  ls_err_t err = LS_OK;
+  for (size_t slot = 0; slot < n && err == LS_OK; slot++) {
+    ls_series_info_t si;
+    ls_series_stats_t st;
+    pseries_t *s = NULL;
+    err = ls_series_table_info(pr->v->series, (int64_t)slot, &si);
+    if (err == LS_OK) err = ls_series_table_stats(pr->v->series, (int64_t)slot, &st);
+    if (err != LS_OK || si.windows == 0 || st.serve[LS_SERVE_SERVED] > si.last_offset) continue;
+    for (int f = 0; f < pr->F; f++)
+      x[f] = (float)st.tail[f];
+    err = series_of(pr, (int64_t)slot, &s);
+    if (err == LS_OK) err = pend_push(pr, s, si.last_offset, st.serve[LS_SERVE_TAIL_TIME], x);
+    if (err == LS_OK) err = mark_dirty(pr, (int64_t)slot, s);
+  }
+  free(x);
+  return err == LS_OK ? serve(pr, 1, step, stop) : err;
 }
 
 int predict_live(const predict_t *pr) {
@@ -340,7 +367,8 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   ls_err_t err = pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale
                      ? LS_OK
                      : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
-  if (err == LS_OK && (pr->kinds & PREDICT_NEXT)) err = ls_state_table_new(v->eng, 1024, &pr->serve);
+  if (err == LS_OK && (pr->kinds & PREDICT_NEXT))
+    err = ls_state_table_new(v->eng, 1024, &pr->serve);
   if (err == LS_OK) err = predict_out_open(pr);
   if (err != LS_OK) {
     predict_free(pr);

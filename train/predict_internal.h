@@ -17,12 +17,11 @@
 typedef struct pseries_s {
   int synced;     /* its serving (h, c) is the trained state table's row */
   int dirty;      /* in the list of series with records to serve */
-  int64_t since;  /* records read from its trained boundary on (live): its window is
-                     complete at T + 1 */
   int64_t norm_n; /* its serving normaliser: the trained one and the records served */
   double *norm;   /* [F, LS_NORM_STATS] */
-  /* Records read and not yet served, in order: [head, n). */
-  int64_t head, n, cap;
+  /* Records read from its trained boundary on, in order: [head, n); those
+   * before adv are in its serving state. */
+  int64_t head, adv, n, cap;
   int64_t *off, *time;
   float *x; /* [cap, F] */
 } pseries_t;
@@ -45,8 +44,12 @@ struct predict_s {
   base_keymap_t seen; /* (series key) -> index in seen_off: what the topic holds already */
   char **seen_key;
   int64_t *seen_off; /* [n, 2]: per kind (next, eval) the highest source offset, -1 */
+  char *seen_open;   /* [n, 2]: 1 until this run made the forecast at seen_off */
   size_t seen_cap;
-  char *buf; /* [buf_cap] a message's value */
+  int64_t open;       /* entries of seen_open at 1: while any, this run's snapshots send a
+                         resumed run to read back from where this one did (back_from) */
+  int64_t *back_from; /* [Q] where this run read the topic back from */
+  char *buf;          /* [buf_cap] a message's value */
   size_t buf_cap;
   int64_t made[2], skipped, rows;
 

@@ -45,7 +45,10 @@ static ls_err_t seen_note(predict_t *pr, const void *key, size_t len, int k, int
       if (keys != NULL) pr->seen_key = keys;
       int64_t *const off = realloc(pr->seen_off, cap * 2 * sizeof *off);
       if (off != NULL) pr->seen_off = off;
-      LS_RETURN_IF(keys == NULL || off == NULL, LS_ERR_NOMEM, "no memory for %zu series", cap);
+      char *const open = realloc(pr->seen_open, cap * 2);
+      if (open != NULL) pr->seen_open = open;
+      LS_RETURN_IF(keys == NULL || off == NULL || open == NULL, LS_ERR_NOMEM,
+                   "no memory for %zu series", cap);
       pr->seen_cap = cap;
     }
     char *const copy = malloc(len + 1);
@@ -60,8 +63,10 @@ static ls_err_t seen_note(predict_t *pr, const void *key, size_t len, int k, int
     i = (int64_t)pr->seen.n - 1;
     pr->seen_key[i] = copy;
     pr->seen_off[2 * i] = pr->seen_off[2 * i + 1] = -1;
+    pr->seen_open[2 * i] = pr->seen_open[2 * i + 1] = 0;
   }
   if (offset > pr->seen_off[2 * i + k]) pr->seen_off[2 * i + k] = offset;
+  if (!pr->seen_open[2 * i + k]) pr->seen_open[2 * i + k] = 1, pr->open++;
   return LS_OK;
 }
 
@@ -101,7 +106,7 @@ static void on_back(void *opaque, int32_t partition, const void *key, size_t key
     else if (!strcmp(h[i].name, "lstream-kind"))
       kind = h[i].len == 4 && !memcmp(h[i].value, "next", 4)   ? 0
              : h[i].len == 4 && !memcmp(h[i].value, "eval", 4) ? 1
-                                                                : -1;
+                                                               : -1;
   }
   int mine = 0;
   for (int i = 0; i < pr->v->P && !mine; i++)
@@ -111,11 +116,16 @@ static void on_back(void *opaque, int32_t partition, const void *key, size_t key
   b->err = seen_note(pr, key, key_len, kind, offset);
 }
 
-/* 1 when the topic holds the forecast fc already. */
-static int seen_already(const predict_t *pr, const forecast_t *fc, const ls_series_info_t *si) {
-  if (pr->seen.n == 0) return 0;
+/* 1 when the topic holds the forecast fc already. A (series, kind) whose
+ * forecasts reached the last one the topic holds is closed: its next ones
+ * are new (a series' forecasts of a kind are made in offset order). */
+static int seen_already(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si) {
+  if (pr->open == 0) return 0;
   int64_t const i = seen_find(pr, si->key, si->key_len);
-  return i >= 0 && fc->offset <= pr->seen_off[2 * i + (fc->kind == PREDICT_EVAL)];
+  size_t const at = 2 * (size_t)i + (fc->kind == PREDICT_EVAL);
+  if (i < 0 || !pr->seen_open[at]) return 0;
+  if (fc->offset >= pr->seen_off[at]) pr->seen_open[at] = 0, pr->open--;
+  return fc->offset <= pr->seen_off[at];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -215,22 +225,35 @@ static ls_err_t encode_value(predict_t *pr, const double *value, size_t *len) {
   return LS_OK;
 }
 
+/* v in decimal into buf (24 bytes), no NUL; its length (snprintf costs a
+ * good part of a forecast's time on the step loop's thread). */
+static size_t decimal(char *buf, int64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u > 0);
+  size_t k = 0;
+  if (v < 0) buf[k++] = '-';
+  while (n > 0)
+    buf[k++] = tmp[--n];
+  return k;
+}
+
 static ls_err_t publish(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
                         volatile sig_atomic_t *stop) {
   size_t len = 0;
   LS_FORWARD_IF_ERROR(encode_value(pr, fc->value, &len));
-  char part[16], off[24], tm[24], step[24];
-  snprintf(part, sizeof part, "%d", (int)fc->partition);
-  snprintf(off, sizeof off, "%" PRId64, fc->offset);
-  snprintf(tm, sizeof tm, "%" PRId64, fc->time);
-  snprintf(step, sizeof step, "%" PRId64, fc->step);
+  char part[24], off[24], tm[24], step[24];
   const char *const kind = kind_names[fc->kind == PREDICT_EVAL];
-  ls_header_t const h[6] = {{"lstream-partition", part, strlen(part)},
-                            {"lstream-offset", off, strlen(off)},
-                            {"lstream-time", tm, strlen(tm)},
+  ls_header_t const h[6] = {{"lstream-partition", part, decimal(part, fc->partition)},
+                            {"lstream-offset", off, decimal(off, fc->offset)},
+                            {"lstream-time", tm, decimal(tm, fc->time)},
                             {"lstream-kind", kind, 4},
-                            {"lstream-step", step, strlen(step)},
-                            {"lstream-run", pr->run, strlen(pr->run)}};
+                            {"lstream-step", step, decimal(step, fc->step)},
+                            {"lstream-run", pr->run, 16}};
   for (int queued = 0; !queued;) {
     LS_RETURN_IF(stop != NULL && *stop, LS_ERR_STATE,
                  "stopped while the predictions topic '%s' was full (its forecasts are "
@@ -297,8 +320,8 @@ static ls_err_t run_id(predict_t *pr) {
     /* Every rank takes rank 0's (two 32-bit halves through a sum). */
     double v[2] = {0, 0};
     if (pr->v->rank == 0) {
-      uint64_t const r = base_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^
-                                    (uint64_t)ts.tv_sec);
+      uint64_t const r =
+          base_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec);
       v[0] = (double)(r >> 32), v[1] = (double)(r & 0xffffffffu);
     }
     LS_FORWARD_IF_ERROR(comm_sum_doubles(pr->v->comm, v, 2));
@@ -349,7 +372,8 @@ void predict_out_close(predict_t *pr) {
   for (size_t i = 0; i < pr->seen.n; i++)
     free(pr->seen_key[i]);
   base_keymap_free(&pr->seen);
-  free(pr->seen_key), free(pr->seen_off), free(pr->buf);
+  free(pr->seen_key), free(pr->seen_off), free(pr->seen_open), free(pr->buf);
+  free(pr->back_from);
 }
 
 /* Reads the topic back from `from` [n] (NULL: its start) for what this
@@ -365,9 +389,14 @@ static ls_err_t read_back(predict_t *pr, const int64_t *from, int n, int world_w
   char id[64];
   tx_id(pr, pr->v->rank, id, sizeof id);
   ls_publisher_conf_t const pc = pub_conf(pr, id);
+  pr->back_from = calloc((size_t)pr->Q, sizeof *pr->back_from); /* 0: the start */
+  LS_RETURN_IF(pr->back_from == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)pr->Q);
+  for (int q = 0; q < n && q < pr->Q; q++)
+    pr->back_from[q] = from[q];
   back_t b = {pr, LS_OK, 0};
   int64_t messages = 0;
   LS_FORWARD_IF_ERROR(ls_topic_read_back(&pc, from, n, on_back, &b, &messages));
+
   return b.err;
 }
 
@@ -387,6 +416,10 @@ ls_err_t predict_save(predict_t *pr, ls_snapshot_t *snap, int64_t *mark) {
   int64_t *const at = calloc((size_t)(pr->Q + world), sizeof *at);
   ls_err_t err = v && at ? LS_OK : ls_error_set(LS_ERR_NOMEM, "no memory for %d ranks", world);
   if (err == LS_OK && pr->pub != NULL) err = ls_publisher_positions(pr->pub, at, pr->Q);
+  /* Until this run has made every forecast it found in the topic, a run
+   * resumed from this snapshot must read back from where this one did. */
+  for (int q = 0; err == LS_OK && pr->open > 0 && q < pr->Q; q++)
+    at[q] = pr->back_from[q] < at[q] ? pr->back_from[q] : at[q];
   for (int q = 0; err == LS_OK && q < pr->Q; q++) /* offsets: exact in a double */
     v[rank * W + q] = (double)at[q];
   if (err == LS_OK && pr->file != NULL) {
@@ -403,8 +436,8 @@ ls_err_t predict_save(predict_t *pr, ls_snapshot_t *snap, int64_t *mark) {
   }
   for (int r = 0; err == LS_OK && r < world; r++)
     at[pr->Q + r] = (int64_t)v[r * W + pr->Q];
-  if (err == LS_OK && rank == 0)
-    err = ls_snapshot_set_predict(snap, at, pr->Q, at + pr->Q, world);
+  if (err == LS_OK && rank == 0) err = ls_snapshot_set_predict(snap, at, pr->Q, at + pr->Q, world);
+
   free(v), free(at);
   *mark = pr->pub != NULL ? ls_publisher_sent(pr->pub) : 0;
   int done = 0;

@@ -286,7 +286,7 @@ typedef struct ls_publisher_conf_s {
   int timeout_ms;               /* starting (the topic's metadata, init_transactions) and
                                    reading back, >= 1 (30000) */
   const char *const *settings;  /* [n_settings] librdkafka "key=value" properties applied
-                                   after lstream's defaults (lz4 off, linger.ms=5, the Java
+                                   after lstream's defaults (lz4 off, linger.ms=1, the Java
                                    client's murmur2 partitioner) */
   int n_settings;
 } ls_publisher_conf_t;

@@ -123,17 +123,22 @@ typedef struct ls_series_stats_s {
                       value's, summed, in the data's units */
   int64_t *serve;  /* [LS_SERVE_FIELDS] its forecasts going out (below) */
   double *pending; /* [O] the values of the forecast awaiting its actual, data units */
+  double *tail;    /* [F] the record after its last trained window's inputs (that window's
+                      last target, LS_SERVE_TAIL_TIME its event time): a replay's last
+                      forecast follows it */
 } ls_series_stats_t;
 
 /* A series' forecasts going out (train/predict.c), serve[]: the record
- * after which its last next-record forecast went out, and that forecast
- * while it awaits the series' next record (its actual). Zero: none. */
+ * after which its last next-record forecast went out, that forecast while
+ * it awaits the series' next record (its actual), and the time of tail.
+ * Zero: none. */
 enum {
   LS_SERVE_SERVED = 0,  /* 1 + the offset of the record its last forecast followed; 0 none */
   LS_SERVE_PENDING = 1, /* 1 + that forecast's source offset while it awaits its actual; 0 none */
   LS_SERVE_TIME = 2,    /* its source record's event time (ms) */
   LS_SERVE_STEP = 3,    /* the model step that made it */
-  LS_SERVE_FIELDS = 4
+  LS_SERVE_TAIL_TIME = 4, /* the event time of the record in tail (ms), -1 unknown */
+  LS_SERVE_FIELDS = 5
 };
 
 /* Copies one series' host-side state (every field) from src to dst, both

@@ -52,6 +52,7 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
     for (int k = 0; k < LS_SERVE_FIELDS; k++) /* offsets and steps >= 0; a time may be -1 */
       st.serve[k] = (int64_t)(next(s) % 1000000) - (k == LS_SERVE_TIME);
     fill_d(st.pending, SU_STATS_O, s);
+    fill_d(st.tail, SU_STATS_F, s);
   }
   float mem[SU_MEM_CAP * SU_MEM_ENTRY];
   for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
@@ -195,6 +196,7 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
                      "series %zu: forecasts going out differ", i);
     cr_assert_arr_eq(x.pending, y.pending, (size_t)Oa * sizeof(double),
                      "series %zu: pending forecast differs", i);
+    cr_assert_arr_eq(x.tail, y.tail, (size_t)Fa * sizeof(double), "series %zu: tail differs", i);
   }
   for (size_t i = 0; ca > 0 && i < ls_snapshot_partition_count(a); i++) {
     int64_t fa, na, fb, nb;

@@ -156,7 +156,8 @@ static void reshard(int M) {
               !memcmp(sa.norm, sb.norm, 3 * LS_NORM_STATS * sizeof(double)) &&
               !memcmp(sa.errors, sb.errors, 2 * 2 * sizeof(double)) &&
               !memcmp(sa.serve, sb.serve, LS_SERVE_FIELDS * sizeof(int64_t)) &&
-              !memcmp(sa.pending, sb.pending, 2 * sizeof(double));
+              !memcmp(sa.pending, sb.pending, 2 * sizeof(double)) &&
+              !memcmp(sa.tail, sb.tail, 3 * sizeof(double));
       }
       cr_assert(hit, "series %zu of new rank %d is not one that was written", i, r);
     }

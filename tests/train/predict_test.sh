@@ -97,7 +97,7 @@ kill)
     --predictions-out "$work/plain.csv"
   dir=$work/snaps
   kills=0 write_kills=0
-  for point in 30 write 80 write 120; do
+  for point in 30 write 80 write 149; do
     rm -f "$work/metrics"
     touch "$work/started"
     "$lstream" "${args[@]}" --until end --predictions-topic killed --predictions next,eval \
