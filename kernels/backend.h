@@ -23,6 +23,13 @@
 extern "C" { /* lstm_cuda.cu is compiled as C++ */
 #endif
 
+/* An optimizer step's arguments, in device memory (optimizer_step). */
+typedef struct ls_optim_args_s {
+  ls_optim_t opt;
+  float grad_scale; /* the gradient's scale before clipping */
+  int64_t step;     /* 1-based update count */
+} ls_optim_args_t;
+
 typedef struct ls_backend_ops_s {
   const char *name;
 
@@ -88,16 +95,14 @@ typedef struct ls_backend_ops_s {
   ls_err_t (*head_backward)(void *ctx, float *dy, float *dw, float *db, const float *dpred,
                             const float *y, const float *w, int N, int H, int O);
 
-  /* norm_sq[0] = sum g[i]^2, one double in device memory; g [n]. */
-  ls_err_t (*grad_norm_sq)(void *ctx, double *norm_sq, const float *g, size_t n);
-
-  /* Clip + Adam/AdamW over the flat buffers (see ls_engine_optimizer_step):
-   * g is scaled by grad_scale and by the clip coefficient computed from
-   * norm_sq (device, from grad_norm_sq of the unscaled g), then zeroed.
-   * step is the 1-based update count. */
-  ls_err_t (*adam_update)(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                          const double *norm_sq, float grad_scale, const ls_optim_t *opt,
-                          int64_t step);
+  /* One update of the flat buffers, with its arguments in device memory
+   * (so that a recorded step replays with each step's own): norm_sq[0] =
+   * sum g[i]^2 (one double, device), then clip + Adam/AdamW (see
+   * ls_engine_optimizer_step): g scaled by args->grad_scale and by the clip
+   * coefficient computed from norm_sq, then zeroed; args->step is the
+   * 1-based update count. */
+  ls_err_t (*optimizer_step)(void *ctx, float *p, float *g, float *m, float *v, size_t n,
+                             double *norm_sq, const ls_optim_args_t *args);
 
   /* States <-> table [S, L, H]. The state of layer l, row b is at
    * h0[l * stride + b * H] (so the engine's per-layer blocks need no
@@ -116,6 +121,16 @@ typedef struct ls_backend_ops_s {
    * once the next step is queued. */
   ls_err_t (*fetch_start)(void *ctx, const void *src, size_t bytes);
   ls_err_t (*fetch_wait)(void *ctx, void *host_dst, size_t bytes);
+
+  /* Queues the work queue(opaque) queues. A backend that can record work
+   * (CUDA graphs) may record it for this key (key_bytes bytes, compared
+   * bytewise) and, for later calls with the same key, replay the record
+   * instead of calling queue: queue must then queue the same work for the
+   * same key (the same kernels, sizes and buffers; the values it reads from
+   * device memory may differ) and nothing else (no host reads, no waits, no
+   * uploads). The CPU backend calls queue. */
+  ls_err_t (*graph_run)(void *ctx, const void *key, size_t key_bytes, ls_err_t (*queue)(void *),
+                        void *opaque);
 } ls_backend_ops_t;
 
 extern const ls_backend_ops_t ls_backend_cpu;

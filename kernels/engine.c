@@ -120,6 +120,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
   if (err == LS_OK) err = ops->alloc(e->ctx, 4 * sizeof(double), (void **)&e->scalars);
+  if (err == LS_OK) err = ops->alloc(e->ctx, sizeof(ls_optim_args_t), (void **)&e->optim_args);
   if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
   e->last = calloc(Bm, sizeof *e->last);
@@ -142,6 +143,7 @@ void ls_engine_destroy(ls_engine_t *e) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
+  if (e->optim_args != NULL) e->ops->free(e->ctx, e->optim_args);
   free(e->last), free(e->skip), free(e->scatter_rows);
   e->ops->ctx_free(e->ctx);
   free(e);
@@ -276,6 +278,25 @@ ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float
 static float *layer_hs(const ls_engine_t *e, int l) { return e->hs + (size_t)l * e->hs_stride; }
 static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l * e->hs_stride; }
 
+/* What a recorded part of a step depends on besides the values in device
+ * memory (the backend's graph_run): which part, its sizes, its targets,
+ * and the host scalars its launches take. */
+typedef struct graph_key_s {
+  int part; /* 'F' forward, 'B' backward (seg: its segment, -1 all), 'O' update */
+  int T, B, seg, masked;
+  uint32_t scale; /* loss_scale's bits */
+  const void *target;
+} graph_key_t;
+
+static ls_err_t graph_run(ls_engine_t *e, graph_key_t key, ls_err_t (*queue)(void *),
+                          void *opaque) {
+  graph_key_t k;
+  memset(&k, 0, sizeof k); /* padding included: keys compare bytewise */
+  k.part = key.part, k.T = key.T, k.B = key.B, k.seg = key.seg, k.masked = key.masked;
+  k.scale = key.scale, k.target = key.target;
+  return e->ops->graph_run(e->ctx, &k, sizeof k, queue, opaque);
+}
+
 /* Checks what every forward needs, and marks the last one invalid until
  * this one completes. */
 static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
@@ -306,14 +327,20 @@ static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
   }
 }
 
-/* The forward of a window whose inputs are in e->x: the LSTM stack, the
- * head and, with targets (device), the masked MSE (the host's mask, NULL =
- * all valid, uploaded to e->mask). */
-static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, const float *mask,
-                            double *loss_sum, double *count) {
+/* The device work of a forward (see forward_run), for graph_run. */
+typedef struct fwd_job_s {
+  ls_engine_t *e;
+  int T, B;
+  const float *target; /* device, or NULL */
+  int masked;
+} fwd_job_t;
+
+static ls_err_t forward_queue(void *opaque) {
+  const fwd_job_t *const j = opaque;
+  ls_engine_t *const e = j->e;
   ls_shape_t const *s = &e->conf.shape;
   int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
-  size_t const N = (size_t)T * (size_t)B;
+  int const T = j->T, B = j->B, N = T * B;
   const ls_backend_ops_t *const ops = e->ops;
   for (int l = 0; l < L; l++) {
     size_t offs[4], cnt;
@@ -331,18 +358,33 @@ static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, c
   (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
   const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
   LS_FORWARD_IF_ERROR(
-      ops->head_forward(e->ctx, e->pred, y, e->params + off_w, e->params + off_b, (int)N, H, O));
+      ops->head_forward(e->ctx, e->pred, y, e->params + off_w, e->params + off_b, N, H, O));
+  /* The loss, and d loss / d pred for a backward of loss_scale 1 (the
+   * trainer's: it scales the sum at the update), which then has nothing
+   * of its own to compute there. */
+  if (j->target == NULL) return LS_OK;
+  return ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, j->target,
+                       j->masked ? e->mask : NULL, 1.0f, N, O);
+}
 
+/* The forward of a window whose inputs are in e->x: the LSTM stack, the
+ * head and, with targets (device), the masked MSE (the host's mask, NULL =
+ * all valid, uploaded to e->mask). */
+static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, const float *mask,
+                            double *loss_sum, double *count) {
+  size_t const N = (size_t)T * (size_t)B;
+  fwd_job_t job = {e, T, B, target, mask != NULL};
+  graph_key_t const key = {'F', T, B, 0, mask != NULL, 0, target};
+  LS_FORWARD_IF_ERROR(graph_run(e, key, forward_queue, &job));
   double loss[2] = {0.0, 0.0}, valid = 0.0;
   if (target != NULL) {
-    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, NULL, e->pred, target,
-                                      mask ? e->mask : NULL, 1.0f, (int)N, O));
     /* The loss is read back only when asked (it waits for the device); the
      * count comes from the host's mask, as mse_loss counts. */
-    if (loss_sum != NULL) LS_FORWARD_IF_ERROR(ops->download(e->ctx, loss, e->scalars, sizeof loss));
+    if (loss_sum != NULL)
+      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, loss, e->scalars, sizeof loss));
     for (size_t r = 0; r < N && mask != NULL; r++)
       if (mask[r] != 0.0f) valid += mask[r];
-    valid = (mask != NULL ? valid : (double)N) * O;
+    valid = (mask != NULL ? valid : (double)N) * e->conf.shape.output_size;
   }
   if (loss_sum != NULL) *loss_sum = loss[0];
   if (count != NULL) *count = valid;
@@ -390,6 +432,60 @@ ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, c
   return forward_run(e, T, B, target, mask, loss_sum, count);
 }
 
+/* The device work of a backward, whole (seg -1) or one segment of the
+ * gradient hook's (seg 0: the head; seg k: layer L-k), for graph_run. */
+typedef struct bwd_job_s {
+  ls_engine_t *e;
+  float scale;
+  int seg;
+} bwd_job_t;
+
+/* d loss / d pred (the forward's where loss_scale is 1), then through the
+ * head into dh = d loss / d y. */
+static ls_err_t backward_head(ls_engine_t *e, float scale) {
+  ls_shape_t const *s = &e->conf.shape;
+  int const H = s->hidden_size, L = s->num_layers, O = s->output_size;
+  int const B = e->fwd_B, N = e->fwd_T * B;
+  const ls_backend_ops_t *const ops = e->ops;
+  if (scale != 1.0f)
+    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->fwd_target,
+                                      e->fwd_masked ? e->mask : NULL, scale, N, O));
+  size_t off_w, off_b, cnt;
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);
+  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
+  const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
+  return ops->head_backward(e->ctx, e->dh, e->grads + off_w, e->grads + off_b, e->dpred, y,
+                            e->params + off_w, N, H, O);
+}
+
+/* Layer l's backward: its dx (into dh, in place) is layer l-1's dh. */
+static ls_err_t backward_layer(ls_engine_t *e, int l) {
+  ls_shape_t const *s = &e->conf.shape;
+  int const I = s->input_size, H = s->hidden_size, T = e->fwd_T, B = e->fwd_B;
+  size_t offs[4], cnt;
+  for (int k = 0; k < 4; k++)
+    (void)ls_param_locate(s, l, (ls_param_kind_t)(LS_PARAM_WEIGHT_IH + k), &offs[k], &cnt);
+  int const In = l == 0 ? I : H;
+  const float *const xin = l == 0 ? e->x : layer_hs(e, l - 1) + (size_t)B * H;
+  float *const dx = l == 0 ? e->dx : e->dh;
+  return e->ops->lstm_backward(
+      e->ctx, dx, e->dh0 + (size_t)l * B * H, e->dc0 + (size_t)l * B * H, e->grads + offs[0],
+      e->grads + offs[1], e->grads + offs[2], e->grads + offs[3], e->dgates, e->dh,
+      e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
+      e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1], T, B, In,
+      H);
+}
+
+static ls_err_t backward_queue(void *opaque) {
+  const bwd_job_t *const j = opaque;
+  int const L = j->e->conf.shape.num_layers;
+  if (j->seg <= 0) LS_FORWARD_IF_ERROR(backward_head(j->e, j->scale));
+  if (j->seg > 0) return backward_layer(j->e, L - j->seg);
+  for (int l = L - 1; l >= 0 && j->seg < 0; l--)
+    LS_FORWARD_IF_ERROR(backward_layer(j->e, l));
+  return LS_OK;
+}
+
 ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   LS_RETURN_IF(!isfinite(loss_scale), LS_ERR_INVALID_ARG, "loss_scale %g is not finite",
@@ -397,38 +493,18 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   LS_RETURN_IF(e->fwd_T == 0, LS_ERR_STATE, "backward without a completed forward");
   LS_RETURN_IF(e->fwd_target == NULL, LS_ERR_STATE, "backward after a forward without targets");
   LS_RETURN_IF(e->bwd_done, LS_ERR_STATE, "backward was already run for this forward");
-  ls_shape_t const *s = &e->conf.shape;
-  int const I = s->input_size, H = s->hidden_size, L = s->num_layers, O = s->output_size;
-  int const T = e->fwd_T, B = e->fwd_B;
-  int const N = T * B;
-  const ls_backend_ops_t *const ops = e->ops;
-
-  /* d loss / d pred, then through the head into dh = d loss / d y. */
-  LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->fwd_target,
-                                    e->fwd_masked ? e->mask : NULL, loss_scale, N, O));
-  size_t off_w, off_b, cnt;
-  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);
-  (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
-  const float *const y = layer_hs(e, L - 1) + (size_t)B * H;
-  LS_FORWARD_IF_ERROR(ops->head_backward(e->ctx, e->dh, e->grads + off_w, e->grads + off_b,
-                                         e->dpred, y, e->params + off_w, N, H, O));
-  LS_FORWARD_IF_ERROR(grad_ready(e, 0));
-
-  /* Down the stack: layer l's dx (into dh, in place) is layer l-1's dh. */
-  for (int l = L - 1; l >= 0; l--) {
-    size_t offs[4];
-    for (int k = 0; k < 4; k++)
-      (void)ls_param_locate(s, l, (ls_param_kind_t)(LS_PARAM_WEIGHT_IH + k), &offs[k], &cnt);
-    int const In = l == 0 ? I : H;
-    const float *const xin = l == 0 ? e->x : layer_hs(e, l - 1) + (size_t)B * H;
-    float *const dx = l == 0 ? e->dx : e->dh;
-    LS_FORWARD_IF_ERROR(ops->lstm_backward(
-        e->ctx, dx, e->dh0 + (size_t)l * B * H, e->dc0 + (size_t)l * B * H, e->grads + offs[0],
-        e->grads + offs[1], e->grads + offs[2], e->grads + offs[3], e->dgates, e->dh,
-        e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
-        e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1], T, B,
-        In, H));
-    LS_FORWARD_IF_ERROR(grad_ready(e, L - l));
+  int const L = e->conf.shape.num_layers;
+  bwd_job_t job = {e, loss_scale, -1};
+  graph_key_t key = {'B', e->fwd_T, e->fwd_B, -1, e->fwd_masked, 0, e->fwd_target};
+  memcpy(&key.scale, &loss_scale, sizeof key.scale);
+  if (e->grad_hook == NULL) {
+    LS_FORWARD_IF_ERROR(graph_run(e, key, backward_queue, &job));
+  } else { /* the head first, then down the stack, each segment's sum started at once */
+    for (int k = 0; k <= L; k++) {
+      job.seg = key.seg = k;
+      LS_FORWARD_IF_ERROR(graph_run(e, key, backward_queue, &job));
+      LS_FORWARD_IF_ERROR(grad_ready(e, k));
+    }
   }
   e->bwd_done = 1;
   return LS_OK;
@@ -491,6 +567,13 @@ ls_err_t ls_engine_read_input_grads(ls_engine_t *e, float *dx, float *dh0, float
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                 */
 
+/* The device work of an update (arguments in e->optim_args), for graph_run. */
+static ls_err_t optimizer_queue(void *opaque) {
+  ls_engine_t *const e = opaque;
+  return e->ops->optimizer_step(e->ctx, e->params, e->grads, e->adam_m, e->adam_v, e->n_params,
+                                e->scalars + 2, e->optim_args);
+}
+
 ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float grad_scale,
                                   float *grad_norm) {
   LS_RETURN_IF(e == NULL || opt == NULL, LS_ERR_INVALID_ARG, "engine or optimizer is NULL");
@@ -507,10 +590,12 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
   LS_RETURN_IF(isnan(opt->clip_norm), LS_ERR_INVALID_ARG, "clip norm is NaN");
   LS_RETURN_IF(!isfinite(grad_scale) || grad_scale < 0.0f, LS_ERR_INVALID_ARG,
                "grad_scale %g must be finite and >= 0", (double)grad_scale);
-  LS_FORWARD_IF_ERROR(e->ops->grad_norm_sq(e->ctx, e->scalars + 2, e->grads, e->n_params));
-  LS_FORWARD_IF_ERROR(e->ops->adam_update(e->ctx, e->params, e->grads, e->adam_m, e->adam_v,
-                                          e->n_params, e->scalars + 2, grad_scale, opt,
-                                          e->adam_steps + 1));
+  /* The step's arguments go to device memory, so that a recorded update
+   * replays with each step's own. */
+  ls_optim_args_t const args = {*opt, grad_scale, e->adam_steps + 1};
+  LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->optim_args, &args, sizeof args));
+  graph_key_t const key = {'O', 0, 0, 0, 0, 0, NULL};
+  LS_FORWARD_IF_ERROR(graph_run(e, key, optimizer_queue, e));
   e->adam_steps++;
   e->norm_scale = grad_scale;
   if (grad_norm != NULL) {

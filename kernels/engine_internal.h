@@ -44,6 +44,7 @@ struct ls_engine_s {
   float *dh0;      /* (L, Bm, H) */
   float *dc0;      /* (L, Bm, H) */
   double *scalars; /* (4) loss sum, count, gradient norm^2, scratch */
+  ls_optim_args_t *optim_args; /* (1) the last update's arguments */
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
   int64_t adam_steps;

@@ -471,6 +471,23 @@ static ls_err_t state_scatter(void *ctx, float *tab_h, float *tab_c, const float
 }
 
 /* ------------------------------------------------------------------------ */
+/* The slots whose CPU form is the paths above                               */
+
+/* grad_norm_sq, then adam_update; the arguments' device memory is host memory. */
+static ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
+                               double *norm_sq, const ls_optim_args_t *args) {
+  LS_FORWARD_IF_ERROR(grad_norm_sq(ctx, norm_sq, g, n));
+  return adam_update(ctx, p, g, m, v, n, norm_sq, args->grad_scale, &args->opt, args->step);
+}
+
+/* Nothing to record: the work runs now. */
+static ls_err_t graph_run(void *ctx, const void *key, size_t key_bytes, ls_err_t (*queue)(void *),
+                          void *opaque) {
+  (void)ctx, (void)key, (void)key_bytes;
+  return queue(opaque);
+}
+
+/* ------------------------------------------------------------------------ */
 
 const ls_backend_ops_t ls_backend_cpu = {
     .name = "cpu",
@@ -490,10 +507,10 @@ const ls_backend_ops_t ls_backend_cpu = {
     .seq_targets = seq_targets,
     .mse_loss = mse_loss,
     .head_backward = head_backward,
-    .grad_norm_sq = grad_norm_sq,
-    .adam_update = adam_update,
+    .optimizer_step = optimizer_step,
     .state_gather = state_gather,
     .state_scatter = state_scatter,
     .fetch_start = fetch_start,
     .fetch_wait = fetch_wait,
+    .graph_run = graph_run,
 };

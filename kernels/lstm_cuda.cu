@@ -4,9 +4,9 @@
  *
  * It mirrors lstm_cpu.c function for function (lstm_forward, lstm_backward,
  * lstm_cell_forward, lstm_cell_backward, head_forward, seq_targets, mse_loss,
- * head_backward, grad_norm_sq, adam_update, state_gather, state_scatter,
- * fill_rows, colsum_add), with the same arguments in the same order; read
- * the two side by side. Every float* is device memory; all work is queued
+ * head_backward, grad_norm_sq, adam_update, optimizer_step, state_gather,
+ * state_scatter, fill_rows, colsum_add, graph_run), with the same arguments
+ * in the same order; read the two side by side. Every float* is device memory; all work is queued
  * on the context's stream, and only download waits for it. This file holds
  * the table and the context; the primitives live in rooms (lstm_cuda.h
  * lists them).
@@ -17,9 +17,10 @@
  * plain float32 or, with LS_PRECISION_TF32, on TF32 tensor cores (ctx_init
  * sets the handle's math mode; nothing else differs). Sums that feed a loss, a
  * norm or a bias gradient run in double, as on the CPU, through two-pass
- * reductions whose order depends only on the sizes (never on atomics or on
- * the device's SM count), so a replay gives bit-identical results run after
- * run.
+ * reductions whose order depends only on the sizes (never on the order in
+ * which blocks finish, nor on the device's SM count: an atomic ticket only
+ * picks which block adds the parts up, in their fixed order), so a replay
+ * gives bit-identical results run after run.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,13 @@ static void ctx_free(void *ctx) {
   /* Teardown cannot report errors: each step is tried whatever came before. */
   (void)cudaSetDevice(c->device);
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
+  graph_free_all(c);
   if (c->handle != NULL) (void)blas.destroy(c->handle);
+  (void)cudaFree(c->blas_work);
   (void)cudaFree(c->partials);
   (void)cudaFree(c->colsum);
+  (void)cudaFree(c->tickets);
+  (void)cudaFree(c->persist_part);
   (void)cudaFree(c->slots);
   for (int k = 0; k < 2; k++) {
     if (c->stage[k] != NULL) (void)cudaFreeHost(c->stage[k]);
@@ -92,10 +97,19 @@ static ls_err_t ctx_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
   CUBLAS_CHECK(blas.set_math_mode(c->handle, conf->precision == LS_PRECISION_TF32
                                                  ? CUBLAS_TF32_TENSOR_OP_MATH
                                                  : CUBLAS_DEFAULT_MATH));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
+  size_t const work = prop.major >= 9 ? BLAS_WORKSPACE_HOPPER : BLAS_WORKSPACE;
+  CUDA_CHECK(cudaMalloc(&c->blas_work, work));
+  CUBLAS_CHECK(blas.set_workspace(c->handle, c->blas_work, work));
   size_t const H = (size_t)conf->shape.hidden_size, O = (size_t)conf->shape.output_size;
   size_t const cols = 4 * H > O ? 4 * H : O;
+  c->H = (int)H;
   CUDA_CHECK(cudaMalloc((void **)&c->partials, 2 * REDUCE_BLOCKS * sizeof(double)));
   CUDA_CHECK(cudaMalloc((void **)&c->colsum, COLSUM_CHUNKS * cols * sizeof(double)));
+  CUDA_CHECK(cudaMalloc((void **)&c->tickets, TICKETS * sizeof(unsigned)));
+  CUDA_CHECK(cudaMemsetAsync(c->tickets, 0, TICKETS * sizeof(unsigned), c->stream));
+  LS_FORWARD_IF_ERROR(persist_init(c, conf));
   CUDA_CHECK(cudaMalloc((void **)&c->slots, (size_t)conf->max_batch * sizeof(int64_t)));
   for (int k = 0; k < 2; k++) {
     CUDA_CHECK(cudaMallocHost((void **)&c->stage[k], STAGE_BYTES));
@@ -140,9 +154,12 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
                "CUDA device index %d is out of range [0, %d)", conf->device_index, count);
   const char *const sync = getenv("LSTREAM_CUDA_SYNC");
   launch_sync = sync != NULL && !strcmp(sync, "1");
+  const char *const graphs = getenv("LSTREAM_CUDA_GRAPHS");
   cuda_ctx_t *c = (cuda_ctx_t *)calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the CUDA backend");
   c->device = conf->device_index;
+  /* Graphs replay what they recorded without the checks of each launch. */
+  c->graphs_off = launch_sync || (graphs != NULL && !strcmp(graphs, "0"));
   ls_err_t const e = ctx_init(c, conf);
   if (e != LS_OK) {
     ctx_free(c);
@@ -173,10 +190,10 @@ const ls_backend_ops_t ls_backend_cuda = {
     .seq_targets = seq_targets,
     .mse_loss = mse_loss,
     .head_backward = head_backward,
-    .grad_norm_sq = grad_norm_sq,
-    .adam_update = adam_update,
+    .optimizer_step = optimizer_step,
     .state_gather = state_gather,
     .state_scatter = state_scatter,
     .fetch_start = fetch_start,
     .fetch_wait = fetch_wait,
+    .graph_run = graph_run,
 };

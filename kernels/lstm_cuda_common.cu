@@ -1,9 +1,11 @@
 /*
  * What the CUDA backend's rooms share (kernels/lstm_cuda.h): cuBLAS opened
- * on first use, error checks, the row-major GEMM, the second pass of a
- * deterministic sum, and the row helpers fill_rows and colsum_add (their
- * twins are in lstm_cpu.c).
+ * on first use, error checks, the persistent kernels' launch
+ * configuration, the row-major GEMM, and the row helpers fill_rows and
+ * colsum_add (their twins are in lstm_cpu.c).
  */
+#include <string.h>
+
 #include "base/library.h"
 #include "lstm_cuda.h"
 
@@ -26,6 +28,7 @@ ls_err_t blas_load(void) {
       {"cublasDestroy_v2", reinterpret_cast<void **>(&blas.destroy)},
       {"cublasSetStream_v2", reinterpret_cast<void **>(&blas.set_stream)},
       {"cublasSetMathMode", reinterpret_cast<void **>(&blas.set_math_mode)},
+      {"cublasSetWorkspace_v2", reinterpret_cast<void **>(&blas.set_workspace)},
       {"cublasSgemm_v2", reinterpret_cast<void **>(&blas.sgemm)},
       {"cublasGetStatusString", reinterpret_cast<void **>(&blas.status_string)},
   };
@@ -77,6 +80,18 @@ unsigned grid_for(size_t n) {
   return (unsigned)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
 }
 
+/* A persistent kernel's launch (lstm_cuda_persist*.cu): clusters of C
+ * blocks, no cluster attribute for C = 1. */
+void persist_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, int grid, int threads,
+                    int C, size_t smem, cudaStream_t stream) {
+  memset(attr, 0, sizeof *attr);
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = (unsigned)C, attr->val.clusterDim.y = 1, attr->val.clusterDim.z = 1;
+  cfg->gridDim = dim3((unsigned)grid), cfg->blockDim = dim3((unsigned)threads);
+  cfg->dynamicSmemBytes = smem, cfg->stream = stream;
+  cfg->attrs = C > 1 ? attr : NULL, cfg->numAttrs = C > 1 ? 1 : 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Row-major GEMM through cuBLAS                                             */
 
@@ -97,29 +112,6 @@ ls_err_t sgemm(cuda_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int M,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Deterministic sums                                                        */
-
-/* Second pass: out[k] = sum over blocks of partials[blk * width + k], for
- * k < width (<= 2), times mul1 for k == 1 (the loss count's O). One block. */
-__global__ static void reduce_final_kernel(double *out, const double *partials, int blocks,
-                                           int width, double mul1) {
-  __shared__ double sh[THREADS];
-  for (int k = 0; k < width; k++) {
-    double v = 0.0;
-    for (int b = threadIdx.x; b < blocks; b += THREADS)
-      v += partials[(size_t)b * width + k];
-    v = block_sum(v, sh);
-    if (threadIdx.x == 0) out[k] = k == 1 ? v * mul1 : v;
-  }
-}
-
-ls_err_t reduce_final(cuda_ctx_t *c, double *out, int blocks, int width, double mul1) {
-  reduce_final_kernel<<<1, THREADS, 0, c->stream>>>(out, c->partials, blocks, width, mul1);
-  LAUNCH_CHECK("reduce_final_kernel");
-  return LS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Row helpers                                                               */
 
 /* rows [N, n] = b1 [n] (+ b2 [n]) broadcast; beta=1 GEMMs then add. */
@@ -137,12 +129,15 @@ ls_err_t fill_rows(cuda_ctx_t *c, float *rows, const float *b1, const float *b2,
   return LS_OK;
 }
 
-/* First pass of a column sum: part[chunk, j] = sum of rows[r, j] over the
- * chunk's rows, in double. Blocks of 32 columns x 8 row lanes: a warp reads
- * 32 consecutive floats of one row. */
-__global__ static void colsum_partial_kernel(double *part, const float *rows, int N, int n,
-                                             int chunk_rows) {
+/* a [n] += column sums of rows [N, n] in double (b, if not NULL, too), in
+ * one kernel. Each block sums its chunk of rows for 32 columns into
+ * part[chunk, j] (threads 32 columns x 8 row lanes: a warp reads 32
+ * consecutive floats of a row); the last block to finish adds the chunks
+ * up, in chunk order. */
+__global__ static void colsum_kernel(float *a, float *b, double *part, unsigned *ticket,
+                                     const float *rows, int N, int n, int chunk_rows) {
   __shared__ double sh[8][33];
+  __shared__ int last;
   int const j = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
   int const r0 = chunk * chunk_rows, r1 = r0 + chunk_rows < N ? r0 + chunk_rows : N;
   double acc = 0.0;
@@ -157,17 +152,13 @@ __global__ static void colsum_partial_kernel(double *part, const float *rows, in
       s += sh[k][threadIdx.x];
     part[(size_t)chunk * n + j] = s;
   }
-}
-
-/* Second pass: a[j] += sum over chunks (and b[j], if b is not NULL). */
-__global__ static void colsum_final_kernel(float *a, float *b, const double *part, int chunks,
-                                           int n) {
-  GRID_STRIDE(j, (size_t)n) {
+  if (!last_block(ticket, &last)) return;
+  for (int i = threadIdx.y * 32 + threadIdx.x; i < n; i += 32 * 8) {
     double s = 0.0;
-    for (int k = 0; k < chunks; k++)
-      s += part[(size_t)k * n + j];
-    a[j] = (float)((double)a[j] + s);
-    if (b != NULL) b[j] = (float)((double)b[j] + s);
+    for (int k = 0; k < (int)gridDim.y; k++)
+      s += ((const volatile double *)part)[(size_t)k * n + i];
+    a[i] = (float)((double)a[i] + s);
+    if (b != NULL) b[i] = (float)((double)b[i] + s);
   }
 }
 
@@ -178,9 +169,8 @@ ls_err_t colsum_add(cuda_ctx_t *c, float *a, float *b, const float *rows, int N,
   chunks = chunks > COLSUM_CHUNKS ? COLSUM_CHUNKS : chunks;
   int const chunk_rows = (N + chunks - 1) / chunks;
   dim3 const grid((unsigned)((n + 31) / 32), (unsigned)chunks), block(32, 8);
-  colsum_partial_kernel<<<grid, block, 0, c->stream>>>(c->colsum, rows, N, n, chunk_rows);
-  LAUNCH_CHECK("colsum_partial_kernel");
-  colsum_final_kernel<<<grid_for((size_t)n), THREADS, 0, c->stream>>>(a, b, c->colsum, chunks, n);
-  LAUNCH_CHECK("colsum_final_kernel");
+  colsum_kernel<<<grid, block, 0, c->stream>>>(a, b, c->colsum, c->tickets + TICKET_COLSUM, rows, N,
+                                               n, chunk_rows);
+  LAUNCH_CHECK("colsum_kernel");
   return LS_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * The CUDA backend's head, loss and optimizer (kernels/lstm_cuda.h; their
  * twins are lstm_cpu.c's): the linear head, the targets of a sequence, the
- * masked MSE and the gradient norm as deterministic sums in double, and
- * clip + Adam/AdamW in one kernel.
+ * masked MSE and the gradient norm as deterministic sums in double (one
+ * kernel each: the last block adds the blocks' parts up), and clip +
+ * Adam/AdamW in one kernel reading its arguments from device memory.
  */
 #include <math.h>
 
@@ -29,11 +30,13 @@ ls_err_t seq_targets(void *ctx, const float **target, const float *seq, int B, i
 
 /* One thread per row (grid-stride over N rows): the row's squared error in
  * float and dpred as on the CPU; then, per block, the sums of m * row and
- * of m in double into partials[2 * block + {0, 1}]. */
-__global__ static void mse_loss_kernel(double *partials, float *dpred, const float *pred,
-                                       const float *target, const float *mask, float scale, int N,
-                                       int O) {
+ * of m in double into partials[2 * block + {0, 1}]; the last block adds
+ * them up into loss[0] and loss[1] (times O). */
+__global__ static void mse_loss_kernel(double *loss, double *partials, unsigned *ticket,
+                                       float *dpred, const float *pred, const float *target,
+                                       const float *mask, float scale, int N, int O) {
   __shared__ double sh[THREADS];
+  __shared__ int last;
   double sum = 0.0, valid = 0.0;
   GRID_STRIDE(r, (size_t)N) {
     float const m = mask != NULL ? mask[r] : 1.0f;
@@ -60,6 +63,7 @@ __global__ static void mse_loss_kernel(double *partials, float *dpred, const flo
     partials[2 * blockIdx.x] = sum;
     partials[2 * blockIdx.x + 1] = valid;
   }
+  if (last_block(ticket, &last)) reduce_partials(loss, partials, (int)gridDim.x, 2, (double)O, sh);
 }
 
 ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred, const float *target,
@@ -68,11 +72,11 @@ ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred, cons
   LS_FORWARD_IF_ERROR(enter(c));
   unsigned blocks = grid_for((size_t)N);
   blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
-  mse_loss_kernel<<<blocks, THREADS, 0, c->stream>>>(c->partials, dpred, pred, target, mask, scale,
-                                                     N, O);
-  LAUNCH_CHECK("mse_loss_kernel");
   /* loss[0] = sum, loss[1] = valid * O. */
-  return reduce_final(c, loss, (int)blocks, 2, (double)O);
+  mse_loss_kernel<<<blocks, THREADS, 0, c->stream>>>(loss, c->partials, c->tickets + TICKET_LOSS,
+                                                     dpred, pred, target, mask, scale, N, O);
+  LAUNCH_CHECK("mse_loss_kernel");
+  return LS_OK;
 }
 
 ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
@@ -89,39 +93,37 @@ ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                 */
 
-__global__ static void grad_norm_sq_kernel(double *partials, const float *g, size_t n) {
+__global__ static void grad_norm_sq_kernel(double *norm_sq, double *partials, unsigned *ticket,
+                                           const float *g, size_t n) {
   __shared__ double sh[THREADS];
+  __shared__ int last;
   double sum = 0.0;
   GRID_STRIDE(i, n) sum += (double)g[i] * (double)g[i];
   sum = block_sum(sum, sh);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+  if (last_block(ticket, &last)) reduce_partials(norm_sq, partials, (int)gridDim.x, 1, 1.0, sh);
 }
 
-ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n) {
-  cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
-  LS_FORWARD_IF_ERROR(enter(c));
-  /* A grid that depends on n alone makes the sum reproducible. */
-  unsigned blocks = grid_for(n);
-  blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
-  grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(c->partials, g, n);
-  LAUNCH_CHECK("grad_norm_sq_kernel");
-  return reduce_final(c, norm_sq, (int)blocks, 1, 1.0);
-}
-
-/* torch.optim.Adam(W), single-tensor path, after clip_grad_norm_. The clip
- * coefficient comes from the device's norm_sq, in double as on the CPU. */
+/* torch.optim.Adam(W), single-tensor path, after clip_grad_norm_, with
+ * the arguments of this step from device memory. The clip coefficient
+ * and the bias corrections in double, then float, as on the CPU. */
 __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v, size_t n,
-                                          const double *norm_sq, float grad_scale, float clip_norm,
-                                          float b1, float b2, float eps, float step_size,
-                                          float bc2_sqrt, float decay, float l2) {
+                                          const double *norm_sq, const ls_optim_args_t *args) {
+  ls_optim_t const opt = args->opt;
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
-  double const norm = (double)grad_scale * sqrt(*norm_sq);
+  double const norm = (double)args->grad_scale * sqrt(*norm_sq);
   double coef = 1.0;
-  if (clip_norm > 0.0f) {
-    coef = (double)clip_norm / (norm + 1e-6);
+  if (opt.clip_norm > 0.0f) {
+    coef = (double)opt.clip_norm / (norm + 1e-6);
     coef = coef < 1.0 ? coef : 1.0;
   }
-  float const gs = (float)((double)grad_scale * coef);
+  float const gs = (float)((double)args->grad_scale * coef);
+  float const b1 = opt.beta1, b2 = opt.beta2, lr = opt.lr, eps = opt.eps;
+  double const bc1 = 1.0 - pow((double)b1, (double)args->step);
+  double const bc2 = 1.0 - pow((double)b2, (double)args->step);
+  float const step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+  float const decay = opt.decoupled ? 1.0f - lr * opt.weight_decay : 1.0f;
+  float const l2 = opt.decoupled ? 0.0f : opt.weight_decay;
   GRID_STRIDE(i, n) {
     float const gi = g[i] * gs + l2 * p[i];
     float const pi = p[i] * decay;
@@ -135,21 +137,17 @@ __global__ static void adam_update_kernel(float *p, float *g, float *m, float *v
   }
 }
 
-ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, size_t n,
-                     const double *norm_sq, float grad_scale, const ls_optim_t *opt, int64_t step) {
+ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
+                        double *norm_sq, const ls_optim_args_t *args) {
   cuda_ctx_t *const c = (cuda_ctx_t *)ctx;
   LS_FORWARD_IF_ERROR(enter(c));
-  /* Bias corrections on the host in double, then float, as on the CPU. */
-  float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
-  double const bc1 = 1.0 - pow((double)b1, (double)step);
-  double const bc2 = 1.0 - pow((double)b2, (double)step);
-  float const step_size = (float)((double)lr / bc1);
-  float const bc2_sqrt = (float)sqrt(bc2);
-  float const decay = opt->decoupled ? 1.0f - lr * wd : 1.0f;
-  float const l2 = opt->decoupled ? 0.0f : wd;
-  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, grad_scale,
-                                                             opt->clip_norm, b1, b2, opt->eps,
-                                                             step_size, bc2_sqrt, decay, l2);
+  /* A grid that depends on n alone makes the sum reproducible. */
+  unsigned blocks = grid_for(n);
+  blocks = blocks > REDUCE_BLOCKS ? REDUCE_BLOCKS : blocks;
+  grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(norm_sq, c->partials,
+                                                         c->tickets + TICKET_NORM, g, n);
+  LAUNCH_CHECK("grad_norm_sq_kernel");
+  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, args);
   LAUNCH_CHECK("adam_update_kernel");
   return LS_OK;
 }

@@ -7,13 +7,19 @@
 # Linear + MSE + clip + Adam, TF32 switched on or off for both cuBLAS and
 # cuDNN), alternating ROUNDS times so that both see the same GPU state, and
 # prints the medians and the ratio torch_ms / lstream_ms (above 1: lstream is
-# faster). Each run reports the median of STEPS steps after WARMUP.
+# faster). Each run reports the median of STEPS steps after WARMUP. lstream
+# runs in each of VARIANTS, alternating with the others: `default` (the
+# persistent recurrent kernels where a layer fits, CUDA graphs), `nographs`
+# (LSTREAM_CUDA_GRAPHS=0: every launch from the host) and `perstep`
+# (LSTREAM_CUDA_PERSIST=0: a GEMM and a cell kernel per layer and time step,
+# the path before the persistent kernels), one row each.
 #
 # Usage: tests/bench/engine_cuda_vs_torch.sh [BUILD_DIR] [ROUNDS] [STEPS]
 #   BUILD_DIR  where lstream was built (default: build)
 #   ROUNDS     alternations per shape and precision (default 3)
 #   STEPS      timed steps per run (default 10)
 #   env: SHAPES (B,I,H,L,T list), PRECISIONS (default "fp32 tf32"),
+#        VARIANTS (default "default nographs perstep"),
 #        WARMUP (default 3), PYTHON (an interpreter whose torch has CUDA;
 #        default: the first of python3 on PATH, /usr/bin/python3 that has one)
 # Exit status: 0 measured, 77 no CUDA GPU (nothing to measure), 1 an error.
@@ -27,6 +33,17 @@ lstream="$build/lstream"
 [ -x "$lstream" ] || { echo "no $lstream: build first (cmake --build $build)" >&2; exit 1; }
 shapes=${SHAPES:-"256,8,128,2,32 64,4,64,1,64 1024,16,256,2,64 4096,32,512,2,128"}
 precisions=${PRECISIONS:-"fp32 tf32"}
+variants=${VARIANTS:-"default nographs perstep"}
+# variant_env VARIANT: the environment it runs lstream in.
+variant_env() {
+  case $1 in
+  default) echo "LSTREAM_CUDA_VARIANT=default" ;;
+  nographs) echo "LSTREAM_CUDA_GRAPHS=0" ;;
+  perstep) echo "LSTREAM_CUDA_PERSIST=0" ;;
+  *) echo "unknown variant $1 (default, nographs, perstep)" >&2; exit 2 ;;
+  esac
+}
+for v in $variants; do variant_env "$v" >/dev/null; done
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
 
@@ -75,19 +92,26 @@ if [ -n "${NVIDIA_TF32_OVERRIDE:-}" ]; then
   echo "note: NVIDIA_TF32_OVERRIDE=$NVIDIA_TF32_OVERRIDE is set (=0 turns TF32 off in cuBLAS and cuDNN for both sides)"
 fi
 echo "rounds=$rounds steps=$steps warmup=$warmup (median of each run, then median of the runs)"
-printf '%-22s %9s %12s %12s %8s\n' "shape B,I,H,L,T" "precision" "lstream_ms" "torch_ms" "ratio"
+printf '%-22s %9s %9s %12s %12s %8s\n' "shape B,I,H,L,T" "precision" "variant" "lstream_ms" \
+  "torch_ms" "ratio"
 for s in $shapes; do
   for p in $precisions; do
-    ours=() theirs=()
+    declare -A ours=()
+    theirs=()
     for r in $(seq "$rounds"); do
-      ours+=("$("$lstream" bench engine --device cuda --precision "$p" --no-sgemm \
-        --steps "$steps" --warmup "$warmup" --shape "$s" | field ms_per_step)")
+      for v in $variants; do
+        ours[$v]+="$(env "$(variant_env "$v")" "$lstream" bench engine --device cuda --precision "$p" \
+          --no-sgemm --steps "$steps" --warmup "$warmup" --shape "$s" | field ms_per_step) "
+      done
       theirs+=("$("$python" "$here/torch_engine_step.py" --device cuda --precision "$p" \
         --shape "$s" --steps "$steps" --warmup "$warmup" | field ms_per_step)")
     done
-    a=$(printf '%s\n' "${ours[@]}" | median)
     b=$(printf '%s\n' "${theirs[@]}" | median)
-    printf '%-22s %9s %12.3f %12.3f %8.2f\n' "$s" "$p" "$a" "$b" \
-      "$(awk -v a="$a" -v b="$b" 'BEGIN {print b / a}')"
+    for v in $variants; do
+      a=$(printf '%s\n' ${ours[$v]} | median)
+      printf '%-22s %9s %9s %12.3f %12.3f %8.2f\n' "$s" "$p" "$v" "$a" "$b" \
+        "$(awk -v a="$a" -v b="$b" 'BEGIN {print b / a}')"
+    done
+    unset ours
   done
 done

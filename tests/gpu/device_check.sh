@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Every check that needs a GPU, in one command, for a machine with a GPU,
 # the CUDA toolkit and PyTorch, given a bundle made by device_bundle.sh:
-#   1. test_cuda_engine: CUDA against the CPU backend, fp32 and tf32
+#   1. test_cuda_engine: CUDA against the CPU backend, fp32 and tf32, on
+#      the persistent recurrent kernels (and graphs) where a layer fits
+#      them, then again all on the per-step path (LSTREAM_CUDA_PERSIST=0)
 #   2. compute-sanitizer memcheck and racecheck on test_cuda_engine --small
 #   3. `lstream train --device cuda` against --device cpu (50 steps, 1e-4)
 #      and --comm nccl against --comm none on one GPU (1e-6)
 #   4. tests/bench/engine_cuda_vs_torch.sh: lstream against cuDNN, fp32 and
-#      tf32, at the benchmark shapes
+#      tf32, at the benchmark shapes, each with the persistent kernels and
+#      graphs, without graphs, and on the per-step path
 # Each step's output goes to OUT_DIR/NAME.log; a summary line per step ends
 # the output. A step that fails does not stop the others; the exit status is
 # 1 if any failed. Where `nvidia-smi -L` lists a GPU, a step that skips (exit
@@ -88,7 +91,10 @@ run() {
 
 for step in "${steps[@]}"; do
   case $step in
-  engine) run engine "$probe" ;;
+  engine)
+    run engine "$probe"
+    run engine_perstep env LSTREAM_CUDA_PERSIST=0 "$probe"
+    ;;
   sanitizer)
     if command -v compute-sanitizer >/dev/null; then
       run memcheck compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \

@@ -27,7 +27,7 @@ mutants() {
 barrier_block_sum ~~ kernels/lstm_cuda.h ~~ 0 ~~   sh[threadIdx.x] = v;\n  __syncthreads();\n ~~   sh[threadIdx.x] = v;\n ~~ block_sum's first barrier missing (a thread reads a slot before its writer ran)
 barrier_colsum ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~   __syncthreads();\n  if (threadIdx.y == 0 && j < n) { ~~   if (threadIdx.y == 0 && j < n) { ~~ colsum_partial_kernel's barrier missing
 gemm_ld_swapped ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ B, ldb, A, lda, &beta ~~ B, lda, A, ldb, &beta ~~ sgemm passes lda and ldb swapped
-gemm_dx_transpose ~~ kernels/lstm_cuda_layer.cu ~~ 0 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM transposes w_ih
+gemm_dx_transpose ~~ kernels/lstm_cuda_layer.cu ~~ 2 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM transposes w_ih
 c_prev_off_by_one ~~ kernels/lstm_cuda_layer.cu ~~ 2 ~~ cs + t * BH, B, H)); ~~ cs + (t + 1) * BH, B, H)); ~~ backward's cell reads c_t for c_{t-1}
 host_pointer_to_kernel ~~ kernels/lstm_cuda_state.cu ~~ 0 ~~ tab_c, c->slots, B, L, H); ~~ tab_c, slots, B, L, H); ~~ state_gather_kernel given the host's slots
 host_reads_device ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ CUDA_CHECK(cudaMemcpyAsync(c->stage[k], (const unsigned char *)src + off, len,\n                               cudaMemcpyDeviceToHost, c->stream)); ~~ memcpy(c->stage[k], (const unsigned char *)src + off, len); ~~ download reads device memory from host code
@@ -37,7 +37,12 @@ download_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaStreamS
 figures_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaEventSynchronize(c->fetch_ev));\n ~~  ~~ fetch_wait reads the pinned figures without waiting for their copy
 alloc_not_zeroed ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ cudaError_t const z = cudaMemsetAsync(p, 0, bytes, c->stream); ~~ cudaError_t const z = cudaSuccess; ~~ alloc returns memory that is not zeroed
 loss_padding_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     if (m == 0.0f) { ~~     if (m < 0.0f) { ~~ mse_loss_kernel trains on padding
-reduce_short ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_final_kernel leaves out the last block's partial sum
+reduce_short ~~ kernels/lstm_cuda.h ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_partials (the last block's sum of the loss and the gradient norm) leaves out the last block's part
+gemm_dx_transpose_persist ~~ kernels/lstm_cuda_layer.cu ~~ 1 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM after a persistent backward (input not fused) transposes w_ih
+persist_step_sync ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~       persist_sync(C); /* h_t is in every block's zn; zt may be written again */\n ~~  ~~ the persistent forward's barrier between time steps missing
+persist_dsmem_own ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~ persist_map(o.zn, C, q)[b * K + Kx + j] = h; ~~ o.zn[b * K + Kx + j] = h; ~~ the persistent forward writes h_t into its own block only, not the cluster's others
+persist_group_stride ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~ grp += (int)gridDim.x / C) { ~~ grp += (int)gridDim.x) { ~~ the persistent forward's clusters step over groups by blocks, not clusters (groups skipped)
+persist_bwd_first_block ~~ kernels/lstm_cuda_persist_bwd.cu ~~ 0 ~~ if (!last_block(io.ticket, m.flag)) return; ~~ if (blockIdx.x != 0) return; ~~ the persistent backward's groups summed by block 0, not by the last to finish
 adam_grad_kept ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     g[i] = 0.0f;\n ~~  ~~ adam_update_kernel does not zero the gradient
 seq_targets_row0 ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ *target = seq + (size_t)B * In; /* row 1 */ ~~ *target = seq; /* row 0 */ ~~ seq_targets gives a sequence's inputs as its targets
 sync_ignored ~~ kernels/lstm_cuda.cu ~~ 0 ~~ launch_sync = sync != NULL && !strcmp(sync, "1"); ~~ launch_sync = sync != NULL && 0; ~~ LSTREAM_CUDA_SYNC=1 ignored

@@ -78,12 +78,20 @@ typedef struct tcase_s {
   float lr;
 } tcase_t;
 
-/* torch_oracle.py's FIXED_CASES, then the large shape. */
+/* torch_oracle.py's FIXED_CASES, then the issue's large shape, then the
+ * persistent kernels' paths (lstm_cuda_persist*.cu): H = 128 in clusters
+ * of two blocks, groups of 2 rows (the last of 1), the input fused in
+ * layer 0 and not in layer 1; groups of 4 rows (the last of 2); groups of
+ * 8 rows (the last of 4), the input fused. (The random cases and the
+ * small fixed ones take groups of one row; H = 256 and 512 the per-step
+ * path.) */
 static const tcase_t fixed_cases[] = {
     {3, 20, 3, 2, 7, 5, 11, 1e-3f},   {1, 5, 1, 1, 1, 1, 2, 1e-3f},
     {1, 17, 3, 1, 9, 1, 5, 3e-3f},    {4, 13, 2, 4, 12, 9, 7, 1e-3f},
     {2, 8, 2, 5, 1, 16, 99, 1e-3f},   {5, 1, 2, 3, 6, 4, 31, 1e-2f},
     {6, 33, 1, 3, 25, 3, 123, 1e-3f}, {32, 512, 2, 32, 16, 4096, 2024, 1e-3f},
+    {8, 128, 2, 8, 3, 67, 41, 1e-3f}, {2, 16, 2, 2, 3, 250, 42, 1e-3f},
+    {8, 32, 1, 3, 2, 460, 43, 1e-3f},
 };
 /* Drawn in the ranges of torch_oracle.py's random cases (not its draws:
  * that is numpy's generator), from RANDOM_SEED, so that every run checks

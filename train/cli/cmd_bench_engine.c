@@ -5,6 +5,7 @@
  */
 #include <cblas.h> /* the sgemm reference rate */
 #undef I                  /* <complex.h>, via OpenBLAS' cblas.h, defines I */
+#include <dlfcn.h>        /* the CUDA emulation's counters, when it runs us */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +30,17 @@ static const bench_shape_t default_shapes[] = {
 #define MAX_SHAPES 32
 
 #define ABOUT                                                                             \
-  "Times full training steps (zero initial state, forward, masked MSE over O = I\n"      \
-  "next-step targets, backward, global-norm clip + Adam) and prints one line per\n"      \
-  "shape:\n"                                                                              \
+  "Times full training steps as the trainer takes them (the initial states gathered\n"  \
+  "from a state table, forward of a window of T+1 records, masked MSE over O = I\n"     \
+  "next-step targets, backward, the final states stored, global-norm clip + Adam over\n" \
+  "the summed gradient) and prints one line per shape:\n"                                \
   "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"   \
   "         timesteps_per_s=.. gflops=..\n"                                               \
   "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"       \
-  "the limit. A step ends by reading back the gradient norm, as the trainer does,\n"     \
-  "so on CUDA its work has completed when its time is taken.\n"
+  "the limit. A step ends by reading back the gradient norm, so on CUDA its work has\n" \
+  "completed when its time is taken. On the CUDA emulation (tests/gpu/emu) a line\n"    \
+  "per shape also gives what one step launches (its time there means nothing):\n"      \
+  "  launches device=cuda B=.. ... kernels_and_gemms=.. host_launches=.. graphs=..\n"
 
 static const char *const devices[] = {"cpu", "cuda", NULL};     /* ls_device_t order */
 static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
@@ -103,6 +107,45 @@ static void fill(float *v, size_t n, uint32_t seed) {
   }
 }
 
+/* What a step needs besides the engine: its records, the series' states
+ * (slots 0..B-1 of a table), the optimizer. */
+typedef struct bench_data_s {
+  const float *seq; /* [T+1, B, I] */
+  ls_state_table_t *states;
+  const int64_t *slots;
+  ls_optim_t opt;
+} bench_data_t;
+
+/* One step as the trainer takes it (loss_scale 1, the sum scaled at the
+ * update), ending with a blocking read of the gradient norm. */
+static ls_err_t bench_step(ls_engine_t *eng, const bench_shape_t *s, const bench_data_t *d) {
+  double count = 0.0;
+  float norm = 0.0f;
+  ls_err_t err = ls_engine_gather_state(eng, d->states, s->B, d->slots);
+  if (err == LS_OK) err = ls_engine_forward_seq(eng, s->T, s->B, d->seq, NULL, NULL, &count);
+  if (err == LS_OK) err = ls_engine_backward(eng, 1.0f);
+  if (err == LS_OK) err = ls_engine_scatter_state(eng, d->states, s->B, d->slots);
+  if (err == LS_OK) err = ls_engine_optimizer_step(eng, &d->opt, (float)(1.0 / count), &norm);
+  return err;
+}
+
+/* On the CUDA emulation: what one more step launches, from its counters
+ * (emu_count: tests/gpu/emu/include/emu.h); nothing elsewhere. */
+static ls_err_t bench_launches(ls_engine_t *eng, const bench_shape_t *s, const bench_data_t *d) {
+  long (*count)(const char *) = NULL;
+  void (*reset)(void) = NULL;
+  *(void **)&count = dlsym(RTLD_DEFAULT, "emu_count");
+  *(void **)&reset = dlsym(RTLD_DEFAULT, "emu_reset_counts");
+  if (count == NULL || reset == NULL) return LS_OK;
+  reset();
+  LS_FORWARD_IF_ERROR(bench_step(eng, s, d));
+  printf("launches device=cuda B=%d I=%d H=%d L=%d T=%d kernels_and_gemms=%ld host_launches=%ld "
+         "graphs=%ld (counted by the CUDA emulation)\n",
+         s->B, s->I, s->H, s->L, s->T, count("kernels run") + count("gemms run"),
+         count("kernel launches") + count("cublasSgemm"), count("graph launches"));
+  return LS_OK;
+}
+
 static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t precision,
                      int threads, int steps, int warmup) {
   ls_engine_conf_t conf;
@@ -116,28 +159,25 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t 
   ls_engine_t *eng = NULL;
   ls_err_t err = ls_engine_new(&conf, &eng);
   if (err != LS_OK) return cli_fail(err, "cannot create the engine");
-  size_t const n = (size_t)s->T * s->B * s->I;
-  float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+  size_t const n = (size_t)(s->T + 1) * s->B * s->I;
+  float *seq = malloc(n * sizeof(float));
+  int64_t *slots = malloc((size_t)s->B * sizeof(int64_t));
   double *times = malloc((size_t)steps * sizeof(double));
+  bench_data_t d = {.seq = seq, .states = NULL, .slots = slots};
   int rc = CLI_EXIT_OK;
-  if (!x || !y || !times) {
+  if (!seq || !slots || !times) {
     rc = cli_fail(LS_ERR_NOMEM, "no memory for the benchmark data");
     goto done;
   }
-  fill(x, n, 1);
-  fill(y, n, 2);
+  fill(seq, n, 1);
+  for (int b = 0; b < s->B; b++)
+    slots[b] = b;
+  ls_optim_init(&d.opt);
   err = ls_engine_init_params(eng, 42);
-  ls_optim_t opt;
-  ls_optim_init(&opt);
+  if (err == LS_OK) err = ls_state_table_new(eng, (size_t)s->B, &d.states);
   for (int i = 0; i < warmup + steps && err == LS_OK; i++) {
     double const t0 = base_now_s();
-    double loss = 0.0, count = 0.0;
-    err = ls_engine_set_state(eng, s->B, NULL, NULL);
-    if (err == LS_OK) err = ls_engine_forward(eng, s->T, s->B, x, y, NULL, &loss, &count);
-    if (err == LS_OK) err = ls_engine_backward(eng, (float)(1.0 / count));
-    /* Reading the norm back waits for the update: the step is complete. */
-    float norm = 0.0f;
-    if (err == LS_OK) err = ls_engine_optimizer_step(eng, &opt, 1.0f, &norm);
+    err = bench_step(eng, s, &d);
     if (i >= warmup) times[i - warmup] = base_now_s() - t0;
   }
   if (err != LS_OK) {
@@ -150,9 +190,12 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t 
          device == LS_DEVICE_CPU ? "cpu" : "cuda", precision == LS_PRECISION_TF32 ? "tf32" : "fp32",
          s->B, s->I, s->H, s->L, s->T, sec * 1e3, (double)s->B * s->T / sec,
          step_flops(s) / sec / 1e9);
+  if (device == LS_DEVICE_CUDA && (err = bench_launches(eng, s, &d)) != LS_OK)
+    rc = cli_fail(err, "training step failed");
   fflush(stdout);
 done:
-  free(x), free(y), free(times);
+  free(seq), free(slots), free(times);
+  ls_state_table_destroy(d.states);
   ls_engine_destroy(eng);
   return rc;
 }

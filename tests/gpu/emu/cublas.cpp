@@ -87,6 +87,18 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The workspace must be device memory of its size; cuBLAS uses it instead
+ * of allocating (which a graph capture forbids). */
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, size_t bytes) {
+  if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes > 0 && !emu_device_range(workspace, bytes)) {
+    emu::problem("cublasSetWorkspace: %zu bytes at %p are not one device allocation", bytes,
+                 workspace);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (m != CUBLAS_DEFAULT_MATH && m != CUBLAS_TENSOR_OP_MATH && m != CUBLAS_PEDANTIC_MATH &&
@@ -133,6 +145,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
   float const a = *alpha, b = *beta;
   bool const round = tf32_on(h);
   emu::enqueue(h->stream, "cublasSgemm", [=] {
+    emu::count("gemms run");
     if (b == 0.0f) /* C is not read */
       for (int j = 0; j < n; j++)
         memset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float));

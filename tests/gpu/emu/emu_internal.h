@@ -28,7 +28,11 @@ struct config_t {
   std::string fail_kernel;
   long fail_kernel_at = 0;
   std::string report;
+  int sms = 132; /* multiprocessors (EMU_SMS) */
 };
+
+/* The most dynamic shared memory a block may ask for (sm_90: 227 KiB). */
+size_t const SHARED_OPTIN = 232448;
 const config_t &config();
 
 /* One lock over the whole emulator: it runs device work on the thread that
@@ -58,9 +62,23 @@ void fail_host_alloc_at(long k);
 void window_enter(void);
 void window_leave(void);
 
+/* Dynamic shared memory of the blocks of the group running (memory.cpp):
+ * blocks 0..blocks-1 get `bytes` each, NaN-filled and accessible; a block
+ * that ended is closed (inaccessible); done closes them all. shared_fault
+ * says (into msg) what a fault at x touched, if x is shared memory. */
+void shared_prepare(unsigned blocks, size_t bytes);
+char *shared_region(unsigned block);
+void shared_close(unsigned block);
+void shared_done(void);
+bool shared_fault(uintptr_t x, char *msg, size_t size);
+
 /* Device operations (streams.cpp). */
 void drain_all(void);
 void drain_stream(cudaStream_t s); /* everything queued on s so far (NULL: all) */
+/* cudaSuccess, or (a problem, the captures invalidated) the error of a
+ * call named `what` that a running stream capture forbids. */
+cudaError_t capture_forbids(const char *what);
+bool is_capturing(cudaStream_t s);
 /* What runs now, for messages ("kernel NAME block (x,y,z) thread (x,y,z)"). */
 const char *current_op(void);
 void set_current_op(const char *what);

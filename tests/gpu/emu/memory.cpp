@@ -10,6 +10,11 @@
  * mapped PROT_NONE for a while, so a use after free faults rather than
  * reading a newer allocation. A SIGSEGV in any of these is turned into a
  * message that says what touched what, and exit status 3.
+ *
+ * Dynamic shared memory: each block of the group running (a cluster, or
+ * one block) has a mapping of its own that ends at a guard page, NaN bytes
+ * at the block's start, inaccessible once the block has ended and outside
+ * kernels.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +26,7 @@
 
 #include <deque>
 #include <map>
+#include <vector>
 
 #include "emu_internal.h"
 
@@ -87,6 +93,13 @@ void on_segv(int sig, siginfo_t *si, void *uc) {
   uintptr_t const x = (uintptr_t)si->si_addr;
   bool was_freed = false;
   const alloc_t *const a = mapping_of(x, &was_freed);
+  char smem_msg[512];
+  if (a == nullptr && shared_fault(x, smem_msg, sizeof smem_msg)) {
+    char who[256];
+    describe_thread(who, sizeof who);
+    say("EMU PROBLEM: %s %s\n", who, smem_msg);
+    _exit(3);
+  }
   if (a == nullptr) { /* not ours: the previous handler (or the default) */
     sigaction(SIGSEGV, &previous, nullptr);
     if (previous.sa_flags & SA_SIGINFO) {
@@ -251,6 +264,92 @@ long live_device(void) {
 }
 long live_host(void) {
   return (long)pinned.size();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dynamic shared memory                                                     */
+
+namespace {
+struct region_t {
+  char *map = nullptr; /* [map, map + cap) usable, then the guard page */
+  size_t cap = 0;
+  char *base = nullptr; /* the block's bytes end at the guard */
+  size_t bytes = 0;
+  bool open = false;   /* accessible */
+  bool closed = false; /* its block ended while its cluster ran on */
+};
+std::vector<region_t> regions;
+size_t regions_used;
+
+void region_protect(region_t &r, int prot) {
+  if (r.cap > 0 && mprotect(r.map, r.cap, prot) != 0) problem("mprotect failed on shared memory");
+  r.open = prot != PROT_NONE;
+}
+} // namespace
+
+void shared_prepare(unsigned blocks, size_t bytes) {
+  if (bytes > 0) install_handler();
+  if (regions.size() < blocks) regions.resize(blocks);
+  size_t const used = (bytes + 15) / 16 * 16, cap = (used + page - 1) / page * page;
+  for (unsigned i = 0; i < blocks; i++) {
+    region_t &r = regions[i];
+    if (r.cap < cap) {
+      if (r.map != nullptr) munmap(r.map, r.cap + page);
+      r.map = (char *)mmap(nullptr, cap + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (r.map == MAP_FAILED) {
+        fprintf(stderr, "emu: no memory for %zu bytes of shared memory\n", bytes);
+        abort();
+      }
+      r.cap = cap, r.open = false;
+    }
+    r.base = r.map != nullptr ? r.map + r.cap - used : nullptr;
+    r.bytes = bytes;
+    r.closed = false;
+    if (used > 0) {
+      region_protect(r, PROT_READ | PROT_WRITE);
+      memset(r.base, 0xff, used); /* NaN: unwritten shared memory shows */
+    }
+  }
+  regions_used = blocks;
+}
+
+char *shared_region(unsigned block) {
+  return block < regions_used ? regions[block].base : nullptr;
+}
+
+void shared_close(unsigned block) {
+  if (block >= regions_used) return;
+  if (regions[block].open) region_protect(regions[block], PROT_NONE);
+  regions[block].closed = true;
+}
+
+void shared_done(void) {
+  for (size_t i = 0; i < regions_used; i++)
+    if (regions[i].open) region_protect(regions[i], PROT_NONE);
+  regions_used = 0;
+}
+
+bool shared_fault(uintptr_t x, char *msg, size_t size) {
+  for (size_t i = 0; i < regions.size(); i++) {
+    const region_t &r = regions[i];
+    if (r.map == nullptr || x < (uintptr_t)r.map || x >= (uintptr_t)r.map + r.cap + page) continue;
+    if (x >= (uintptr_t)r.base + (r.bytes + 15) / 16 * 16 || x < (uintptr_t)r.base)
+      snprintf(msg, size,
+               "accessed %#lx, outside the %zu bytes of dynamic shared memory of block %zu of its "
+               "group",
+               (unsigned long)x, r.bytes, i);
+    else if (r.closed)
+      snprintf(msg, size,
+               "accessed the shared memory of block %zu of its cluster after that block had ended "
+               "(a block must not end while its peers may still reach its shared memory: "
+               "cluster.sync() before it ends)",
+               i);
+    else
+      snprintf(msg, size, "accessed shared memory of a block that is not running (%#lx)",
+               (unsigned long)x);
+    return true;
+  }
+  return false;
 }
 
 void window_enter(void) {

@@ -66,10 +66,12 @@ config_t read_config(void) {
     if (colon != std::string::npos) c.fail_kernel.resize(colon);
   }
   if ((v = getenv("EMU_REPORT")) != nullptr) c.report = v;
+  if ((v = getenv("EMU_SMS")) != nullptr) c.sms = atoi(v) > 0 ? atoi(v) : c.sms;
   return c;
 }
 
 long problems;
+bool expecting; /* emu_expect_problems */
 cudaError_t launch_error = cudaSuccess, sticky = cudaSuccess;
 /* Counters by name; never destroyed (the exit report reads them). */
 std::map<std::string, long> &counts = *new std::map<std::string, long>;
@@ -121,7 +123,7 @@ void problem(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "EMU PROBLEM: %s\n", msg);
+  fprintf(stderr, "%s: %s\n", expecting ? "emu: expected problem" : "EMU PROBLEM", msg);
 }
 
 void count(const char *what) {
@@ -179,6 +181,16 @@ long emu_live_host_allocs(void) {
 }
 long emu_problems(void) {
   return problems;
+}
+void emu_expect_problems(int on) {
+  EMU_LOCK();
+  expecting = on != 0;
+}
+long emu_take_problems(void) {
+  EMU_LOCK();
+  long const n = problems;
+  problems = 0;
+  return n;
 }
 long emu_count(const char *what) {
   EMU_LOCK();
@@ -239,7 +251,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "CUDA emulator (sm_90 on the CPU)");
   p->major = 9, p->minor = 0;
-  p->multiProcessorCount = 132;
+  p->multiProcessorCount = config().sms;
+  p->sharedMemPerBlockOptin = SHARED_OPTIN;
   p->totalGlobalMem = (size_t)80 << 30;
   return cudaSuccess;
 }
@@ -269,6 +282,9 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   case cudaErrorNotSupported: return "cudaErrorNotSupported";
+  case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
   }
   return "cudaErrorUnknown";
 }
@@ -289,6 +305,12 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
   case cudaErrorLaunchFailure: return "unspecified launch failure";
   case cudaErrorNotSupported: return "operation not supported";
+  case cudaErrorStreamCaptureUnsupported:
+    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated:
+    return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureImplicit:
+    return "operation would make the legacy stream depend on a capturing blocking stream";
   }
   return "unknown error";
 }
@@ -300,12 +322,14 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   EMU_LOCK();
   count("cudaMalloc");
   if (sticky != cudaSuccess) return sticky;
+  if (capture_forbids("cudaMalloc") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   return device_alloc(p, bytes, "cudaMalloc");
 }
 
 cudaError_t cudaFree(void *p) {
   EMU_LOCK();
   count("cudaFree");
+  if (capture_forbids("cudaFree") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain_all(); /* cudaFree synchronises the device */
   cudaError_t const e = device_free(p, "cudaFree");
   return sticky != cudaSuccess ? sticky : e;
@@ -315,6 +339,8 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
   EMU_LOCK();
   count("cudaMallocAsync");
   if (sticky != cudaSuccess) return sticky;
+  if (is_capturing(s) && capture_forbids("cudaMallocAsync") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   return device_alloc(p, bytes, "cudaMallocAsync");
 }
 
@@ -322,6 +348,8 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   EMU_LOCK();
   count("cudaFreeAsync");
   if (p == nullptr) return sticky;
+  if (is_capturing(s) && capture_forbids("cudaFreeAsync") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   if (!is_device(p)) return device_free(p, "cudaFreeAsync"); /* reports it */
   /* Released when the stream reaches it: work queued before may still use it. */
   enqueue(s, "cudaFreeAsync", [p] { (void)device_free(p, "cudaFreeAsync"); });
@@ -332,11 +360,13 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
   EMU_LOCK();
   count("cudaMallocHost");
   if (sticky != cudaSuccess) return sticky;
+  if (capture_forbids("cudaMallocHost") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   return host_alloc(p, bytes);
 }
 
 cudaError_t cudaFreeHost(void *p) {
   EMU_LOCK();
+  if (capture_forbids("cudaFreeHost") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain_all(); /* as cudaFree */
   return host_free(p);
 }
@@ -373,6 +403,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
   if (n == 0) return cudaSuccess;
   cudaError_t const e = check_copy(dst, src, n, &kind);
   if (e != cudaSuccess) return e;
+  if (is_capturing(s) && ((kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) ||
+                          (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n))) &&
+      capture_forbids("cudaMemcpyAsync with pageable host memory") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   if (kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
     /* From pageable memory the source is staged at once: the caller may
      * reuse it when the call returns. */
@@ -391,6 +425,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
   EMU_LOCK();
+  if (capture_forbids("cudaMemcpy") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain_all();
   cudaError_t const e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
   return e;

@@ -11,12 +11,21 @@
  * work that another stream uses without an event wait has either not run
  * yet or run too early: a missing wait gives a wrong result instead of
  * passing by luck. An event is a position in its stream's queue.
+ *
+ * Graphs: while a stream captures, what is queued on it is recorded in
+ * its graph instead of run; launching the instantiated graph queues the
+ * recorded operations again, in their order, on the launch's stream. A
+ * call that would wait for the device or allocate during a capture (a
+ * synchronisation, a copy into pageable memory, cudaMalloc, work on the
+ * legacy stream) is an error that invalidates the capture, and so are the
+ * captures' cross-stream events, which the emulator does not model.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <deque>
 #include <functional>
+#include <vector>
 
 #include "emu_internal.h"
 
@@ -25,9 +34,18 @@ struct op_t {
   const char *what;
 };
 
+struct CUgraph_st {
+  std::vector<op_t> ops;
+};
+struct CUgraphExec_st {
+  std::vector<op_t> ops;
+};
+
 struct CUstream_st {
   int id; /* 1-based creation order */
   bool deferred;
+  CUgraph_st *capture = nullptr; /* the graph being captured, if any */
+  bool capture_invalid = false;
   std::deque<op_t> queue;
   uint64_t queued = 0;  /* operations ever queued */
   uint64_t done = 0;    /* operations run */
@@ -45,6 +63,12 @@ namespace {
  * never destroyed (so that none looks leaked at exit). */
 std::vector<CUstream_st *> &streams = *new std::vector<CUstream_st *>;
 const char *running_op;
+int captures; /* streams capturing */
+
+void invalidate_captures(void) {
+  for (CUstream_st *s : streams)
+    if (s->capture != nullptr) s->capture_invalid = true;
+}
 
 /* Runs the stream's operations until `pos` of them have run. */
 void drain_to(CUstream_st *s, uint64_t pos) {
@@ -79,6 +103,19 @@ void set_current_op(const char *what) {
   running_op = what;
 }
 
+cudaError_t capture_forbids(const char *what) {
+  if (captures == 0) return cudaSuccess;
+  problem("%s during a stream capture (it would wait for the device, allocate, or order "
+          "streams in ways a graph does not record): the capture is invalidated",
+          what);
+  invalidate_captures();
+  return cudaErrorStreamCaptureUnsupported;
+}
+
+bool is_capturing(cudaStream_t s) {
+  return s != nullptr && s->capture != nullptr;
+}
+
 void drain_all(void) {
   for (CUstream_st *s : streams)
     drain_to(s, s->queued);
@@ -93,6 +130,12 @@ void drain_stream(cudaStream_t s) {
 
 void enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
   EMU_LOCK();
+  if (s != nullptr && s->capture != nullptr) { /* recorded, not run */
+    s->capture->ops.push_back(op_t{std::move(fn), what});
+    count("captured operations");
+    return;
+  }
+  if (s == nullptr && capture_forbids(what) != cudaSuccess) return;
   if (s == nullptr) { /* the legacy default stream: after all work, before any */
     drain_all();
     window_enter();
@@ -136,6 +179,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   EMU_LOCK();
   count("cudaStreamSynchronize");
+  if (capture_forbids("cudaStreamSynchronize") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   if (s == nullptr)
     drain_all();
   else
@@ -155,6 +200,9 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   EMU_LOCK();
   if (e == nullptr || flags != 0) return cudaErrorInvalidValue;
+  if ((is_capturing(s) || is_capturing(e->stream)) &&
+      capture_forbids("cudaStreamWaitEvent on a capturing stream") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   CUstream_st *const es = e->stream;
   uint64_t const pos = e->pos;
   if (es == nullptr) return sticky_error(); /* never recorded, or complete */
@@ -179,6 +227,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   EMU_LOCK();
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
+  if (is_capturing(s) && capture_forbids("cudaEventRecord on a capturing stream") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   if (s == nullptr) { /* the legacy stream: after everything queued so far */
     drain_all();
     e->stream = nullptr;
@@ -192,6 +242,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   EMU_LOCK();
   count("cudaEventSynchronize");
+  if (capture_forbids("cudaEventSynchronize") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
   if (e->stream != nullptr) drain_to(e->stream, e->pos);
   return sticky_error();
@@ -210,8 +262,80 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaDeviceSynchronize(void) {
   EMU_LOCK();
   count("cudaDeviceSynchronize");
+  if (capture_forbids("cudaDeviceSynchronize") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
   drain_all();
   return sticky_error();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs                                                                    */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  EMU_LOCK();
+  if (s == nullptr || s->capture != nullptr || (int)mode < 0 || (int)mode > 2)
+    return cudaErrorInvalidValue;
+  s->capture = new CUgraph_st;
+  s->capture_invalid = false;
+  captures++;
+  return sticky_error();
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+  EMU_LOCK();
+  if (s == nullptr || graph == nullptr || s->capture == nullptr) return cudaErrorInvalidValue;
+  CUgraph_st *const g = s->capture;
+  bool const invalid = s->capture_invalid;
+  s->capture = nullptr;
+  captures--;
+  *graph = nullptr;
+  if (invalid) {
+    delete g;
+    return cudaErrorStreamCaptureInvalidated;
+  }
+  *graph = g;
+  return sticky_error();
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status) {
+  EMU_LOCK();
+  if (status == nullptr) return cudaErrorInvalidValue;
+  *status = s == nullptr || s->capture == nullptr ? cudaStreamCaptureStatusNone
+            : s->capture_invalid                  ? cudaStreamCaptureStatusInvalidated
+                                                  : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
+  EMU_LOCK();
+  if (exec == nullptr || g == nullptr || flags != 0) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{g->ops};
+  count("graph instantiations");
+  return sticky_error();
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  EMU_LOCK();
+  if (exec == nullptr) return cudaErrorInvalidValue;
+  if (is_capturing(s) && capture_forbids("cudaGraphLaunch into a capture") != cudaSuccess)
+    return cudaErrorStreamCaptureUnsupported;
+  count("graph launches");
+  if (sticky_error() != cudaSuccess) return sticky_error();
+  for (const op_t &op : exec->ops)
+    enqueue(s, op.what, op.fn);
+  return sticky_error();
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  EMU_LOCK();
+  delete exec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  EMU_LOCK();
+  delete g;
+  return cudaSuccess;
 }
 
 } // extern "C"

@@ -13,9 +13,14 @@
  *   slots    a scatter with a slot twice is refused
  *   sync     a kernel that faults is named by LSTREAM_CUDA_SYNC=1, and
  *            without it the error says how to find it
- *   count B,I,H,L,T  kernel launches and cuBLAS calls of one training step
- *            (gather, forward, backward, scatter, update), and the check
- *            that the recurrence costs 4 launches per layer and time step
+ *   pad      a partial step padded to the engine's batch (rows masked,
+ *            starting from zeros, not stored) replays the full steps'
+ *            graphs and trains as the dense step does on the CPU
+ *   count B,I,H,L,T MAX  kernels and cuBLAS GEMMs of one training step
+ *            (gather, forward, backward, scatter, update): 4 per layer and
+ *            time step on the per-step path, none on the persistent
+ *            kernels, at most MAX in all, and graphs replayed from the
+ *            third step on
  * Exit status 0 when every check passed, 1 otherwise (and 3 from the
  * emulator on any problem it found).
  */
@@ -302,6 +307,105 @@ out:
 }
 
 /* ------------------------------------------------------------------------ */
+/* pad                                                                       */
+
+/* A window, the engine's batch, the rows of a partial step, the features
+ * (O = I) and hidden size. */
+enum { PT = 4, PB = 8, PN = 5, PF = 3, PH = 16 };
+
+/* One training step as the trainer takes it: B rows of seq [T+1, B, F]
+ * with mask [T, B]; slots [B] (-1: a row that starts from zeros and is not
+ * stored); its figures after. */
+static int train_step(ls_engine_t *e, ls_state_table_t *t, int B, const float *seq,
+                      const float *mask, const int64_t *slots, double *loss, float *norm) {
+  ls_optim_t opt;
+  ls_optim_init(&opt);
+  double count = 0.0;
+  MUST(ls_engine_gather_state(e, t, B, slots));
+  MUST(ls_engine_forward_seq(e, PT, B, seq, mask, NULL, &count));
+  MUST(ls_engine_backward(e, 1.0f));
+  MUST(ls_engine_scatter_state(e, t, B, slots));
+  MUST(ls_engine_optimizer_step(e, &opt, (float)(1.0 / count), NULL));
+  MUST(ls_engine_fetch_figures(e));
+  MUST(ls_engine_read_figures(e, loss, norm));
+  return 1;
+out:
+  return 0;
+}
+
+/* A partial step padded to the engine's batch (padding rows masked, from
+ * zeros, not stored) replays the graphs of full steps and trains as the
+ * dense step of its rows does on the CPU. */
+static void run_pad(void) {
+  ls_engine_t *e[2] = {NULL, NULL}; /* CUDA, CPU */
+  ls_state_table_t *t[2] = {NULL, NULL};
+  static float seq[(PT + 1) * PB * PF], dense[(PT + 1) * PN * PF], mask[PT * PB], ones[PT * PN];
+  float p[2][4096], h[2][(PB + PN) * 2 * PH], c[2][(PB + PN) * 2 * PH];
+  int64_t full[PB], pad[PB], rows[PN];
+  double loss[2] = {0, 0};
+  float norm[2] = {0, 0};
+  for (int i = 0; i < (PT + 1) * PB * PF; i++)
+    seq[i] = sinf((float)i * 0.53f);
+  for (int b = 0; b < PB; b++)
+    full[b] = b, pad[b] = b < PN ? PB + b : -1;
+  for (int b = 0; b < PN; b++)
+    rows[b] = PB + b;
+  for (int r = 0; r < PT * PB; r++)
+    mask[r] = 1.0f;
+  for (int r = 0; r < PT * PN; r++)
+    ones[r] = 1.0f;
+  for (int k = 0; k < 2; k++) {
+    ls_engine_conf_t cf;
+    ls_engine_conf_init(&cf);
+    cf.shape = (ls_shape_t){PF, PH, 2, PF};
+    cf.max_window = PT, cf.max_batch = PB, cf.device = k == 0 ? LS_DEVICE_CUDA : LS_DEVICE_CPU;
+    MUST(ls_engine_new(&cf, &e[k]));
+    MUST(ls_engine_init_params(e[k], 9));
+    MUST(ls_state_table_new(e[k], PB + PN, &t[k]));
+    for (int step = 0; step < 3; step++) /* full steps: direct, recorded, replayed */
+      if (!train_step(e[k], t[k], PB, seq, mask, full, &loss[k], &norm[k])) goto out;
+  }
+  /* The partial step: its rows dense on the CPU, padded on CUDA. */
+  for (int tt = 0; tt <= PT; tt++)
+    for (int b = 0; b < PB; b++)
+      for (int f = 0; f < PF; f++) {
+        float const v = cosf((float)(tt * 31 + b * 7 + f) * 0.29f);
+        seq[(tt * PB + b) * PF + f] = b < PN ? v : 0.0f;
+        if (b < PN) dense[(tt * PN + b) * PF + f] = v;
+      }
+  for (int r = 0; r < PT * PB; r++)
+    mask[r] = r % PB < PN;
+  emu_reset_counts();
+  if (!train_step(e[0], t[0], PB, seq, mask, pad, &loss[0], &norm[0]) ||
+      !train_step(e[1], t[1], PN, dense, ones, rows, &loss[1], &norm[1]))
+    goto out;
+  CHECK(emu_count("graph instantiations") == 0 && emu_count("graph launches") == 3,
+        "the padded step recorded %ld graphs and launched %ld (want 0 and the full steps' 3)",
+        emu_count("graph instantiations"), emu_count("graph launches"));
+  size_t const n = ls_engine_param_count(e[0]), S = (size_t)(PB + PN) * 2 * PH;
+  if (n > sizeof p[0] / sizeof p[0][0]) {
+    CHECK(0, "pad: %zu parameters do not fit the test's buffer", n);
+    goto out;
+  }
+  for (int k = 0; k < 2; k++) {
+    MUST(ls_engine_read_params(e[k], p[k], n));
+    MUST(ls_state_table_read(t[k], 0, PB + PN, h[k], c[k]));
+  }
+  float const l0 = (float)loss[0], l1 = (float)loss[1];
+  double const errs[] = {rel_err(&l0, &l1, 1), rel_err(&norm[0], &norm[1], 1),
+                         rel_err(p[0], p[1], n), rel_err(h[0], h[1], S), rel_err(c[0], c[1], S)};
+  for (int i = 0; i < 5; i++)
+    CHECK(errs[i] <= TOL, "padded step: %s differs by %.3g",
+          (const char *[]){"loss", "norm", "params", "h", "c"}[i], errs[i]);
+  printf("pad: a step of %d rows padded to %d replays the full steps' graphs; loss %.9g, params "
+         "%.3g from the CPU's dense step\n",
+         PN, PB, loss[0], errs[2]);
+out:
+  for (int k = 0; k < 2; k++)
+    ls_state_table_destroy(t[k]), ls_engine_destroy(e[k]);
+}
+
+/* ------------------------------------------------------------------------ */
 /* sync                                                                      */
 
 /* A window whose backward's first cell kernel faults; the error of the
@@ -319,7 +423,7 @@ static void faulting_window(int sync, char *msg, size_t size) {
   else
     unsetenv("LSTREAM_CUDA_SYNC");
   if (!pair_new(e, MT, MB)) return;
-  emu_fail_kernel("lstm_cell_backward_kernel", 1);
+  emu_fail_kernel("lstm_persist_backward_kernel", 1);
   ls_err_t err = ls_engine_set_state(e[0], MB, NULL, NULL);
   if (err == LS_OK) err = ls_engine_forward(e[0], MT, MB, x, y, NULL, NULL, NULL);
   if (err == LS_OK) err = ls_engine_backward(e[0], 1.0f);
@@ -337,27 +441,38 @@ static void run_sync(void) {
   unsetenv("LSTREAM_CUDA_SYNC");
   printf("sync: without LSTREAM_CUDA_SYNC: %s\nsync: with LSTREAM_CUDA_SYNC=1: %s\n", plain,
          synced);
-  CHECK(strstr(plain, "lstm_cell_backward_kernel") == NULL && strstr(plain, "LSTREAM_CUDA_SYNC=1"),
+  CHECK(strstr(plain, "lstm_persist_backward_kernel") == NULL &&
+            strstr(plain, "LSTREAM_CUDA_SYNC=1"),
         "without LSTREAM_CUDA_SYNC the fault should surface later, with a hint: %s", plain);
-  CHECK(strstr(synced, "kernel lstm_cell_backward_kernel failed") != NULL,
+  CHECK(strstr(synced, "kernel lstm_persist_backward_kernel failed") != NULL,
         "LSTREAM_CUDA_SYNC=1 should name the faulting kernel: %s", synced);
 }
 
 /* ------------------------------------------------------------------------ */
 /* count                                                                     */
 
-/* Launches (kernels + cuBLAS calls) of one training step at a shape. */
-static long step_launches(int B, int I, int H, int L, int T, int print) {
+/* What one training step (gather, forward of a sequence, backward at
+ * loss_scale 1, scatter, update, figures fetched: as the trainer) asks of
+ * the device: the kernels and GEMMs it runs (direct or from graphs), the
+ * launches the host makes (kernels and GEMMs launched directly, graph
+ * launches) and its waits for the device. */
+typedef struct launches_s {
+  long work, host, graphs, waits;
+} launches_t;
+
+/* Runs `steps` steps at a shape and counts the last (the first runs
+ * directly, the second records the graphs, the third replays them). */
+static int step_launches(int B, int I, int H, int L, int T, int steps, launches_t *n, int print) {
   ls_engine_conf_t c;
   ls_engine_conf_init(&c);
   c.shape = (ls_shape_t){I, H, L, I};
   c.max_batch = B, c.max_window = T, c.device = LS_DEVICE_CUDA;
   ls_engine_t *e = NULL;
   ls_state_table_t *t = NULL;
-  long total = -1;
-  float *x = calloc((size_t)T * B * I, sizeof(float));
+  int ok = 0;
+  float *seq = calloc((size_t)(T + 1) * B * I, sizeof(float));
   int64_t *slots = malloc((size_t)B * sizeof(int64_t));
-  if (x == NULL || slots == NULL) goto out;
+  if (seq == NULL || slots == NULL) goto out;
   for (int b = 0; b < B; b++)
     slots[b] = b;
   ls_optim_t opt;
@@ -365,45 +480,81 @@ static long step_launches(int B, int I, int H, int L, int T, int print) {
   MUST(ls_engine_new(&c, &e));
   MUST(ls_engine_init_params(e, 42));
   MUST(ls_state_table_new(e, (size_t)B, &t));
-  emu_reset_counts();
-  MUST(ls_engine_gather_state(e, t, B, slots));
-  MUST(ls_engine_forward(e, T, B, x, x, NULL, NULL, NULL));
-  MUST(ls_engine_backward(e, 1.0f));
-  MUST(ls_engine_scatter_state(e, t, B, slots));
-  MUST(ls_engine_optimizer_step(e, &opt, 1.0f, NULL));
-  MUST(ls_engine_fetch_figures(e));
-  total = emu_count("kernel launches") + emu_count("cublasSgemm");
+  for (int k = 0; k < steps; k++) {
+    double count = 0.0, loss = 0.0;
+    if (k == steps - 1) emu_reset_counts();
+    MUST(ls_engine_gather_state(e, t, B, slots));
+    MUST(ls_engine_forward_seq(e, T, B, seq, NULL, NULL, &count));
+    MUST(ls_engine_backward(e, 1.0f));
+    MUST(ls_engine_scatter_state(e, t, B, slots));
+    MUST(ls_engine_optimizer_step(e, &opt, (float)(1.0 / count), NULL));
+    MUST(ls_engine_fetch_figures(e));
+    if (k == steps - 1)
+      n->waits = emu_count("cudaStreamSynchronize") + emu_count("cudaDeviceSynchronize") +
+                 emu_count("blocking copies");
+    MUST(ls_engine_read_figures(e, &loss, NULL)); /* the step's work has run */
+  }
+  n->work = emu_count("kernels run") + emu_count("gemms run");
+  n->host = emu_count("kernel launches") + emu_count("cublasSgemm");
+  n->graphs = emu_count("graph launches");
+  ok = 1;
   if (print) {
-    printf("count: B=%d I=%d H=%d L=%d T=%d: %ld launches per step (%ld kernels, %ld cuBLAS "
-           "GEMMs), %ld copies, %ld memsets\n",
-           B, I, H, L, T, total, emu_count("kernel launches"), emu_count("cublasSgemm"),
-           emu_count("cudaMemcpyAsync"), emu_count("cudaMemsetAsync"));
+    printf("count: B=%d I=%d H=%d L=%d T=%d, step %d: %ld kernels and GEMMs (%ld launched by the "
+           "host, %ld graph launches), %ld waits\n",
+           B, I, H, L, T, steps, n->work, n->host, n->graphs, n->waits);
     emu_report();
   }
 out:
   ls_state_table_destroy(t);
   ls_engine_destroy(e);
-  free(x), free(slots);
-  return total;
+  free(seq), free(slots);
+  return ok;
 }
 
-static void run_count(const char *shape) {
+/* count B,I,H,L,T MAX: the per-step path (LSTREAM_CUDA_PERSIST=0) takes 4
+ * launches per layer and time step; the persistent kernels none, at most
+ * MAX kernels and GEMMs a step, and from the third step on graphs: the
+ * host launches the gather and scatter kernels and three graphs (forward,
+ * backward, update), and waits for nothing. A step launches as many
+ * kernels at any B: the steps that only count (the per-step path's, the
+ * graphs') run at B = 4. */
+static void run_count(const char *shape, const char *most) {
   int B, I, H, L, T;
-  if (sscanf(shape, "%d,%d,%d,%d,%d", &B, &I, &H, &L, &T) != 5 || T < 2) {
-    CHECK(0, "count: want B,I,H,L,T with T >= 2, got %s", shape);
+  long const max = most != NULL ? atol(most) : 0;
+  if (sscanf(shape, "%d,%d,%d,%d,%d", &B, &I, &H, &L, &T) != 5 || T < 3 || max < 1) {
+    CHECK(0, "count: want B,I,H,L,T with T >= 3 and a bound, got %s %s", shape, most);
     return;
   }
-  long const full = step_launches(B, I, H, L, T, 1), half = step_launches(B, I, H, L, T / 2, 0);
-  double const per = (double)(full - half) / ((double)L * (T - T / 2));
-  printf("count: %.2f launches per layer and time step (%ld per step at T=%d, %ld at T=%d)\n", per,
-         full, T, half, T / 2);
-  /* Forward: the recurrent GEMM and the cell kernel; backward: the same. */
-  CHECK(per == 4.0, "the recurrence takes %.2f launches per layer and time step, not 4", per);
+  launches_t full, two, replay;
+  setenv("LSTREAM_CUDA_PERSIST", "0", 1);
+  if (!step_launches(4, I, H, L, T, 1, &full, 0) || !step_launches(4, I, H, L, 2, 1, &two, 0))
+    return;
+  unsetenv("LSTREAM_CUDA_PERSIST");
+  double const before = (double)(full.work - two.work) / ((double)L * (T - 2));
+  printf("count: the per-step path (LSTREAM_CUDA_PERSIST=0): %ld kernels and GEMMs a step, %.2f "
+         "per layer and time step\n",
+         full.work, before);
+  CHECK(before == 4.0, "the per-step path takes %.2f launches per layer and time step, not 4",
+        before);
+  if (!step_launches(B, I, H, L, T, 1, &full, 1) || !step_launches(B, I, H, L, 2, 1, &two, 0) ||
+      !step_launches(4, I, H, L, T, 3, &replay, 0))
+    return;
+  double const per = (double)(full.work - two.work) / ((double)L * (T - 2));
+  printf("count: persistent: %ld kernels and GEMMs a step (%.2f per layer and time step); "
+         "replayed: %ld, the host launching %ld kernels and %ld graphs\n",
+         full.work, per, replay.work, replay.host, replay.graphs);
+  CHECK(per == 0.0, "the persistent path takes %.2f launches per layer and time step", per);
+  CHECK(full.work <= max, "a step takes %ld kernels and GEMMs, more than %ld", full.work, max);
+  CHECK(replay.work == full.work && replay.host == 2 && replay.graphs == 3 && replay.waits == 0,
+        "a replayed step: %ld kernels and GEMMs (want %ld), %ld direct launches (want gather and "
+        "scatter: 2), %ld graph launches (want 3), %ld waits",
+        replay.work, full.work, replay.host, replay.graphs, replay.waits);
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_emu_engine edges|alloc|figures|slots|sync|count B,I,H,L,T...\n");
+    fprintf(stderr,
+            "usage: test_emu_engine edges|alloc|figures|slots|sync|pad|count B,I,H,L,T MAX...\n");
     return 2;
   }
   for (int i = 1; i < argc; i++) {
@@ -417,8 +568,10 @@ int main(int argc, char **argv) {
       run_slots();
     else if (!strcmp(argv[i], "sync"))
       run_sync();
-    else if (!strcmp(argv[i], "count") && i + 1 < argc)
-      run_count(argv[++i]);
+    else if (!strcmp(argv[i], "pad"))
+      run_pad();
+    else if (!strcmp(argv[i], "count") && i + 2 < argc)
+      run_count(argv[i + 1], argv[i + 2]), i += 2;
     else {
       fprintf(stderr, "test_emu_engine: unknown section %s\n", argv[i]);
       return 2;

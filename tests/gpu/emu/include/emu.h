@@ -19,6 +19,7 @@
  *   EMU_PROTECT=0           device memory stays readable by host code
  *   EMU_REPORT=FILE         counts of launches, calls and copies at exit (%p in
  *                           FILE: the process id)
+ *   EMU_SMS=N               the device's multiprocessors (default 132)
  * Every problem found prints "EMU PROBLEM: ..." on stderr and makes the
  * process exit with status 3 at the latest when it ends.
  */
@@ -47,11 +48,18 @@ long emu_live_device_allocs(void);
 long emu_live_host_allocs(void);
 /* Problems found so far. */
 long emu_problems(void);
+/* Problems found so far, forgotten: for tests of the emulator itself,
+ * which provoke problems on purpose. */
+long emu_take_problems(void);
+/* On: problems print as expected ones (still counted). */
+void emu_expect_problems(int on);
 /* A counter: a kernel's name (its launches), or one of "kernel launches",
  * "cublasSgemm", "ncclAllReduce", "cudaMalloc", "cudaMallocAsync",
  * "cudaFree", "cudaFreeAsync", "cudaMemcpyAsync", "cudaMemsetAsync",
  * "cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize",
- * "blocking copies" (device -> pageable host). */
+ * "blocking copies" (device -> pageable host); what the device ran (direct
+ * or from a graph): "kernels run", "gemms run"; graphs: "captured
+ * operations", "graph instantiations", "graph launches". */
 long emu_count(const char *what);
 void emu_reset_counts(void);
 /* Prints every counter. */
