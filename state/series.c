@@ -30,6 +30,7 @@ struct ls_series_table_s {
   double *errors;           /* [cap, O, 2] */
   int64_t *serve;           /* [cap, LS_SERVE_FIELDS] */
   double *pending;          /* [cap, O] */
+  double *tail;             /* [cap, F] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -68,6 +69,7 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
   free(t->norm_n), free(t->norm), free(t->errors), free(t->serve), free(t->pending);
+  free(t->tail);
   free(t);
 }
 
@@ -90,6 +92,7 @@ static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm, old, cap, nf));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->serve, old, cap, LS_SERVE_FIELDS * sizeof(int64_t)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->pending, old, cap, (size_t)t->O * sizeof(double)));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->tail, old, cap, (size_t)t->F * sizeof(double)));
   return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
@@ -195,7 +198,7 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
   size_t const i = (size_t)slot;
   *out = (ls_series_stats_t){t->norm_n + i, t->norm + i * (size_t)t->F * LS_NORM_STATS,
                              t->errors + i * (size_t)t->O * 2, t->serve + i * LS_SERVE_FIELDS,
-                             t->pending + i * (size_t)t->O};
+                             t->pending + i * (size_t)t->O, t->tail + i * (size_t)t->F};
   return LS_OK;
 }
 
@@ -208,6 +211,7 @@ ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stat
   memcpy(dst->errors, src->errors, (size_t)O * 2 * sizeof(double));
   memcpy(dst->serve, src->serve, LS_SERVE_FIELDS * sizeof(int64_t));
   memcpy(dst->pending, src->pending, (size_t)O * sizeof(double));
+  memcpy(dst->tail, src->tail, (size_t)F * sizeof(double));
   return LS_OK;
 }
 
@@ -247,6 +251,7 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     d = base_fnv1a(d, t->errors + s * (size_t)t->O * 2, (size_t)t->O * 2 * sizeof(double));
     d = base_fnv1a(d, t->serve + s * LS_SERVE_FIELDS, LS_SERVE_FIELDS * sizeof(int64_t));
     d = base_fnv1a(d, t->pending + s * (size_t)t->O, (size_t)t->O * sizeof(double));
+    d = base_fnv1a(d, t->tail + s * (size_t)t->F, (size_t)t->F * sizeof(double));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

@@ -38,7 +38,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->h), free(s->c);
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
-  free(s->serve), free(s->pending), free(s->predict);
+  free(s->serve), free(s->pending), free(s->tail), free(s->predict);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   free(s);
 }
@@ -98,6 +98,8 @@ static ls_err_t reserve_optional(ls_snapshot_t *s) {
         ensure(&s->serve, &s->have_serve, cs, LS_SERVE_FIELDS * sizeof(int64_t), "forecasts"));
     LS_FORWARD_IF_ERROR(ensure(&s->pending, &s->have_pending, cs,
                                (size_t)s->stats_O * sizeof(double), "forecasts"));
+    LS_FORWARD_IF_ERROR(
+        ensure(&s->tail, &s->have_tail, cs, (size_t)s->stats_F * sizeof(double), "records"));
   }
   if (s->mem_cap > 0) {
     LS_RETURN_IF(s->mem_entry > SIZE_MAX / sizeof(float) / s->mem_cap, LS_ERR_NOMEM,
@@ -234,6 +236,7 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
     memset(st.errors, 0, (size_t)s->stats_O * 2 * sizeof(double));
     memset(st.serve, 0, LS_SERVE_FIELDS * sizeof(int64_t));
     memset(st.pending, 0, (size_t)s->stats_O * sizeof(double));
+    memset(st.tail, 0, (size_t)s->stats_F * sizeof(double));
   }
   return LS_OK;
 }
@@ -330,7 +333,8 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
   LS_RETURN_IF(s->stats_F == 0, LS_ERR_STATE, "the snapshot holds no host-side series state");
   *out = (ls_series_stats_t){s->norm_n + i, s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
                              s->errors + i * (size_t)s->stats_O * 2,
-                             s->serve + i * LS_SERVE_FIELDS, s->pending + i * (size_t)s->stats_O};
+                             s->serve + i * LS_SERVE_FIELDS, s->pending + i * (size_t)s->stats_O,
+                             s->tail + i * (size_t)s->stats_F};
   return LS_OK;
 }
 

@@ -301,7 +301,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   /* In double: S * row may overflow 64 bits in a damaged file. */
   double const need = (double)S * (37.0 + 8.0 * (double)row) + (double)m->key_bytes +
                       (double)S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
-                      (double)S * 8.0 * (LS_SERVE_FIELDS + m->stats_O) * m->has_serve +
+                      (double)S * 8.0 * (LS_SERVE_FIELDS + m->stats_O + m->stats_F) * m->has_serve +
                       8.0 * ((double)m->predict_Q + (double)m->predict_W) +
                       (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
                       (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0);
@@ -377,7 +377,8 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
       return CORRUPT("%s: norm: series %zu consumed %lld records", f->name, i,
                      (long long)s->norm_n[i]);
   for (size_t i = 0; s->has_serve && i < s->series * LS_SERVE_FIELDS; i++)
-    if (s->serve[i] < 0 && i % LS_SERVE_FIELDS != LS_SERVE_TIME) /* a time may be -1 */
+    if (s->serve[i] < 0 && i % LS_SERVE_FIELDS != LS_SERVE_TIME &&
+        i % LS_SERVE_FIELDS != LS_SERVE_TAIL_TIME) /* a time may be -1 */
       return CORRUPT("%s: serve: series %zu holds %lld", f->name, i / LS_SERVE_FIELDS,
                      (long long)s->serve[i]);
   for (size_t i = 0; s->mem_cap > 0 && i < s->parts; i++)
@@ -415,6 +416,7 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, in
   if (s->stats_F > 0 && !s->has_serve) { /* version 2: no forecast has gone out */
     memset(s->serve, 0, s->series * LS_SERVE_FIELDS * sizeof *s->serve);
     memset(s->pending, 0, s->series * (size_t)s->stats_O * sizeof *s->pending);
+    memset(s->tail, 0, s->series * (size_t)s->stats_F * sizeof *s->tail);
     s->has_serve = 1;
   }
   LS_FORWARD_IF_ERROR(index_keys(f, s));

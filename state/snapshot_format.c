@@ -84,9 +84,10 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
   }
   case SNAP_SERVE:
     return (snap_section_spans_t){id,
-                                  2,
+                                  3,
                                   {{s->serve, S * LS_SERVE_FIELDS * 8, 0},
-                                   {s->pending, S * (size_t)s->stats_O * 8, 0}}};
+                                   {s->pending, S * (size_t)s->stats_O * 8, 0},
+                                   {s->tail, S * (size_t)s->stats_F * 8, 0}}};
   case SNAP_PREDICT:
     return (snap_section_spans_t){
         id, 1, {{s->predict, ((size_t)s->predict_Q + (size_t)s->predict_W) * 8, 0}}};

@@ -69,7 +69,8 @@
  *                 last_offset i64 [S]
  *   6 states      h f32 [S, L, H], c f32 [S, L, H]
  *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
- *  12 serve       serve i64 [S, 4], pending f64 [S, G] (ls_series_stats_t)
+ *  12 serve       serve i64 [S, 5], pending f64 [S, G], tail f64 [S, F]
+ *                 (ls_series_stats_t)
  *   7 partitions  partition i32 [P], offset i64 [P]
  *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
  * Manifest sections:
@@ -165,6 +166,7 @@ struct ls_snapshot_s {
   int has_serve;        /* with stats: serve and pending (version 3) */
   int64_t *serve;       /* [S, LS_SERVE_FIELDS] */
   double *pending;      /* [S, O] */
+  double *tail;         /* [S, F] */
 
   int has_calib;    /* with the model: calibration per target of the shape's O */
   double *calib;    /* [2 O]: spy [O], then spp [O] */
@@ -182,7 +184,7 @@ struct ls_snapshot_s {
 
   /* Bytes allocated for the optional arrays above (they keep them across
    * resets, as the others keep their capacity). */
-  size_t have_norm_n, have_norm, have_errors, have_serve, have_pending, have_mem_filled,
+  size_t have_norm_n, have_norm, have_errors, have_serve, have_pending, have_tail, have_mem_filled,
       have_mem_next, have_mem;
 
   ls_snapshot_file_t file; /* what it was loaded from */
