@@ -11,9 +11,10 @@
 # fresh topic, and its time includes committing every forecast at the end.
 # Prints per set-up the median windows/s and the median ratio to the run
 # without forecasts in the same round (the machine may be shared: compare
-# within a round), with the default replay (4 more updates a step) and,
-# with REPLAY0=1, also with --replay 0 (a step's compute at its smallest,
-# so forecasts cost the most).
+# within a round), and the CPU seconds per 1000 windows of the trainer
+# (median, and its ratio) and of the broker, with the default replay (4
+# more updates a step) and, with REPLAY0=1, also with --replay 0 (a step's
+# compute at its smallest, so forecasts cost the most).
 #
 # Usage: tests/bench/predict_cost.sh [BUILD_DIR]
 #   env: SERIES (512) RECORDS (257) PARTITIONS (4) ROUNDS (3) REPLAY0 (0)
@@ -41,7 +42,10 @@ bootstrap=$(cat "$work/bootstrap")
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 setups=(none next next,eval next,eval+file)
 n=0
-# one_run REPLAY SETUP: prints the run's windows/s.
+# The CPU seconds a process has used so far (user + system).
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+# one_run REPLAY SETUP: prints the run's windows/s, then the CPU seconds per
+# 1000 windows of the trainer and of the broker (which takes the forecasts).
 one_run() {
   local extra=()
   [ "$1" = default ] || extra+=(--replay "$1")
@@ -53,11 +57,18 @@ one_run() {
   next,eval+file) extra+=(--predictions-topic "p$n" --predictions next,eval --predictions-out
     "$work/p.csv") ;;
   esac
-  local out
-  out=$("$lstream" train --brokers "$bootstrap" --topic bench --features 4 --window 32 \
-    --batch 256 --hidden 128 --layers 2 --until end --quiet "${extra[@]}")
-  echo "$out" | grep -E '^(summary|predictions)' | sed "s/^/replay=$1 $2: /" >&2
-  echo "$out" | sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p'
+  local b0 b1
+  b0=$(cpu_of "$broker_pid")
+  /usr/bin/time -f "%U %S" -o "$work/time" "$lstream" train --brokers "$bootstrap" --topic bench \
+    --features 4 --window 32 --batch 256 --hidden 128 --layers 2 --until end --quiet \
+    "${extra[@]}" >"$work/out"
+  b1=$(cpu_of "$broker_pid")
+  grep -E '^(summary|predictions)' "$work/out" | sed "s/^/replay=$1 $2: /" >&2
+  local w
+  w=$(sed -n 's/^summary.* windows=\([0-9]*\) .*/\1/p' "$work/out")
+  echo "$(sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p' "$work/out")" \
+    "$(awk -v w="$w" '{print ($1 + $2) * 1000 / w}' "$work/time")" \
+    "$(awk -v a="$b0" -v b="$b1" -v w="$w" 'BEGIN {print (b - a) * 1000 / w}')"
 }
 replays=(default)
 [ "$REPLAY0" = 1 ] && replays+=(0)
@@ -71,10 +82,10 @@ for replay in "${replays[@]}"; do
     echo "$line" >>"$work/rounds"
   done
   for i in "${!setups[@]}"; do
-    col=$((i + 1))
-    w=$(awk -v c=$col '{print $c}' "$work/rounds" | median)
-    r=$(awk -v c=$col '{print $c / $1}' "$work/rounds" | median)
-    printf "predict_cost replay=%s forecasts=%s windows_per_s=%.1f ratio=%.3f cost=%.1f%%\n" \
-      "$replay" "${setups[$i]}" "$w" "$r" "$(awk -v r="$r" 'BEGIN {print (1 / r - 1) * 100}')"
+    w=$((3 * i + 1)) c=$((3 * i + 2)) b=$((3 * i + 3))
+    med() { awk -v c="$1" '{print $c}' "$work/rounds" | median; }
+    ratio() { awk -v c="$1" -v d="$2" '{print $c / $d}' "$work/rounds" | median; }
+    printf "predict_cost replay=%s forecasts=%s windows_per_s=%.1f ratio=%.3f cpu_s_per_1000_windows=%.3f (ratio %.3f) broker_cpu_s_per_1000_windows=%.3f\n" \
+      "$replay" "${setups[$i]}" "$(med $w)" "$(ratio $w 1)" "$(med $c)" "$(ratio $c 2)" "$(med $b)"
   done
 done

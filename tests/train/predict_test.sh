@@ -15,8 +15,9 @@
 #             byte-identical
 #   live      live, a producer writing, the trainer killed 3 times and
 #             resumed: a next forecast after every record, each once
-#   mpi       mpirun -np 2: each rank publishes its own series' forecasts,
-#             each once, every record's
+#   mpi       mpirun -np 2, csv records, one target feature: each rank
+#             publishes its own series' forecasts (as csv), each once, every
+#             record's
 #   outage    live, the broker taken down and brought back while forecasts
 #             go out: none lost, none twice
 #   bad_topic a predictions topic that cannot be written fails at start
@@ -155,13 +156,14 @@ live)
   grep '^predictions' "$work/live4.out"
   $check "$bootstrap" src preds --features 2 --expect next || fail "forecasts lost or twice"
   ;;
-mpi)
+mpi) # with csv records and one target feature of the two
   start --topic preds:3
-  produce --series 12 --records-per-series 120
-  run ranks mpirun -np 2 "$lstream" "${args[@]}" --until end --predictions-topic preds \
-    --predictions next,eval --predictions-out "$work/p.csv"
+  produce --series 12 --records-per-series 120 --format csv
+  run ranks mpirun -np 2 "$lstream" "${args[@]}" --until end --format csv --targets 1 \
+    --predictions-topic preds --predictions next,eval --predictions-out "$work/p.csv"
   grep '^predictions' "$work/ranks.out"
-  $check "$bootstrap" src preds --features 2 --expect next,eval || fail "forecasts wrong"
+  $check "$bootstrap" src preds --features 2 --targets 1 --format csv --expect next,eval ||
+    fail "forecasts wrong"
   # Rank r wrote its own series' rows: those of partitions p % 2 == r.
   for r in 0 1; do
     awk -F, -v r=$r 'NR > 1 && $3 % 2 != r {bad = 1} END {exit bad}' "$work/p.csv.rank$r" ||
