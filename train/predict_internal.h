@@ -41,6 +41,11 @@ struct predict_s {
   int exact;           /* a snapshot directory: exactly once */
   FILE *file;          /* NULL without one */
   char path[1100];
+  char *row; /* [O * 52] the last row's values as text, row_n bytes */
+  size_t row_n;
+  double *row_value; /* [O] the forecast it holds */
+  float *row_x;      /* [F] and its actual (row_actual: one) */
+  int row_actual;
   base_keymap_t seen; /* (series key) -> index in seen_off: what the topic holds already */
   char **seen_key;
   int64_t *seen_off; /* [n, 2]: per kind (next, eval) the highest source offset, -1 */

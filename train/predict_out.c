@@ -139,13 +139,25 @@ static ls_err_t write_row(predict_t *pr, int kind, const ls_series_info_t *si, i
   fprintf(f, "%s,", kind_names[kind == PREDICT_EVAL]);
   base_csv_field(f, si->key, si->key_len);
   fprintf(f, ",%d,%" PRId64 ",%" PRId64 ",%" PRId64, (int)si->partition, offset, time, step);
-  for (int j = 0; j < pr->O; j++)
-    fprintf(f, ",%.17g", value[j]);
-  for (int j = 0; j < pr->O; j++)
-    if (actual != NULL)
-      fprintf(f, ",%.9g", (double)actual[pr->p->feat[j]]);
-    else
-      fputc(',', f);
+  /* The values' text, kept: a replay's next and eval rows of a record are
+   * the same forecast (formatting them is most of a row's time). */
+  if (pr->row_n == 0 || memcmp(pr->row_value, value, (size_t)pr->O * sizeof *value) != 0 ||
+      (actual != NULL) != pr->row_actual ||
+      (actual != NULL && memcmp(pr->row_x, actual, (size_t)pr->F * sizeof *actual) != 0)) {
+    size_t const cap = (size_t)pr->O * 52;
+    size_t n = 0;
+    for (int j = 0; j < pr->O; j++)
+      n += (size_t)snprintf(pr->row + n, cap - n, ",%.17g", value[j]);
+    for (int j = 0; j < pr->O; j++)
+      n += actual != NULL
+               ? (size_t)snprintf(pr->row + n, cap - n, ",%.9g", (double)actual[pr->p->feat[j]])
+               : (size_t)snprintf(pr->row + n, cap - n, ",");
+    pr->row_n = n;
+    memcpy(pr->row_value, value, (size_t)pr->O * sizeof *value);
+    pr->row_actual = actual != NULL;
+    if (actual != NULL) memcpy(pr->row_x, actual, (size_t)pr->F * sizeof *actual);
+  }
+  fwrite(pr->row, 1, pr->row_n, f);
   fputc('\n', f);
   pr->rows++;
   LS_RETURN_IF(ferror(f), LS_ERR_IO, "cannot write --predictions-out %s: %s", pr->path,
@@ -193,6 +205,10 @@ static ls_err_t open_file(predict_t *pr, const int64_t *lengths, int world_was) 
     }
   int64_t const keep = lengths != NULL && same_names && rank < world_was ? lengths[rank] : 0;
   LS_FORWARD_IF_ERROR(cut_back(pr->path, keep));
+  pr->row = malloc((size_t)pr->O * 52); /* ",%.17g" and ",%.9g": 25 + 16 bytes at most */
+  pr->row_value = malloc((size_t)pr->O * sizeof *pr->row_value);
+  pr->row_x = malloc((size_t)pr->F * sizeof *pr->row_x);
+  LS_RETURN_IF(!pr->row || !pr->row_value || !pr->row_x, LS_ERR_NOMEM, "no memory for a row");
   pr->file = fopen(pr->path, keep > 0 ? "a" : "w");
   LS_RETURN_IF(pr->file == NULL, LS_ERR_IO, "cannot open --predictions-out %s: %s", pr->path,
                strerror(errno));
@@ -373,7 +389,7 @@ void predict_out_close(predict_t *pr) {
     free(pr->seen_key[i]);
   base_keymap_free(&pr->seen);
   free(pr->seen_key), free(pr->seen_off), free(pr->seen_open), free(pr->buf);
-  free(pr->back_from);
+  free(pr->back_from), free(pr->row), free(pr->row_value), free(pr->row_x);
 }
 
 /* Reads the topic back from `from` [n] (NULL: its start) for what this
