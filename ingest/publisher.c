@@ -12,6 +12,7 @@
  * committed again until it goes through. `held` (in + pending) is the
  * bound the caller waits on.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -300,6 +301,7 @@ static int take_in(ls_publisher_t *p, int *quit, int64_t *ask) {
 
 static void *publisher_main(void *arg) {
   ls_publisher_t *const p = arg;
+  pthread_setname_np(pthread_self(), "ls-publisher");
   for (;;) {
     int quit = 0;
     int64_t ask = 0;

@@ -131,6 +131,16 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   partition gives batch/partitions (at least 1) (8)
  *   replay_memory   windows remembered over all partitions: each keeps
  *                   its newest memory/partitions (at least 16) (256)
+ *   predictions_topic  publish forecasts to this topic; empty = none  ("")
+ *   predictions_out    write them to this CSV file (FILE.rankN with several
+ *                   ranks); empty = none                      ("")
+ *   predictions     next | eval | next,eval | none: after every record the
+ *                   forecast of the series' next record; the test-then-
+ *                   train forecasts behind the loss          (next)
+ *   predictions_commit_ms  a transaction of the topic commits at most this
+ *                   long after its first forecast             (100)
+ *   predictions_buffer  forecasts held for the topic (an outage); then
+ *                   training waits for room                   (1048576)
  *
  * Snapshots. With snapshot_dir, the trainer writes snapshots in the
  * background (the step loop only copies the model, the series states and
@@ -142,6 +152,12 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * due while the previous is still being written is skipped and counted.
  * After a snapshot commits, its offsets are also committed to the consumer
  * group (for Kafka's lag tools; lstream resumes from snapshots only).
+ *
+ * Forecasts going out (predictions_topic, predictions_out; train/predict.h
+ * says what they are). With snapshot_dir, each (series, source offset,
+ * kind) reaches the topic once, also across kills: a snapshot commits only
+ * once the forecasts made before it are committed, and a resumed run reads
+ * the topic back to leave out what the killed run published after it.
  *
  * Replicas. Under mpirun every rank runs a trainer: rank r reads the
  * partitions p with p % world == r (and so owns their series and states),
