@@ -77,7 +77,7 @@ typedef struct window_node_s {
   char key[LS_KEY_MAX + 1];
   float *x;       /* [T+1, F] */
   float *mask;    /* [T] */
-  int64_t *times;   /* [T+1] */
+  int64_t *times; /* [T+1] */
   int64_t *offsets; /* [T+1] */
 } window_node_t;
 

@@ -187,8 +187,7 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
     window_node_t *const head = part != NULL ? part->head : ing->head;
     int const ended = part != NULL ? part->ended : ing->at_end;
     int const tapped = part == NULL && atomic_load(&ing->tap_n) > 0;
-    if (head != NULL || ended || tapped || ing->err != LS_OK || timeout_ms == 0 || timed_out)
-      break;
+    if (head != NULL || ended || tapped || ing->err != LS_OK || timeout_ms == 0 || timed_out) break;
     if (part != NULL && ing->waiting != (int)(part - ing->parts)) {
       ing->waiting = (int)(part - ing->parts);
       pthread_cond_broadcast(&ing->room); /* a consumer paused on memory re-checks */

@@ -452,8 +452,8 @@ ls_err_t ls_publisher_new(const ls_publisher_conf_t *c, ls_publisher_t **out) {
     rd_kafka_resp_err_t const kerr =
         rd_kafka_query_watermark_offsets(p->rk, c->topic, q, &lo, &p->next[q], c->timeout_ms);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR)
-      err = ls_error_set(LS_ERR_KAFKA, "topic '%s' partition %d: its high watermark: %s",
-                         c->topic, (int)q, rd_kafka_err2str(kerr));
+      err = ls_error_set(LS_ERR_KAFKA, "topic '%s' partition %d: its high watermark: %s", c->topic,
+                         (int)q, rd_kafka_err2str(kerr));
   }
   if (err == LS_OK) {
     p->started = pthread_create(&p->thread, NULL, publisher_main, p) == 0;

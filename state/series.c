@@ -196,9 +196,12 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
   size_t const i = (size_t)slot;
-  *out = (ls_series_stats_t){t->norm_n + i, t->norm + i * (size_t)t->F * LS_NORM_STATS,
-                             t->errors + i * (size_t)t->O * 2, t->serve + i * LS_SERVE_FIELDS,
-                             t->pending + i * (size_t)t->O, t->tail + i * (size_t)t->F};
+  *out = (ls_series_stats_t){t->norm_n + i,
+                             t->norm + i * (size_t)t->F * LS_NORM_STATS,
+                             t->errors + i * (size_t)t->O * 2,
+                             t->serve + i * LS_SERVE_FIELDS,
+                             t->pending + i * (size_t)t->O,
+                             t->tail + i * (size_t)t->F};
   return LS_OK;
 }
 

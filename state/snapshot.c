@@ -331,9 +331,11 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
   LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
   LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
   LS_RETURN_IF(s->stats_F == 0, LS_ERR_STATE, "the snapshot holds no host-side series state");
-  *out = (ls_series_stats_t){s->norm_n + i, s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
+  *out = (ls_series_stats_t){s->norm_n + i,
+                             s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
                              s->errors + i * (size_t)s->stats_O * 2,
-                             s->serve + i * LS_SERVE_FIELDS, s->pending + i * (size_t)s->stats_O,
+                             s->serve + i * LS_SERVE_FIELDS,
+                             s->pending + i * (size_t)s->stats_O,
                              s->tail + i * (size_t)s->stats_F};
   return LS_OK;
 }

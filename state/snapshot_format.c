@@ -10,10 +10,9 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",      "meta",   "model",       "optimizer",
-                                      "keys",   "counts", "states",      "partitions",
-                                      "shards", "norm",   "calibration", "memory",
-                                      "serve",  "predict"};
+  static const char *const names[] = {"?",           "meta",   "model",      "optimizer", "keys",
+                                      "counts",      "states", "partitions", "shards",    "norm",
+                                      "calibration", "memory", "serve",      "predict"};
   return id <= SNAP_PREDICT ? names[id] : names[0];
 }
 

@@ -78,8 +78,8 @@ static ls_err_t consume(prep_t *p, int64_t *n, double *stats, const float *x) {
   return ls_norm_consume(&p->norm, p->F, n, stats, x, NULL);
 }
 
-ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, const float *x, float *in,
-                     double *base, double *scale) {
+ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, const float *x, float *in, double *base,
+                     double *scale) {
   int const F = p->F;
   LS_FORWARD_IF_ERROR(consume(p, n, stats, x));
   memcpy(in, p->level, (size_t)F * sizeof *in);
@@ -123,8 +123,8 @@ ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *
       continue;
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
-    LS_FORWARD_IF_ERROR(prep_record(p, st->norm_n, st->norm, cur, p->x + r * I,
-                                    p->base + r * O, p->scale + r * O));
+    LS_FORWARD_IF_ERROR(
+        prep_record(p, st->norm_n, st->norm, cur, p->x + r * I, p->base + r * O, p->scale + r * O));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */

@@ -151,8 +151,8 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
    * within buffer_records over all partitions (the same on every rank). */
   int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
   int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
-  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,    tr->v.P, tr->B, tr->quota, K,
-                           c->until,  c->deadline_ms, on_idle,      tr};
+  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,    tr->v.P, tr->B, tr->quota,
+                           K,         c->until,     c->deadline_ms, on_idle, tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));
@@ -312,7 +312,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr == NULL) return;
   steps_free(tr->steps);          /* gives back the windows it holds */
   train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
-  predict_free(tr->v.pred);        /* before the engine, which holds its serving states */
+  predict_free(tr->v.pred);       /* before the engine, which holds its serving states */
   ls_ingest_destroy(tr->v.ing);
   ls_series_table_destroy(tr->v.series);
   comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */
@@ -408,7 +408,8 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
       LS_FORWARD_IF_ERROR(replay_push(tr->v.rep, w->partition, p, b, tr->h0, tr->c0));
   }
   if (tr->v.pred != NULL) /* after backward: its serving forwards reuse the engine */
-    LS_FORWARD_IF_ERROR(predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->sum.steps, tr->stop));
+    LS_FORWARD_IF_ERROR(
+        predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->sum.steps, tr->stop));
   steps_release(tr->steps, n);
   v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   return LS_OK;
@@ -601,8 +602,8 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
   double v[10] = {(double)out->series,  (double)out->rejected, out->wait_s,
-                  out->comm_s,          (double)pc.next,        (double)pc.eval,
-                  (double)pc.published, (double)pc.skipped,     (double)pc.rows,
+                  out->comm_s,          (double)pc.next,       (double)pc.eval,
+                  (double)pc.published, (double)pc.skipped,    (double)pc.rows,
                   (double)pc.waits};
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, 10));
   out->series = (int64_t)v[0];

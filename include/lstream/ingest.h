@@ -407,9 +407,9 @@ LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
  * window of any partition, in arrival order; with tap on, it returns
- * LS_NEXT_RECORDS as soon as records wait for ls_ingest_records. A failure of the consumer thread (a fatal Kafka error,
- * an offset out of range, a memory bound too small for the series' partial windows) is returned
- * here, with its message, once the queue is empty. */
+ * LS_NEXT_RECORDS as soon as records wait for ls_ingest_records. A failure of the consumer thread
+ * (a fatal Kafka error, an offset out of range, a memory bound too small for the series' partial
+ * windows) is returned here, with its message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                                const ls_window_t **win);
 
@@ -423,8 +423,8 @@ LS_API ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, in
 
 /* One accepted record as the tap hands it out (ls_ingest_records). */
 typedef struct ls_tap_record_s {
-  int64_t series;    /* the consumer's id of its series, as in its windows */
-  const char *key;   /* the series' key, NUL-terminated (valid as long as the consumer) */
+  int64_t series;  /* the consumer's id of its series, as in its windows */
+  const char *key; /* the series' key, NUL-terminated (valid as long as the consumer) */
   size_t key_len;
   int32_t partition;
   int64_t offset;

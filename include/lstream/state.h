@@ -133,10 +133,10 @@ typedef struct ls_series_stats_s {
  * it awaits the series' next record (its actual), and the time of tail.
  * Zero: none. */
 enum {
-  LS_SERVE_SERVED = 0,  /* 1 + the offset of the record its last forecast followed; 0 none */
-  LS_SERVE_PENDING = 1, /* 1 + that forecast's source offset while it awaits its actual; 0 none */
-  LS_SERVE_TIME = 2,    /* its source record's event time (ms) */
-  LS_SERVE_STEP = 3,    /* the model step that made it */
+  LS_SERVE_SERVED = 0,    /* 1 + the offset of the record its last forecast followed; 0 none */
+  LS_SERVE_PENDING = 1,   /* 1 + that forecast's source offset while it awaits its actual; 0 none */
+  LS_SERVE_TIME = 2,      /* its source record's event time (ms) */
+  LS_SERVE_STEP = 3,      /* the model step that made it */
   LS_SERVE_TAIL_TIME = 4, /* the event time of the record in tail (ms), -1 unknown */
   LS_SERVE_FIELDS = 5
 };
