@@ -21,6 +21,11 @@
 #   outage    live, the broker taken down and brought back while forecasts
 #             go out: none lost, none twice
 #   bad_topic a predictions topic that cannot be written fails at start
+#   evict     a replay with --max-series 60 over 300 keys in 3 waves (the
+#             series table's slots move as series are evicted): every
+#             target's eval forecast and next forecasts of every record
+#             but the evicted series' last, each once, each bit for bit
+#             the forecast of a run without the bound
 set -euo pipefail
 lstream=$1
 case_name=$2
@@ -79,6 +84,35 @@ EOF
 }
 
 case "$case_name" in
+evict)
+  start --topic ev:2 --topic preds:2 --topic ref:2
+  t0=1700000000000
+  for w in 0 1 2; do
+    for k in $(seq 0 99); do
+      for i in $(seq 0 8); do
+        echo "W${w}K$k,$((t0 + w * 100000 + k * 10 + i)),$((k + i)).5"
+      done
+    done
+  done >"$work/ev.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic ev --csv "$work/ev.csv" >/dev/null
+  ev=(train --brokers "$bootstrap" --topic ev --features 1 --window 4 --batch 16 --hidden 4
+    --threads 1 --quiet --until end --predictions next,eval)
+  # Without a bound: the same model (an evicted series is done), every
+  # forecast the bounded run makes.
+  run ref "$lstream" "${ev[@]}" --predictions-topic ref
+  run ev "$lstream" "${ev[@]}" --max-series 60 --predictions-topic preds
+  grep -E '^(predictions|series)' "$work/ev.out"
+  # 300 series x 8 targets; next: after each window input (8 a series)
+  # and the last record of the 60 series held at the end.
+  [ "$(field "$work/ev.out" series evicted_states)" = 240 ] || fail "not 240 series evicted"
+  [ "$(field "$work/ev.out" predictions eval)" = 2400 ] || fail "not 2400 eval forecasts"
+  [ "$(field "$work/ev.out" predictions next)" = 2460 ] || fail "not 2460 next forecasts"
+  [ "$(field "$work/ev.out" predictions published)" = 4860 ] || fail "not 4860 published"
+  $check "$bootstrap" ev preds --features 1 --within ref >"$work/check.out" ||
+    fail "the predictions topic is wrong"
+  cat "$work/check.out"
+  grep -q '^predictions_check: 4860 forecasts' "$work/check.out" || fail "not 4860 in the topic"
+  ;;
 replay)
   start --topic preds:3
   produce --series 12 --records-per-series 120

@@ -14,6 +14,7 @@ kind). Options:
                                record but each series' last an eval one
   --same-as TOPIC              the values equal TOPIC's, bit for bit, forecast
                                by forecast (an uninterrupted run's)
+  --within TOPIC               each forecast is in TOPIC too, bit for bit
   --file CSV                   the predictions file holds the same forecasts
                                (the topic's values are its, as the format
                                rounds them), and its rows' actual values are
@@ -106,6 +107,7 @@ def main():
     ap.add_argument('--format', default='f32')
     ap.add_argument('--expect', default='')
     ap.add_argument('--same-as')
+    ap.add_argument('--within')
     ap.add_argument('--file')
     ap.add_argument('--summary')
     a = ap.parse_args()
@@ -152,6 +154,12 @@ def main():
             if raw != ref[k][2] or h['lstream-step'] != ref[k][1]['lstream-step']:
                 fail(f'forecast {k}: {fc[k][0]} (step {h["lstream-step"]}), the uninterrupted '
                      f'run\'s {ref[k][0]} (step {ref[k][1]["lstream-step"]})')
+    if a.within:
+        ref = forecasts(read_topic(a.brokers, a.within), len(targets), a.format)
+        for k, (_, h, raw) in fc.items():
+            if k not in ref or raw != ref[k][2]:
+                fail(f'forecast {k}: {fc[k][0]}, {a.within} holds '
+                     f'{ref[k][0] if k in ref else "none"}')
     if a.file:
         check_file(a, fc, src, series, targets)
     print(f'predictions_check: {len(fc)} forecasts ({dict(kinds)}), each once, of '
