@@ -1,10 +1,10 @@
 /*
- * The embedded broker (include/lstream/ingest.h, "Embedded broker"):
+ * The embedded broker (include/lstream/produce.h, "Embedded broker"):
  * librdkafka's mock cluster hosted on a helper producer handle, as in
  * librdkafka's tests/0009-mock_cluster.c, plus an optional fixed bootstrap
  * port through a loopback relay (ingest/relay.h).
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,20 +94,6 @@ const char *ls_broker_bootstrap(const ls_broker_t *broker) {
 
 /* ------------------------------------------------------------------------ */
 
-/* Kafka's rule for topic names: 1..249 of [a-zA-Z0-9._-]. */
-static ls_err_t broker_check_topic(const char *topic) {
-  LS_RETURN_IF(topic == NULL || topic[0] == '\0', LS_ERR_INVALID_ARG, "topic name is empty");
-  size_t const len = strlen(topic);
-  LS_RETURN_IF(len > 249, LS_ERR_INVALID_ARG, "topic name '%.40s...' is %zu characters (max 249)",
-               topic, len);
-  size_t const bad =
-      strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
-  LS_RETURN_IF(bad != len, LS_ERR_INVALID_ARG,
-               "topic name '%s' has '%c' at %zu (Kafka allows letters, digits, '.', '_', '-')",
-               topic, topic[bad], bad);
-  return LS_OK;
-}
-
 static ls_err_t broker_check_id(const ls_broker_t *broker, int broker_id) {
   LS_RETURN_IF(broker_id < 1 || broker_id > broker->n_brokers, LS_ERR_INVALID_ARG,
                "broker id %d does not exist (this cluster has ids 1..%d)", broker_id,
@@ -124,7 +110,7 @@ static ls_err_t broker_result(rd_kafka_resp_err_t rerr, const char *what) {
 
 ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions) {
   LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_topic_create: broker is NULL");
-  LS_FORWARD_IF_ERROR(broker_check_topic(topic));
+  LS_FORWARD_IF_ERROR(kafka_check_topic(topic));
   LS_RETURN_IF(partitions < 1 || partitions > LS_BROKER_MAX_PARTITIONS, LS_ERR_INVALID_ARG,
                "topic '%s': %d partitions is out of range (1..%d)", topic, partitions,
                LS_BROKER_MAX_PARTITIONS);
@@ -150,7 +136,7 @@ ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id) {
 ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,
                               int broker_id) {
   LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_set_leader: broker is NULL");
-  LS_FORWARD_IF_ERROR(broker_check_topic(topic));
+  LS_FORWARD_IF_ERROR(kafka_check_topic(topic));
   LS_RETURN_IF(partition < 0, LS_ERR_INVALID_ARG, "partition %d of topic '%s' is negative",
                partition, topic);
   if (broker_id != -1) LS_FORWARD_IF_ERROR(broker_check_id(broker, broker_id));

@@ -38,6 +38,7 @@ static const base_key_t keys[] = {
     {"reset.gap.ms", NULL, F(reset_gap_ms), BASE_V_I64(0, (double)(INT64_MAX / 4))},
     {"series.idle.ms", NULL, F(series_idle_ms), BASE_V_I64(0, (double)(INT64_MAX / 4))},
     {"max.series", NULL, F(max_series), BASE_V_I64(0, (double)(INT64_MAX / 4))},
+    {"tap", NULL, F(tap), BASE_V_CHOICE(bools)},
     {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
     {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
     {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},

@@ -177,6 +177,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
     ing->warn[k].last_ms = -1;
   ing->waiting = -1;
   atomic_init(&ing->queued, 0);
+  atomic_init(&ing->tap_n, 0);
   atomic_init(&ing->stop, 0);
   ls_err_t err = copy_conf(ing, conf);
   if (err == LS_OK) err = ls_windower_new(&ing->w, ing->s.format, ing->s.features, ing->s.window);
@@ -254,6 +255,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   free_nodes(ing->head);
   free_nodes(ing->out);
   free_nodes(ing->pool);
+  consumer_tap_free(ing);
   ls_windower_destroy(ing->w);
   free(ing->batch);
   free(ing->part_of_id);

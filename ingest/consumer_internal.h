@@ -14,6 +14,8 @@
  *   consumer_watch.c   the watch: a thread asking the partitions' leaders for
  *                      their high watermarks (connection, lag)
  *   consumer_inflight.c  what a snapshot keeps of a partition (ls_ingest_inflight)
+ *   consumer_tap.c     the tap: accepted records handed to the trainer as
+ *                      they come (ls_ingest_records), for live forecasts
  *   consumer.c         creation, the thread, the public calls that remain
  *
  * Threads. The consumer thread owns the librdkafka handles, the windower and
@@ -115,6 +117,15 @@ typedef struct consumer_watch_s {
   char error[160];
 } consumer_watch_t;
 
+/* The tap's records (consumer_tap.c): two of these, one the consumer
+ * fills and one handed out, swapped by ls_ingest_records. */
+typedef struct tap_buf_s {
+  ls_tap_record_t *rec; /* [cap]; x and key set when handed out */
+  float *x;             /* [cap, F] */
+  char *keys;           /* [cap, LS_KEY_MAX + 1] copies: an evicted series' key is freed */
+  int64_t n, cap;
+} tap_buf_t;
+
 /* Kinds of rate-limited warning: one per rejection reason, then these. */
 enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN__COUNT };
 
@@ -160,6 +171,8 @@ struct ls_ingest_s {
   int64_t n_pool;
   int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
   atomic_int_fast64_t queued;
+  tap_buf_t tap_fill, tap_out; /* the tap: filled by the consumer, handed out */
+  atomic_int_fast64_t tap_n;   /* records in tap_fill (memory) */
   atomic_int stop;
   int at_end;
   ls_err_t err;
@@ -255,6 +268,17 @@ int consumer_dispatch(ls_ingest_t *ing, rd_kafka_message_t *m);
 /* Work that waits on the trainer: messages held back, partitions to
  * resume, partial windows to queue. Returns 0 or -1. */
 int consumer_service(ls_ingest_t *ing);
+
+/* ------------------------------------------------------------------------ */
+/* consumer_tap.c                                                            */
+
+/* Hands the record the windower just accepted to the tap. Returns 0, or
+ * -1 when out of memory (the failure recorded). */
+int consumer_tap_push(ls_ingest_t *ing, const ls_windower_record_t *r, int32_t partition,
+                      int64_t offset, int64_t time);
+
+/* Frees the tap's buffers. */
+void consumer_tap_free(ls_ingest_t *ing);
 
 /* ------------------------------------------------------------------------ */
 /* consumer_watch.c                                                          */

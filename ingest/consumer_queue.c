@@ -106,6 +106,7 @@ static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
  * on a partition that has nothing queued and has not ended. Caller holds
  * lock. */
 static int stuck_locked(const ls_ingest_t *ing) {
+  if (atomic_load(&ing->tap_n) > 0) return 0; /* the trainer takes the tap's records */
   if (atomic_load(&ing->queued) == 0) return 1;
   if (ing->waiting < 0) return 0;
   const part_t *const w = &ing->parts[ing->waiting];
@@ -185,7 +186,8 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
   for (;;) {
     window_node_t *const head = part != NULL ? part->head : ing->head;
     int const ended = part != NULL ? part->ended : ing->at_end;
-    if (head != NULL || ended || ing->err != LS_OK || timeout_ms == 0 || timed_out) break;
+    int const tapped = part == NULL && atomic_load(&ing->tap_n) > 0;
+    if (head != NULL || ended || tapped || ing->err != LS_OK || timeout_ms == 0 || timed_out) break;
     if (part != NULL && ing->waiting != (int)(part - ing->parts)) {
       ing->waiting = (int)(part - ing->parts);
       pthread_cond_broadcast(&ing->room); /* a consumer paused on memory re-checks */
@@ -204,6 +206,8 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
     err = ls_error_set(ing->err, "%s", ing->errmsg);
   } else if (part != NULL ? part->ended : ing->at_end) {
     *what = LS_NEXT_END;
+  } else if (part == NULL && atomic_load(&ing->tap_n) > 0) {
+    *what = LS_NEXT_RECORDS;
   }
   pthread_mutex_unlock(&ing->lock);
   return err;

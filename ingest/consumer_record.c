@@ -99,7 +99,7 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     consumer_part_finish(ing, part);
     return 0;
   }
-  if (consumer_make_room(ing, 2) != 0) return -1;
+  if (consumer_make_room(ing, ing->s.tap ? 3 : 2) != 0) return -1;
   part->next = m->offset + 1;
   rd_kafka_timestamp_type_t ts_type;
   int64_t const ts = rd_kafka_message_timestamp(m, &ts_type);
@@ -121,6 +121,12 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     return -1;
   }
   if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
+  if (r == LS_REJECT_NONE && ing->s.tap) { /* before its window is queued */
+    ls_windower_record_t acc;
+    ls_windower_last(ing->w, &acc);
+    if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, timestamp) != 0)
+      return -1;
+  }
   if (win != NULL && consumer_enqueue(ing, part, win) != 0) return -1;
   if (win == NULL) consumer_track_peak(ing);
   if (part->next >= part->end) consumer_part_finish(ing, part);

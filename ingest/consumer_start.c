@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "consumer_internal.h"
+#include "window.h" /* the windower's series: a restored one's id, for the tap */
 
 /* ------------------------------------------------------------------------ */
 /* Start positions                                                           */
@@ -94,6 +95,22 @@ static ls_err_t enqueue_restored(void *opaque, const ls_window_t *win) {
 
 /* Restores the conf's series in flight of our partitions into the
  * windower; the windows they complete are queued. */
+/* With the tap on: the rows of a restored series, as if read again (the
+ * trainer takes them before the windows they complete). */
+static ls_err_t tap_restored(ls_ingest_t *ing, const ls_inflight_t *in) {
+  const series_t *const s = (const series_t *)window_table_find(
+      &ing->w->series, base_key_hash(in->key, in->key_len), in->key, in->key_len);
+  LS_RETURN_IF(s == NULL, LS_ERR_STATE, "restored series '%.*s' not in the windower",
+               (int)in->key_len, in->key);
+  for (int r = 0; r < in->rows; r++) {
+    ls_windower_record_t const rec = {s->id, in->key, in->key_len,
+                                      in->x + (size_t)r * (size_t)ing->s.features};
+    LS_RETURN_IF(consumer_tap_push(ing, &rec, in->partition, in->offsets[r], in->times[r]) != 0,
+                 LS_ERR_NOMEM, "no memory for the restored records in the tap");
+  }
+  return LS_OK;
+}
+
 static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   if (conf->n_restores == 0) return LS_OK;
   LS_RETURN_IF(conf->restore_F != ing->s.features, LS_ERR_INVALID_ARG,
@@ -112,7 +129,8 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     mine[n].times = conf->row_times + r->row_at;
     mine[n++].x = conf->row_x + r->row_at * F;
   }
-  ls_err_t const err = ls_windower_restore(ing->w, mine, n, enqueue_restored, ing);
+  ls_err_t err = ls_windower_restore(ing->w, mine, n, enqueue_restored, ing);
+  for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++) err = tap_restored(ing, &mine[i]);
   free(mine);
   return err;
 }

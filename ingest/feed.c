@@ -1,5 +1,5 @@
 /*
- * The synthetic feed's generators, in memory (include/lstream/ingest.h,
+ * The synthetic feed's generators, in memory (include/lstream/produce.h,
  * "Synthetic feed"). Randomness is counter-based: every draw hashes (seed,
  * series, step, stream) with splitmix64's finalizer, so a value depends on
  * its coordinates only. ar2 and regime keep the last two values (and the
@@ -17,7 +17,7 @@
  *           turbulent (d = -0.02, v = 3 noise), starts at random and switches
  *           with probability 0.02 per step. Not stationary, by design.
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include "base/digest.h"
 

@@ -5,6 +5,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
 
 ls_err_t kafka_conf_apply(rd_kafka_conf_t *conf, const char *const *settings, int n) {
   LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "Kafka configuration is NULL");
@@ -30,6 +33,73 @@ ls_err_t kafka_conf_apply(rd_kafka_conf_t *conf, const char *const *settings, in
     LS_RETURN_IF(res != RD_KAFKA_CONF_OK, LS_ERR_INVALID_ARG, "Kafka setting '%s': %s", kv, errstr);
   }
   return LS_OK;
+}
+
+ls_err_t kafka_conf_new(const char *brokers, const char *const *extra, int n_extra,
+                        const char *const *settings, int n_settings, rd_kafka_conf_t **out) {
+  *out = NULL;
+  rd_kafka_conf_t *const k = rd_kafka_conf_new();
+  char servers[600];
+  snprintf(servers, sizeof servers, "bootstrap.servers=%s", brokers);
+  const char *const first[] = {servers};
+  ls_err_t err = kafka_conf_apply(k, first, 1);
+  if (err == LS_OK) err = kafka_conf_apply(k, extra, n_extra);
+  if (err == LS_OK) err = kafka_conf_apply(k, settings, n_settings);
+  if (err != LS_OK) {
+    rd_kafka_conf_destroy(k);
+    return err;
+  }
+  *out = k;
+  return LS_OK;
+}
+
+/* Kafka's rule for topic names: 1..249 of [a-zA-Z0-9._-]. */
+ls_err_t kafka_check_topic(const char *topic) {
+  LS_RETURN_IF(topic == NULL || topic[0] == '\0', LS_ERR_INVALID_ARG, "topic name is empty");
+  size_t const len = strlen(topic);
+  LS_RETURN_IF(len > 249, LS_ERR_INVALID_ARG, "topic name '%.40s...' is %zu characters (max 249)",
+               topic, len);
+  size_t const bad =
+      strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+  LS_RETURN_IF(bad != len, LS_ERR_INVALID_ARG,
+               "topic name '%s' has '%c' at %zu (Kafka allows letters, digits, '.', '_', '-')",
+               topic, topic[bad], bad);
+  return LS_OK;
+}
+
+/* Whether md lists one topic with partitions, each with a leader when
+ * `leaders`: NO_ERROR, or what is wrong. */
+static rd_kafka_resp_err_t metadata_ready(const struct rd_kafka_metadata *md, int leaders) {
+  if (md->topic_cnt != 1) return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+  const struct rd_kafka_metadata_topic *const t = &md->topics[0];
+  if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) return t->err;
+  if (t->partition_cnt < 1) return RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+  for (int i = 0; leaders && i < t->partition_cnt; i++)
+    if (t->partitions[i].err != RD_KAFKA_RESP_ERR_NO_ERROR || t->partitions[i].leader < 0)
+      return t->partitions[i].err != RD_KAFKA_RESP_ERR_NO_ERROR
+                 ? t->partitions[i].err
+                 : RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                        int leaders, int32_t *partitions) {
+  double const deadline = base_now_s() + timeout_ms / 1000.0;
+  rd_kafka_resp_err_t last = RD_KAFKA_RESP_ERR__TIMED_OUT;
+  for (;;) {
+    int const left_ms = (int)((deadline - base_now_s()) * 1000.0);
+    if (left_ms <= 0) return last;
+    const struct rd_kafka_metadata *md = NULL;
+    last = rd_kafka_metadata(rk, 0, rkt, &md, left_ms);
+    if (last == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      last = metadata_ready(md, leaders);
+      *partitions = md->topic_cnt == 1 ? md->topics[0].partition_cnt : 0;
+      rd_kafka_metadata_destroy(md);
+      if (last == RD_KAFKA_RESP_ERR_NO_ERROR) return last;
+    }
+    struct timespec const ts = {0, 100 * 1000 * 1000}; /* e.g. while a topic is created */
+    nanosleep(&ts, NULL);
+  }
 }
 
 void kafka_log_init(kafka_log_t *log) {

@@ -17,6 +17,21 @@
  * LS_ERR_INVALID_ARG (unknown property: LS_ERR_UNKNOWN_KEY) naming it. */
 ls_err_t kafka_conf_apply(rd_kafka_conf_t *conf, const char *const *settings, int n);
 
+/* Checks a topic name against Kafka's rule: 1..249 of [a-zA-Z0-9._-]. */
+ls_err_t kafka_check_topic(const char *topic);
+
+/* A new librdkafka configuration: bootstrap.servers=brokers, then extra
+ * [n_extra], then settings [n_settings] (later ones win). */
+ls_err_t kafka_conf_new(const char *brokers, const char *const *extra, int n_extra,
+                        const char *const *settings, int n_settings, rd_kafka_conf_t **out);
+
+/* Asks for topic rkt's metadata until it lists partitions (each with a
+ * leader, when `leaders`) or timeout_ms has passed (the cluster may still
+ * be creating the topic: LEADER_NOT_AVAILABLE); *partitions receives their
+ * count. Returns RD_KAFKA_RESP_ERR_NO_ERROR, or the last thing wrong. */
+rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                        int leaders, int32_t *partitions);
+
 /* The last warning or error librdkafka logged for one client handle.
  * librdkafka calls log callbacks from its own threads: access is locked. */
 typedef struct kafka_log_s {

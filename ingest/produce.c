@@ -1,11 +1,11 @@
 /*
- * Producing records (include/lstream/ingest.h, "Producing records"): a
+ * Producing records (include/lstream/produce.h, "Producing records"): a
  * librdkafka producer for one topic with delivery reports checked, and the
  * two things that drive it: the synthetic feed and CSV replay. Both go
  * through one send path (produce_run_*) that encodes, paces, reports
  * progress and flushes.
  */
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #include <errno.h>
 #include <math.h>
@@ -79,25 +79,14 @@ static void producer_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *op
   }
 }
 
-/* Asks for the topic's metadata until it has partitions or time runs out. */
+/* Waits for the topic's metadata (it may be being created). */
 static ls_err_t producer_wait_metadata(ls_producer_t *p) {
-  double const deadline = base_now_s() + PRODUCER_METADATA_TIMEOUT_S;
-  rd_kafka_resp_err_t last = RD_KAFKA_RESP_ERR_NO_ERROR;
-  for (;;) {
-    int const left_ms = (int)((deadline - base_now_s()) * 1000.0);
-    if (left_ms <= 0) break;
-    const struct rd_kafka_metadata *md = NULL;
-    last = rd_kafka_metadata(p->rk, 0, p->rkt, &md, left_ms);
-    if (last == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      last = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-      int const n = md->topic_cnt == 1 ? md->topics[0].partition_cnt : 0;
-      rd_kafka_metadata_destroy(md);
-      if (last == RD_KAFKA_RESP_ERR_NO_ERROR && n > 0) {
-        p->partitions = n;
-        return LS_OK;
-      }
-    }
-    sleep_seconds(0.1); /* e.g. LEADER_NOT_AVAILABLE while a topic is created */
+  int32_t n = 0;
+  rd_kafka_resp_err_t const last =
+      kafka_wait_metadata(p->rk, p->rkt, (int)(PRODUCER_METADATA_TIMEOUT_S * 1000), 0, &n);
+  if (last == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    p->partitions = n;
+    return LS_OK;
   }
   char logged[512];
   kafka_log_get(&p->log, logged, sizeof logged);

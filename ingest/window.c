@@ -459,6 +459,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     return LS_REJECT__COUNT;
   }
   *complete = NULL;
+  w->last = NULL;
   w->stats.records++;
   if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
 
@@ -484,8 +485,23 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   const ls_window_t *done = NULL; /* (a record that closes a window after a gap completes none) */
   window_accept_row(w, s, rec->offset, rec->timestamp, &done);
   if (done != NULL) *complete = done;
+  w->last = s; /* (eviction below spares s) */
   if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
   return LS_REJECT_NONE;
+}
+
+ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out) {
+  LS_RETURN_IF(w == NULL || out == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_last: w and out must not be NULL");
+  const series_t *const s = w->last;
+  if (s == NULL) {
+    *out = (ls_windower_record_t){-1, NULL, 0, NULL};
+    return LS_OK;
+  }
+  /* The record is the last row filled: count - 1 (the carry happens on the next push). */
+  *out = (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
+                                s->x + (size_t)(s->count - 1) * (size_t)w->F};
+  return LS_OK;
 }
 
 ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_window_t **win) {

@@ -73,6 +73,7 @@ struct ls_windower_s {
   int64_t *gap;        /* [2 (T+1)] offsets and times of a window closed by a gap */
   float *gap_x;        /* [T+1, F] its records */
   ls_window_stats_t stats;
+  const series_t *last; /* the series of the record the last push accepted, or NULL */
 };
 
 /* The item of key, or NULL. */

@@ -1,7 +1,8 @@
 /*
  * The series table (include/lstream/state.h): the ground floor's key->index
  * map from key to slot, per-slot bookkeeping, the states in engine memory,
- * and per slot the host-side state (normaliser, error sums) when kept.
+ * and per slot the host-side state (normaliser, error sums, forecasts going
+ * out) when kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,11 @@ struct ls_series_table_s {
   int64_t ticks;   /* activations so far */
   size_t high;     /* the most slots ever used: a slot below it is zeroed on reuse */
   float *zero_row; /* [L H] zeros, for a reused slot's states */
+  ls_series_evict_fn on_evict; /* told of each slot evicted, or NULL */
+  void *evict_opaque;
+  int64_t *serve;           /* [cap, LS_SERVE_FIELDS] */
+  double *pending;          /* [cap, O] */
+  double *tail;             /* [cap, F] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -80,6 +86,7 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
   free(t->norm_n), free(t->norm), free(t->errors), free(t->zero_row), free(t->parts);
+  free(t->serve), free(t->pending), free(t->tail);
   free(t);
 }
 
@@ -100,6 +107,9 @@ static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
   size_t const nf = (size_t)t->F * LS_NORM_STATS * sizeof(double);
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm_n, old, cap, sizeof(int64_t)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->norm, old, cap, nf));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->serve, old, cap, LS_SERVE_FIELDS * sizeof(int64_t)));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->pending, old, cap, (size_t)t->O * sizeof(double)));
+  LS_FORWARD_IF_ERROR(grow_zeroed(&t->tail, old, cap, (size_t)t->F * sizeof(double)));
   return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
@@ -190,6 +200,9 @@ static ls_err_t clear_slot(ls_series_table_t *t, size_t s) {
   memset(t->norm + s * (size_t)t->F * LS_NORM_STATS, 0,
          (size_t)t->F * LS_NORM_STATS * sizeof(double));
   memset(t->errors + s * (size_t)t->O * 2, 0, (size_t)t->O * 2 * sizeof(double));
+  memset(t->serve + s * LS_SERVE_FIELDS, 0, LS_SERVE_FIELDS * sizeof(int64_t));
+  memset(t->pending + s * (size_t)t->O, 0, (size_t)t->O * sizeof(double));
+  memset(t->tail + s * (size_t)t->F, 0, (size_t)t->F * sizeof(double));
   return LS_OK;
 }
 
@@ -332,9 +345,24 @@ static ls_err_t evict_slot(ls_series_table_t *t, int64_t s) {
       t->norm_n[s] = t->norm_n[last];
       memcpy(t->norm + (size_t)s * nf, t->norm + last * nf, nf * sizeof(double));
       memcpy(t->errors + (size_t)s * ne, t->errors + last * ne, ne * sizeof(double));
+      memcpy(t->serve + (size_t)s * LS_SERVE_FIELDS, t->serve + last * LS_SERVE_FIELDS,
+             LS_SERVE_FIELDS * sizeof(int64_t));
+      memcpy(t->pending + (size_t)s * (size_t)t->O, t->pending + last * (size_t)t->O,
+             (size_t)t->O * sizeof(double));
+      memcpy(t->tail + (size_t)s * (size_t)t->F, t->tail + last * (size_t)t->F,
+             (size_t)t->F * sizeof(double));
     }
   }
   t->count--;
+  return t->on_evict != NULL
+             ? t->on_evict(t->evict_opaque, s, (size_t)s != last ? (int64_t)last : -1)
+             : LS_OK;
+}
+
+ls_err_t ls_series_table_on_evict(ls_series_table_t *t, ls_series_evict_fn fn, void *opaque) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
+  t->on_evict = fn;
+  t->evict_opaque = opaque;
   return LS_OK;
 }
 
@@ -372,8 +400,25 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
   size_t const i = (size_t)slot;
-  *out = (ls_series_stats_t){t->norm_n + i, t->norm + i * (size_t)t->F * LS_NORM_STATS,
-                             t->errors + i * (size_t)t->O * 2};
+  *out = (ls_series_stats_t){t->norm_n + i,
+                             t->norm + i * (size_t)t->F * LS_NORM_STATS,
+                             t->errors + i * (size_t)t->O * 2,
+                             t->serve + i * LS_SERVE_FIELDS,
+                             t->pending + i * (size_t)t->O,
+                             t->tail + i * (size_t)t->F};
+  return LS_OK;
+}
+
+ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stats_t *src, int F,
+                              int O) {
+  LS_RETURN_IF(dst == NULL || src == NULL || F < 1 || O < 1, LS_ERR_INVALID_ARG,
+               "series stats copy: dst, src and a layout of F %d, O %d >= 1", F, O);
+  *dst->norm_n = *src->norm_n;
+  memcpy(dst->norm, src->norm, (size_t)F * LS_NORM_STATS * sizeof(double));
+  memcpy(dst->errors, src->errors, (size_t)O * 2 * sizeof(double));
+  memcpy(dst->serve, src->serve, LS_SERVE_FIELDS * sizeof(int64_t));
+  memcpy(dst->pending, src->pending, (size_t)O * sizeof(double));
+  memcpy(dst->tail, src->tail, (size_t)F * sizeof(double));
   return LS_OK;
 }
 
@@ -411,6 +456,9 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     d = base_fnv1a(d, t->norm + s * (size_t)t->F * LS_NORM_STATS,
                    (size_t)t->F * LS_NORM_STATS * sizeof(double));
     d = base_fnv1a(d, t->errors + s * (size_t)t->O * 2, (size_t)t->O * 2 * sizeof(double));
+    d = base_fnv1a(d, t->serve + s * LS_SERVE_FIELDS, LS_SERVE_FIELDS * sizeof(int64_t));
+    d = base_fnv1a(d, t->pending + s * (size_t)t->O, (size_t)t->O * sizeof(double));
+    d = base_fnv1a(d, t->tail + s * (size_t)t->F, (size_t)t->F * sizeof(double));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

@@ -39,6 +39,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->h), free(s->c);
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
+  free(s->serve), free(s->pending), free(s->tail), free(s->predict);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   snap_free_inflight(s);
   free(s);
@@ -52,6 +53,8 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->series = s->key_bytes = s->parts = 0;
   s->stats_F = s->stats_O = 0;
   s->has_calib = 0;
+  s->has_serve = 0;
+  s->predict_Q = s->predict_W = 0;
   s->mem_cap = s->mem_entry = 0;
   s->in_F = 0;
   s->in_series = s->in_key_bytes = s->in_rows = 0;
@@ -95,6 +98,12 @@ static ls_err_t reserve_optional(ls_snapshot_t *s) {
     LS_FORWARD_IF_ERROR(ensure(&s->norm_n, &s->have_norm_n, cs, sizeof(int64_t), "counts"));
     LS_FORWARD_IF_ERROR(ensure(&s->norm, &s->have_norm, cs, nf * sizeof(double), "normalisers"));
     LS_FORWARD_IF_ERROR(ensure(&s->errors, &s->have_errors, cs, ne * sizeof(double), "errors"));
+    LS_FORWARD_IF_ERROR(
+        ensure(&s->serve, &s->have_serve, cs, LS_SERVE_FIELDS * sizeof(int64_t), "forecasts"));
+    LS_FORWARD_IF_ERROR(ensure(&s->pending, &s->have_pending, cs,
+                               (size_t)s->stats_O * sizeof(double), "forecasts"));
+    LS_FORWARD_IF_ERROR(
+        ensure(&s->tail, &s->have_tail, cs, (size_t)s->stats_F * sizeof(double), "records"));
   }
   if (s->mem_cap > 0) {
     LS_RETURN_IF(s->mem_entry > SIZE_MAX / sizeof(float) / s->mem_cap, LS_ERR_NOMEM,
@@ -238,6 +247,9 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
     *st.norm_n = 0;
     memset(st.norm, 0, (size_t)s->stats_F * LS_NORM_STATS * sizeof(double));
     memset(st.errors, 0, (size_t)s->stats_O * 2 * sizeof(double));
+    memset(st.serve, 0, LS_SERVE_FIELDS * sizeof(int64_t));
+    memset(st.pending, 0, (size_t)s->stats_O * sizeof(double));
+    memset(st.tail, 0, (size_t)s->stats_F * sizeof(double));
   }
   return LS_OK;
 }
@@ -258,10 +270,7 @@ static ls_err_t copy_stats(ls_snapshot_t *s, size_t at, ls_series_table_t *tab, 
   ls_series_stats_t src, dst;
   LS_FORWARD_IF_ERROR(ls_series_table_stats(tab, slot, &src));
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, at, &dst));
-  *dst.norm_n = *src.norm_n;
-  memcpy(dst.norm, src.norm, (size_t)s->stats_F * LS_NORM_STATS * sizeof(double));
-  memcpy(dst.errors, src.errors, (size_t)s->stats_O * 2 * sizeof(double));
-  return LS_OK;
+  return ls_series_stats_copy(&dst, &src, s->stats_F, s->stats_O);
 }
 
 ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) {
@@ -322,6 +331,7 @@ ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *s, int features, int targets
                targets);
   s->stats_F = features;
   s->stats_O = targets;
+  s->has_serve = !none;
   return reserve_optional(s);
 }
 
@@ -334,8 +344,40 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
   LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
   LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
   LS_RETURN_IF(s->stats_F == 0, LS_ERR_STATE, "the snapshot holds no host-side series state");
-  *out = (ls_series_stats_t){s->norm_n + i, s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
-                             s->errors + i * (size_t)s->stats_O * 2};
+  *out = (ls_series_stats_t){s->norm_n + i,
+                             s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
+                             s->errors + i * (size_t)s->stats_O * 2,
+                             s->serve + i * LS_SERVE_FIELDS,
+                             s->pending + i * (size_t)s->stats_O,
+                             s->tail + i * (size_t)s->stats_F};
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_set_predict(ls_snapshot_t *s, const int64_t *from, int n_from,
+                                 const int64_t *lengths, int n_lengths) {
+  LS_RETURN_IF(s == NULL || n_from < 0 || n_lengths < 0 || (n_from > 0 && from == NULL) ||
+                   (n_lengths > 0 && lengths == NULL) || n_from > (1 << 20) ||
+                   n_lengths > (1 << 20),
+               LS_ERR_INVALID_ARG,
+               "ls_snapshot_set_predict: a snapshot and arrays of 0..2^20 values (%d, %d)", n_from,
+               n_lengths);
+  size_t const n = (size_t)n_from + (size_t)n_lengths;
+  if (n > 0) LS_FORWARD_IF_ERROR(grow_array(&s->predict, n, sizeof(int64_t), "offsets"));
+  if (n_from > 0) memcpy(s->predict, from, (size_t)n_from * sizeof(int64_t));
+  if (n_lengths > 0) memcpy(s->predict + n_from, lengths, (size_t)n_lengths * sizeof(int64_t));
+  s->predict_Q = n_from;
+  s->predict_W = n_lengths;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_get_predict(const ls_snapshot_t *s, const int64_t **from, int *n_from,
+                                 const int64_t **lengths, int *n_lengths) {
+  LS_RETURN_IF(s == NULL || from == NULL || n_from == NULL || lengths == NULL || n_lengths == NULL,
+               LS_ERR_INVALID_ARG, "ls_snapshot_get_predict: an argument is NULL");
+  LS_RETURN_IF(s->predict_Q + s->predict_W == 0, LS_ERR_STATE,
+               "the snapshot holds no forecasts' bookkeeping");
+  *from = s->predict, *n_from = s->predict_Q;
+  *lengths = s->predict + s->predict_Q, *n_lengths = s->predict_W;
   return LS_OK;
 }
 
@@ -482,5 +524,5 @@ ls_err_t ls_snapshot_get_file(const ls_snapshot_t *s, ls_snapshot_file_t *out) {
 
 void ls_snapshot_conf_init(ls_snapshot_conf_t *conf) {
   if (conf == NULL) return;
-  *conf = (ls_snapshot_conf_t){3, 0, 1, 3};
+  *conf = (ls_snapshot_conf_t){3, 0, 1, 3, 0};
 }

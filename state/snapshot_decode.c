@@ -61,7 +61,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
-  if (id < SNAP_META || id > SNAP_ACTIVITY || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+  if (id < SNAP_META || id > SNAP_PREDICT || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
   if (at != *next || stored > table_at - at)
     return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
@@ -90,6 +90,13 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    "\"LSTRSNAP\")",
                    name);
   uint32_t const version = snap_get_u32(d + 8);
+  if (version == 3)
+    return CORRUPT("%s: format version 3, written by an lstream that kept no forecasts going out "
+                   "(no serve or predict section) or no records in flight in the layout of "
+                   "version 4 (the two lines of version 3 differ); this build reads version %d "
+                   "only: train afresh (--resume none, or another --snapshot-dir) or resume with "
+                   "the lstream that wrote it",
+                   name, SNAP_VERSION);
   if (version == 2)
     return CORRUPT("%s: format version 2, written by an lstream that kept no records in flight "
                    "(its resume offsets stayed at a quiet series' oldest record, which retention "
@@ -280,6 +287,20 @@ static ls_err_t check_meta_inflight(const snap_file_t *f, const snap_meta_t *m) 
   return LS_OK;
 }
 
+/* The bytes m's content takes (row: L H floats, n parameters); in double:
+ * S * row may overflow 64 bits in a damaged file. */
+static double meta_content_bytes(const snap_meta_t *m, uint64_t row, size_t n) {
+  double const S = (double)m->series;
+  return S * (53.0 + 8.0 * (double)row) + (double)m->key_bytes +
+         S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
+         S * 8.0 * (LS_SERVE_FIELDS + m->stats_O + m->stats_F) * m->has_serve +
+         8.0 * ((double)m->predict_Q + (double)m->predict_W) +
+         (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
+         (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
+         (double)m->in_series * 57.0 + (double)m->in_key_bytes +
+         (double)m->in_rows * (16.0 + 4.0 * m->in_F);
+}
+
 static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limits_t *lim,
                           snap_meta_t *m) {
   uint8_t raw[SNAP_META_BYTES];
@@ -311,18 +332,15 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   LS_FORWARD_IF_ERROR(check_meta_inflight(f, m));
   if ((m->stats_F == 0) != (m->stats_O == 0) || m->stats_F > (1u << 16) ||
       m->stats_O > m->stats_F || (m->mem_cap == 0) != (m->mem_entry == 0) ||
-      m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model)
-    return CORRUPT("%s: meta: series state of %u features and %u targets, a memory of %llu "
-                   "entries of %llu floats, calibration %u are not possible",
-                   f->name, m->stats_F, m->stats_O, (unsigned long long)m->mem_cap,
-                   (unsigned long long)m->mem_entry, m->has_calib);
-  /* In double: S * row may overflow 64 bits in a damaged file. */
-  double const need = (double)S * (53.0 + 8.0 * (double)row) + (double)m->key_bytes +
-                      (double)S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
-                      (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
-                      (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
-                      (double)m->in_series * 57.0 + (double)m->in_key_bytes +
-                      (double)m->in_rows * (16.0 + 4.0 * m->in_F);
+      m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model ||
+      m->has_serve > (m->stats_F > 0) || m->predict_Q > (1u << 20) || m->predict_W > (1u << 20) ||
+      (m->predict_Q + m->predict_W > 0 && !m->has_model))
+    return CORRUPT("%s: meta: series state of %u features and %u targets (forecasts %u), a "
+                   "memory of %llu entries of %llu floats, calibration %u, forecasts' "
+                   "bookkeeping of %u and %u values are not possible",
+                   f->name, m->stats_F, m->stats_O, m->has_serve, (unsigned long long)m->mem_cap,
+                   (unsigned long long)m->mem_entry, m->has_calib, m->predict_Q, m->predict_W);
+  double const need = meta_content_bytes(m, row, n);
   if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
     return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
                    (unsigned long long)(lim->max_alloc ? lim->max_alloc : 1ull << 62));
@@ -337,6 +355,9 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .stats_F = (int)m->stats_F,
                           .stats_O = (int)m->stats_O,
                           .has_calib = (int)m->has_calib,
+                          .has_serve = (int)m->has_serve,
+                          .predict_Q = (int)m->predict_Q,
+                          .predict_W = (int)m->predict_W,
                           .mem_cap = (size_t)m->mem_cap,
                           .mem_entry = (size_t)m->mem_entry,
                           .in_F = (int)m->in_F,
@@ -396,6 +417,11 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
     if (s->norm_n[i] < 0)
       return CORRUPT("%s: norm: series %zu consumed %lld records", f->name, i,
                      (long long)s->norm_n[i]);
+  for (size_t i = 0; s->has_serve && i < s->series * LS_SERVE_FIELDS; i++)
+    if (s->serve[i] < 0 && i % LS_SERVE_FIELDS != LS_SERVE_TIME &&
+        i % LS_SERVE_FIELDS != LS_SERVE_TAIL_TIME) /* a time may be -1 */
+      return CORRUPT("%s: serve: series %zu holds %lld", f->name, i / LS_SERVE_FIELDS,
+                     (long long)s->serve[i]);
   for (size_t i = 0; s->mem_cap > 0 && i < s->parts; i++)
     if (s->mem_filled[i] < 0 || (uint64_t)s->mem_filled[i] > s->mem_cap || s->mem_next[i] < 0 ||
         (uint64_t)s->mem_next[i] >= s->mem_cap)
@@ -421,13 +447,19 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, in
   uint32_t ids[SNAP_SHARD_SECTIONS];
   int const n = snap_shard_ids(s, ids);
   for (int i = 0; i < n; i++) {
-    int const model =
-        ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER || ids[i] == SNAP_CALIBRATION;
+    int const model = ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER ||
+                      ids[i] == SNAP_CALIBRATION || ids[i] == SNAP_PREDICT;
     if (!(what & (model ? SNAP_DECODE_MODEL : SNAP_DECODE_SERIES))) continue;
     snap_section_spans_t const sec = snap_section_of(s, ids[i]);
     LS_FORWARD_IF_ERROR(decode_section(f, 1 + i, &sec, dec, lim));
   }
   if (!(what & SNAP_DECODE_SERIES)) return LS_OK;
+  if (s->stats_F > 0 && !s->has_serve) { /* no serve section: no forecast has gone out */
+    memset(s->serve, 0, s->series * LS_SERVE_FIELDS * sizeof *s->serve);
+    memset(s->pending, 0, s->series * (size_t)s->stats_O * sizeof *s->pending);
+    memset(s->tail, 0, s->series * (size_t)s->stats_F * sizeof *s->tail);
+    s->has_serve = 1;
+  }
   LS_FORWARD_IF_ERROR(index_keys(f, s));
   LS_FORWARD_IF_ERROR(snap_index_inflight(s, f->name));
   return check_values(f, s);
@@ -444,6 +476,7 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
   /* The layouts (whether or not the series are decoded: shards of one run
    * agree on them). */
   if (err == LS_OK) err = ls_snapshot_set_stats_shape(s, (int)m->stats_F, (int)m->stats_O);
+  s->has_serve = (int)m->has_serve; /* 0: no serve section, zeros once decoded */
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, (int)m->in_F);
   if (err == LS_OK && series)
@@ -461,6 +494,13 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
     err = zero && zk ? ls_snapshot_set_calibration(s, zero, zero + O, zk)
                      : ls_error_set(LS_ERR_NOMEM, "no memory for a calibration of %zu", O);
     free(zero), free(zk);
+  }
+  if (err == LS_OK && m->predict_Q + m->predict_W > 0 && (what & SNAP_DECODE_MODEL)) {
+    int64_t *const zero = calloc((size_t)m->predict_Q + m->predict_W, sizeof(int64_t));
+    err = zero != NULL ? ls_snapshot_set_predict(s, zero, (int)m->predict_Q, zero + m->predict_Q,
+                                                 (int)m->predict_W)
+                       : ls_error_set(LS_ERR_NOMEM, "no memory for the forecasts' bookkeeping");
+    free(zero);
   }
   if (err != LS_OK) {
     ls_snapshot_destroy(s);

@@ -39,6 +39,8 @@ ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf) {
                "shuffle is %d: 0 or 1", conf->shuffle);
   LS_RETURN_IF(conf->keep < 1, LS_ERR_INVALID_ARG, "keep %d: at least 1 snapshot is kept",
                conf->keep);
+  LS_RETURN_IF(conf->deferred != 0 && conf->deferred != 1, LS_ERR_INVALID_ARG,
+               "deferred is %d: 0 or 1", conf->deferred);
   return LS_OK;
 }
 

@@ -13,8 +13,9 @@ const char *snap_section_name(uint32_t id) {
   static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
                                       "keys",     "counts",        "states",      "partitions",
                                       "shards",   "norm",          "calibration", "memory",
-                                      "inflight", "inflight_rows", "activity"};
-  return id <= SNAP_ACTIVITY ? names[id] : names[0];
+                                      "inflight", "inflight_rows", "activity",    "serve",
+                                      "predict"};
+  return id <= SNAP_PREDICT ? names[id] : names[0];
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -84,6 +85,15 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
     return (snap_section_spans_t){
         id, 3, {{s->calib, O * 8, 0}, {s->calib + O, O * 8, 0}, {s->calib_k, O * 8, 0}}};
   }
+  case SNAP_SERVE:
+    return (snap_section_spans_t){id,
+                                  3,
+                                  {{s->serve, S * LS_SERVE_FIELDS * 8, 0},
+                                   {s->pending, S * (size_t)s->stats_O * 8, 0},
+                                   {s->tail, S * (size_t)s->stats_F * 8, 0}}};
+  case SNAP_PREDICT:
+    return (snap_section_spans_t){
+        id, 1, {{s->predict, ((size_t)s->predict_Q + (size_t)s->predict_W) * 8, 0}}};
   case SNAP_MEMORY:
     return (snap_section_spans_t){id,
                                   3,
@@ -125,8 +135,10 @@ int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   int n = 0;
   if (s->has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
   if (s->has_model && s->has_calib) ids[n++] = SNAP_CALIBRATION;
+  if (s->has_model && s->predict_Q + s->predict_W > 0) ids[n++] = SNAP_PREDICT;
   ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_ACTIVITY, ids[n++] = SNAP_STATES;
   if (s->stats_F > 0) ids[n++] = SNAP_NORM;
+  if (s->stats_F > 0 && s->has_serve) ids[n++] = SNAP_SERVE;
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
@@ -150,6 +162,7 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u32(m + 80, (uint32_t)s->stats_F);
   snap_put_u32(m + 84, (uint32_t)s->stats_O);
   snap_put_u32(m + 88, (uint32_t)(s->has_model && s->has_calib));
+  snap_put_u32(m + 92, (uint32_t)(s->stats_F > 0 && s->has_serve));
   snap_put_u64(m + 96, s->mem_cap);
   snap_put_u64(m + 104, s->mem_entry);
   snap_put_u32(m + 112, (uint32_t)s->in_F);
@@ -157,6 +170,8 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u64(m + 128, s->in_key_bytes);
   snap_put_u64(m + 136, s->in_rows);
   snap_put_u64(m + 144, (uint64_t)s->info.updates);
+  snap_put_u32(m + 152, (uint32_t)(s->has_model ? s->predict_Q : 0));
+  snap_put_u32(m + 156, (uint32_t)(s->has_model ? s->predict_W : 0));
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -173,11 +188,14 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u32(m + 80),
                        snap_get_u32(m + 84),
                        snap_get_u32(m + 88),
+                       snap_get_u32(m + 92),
                        snap_get_u64(m + 96),
                        snap_get_u64(m + 104),
                        snap_get_u32(m + 112),
                        snap_get_u64(m + 120),
                        snap_get_u64(m + 128),
                        snap_get_u64(m + 136),
-                       (int64_t)snap_get_u64(m + 144)};
+                       (int64_t)snap_get_u64(m + 144),
+                       snap_get_u32(m + 152),
+                       snap_get_u32(m + 156)};
 }

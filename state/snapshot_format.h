@@ -6,17 +6,17 @@
  * commit, load; snapshot_lock.c: one trainer per directory; snapshotter.c:
  * the background writer; safetensors.c: export). Not a public header.
  *
- * Format, version 3 (versions 1 and 2 are refused with a message saying
+ * Format, version 4 (versions 1 to 3 are refused with a message saying
  * why: 1 has no normaliser, calibration or replay memory; 2 has no records
- * in flight, its resume offsets pinned at a quiet series' oldest record).
- * Every integer little-endian (the build requires a little-endian host);
- * every checksum CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's record
- * batches).
+ * in flight, its resume offsets pinned at a quiet series' oldest record; 3
+ * has no forecasts going out, serve and predict sections). Every integer
+ * little-endian (the build requires a little-endian host); every checksum
+ * CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's record batches).
  *
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 3
+ *     8  version    u32 4
  *     12 kind       u32 1 = shard, 2 = manifest
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
@@ -55,15 +55,19 @@
  *                 n u64 (params); adam_steps i64; seed u64; fingerprint u64;
  *                 series S u64; partitions P u64; key_bytes u64;
  *                 (at 80) stats features F u32, stats targets G u32 (0, 0:
- *                 no norm section); has_calibration u32; reserved u32;
+ *                 no norm section); has_calibration u32; has_serve u32
+ *                 (1: a serve section, with norm);
  *                 memory cap M u64, memory entry E u64 (floats; 0, 0: no
  *                 memory section); (at 112) in-flight features FI u32 (0:
  *                 no in-flight sections), reserved u32, in-flight series Q
  *                 u64, their key bytes KQ u64, their rows R u64; updates
- *                 i64 (the trainer's, for the warm-up); 40 reserved bytes
+ *                 i64 (the trainer's, for the warm-up); (at 152) predict
+ *                 PQ u32, predict W u32 (0, 0: no predict section); 32
+ *                 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
  *  10 calibration spy f64 [O], spp f64 [O], k i64 [O]
+ *  16 predict     from i64 [PQ], lengths i64 [W] (ls_snapshot_set_predict)
  *   4 keys        key_len u8 [S], then the keys, each followed by a NUL
  *                 (key_bytes = sum(key_len + 1))
  *   5 counts      partition i32 [S], windows i64 [S], records i64 [S],
@@ -72,6 +76,8 @@
  *                 eviction: ls_series_info_t.active)
  *   6 states      h f32 [S, L, H], c f32 [S, L, H]
  *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
+ *  15 serve       serve i64 [S, 5], pending f64 [S, G], tail f64 [S, F]
+ *                 (ls_series_stats_t)
  *   7 partitions  partition i32 [P], offset i64 [P] (its next unread record)
  *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
  *  12 inflight    key_len u8 [Q], then the keys, each followed by a NUL,
@@ -100,14 +106,14 @@
 #endif
 
 enum {
-  SNAP_VERSION = 3,
+  SNAP_VERSION = 4,
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
   SNAP_HEADER_BYTES = 40,
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 192,
-  SNAP_SHARD_SECTIONS = 13, /* the most sections after meta */
+  SNAP_SHARD_SECTIONS = 15, /* the most sections after meta */
   SNAP_IN_META = 5,          /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
@@ -129,7 +135,9 @@ typedef enum snap_section_e {
   SNAP_MEMORY,
   SNAP_INFLIGHT,
   SNAP_INFLIGHT_ROWS,
-  SNAP_ACTIVITY
+  SNAP_ACTIVITY,
+  SNAP_SERVE,
+  SNAP_PREDICT
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -171,10 +179,17 @@ struct ls_snapshot_s {
   int64_t *norm_n;      /* [S] */
   double *norm;         /* [S, F, LS_NORM_STATS] */
   double *errors;       /* [S, O, 2] */
+  int has_serve;        /* with stats: serve and pending */
+  int64_t *serve;       /* [S, LS_SERVE_FIELDS] */
+  double *pending;      /* [S, O] */
+  double *tail;         /* [S, F] */
 
   int has_calib;    /* with the model: calibration per target of the shape's O */
   double *calib;    /* [2 O]: spy [O], then spp [O] */
   int64_t *calib_k; /* [O] */
+
+  int predict_Q, predict_W; /* with the model: the forecasts' bookkeeping (0, 0: none) */
+  int64_t *predict;         /* [Q + W]: from [Q], then lengths [W] */
 
   size_t parts, cap_parts;
   int32_t *part_id;     /* [P] */
@@ -198,7 +213,8 @@ struct ls_snapshot_s {
 
   /* Bytes allocated for the optional arrays above (they keep them across
    * resets, as the others keep their capacity). */
-  size_t have_norm_n, have_norm, have_errors, have_mem_filled, have_mem_next, have_mem;
+  size_t have_norm_n, have_norm, have_errors, have_serve, have_pending, have_tail, have_mem_filled,
+      have_mem_next, have_mem;
 
   ls_snapshot_file_t file; /* what it was loaded from */
 };
@@ -324,11 +340,12 @@ typedef struct snap_meta_s {
   uint64_t n;
   int64_t adam_steps;
   uint64_t seed, fingerprint, series, parts, key_bytes;
-  uint32_t stats_F, stats_O, has_calib;
+  uint32_t stats_F, stats_O, has_calib, has_serve;
   uint64_t mem_cap, mem_entry;
   uint32_t in_F;
   uint64_t in_series, in_key_bytes, in_rows;
   int64_t updates;
+  uint32_t predict_Q, predict_W;
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */

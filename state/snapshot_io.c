@@ -460,6 +460,9 @@ static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
   dst->n = src->n;
   dst->adam_steps = src->adam_steps;
   dst->has_model = src->has_model;
+  if (src->predict_Q + src->predict_W > 0)
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_predict(dst, src->predict, src->predict_Q,
+                                                src->predict + src->predict_Q, src->predict_W));
   if (!src->has_calib) return LS_OK;
   return ls_snapshot_set_calibration(dst, src->calib, src->calib + src->shape.output_size,
                                      src->calib_k);
@@ -479,9 +482,7 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
     ls_series_stats_t from, to;
     LS_FORWARD_IF_ERROR(ls_snapshot_series_stats((ls_snapshot_t *)part, i, &from));
     LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(dst, dst->series - 1, &to));
-    *to.norm_n = *from.norm_n;
-    memcpy(to.norm, from.norm, (size_t)part->stats_F * LS_NORM_STATS * sizeof(double));
-    memcpy(to.errors, from.errors, (size_t)part->stats_O * 2 * sizeof(double));
+    LS_FORWARD_IF_ERROR(ls_series_stats_copy(&to, &from, part->stats_F, part->stats_O));
   }
   /* Series in flight, with their partitions. */
   for (size_t i = 0; i < part->in_series; i++) {

@@ -39,7 +39,8 @@ static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
   ls_err_t err = LS_OK;
   if (job == JOB_SHARD) {
     err = snap_write_shard(w->enc, w->writing, w->dir);
-    if (err == LS_OK && world == 1) err = snap_commit(w->enc, w->dir, step, 1, w->conf.keep);
+    if (err == LS_OK && world == 1 && !w->conf.deferred)
+      err = snap_commit(w->enc, w->dir, step, 1, w->conf.keep);
   } else {
     err = snap_commit(w->enc, w->dir, step, world, w->conf.keep);
   }
@@ -50,7 +51,8 @@ static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
   s->seconds = base_now_s() - t0;
   if (err != LS_OK) s->failures++;
   if (err == LS_OK && job == JOB_SHARD) s->written_step = step;
-  if (err == LS_OK && (job == JOB_COMMIT || world == 1)) s->committed_step = step;
+  if (err == LS_OK && (job == JOB_COMMIT || (world == 1 && !w->conf.deferred)))
+    s->committed_step = step;
   s->busy = 0;
   w->job = JOB_NONE;
   pthread_cond_broadcast(&w->idle);

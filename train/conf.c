@@ -22,6 +22,8 @@ static const char *const overlaps[] = {"auto", "false", "true", NULL};
 static const char *const normalizes[] = {"series", "none", NULL};
 static const char *const target_kinds[] = {"delta", "level", NULL};
 static const char *const input_kinds[] = {"level,change", "level", NULL};
+/* ls_train_conf_t.predictions: index + 1 = bit 0 next, bit 1 eval. */
+static const char *const prediction_kinds[] = {"none", "next", "eval", "next,eval", NULL};
 
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
@@ -79,6 +81,11 @@ static const base_key_t keys[] = {
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none", F(replay), BASE_V_INT(0, 1024)},
     {"replay_batch", "windows per replay update, over all partitions (each gives batch/partitions, at least 1)", F(replay_batch), BASE_V_INT(1, 1 << 20)},
     {"replay_memory", "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least 16)", F(replay_memory), BASE_V_INT(1, 1 << 24)},
+    {"predictions_topic", "publish forecasts to this topic (key: the series; value: the target features' forecasts in --format; headers: source partition, offset, event time, kind, model step), exactly once with --snapshot-dir; empty = none", F(predictions_topic), BASE_V_STR(S(predictions_topic))},
+    {"predictions_out", "write forecasts to this CSV file (with the actual value once known; FILE.rankN with several ranks); empty = none", F(predictions_out), BASE_V_STR(S(predictions_out))},
+    {"predictions", "which forecasts go out: next (after every record, of the series' next one), eval (the test-then-train forecasts behind the loss), or next,eval", F(predictions), BASE_V_CHOICE(prediction_kinds)},
+    {"predictions_commit_ms", "the predictions topic's transactions commit at most this long after their first forecast (read_committed consumers see forecasts then)", F(predictions_commit_ms), BASE_V_INT(0, 600000)},
+    {"predictions_buffer", "forecasts held for the predictions topic (a broker outage fills it, then training pauses; nothing is dropped)", F(predictions_buffer), BASE_V_I64(1, 1e9)},
 };
 #undef F
 #undef S
@@ -128,6 +135,9 @@ static void conf_defaults(ls_train_conf_t *c) {
   c->replay = 4;
   c->replay_batch = 8;
   c->replay_memory = 256;
+  c->predictions = 1; /* next */
+  c->predictions_commit_ms = 100;
+  c->predictions_buffer = 1048576;
 }
 
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O) {

@@ -282,6 +282,10 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
   return err;
 }
 
+const double *figures_alpha(const figures_t *f) {
+  return f->alpha;
+}
+
 ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap) {
   return ls_snapshot_set_calibration(snap, f->spy, f->spp, f->k);
 }

@@ -45,6 +45,10 @@ int figures_step(figures_t *f, const double *v, ls_step_stats_t *st);
  * of event time's, every rank's. Collective. */
 ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum);
 
+/* Per target [O], the factor the step's forecasts scale their predicted
+ * change by (data units: base + alpha * scale * prediction). */
+const double *figures_alpha(const figures_t *f);
+
 /* The calibration into a snapshot, and back (a resumed run then forecasts
  * the same). */
 ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap);

@@ -62,33 +62,45 @@ void prep_begin(prep_t *p, int n) {
   p->t_max = -1;
 }
 
-/* Consumes record x [F] into st; p->level, chg, s, ds receive what the
- * model sees (raw: the record itself, its change, unit scales). */
-static ls_err_t consume(prep_t *p, ls_series_stats_t *st, const float *x) {
-  int64_t const t = *st->norm_n;
+/* Consumes record x [F] into the normaliser (n, stats); p->level, chg, s,
+ * ds receive what the model sees (raw: the record itself, its change, unit
+ * scales). */
+static ls_err_t consume(prep_t *p, int64_t *n, double *stats, const float *x) {
+  int64_t const t = *n;
   ls_norm_row_t out = {p->level, p->chg, p->s, p->ds};
-  if (!p->raw) return ls_norm_consume(&p->norm, p->F, st->norm_n, st->norm, x, &out);
+  if (!p->raw) return ls_norm_consume(&p->norm, p->F, n, stats, x, &out);
   for (int f = 0; f < p->F; f++) { /* the previous value, before it is replaced */
-    double const prev = st->norm[f * LS_NORM_STATS + 3];
+    double const prev = stats[f * LS_NORM_STATS + 3];
     p->level[f] = x[f];
     p->chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
     p->s[f] = p->ds[f] = 1.0;
   }
-  return ls_norm_consume(&p->norm, p->F, st->norm_n, st->norm, x, NULL);
+  return ls_norm_consume(&p->norm, p->F, n, stats, x, NULL);
 }
 
-/* Target j of row r (= t * n + b): from x[t] (cur) and x[t+1] (next). */
-static void target_row(prep_t *p, size_t r, int j, const float *cur, const float *next,
-                       const ls_series_stats_t *st) {
+ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, const float *x, float *in, double *base,
+                     double *scale) {
+  int const F = p->F;
+  LS_FORWARD_IF_ERROR(consume(p, n, stats, x));
+  memcpy(in, p->level, (size_t)F * sizeof *in);
+  if (p->change) memcpy(in + F, p->chg, (size_t)F * sizeof *in);
+  for (int j = 0; j < p->O; j++) {
+    int const f = p->feat[j];
+    double const loc = p->raw ? 0.0 : stats[f * LS_NORM_STATS];
+    base[j] = p->delta ? (double)x[f] : loc;
+    scale[j] = p->delta ? p->ds[f] : p->s[f];
+  }
+  return LS_OK;
+}
+
+/* Target j of row r (= t * n + b), whose base and scale are in place: from
+ * x[t] (cur) and x[t+1] (next). */
+static void target_row(prep_t *p, size_t r, int j, const float *cur, const float *next) {
   int const f = p->feat[j];
   size_t const o = r * (size_t)p->O + (size_t)j;
-  double const loc = p->raw ? 0.0 : st->norm[f * LS_NORM_STATS];
-  double const base = p->delta ? (double)cur[f] : loc;
-  double const scale = p->delta ? p->ds[f] : p->s[f];
+  double const base = p->base[o], scale = p->scale[o];
   double const y = ((double)next[f] - base) / scale;
   p->y[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
-  p->base[o] = base;
-  p->scale[o] = scale;
   p->last[o] = ((double)cur[f] - base) / scale;
   p->cur[o] = cur[f];
   p->next[o] = next[f];
@@ -111,11 +123,10 @@ ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *
       continue;
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
-    LS_FORWARD_IF_ERROR(consume(p, st, cur));
-    memcpy(p->x + r * I, p->level, (size_t)F * sizeof *p->x);
-    if (p->change) memcpy(p->x + r * I + F, p->chg, (size_t)F * sizeof *p->x);
+    LS_FORWARD_IF_ERROR(
+        prep_record(p, st->norm_n, st->norm, cur, p->x + r * I, p->base + r * O, p->scale + r * O));
     for (int j = 0; j < O; j++)
-      target_row(p, r, j, cur, next, st);
+      target_row(p, r, j, cur, next);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {
         p->t_min = w->times[k] < p->t_min ? w->times[k] : p->t_min;

@@ -47,6 +47,13 @@ void prep_free(prep_t *p); /* accepts NULL */
 /* Starts a step of n windows. */
 void prep_begin(prep_t *p, int n);
 
+/* One record x [F] of a series through its normaliser (n, stats): the
+ * model's input row in [I] and, per target j, what turns a prediction into
+ * the data's units: forecast = base[j] + alpha * scale[j] * prediction.
+ * Uses p's scratch (not during prep_window). */
+ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, const float *x, float *in, double *base,
+                     double *scale);
+
 /* Row b of the step: consumes window w's input rows 0..n_targets-1 into its
  * series' normaliser st (each record once: row 0 of a series' next window
  * is this one's last target, consumed then) and writes inputs, targets and

@@ -8,6 +8,7 @@
 
 #include "base/digest.h"
 #include "figures.h"
+#include "predict.h"
 #include "snapshots.h"
 #include "trainer.h"
 
@@ -73,11 +74,15 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   LS_FORWARD_IF_ERROR(figures_summary(tr->v.fig, tr->v.comm, out));
   ls_ingest_stats_t is = {0};
   if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
-  enum { N = 7 };
+  predict_counts_t pc;
+  predict_counts(tr->v.pred, &pc);
+  enum { N = 13 };
   double v[N + LS_REJECT__COUNT] = {
       (double)out->series,           out->wait_s,          out->comm_s,
       (double)is.w.resets,           (double)is.w.evicted, (double)is.w.evicted_records,
-      (double)tr->sum.evicted_states};
+      (double)tr->sum.evicted_states, (double)pc.next,     (double)pc.eval,
+      (double)pc.published,          (double)pc.skipped,   (double)pc.rows,
+      (double)pc.waits};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
@@ -87,6 +92,9 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->evicted = (int64_t)v[4];
   out->evicted_records = (int64_t)v[5];
   out->evicted_states = (int64_t)v[6];
+  out->predictions_next = (int64_t)v[7], out->predictions_eval = (int64_t)v[8];
+  out->predictions_published = (int64_t)v[9], out->predictions_skipped = (int64_t)v[10];
+  out->predictions_rows = (int64_t)v[11], out->predictions_waits = (int64_t)v[12];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     out->rejected += out->rejected_by[r] = (int64_t)v[N + r];

@@ -13,6 +13,7 @@
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "predict.h"
 #include "prep.h"
 #include "replay.h"
 #include "snapshots.h"
@@ -54,6 +55,9 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.buffer_records = c->buffer_records;
   is.stop_at_end = c->until;
   is.flush = c->until; /* a replay trains every record: trailing partial windows too, masked */
+  /* Live next-record forecasts see each record as it is read (predict.h). */
+  is.tap = !c->until && (c->predictions & PREDICT_NEXT) &&
+           (c->predictions_topic[0] != '\0' || c->predictions_out[0] != '\0');
   ls_ingest_conf_t *ic = NULL;
   LS_FORWARD_IF_ERROR(ls_ingest_conf_new(&ic));
   char servers[600];
@@ -85,6 +89,12 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   return err;
 }
 
+/* Live, while a step waits for windows: the forecasts of what was read. */
+static ls_err_t on_idle(void *opaque) {
+  ls_trainer_t *const tr = opaque;
+  return tr->v.pred != NULL ? predict_idle(tr->v.pred, tr->sum.steps, tr->stop) : LS_OK;
+}
+
 /* The step's buffers, its step formation, inputs, figures; the sums'
  * layout: the trainer's figures, the snapshots', the forecasts'. */
 static ls_err_t alloc_buffers(ls_trainer_t *tr) {
@@ -95,8 +105,8 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
    * within buffer_records over all partitions (the same on every rank). */
   int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
   int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
-  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,   tr->v.P, tr->B, tr->quota,
-                           K,         c->until,     c->deadline_ms};
+  steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,    tr->v.P, tr->B, tr->quota,
+                           K,         c->until,     c->deadline_ms, on_idle, tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c->calibrate, &tr->v.fig));
@@ -242,6 +252,8 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
+  if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
   if (err == LS_OK) err = train_snaps_open(tr->snaps);
   ls_snapshot_destroy(snap);
   if (err != LS_OK) {
@@ -259,6 +271,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr == NULL) return;
   steps_free(tr->steps);          /* gives back the windows it holds */
   train_snaps_destroy(tr->snaps); /* waits for a snapshot being written */
+  predict_free(tr->v.pred);       /* before the engine, which holds its serving states */
   ls_ingest_destroy(tr->v.ing);
   ls_series_table_destroy(tr->v.series);
   comm_destroy(tr->v.comm); /* before the engine whose buffer its sums use */

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "guard.h"
 #include "base/digest.h"
+#include "predict.h"
 
 struct train_snaps_s {
   const train_view_t *v;
@@ -30,6 +31,7 @@ struct train_snaps_s {
   int64_t pending;           /* step of the snapshot being written or committed; -1 none */
   int commit_asked;          /* rank 0 asked the writer to commit `pending` */
   int refused;               /* rank 0 refused `pending`: its model is not finite */
+  int64_t pred_mark;         /* the forecasts to be committed before `pending` may be */
   double last_t;             /* when the last snapshot was taken (rank 0) */
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
@@ -265,10 +267,7 @@ static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size
   ls_series_stats_t from, to_st;
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
   LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
-  *to_st.norm_n = *from.norm_n;
-  memcpy(to_st.norm, from.norm, (size_t)F * LS_NORM_STATS * sizeof(double));
-  memcpy(to_st.errors, from.errors, (size_t)O * 2 * sizeof(double));
-  return LS_OK;
+  return ls_series_stats_copy(&to_st, &from, F, O);
 }
 
 ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps,
@@ -320,6 +319,7 @@ ls_err_t train_snaps_open(train_snaps_t *s) {
   sc.workers = c->snapshot_threads;
   sc.shuffle = c->snapshot_shuffle;
   sc.keep = c->snapshot_keep;
+  sc.deferred = s->v->pred != NULL; /* committed once the forecasts before it are */
   size_t const P = s->v->P > 0 ? (size_t)s->v->P : 1;
   s->parts = calloc(P, sizeof *s->parts);
   s->offsets = calloc(P, sizeof *s->offsets);
@@ -342,10 +342,16 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   }
   v[SNAP_V_BUSY] = st.busy;
   v[SNAP_V_PENDING] = s->pending >= 0;
-  v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending;
-  /* The pending snapshot's write (or rank 0's commit) failed, or rank 0
-   * refused it. */
-  v[SNAP_V_FAILED] = s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused);
+  /* Its shard is written, and the forecasts made before it are committed. */
+  int durable = 1;
+  ls_err_t const perr = s->pending >= 0 && s->v->pred != NULL
+                            ? predict_durable(s->v->pred, s->pred_mark, 0, &durable)
+                            : LS_OK;
+  v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending && durable;
+  /* The pending snapshot's write (or rank 0's commit, or the forecasts)
+   * failed, or rank 0 refused it. */
+  v[SNAP_V_FAILED] =
+      s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused || perr != LS_OK);
 }
 
 /* A series in flight into the snapshot (opaque). */
@@ -391,6 +397,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
     s->offsets[s->n++] = offset;
   }
   if (v->rep != NULL) LS_FORWARD_IF_ERROR(replay_save(v->rep, snap));
+  if (v->pred != NULL) LS_FORWARD_IF_ERROR(predict_save(v->pred, snap, &s->pred_mark));
   int busy = 0;
   LS_FORWARD_IF_ERROR(ls_snapshotter_submit(s->snapper, &busy));
   LS_RETURN_IF(busy, LS_ERR_STATE, "snapshot writer busy although every rank reported it idle");
@@ -443,7 +450,8 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
   int const world = s->v->world;
   if (s->pending >= 0 && v[SNAP_V_FAILED] > 0) LS_FORWARD_IF_ERROR(dropped(s, st));
   if (s->pending >= 0) {
-    if (world > 1 && s->v->rank == 0 && !s->commit_asked && v[SNAP_V_SHARDS] == (double)world) {
+    int const asks = world > 1 || s->v->pred != NULL; /* else the writer commits at once */
+    if (asks && s->v->rank == 0 && !s->commit_asked && v[SNAP_V_SHARDS] == (double)world) {
       int busy = 0;
       LS_FORWARD_IF_ERROR(ls_snapshotter_commit(s->snapper, s->pending, world, &busy));
       s->commit_asked = !busy;
@@ -466,18 +474,42 @@ ls_err_t train_snaps_after_step(train_snaps_t *s, const double *v, int64_t steps
   return LS_OK;
 }
 
+/* How long the last snapshot waits for the forecasts made before it to be
+ * committed to their topic (a broker outage), before it is given up. */
+#define FINAL_FORECASTS_WAIT_S 10.0
+
+/* The last snapshot waits for the forecasts made before it; 1 when they
+ * have taken longer than FINAL_FORECASTS_WAIT_S since *since. */
+static int final_wait(train_snaps_t *s, double *since) {
+  if (s->pending < 0 || s->v->pred == NULL) return 0;
+  int done = 0;
+  if (predict_durable(s->v->pred, s->pred_mark, 100, &done) != LS_OK || done) return 0;
+  if (*since < 0) *since = base_now_s();
+  if (base_now_s() - *since < FINAL_FORECASTS_WAIT_S) return 0;
+  snprintf(s->error, sizeof s->error,
+           "snapshot of step %" PRId64 " not committed: the forecasts made before it were not "
+           "committed to their topic within %.0f s (the broker unreachable?); a run resumed "
+           "from the previous snapshot makes them again",
+           s->pending, FINAL_FORECASTS_WAIT_S);
+  return 1;
+}
+
 ls_err_t train_snaps_final(train_snaps_t *s, int64_t steps, int mid_update) {
   /* Nothing trained since the snapshot resumed from: it is the last one. */
   if (s->snapper == NULL || steps == 0 || steps == s->resumed_step) return LS_OK;
   /* Rounds of: wait for the writer, sum the ranks' figures, commit what is
    * written; until a snapshot of the final step has committed. */
+  double since = -1.0;
   for (;;) {
     (void)ls_snapshotter_flush(s->snapper); /* a failure shows in the poll below */
+    int const gave_up = final_wait(s, &since);
     double v[SNAP_V__N];
     train_snaps_contribute(s, steps, v);
     v[SNAP_V_DUE] = 0;
+    v[SNAP_V_FAILED] += gave_up;
     LS_FORWARD_IF_ERROR(comm_sum_doubles(s->v->comm, v, SNAP_V__N));
     int const failed = v[SNAP_V_FAILED] > 0;
+    LS_RETURN_IF(gave_up, LS_ERR_KAFKA, "the last snapshot: %s", s->error);
     ls_step_stats_t st;
     memset(&st, 0, sizeof st);
     LS_FORWARD_IF_ERROR(train_snaps_after_step(s, v, steps, mid_update, 0, &st));

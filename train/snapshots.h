@@ -33,6 +33,8 @@ typedef struct train_view_s {
   const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
   const int64_t *evicted_states; /* series states this rank's trainer forgot */
   replay_t *rep;  /* the partitions' replay memories; NULL without replay */
+  struct predict_s *pred; /* forecasts going out; NULL without: a snapshot commits only once
+                             those made before it are committed to their topic */
 } train_view_t;
 
 /* The threads of this rank's engine for the threads key: as given when

@@ -249,6 +249,7 @@ static ls_err_t form_live(steps_t *s, volatile sig_atomic_t *stop, int *n, doubl
     ls_next_t what = LS_NEXT_TIMEOUT;
     const ls_window_t *w = NULL;
     LS_FORWARD_IF_ERROR(ls_ingest_next(s->c.ing, wait_ms, &what, &w));
+    if (what == LS_NEXT_RECORDS && s->c.idle != NULL) LS_FORWARD_IF_ERROR(s->c.idle(s->c.opaque));
     if (what == LS_NEXT_WINDOW) LS_FORWARD_IF_ERROR(live_take(s, w));
   }
   *n = s->n_live;

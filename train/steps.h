@@ -40,6 +40,10 @@ typedef struct steps_conf_s {
   int lookahead;   /* replay: K */
   int replay;      /* 1 replay, 0 live */
   int deadline_ms; /* live */
+  /* Live: called while a step waits for windows, as soon as the consumer's
+   * tap holds records (ls_ingest_next's LS_NEXT_RECORDS); may be NULL. */
+  ls_err_t (*idle)(void *opaque);
+  void *opaque;
 } steps_conf_t;
 
 ls_err_t steps_new(const steps_conf_t *conf, steps_t **out);

@@ -55,6 +55,12 @@ struct ls_train_conf_s {
   int replay_memory;  /* windows kept for replay, over all partitions */
   ls_train_warn_cb warn_cb; /* the consumer's warnings, or NULL */
   void *warn_opaque;
+  /* Forecasts going out (issue 12). */
+  char predictions_topic[256]; /* "" = none */
+  char predictions_out[1024];  /* "" = none */
+  int predictions;             /* bit 0 next, bit 1 eval */
+  int predictions_commit_ms;
+  int64_t predictions_buffer;
 };
 
 /* The target features of c's targets key, ascending, into feat [features];

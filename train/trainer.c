@@ -20,6 +20,7 @@
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
+#include "predict.h"
 #include "prep.h"
 #include "replay.h"
 #include "snapshots.h"
@@ -127,6 +128,9 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
     if (tr->v.rep != NULL)
       LS_FORWARD_IF_ERROR(replay_push(tr->v.rep, w->partition, p, b, tr->h0, tr->c0));
   }
+  if (tr->v.pred != NULL) /* after backward: its serving forwards reuse the engine */
+    LS_FORWARD_IF_ERROR(
+        predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->sum.steps, tr->stop));
   steps_release(tr->steps, n);
   v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   /* --series-idle, --max-series: the states of series gone quiet go (slots
@@ -244,13 +248,35 @@ static int emit_last(ls_trainer_t *tr, ls_step_cb cb, void *opaque) {
  * nothing adds zeros. The run ends when every rank has run out (replay) or
  * any rank is stopped. A step's stats reach cb one step late, once its
  * gradient norm is read (see "What the host reads" above). */
+/* After the step loop (err: how it ended; ended: a replay read
+ * everything): the last step's stats, then the gradients accumulated for a
+ * partial update (on every rank alike: the sums are the same everywhere),
+ * the forecasts after each series' last record, the last snapshot. */
+static ls_err_t end_run(ls_trainer_t *tr, ls_err_t err, int ended, ls_step_cb cb, void *opaque) {
+  if (err == LS_OK) err = read_last(tr);
+  if (err == LS_OK) (void)emit_last(tr, cb, opaque);
+  if (err == LS_OK && tr->acc_steps > 0) {
+    ls_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    err = update(tr, &st);
+  }
+  if (err == LS_OK && ended && tr->v.pred != NULL)
+    err = predict_finish(tr->v.pred, tr->sum.steps, tr->stop);
+  int const together = err == LS_OK;
+  if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
+  if (err == LS_OK && tr->v.pred != NULL) err = predict_close(tr->v.pred, 10000);
+  tr->finished = together && (err == LS_OK || train_snaps_failed(tr->snaps));
+  return err;
+}
+
 ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_cb cb,
                         void *opaque) {
   LS_RETURN_IF(tr == NULL, LS_ERR_INVALID_ARG, "trainer is NULL");
   double const t0 = base_now_s();
   ls_err_t err = LS_OK;
-  int cb_stop = 0;
+  int cb_stop = 0, ended = 0;
   double *const v = tr->v_sums;
+  tr->stop = stop;
   for (;;) {
     /* Every rank has the same count: a run resumed at max_steps trains none. */
     if (tr->conf.max_steps > 0 && tr->sum.steps >= tr->conf.max_steps) break;
@@ -302,20 +328,12 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
              cb(opaque, &st) != 0) /* an empty round's snapshot event, at once */
       cb_stop = 1;
     if (v[V_STOP] > 0) break;
-    if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) break;
+    if (tr->conf.until && v[V_WINDOWS] == 0 && v[V_MORE] == 0) {
+      ended = 1; /* the replay read everything */
+      break;
+    }
   }
-  /* The last step's stats, then the gradients accumulated for a partial
-   * update (on every rank alike: the sums above are the same everywhere). */
-  if (err == LS_OK) err = read_last(tr);
-  if (err == LS_OK) (void)emit_last(tr, cb, opaque);
-  if (err == LS_OK && tr->acc_steps > 0) {
-    ls_step_stats_t st;
-    memset(&st, 0, sizeof st);
-    err = update(tr, &st);
-  }
-  int const together = err == LS_OK;
-  if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
-  tr->finished = together && (err == LS_OK || train_snaps_failed(tr->snaps));
+  err = end_run(tr, err, ended, cb, opaque);
   tr->sum.elapsed_s += base_now_s() - t0;
   return err;
 }

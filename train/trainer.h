@@ -6,6 +6,7 @@
 #ifndef LSTREAM_TRAIN_TRAINER_H
 #define LSTREAM_TRAIN_TRAINER_H
 
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "guard.h"
@@ -49,6 +50,7 @@ struct ls_trainer_s {
   int has_pend;
   int fetched; /* the engine's figures were fetched after the last step's update */
 
+  volatile sig_atomic_t *stop; /* the run's stop flag (forecasts waiting for room see it) */
   char note[2560]; /* what resuming and the comm setup did, for the program to print */
   atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
 };

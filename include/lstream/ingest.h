@@ -4,7 +4,8 @@
  * Records (DESIGN.md): key = series id (1..255 bytes); value by format:
  *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
  *   LS_FORMAT_CSV  F decimal numbers separated by commas
- * Event time = the Kafka message timestamp.
+ * Event time = the Kafka message timestamp. Writing into Kafka (the
+ * embedded broker, the feed, producers) is lstream/produce.h.
  */
 #ifndef LSTREAM_INGEST_H
 #define LSTREAM_INGEST_H
@@ -65,213 +66,6 @@ LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, ch
  * outside [1, LS_FEATURES_MAX], value NULL with len > 0) are SIZE. */
 LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
                                     float *out);
-
-/* ------------------------------------------------------------------------ */
-/* Embedded broker                                                           */
-/*
- * An in-process Kafka cluster for development and tests: librdkafka's mock
- * cluster (DESIGN.md, "Kafka for development and tests"), speaking the Kafka
- * protocol on loopback TCP to any client (kcat included). It keeps about
- * 5 MiB per partition and drops the oldest batches beyond that, serves
- * fetches from one thread, has no SSL/SASL, and forgets everything (records,
- * committed offsets) when destroyed. Topics a client asks for that were not
- * created here are auto-created with 4 partitions (librdkafka's default).
- */
-
-typedef struct ls_broker_s ls_broker_t;
-
-#define LS_BROKER_MAX_BROKERS    32
-#define LS_BROKER_MAX_PARTITIONS 10000
-
-/* Kafka protocol API keys, for ls_broker_push_request_errors. */
-typedef enum ls_kafka_api_e {
-  LS_KAFKA_API_PRODUCE = 0,
-  LS_KAFKA_API_FETCH = 1,
-  LS_KAFKA_API_LIST_OFFSETS = 2,
-  LS_KAFKA_API_METADATA = 3,
-  LS_KAFKA_API_OFFSET_COMMIT = 8,
-  LS_KAFKA_API_OFFSET_FETCH = 9,
-  LS_KAFKA_API_FIND_COORDINATOR = 10,
-  LS_KAFKA_API_JOIN_GROUP = 11
-} ls_kafka_api_t;
-
-/* Starts a cluster of n_brokers brokers (ids 1..n_brokers). port 0: the
- * brokers' own random loopback ports are the bootstrap list. port P > 0:
- * clients bootstrap through 127.0.0.1:P, relayed to the first broker that is
- * up (librdkafka 2.0.2 cannot put a mock broker on a chosen port); they then
- * connect to the brokers' advertised random ports on 127.0.0.1, so P works
- * for clients on this machine only. Fails with LS_ERR_IO if P is taken. */
-LS_API ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port);
-
-/* Stops the cluster; every record in it is gone. Accepts NULL. */
-LS_API void ls_broker_destroy(ls_broker_t *broker);
-
-/* The bootstrap address list ("127.0.0.1:PORT[,...]"), valid until destroy. */
-LS_API const char *ls_broker_bootstrap(const ls_broker_t *broker);
-
-/* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
- * partitions partitions, leaders spread over the brokers. Replication
- * factor 1 is asked for, though the mock lists every broker as a replica
- * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA. */
-LS_API ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
-
-/* Takes broker broker_id down (its listener and connections close) or brings
- * it back up on the same port. Going down does NOT move leadership: clients
- * see the partitions it leads as unavailable until ls_broker_set_leader moves
- * them or the broker comes back. */
-LS_API ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id);
-LS_API ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id);
-
-/* Makes broker_id (or -1: no leader) the leader of topic [partition]. A topic
- * unknown to the cluster is auto-created first (librdkafka's mock does so). */
-LS_API ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,
-                                     int broker_id);
-
-/* Makes the next n requests of API api (on any broker) fail with errors [n],
- * Kafka protocol error codes (e.g. 6 NOT_LEADER_OR_FOLLOWER, 7
- * REQUEST_TIMED_OUT, 10 MESSAGE_TOO_LARGE), in order; clear drops those not
- * yet used. librdkafka's mock ignores injected METADATA errors (its Metadata
- * handler never applies them): disturb metadata with ls_broker_set_down or a
- * leader of -1 instead. */
-LS_API ls_err_t ls_broker_push_request_errors(ls_broker_t *broker, ls_kafka_api_t api, int n,
-                                              const int *errors);
-LS_API ls_err_t ls_broker_clear_request_errors(ls_broker_t *broker, ls_kafka_api_t api);
-
-/* ------------------------------------------------------------------------ */
-/* Synthetic feed                                                            */
-/* A reproducible market-like feed: N series (keys "SYM0000", ...), F
- * features each, one record per step at event time start_ms + k step_ms.
- * Every random draw is a pure function of (seed, series, step, feature)
- * (splitmix64's mixer): values do not depend on the order they are asked
- * for, nor on the machine; noise is Gaussian (sd `noise`). Generators (the
- * formulas: ingest/feed.c): sine (a period in [16, 128) steps and a phase
- * per series and feature), ar2 (stationary coefficients; 1.2, -0.5 by
- * default: a damped cycle of ~11 steps, variance 3.7 noise^2) and regime (a
- * random walk whose drift and volatility switch with probability 0.02). */
-
-typedef enum ls_gen_e { LS_GEN_SINE = 0, LS_GEN_AR2 = 1, LS_GEN_REGIME = 2 } ls_gen_t;
-
-/* Parses "sine", "ar2" or "regime". */
-LS_API ls_err_t ls_gen_parse(const char *name, ls_gen_t *out);
-/* "sine", "ar2" or "regime". */
-LS_API const char *ls_gen2str(ls_gen_t gen);
-
-#define LS_FEED_MAX_SERIES 10000000
-/* Largest series * features: bounds the per-series state (8 bytes each). */
-#define LS_FEED_MAX_CELLS (1 << 26)
-
-typedef struct ls_feed_conf_s {
-  int series;                 /* N, 1..LS_FEED_MAX_SERIES (default 16) */
-  int features;               /* F, 1..LS_FEATURES_MAX (default 4) */
-  int64_t records_per_series; /* K >= 1: steps ls_feed_produce sends (default 1000) */
-  ls_gen_t generator;         /* default LS_GEN_SINE */
-  double noise;               /* noise standard deviation >= 0 (default 0.1) */
-  uint64_t seed;              /* default 1 */
-  double ar1, ar2;            /* AR(2) coefficients (default 1.2, -0.5) */
-  int64_t start_ms;           /* event time of step 0 (default 1704067200000,
-                                 2024-01-01 UTC: fixed, for reproducibility; a
-                                 real cluster's retention may delete records
-                                 that old at once, so set it to now there) */
-  int64_t step_ms;            /* event time between steps, >= 1 (default 1000) */
-  double offset, scale;       /* values out are offset + scale x, rounded to float
-                                 (the generators run on x): 0, 1 by default; scale != 0 */
-} ls_feed_conf_t;
-
-/* Fills conf with the defaults above. */
-LS_API void ls_feed_conf_default(ls_feed_conf_t *conf);
-
-typedef struct ls_feed_s ls_feed_t;
-
-/* Checks conf (each bad field is named) and copies it. */
-LS_API ls_err_t ls_feed_new(ls_feed_t **out, const ls_feed_conf_t *conf);
-LS_API void ls_feed_destroy(ls_feed_t *feed); /* accepts NULL */
-
-/* The feed's configuration, as given to ls_feed_new. */
-LS_API const ls_feed_conf_t *ls_feed_conf(const ls_feed_t *feed);
-
-/* The F values of series s at step k (any k >= 0) into out [F]; mean [F]
- * (may be NULL) receives their expectation given steps 0..k-1 and the
- * regime: an ideal model's forecast, (out - mean)^2 the best one-step error.
- * The recursions run on the float values produced. sine is random access;
- * ar2 and regime keep per-series state (k, k+1, ... costs O(F) a step; going
- * back replays the series). Not thread-safe (one feed per thread). */
-LS_API ls_err_t ls_feed_value(ls_feed_t *feed, int s, int64_t k, float *out, float *mean);
-
-/* Writes series s's key ("SYM0042") into buf (size bytes, NUL-terminated);
- * returns its length, or -1 if it does not fit. */
-LS_API int ls_feed_key(int s, char *buf, size_t size);
-
-/* The event time (ms) of step k. */
-LS_API int64_t ls_feed_time(const ls_feed_t *feed, int64_t k);
-
-/* ------------------------------------------------------------------------ */
-/* Producing records                                                         */
-
-/* A Kafka producer for one topic, tuned for throughput and order: lz4
- * compression, linger.ms=20 (fuller batches), a queue of 500,000 records,
- * idempotence (per-partition order and no duplicates across retries), and
- * the Java client's murmur2 partitioner (partitioner=murmur2_random), so
- * the same key always goes to the same partition, whichever client
- * produced it. */
-typedef struct ls_producer_s ls_producer_t;
-
-/* Connects to brokers ("host:port,...") and waits up to 10 s for topic's
- * metadata (a cluster that auto-creates topics creates it). settings [n] are
- * librdkafka "key=value" properties applied after lstream's defaults, so
- * they win. */
-LS_API ls_err_t ls_producer_new(ls_producer_t **out, const char *brokers, const char *topic,
-                                const char *const *settings, int n_settings);
-
-/* Frees the producer; records not yet flushed are dropped. Accepts NULL. */
-LS_API void ls_producer_destroy(ls_producer_t *producer);
-
-/* The topic's partition count. */
-LS_API int ls_producer_partitions(const ls_producer_t *producer);
-
-/* Queues one record (key 1..255 bytes, timestamp in ms); blocks while the
- * local queue is full. Delivery is checked by ls_producer_flush. */
-LS_API ls_err_t ls_producer_send(ls_producer_t *producer, const void *key, size_t key_len,
-                                 int64_t timestamp_ms, const void *value, size_t len);
-
-/* Waits until every queued record is delivered or has failed: LS_ERR_KAFKA
- * (how many failed, the first reason) if any failed since the last flush. */
-LS_API ls_err_t ls_producer_flush(ls_producer_t *producer);
-
-/* Called ~4 times a second during ls_feed_produce and ls_csv_replay with the
- * records queued so far and the total; non-zero stops (queued ones flush). */
-typedef int (*ls_progress_fn)(void *opaque, int64_t done, int64_t total);
-
-typedef struct ls_produce_opts_s {
-  ls_format_t format;      /* record value format (default LS_FORMAT_F32) */
-  double rate;             /* records per second, 0 = as fast as possible */
-  ls_progress_fn progress; /* may be NULL */
-  void *progress_opaque;
-} ls_produce_opts_t;
-
-typedef struct ls_produce_stats_s {
-  int64_t records; /* delivered */
-  int64_t bytes;   /* keys + values delivered */
-  double seconds;  /* from the first send to the end of the flush */
-  int stopped;     /* 1 if progress asked to stop */
-} ls_produce_stats_t;
-
-/* Fills opts with the defaults above. */
-LS_API void ls_produce_opts_default(ls_produce_opts_t *opts);
-
-/* Sends K steps of every series of feed (step-major: step 0 of every series,
- * then step 1, ...), key = ls_feed_key, timestamp = ls_feed_time, then
- * flushes. Restarts the feed's series at step 0. */
-LS_API ls_err_t ls_feed_produce(ls_feed_t *feed, ls_producer_t *producer,
-                                const ls_produce_opts_t *opts, ls_produce_stats_t *stats);
-
-/* Replays a CSV file of lines "series,time_ms,v1,...,vF" (the values follow
- * the csv record grammar, the same F on every line; no quoting; blank lines,
- * lines starting with '#' and a first line starting with "series," are
- * skipped; per-series time order is not checked: the trainer rejects records
- * that go back). The whole file is checked first: a bad line fails with
- * LS_ERR_CORRUPT and "FILE:LINE: what is wrong", and nothing is sent. */
-LS_API ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer,
-                              const ls_produce_opts_t *opts, ls_produce_stats_t *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Windows                                                                   */
@@ -402,6 +196,18 @@ LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
  * series' records in buffer are dropped (stats.evicted_records): its key,
  * if it comes back, starts a new series (window 0). */
 LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
+/* The record the last ls_windower_push accepted (not rejected, not
+ * skipped below a skip rule): its series' id (as in its windows), the
+ * series' key (NUL-terminated, valid as long as the windower) and its
+ * decoded values x [F] (valid until the next push). series = -1, key and
+ * x NULL when the last push accepted none. */
+typedef struct ls_windower_record_s {
+  int64_t series;
+  const char *key;
+  size_t key_len;
+  const float *x;
+} ls_windower_record_t;
+LS_API ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out);
 
 /* Emits the trailing partial windows of `partition`, for the end of its
  * data: each call gives the next series of it holding a target beyond its
@@ -503,6 +309,8 @@ typedef struct ls_ingest_settings_s {
   int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
   int64_t series_idle_ms;        /* [series.idle.ms] ls_windower_set_eviction's idle_ms (0) */
   int64_t max_series;            /* [max.series] its max_held, per partition; 0 none (0) */
+  int tap;                       /* [tap] true (1): also hand every accepted record, as it
+                                    is accepted, to ls_ingest_records | false (0) */
   int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
   int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
                                     and on reaching each partition's leader (10000) */
@@ -600,8 +408,10 @@ typedef struct ls_ingest_partition_s {
 typedef enum ls_next_e {
   LS_NEXT_WINDOW = 0,  /* *win is a window: give it back with ls_ingest_release */
   LS_NEXT_TIMEOUT = 1, /* none became ready within the timeout */
-  LS_NEXT_END = 2      /* stop=end: every partition reached its end, every window
+  LS_NEXT_END = 2,     /* stop=end: every partition reached its end, every window
                           (and, with flush, every partial one) was delivered */
+  LS_NEXT_RECORDS = 3  /* tap on, ls_ingest_next only: no window is ready, but accepted
+                          records wait for ls_ingest_records */
 } ls_next_t;
 
 typedef struct ls_ingest_s ls_ingest_t;
@@ -630,10 +440,11 @@ LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
 /* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order. A failure of the consumer
- * thread (a fatal Kafka error, an offset out of range, a memory bound too
- * small for the series' partial windows) is returned here, with its
- * message, once the queue is empty. */
+ * window of any partition, in arrival order; with tap on, it returns
+ * LS_NEXT_RECORDS as soon as records wait for ls_ingest_records. A failure
+ * of the consumer thread (a fatal Kafka error, an offset out of range, a
+ * memory bound too small for the series' partial windows) is returned
+ * here, with its message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                                const ls_window_t **win);
 
@@ -643,6 +454,26 @@ LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what
  * ones included) were taken. One thread takes windows, by either call. */
 LS_API ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeout_ms,
                                          ls_next_t *what, const ls_window_t **win);
+
+/* One accepted record as the tap hands it out (ls_ingest_records). */
+typedef struct ls_tap_record_s {
+  int64_t series;  /* the consumer's id of its series, as in its windows */
+  const char *key; /* the series' key, NUL-terminated (a copy, valid as x) */
+  size_t key_len;
+  int32_t partition;
+  int64_t offset;
+  int64_t time;   /* event time (ms), -1 unknown */
+  const float *x; /* [F] its values */
+} ls_tap_record_t;
+
+/* With tap on: the records accepted since the last call, in the order
+ * the consumer accepted them (each partition's in offset order; a window
+ * is queued only after its records are here), into *recs [*n], valid
+ * until the next call. Never waits. Until taken, records count towards
+ * buffer.records (a consumer whose memory is full waits for them to be
+ * taken, as for windows): a caller that turns tap on takes them often.
+ * LS_ERR_STATE with tap off. */
+LS_API ls_err_t ls_ingest_records(ls_ingest_t *ing, const ls_tap_record_t **recs, int64_t *n);
 
 /* Gives a window back to the consumer's pool; accepts NULL. */
 LS_API void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win);

@@ -128,6 +128,14 @@ LS_API ls_err_t ls_series_table_active(ls_series_table_t *tab, int64_t slot, int
 LS_API ls_err_t ls_series_table_evict(ls_series_table_t *tab, int64_t idle_ms, size_t max,
                                       int64_t *evicted);
 
+/* Told of each slot ls_series_table_evict frees, before the next: `slot`
+ * is forgotten and `moved` (-1 when slot was the last) takes its place, so
+ * that a caller's per-slot state can follow. Its error stops the eviction. */
+typedef ls_err_t (*ls_series_evict_fn)(void *opaque, int64_t slot, int64_t moved);
+/* Sets (fn NULL: clears) the table's eviction listener. */
+LS_API ls_err_t ls_series_table_on_evict(ls_series_table_t *tab, ls_series_evict_fn fn,
+                                         void *opaque);
+
 /* What the table knows of the series at slot. */
 LS_API ls_err_t ls_series_table_info(const ls_series_table_t *tab, int64_t slot,
                                      ls_series_info_t *out);
@@ -140,7 +148,30 @@ typedef struct ls_series_stats_s {
   double *norm;    /* [F, LS_NORM_STATS] */
   double *errors;  /* [O, 2] per target: the model's forecasts' squared errors, then the last
                       value's, summed, in the data's units */
+  int64_t *serve;  /* [LS_SERVE_FIELDS] its forecasts going out (below) */
+  double *pending; /* [O] the values of the forecast awaiting its actual, data units */
+  double *tail;    /* [F] the record after its last trained window's inputs (that window's
+                      last target, LS_SERVE_TAIL_TIME its event time): a replay's last
+                      forecast follows it */
 } ls_series_stats_t;
+
+/* A series' forecasts going out (train/predict.c), serve[]: the record
+ * after which its last next-record forecast went out, that forecast while
+ * it awaits the series' next record (its actual), and the time of tail.
+ * Zero: none. */
+enum {
+  LS_SERVE_SERVED = 0,    /* 1 + the offset of the record its last forecast followed; 0 none */
+  LS_SERVE_PENDING = 1,   /* 1 + that forecast's source offset while it awaits its actual; 0 none */
+  LS_SERVE_TIME = 2,      /* its source record's event time (ms) */
+  LS_SERVE_STEP = 3,      /* the model step that made it */
+  LS_SERVE_TAIL_TIME = 4, /* the event time of the record in tail (ms), -1 unknown */
+  LS_SERVE_FIELDS = 5
+};
+
+/* Copies one series' host-side state (every field) from src to dst, both
+ * of F features and O targets. */
+LS_API ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stats_t *src,
+                                     int features, int targets);
 
 /* Keeps, from now on, per series a normaliser of F features and the error
  * sums of O targets (zero for a new series). Call it on an empty table. */
@@ -289,6 +320,16 @@ LS_API ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *snap, int features, i
 LS_API void ls_snapshot_stats_shape(const ls_snapshot_t *snap, int *features, int *targets);
 LS_API ls_err_t ls_snapshot_series_stats(ls_snapshot_t *snap, size_t i, ls_series_stats_t *out);
 
+/* The forecasts' run-wide bookkeeping (rank 0's part, with the model):
+ * from [n_from], per partition of the predictions topic, an offset below
+ * which the run that wrote the snapshot published nothing after it; and
+ * lengths [n_lengths], per rank, the length of its predictions file when
+ * the snapshot was taken. Get: LS_ERR_STATE when it holds none. */
+LS_API ls_err_t ls_snapshot_set_predict(ls_snapshot_t *snap, const int64_t *from, int n_from,
+                                        const int64_t *lengths, int n_lengths);
+LS_API ls_err_t ls_snapshot_get_predict(const ls_snapshot_t *snap, const int64_t **from,
+                                        int *n_from, const int64_t **lengths, int *n_lengths);
+
 /* The forecast calibration (rank 0's part, with the model): per target j < O
  * (O of the shape) two moments spy, spp and a count k. */
 LS_API ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *snap, const double *spy,
@@ -337,6 +378,9 @@ typedef struct ls_snapshot_conf_s {
                 * compression (blocks of 64 KiB): states and weights then
                 * compress better, see `lstream bench snapshot`           (1) */
   int keep;    /* snapshots kept by commits, >= 1                           (3) */
+  int deferred; /* 1 = a one-rank snapshot too waits for ls_snapshotter_commit once
+                 * written (its caller holds the commit until something of its own
+                 * is durable); 0 = the writer commits it at once               (0) */
 } ls_snapshot_conf_t;
 
 /* Fills conf with the defaults above. */
@@ -363,7 +407,7 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 14
+#define LS_SNAPSHOT_SECTIONS_MAX 16
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
                      * "partitions", "norm", "calibration", "memory", "inflight",
@@ -512,12 +556,12 @@ LS_API void ls_snapshotter_destroy(ls_snapshotter_t *w);
 LS_API ls_snapshot_t *ls_snapshotter_staging(ls_snapshotter_t *w);
 
 /* Hands the staging snapshot to the thread, which writes its shard, and
- * commits it too when its info says world 1. *busy = 1 (and nothing
+ * commits it too when its info says world 1 (unless conf.deferred). *busy = 1 (and nothing
  * happens) while the previous job is still running: the caller skips this
  * snapshot (poll first to skip the filling too). */
 LS_API ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy);
 
-/* Rank 0 of several: has the thread commit `step` (every rank reported its
+/* Rank 0 of several (or of one, deferred): has the thread commit `step` (every rank reported its
  * shard written). *busy = 1 (and nothing happens) while a job is running. */
 LS_API ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy);
 

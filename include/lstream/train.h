@@ -161,6 +161,16 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *                   partition gives batch/partitions (at least 1) (8)
  *   replay_memory   windows remembered over all partitions: each keeps
  *                   its newest memory/partitions (at least 16) (256)
+ *   predictions_topic  publish forecasts to this topic; empty = none  ("")
+ *   predictions_out    write them to this CSV file (FILE.rankN with several
+ *                   ranks); empty = none                      ("")
+ *   predictions     next | eval | next,eval | none: after every record the
+ *                   forecast of the series' next record; the test-then-
+ *                   train forecasts behind the loss          (next)
+ *   predictions_commit_ms  a transaction of the topic commits at most this
+ *                   long after its first forecast             (100)
+ *   predictions_buffer  forecasts held for the topic (an outage); then
+ *                   training waits for room                   (1048576)
  *
  * Snapshots. With snapshot_dir, the trainer writes snapshots in the
  * background (the step loop only copies the model, the series states and
@@ -186,6 +196,12 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  * non-finite parameter is never snapshotted. Values beyond max_abs never
  * get that far (rejected, reason range); within it, the normaliser clamps
  * what it makes of an outlier to +-10 scales.
+ *
+ * Forecasts going out (predictions_topic, predictions_out; train/predict.h
+ * says what they are). With snapshot_dir, each (series, source offset,
+ * kind) reaches the topic once, also across kills: a snapshot commits only
+ * once the forecasts made before it are committed, and a resumed run reads
+ * the topic back to leave out what the killed run published after it.
  *
  * Replicas. Under mpirun every rank runs a trainer: rank r reads the
  * partitions p with p % world == r (and so owns their series and states),
@@ -306,6 +322,14 @@ typedef struct ls_train_summary_s {
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */
   int64_t snapshots;         /* snapshots committed */
   int64_t snapshots_skipped; /* due while the previous one was being written */
+  /* Forecasts going out (predictions_topic, predictions_out), every rank's. */
+  int64_t predictions_next, predictions_eval; /* made */
+  int64_t predictions_published;              /* committed to the predictions topic by this run */
+  int64_t predictions_skipped; /* not published again: the topic held them already (what a
+                                  killed run published after the snapshot resumed from) */
+  int64_t predictions_rows;    /* rows written to the predictions file */
+  int64_t predictions_waits;   /* forecasts that waited for room (predictions_buffer full:
+                                  a broker outage): training paused meanwhile */
 } ls_train_summary_t;
 
 typedef struct ls_trainer_s ls_trainer_t;

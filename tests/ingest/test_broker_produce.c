@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 #include "proc.h"
 
 /* Generous: kcat and the broker start in well under a second, but the

@@ -23,6 +23,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "lstream/ingest.h"
+#include "lstream/produce.h"
 #include "proc.h"
 
 /* Deadline for anything to arrive. The suite runs in seconds; 60 s only

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 static ls_feed_t *feed_make(ls_gen_t gen, int series, int features, double noise, uint64_t seed) {
   ls_feed_conf_t c;

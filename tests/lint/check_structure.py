@@ -41,7 +41,7 @@ USES = {
 PUBLIC = {
     "base": {"common.h", "error.h"},
     "kernels": {"kernels.h"},
-    "ingest": {"ingest.h"},
+    "ingest": {"ingest.h", "produce.h"},
     "state": {"state.h"},
     "train": {"train.h"},
 }

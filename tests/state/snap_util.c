@@ -73,6 +73,10 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
     *st.norm_n = (int64_t)(next(s) % 100000);
     fill_d(st.norm, SU_STATS_F * LS_NORM_STATS, s);
     fill_d(st.errors, SU_STATS_O * 2, s);
+    for (int k = 0; k < LS_SERVE_FIELDS; k++) /* offsets and steps >= 0; a time may be -1 */
+      st.serve[k] = (int64_t)(next(s) % 1000000) - (k == LS_SERVE_TIME);
+    fill_d(st.pending, SU_STATS_O, s);
+    fill_d(st.tail, SU_STATS_F, s);
   }
   float mem[SU_MEM_CAP * SU_MEM_ENTRY];
   for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
@@ -92,6 +96,10 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
     k[j] = (int64_t)next(s);
   cr_assert_eq(ls_snapshot_set_calibration(snap, m, m + O, k), LS_OK, "%s", ls_last_error());
   free(m), free(k);
+  int64_t book[5 + 3]; /* the forecasts' bookkeeping: 5 partitions, 3 ranks */
+  for (int i = 0; i < 8; i++)
+    book[i] = (int64_t)next(s);
+  cr_assert_eq(ls_snapshot_set_predict(snap, book, 5, book + 5, 3), LS_OK, "%s", ls_last_error());
 }
 
 ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
@@ -160,6 +168,10 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   const int64_t *k;
   if (ls_snapshot_get_calibration(src, &spy, &spp, &k) == LS_OK)
     cr_assert_eq(ls_snapshot_set_calibration(dst, spy, spp, k), LS_OK);
+  const int64_t *from, *len;
+  int nf, nl;
+  if (ls_snapshot_get_predict(src, &from, &nf, &len, &nl) == LS_OK)
+    cr_assert_eq(ls_snapshot_set_predict(dst, from, nf, len, nl), LS_OK);
   int F, O;
   size_t cap, entry;
   ls_snapshot_stats_shape(src, &F, &O);
@@ -175,9 +187,7 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
     if (F == 0) continue;
     cr_assert_eq(ls_snapshot_series_stats((ls_snapshot_t *)src, i, &a), LS_OK);
     cr_assert_eq(ls_snapshot_series_stats(dst, i, &b), LS_OK);
-    *b.norm_n = *a.norm_n;
-    memcpy(b.norm, a.norm, (size_t)F * LS_NORM_STATS * sizeof(double));
-    memcpy(b.errors, a.errors, (size_t)O * 2 * sizeof(double));
+    cr_assert_eq(ls_series_stats_copy(&b, &a, F, O), LS_OK);
   }
   for (size_t i = 0; i < ls_snapshot_partition_count(src); i++) {
     int32_t p;
@@ -234,6 +244,11 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
                      "series %zu: normaliser differs", i);
     cr_assert_arr_eq(x.errors, y.errors, (size_t)Oa * 2 * sizeof(double),
                      "series %zu: error sums differ", i);
+    cr_assert_arr_eq(x.serve, y.serve, LS_SERVE_FIELDS * sizeof(int64_t),
+                     "series %zu: forecasts going out differ", i);
+    cr_assert_arr_eq(x.pending, y.pending, (size_t)Oa * sizeof(double),
+                     "series %zu: pending forecast differs", i);
+    cr_assert_arr_eq(x.tail, y.tail, (size_t)Fa * sizeof(double), "series %zu: tail differs", i);
   }
   for (size_t i = 0; ca > 0 && i < ls_snapshot_partition_count(a); i++) {
     int64_t fa, na, fb, nb;
@@ -253,6 +268,14 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
   size_t const O = (size_t)sh.output_size;
   cr_assert(!memcmp(pa, pb, O * 8) && !memcmp(qa, qb, O * 8) && !memcmp(ka, kb, O * 8),
             "calibrations differ");
+  const int64_t *fa, *la, *fb, *lb;
+  int nfa = 0, nla = 0, nfb = 0, nlb = 0;
+  ls_err_t const ya = ls_snapshot_get_predict(a, &fa, &nfa, &la, &nla);
+  cr_assert_eq(ya, ls_snapshot_get_predict(b, &fb, &nfb, &lb, &nlb), "one holds forecasts' books");
+  if (ya != LS_OK) return;
+  cr_assert(nfa == nfb && nla == nlb && !memcmp(fa, fb, (size_t)nfa * 8) &&
+                !memcmp(la, lb, (size_t)nla * 8),
+            "forecasts' bookkeeping differs");
 }
 
 void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {

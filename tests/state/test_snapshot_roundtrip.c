@@ -39,9 +39,9 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     su_expect_same(parts[r], back);
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
-    /* meta, [model, optimizer, calibration], keys, counts, activity, states, norm,
-     * partitions, memory, inflight, inflight_rows */
-    cr_assert_eq(file.n_sections, r == 0 ? 13 : 10);
+    /* meta, [model, optimizer, calibration, predict], keys, counts, activity,
+     * states, norm, serve, partitions, memory, inflight, inflight_rows */
+    cr_assert_eq(file.n_sections, r == 0 ? 15 : 11);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
       int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
@@ -55,7 +55,8 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
               sh.partitions == 2 + (uint64_t)r);
     ls_snapshot_destroy(back);
 
-    /* A rank's resume part: its shard plus rank 0's model and calibration. */
+    /* A rank's resume part: its shard plus rank 0's model, calibration and
+     * forecasts' bookkeeping. */
     cr_assert_eq(ls_snapshot_load(path, world, r, &back), LS_OK, "%s", ls_last_error());
     const double *spy, *spp;
     const int64_t *k;
@@ -65,6 +66,10 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
                                          zero.adam_steps),
                    LS_OK);
       cr_assert_eq(ls_snapshot_set_calibration(parts[r], spy, spp, k), LS_OK);
+      const int64_t *from, *len;
+      int nf, nl;
+      cr_assert_eq(ls_snapshot_get_predict(parts[0], &from, &nf, &len, &nl), LS_OK);
+      cr_assert_eq(ls_snapshot_set_predict(parts[r], from, nf, len, nl), LS_OK);
     }
     su_expect_same(parts[r], back);
     ls_snapshot_destroy(back);
@@ -144,12 +149,16 @@ static void reshard(int M) {
               a.partition == b.partition && a.windows == b.windows &&
               a.last_offset == b.last_offset && !memcmp(ha, hb, row * sizeof(float)) &&
               !memcmp(ca, cb, row * sizeof(float));
-        ls_series_stats_t sa, sb; /* the normaliser and error sums move with the series */
+        /* the normaliser, error sums and forecasts move with the series */
+        ls_series_stats_t sa, sb;
         cr_assert_eq(ls_snapshot_series_stats(s, i, &sa), LS_OK);
         cr_assert_eq(ls_snapshot_series_stats(old, j, &sb), LS_OK);
         hit = hit && *sa.norm_n == *sb.norm_n &&
               !memcmp(sa.norm, sb.norm, 3 * LS_NORM_STATS * sizeof(double)) &&
-              !memcmp(sa.errors, sb.errors, 2 * 2 * sizeof(double));
+              !memcmp(sa.errors, sb.errors, 2 * 2 * sizeof(double)) &&
+              !memcmp(sa.serve, sb.serve, LS_SERVE_FIELDS * sizeof(int64_t)) &&
+              !memcmp(sa.pending, sb.pending, 2 * sizeof(double)) &&
+              !memcmp(sa.tail, sb.tail, 3 * sizeof(double));
       }
       cr_assert(hit, "series %zu of new rank %d is not one that was written", i, r);
     }
@@ -200,6 +209,45 @@ static void reshard(int M) {
   cr_assert_eq(found_parts, 9);
   for (int r = 0; r < 3; r++)
     ls_snapshot_destroy(parts[r]);
+  su_remove(dir);
+  free(dir);
+}
+
+/* A shard without the forecasts' state, with no serve section (no forecast went out)
+ * (no serve section, no bookkeeping): it loads, with none gone out. */
+Test(round_trip, without_forecasts_state) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_t *const s = su_snapshot(&SHAPE, 1, 0, 5, 40, 2, 7);
+  s->has_serve = 0;
+  s->predict_Q = s->predict_W = 0;
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_commit(dir, 5, 1, 1), LS_OK, "%s", ls_last_error());
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 5, NULL);
+  ls_snapshot_t *back = NULL;
+  cr_assert_eq(ls_snapshot_load(path, 1, 0, &back), LS_OK, "%s", ls_last_error());
+  ls_snapshot_file_t file;
+  cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
+  for (int i = 0; i < file.n_sections; i++)
+    cr_assert(strcmp(file.sections[i].name, "serve") && strcmp(file.sections[i].name, "predict"),
+              "section %s", file.sections[i].name);
+  const int64_t *f, *l;
+  int nf, nl;
+  cr_expect_eq(ls_snapshot_get_predict(back, &f, &nf, &l, &nl), LS_ERR_STATE);
+  cr_assert_eq(ls_snapshot_series_count(back), 40);
+  for (size_t i = 0; i < 40; i++) {
+    ls_series_stats_t a, b;
+    cr_assert_eq(ls_snapshot_series_stats(back, i, &b), LS_OK);
+    cr_assert_eq(ls_snapshot_series_stats(s, i, &a), LS_OK);
+    cr_assert(*a.norm_n == *b.norm_n && !memcmp(a.norm, b.norm, 3 * LS_NORM_STATS * 8));
+    for (int k = 0; k < LS_SERVE_FIELDS; k++)
+      cr_assert_eq(b.serve[k], 0, "series %zu: serve[%d]", i, k);
+    cr_assert(b.pending[0] == 0.0 && b.pending[1] == 0.0);
+  }
+  ls_snapshot_destroy(back);
+  ls_snapshot_destroy(s);
   su_remove(dir);
   free(dir);
 }

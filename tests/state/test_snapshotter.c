@@ -159,3 +159,35 @@ Test(writer, destroy_finishes_the_job) {
   su_remove(dir);
   free(dir);
 }
+
+/* Deferred: a one-rank snapshot is written, not committed, until asked. */
+Test(writer, deferred_commit_waits_to_be_asked) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  conf.deferred = 1;
+  ls_snapshotter_t *w = NULL;
+  cr_assert_eq(ls_snapshotter_new(dir, &SHAPE, &conf, &w), LS_OK, "%s", ls_last_error());
+  ls_snapshot_t *const a = su_snapshot(&SHAPE, 1, 0, 7, 20, 2, 3);
+  fill(w, a);
+  int busy = -1;
+  cr_assert_eq(ls_snapshotter_submit(w, &busy), LS_OK);
+  cr_assert_eq(ls_snapshotter_flush(w), LS_OK, "%s", ls_last_error());
+  ls_snapshotter_status_t st;
+  cr_assert_eq(ls_snapshotter_poll(w, &st), LS_OK);
+  cr_assert(st.written_step == 7 && st.committed_step == -1, "written %lld, committed %lld",
+            (long long)st.written_step, (long long)st.committed_step);
+  char got[PATH_MAX];
+  cr_assert_eq(ls_snapshot_find_latest(dir, NULL, NULL, got, sizeof got), LS_OK);
+  cr_assert_str_eq(got, "", "nothing is visible before the commit");
+  cr_assert_eq(ls_snapshotter_commit(w, 7, 1, &busy), LS_OK);
+  cr_assert_eq(busy, 0);
+  cr_assert_eq(ls_snapshotter_flush(w), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshotter_poll(w, &st), LS_OK);
+  cr_assert_eq(st.committed_step, 7);
+  expect_loads_as(dir, 7, 1, 0, a);
+  ls_snapshotter_destroy(w);
+  ls_snapshot_destroy(a);
+  su_remove(dir);
+  free(dir);
+}

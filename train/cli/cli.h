@@ -111,6 +111,8 @@ int cmd_bench_ingest(int argc, char **argv);
 int cmd_bench_snapshot(int argc, char **argv);
 /* lstream bench comm (train/cli/cmd_bench_comm.c) */
 int cmd_bench_comm(int argc, char **argv);
+/* lstream bench live (train/cli/cmd_bench_live.c) */
+int cmd_bench_live(int argc, char **argv);
 
 /* Kafka client properties from `-X key=value` and `--kafka-config FILE`
  * (ls_kafka_config_read's format), in the order given so that later ones

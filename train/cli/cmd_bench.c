@@ -13,6 +13,7 @@ static const cli_command_t benches[] = {
     {"comm", "time the gradient all-reduce across the ranks of mpirun (mpi, nccl)", cmd_bench_comm},
     {"snapshot", "size and speed of snapshots of many series' states (zstd levels, shuffling)",
      cmd_bench_snapshot},
+    {"live", "produce-to-forecast latency, live, on the embedded broker", cmd_bench_live},
 };
 static const int n_benches = (int)(sizeof benches / sizeof benches[0]);
 

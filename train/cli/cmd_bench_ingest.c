@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "lstream/ingest.h"
+#include "lstream/produce.h"
 #include "progress.h"
 
 #define ABOUT                                                                             \

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 
 #define MAX_TOPICS 64
 

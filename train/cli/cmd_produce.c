@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lstream/ingest.h"
+#include "lstream/produce.h"
 #include "progress.h"
 
 #define ABOUT                                                                               \

@@ -373,6 +373,11 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
   printf("\n");
+  if (s->predictions_next + s->predictions_eval + s->predictions_rows > 0)
+    printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld waits=%lld\n",
+           (long long)s->predictions_next, (long long)s->predictions_eval,
+           (long long)s->predictions_published, (long long)s->predictions_skipped,
+           (long long)s->predictions_rows, (long long)s->predictions_waits);
   for (int j = 0; !lg->quiet && j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
