@@ -24,17 +24,8 @@ lstream="$build/lstream"
 [ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
 SERIES=${SERIES:-512} RECORDS=${RECORDS:-257} PARTITIONS=${PARTITIONS:-4} ROUNDS=${ROUNDS:-3}
 REPLAY0=${REPLAY0:-0}
-work=$(mktemp -d)
-broker_pid=
-cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$lstream" broker --topic bench:"$PARTITIONS" --bootstrap-file "$work/bootstrap" >/dev/null 2>&1 &
-broker_pid=$!
-while [ ! -s "$work/bootstrap" ]; do sleep 0.1; done
-bootstrap=$(cat "$work/bootstrap")
+. "$(dirname "$0")/lib.sh"
+bench_broker --topic bench:"$PARTITIONS"
 "$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features 4 \
   --records-per-series "$RECORDS" --generator sine --seed 1 >/dev/null 2>&1
 "$lstream" bench engine --no-sgemm --steps 5 --shape 256,8,128,2,32
