@@ -505,7 +505,7 @@ unreachable)
   timeout 60 "$lstream" train --brokers "127.0.0.1:$port" --topic un --until end --quiet \
     >/dev/null 2>"$work/err" || rc=$?
   [ $rc != 124 ] || fail "a leader nobody can reach was waited for over 60 s"
-  [ $rc != 0 ] || fail "exit 0 without broker 1's partitions"
+  [ $rc != 0 ] || fail "exit 0 without broker 1's partitions: $(cat "$work/err") / $(cat "$work/broker.log")"
   grep -q "partition [0-9]*: its leader, broker 1, advertises 127.0.0.1:[0-9]*, which this host cannot reach" \
     "$work/err" || fail "no clear message: $(cat "$work/err")"
   rc=0
