@@ -6,9 +6,12 @@
  */
 #include "lstream/produce.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h> /* must follow rdkafka.h */
@@ -22,12 +25,52 @@ struct ls_broker_s {
   relay_t *relay;      /* NULL without a fixed port */
   char bootstrap[512]; /* what clients use */
   int n_brokers;
+  int port[LS_BROKER_MAX_BROKERS + 1]; /* broker id -> its listener's port */
+  int hold[LS_BROKER_MAX_BROKERS + 1]; /* id -> the socket holding a down broker's port, or -1 */
   kafka_log_t log;
 };
 
 static void broker_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
   ls_broker_t *const b = rd_kafka_opaque(rk);
   kafka_log_store(&b->log, level, fac, buf);
+}
+
+/* b->port[id] from the mock's bootstrap list "host:port,..." (brokers 1..N
+ * in order); 0 where it cannot be read. */
+static void broker_ports(ls_broker_t *b, const char *direct) {
+  const char *s = direct;
+  for (int id = 1; id <= b->n_brokers && s != NULL; id++) {
+    const char *const colon = strchr(s, ':');
+    b->port[id] = colon != NULL ? atoi(colon + 1) : 0;
+    s = strchr(s, ',');
+    if (s != NULL) s++;
+  }
+}
+
+/* While a mock broker is down, its listener is closed and its port free:
+ * another process's listener, or a client's own outgoing socket (a TCP
+ * self-connect), could take it, and clients that still find that broker in
+ * the metadata would then talk to the wrong party instead of being refused.
+ * A socket bound to the port, not listening, keeps connections refused and
+ * the port taken (ephemeral ports skip bound ones; explicit binds fail). Best effort: where the bind fails, the port was taken already. */
+static void broker_hold_port(ls_broker_t *b, int id) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->port[id]),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int const fd = b->port[id] > 0 ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+  int on = 1; /* bound past the closed connections' TIME_WAIT ... */
+  if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+                  bind(fd, (const struct sockaddr *)&a, sizeof a) != 0)) {
+    close(fd);
+    return;
+  }
+  on = 0; /* ... then exclusive: other binds of the port fail, SO_REUSEADDR or not */
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  b->hold[id] = fd;
+}
+
+static void broker_release_port(ls_broker_t *b, int id) {
+  if (b->hold[id] >= 0) close(b->hold[id]);
+  b->hold[id] = -1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -43,6 +86,7 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
   LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "allocating the embedded broker");
   kafka_log_init(&b->log);
   b->n_brokers = n_brokers;
+  for (int id = 0; id <= LS_BROKER_MAX_BROKERS; id++) b->hold[id] = -1;
 
   rd_kafka_conf_t *const conf = rd_kafka_conf_new();
   rd_kafka_conf_set_log_cb(conf, broker_log_cb);
@@ -63,6 +107,7 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
                         n_brokers, last);
   }
   const char *const direct = rd_kafka_mock_cluster_bootstraps(b->mock);
+  broker_ports(b, direct);
   if (port != 0) {
     ls_err_t const err = relay_new(&b->relay, port, direct);
     if (err != LS_OK) {
@@ -81,6 +126,7 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
 
 void ls_broker_destroy(ls_broker_t *broker) {
   if (broker == NULL) return;
+  for (int id = 1; id <= broker->n_brokers; id++) broker_release_port(broker, id);
   relay_destroy(broker->relay);
   if (broker->mock != NULL) rd_kafka_mock_cluster_destroy(broker->mock);
   if (broker->rk != NULL) rd_kafka_destroy(broker->rk);
@@ -122,13 +168,16 @@ ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int part
 ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id) {
   LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_set_down: broker is NULL");
   LS_FORWARD_IF_ERROR(broker_check_id(broker, broker_id));
-  return broker_result(rd_kafka_mock_broker_set_down(broker->mock, broker_id),
-                       "taking a mock broker down");
+  LS_FORWARD_IF_ERROR(broker_result(rd_kafka_mock_broker_set_down(broker->mock, broker_id),
+                                    "taking a mock broker down"));
+  if (broker->hold[broker_id] < 0) broker_hold_port(broker, broker_id);
+  return LS_OK;
 }
 
 ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id) {
   LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_set_up: broker is NULL");
   LS_FORWARD_IF_ERROR(broker_check_id(broker, broker_id));
+  broker_release_port(broker, broker_id); /* the mock listens on it again */
   return broker_result(rd_kafka_mock_broker_set_up(broker->mock, broker_id),
                        "bringing a mock broker up");
 }

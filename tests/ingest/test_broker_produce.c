@@ -6,6 +6,7 @@
  * generators exactly.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -369,6 +370,41 @@ Test(produce, undelivered_records_are_reported, .timeout = 120) {
   cr_expect(strstr(ls_last_error(), "1 record(s) to 'lost' were not delivered") != NULL, "%s",
             ls_last_error());
   ls_producer_destroy(p);
+  ls_broker_destroy(b);
+}
+
+/* Binds (with SO_REUSEADDR: past TIME_WAIT) and connects to
+ * 127.0.0.1:port: the errnos (0 for success). */
+static void port_probe(int port, int *bind_err, int *connect_err) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int fd = socket(AF_INET, SOCK_STREAM, 0), on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  *bind_err = bind(fd, (const struct sockaddr *)&a, sizeof a) == 0 ? 0 : errno;
+  close(fd);
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  *connect_err = connect(fd, (const struct sockaddr *)&a, sizeof a) == 0 ? 0 : errno;
+  close(fd);
+}
+
+Test(broker, a_down_brokers_port_stays_refused_and_reserved) {
+  ls_broker_t *const b = broker_with_topic(2, "held", 1);
+  int port = 0;
+  cr_assert_eq(sscanf(ls_broker_bootstrap(b), "127.0.0.1:%d,", &port), 1, "%s",
+               ls_broker_bootstrap(b));
+  int bind_err, connect_err;
+  port_probe(port, &bind_err, &connect_err);
+  cr_expect_eq(bind_err, EADDRINUSE, "broker 1 listens: %s", strerror(bind_err));
+  cr_expect_eq(connect_err, 0, "broker 1 listens: %s", strerror(connect_err));
+  cr_assert_eq(ls_broker_set_down(b, 1), LS_OK, "%s", ls_last_error());
+  /* Nobody else may listen there meanwhile (the port is bound), and
+   * connections are refused, not accepted by whoever took it. */
+  port_probe(port, &bind_err, &connect_err);
+  cr_expect_eq(bind_err, EADDRINUSE, "a down broker's port was free: %s", strerror(bind_err));
+  cr_expect_eq(connect_err, ECONNREFUSED, "%s", strerror(connect_err));
+  cr_assert_eq(ls_broker_set_up(b, 1), LS_OK, "%s", ls_last_error());
+  port_probe(port, &bind_err, &connect_err);
+  cr_expect_eq(connect_err, 0, "broker 1 is back on its port: %s", strerror(connect_err));
   ls_broker_destroy(b);
 }
 
