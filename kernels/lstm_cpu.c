@@ -61,7 +61,7 @@ static float *alloc_floats(size_t n) {
 static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
   size_t const U = (size_t)c->rk->width, panels = ((size_t)H + U - 1) / U;
   size_t const wp = recur_pack_floats(c->rk, In > H ? In : H, H);
-  c->tn_floats = recur_tn_floats(c->rk, In > H ? In : H);
+  c->tn_floats = recur_tn_floats(c->rk, 4 * H, In > H ? In : H);
   c->colsum = malloc((size_t)O * sizeof(double));
   c->partial = malloc((size_t)c->threads * sizeof(double));
   c->db = malloc((size_t)c->threads * 4 * (size_t)H * sizeof(double));

@@ -62,7 +62,7 @@ typedef struct recur_kernels_s {
    * dgates, and dh0 of the rows. */
   void (*backward_rows)(const recur_bwd_t *a, int b0, int b1, double *db);
   /* C [M, N] += A^T B for rows [m0, m1) of C: A [K, M] (row stride lda),
-   * B [K, N] (ldb), neither packed; buf: recur_tn_floats(N) floats,
+   * B [K, N] (ldb), neither packed; buf: recur_tn_floats(M, N) floats,
    * 64-byte aligned, the caller's own. */
   void (*gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m0,
                   int m1, int N, int K, float *buf);
@@ -90,8 +90,19 @@ size_t recur_pack_floats(const recur_kernels_t *k, int In, int H);
 /* Rows of k per block of gemm_tn (its buffer holds them). */
 #define RECUR_TN_ROWS 128
 
-/* Floats of gemm_tn's buffer for N columns. */
-size_t recur_tn_floats(const recur_kernels_t *k, int N);
+/* gemm_tn copies A's block at row strides (floats) from this on. */
+#ifndef RECUR_TN_COPY
+#define RECUR_TN_COPY 512
+#endif
+
+/* Floats of gemm_tn's buffer for N columns and rows [m0, m1) of C,
+ * m1 - m0 <= M. */
+size_t recur_tn_floats(const recur_kernels_t *k, int M, int N);
+
+/* The row stride of gemm_tn's copy of A's block, m columns: an odd number
+ * of cache lines, so that the rows of k a tile reads down fall in every L1
+ * set (at A's own stride, 4H floats, a power of two, they fall in a few). */
+static inline int recur_tn_stride(int m) { return ((m + 15) / 16 | 1) * 16; }
 
 /* wp [P][In + H][4][U]: panel p holds hidden units p*U .. p*U+U-1 of the
  * four gates, rows k < In from w_ih [4H, In], then w_hh [4H, H]; units past

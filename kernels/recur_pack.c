@@ -52,8 +52,8 @@ size_t recur_pack_floats(const recur_kernels_t *k, int In, int H) {
   return fwd > bwd ? fwd : bwd;
 }
 
-size_t recur_tn_floats(const recur_kernels_t *k, int N) {
-  return (size_t)RECUR_TN_ROWS * padded(k, N);
+size_t recur_tn_floats(const recur_kernels_t *k, int M, int N) {
+  return (size_t)RECUR_TN_ROWS * (padded(k, N) + (size_t)recur_tn_stride(M));
 }
 
 /* w [4H, K] into rows k0 .. k0+K-1 of the panels [P][Kp][4][U]: written in
