@@ -241,6 +241,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
     for (int k = part->stash_at; k < part->n_stash; k++)
       rd_kafka_message_destroy(part->stash[k]);
     free(part->stash);
+    free_nodes(part->out);
   }
   if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);
   if (ing->commits != NULL) rd_kafka_queue_destroy(ing->commits);
@@ -253,7 +254,6 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
     rd_kafka_destroy(ing->dlq);
   }
   free_nodes(ing->head);
-  free_nodes(ing->out);
   free_nodes(ing->pool);
   consumer_tap_free(ing);
   ls_windower_destroy(ing->w);

@@ -65,24 +65,20 @@ static int by_key_index(const void *pa, const void *pb) {
 }
 
 /* The partition's windows in flight (queued, or handed out and not
- * released), sorted by key and index, into *out [*n]. */
-static ls_err_t windows_of(ls_ingest_t *ing, const part_t *part, const ls_window_t ***out,
-                           size_t *n) {
-  int const idx = (int)(part - ing->parts);
-  size_t count = 0, k = 0;
-  for (const window_node_t *node = part->head; node != NULL; node = node->pnext)
-    count++;
-  for (const window_node_t *node = ing->out; node != NULL; node = node->next)
-    count += node->part == idx;
+ * released: its own lists, counted under lock), sorted by key and index,
+ * into *out [*n]. */
+static ls_err_t windows_of(const part_t *part, const ls_window_t ***out, size_t *n) {
+  size_t const count = (size_t)atomic_load(&part->n) + (size_t)part->n_out;
+  size_t k = 0;
   const ls_window_t **const wins = malloc((count > 0 ? count : 1) * sizeof *wins);
   LS_RETURN_IF(wins == NULL, LS_ERR_NOMEM, "no memory for %zu windows in flight", count);
-  for (const window_node_t *node = part->head; node != NULL; node = node->pnext)
+  for (const window_node_t *node = part->head; node != NULL && k < count; node = node->pnext)
     wins[k++] = &node->win;
-  for (const window_node_t *node = ing->out; node != NULL; node = node->next)
-    if (node->part == idx) wins[k++] = &node->win;
-  qsort(wins, count, sizeof *wins, by_key_index);
+  for (const window_node_t *node = part->out; node != NULL && k < count; node = node->next)
+    wins[k++] = &node->win;
+  qsort(wins, k, sizeof *wins, by_key_index);
   *out = wins;
-  *n = count;
+  *n = k;
   return LS_OK;
 }
 
@@ -153,7 +149,7 @@ ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next, 
   const ls_window_t **wins = NULL;
   size_t n = 0;
   gather_t g = {.F = ing->s.features};
-  ls_err_t err = windows_of(ing, part, &wins, &n);
+  ls_err_t err = windows_of(part, &wins, &n);
   for (size_t i = 0, j; err == LS_OK && i < n; i = j) {
     for (j = i + 1; j < n && key_cmp(wins[j], wins[i]->key, wins[i]->key_len) == 0; j++)
       ;

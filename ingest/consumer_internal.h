@@ -72,7 +72,8 @@
 typedef struct window_node_s {
   ls_window_t win;
   struct window_node_s *prev, *next; /* the queue of all partitions, in arrival order; once
-                                        handed out, the list of those; in the pool: next */
+                                        handed out, its partition's list of those (part_t
+                                        out); in the pool: next */
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
@@ -97,6 +98,8 @@ typedef struct part_s {
   int n_stash, stash_at, cap_stash;
   /* Under lock (n also atomic). */
   window_node_t *head, *tail;
+  window_node_t *out; /* handed out, not yet released (freed by destroy) */
+  int64_t n_out;
   atomic_int_fast64_t n;
   int ended; /* done and every window queued: LS_NEXT_END once the queue is empty */
   int64_t pub_next; /* next, as published by consumer_publish */
@@ -167,7 +170,6 @@ struct ls_ingest_s {
   pthread_cond_t ready; /* a window, an end or an error */
   pthread_cond_t room;  /* the trainer took a window or waits, or stop */
   window_node_t *head, *tail, *pool;
-  window_node_t *out; /* handed out, not yet released (freed by destroy) */
   int64_t n_pool;
   int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
   atomic_int_fast64_t queued;

@@ -88,9 +88,10 @@ static window_node_t *dequeue_locked(ls_ingest_t *ing, part_t *part) {
   else
     ing->tail = node->prev;
   node->prev = NULL;
-  node->next = ing->out;
-  if (ing->out != NULL) ing->out->prev = node;
-  ing->out = node;
+  node->next = part->out;
+  if (part->out != NULL) part->out->prev = node;
+  part->out = node;
+  part->n_out++;
   int64_t const left = atomic_fetch_sub(&part->n, 1) - 1;
   atomic_fetch_sub(&ing->queued, 1);
   pthread_cond_broadcast(&ing->room);
@@ -232,12 +233,14 @@ ls_err_t ls_ingest_next_partition(ls_ingest_t *ing, int32_t partition, int timeo
 void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win) {
   if (ing == NULL || win == NULL) return;
   window_node_t *node = (window_node_t *)((char *)win - offsetof(window_node_t, win));
+  part_t *const part = &ing->parts[node->part];
   pthread_mutex_lock(&ing->lock);
   if (node->prev != NULL)
     node->prev->next = node->next;
   else
-    ing->out = node->next;
+    part->out = node->next;
   if (node->next != NULL) node->next->prev = node->prev;
+  part->n_out--;
   if (ing->n_pool < ing->s.queue_windows * ing->n_parts) {
     node->next = ing->pool;
     ing->pool = node;

@@ -28,8 +28,11 @@ struct snap_encoder_s {
 
 ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf) {
   LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "snapshot configuration is NULL");
-  LS_RETURN_IF(conf->level < 1 || conf->level > ZSTD_maxCLevel(), LS_ERR_INVALID_ARG,
-               "zstd level %d is out of range [1, %d]", conf->level, ZSTD_maxCLevel());
+  LS_RETURN_IF(conf->level == 0 || conf->level < LS_SNAPSHOT_LEVEL_MIN ||
+                   conf->level < ZSTD_minCLevel() || conf->level > ZSTD_maxCLevel(),
+               LS_ERR_INVALID_ARG,
+               "zstd level %d is out of range [%d, -1] (fast) or [1, %d] (0 is not a level)",
+               conf->level, LS_SNAPSHOT_LEVEL_MIN, ZSTD_maxCLevel());
   ZSTD_bounds const wb = ZSTD_cParam_getBounds(ZSTD_c_nbWorkers);
   LS_RETURN_IF(conf->workers < 0 || (!ZSTD_isError(wb.error) && conf->workers > wb.upperBound),
                LS_ERR_INVALID_ARG,

@@ -68,7 +68,7 @@ static const base_key_t keys[] = {
     {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every), BASE_V_I64(0, 1e15)},
     {"snapshot_interval", "snapshot every S seconds; 0 = not by time", F(snapshot_interval), BASE_V_DBL(0, 1e9)},
     {"snapshot_keep", "snapshots kept", F(snapshot_keep), BASE_V_INT(1, 1000000)},
-    {"snapshot_level", "zstd compression level of snapshots", F(snapshot_level), BASE_V_INT(1, 22)},
+    {"snapshot_level", "zstd compression level of snapshots (-50..-1: zstd's fast levels; not 0)", F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22)},
     {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads), BASE_V_INT(0, 256)},
     {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle), BASE_V_CHOICE(bools)},
     {"resume", "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory", F(resume), BASE_V_STR(S(resume))},

@@ -370,9 +370,15 @@ LS_API ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, i
 /* ------------------------------------------------------------------------ */
 /* Snapshot files                                                            */
 
+/* The fastest zstd level a snapshot takes (zstd's negative "fast" levels
+ * trade a little size for speed on the barely compressible floats of
+ * states, weights and records in flight). */
+#define LS_SNAPSHOT_LEVEL_MIN (-50)
+
 /* How snapshot files are written. */
 typedef struct ls_snapshot_conf_s {
-  int level;   /* zstd compression level, 1 .. ZSTD_maxCLevel() (22)   (3) */
+  int level;   /* zstd compression level: LS_SNAPSHOT_LEVEL_MIN .. -1 (fast
+                * levels) or 1 .. ZSTD_maxCLevel() (22)                     (3) */
   int workers; /* zstd worker threads; 0 = compress on the writing thread   (0) */
   int shuffle; /* 1 = split float arrays into 4 byte planes before
                 * compression (blocks of 64 KiB): states and weights then

@@ -133,7 +133,7 @@ LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
  *   snapshot_every  a snapshot every N steps; 0 = not by steps (0)
  *   snapshot_interval  a snapshot every S seconds; 0 = not by time (0)
  *   snapshot_keep   snapshots kept                            (3)
- *   snapshot_level  zstd level                                (3)
+ *   snapshot_level  zstd level: -50..-1 (fast) or 1..22       (3)
  *   snapshot_threads  zstd workers; 0 = the writer's thread   (0)
  *   snapshot_shuffle  byte-shuffle floats before compression  (true)
  *   resume          latest: the newest good snapshot in snapshot_dir (a

@@ -128,6 +128,10 @@ Test(args, conf) {
   EXPECT_ERR(ls_snapshot_conf_check(&conf), LS_ERR_INVALID_ARG, "zstd level 0");
   conf.level = 99;
   EXPECT_ERR(ls_snapshot_conf_check(&conf), LS_ERR_INVALID_ARG, "zstd level 99");
+  conf.level = LS_SNAPSHOT_LEVEL_MIN - 1;
+  EXPECT_ERR(ls_snapshot_conf_check(&conf), LS_ERR_INVALID_ARG, "zstd level -51");
+  conf.level = LS_SNAPSHOT_LEVEL_MIN;
+  cr_assert_eq(ls_snapshot_conf_check(&conf), LS_OK);
   conf.level = 3, conf.workers = -1;
   EXPECT_ERR(ls_snapshot_conf_check(&conf), LS_ERR_INVALID_ARG, "-1 zstd workers");
   conf.workers = 0, conf.shuffle = 2;

@@ -36,16 +36,18 @@ typedef struct bench_s {
 /* --levels A,B,..: zstd levels. */
 static int parse_levels(void *opaque, const char *text) {
   bench_t *const b = opaque;
-  static const base_value_t level = BASE_V_INT(1, 22);
+  static const base_value_t level = BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22);
   char *copy = strdup(text), *save = NULL;
   int bad = copy == NULL;
   b->n_levels = 0;
   for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save))
-    bad = b->n_levels == MAX_LEVELS || base_value_parse(&level, t, &b->levels[b->n_levels++]) != 0;
+    bad = b->n_levels == MAX_LEVELS || base_value_parse(&level, t, &b->levels[b->n_levels++]) != 0 ||
+          b->levels[b->n_levels - 1] == 0;
   free(copy);
   if (bad || b->n_levels == 0)
-    return cli_usage_error("bench snapshot", "--levels '%s': expected 1 to %d zstd levels (1..22), "
-                           "separated by commas", text, MAX_LEVELS);
+    return cli_usage_error("bench snapshot", "--levels '%s': expected 1 to %d zstd levels (%d..-1: "
+                           "fast, 1..22), separated by commas", text, MAX_LEVELS,
+                           LS_SNAPSHOT_LEVEL_MIN);
   return CLI_EXIT_OK;
 }
 
