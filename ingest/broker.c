@@ -52,7 +52,8 @@ static void broker_ports(ls_broker_t *b, const char *direct) {
  * self-connect), could take it, and clients that still find that broker in
  * the metadata would then talk to the wrong party instead of being refused.
  * A socket bound to the port, not listening, keeps connections refused and
- * the port taken (ephemeral ports skip bound ones; explicit binds fail). Best effort: where the bind fails, the port was taken already. */
+ * the port taken (ephemeral ports skip bound ones; explicit binds fail).
+ * Best effort: where the bind fails, the port was taken already. */
 static void broker_hold_port(ls_broker_t *b, int id) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->port[id]),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
