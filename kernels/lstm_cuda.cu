@@ -15,12 +15,19 @@
  * takes exactly the arguments of the CPU's cblas_sgemm(CblasRowMajor, ...)
  * calls and maps them to column-major cuBLAS (opened on first use), in
  * plain float32 or, with LS_PRECISION_TF32, on TF32 tensor cores (ctx_init
- * sets the handle's math mode; nothing else differs). Sums that feed a loss, a
+ * sets the handle's math mode). TF32 reaches the cuBLAS GEMMs only: the
+ * persistent recurrent kernels (lstm_cuda_persist*.cu) compute in fp32
+ * whatever the precision, so where a layer runs on them, its recurrent
+ * product is fp32 under --precision tf32 too. Sums that feed a loss, a
  * norm or a bias gradient run in double, as on the CPU, through two-pass
  * reductions whose order depends only on the sizes (never on the order in
- * which blocks finish, nor on the device's SM count: an atomic ticket only
- * picks which block adds the parts up, in their fixed order), so a replay
- * gives bit-identical results run after run.
+ * which blocks finish: an atomic ticket only picks which block adds the
+ * parts up, in their fixed order). Our own kernels' results therefore do
+ * not depend on the SM count; cuBLAS's are reproducible run after run only
+ * on the same architecture and SM count (cuBLAS documentation, "Results
+ * reproducibility"), and the persistent kernels' plan (cluster and row
+ * groups) follows the device's shared memory. So a replay gives
+ * bit-identical results run after run on one kind of GPU, not across kinds.
  */
 #include <stdlib.h>
 #include <string.h>

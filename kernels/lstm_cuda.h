@@ -200,6 +200,11 @@ __device__ static inline bool last_block(unsigned *ticket, int *flag) {
     unsigned const blocks = gridDim.x * gridDim.y * gridDim.z;
     *flag = atomicAdd(ticket, 1u) == blocks - 1;
     if (*flag) *ticket = 0;
+    /* The acquire side: the last block's reads of the other blocks' parts
+     * come after its ticket (the CUDA memory model orders them only with a
+     * fence between the atomic and the reads; the volatile loads alone do
+     * not). */
+    __threadfence();
   }
   __syncthreads();
   return *flag != 0;

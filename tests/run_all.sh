@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Builds lstream and runs every test: the normal build with warnings as
-# errors, then the same suite under AddressSanitizer + UBSan.
+# errors, then the same suite under AddressSanitizer + UBSan. Installs what
+# is missing first: Debian's packages (.ci/install-deps) and the CUDA
+# toolkit from PyPI's NVIDIA wheels (.ci/install-cuda).
 # Usage: tests/run_all.sh        (from anywhere; builds in build/ and build-asan/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .ci/install-deps
+# The CUDA toolkit (no GPU needed: the CUDA code is compiled, linked and run
+# on the emulation); its folders go to CMake, never guessed there.
+roots=$(.ci/install-cuda --print-root)
+read -r cuda_root nccl_root <<<"$roots"
+export NCCL_ROOT=$nccl_root
+cuda=(-DCUDAToolkit_ROOT="$cuda_root" -DLSTREAM_CUDA_REQUIRED=ON)
 jobs=$(nproc)
 
 echo "== build (Release, -Werror) =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLSTREAM_WERROR=ON
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLSTREAM_WERROR=ON "${cuda[@]}"
 cmake --build build -j"$jobs"
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== build (ASan + UBSan, -Werror) =="
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLSTREAM_WERROR=ON -DLSTREAM_SANITIZE=ON
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLSTREAM_WERROR=ON -DLSTREAM_SANITIZE=ON \
+  "${cuda[@]}"
 cmake --build build-asan -j"$jobs"
 echo "== tests under sanitizers =="
 ctest --test-dir build-asan --output-on-failure -j"$jobs"

@@ -3,17 +3,22 @@
 # toolkit and PyTorch but none of lstream's other dependencies (and no
 # network to fetch them): the lstream program and test_cuda_engine from a
 # build here, and every shared library they load that such a machine lacks
-# (librdkafka, OpenBLAS, zstd, Open MPI's libraries, ...). Left out: the C
-# runtime (libc, libm, libstdc++, ...), which the machine has in a newer
-# version, and CUDA's own libraries (cudart, cuBLAS, NCCL: 200+ MB), which
-# tests/gpu/device_check.sh finds there.
+# (librdkafka, OpenBLAS, zstd, Open MPI's libraries, ...), and the CUDA
+# runtime the build was linked against (libcudart, under 1 MB: the same
+# minor version as the code). Left out: the C runtime (libc, libm,
+# libstdc++, ...), which the machine has in a newer version, and cuBLAS and
+# NCCL (opened at run time; 700+ MB), which tests/gpu/device_check.sh finds
+# there. Binaries and libraries are stripped: the bundle travels with the
+# working tree under the device machine's 64 MiB limit (its size is printed).
 #
 # Usage: tests/gpu/device_bundle.sh [BUILD_DIR] [BUNDLE_DIR]
 #   BUILD_DIR   a Release build with the CUDA backend (default: build)
-#   BUNDLE_DIR  where to put bin/ and lib/ (default: .device-bundle, which
-#               git ignores; carry it to the GPU machine with the working tree)
-# Then, on the GPU machine, from the repository root:
-#   tests/gpu/device_check.sh .device-bundle OUT_DIR
+#   BUNDLE_DIR  where to put bin/ and lib/, and BUNDLE_DIR.tar.xz the same
+#               in one archive (default: .device-bundle, which git ignores;
+#               carry the archive to the GPU machine with the working tree)
+# Then, on the GPU machine, from the repository root (README, "The GPU"):
+#   tests/gpu/device_check.sh .device-bundle.tar.xz OUT_DIR check
+#   tests/gpu/device_check.sh .device-bundle.tar.xz OUT_DIR bench
 set -euo pipefail
 build=${1:-build}
 bundle=${2:-.device-bundle}
@@ -25,7 +30,8 @@ mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/lstream" "$build/tests/gpu/test_cuda_engine" "$bundle/bin/"
 
 # Libraries the GPU machine brings itself.
-skip='^(ld-linux.*|linux-vdso.*|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-.*)\.so'
+skip='^(ld-linux.*|linux-vdso.*|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libnccl|libnvidia-.*)\.so'
+# (ldd finds libcudart through the build's run path.)
 for exe in "$bundle"/bin/*; do
   ldd "$exe" | while read -r name _ path _; do
     [ -n "${path:-}" ] && [ "${path#/}" != "$path" ] || continue
@@ -33,10 +39,14 @@ for exe in "$bundle"/bin/*; do
     [ -e "$bundle/lib/$name" ] || cp -L "$path" "$bundle/lib/$name"
   done
 done
+strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*
 if ldd "$bundle"/bin/* | grep -q 'not found'; then
   ldd "$bundle"/bin/* | grep 'not found' >&2
   echo "device_bundle: some libraries were not found here" >&2
   exit 1
 fi
-du -sh "$bundle"
+# One archive to carry (xz: about a fifth of the folder, which OpenBLAS'
+# 35 MB fills); device_check.sh takes either.
+tar -C "$(dirname "$bundle")" -cJf "$bundle.tar.xz" "$(basename "$bundle")"
+du -sh "$bundle" "$bundle.tar.xz"
 ls "$bundle/lib"

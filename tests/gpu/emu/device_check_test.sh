@@ -9,6 +9,10 @@
 #      the steps skip, exit 0
 #   4. a GPU that works (the emulated one): the train step passes (--device
 #      cuda against cpu, --comm nccl against none on one GPU)
+#   5. the two commands of README's "The GPU" end to end, as a dry run:
+#      `check --small` (every step, a stand-in compute-sanitizer that runs
+#      the program without the tool) and `bench` at a small shape with
+#      PyTorch on the CPU; each writes its archive of logs
 # Usage: device_check_test.sh LSTREAM_ON_EMU TEST_CUDA_ENGINE_ON_EMU
 set -euo pipefail
 emu=$1
@@ -28,36 +32,62 @@ cat >"$work/path/nvidia-smi" <<'SMI'
 [ "${GPUS:-0}" -gt 0 ] || { echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."; exit 9; }
 echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
 SMI
-chmod +x "$work/path/nvidia-smi"
+cat >"$work/path/compute-sanitizer" <<'SAN'
+#!/bin/sh
+# A stand-in: the program without the tool (the emulation has no sanitizer).
+while [ $# -gt 0 ]; do
+  case $1 in --tool | --error-exitcode | --leak-check) shift 2 ;; --*) shift ;; *) break ;; esac
+done
+exec "$@"
+SAN
+chmod +x "$work/path/nvidia-smi" "$work/path/compute-sanitizer"
 
-# check NAME GPUS EMU_DEVICE WANT_RC STEP...: runs device_check.sh, wants its
-# exit status; its output in $work/NAME.out.
-check() {
-  local name=$1 gpus=$2 device=$3 want=$4 rc=0
-  shift 4
+# run NAME GPUS EMU_DEVICE WANT_RC COMMAND OPTION...: runs device_check.sh
+# COMMAND, wants its exit status; its output in $work/NAME.out, its logs
+# unpacked from its archive into $work/NAME/.
+run() {
+  local name=$1 gpus=$2 device=$3 want=$4 command=$5 rc=0
+  shift 5
   PATH="$work/path:$PATH" GPUS=$gpus EMU_DEVICE=$device \
-    timeout 300 "$here/../device_check.sh" "$work/bundle" "$work/$name" "$@" >"$work/$name.out" 2>&1 || rc=$?
+    timeout 600 "$here/../device_check.sh" "$work/bundle" "$work/$name" "$command" "$@" \
+    >"$work/$name.out" 2>&1 || rc=$?
   sed -n '/^== summary/,$p' "$work/$name.out" | sed "s/^/$name: /"
   [ "$rc" = "$want" ] || { cat "$work/$name.out"; fail "$name: device_check.sh exited $rc, want $want"; }
+  [ -s "$work/$name/$command.tar.gz" ] || fail "$name: no $command.tar.gz"
+  tar -C "$work/$name" -xzf "$work/$name/$command.tar.gz" || fail "$name: a bad archive"
 }
+check() { local n=$1 g=$2 d=$3 w=$4; shift 4; run "$n" "$g" "$d" "$w" check "$@"; }
 
-check old-driver 1 old-driver 1 engine train
+check old-driver 1 old-driver 1 --only engine,train
 grep -q 'engine: FAILED' "$work/old-driver.out" || fail "old-driver: the engine step did not fail"
 grep -q 'train_device: FAILED' "$work/old-driver.out" || fail "old-driver: the train step did not fail"
 grep -q 'cudaErrorInsufficientDriver' "$work/old-driver/engine.log" ||
   fail "old-driver: the engine log does not name CUDA's error"
 grep -q 'cannot use them' "$work/old-driver.out" || fail "old-driver: no loud message up front"
 
-check hidden 1 none 1 engine
+check hidden 1 none 1 --only engine
 grep -q 'engine: FAILED, skipped (exit 77) although nvidia-smi lists a GPU' "$work/hidden.out" ||
   fail "hidden: a skip was not counted as a failure"
 
-check none 0 no-driver 0 engine train
+check none 0 no-driver 0 --only engine,train
 grep -q 'engine: skipped (no GPU)' "$work/none.out" || fail "none: the engine step did not skip"
 
-check working 1 1 0 train
+check working 1 1 0 --only train
 grep -q 'train_device: ok' "$work/working.out" && grep -q 'train_nccl: ok' "$work/working.out" ||
   fail "working: the train steps did not pass"
 grep -q 'nccl.*max |difference|' "$work/working/train_nccl.log" ||
   fail "working: --comm nccl was not compared with --comm none"
+
+# The README's two commands, as a dry run on the emulated GPU (the bundle
+# as its archive, as it travels).
+tar -C "$work" -cJf "$work/bundle.tar.xz" bundle
+mv "$work/bundle" "$work/bundle.dir"
+ln -s bundle.tar.xz "$work/bundle"
+check dry-check 1 1 0 --small
+for s in engine engine_perstep memcheck train_device train_nccl; do
+  grep -q "^$s: ok" "$work/dry-check/summary.log" || fail "dry-check: $s did not pass"
+done
+run dry-bench 1 1 0 bench --shapes 16,4,32,1,8 --rounds 1 --steps 2 --torch-device cpu
+grep -Eq '^16,4,32,1,8 +tf32 +perstep +[0-9.]+ +[0-9.]+' "$work/dry-bench/bench.log" ||
+  fail "dry-bench: no table row for tf32 perstep"
 echo "PASS"
