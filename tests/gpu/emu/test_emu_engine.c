@@ -408,7 +408,8 @@ out:
 /* ------------------------------------------------------------------------ */
 /* sync                                                                      */
 
-/* A window whose backward's first cell kernel faults; the error of the
+/* A window whose backward's first cell kernel faults (H = 7, odd: the
+ * per-step path, one cell kernel per time step); the error of the
  * first call that reports it. */
 static void faulting_window(int sync, char *msg, size_t size) {
   ls_engine_t *e[2] = {NULL, NULL};
@@ -423,7 +424,7 @@ static void faulting_window(int sync, char *msg, size_t size) {
   else
     unsetenv("LSTREAM_CUDA_SYNC");
   if (!pair_new(e, MT, MB)) return;
-  emu_fail_kernel("lstm_persist_backward_kernel", 1);
+  emu_fail_kernel("lstm_cell_backward_kernel", 1);
   ls_err_t err = ls_engine_set_state(e[0], MB, NULL, NULL);
   if (err == LS_OK) err = ls_engine_forward(e[0], MT, MB, x, y, NULL, NULL, NULL);
   if (err == LS_OK) err = ls_engine_backward(e[0], 1.0f);
@@ -441,10 +442,10 @@ static void run_sync(void) {
   unsetenv("LSTREAM_CUDA_SYNC");
   printf("sync: without LSTREAM_CUDA_SYNC: %s\nsync: with LSTREAM_CUDA_SYNC=1: %s\n", plain,
          synced);
-  CHECK(strstr(plain, "lstm_persist_backward_kernel") == NULL &&
+  CHECK(strstr(plain, "lstm_cell_backward_kernel") == NULL &&
             strstr(plain, "LSTREAM_CUDA_SYNC=1"),
         "without LSTREAM_CUDA_SYNC the fault should surface later, with a hint: %s", plain);
-  CHECK(strstr(synced, "kernel lstm_persist_backward_kernel failed") != NULL,
+  CHECK(strstr(synced, "kernel lstm_cell_backward_kernel failed") != NULL,
         "LSTREAM_CUDA_SYNC=1 should name the faulting kernel: %s", synced);
 }
 
