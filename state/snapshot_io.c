@@ -460,12 +460,8 @@ static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
   dst->n = src->n;
   dst->adam_steps = src->adam_steps;
   dst->has_model = src->has_model;
-  if (src->predict_Q + src->predict_W > 0)
-    LS_FORWARD_IF_ERROR(ls_snapshot_set_predict(dst, src->predict, src->predict_Q,
-                                                src->predict + src->predict_Q, src->predict_W));
-  if (!src->has_calib) return LS_OK;
-  return ls_snapshot_set_calibration(dst, src->calib, src->calib + src->shape.output_size,
-                                     src->calib_k);
+  /* The modules' run-wide sections (calibration, the forecasts' books). */
+  return snap_copy_modules(dst, src);
 }
 
 /* Appends the series and partitions of part whose partition p has
@@ -513,7 +509,7 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   ls_err_t err = ls_snapshot_set_stats_shape(s, zero->stats_F, zero->stats_O);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, zero->mem_cap, zero->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, zero->in_F);
-  if (err == LS_OK) err = take_model(s, zero);
+  if (err == LS_OK) err = take_model(s, zero); /* with rank 0's module sections */
   if (err == LS_OK) err = take_series(s, zero, world, rank);
   for (int r = 1; err == LS_OK && r < m->world; r++) {
     ls_snapshot_t *part = NULL;

@@ -82,6 +82,19 @@ void train_snaps_destroy(train_snaps_t *s); /* accepts NULL */
  * Needs the view's conf, shape, comm, rank and world. */
 ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap);
 
+/* After train_snaps_find, before anything is built from the configuration:
+ * reconciles conf (the view's, which it may change) with the loaded
+ * snapshot's settings (train_conf_adopt: fixed options not given take the
+ * snapshot's values; a given one that differs is refused naming it), refuses
+ * a snapshot holding a required section this version does not know, and
+ * for a format-4 snapshot checks the configuration's digest. On an error
+ * *snap is destroyed and NULL. */
+ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot_t **snap);
+
+/* The loaded snapshot's model shape against the view's (computed from the
+ * settled configuration). */
+ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap);
+
 /* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
  * it or else at start, and snap's series as skip rules. */
 ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,

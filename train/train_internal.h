@@ -9,7 +9,11 @@
 
 #include "lstream/train.h"
 
+/* The most keys of the option table (train/conf.c). */
+#define TRAIN_KEYS_MAX 96
+
 struct ls_train_conf_s {
+  unsigned char given[TRAIN_KEYS_MAX]; /* per key of the table: set by ls_train_conf_set */
   char brokers[512];
   char topic[256];
   int format; /* ls_format_t */
@@ -68,6 +72,25 @@ struct ls_train_conf_s {
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
+
+/* The keys with a flag of mask (LS_KEY_FIXED, ...) and their values, one
+ * "key=value\n" each in the table's order, doubles to the last bit: what a
+ * snapshot keeps of its run's configuration (its settings section). *len
+ * receives the bytes written (no NUL counted). */
+ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf, size_t size,
+                             size_t *len);
+
+/* Reconciles c with the settings a snapshot (path, for messages) was
+ * written with: a fixed key that c was not given takes the snapshot's
+ * value; one given another value is refused, naming the key and both
+ * values; a fixed key the snapshot does not know (a later option) must be
+ * at its default; a noted key that differs, and a setting this version does
+ * not know, are appended to note. */
+ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
+                          char *note, size_t note_size);
+
+/* "topic, format, ...": the fixed keys, for messages. */
+const char *train_conf_fixed_names(void);
 void train_conf_free_kafka(ls_train_conf_t *c);
 
 /* What monitoring (train/monitor.c) reads of a trainer, defined in

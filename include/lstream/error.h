@@ -27,6 +27,7 @@ typedef enum ls_err_e {
   LS_ERR_BACKEND = 7,     /* the compute backend (BLAS, CUDA) failed */
   LS_ERR_STATE = 8,       /* a call out of order (e.g. backward before forward) */
   LS_ERR_UNKNOWN_KEY = 9, /* a configuration key that does not exist */
+  LS_ERR_NOT_FOUND = 10,  /* what was asked for is not there (a snapshot section) */
   LS_ERR__COUNT
 } ls_err_t;
 

@@ -286,36 +286,38 @@ typedef struct ls_ingest_conf_s ls_ingest_conf_t;
 typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
 
 /* The consumer's lstream settings, typed: ls_ingest_conf_set sets one
- * field from its text (the key in brackets), ls_ingest_conf_set_settings
- * all of them at once. Defaults in parentheses. */
+ * field from its text (the key in brackets, spelled as the trainer's option
+ * that sets it; dots and dashes read as underscores), and
+ * ls_ingest_conf_set_settings all of them at once. Defaults in parentheses
+ * (the table in ingest/conf.c; the shared ones are the trainer's). */
 typedef struct ls_ingest_settings_s {
   const char *topic;             /* [topic] the topic to read (required) */
-  const char *dead_letter_topic; /* [dead.letter.topic] copy rejected records there,
+  const char *dead_letter_topic; /* [dead_letter_topic] copy rejected records there,
                                     with the header lstream-reject-reason (NULL: none) */
   ls_format_t format;            /* [format] f32 | csv (f32) */
   int features;                  /* [features] F, values per record, 1..LS_FEATURES_MAX (1) */
-  int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (32) */
-  int64_t queue_windows;         /* [queue.windows] most complete windows queued per
-                                    partition (256) */
-  int64_t buffer_records;        /* [buffer.records] most records held in memory: series
+  int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (16) */
+  int64_t queue_windows;         /* [queue_windows] most complete windows queued per
+                                    partition (4096) */
+  int64_t buffer_records;        /* [buffer_records] most records held in memory: series
                                     buffers plus T+1 per queued window, all partitions
-                                    (4194304) */
+                                    (16777216) */
   int stop_at_end;               /* [stop] end (1): stop at the high watermarks read at
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
-  double max_abs;                /* [max.abs] ls_windower_set_max_abs (1e18: squared
+  double max_abs;                /* [max_abs] ls_windower_set_max_abs (1e18: squared
                                     differences, 4e36, stay finite in float32) */
-  int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
-  int64_t series_idle_ms;        /* [series.idle.ms] ls_windower_set_eviction's idle_ms (0) */
-  int64_t max_series;            /* [max.series] its max_held, per partition; 0 none (0) */
+  int64_t reset_gap_ms;          /* [reset_gap_ms] ls_windower_set_reset_gap; 0 none (0) */
+  int64_t series_idle_ms;        /* [series_idle_ms] ls_windower_set_eviction's idle_ms (0) */
+  int64_t max_series;            /* [max_series] its max_held, per partition; 0 none (0) */
   int tap;                       /* [tap] true (1): also hand every accepted record, as it
                                     is accepted, to ls_ingest_records | false (0) */
-  int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
-  int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
+  int warn_interval_ms;          /* [warn_interval_ms] see ls_ingest_warn_cb (5000) */
+  int start_timeout_ms;          /* [start_timeout_ms] limit on resolving start positions
                                     and on reaching each partition's leader (10000) */
-  int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
-  int watch_interval_ms;         /* [watch.interval.ms] how often a thread asks the
+  int commit_timeout_ms;         /* [commit_timeout_ms] limit on ls_ingest_commit (5000) */
+  int watch_interval_ms;         /* [watch_interval_ms] how often a thread asks the
                                     partitions' leaders for their high watermarks (one
                                     ListOffsets per leader, waiting at most this long): is
                                     the cluster reached, each partition's lag; 0 never (1000) */

@@ -320,24 +320,6 @@ LS_API ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *snap, int features, i
 LS_API void ls_snapshot_stats_shape(const ls_snapshot_t *snap, int *features, int *targets);
 LS_API ls_err_t ls_snapshot_series_stats(ls_snapshot_t *snap, size_t i, ls_series_stats_t *out);
 
-/* The forecasts' run-wide bookkeeping (rank 0's part, with the model):
- * from [n_from], per partition of the predictions topic, an offset below
- * which the run that wrote the snapshot published nothing after it; and
- * lengths [n_lengths], per rank, the length of its predictions file when
- * the snapshot was taken. Get: LS_ERR_STATE when it holds none. */
-LS_API ls_err_t ls_snapshot_set_predict(ls_snapshot_t *snap, const int64_t *from, int n_from,
-                                        const int64_t *lengths, int n_lengths);
-LS_API ls_err_t ls_snapshot_get_predict(const ls_snapshot_t *snap, const int64_t **from,
-                                        int *n_from, const int64_t **lengths, int *n_lengths);
-
-/* The forecast calibration (rank 0's part, with the model): per target j < O
- * (O of the shape) two moments spy, spp and a count k. */
-LS_API ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *snap, const double *spy,
-                                            const double *spp, const int64_t *k);
-/* LS_ERR_STATE when it holds none. */
-LS_API ls_err_t ls_snapshot_get_calibration(const ls_snapshot_t *snap, const double **spy,
-                                            const double **spp, const int64_t **k);
-
 /* Each partition's replay memory: set the layout, `cap` entries of `entry`
  * floats per partition, on a snapshot without partitions (0, 0: none; a
  * reset clears it); then, for partition i, the entries held (filled <= cap),
@@ -350,6 +332,48 @@ LS_API ls_err_t ls_snapshot_get_memory(const ls_snapshot_t *snap, size_t i, int6
                                        int64_t *next, const float **entries);
 
 /* Accessors; pointers stay valid until the snapshot is changed or freed. */
+/* Sections of the modules above state/ (format 5 on). state/ keeps them,
+ * and the container around them (ids, versions, checksums, compression,
+ * commit), without reading them: each module encodes its own content, with
+ * a version of its layout, and migrates the layouts it knew before. A
+ * section is optional (a reader that does not know its id skips it: data a
+ * later version adds that an earlier one can do without) or required (such a
+ * reader refuses the snapshot, naming it: data without which resuming would
+ * be wrong). Ids are allotted here, so that no two modules share one; the
+ * layouts are described where they are written. */
+enum {
+  LS_SNAPSHOT_SECTION_FIRST = 64,
+  LS_SNAPSHOT_SECTION_SETTINGS = 64,    /* train/snapshots.c: the run's configuration */
+  LS_SNAPSHOT_SECTION_CALIBRATION = 65, /* train/figures.c: the forecasts' calibration */
+  LS_SNAPSHOT_SECTION_PREDICT = 66,     /* train/predict_out.c: the forecasts' bookkeeping */
+  LS_SNAPSHOT_SECTION_LAST = 1023
+};
+#define LS_SNAPSHOT_MODULE_SECTIONS 16 /* the most module sections in one shard */
+enum {
+  LS_SNAPSHOT_REQUIRED = 1, /* a reader that does not know the id refuses the file */
+  LS_SNAPSHOT_FLOATS = 2    /* the content is float32s: byte-shuffled with --snapshot-shuffle */
+};
+
+/* Puts (or replaces) a module section of `bytes` bytes, copied: id in
+ * [LS_SNAPSHOT_SECTION_FIRST, LS_SNAPSHOT_SECTION_LAST], version < 65536,
+ * flags of LS_SNAPSHOT_REQUIRED and LS_SNAPSHOT_FLOATS (bytes then a multiple
+ * of 4). A shard holds it as given; with several ranks, each rank puts what
+ * its shard needs (a resume with another world reads rank 0's). */
+LS_API ls_err_t ls_snapshot_put_section(ls_snapshot_t *snap, uint32_t id, uint32_t version,
+                                        unsigned flags, const void *data, size_t bytes);
+
+/* A loaded snapshot's module section: its version and content (owned by
+ * snap). LS_ERR_NOT_FOUND when the snapshot has none of that id (written
+ * before the module kept it, or by a run without it). */
+LS_API ls_err_t ls_snapshot_get_section(const ls_snapshot_t *snap, uint32_t id, uint32_t *version,
+                                        const void **data, size_t *bytes);
+
+/* Checks that every required module section of a loaded snapshot is one of
+ * known [n] (the ids the caller reads): LS_ERR_UNSUPPORTED naming the first
+ * that is not ("written by a later lstream"). */
+LS_API ls_err_t ls_snapshot_check_sections(const ls_snapshot_t *snap, const uint32_t *known,
+                                           size_t n);
+
 LS_API ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
 LS_API ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
 /* LS_ERR_STATE when the snapshot holds no model (a part of rank > 0). */
@@ -413,12 +437,16 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 16
+#define LS_SNAPSHOT_SECTIONS_MAX 32
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
                      * "partitions", "norm", "calibration", "memory", "inflight",
                      * "inflight_rows", "activity" (shards) or "shards" (the
-                     * manifest); static */
+                     * manifest), a module's ("settings", ...), or "?" for a
+                     * module section this version does not know; static */
+  uint32_t id;      /* the section id (LS_SNAPSHOT_SECTION_*, or the container's) */
+  uint32_t version; /* a module section's layout version (0 for the container's) */
+  int required;     /* a reader that does not know it must refuse the file */
   uint64_t offset;  /* where its zstd frame starts in the file */
   uint64_t stored;  /* bytes in the file */
   uint64_t raw;     /* bytes once decompressed */

@@ -11,6 +11,9 @@
 #             the uninterrupted 2-rank run (float rounding, see the case)
 #   fallback  the newest snapshot damaged: --resume latest passes over it,
 #             says so, and the run still ends bit-identical
+#   settings  a resume that leaves out the model's options takes the
+#             snapshot's (bit-identical end); another value of a fixed one
+#             is refused naming it; a changed reported one is reported
 set -euo pipefail
 lstream=$1
 case_name=$2
@@ -153,6 +156,31 @@ fallback)
   grep -q "passed over.*$newest" "$work/resumed.err" || fail "the damaged snapshot was not reported"
   grep -q 'resumed from' "$work/resumed.err" || fail "did not fall back to an earlier snapshot"
   same_digest plain resumed
+  ;;
+settings)
+  # A resume that leaves out the model's options takes them from the
+  # snapshot and ends bit-identical to the uninterrupted run; one that gives
+  # another value of a fixed option is refused, naming it and both values;
+  # a reported option that changes is reported.
+  run plain "$lstream" "${args[@]}" --max-steps 60
+  run first "$lstream" "${args[@]}" --max-steps 30 --snapshot-dir "$work/snaps"
+  bare=(train --brokers "$bootstrap" --topic snap --until end --quiet --threads 1)
+  run resumed "$lstream" "${bare[@]}" --max-steps 60 --snapshot-dir "$work/snaps"
+  grep 'lstream train:' "$work/resumed.err"
+  for kv in features=2 window=8 batch=16 hidden=24 layers=2 lr=0.0050000000000000001; do
+    grep -q "$kv taken from the snapshot" "$work/resumed.err" ||
+      fail "${kv%%=*} was not taken from the snapshot"
+  done
+  same_digest plain resumed
+  rc=0
+  "$lstream" "${bare[@]}" --hidden 32 --snapshot-dir "$work/snaps" >"$work/refused.out" \
+    2>"$work/refused.err" || rc=$?
+  [ $rc = 1 ] || fail "--hidden 32 against a snapshot of hidden 24 exited $rc"
+  grep -q 'written with hidden=24; this run gives hidden=32' "$work/refused.err" ||
+    fail "the refusal does not name the option: $(cat "$work/refused.err")"
+  run noted "$lstream" "${bare[@]}" --max-steps 61 --max-series 40 --snapshot-dir "$work/snaps"
+  grep -q 'max_series changed from 0 to 40 across the resume' "$work/noted.err" ||
+    fail "a changed max_series was not reported: $(cat "$work/noted.err")"
   ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -55,10 +55,14 @@ static void print_file(const char *name, const ls_snapshot_file_t *f, totals_t *
          "shuffled", "crc32c");
   for (int i = 0; i < f->n_sections; i++) {
     const ls_snapshot_section_t *const s = &f->sections[i];
-    printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok\n", s->name,
+    char module[64] = ""; /* a module section's id, version and whether it is required */
+    if (s->id >= LS_SNAPSHOT_SECTION_FIRST)
+      snprintf(module, sizeof module, "  (section %u, version %u, %s)", s->id, s->version,
+               s->required ? "required" : "optional");
+    printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok%s\n", s->name,
            (unsigned long long)s->offset, (unsigned long long)s->stored, (unsigned long long)s->raw,
            s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no",
-           s->crc);
+           s->crc, module);
   }
   t->stored += f->size;
   t->raw += raw;

@@ -195,6 +195,14 @@ static int write_params(ls_trainer_t *tr, const char *path) {
   "series held and evicted, the rejections per reason, and digests of the\n"                      \
   "parameters and states (equal digests, bit-identical models).\n"                                \
   "\n"                                                                                             \
+  "Resuming (--snapshot-dir; --resume latest by default): options marked\n"                       \
+  "[resume: fixed] decide the model and the steps, and may not change across a\n"                 \
+  "resume: left out, they take the snapshot's values (so a later version's new\n"                 \
+  "defaults never refuse an old directory); given with another value, the resume\n"               \
+  "is refused, naming the option and both values. Options marked [resume:\n"                      \
+  "reported] may change; the resume says so, since the run then differs from\n"                   \
+  "an uninterrupted one. The others may change freely.\n"                                         \
+  "\n"                                                                                             \
   "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
 
@@ -215,7 +223,8 @@ typedef struct train_args_s {
 typedef struct key_opt_s {
   train_args_t *a;
   const char *key;
-  char def[64]; /* its default, for the help */
+  char def[64];   /* its default, for the help */
+  char help[640]; /* its help, marked as the resume treats it */
 } key_opt_t;
 
 static int set_key(void *opaque, const char *value) {
@@ -276,12 +285,17 @@ static void train_opts(train_args_t *a, cli_opt_t *opts, key_opt_t *ks, char (*n
                                   "FILE; command-line\noptions override the file; dashes and "
                                   "underscores are alike):"};
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++, i++) {
-    ks[i] = (key_opt_t){a, k->key, ""};
+    ks[i] = (key_opt_t){a, k->key, "", ""};
     ls_train_conf_get(a->conf, k->key, ks[i].def, sizeof ks[i].def);
+    snprintf(ks[i].help, sizeof ks[i].help, "%s%s",
+             k->flags & LS_KEY_FIXED   ? "[resume: fixed] "
+             : k->flags & LS_KEY_NOTED ? "[resume: reported] "
+                                       : "",
+             k->help);
     snprintf(names[i], sizeof names[i], "%s", k->key);
     for (char *p = names[i]; *p; p++) *p = *p == '_' ? '-' : *p;
     cli_opt_t const o = {.name = names[i], .arg = "V", .kind = CLI_CALL, .dst = &ks[i],
-                         .call = set_key, .help = k->help, .def = ks[i].def[0] ? ks[i].def : NULL};
+                         .call = set_key, .help = ks[i].help, .def = ks[i].def[0] ? ks[i].def : NULL};
     opts[n++] = o;
     if (strcmp(names[i], k->key) != 0) {
       opts[n] = o;
