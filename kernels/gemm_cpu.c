@@ -17,6 +17,7 @@
  */
 #include <string.h>
 
+#include "gemm_cpu.h"
 #include "recur_cpu.h"
 #include "vec_cpu.h"
 

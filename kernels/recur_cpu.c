@@ -8,14 +8,9 @@
  * dgates_{t+1} @ w_hh, then the cell backward, which also adds the rows'
  * dgates into the bias sums.
  */
+#include "gemm_cpu.h" /* gemm_cpu.c, the same instruction set */
 #include "recur_cpu.h"
 #include "vec_cpu.h"
-
-/* gemm_cpu.c, the same instruction set. */
-void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
-                       int m0, int m1, int N, int K, float *buf);
-void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *wp, int r0,
-                       int r1, int N, int K);
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
