@@ -18,7 +18,6 @@
 /* ------------------------------------------------------------------------ */
 /* Settings                                                                  */
 
-static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
 static const char *const stops[] = {"never", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 
@@ -27,7 +26,7 @@ static const char *const bools[] = {"false", "true", NULL};
 static const base_key_t keys[] = {
     {"topic", NULL, F(topic), BASE_V_STR(0)},
     {"dead.letter.topic", NULL, F(dead_letter_topic), BASE_V_STR(0)},
-    {"format", NULL, F(format), BASE_V_CHOICE(formats)},
+    {"format", NULL, F(format), BASE_V_CHOICE(ls_format_names)},
     {"features", NULL, F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
     {"window", NULL, F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
     {"queue.windows", NULL, F(queue_windows), BASE_V_I64(1, INT32_MAX)},

@@ -11,7 +11,6 @@
 #include "lstream/ingest.h" /* LS_FEATURES_MAX, LS_WINDOW_MAX: the bounds ingest takes */
 #include "train_internal.h"
 
-static const char *const formats[] = {"f32", "csv", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
@@ -30,7 +29,7 @@ static const char *const prediction_kinds[] = {"none", "next", "eval", "next,eva
 static const base_key_t keys[] = {
     {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers))},
     {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic))},
-    {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(formats)},
+    {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(ls_format_names)},
     {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
     {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
     {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20)},

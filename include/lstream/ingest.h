@@ -22,7 +22,12 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
-typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1 } ls_format_t;
+typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1, LS_FORMAT__COUNT } ls_format_t;
+
+/* The formats' names by value ("f32", "csv"), NULL after the last: the one
+ * list of them, which ls_format_parse, ls_format2str and every option that
+ * takes a format read. A format is valid when 0 <= fmt < LS_FORMAT__COUNT. */
+LS_API extern const char *const ls_format_names[LS_FORMAT__COUNT + 1];
 
 /* The most features a record may carry. */
 #define LS_FEATURES_MAX 4096
@@ -46,10 +51,10 @@ typedef enum ls_reject_e {
 /* A short name for a reason ("size", "parse", "nonfinite", ...). */
 LS_API const char *ls_reject2str(ls_reject_t reason);
 
-/* Parses "f32" or "csv". */
+/* Parses a name of ls_format_names. */
 LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 
-/* "f32" or "csv". */
+/* The format's name in ls_format_names ("unknown" when fmt is none). */
 LS_API const char *ls_format2str(ls_format_t fmt);
 
 /* Encodes F values as a record value into buf (size bytes; *len: the

@@ -24,8 +24,6 @@
   "feed) in memory, then times one thread pushing them through the windower; the\n"     \
   "median of 3 passes is reported.\n"
 
-static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
-
 typedef struct bench_args_s {
   const char *brokers, *topic;
   ls_format_t format;
@@ -218,7 +216,7 @@ int cmd_bench_ingest(int argc, char **argv) {
        .help = "bootstrap servers (host:port,...)"},
       {.name = "topic", .arg = "NAME", .kind = CLI_TEXT, .dst = &a.topic, .help = "the topic to read"},
       {.name = "format", .arg = "FMT", .kind = CLI_VALUE, .dst = &a.format,
-       .value = BASE_V_CHOICE(formats), .help = "record values: f32 or csv"},
+       .value = BASE_V_CHOICE(ls_format_names), .help = "record values: f32 or csv"},
       {.name = "window", .arg = "T", .kind = CLI_VALUE, .dst = &a.window,
        .value = BASE_V_INT(1, LS_WINDOW_MAX), .help = "steps per window"},
       {.name = "features", .arg = "F", .kind = CLI_VALUE, .dst = &a.features,

@@ -61,7 +61,6 @@ static int parse_ar(void *opaque, const char *s) {
   return ok ? CLI_EXIT_OK : cli_usage_error("produce", "--ar '%s': expected two numbers A1,A2", s);
 }
 
-static const char *const formats[] = {"f32", "csv", NULL};         /* ls_format_t order */
 static const char *const generators[] = {"sine", "ar2", "regime", NULL}; /* ls_gen_t order */
 
 /* Parses the options into a; returns CLI_EXIT_OK, CLI_DONE or an exit code
@@ -78,7 +77,7 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
        .help = "topic to write (required); a cluster that auto-creates\n"
                "topics (the embedded broker does) creates it"},
       {.name = "format", .arg = "F", .kind = CLI_VALUE, .dst = &a->opts.format,
-       .value = BASE_V_CHOICE(formats),
+       .value = BASE_V_CHOICE(ls_format_names),
        .help = "value format: f32 (F little-endian float32) or\n"
                "csv (F decimal numbers separated by commas)"},
       {.name = "rate", .arg = "R", .kind = CLI_VALUE, .dst = &a->opts.rate,
