@@ -1,7 +1,7 @@
 /*
  * What the caller of a run reads of a trainer (include/lstream/train.h,
  * "Results"), and the figures of a rank for the sums across ranks
- * (train/snapshots.h): the digests of the model and of the series, the
+ * (train/view.h): the digests of the model and of the series, the
  * records rejected.
  */
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "predict.h"
 #include "snapshots.h"
 #include "trainer.h"
+#include "view.h"
 
 ls_err_t train_view_digest(const train_view_t *view, uint64_t *params, uint64_t *states) {
   size_t const n = ls_engine_param_count(view->eng);

@@ -71,7 +71,7 @@ ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
 void train_conf_free_kafka(ls_train_conf_t *c);
 
 /* What monitoring (train/monitor.c) reads of a trainer, defined in
- * trainer.c: its view (snapshots.h) and snapshot bookkeeping, read on the
+ * trainer.c: its view (view.h) and snapshot bookkeeping, read on the
  * trainer's thread (from the step callback), and the time of the step
  * loop's last turn (base_now_ms(); a step, or an idle turn in live mode),
  * which any thread may read. */

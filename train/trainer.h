@@ -13,6 +13,7 @@
 #include "prep.h"
 #include "snapshots.h"
 #include "steps.h"
+#include "view.h"
 
 struct ls_trainer_s {
   ls_train_conf_t conf;
