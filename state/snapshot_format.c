@@ -10,11 +10,10 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
-                                      "keys",     "counts",        "states",      "partitions",
-                                      "shards",   "norm",          "calibration", "memory",
-                                      "inflight", "inflight_rows", "activity",    "serve",
-                                      "predict"};
+  static const char *const names[] = {
+      "?",        "meta",          "model",    "optimizer", "keys",        "counts",
+      "states",   "partitions",    "shards",   "norm",      "calibration", "memory",
+      "inflight", "inflight_rows", "activity", "serve",     "predict"};
   return id <= SNAP_PREDICT ? names[id] : names[0];
 }
 

@@ -29,62 +29,146 @@ static const char *const prediction_kinds[] = {"none", "next", "eval", "next,eva
 static const base_key_t keys[] = {
     {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers))},
     {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic))},
-    {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(ls_format_names)},
+    {"format", "record values: f32 (F little-endian floats) or csv", F(format),
+     BASE_V_CHOICE(ls_format_names)},
     {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
     {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
     {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20)},
     {"hidden", "H, LSTM hidden size", F(hidden), BASE_V_INT(1, 16384)},
     {"layers", "L, stacked LSTM layers", F(layers), BASE_V_INT(1, 64)},
-    {"optimizer", "adam (L2 weight decay) or adamw (decoupled)", F(optimizer), BASE_V_CHOICE(optimizers)},
+    {"optimizer", "adam (L2 weight decay) or adamw (decoupled)", F(optimizer),
+     BASE_V_CHOICE(optimizers)},
     {"lr", "learning rate", F(lr), BASE_V_DBL(0, 10)},
     {"beta1", "Adam first-moment decay", F(beta1), BASE_V_DBL(0, 0.999999)},
     {"beta2", "Adam second-moment decay", F(beta2), BASE_V_DBL(0, 0.999999999)},
     {"eps", "Adam epsilon (added to sqrt(v))", F(eps), BASE_V_DBL(1e-30, 1)},
     {"weight_decay", "weight decay", F(weight_decay), BASE_V_DBL(0, 1)},
     {"clip", "bound on the global gradient norm; 0 = no clipping", F(clip), BASE_V_DBL(0, 1e30)},
-    {"warmup", "updates over which the learning rate ramps up linearly", F(warmup), BASE_V_INT(0, 1 << 30)},
+    {"warmup", "updates over which the learning rate ramps up linearly", F(warmup),
+     BASE_V_INT(0, 1 << 30)},
     {"accumulate", "steps whose gradients make one update", F(accumulate), BASE_V_INT(1, 1 << 20)},
     {"seed", "parameter initialisation seed", F(seed), BASE_V_I64(0, 9.2e18)},
     {"device", "cpu or cuda", F(device), BASE_V_CHOICE(devices)},
-    {"precision", "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and state)", F(precision), BASE_V_CHOICE(precisions)},
-    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, else every core the process may use (the count changes the order of sums: give it for the same bits on other machines)", F(threads), BASE_V_INT(0, 4096)},
-    {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until), BASE_V_CHOICE(untils)},
-    {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
-    {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
-    {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
-    {"series_idle_ms", "evict a series idle this many ms of event time (against its partition's newest record): its state and its partial window are forgotten; 0: never", F(series_idle_ms), BASE_V_I64(0, 1e15)},
-    {"max_series", "hold at most this many series (over all partitions, as partitions/N each), evicting the least recently active; 0: no bound", F(max_series), BASE_V_I64(0, 1e12)},
-    {"reset_gap_ms", "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts its state (h, c) from zero at its next window; what it held before the gap trains as a partial window; 0: never", F(reset_gap_ms), BASE_V_I64(0, 1e15)},
-    {"deadline_ms", "live: fire a partial step this long after it began (sooner when nothing ready can join it); the consumer's fetches wait a tenth of it at most", F(deadline_ms), BASE_V_INT(1, 3600000)},
-    {"queue_windows", "ingest bound on queued windows, per partition; also how far a replay reads ahead per partition to form steps by event time", F(queue_windows), BASE_V_INT(1, 1 << 24)},
-    {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
-    {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
-    {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm), BASE_V_CHOICE(comms)},
-    {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", F(overlap), BASE_V_CHOICE(overlaps)},
-    {"comm_always", "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for tests)", F(comm_always), BASE_V_CHOICE(bools)},
-    {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", F(max_steps), BASE_V_I64(0, 1e15)},
-    {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir), BASE_V_STR(S(snapshot_dir))},
-    {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every), BASE_V_I64(0, 1e15)},
-    {"snapshot_interval", "snapshot every S seconds; 0 = not by time", F(snapshot_interval), BASE_V_DBL(0, 1e9)},
+    {"precision",
+     "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and "
+     "state)",
+     F(precision), BASE_V_CHOICE(precisions)},
+    {"threads",
+     "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, "
+     "else every core the process may use (the count changes the order of sums: give it for the "
+     "same bits on other machines)",
+     F(threads), BASE_V_INT(0, 4096)},
+    {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until),
+     BASE_V_CHOICE(untils)},
+    {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start),
+     BASE_V_STR(S(start))},
+    {"stateless", "true: start every window from a zero state (for comparison)", F(stateless),
+     BASE_V_CHOICE(bools)},
+    {"max_abs",
+     "reject records holding a value v with |v| above this (reason range); the default keeps "
+     "squared errors finite in float32; 3.4e38 or more: no bound",
+     F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
+    {"series_idle_ms",
+     "evict a series idle this many ms of event time (against its partition's newest record): its "
+     "state and its partial window are forgotten; 0: never",
+     F(series_idle_ms), BASE_V_I64(0, 1e15)},
+    {"max_series",
+     "hold at most this many series (over all partitions, as partitions/N each), evicting the "
+     "least recently active; 0: no bound",
+     F(max_series), BASE_V_I64(0, 1e12)},
+    {"reset_gap_ms",
+     "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts "
+     "its state (h, c) from zero at its next window; what it held before the gap trains as a "
+     "partial window; 0: never",
+     F(reset_gap_ms), BASE_V_I64(0, 1e15)},
+    {"deadline_ms",
+     "live: fire a partial step this long after it began (sooner when nothing ready can join it); "
+     "the consumer's fetches wait a tenth of it at most",
+     F(deadline_ms), BASE_V_INT(1, 3600000)},
+    {"queue_windows",
+     "ingest bound on queued windows, per partition; also how far a replay reads ahead per "
+     "partition to form steps by event time",
+     F(queue_windows), BASE_V_INT(1, 1 << 24)},
+    {"buffer_records", "ingest bound on records held in memory", F(buffer_records),
+     BASE_V_I64(1, 1e15)},
+    {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions),
+     BASE_V_STR(S(partitions))},
+    {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm),
+     BASE_V_CHOICE(comms)},
+    {"overlap",
+     "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, "
+     "accumulate 1); auto = with nccl only",
+     F(overlap), BASE_V_CHOICE(overlaps)},
+    {"comm_always",
+     "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for "
+     "tests)",
+     F(comm_always), BASE_V_CHOICE(bools)},
+    {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit",
+     F(max_steps), BASE_V_I64(0, 1e15)},
+    {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir),
+     BASE_V_STR(S(snapshot_dir))},
+    {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every),
+     BASE_V_I64(0, 1e15)},
+    {"snapshot_interval", "snapshot every S seconds; 0 = not by time", F(snapshot_interval),
+     BASE_V_DBL(0, 1e9)},
     {"snapshot_keep", "snapshots kept", F(snapshot_keep), BASE_V_INT(1, 1000000)},
-    {"snapshot_level", "zstd compression level of snapshots (-50..-1: zstd's fast levels; not 0)", F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22)},
-    {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads), BASE_V_INT(0, 256)},
-    {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle), BASE_V_CHOICE(bools)},
-    {"resume", "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory", F(resume), BASE_V_STR(S(resume))},
-    {"normalize", "series: each series' inputs and targets scaled by its own running location and scale; none: raw", F(normalize), BASE_V_CHOICE(normalizes)},
-    {"norm_window", "records the normaliser's exponential weights reach back (1/N per record after a warm-up)", F(norm_window), BASE_V_INT(1, 1 << 30)},
-    {"target", "delta: predict the next change (forecast = last value + change); level: the next value", F(target), BASE_V_CHOICE(target_kinds)},
-    {"inputs", "level,change: each feature's level and its last change; level: the level only", F(inputs), BASE_V_CHOICE(input_kinds)},
-    {"targets", "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)", F(targets), BASE_V_STR(S(targets))},
-    {"calibrate", "scale each target's predicted change by how much such changes paid off on past forecasts", F(calibrate), BASE_V_CHOICE(bools)},
-    {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none", F(replay), BASE_V_INT(0, 1024)},
-    {"replay_batch", "windows per replay update, over all partitions (each gives batch/partitions, at least 1)", F(replay_batch), BASE_V_INT(1, 1 << 20)},
-    {"replay_memory", "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least 16)", F(replay_memory), BASE_V_INT(1, 1 << 24)},
-    {"predictions_topic", "publish forecasts to this topic (key: the series; value: the target features' forecasts in --format; headers: source partition, offset, event time, kind, model step), exactly once with --snapshot-dir; empty = none", F(predictions_topic), BASE_V_STR(S(predictions_topic))},
-    {"predictions_out", "write forecasts to this CSV file (with the actual value once known; FILE.rankN with several ranks); empty = none", F(predictions_out), BASE_V_STR(S(predictions_out))},
-    {"predictions", "which forecasts go out: next (after every record, of the series' next one), eval (the test-then-train forecasts behind the loss), or next,eval", F(predictions), BASE_V_CHOICE(prediction_kinds)},
-    {"predictions_commit_ms", "the predictions topic's transactions commit at most this long after their first forecast (read_committed consumers see forecasts then)", F(predictions_commit_ms), BASE_V_INT(0, 600000)},
-    {"predictions_buffer", "forecasts held for the predictions topic (a broker outage fills it, then training pauses; nothing is dropped)", F(predictions_buffer), BASE_V_I64(1, 1e9)},
+    {"snapshot_level", "zstd compression level of snapshots (-50..-1: zstd's fast levels; not 0)",
+     F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22)},
+    {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads),
+     BASE_V_INT(0, 256)},
+    {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle),
+     BASE_V_CHOICE(bools)},
+    {"resume",
+     "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory",
+     F(resume), BASE_V_STR(S(resume))},
+    {"normalize",
+     "series: each series' inputs and targets scaled by its own running location and scale; none: "
+     "raw",
+     F(normalize), BASE_V_CHOICE(normalizes)},
+    {"norm_window",
+     "records the normaliser's exponential weights reach back (1/N per record after a warm-up)",
+     F(norm_window), BASE_V_INT(1, 1 << 30)},
+    {"target",
+     "delta: predict the next change (forecast = last value + change); level: the next value",
+     F(target), BASE_V_CHOICE(target_kinds)},
+    {"inputs", "level,change: each feature's level and its last change; level: the level only",
+     F(inputs), BASE_V_CHOICE(input_kinds)},
+    {"targets",
+     "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)",
+     F(targets), BASE_V_STR(S(targets))},
+    {"calibrate",
+     "scale each target's predicted change by how much such changes paid off on past forecasts",
+     F(calibrate), BASE_V_CHOICE(bools)},
+    {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
+     F(replay), BASE_V_INT(0, 1024)},
+    {"replay_batch",
+     "windows per replay update, over all partitions (each gives batch/partitions, at least 1)",
+     F(replay_batch), BASE_V_INT(1, 1 << 20)},
+    {"replay_memory",
+     "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least "
+     "16)",
+     F(replay_memory), BASE_V_INT(1, 1 << 24)},
+    {"predictions_topic",
+     "publish forecasts to this topic (key: the series; value: the target features' forecasts in "
+     "--format; headers: source partition, offset, event time, kind, model step), exactly once "
+     "with --snapshot-dir; empty = none",
+     F(predictions_topic), BASE_V_STR(S(predictions_topic))},
+    {"predictions_out",
+     "write forecasts to this CSV file (with the actual value once known; FILE.rankN with several "
+     "ranks); empty = none",
+     F(predictions_out), BASE_V_STR(S(predictions_out))},
+    {"predictions",
+     "which forecasts go out: next (after every record, of the series' next one), eval (the "
+     "test-then-train forecasts behind the loss), or next,eval",
+     F(predictions), BASE_V_CHOICE(prediction_kinds)},
+    {"predictions_commit_ms",
+     "the predictions topic's transactions commit at most this long after their first forecast "
+     "(read_committed consumers see forecasts then)",
+     F(predictions_commit_ms), BASE_V_INT(0, 600000)},
+    {"predictions_buffer",
+     "forecasts held for the predictions topic (a broker outage fills it, then training pauses; "
+     "nothing is dropped)",
+     F(predictions_buffer), BASE_V_I64(1, 1e9)},
 };
 #undef F
 #undef S
@@ -93,7 +177,8 @@ static const size_t n_keys = sizeof keys / sizeof keys[0];
 const ls_train_key_t *ls_train_conf_keys(void) {
   static ls_train_key_t list[sizeof keys / sizeof keys[0] + 1];
   if (list[0].key == NULL)
-    for (size_t i = 0; i < n_keys; i++) list[i] = (ls_train_key_t){keys[i].name, keys[i].help};
+    for (size_t i = 0; i < n_keys; i++)
+      list[i] = (ls_train_key_t){keys[i].name, keys[i].help};
   return list;
 }
 
@@ -185,7 +270,8 @@ void ls_train_conf_destroy(ls_train_conf_t *c) {
 }
 
 void train_conf_free_kafka(ls_train_conf_t *c) {
-  for (int i = 0; i < c->n_kafka; i++) free(c->kafka[i]);
+  for (int i = 0; i < c->n_kafka; i++)
+    free(c->kafka[i]);
   free(c->kafka);
   c->kafka = NULL;
   c->n_kafka = 0;
@@ -210,7 +296,8 @@ static const base_key_t *find_key(const char *key) {
   const base_key_t *const k = base_keys_find(keys, n_keys, key);
   if (k != NULL || strlen(key) >= 64) return k;
   char alt[64];
-  for (size_t i = 0; i <= strlen(key); i++) alt[i] = key[i] == '-' ? '_' : key[i];
+  for (size_t i = 0; i <= strlen(key); i++)
+    alt[i] = key[i] == '-' ? '_' : key[i];
   return base_keys_find(keys, n_keys, alt);
 }
 

@@ -246,8 +246,8 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
   for (size_t i = 0; i < n; i++) {
     ls_snapshot_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
-    ls_inflight_t const out = {in.key,  in.key_len, in.partition, in.index, in.last_time,
-                               in.reset, in.rows,   in.offsets,   in.times, in.x};
+    ls_inflight_t const out = {in.key,   in.key_len, in.partition, in.index, in.last_time,
+                               in.reset, in.rows,    in.offsets,   in.times, in.x};
     LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
   }
   return LS_OK;
@@ -356,8 +356,9 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
 
 /* A series in flight into the snapshot (opaque). */
 static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
-  ls_snapshot_inflight_t const out = {in->key,  in->key_len, in->partition, in->index, in->last_time,
-                                      in->reset, in->rows,   in->offsets,   in->times, in->x};
+  ls_snapshot_inflight_t const out = {in->key,       in->key_len, in->partition, in->index,
+                                      in->last_time, in->reset,   in->rows,      in->offsets,
+                                      in->times,     in->x};
   return ls_snapshot_add_inflight(opaque, &out);
 }
 
@@ -367,8 +368,8 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   const train_view_t *const v = s->v;
   ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {steps,    (uint64_t)v->conf->seed, s->fingerprint,
-                                   v->world, v->rank,                *v->updates};
+  ls_snapshot_info_t const info = {
+      steps, (uint64_t)v->conf->seed, s->fingerprint, v->world, v->rank, *v->updates};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));

@@ -28,12 +28,12 @@ typedef struct train_view_s {
   ls_ingest_t *ing;     /* NULL on a rank without partitions */
   const int32_t *parts; /* [P] this rank's partitions, ascending */
   int P;
-  figures_t *fig; /* the forecasts' calibration */
-  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
+  figures_t *fig;                /* the forecasts' calibration */
+  const int64_t *updates;        /* the trainer's count of updates asked (the warm-up's clock) */
   const int64_t *evicted_states; /* series states this rank's trainer forgot */
-  replay_t *rep;  /* the partitions' replay memories; NULL without replay */
-  struct predict_s *pred; /* forecasts going out; NULL without: a snapshot commits only once
-                             those made before it are committed to their topic */
+  replay_t *rep;                 /* the partitions' replay memories; NULL without replay */
+  struct predict_s *pred;        /* forecasts going out; NULL without: a snapshot commits only once
+                                    those made before it are committed to their topic */
 } train_view_t;
 
 /* FNV-1a digests of the parameters and, over every rank, of the series

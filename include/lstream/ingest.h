@@ -93,12 +93,12 @@ typedef struct ls_window_s {
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
   int T, F;
-  int n_targets;     /* valid targets: T, fewer only in a flushed trailing window */
-  const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
-                        rows past n_targets are zero */
-  const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
-  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
-                           timestamps; -1 for padding rows and unknown times */
+  int n_targets;          /* valid targets: T, fewer only in a flushed trailing window */
+  const float *x;         /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
+                             rows past n_targets are zero */
+  const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times;   /* [T+1] event times (ms) of the rows' records: the Kafka
+                             timestamps; -1 for padding rows and unknown times */
   const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
@@ -114,10 +114,10 @@ typedef struct ls_inflight_s {
   const char *key; /* key_len bytes */
   size_t key_len;
   int32_t partition;
-  int64_t index;     /* the number of the window rows[0] starts */
-  int64_t last_time; /* the series' last accepted event time, -1 none */
-  int reset;         /* 1: window `index` starts from a zero state */
-  int rows;          /* >= 1 (0 only from ls_windower_pending_of) */
+  int64_t index;                  /* the number of the window rows[0] starts */
+  int64_t last_time;              /* the series' last accepted event time, -1 none */
+  int reset;                      /* 1: window `index` starts from a zero state */
+  int rows;                       /* >= 1 (0 only from ls_windower_pending_of) */
   const int64_t *offsets, *times; /* [rows], ascending offsets */
   const float *x;                 /* [rows, F] */
 } ls_inflight_t;

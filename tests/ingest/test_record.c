@@ -67,7 +67,8 @@ Test(record, names) {
   char buf[8];
   size_t len = 0;
   float v = 1.0f;
-  cr_expect_eq(ls_record_encode(LS_FORMAT__COUNT, &v, 1, buf, sizeof buf, &len), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_record_encode(LS_FORMAT__COUNT, &v, 1, buf, sizeof buf, &len),
+               LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_record_decode(LS_FORMAT__COUNT, "1", 1, 1, &v), LS_REJECT_PARSE);
   ls_windower_t *w = NULL;
   cr_expect_eq(ls_windower_new(&w, LS_FORMAT__COUNT, 1, 4), LS_ERR_INVALID_ARG);

@@ -104,14 +104,17 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
 int cmd_inspect(int argc, char **argv) {
   cli_opt_t const opts[] = {{0}};
   cli_spec_t const spec = {
-      "inspect", "SNAPSHOT",
+      "inspect",
+      "SNAPSHOT",
       "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
       "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
       "Prints the manifest, every file's sections with their sizes, compression\n"
       "ratios and checksums, the model's shape and step, and each rank's series\n"
       "and partitions. Every checksum is verified and every section decoded; the\n"
       "exit status is 1 on any fault.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
@@ -222,10 +225,13 @@ int cmd_export(int argc, char **argv) {
       {0},
   };
   cli_spec_t const spec = {
-      "export", "SNAPSHOT [--safetensors FILE] [--states FILE]",
+      "export",
+      "SNAPSHOT [--safetensors FILE] [--states FILE]",
       "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
       "as safetensors files (F32, little-endian); at least one of the two.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
