@@ -324,7 +324,7 @@ static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
 
 /* Each row's last valid step from the host mask [T, B] (NULL: all valid):
  * the state a row carries on is the one after its last real record, never
- * after padding (DESIGN.md "Partial windows"). */
+ * after padding (README, Architecture: "Partial windows"). */
 static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
   e->fwd_partial = 0;
   for (int b = 0; b < B; b++) {

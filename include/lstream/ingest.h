@@ -1,7 +1,8 @@
 /*
  * lstream ingest: Kafka partitions in, validated per-series windows out.
  *
- * Records (DESIGN.md): key = series id (1..255 bytes); value by format:
+ * Records (README, Architecture: "Records"): key = series id (1..255
+ * bytes); value by format:
  *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
  *   LS_FORMAT_CSV  F decimal numbers separated by commas
  * Event time = the Kafka message timestamp. Writing into Kafka (the
@@ -78,10 +79,10 @@ LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t l
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
 
-/* One training window of one series (DESIGN.md "Windows"): TBPTT with
- * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
- * x[kT+1 .. kT+T]. Consecutive windows share one record: the last target of
- * window k is the first input of window k+1. */
+/* One training window of one series (README, Architecture: "Windows"):
+ * TBPTT with k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and
+ * targets x[kT+1 .. kT+T]. Consecutive windows share one record: the last
+ * target of window k is the first input of window k+1. */
 typedef struct ls_window_s {
   const char *key;      /* series key, key_len bytes, NUL-terminated */
   size_t key_len;       /* 1..LS_KEY_MAX */
@@ -104,12 +105,12 @@ typedef struct ls_window_s {
                              first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
 
-/* One series' records in flight (DESIGN.md "Snapshots"): accepted, and not
- * yet in a window the trainer has trained and released. rows[0] is the
- * first input of window `index` (the last target of the window before,
- * kept); the others follow in offset order. What a snapshot keeps of a
- * series' data, so that its partition resumes at its next unread record
- * however old these are. */
+/* One series' records in flight (README, Architecture: "Snapshots"): accepted,
+ * and not yet in a window the trainer has trained and released. rows[0] is the
+ * first input of window `index` (the last target of the window before, kept);
+ * the others follow in offset order. What a snapshot keeps of a series' data,
+ * so that its partition resumes at its next unread record however old these
+ * are. */
 typedef struct ls_inflight_s {
   const char *key; /* key_len bytes */
   size_t key_len;

@@ -40,12 +40,13 @@ typedef struct ls_series_info_s {
 /* ------------------------------------------------------------------------ */
 /* The per-series normaliser (state/norm.c)                                  */
 /*
- * Per series and feature, from the series' own past only (DESIGN.md
- * "Normalisation"): a location m and a variance v of its levels and a mean
- * square q of its changes, exponentially weighted over about `window`
- * records after a warm-up (record t, from 0, weighs max(1/(t+1), 1/window):
- * a running mean first), and the last value. A record is consumed once, when
- * it is first used as an input; what it gives uses the stats after it:
+ * Per series and feature, from the series' own past only (README,
+ * Architecture: "Normalisation"): a location m and a variance v of its
+ * levels and a mean square q of its changes, exponentially weighted over
+ * about `window` records after a warm-up (record t, from 0, weighs
+ * max(1/(t+1), 1/window): a running mean first), and the last value. A
+ * record is consumed once, when it is first used as an input; what it
+ * gives uses the stats after it:
  *   s  = max(sqrt(v), floor)   ds = max(sqrt(q), floor) (s at the first record)
  *   floor = floor_rel * |m| + floor_abs
  *   level  = clamp((x - m) / s)    change = clamp((x - prev) / ds) (0 at first)
