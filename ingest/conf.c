@@ -18,7 +18,6 @@
 /* ------------------------------------------------------------------------ */
 /* Settings                                                                  */
 
-static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
 static const char *const stops[] = {"never", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 
@@ -28,11 +27,12 @@ static const char *const bools[] = {"false", "true", NULL};
  * shared ones with the trainer's defaults, so that a consumer made here and
  * one a trainer makes read alike. */
 #define F(field) offsetof(ls_ingest_settings_t, field)
-#define KEY(name, field, value, def) {name, NULL, F(field), value, def, 0}
+#define KEY(name, field, value, def)                                                               \
+  { name, NULL, F(field), value, def, 0 }
 static const base_key_t keys[] = {
     KEY("topic", topic, BASE_V_STR(0), NULL),
     KEY("dead_letter_topic", dead_letter_topic, BASE_V_STR(0), NULL),
-    KEY("format", format, BASE_V_CHOICE(formats), "f32"),
+    KEY("format", format, BASE_V_CHOICE(ls_format_names), "f32"),
     KEY("features", features, BASE_V_INT(1, LS_FEATURES_MAX), "1"),
     KEY("window", window, BASE_V_INT(1, LS_WINDOW_MAX), "16"),
     KEY("queue_windows", queue_windows, BASE_V_I64(1, INT32_MAX), "4096"),

@@ -130,7 +130,8 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     mine[n++].x = conf->row_x + r->row_at * F;
   }
   ls_err_t err = ls_windower_restore(ing->w, mine, n, enqueue_restored, ing);
-  for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++) err = tap_restored(ing, &mine[i]);
+  for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++)
+    err = tap_restored(ing, &mine[i]);
   free(mine);
   return err;
 }
@@ -222,7 +223,8 @@ static ls_err_t probe_leaders(ls_ingest_t *ing, int timeout_ms) {
         const rd_kafka_metadata_broker_t *const br = &md->brokers[b];
         if (br->id != mp->leader) continue;
         if (probed[b] == 0)
-          probed[b] = tcp_probe(br->host, br->port, timeout_ms, why[b], sizeof why[b]) == 0 ? 1 : -1;
+          probed[b] =
+              tcp_probe(br->host, br->port, timeout_ms, why[b], sizeof why[b]) == 0 ? 1 : -1;
         if (probed[b] > 0) continue;
         err = ls_error_set(LS_ERR_KAFKA,
                            "topic '%s' partition %" PRId32 ": its leader, broker %" PRId32

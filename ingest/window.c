@@ -221,7 +221,7 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
   *out = NULL;
-  LS_RETURN_IF(fmt != LS_FORMAT_F32 && fmt != LS_FORMAT_CSV, LS_ERR_INVALID_ARG,
+  LS_RETURN_IF((unsigned)fmt >= LS_FORMAT__COUNT, LS_ERR_INVALID_ARG,
                "ls_windower_new: unknown format %d", (int)fmt);
   LS_RETURN_IF(F < 1 || F > LS_FEATURES_MAX, LS_ERR_INVALID_ARG,
                "windower: features F=%d is outside [1, %d]", F, LS_FEATURES_MAX);

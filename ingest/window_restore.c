@@ -131,4 +131,3 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
   free(order), free(made);
   return err;
 }
-

@@ -389,8 +389,8 @@ ls_err_t snap_legacy_migrate(ls_snapshot_t *s) {
     LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for a calibration of %zu", O);
     memcpy(b, s->calib, 2 * O * 8);
     memcpy(b + 2 * O * 8, s->calib_k, O * 8);
-    ls_err_t const err = snap_put_module(s, LS_SNAPSHOT_SECTION_CALIBRATION, 1, LS_SNAPSHOT_REQUIRED,
-                                         b, 3 * O * 8);
+    ls_err_t const err =
+        snap_put_module(s, LS_SNAPSHOT_SECTION_CALIBRATION, 1, LS_SNAPSHOT_REQUIRED, b, 3 * O * 8);
     free(b);
     LS_FORWARD_IF_ERROR(err);
     s->has_calib = 0;
@@ -534,12 +534,6 @@ void ls_snapshot_conf_init(ls_snapshot_conf_t *conf) {
 /* ------------------------------------------------------------------------ */
 /* Module sections                                                           */
 
-const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id) {
-  for (int i = 0; i < s->n_modules; i++)
-    if (s->modules[i].id == id) return &s->modules[i];
-  return NULL;
-}
-
 ls_err_t snap_put_module(ls_snapshot_t *s, uint32_t id, uint32_t version, unsigned flags,
                          const void *data, size_t bytes) {
   struct snap_module_s *m = (struct snap_module_s *)snap_module(s, id);
@@ -564,9 +558,8 @@ ls_err_t ls_snapshot_put_section(ls_snapshot_t *s, uint32_t id, uint32_t version
                                  const void *data, size_t bytes) {
   LS_RETURN_IF(s == NULL || (data == NULL && bytes > 0), LS_ERR_INVALID_ARG,
                "snapshot or data is NULL");
-  LS_RETURN_IF(!snap_is_module(id), LS_ERR_INVALID_ARG,
-               "section id %u is not a module's (%d..%d)", id, LS_SNAPSHOT_SECTION_FIRST,
-               LS_SNAPSHOT_SECTION_LAST);
+  LS_RETURN_IF(!snap_is_module(id), LS_ERR_INVALID_ARG, "section id %u is not a module's (%d..%d)",
+               id, LS_SNAPSHOT_SECTION_FIRST, LS_SNAPSHOT_SECTION_LAST);
   LS_RETURN_IF(version > 0xffff, LS_ERR_INVALID_ARG, "section %u: version %u above 65535", id,
                version);
   LS_RETURN_IF((flags & ~(unsigned)(LS_SNAPSHOT_REQUIRED | LS_SNAPSHOT_FLOATS)) != 0,
@@ -593,7 +586,8 @@ ls_err_t ls_snapshot_check_sections(const ls_snapshot_t *s, const uint32_t *know
   for (int i = 0; i < s->n_modules; i++) {
     if (!(s->modules[i].flags & LS_SNAPSHOT_REQUIRED)) continue;
     size_t k = 0;
-    while (k < n && known[k] != s->modules[i].id) k++;
+    while (k < n && known[k] != s->modules[i].id)
+      k++;
     LS_RETURN_IF(k == n, LS_ERR_UNSUPPORTED,
                  "the snapshot holds section %u (version %u), which a resume needs and this "
                  "lstream does not know: it was written by a later lstream; resume with that "

@@ -108,11 +108,12 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    "the lstream that wrote it",
                    name, SNAP_VERSION);
   if (version == 2)
-    return CORRUPT("%s: format version 2, written by an lstream that kept no records in flight "
-                   "(its resume offsets stayed at a quiet series' oldest record, which retention "
-                   "may have deleted); this build reads versions 4 and %d only: train afresh (--resume "
-                   "none, or another --snapshot-dir) or resume with the lstream that wrote it",
-                   name, SNAP_VERSION);
+    return CORRUPT(
+        "%s: format version 2, written by an lstream that kept no records in flight "
+        "(its resume offsets stayed at a quiet series' oldest record, which retention "
+        "may have deleted); this build reads versions 4 and %d only: train afresh (--resume "
+        "none, or another --snapshot-dir) or resume with the lstream that wrote it",
+        name, SNAP_VERSION);
   if (version == 1)
     return CORRUPT("%s: format version 1, written by an lstream without the per-series "
                    "normaliser, calibration and replay memory; this build reads version %d only: "
@@ -377,7 +378,8 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   uint32_t ids[SNAP_SHARD_SECTIONS];
   int const count = 1 + snap_shard_ids(&sizing, 1, ids);
   int modules = 0; /* the module sections after the container's */
-  while (count + modules < f->desc.n_sections && snap_is_module(f->ids[count + modules])) modules++;
+  while (count + modules < f->desc.n_sections && snap_is_module(f->ids[count + modules]))
+    modules++;
   if (f->desc.n_sections != count + modules)
     return CORRUPT("%s: %d sections, its meta section says %d and %d of modules", f->name,
                    f->desc.n_sections, count, modules);

@@ -10,11 +10,10 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
-                                      "keys",     "counts",        "states",      "partitions",
-                                      "shards",   "norm",          "calibration", "memory",
-                                      "inflight", "inflight_rows", "activity",    "serve",
-                                      "predict"};
+  static const char *const names[] = {
+      "?",        "meta",          "model",    "optimizer", "keys",        "counts",
+      "states",   "partitions",    "shards",   "norm",      "calibration", "memory",
+      "inflight", "inflight_rows", "activity", "serve",     "predict"};
   /* Module sections by the ids state.h allots (their content is theirs). */
   if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
@@ -24,6 +23,12 @@ const char *snap_section_name(uint32_t id) {
 
 int snap_is_module(uint32_t id) {
   return id >= LS_SNAPSHOT_SECTION_FIRST && id <= LS_SNAPSHOT_SECTION_LAST;
+}
+
+const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id) {
+  for (int i = 0; i < s->n_modules; i++)
+    if (s->modules[i].id == id) return &s->modules[i];
+  return NULL;
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */

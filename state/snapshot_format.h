@@ -125,9 +125,9 @@ enum {
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 192,
-  SNAP_OWN_SECTIONS = 15,   /* the most container sections after meta */
+  SNAP_OWN_SECTIONS = 15, /* the most container sections after meta */
   SNAP_SHARD_SECTIONS = SNAP_OWN_SECTIONS + LS_SNAPSHOT_MODULE_SECTIONS, /* and modules' */
-  SNAP_IN_META = 5,          /* int64 per series in flight */
+  SNAP_IN_META = 5, /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1,
@@ -229,21 +229,21 @@ struct ls_snapshot_s {
   int64_t *predict;         /* [Q + W]: from [Q], then lengths [W] */
 
   size_t parts, cap_parts;
-  int32_t *part_id;     /* [P] */
-  int64_t *part_offset; /* [P] */
+  int32_t *part_id;               /* [P] */
+  int64_t *part_offset;           /* [P] */
   size_t mem_cap, mem_entry;      /* replay memory per partition: 0, 0 = none */
   int64_t *mem_filled, *mem_next; /* [P] */
   float *mem;                     /* [P, mem_cap, mem_entry] */
 
   /* Records in flight (snapshot_inflight.c): Q series, R rows. */
-  int in_F;                      /* features of a row; 0 = none kept (no sections) */
+  int in_F; /* features of a row; 0 = none kept (no sections) */
   size_t in_series, cap_in_series;
-  uint8_t *in_key_len;           /* [Q] */
-  size_t *in_key_off;            /* [Q] where each key starts in in_keys */
-  char *in_keys;                 /* key bytes, each key followed by a NUL */
+  uint8_t *in_key_len; /* [Q] */
+  size_t *in_key_off;  /* [Q] where each key starts in in_keys */
+  char *in_keys;       /* key bytes, each key followed by a NUL */
   size_t in_key_bytes, cap_in_keys;
-  int64_t *in_meta;              /* [Q, SNAP_IN_META]: partition, index, last time, reset, rows */
-  size_t *in_row_at;             /* [Q] its first row */
+  int64_t *in_meta;  /* [Q, SNAP_IN_META]: partition, index, last time, reset, rows */
+  size_t *in_row_at; /* [Q] its first row */
   size_t in_rows, cap_in_rows;
   int64_t *in_offsets, *in_times; /* [R] */
   float *in_x;                    /* [R, in_F] */

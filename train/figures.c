@@ -319,6 +319,7 @@ ls_err_t figures_load(figures_t *f, const ls_snapshot_t *snap) {
   memcpy(f->spy, b, O * 8);
   memcpy(f->spp, b + O * 8, O * 8);
   memcpy(f->k, b + 2 * O * 8, O * 8);
-  for (int j = 0; j < f->O; j++) set_alpha(f, j);
+  for (int j = 0; j < f->O; j++)
+    set_alpha(f, j);
   return LS_OK;
 }

@@ -19,7 +19,7 @@
 #include "base/csv.h"
 #include "base/digest.h"
 #include "predict_internal.h"
-#include "snapshots.h"
+#include "view.h"
 
 /* How long a send waits for room before it looks at the stop flag again. */
 #define ROOM_WAIT_MS 100

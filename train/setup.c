@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "comm.h"
 #include "figures.h"
+#include "launch.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"

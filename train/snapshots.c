@@ -200,9 +200,8 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 
 /* The module sections this version reads: a snapshot holding another that
  * it must not skip was written by a later version. */
-static const uint32_t known_sections[] = {LS_SNAPSHOT_SECTION_SETTINGS,
-                                          LS_SNAPSHOT_SECTION_CALIBRATION,
-                                          LS_SNAPSHOT_SECTION_PREDICT};
+static const uint32_t known_sections[] = {
+    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION, LS_SNAPSHOT_SECTION_PREDICT};
 
 /* The settings section: "key=value\n" per fixed or noted option, in the
  * option table's order (train_conf_settings). Version 1. */
@@ -237,7 +236,8 @@ ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot
     return err;
   }
   size_t n = strlen(note);
-  while (n > 0 && (note[n - 1] == ' ' || note[n - 1] == ';')) note[--n] = '\0';
+  while (n > 0 && (note[n - 1] == ' ' || note[n - 1] == ';'))
+    note[--n] = '\0';
   size_t const at = strlen(s->note);
   snprintf(s->note + at, sizeof s->note - at, "%s%s", n ? "; " : "", note);
   return LS_OK;
@@ -308,8 +308,8 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
   for (size_t i = 0; i < n; i++) {
     ls_snapshot_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
-    ls_inflight_t const out = {in.key,  in.key_len, in.partition, in.index, in.last_time,
-                               in.reset, in.rows,   in.offsets,   in.times, in.x};
+    ls_inflight_t const out = {in.key,   in.key_len, in.partition, in.index, in.last_time,
+                               in.reset, in.rows,    in.offsets,   in.times, in.x};
     LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
   }
   return LS_OK;
@@ -418,8 +418,9 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
 
 /* A series in flight into the snapshot (opaque). */
 static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
-  ls_snapshot_inflight_t const out = {in->key,  in->key_len, in->partition, in->index, in->last_time,
-                                      in->reset, in->rows,   in->offsets,   in->times, in->x};
+  ls_snapshot_inflight_t const out = {in->key,       in->key_len, in->partition, in->index,
+                                      in->last_time, in->reset,   in->rows,      in->offsets,
+                                      in->times,     in->x};
   return ls_snapshot_add_inflight(opaque, &out);
 }
 
@@ -429,8 +430,8 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   const train_view_t *const v = s->v;
   ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {steps,    (uint64_t)v->conf->seed, s->fingerprint,
-                                   v->world, v->rank,                *v->updates};
+  ls_snapshot_info_t const info = {
+      steps, (uint64_t)v->conf->seed, s->fingerprint, v->world, v->rank, *v->updates};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
   /* The run's settings, in every shard (a resume on another world reads
    * rank 0's). */
@@ -438,8 +439,8 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   size_t len = 0;
   LS_FORWARD_IF_ERROR(
       train_conf_settings(v->conf, LS_KEY_FIXED | LS_KEY_NOTED, text, sizeof text, &len));
-  LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS,
-                                              SETTINGS_VERSION, LS_SNAPSHOT_REQUIRED, text, len));
+  LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, SETTINGS_VERSION,
+                                              LS_SNAPSHOT_REQUIRED, text, len));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
     /* Never a model with a NaN or an Inf (the step loop skips the updates

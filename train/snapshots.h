@@ -2,62 +2,16 @@
  * Snapshots in the step loop (train/ internal): resuming from one, taking
  * them in the background, committing them across ranks. The bookkeeping is
  * snapshots.c's own (train_snaps_t); of the trainer it sees a small
- * read-only view, so snapshots.c needs nothing of trainer.c.
+ * read-only view (view.h), so snapshots.c needs nothing of trainer.c.
  */
 #ifndef LSTREAM_TRAIN_SNAPSHOTS_H
 #define LSTREAM_TRAIN_SNAPSHOTS_H
 
 #include <stdint.h>
 
-#include "comm.h"
-#include "figures.h"
 #include "lstream/ingest.h"
-#include "lstream/kernels.h"
 #include "lstream/state.h"
-#include "replay.h"
-#include "train_internal.h"
-
-/* What snapshots.c reads of the trainer. The trainer owns it and fills the
- * handles as it creates them (before the calls below that use them). */
-typedef struct train_view_s {
-  const ls_train_conf_t *conf;
-  ls_shape_t shape; /* the model's, built from conf once */
-  comm_t *comm;     /* sums across ranks */
-  int rank, world;
-  ls_engine_t *eng;
-  ls_series_table_t *series;
-  ls_ingest_t *ing;     /* NULL on a rank without partitions */
-  const int32_t *parts; /* [P] this rank's partitions, ascending */
-  int P;
-  figures_t *fig; /* the forecasts' calibration */
-  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
-  const int64_t *evicted_states; /* series states this rank's trainer forgot */
-  replay_t *rep;  /* the partitions' replay memories; NULL without replay */
-  struct predict_s *pred; /* forecasts going out; NULL without: a snapshot commits only once
-                             those made before it are committed to their topic */
-} train_view_t;
-
-/* The threads of this rank's engine for the threads key: as given when
- * above 0, or with OMP_NUM_THREADS set (0: the engine reads it); under a
- * launcher that says how many ranks share this host (mpirun's
- * OMPI_COMM_WORLD_LOCAL_SIZE), this rank's share of the host's cores
- * (cores / local ranks, at most the cores it is bound to), computed where it
- * runs; else 0, every core it may run on (train/launch.c). */
-int train_rank_threads(int threads);
-
-/* Parses the partitions key spec ("all", or "0,2,5") against the topic's
- * count: *P_all receives the partitions named, parts [*P] those of rank
- * (p % world == rank), ascending (train/launch.c). */
-ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
-                               int *P, int *P_all);
-
-/* FNV-1a digests of the parameters and, over every rank, of the series
- * tables (ls_trainer_digest; train/results.c). Collective. */
-ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
-
-/* This rank's records rejected so far, per reason, into out [LS_REJECT__COUNT]
- * (train/results.c). */
-void train_view_rejections(const train_view_t *v, double *out);
+#include "view.h"
 
 /* Snapshot figures every rank adds to a step's sums. */
 enum {

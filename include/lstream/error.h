@@ -51,15 +51,15 @@ LS_API ls_err_t ls_error_set(ls_err_t err, const char *fmt, ...)
 LS_API void ls_error_clear(void);
 
 /* One-line checks that keep error paths short (after zstd's RETURN_ERROR_IF). */
-#define LS_RETURN_IF(cond, err, ...)          \
-  do {                                        \
-    if (cond) return ls_error_set(err, __VA_ARGS__); \
+#define LS_RETURN_IF(cond, err, ...)                                                               \
+  do {                                                                                             \
+    if (cond) return ls_error_set(err, __VA_ARGS__);                                               \
   } while (0)
 
-#define LS_FORWARD_IF_ERROR(expr)       \
-  do {                                  \
-    ls_err_t const ls_e_ = (expr);      \
-    if (ls_e_ != LS_OK) return ls_e_;   \
+#define LS_FORWARD_IF_ERROR(expr)                                                                  \
+  do {                                                                                             \
+    ls_err_t const ls_e_ = (expr);                                                                 \
+    if (ls_e_ != LS_OK) return ls_e_;                                                              \
   } while (0)
 
 #ifdef __cplusplus

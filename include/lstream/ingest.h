@@ -1,7 +1,8 @@
 /*
  * lstream ingest: Kafka partitions in, validated per-series windows out.
  *
- * Records (DESIGN.md): key = series id (1..255 bytes); value by format:
+ * Records (README, Architecture: "Records"): key = series id (1..255
+ * bytes); value by format:
  *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
  *   LS_FORMAT_CSV  F decimal numbers separated by commas
  * Event time = the Kafka message timestamp. Writing into Kafka (the
@@ -22,7 +23,12 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
-typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1 } ls_format_t;
+typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1, LS_FORMAT__COUNT } ls_format_t;
+
+/* The formats' names by value ("f32", "csv"), NULL after the last: the one
+ * list of them, which ls_format_parse, ls_format2str and every option that
+ * takes a format read. A format is valid when 0 <= fmt < LS_FORMAT__COUNT. */
+LS_API extern const char *const ls_format_names[LS_FORMAT__COUNT + 1];
 
 /* The most features a record may carry. */
 #define LS_FEATURES_MAX 4096
@@ -46,10 +52,10 @@ typedef enum ls_reject_e {
 /* A short name for a reason ("size", "parse", "nonfinite", ...). */
 LS_API const char *ls_reject2str(ls_reject_t reason);
 
-/* Parses "f32" or "csv". */
+/* Parses a name of ls_format_names. */
 LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 
-/* "f32" or "csv". */
+/* The format's name in ls_format_names ("unknown" when fmt is none). */
 LS_API const char *ls_format2str(ls_format_t fmt);
 
 /* Encodes F values as a record value into buf (size bytes; *len: the
@@ -73,10 +79,10 @@ LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t l
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
 
-/* One training window of one series (DESIGN.md "Windows"): TBPTT with
- * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
- * x[kT+1 .. kT+T]. Consecutive windows share one record: the last target of
- * window k is the first input of window k+1. */
+/* One training window of one series (README, Architecture: "Windows"):
+ * TBPTT with k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and
+ * targets x[kT+1 .. kT+T]. Consecutive windows share one record: the last
+ * target of window k is the first input of window k+1. */
 typedef struct ls_window_s {
   const char *key;      /* series key, key_len bytes, NUL-terminated */
   size_t key_len;       /* 1..LS_KEY_MAX */
@@ -88,31 +94,31 @@ typedef struct ls_window_s {
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
   int T, F;
-  int n_targets;     /* valid targets: T, fewer only in a flushed trailing window */
-  const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
-                        rows past n_targets are zero */
-  const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
-  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
-                           timestamps; -1 for padding rows and unknown times */
+  int n_targets;          /* valid targets: T, fewer only in a flushed trailing window */
+  const float *x;         /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
+                             rows past n_targets are zero */
+  const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times;   /* [T+1] event times (ms) of the rows' records: the Kafka
+                             timestamps; -1 for padding rows and unknown times */
   const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
 
-/* One series' records in flight (DESIGN.md "Snapshots"): accepted, and not
- * yet in a window the trainer has trained and released. rows[0] is the
- * first input of window `index` (the last target of the window before,
- * kept); the others follow in offset order. What a snapshot keeps of a
- * series' data, so that its partition resumes at its next unread record
- * however old these are. */
+/* One series' records in flight (README, Architecture: "Snapshots"): accepted,
+ * and not yet in a window the trainer has trained and released. rows[0] is the
+ * first input of window `index` (the last target of the window before, kept);
+ * the others follow in offset order. What a snapshot keeps of a series' data,
+ * so that its partition resumes at its next unread record however old these
+ * are. */
 typedef struct ls_inflight_s {
   const char *key; /* key_len bytes */
   size_t key_len;
   int32_t partition;
-  int64_t index;     /* the number of the window rows[0] starts */
-  int64_t last_time; /* the series' last accepted event time, -1 none */
-  int reset;         /* 1: window `index` starts from a zero state */
-  int rows;          /* >= 1 (0 only from ls_windower_pending_of) */
+  int64_t index;                  /* the number of the window rows[0] starts */
+  int64_t last_time;              /* the series' last accepted event time, -1 none */
+  int reset;                      /* 1: window `index` starts from a zero state */
+  int rows;                       /* >= 1 (0 only from ls_windower_pending_of) */
   const int64_t *offsets, *times; /* [rows], ascending offsets */
   const float *x;                 /* [rows, F] */
 } ls_inflight_t;

@@ -25,7 +25,7 @@ typedef struct ls_series_table_s ls_series_table_t;
 
 /* What the table knows of one series. */
 typedef struct ls_series_info_s {
-  const char *key;     /* key_len bytes, NUL-terminated; owned by the table */
+  const char *key; /* key_len bytes, NUL-terminated; owned by the table */
   size_t key_len;
   int32_t partition;   /* the partition it was first seen on */
   int64_t slot;        /* its row in the state table */
@@ -40,12 +40,13 @@ typedef struct ls_series_info_s {
 /* ------------------------------------------------------------------------ */
 /* The per-series normaliser (state/norm.c)                                  */
 /*
- * Per series and feature, from the series' own past only (DESIGN.md
- * "Normalisation"): a location m and a variance v of its levels and a mean
- * square q of its changes, exponentially weighted over about `window`
- * records after a warm-up (record t, from 0, weighs max(1/(t+1), 1/window):
- * a running mean first), and the last value. A record is consumed once, when
- * it is first used as an input; what it gives uses the stats after it:
+ * Per series and feature, from the series' own past only (README,
+ * Architecture: "Normalisation"): a location m and a variance v of its
+ * levels and a mean square q of its changes, exponentially weighted over
+ * about `window` records after a warm-up (record t, from 0, weighs
+ * max(1/(t+1), 1/window): a running mean first), and the last value. A
+ * record is consumed once, when it is first used as an input; what it
+ * gives uses the stats after it:
  *   s  = max(sqrt(v), floor)   ds = max(sqrt(q), floor) (s at the first record)
  *   floor = floor_rel * |m| + floor_abs
  *   level  = clamp((x - m) / s)    change = clamp((x - prev) / ds) (0 at first)
@@ -122,9 +123,9 @@ LS_API ls_err_t ls_series_table_active(ls_series_table_t *tab, int64_t slot, int
 /* Forgets, partition by partition, the series idle for longer than idle_ms
  * (their last active event time that much before their partition's newest;
  * 0: none) and, beyond max series of a partition (0: no bound), its least
- * recently active ones: states, counts and host-side state. The last slot takes an evicted one's place (slots move;
- * a slot reused later starts from zero). *evicted (may be NULL) += their
- * number. */
+ * recently active ones: states, counts and host-side state. The last slot takes an evicted one's
+ * place (slots move; a slot reused later starts from zero). *evicted (may be NULL) += their number.
+ */
 LS_API ls_err_t ls_series_table_evict(ls_series_table_t *tab, int64_t idle_ms, size_t max,
                                       int64_t *evicted);
 
@@ -293,10 +294,10 @@ typedef struct ls_snapshot_inflight_s {
   const char *key; /* 1..LS_KEY_MAX bytes */
   size_t key_len;
   int32_t partition;
-  int64_t index;     /* >= 0 */
-  int64_t last_time; /* the series' last accepted event time, -1 none */
-  int reset;         /* 0 or 1: window `index` starts from a zero state */
-  int rows;          /* >= 1 */
+  int64_t index;                  /* >= 0 */
+  int64_t last_time;              /* the series' last accepted event time, -1 none */
+  int reset;                      /* 0 or 1: window `index` starts from a zero state */
+  int rows;                       /* >= 1 */
   const int64_t *offsets, *times; /* [rows] */
   const float *x;                 /* [rows, F] (ls_snapshot_set_inflight_features) */
 } ls_snapshot_inflight_t;
@@ -401,13 +402,13 @@ LS_API ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, i
 
 /* How snapshot files are written. */
 typedef struct ls_snapshot_conf_s {
-  int level;   /* zstd compression level: LS_SNAPSHOT_LEVEL_MIN .. -1 (fast
-                * levels) or 1 .. ZSTD_maxCLevel() (22)                     (3) */
-  int workers; /* zstd worker threads; 0 = compress on the writing thread   (0) */
-  int shuffle; /* 1 = split float arrays into 4 byte planes before
-                * compression (blocks of 64 KiB): states and weights then
-                * compress better, see `lstream bench snapshot`           (1) */
-  int keep;    /* snapshots kept by commits, >= 1                           (3) */
+  int level;    /* zstd compression level: LS_SNAPSHOT_LEVEL_MIN .. -1 (fast
+                 * levels) or 1 .. ZSTD_maxCLevel() (22)                     (3) */
+  int workers;  /* zstd worker threads; 0 = compress on the writing thread   (0) */
+  int shuffle;  /* 1 = split float arrays into 4 byte planes before
+                 * compression (blocks of 64 KiB): states and weights then
+                 * compress better, see `lstream bench snapshot`           (1) */
+  int keep;     /* snapshots kept by commits, >= 1                           (3) */
   int deferred; /* 1 = a one-rank snapshot too waits for ls_snapshotter_commit once
                  * written (its caller holds the commit until something of its own
                  * is durable); 0 = the writer commits it at once               (0) */

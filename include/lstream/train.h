@@ -160,28 +160,28 @@ typedef struct ls_target_figures_s {
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
-  int64_t step;          /* 1-based */
-  int windows;           /* windows in this step */
-  int64_t records;       /* target records in this step */
-  double loss_sum;       /* model, before this step's update (prequential),
-                            normalised units, all targets */
-  double baseline_sum;   /* last-value prediction, same targets */
-  double count;          /* valid target values */
-  int targets;           /* O */
+  int64_t step;                      /* 1-based */
+  int windows;                       /* windows in this step */
+  int64_t records;                   /* target records in this step */
+  double loss_sum;                   /* model, before this step's update (prequential),
+                                        normalised units, all targets */
+  double baseline_sum;               /* last-value prediction, same targets */
+  double count;                      /* valid target values */
+  int targets;                       /* O */
   const ls_target_figures_t *target; /* [targets]: per target, data units too
                                         (valid during the callback) */
-  int updated;           /* 1 if the optimizer stepped after this step */
-  int nonfinite;         /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
-                            no update, and a non-finite loss counts in no total */
+  int updated;                       /* 1 if the optimizer stepped after this step */
+  int nonfinite;              /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
+                                 no update, and a non-finite loss counts in no total */
   const char *nonfinite_note; /* then: what was skipped, and this rank's window with the
                                  largest |value| (series, partition, offsets), else NULL */
-  float grad_norm;       /* gradient norm of that update (before clipping) */
-  float lr;              /* learning rate of that update */
-  double compute_s;      /* seconds in the engine */
-  double lag_ms;         /* ms from the event time of a window's last target to the end of
-                            the step's compute (the mean over the windows that have one;
-                            NaN when none has): how far training runs behind the data */
-  double wait_s;         /* seconds waiting for windows */
+  float grad_norm;            /* gradient norm of that update (before clipping) */
+  float lr;                   /* learning rate of that update */
+  double compute_s;           /* seconds in the engine */
+  double lag_ms;              /* ms from the event time of a window's last target to the end of
+                                 the step's compute (the mean over the windows that have one;
+                                 NaN when none has): how far training runs behind the data */
+  double wait_s;              /* seconds waiting for windows */
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
@@ -209,11 +209,11 @@ typedef struct ls_train_summary_s {
   const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
                                              next summary or the trainer's end) */
   double compute_s, wait_s, elapsed_s;
-  double comm_s;             /* blocked in the step's sums across ranks (a rank's mean): the
-                                all-reduce and waiting for the slowest rank; with nccl the
-                                gradient sum runs on the GPU without blocking, so only the
-                                step figures' sum and the wait count */
-  int64_t rejected;          /* records the consumer rejected (all reasons) */
+  double comm_s;    /* blocked in the step's sums across ranks (a rank's mean): the
+                       all-reduce and waiting for the slowest rank; with nccl the
+                       gradient sum runs on the GPU without blocking, so only the
+                       step figures' sum and the wait count */
+  int64_t rejected; /* records the consumer rejected (all reasons) */
   int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all

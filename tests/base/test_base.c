@@ -98,8 +98,9 @@ Test(base, keymap_remove_keeps_every_other_key) {
   int n = 0;
   for (int k = 0; k < KEYS; k++)
     snprintf(keys[k], sizeof keys[k], "key-%d", k), at[k] = -1;
-  /* Keys k and k + 1 (k % 97 == 0) share a hash: collisions on purpose. */
-#define HASH(k) base_key_hash(keys[(k) % 97 == 1 ? (k) - 1 : (k)], strlen(keys[(k) % 97 == 1 ? (k) - 1 : (k)]))
+    /* Keys k and k + 1 (k % 97 == 0) share a hash: collisions on purpose. */
+#define HASH(k)                                                                                    \
+  base_key_hash(keys[(k) % 97 == 1 ? (k)-1 : (k)], strlen(keys[(k) % 97 == 1 ? (k)-1 : (k)]))
   for (int op = 0; op < OPS; op++) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     int const k = (int)((rng >> 33) % KEYS);

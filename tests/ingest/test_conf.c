@@ -129,7 +129,7 @@ Test(conf, settings) {
   expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "window: 0");
   bad = s;
   bad.buffer_records = 1;
-  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "buffer.records: 1");
+  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "buffer_records: 1");
   bad = s;
   bad.format = (ls_format_t)7;
   expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "format: 7");

@@ -769,7 +769,8 @@ static int64_t partitions_of(ls_ingest_t *ing, ls_ingest_partition_t out[2]) {
   int count = 0;
   cr_assert_eq(ls_ingest_partitions(ing, out, 2, &count), LS_OK, "%s", ls_last_error());
   cr_assert_eq(count, 2);
-  return (out[0].high_watermark - out[0].next_offset) + (out[1].high_watermark - out[1].next_offset);
+  return (out[0].high_watermark - out[0].next_offset) +
+         (out[1].high_watermark - out[1].next_offset);
 }
 
 static void wait_partitions(ls_ingest_t *ing, int64_t high, int64_t lag, const char *what) {

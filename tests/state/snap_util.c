@@ -61,8 +61,9 @@ static void fill_inflight(ls_snapshot_t *snap, int rank, uint32_t *s) {
     char key[255];
     size_t const len = i % 2 ? 255 : (size_t)snprintf(key, sizeof key, "in-%d-%zu", rank, i);
     if (i % 2) memset(key, 'q', sizeof key), key[3] = (char)('0' + rank);
-    ls_snapshot_inflight_t const in = {key,      len,       part, (int64_t)(next(s) % 50),
-                                       1000 + rows, (int)(i % 2), rows, offsets, times, x};
+    ls_snapshot_inflight_t const in = {
+        key,     len,   part, (int64_t)(next(s) % 50), 1000 + rows, (int)(i % 2), rows,
+        offsets, times, x};
     cr_assert_eq(ls_snapshot_add_inflight(snap, &in), LS_OK, "%s", ls_last_error());
   }
 }
@@ -100,14 +101,14 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
    * calibration-like one and a float one. */
   uint8_t calib[3 * 64 * 8];
   memcpy(calib, m, 2 * O * 8), memcpy(calib + 2 * O * 8, k, O * 8);
-  cr_assert_eq(ls_snapshot_put_section(snap, SU_SECTION_BYTES, 1, 0, calib, 3 * O * 8), LS_OK,
-               "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_put_section(snap, SU_SECTION_BYTES, 1, 0, calib, 3 * O * 8), LS_OK, "%s",
+               ls_last_error());
   free(m), free(k);
   float extra[4];
   fill(extra, 4, s);
-  cr_assert_eq(ls_snapshot_put_section(snap, SU_SECTION_FLOATS, 2, LS_SNAPSHOT_FLOATS, extra,
-                                       sizeof extra),
-               LS_OK, "%s", ls_last_error());
+  cr_assert_eq(
+      ls_snapshot_put_section(snap, SU_SECTION_FLOATS, 2, LS_SNAPSHOT_FLOATS, extra, sizeof extra),
+      LS_OK, "%s", ls_last_error());
 }
 
 ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
@@ -218,8 +219,8 @@ static void expect_same_inflight(const ls_snapshot_t *a, const ls_snapshot_t *b)
     cr_assert_eq(ls_snapshot_get_inflight(a, i, &x), LS_OK);
     cr_assert_eq(ls_snapshot_get_inflight(b, i, &y), LS_OK);
     cr_assert(x.key_len == y.key_len && !memcmp(x.key, y.key, x.key_len) &&
-                  x.partition == y.partition && x.index == y.index &&
-                  x.last_time == y.last_time && x.reset == y.reset && x.rows == y.rows,
+                  x.partition == y.partition && x.index == y.index && x.last_time == y.last_time &&
+                  x.reset == y.reset && x.rows == y.rows,
               "series in flight %zu differs", i);
     cr_assert_arr_eq(x.offsets, y.offsets, (size_t)x.rows * 8, "in flight %zu: offsets", i);
     cr_assert_arr_eq(x.times, y.times, (size_t)x.rows * 8, "in flight %zu: times", i);

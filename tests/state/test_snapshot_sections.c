@@ -21,8 +21,7 @@ enum { LATER_OPTIONAL = 1000, LATER_REQUIRED = 1001 };
 
 /* Writes a world-rank snapshot at step 10 whose ranks carry the sections
  * that put() gives them, and commits it under dir. */
-static void write_with(const char *dir, int world,
-                       void (*put)(ls_snapshot_t *snap, int rank)) {
+static void write_with(const char *dir, int world, void (*put)(ls_snapshot_t *snap, int rank)) {
   ls_snapshot_conf_t conf;
   ls_snapshot_conf_init(&conf);
   for (int r = 0; r < world; r++) {
@@ -52,9 +51,9 @@ static void put_later(ls_snapshot_t *s, int rank) {
   cr_assert_eq(ls_snapshot_put_section(s, LS_SNAPSHOT_SECTION_SETTINGS, 1, LS_SNAPSHOT_REQUIRED,
                                        text, strlen(text)),
                LS_OK);
-  cr_assert_eq(ls_snapshot_put_section(s, LATER_OPTIONAL, 3, LS_SNAPSHOT_FLOATS, floats,
-                                       sizeof floats),
-               LS_OK, "%s", ls_last_error());
+  cr_assert_eq(
+      ls_snapshot_put_section(s, LATER_OPTIONAL, 3, LS_SNAPSHOT_FLOATS, floats, sizeof floats),
+      LS_OK, "%s", ls_last_error());
 }
 
 static void put_later_required(ls_snapshot_t *s, int rank) {

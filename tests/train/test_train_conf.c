@@ -29,9 +29,9 @@ static void get(const ls_train_conf_t *c, const char *key, char *buf, size_t siz
 /* A value of key that the key accepts and that reads differently from
  * c's current one, into out; 0 if none of the candidates is. */
 static int other_value(const ls_train_conf_t *c, const char *key, char *out, size_t size) {
-  static const char *const candidates[] = {"2",     "3",     "0.5",    "0.25",  "0.0001", "adamw",
-                                           "level", "true",  "false",  "csv",   "none",   "0",
-                                           "1",     "other", "0,2",    "9",     "1000"};
+  static const char *const candidates[] = {"2",     "3",     "0.5",   "0.25", "0.0001", "adamw",
+                                           "level", "true",  "false", "csv",  "none",   "0",
+                                           "1",     "other", "0,2",   "9",    "1000"};
   char now[256], v[256];
   get(c, key, now, sizeof now);
   for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
@@ -59,8 +59,7 @@ Test(conf, defaults_are_the_tables) {
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++, n++) {
     cr_expect(k->help != NULL && k->help[0], "%s has no help", k->key);
     unsigned const kind = k->flags & (LS_KEY_MODEL | LS_KEY_DATA | LS_KEY_INGEST | LS_KEY_RUN);
-    cr_expect(kind != 0 && (kind & (kind - 1)) == 0, "%s: one of model, data, ingest, run",
-              k->key);
+    cr_expect(kind != 0 && (kind & (kind - 1)) == 0, "%s: one of model, data, ingest, run", k->key);
     cr_expect(!((k->flags & LS_KEY_FIXED) && (k->flags & LS_KEY_NOTED)), "%s: fixed or noted",
               k->key);
     if (k->def == NULL) continue;
@@ -95,10 +94,13 @@ Test(conf, help_lists_the_table) {
   int in = 0, n_listed = 0;
   while (fgets(line, sizeof line, f) != NULL) {
     /* The heading (two lines), the options, then the next heading. */
-    if (strstr(line, "Model and data options") != NULL) in = 1;
-    else if (in && n_listed > 0 && line[0] != ' ' && line[0] != '\n') in = 0;
+    if (strstr(line, "Model and data options") != NULL)
+      in = 1;
+    else if (in && n_listed > 0 && line[0] != ' ' && line[0] != '\n')
+      in = 0;
     char name[128];
-    if (in && sscanf(line, "  --%127s", name) == 1 && strlen(listed) + strlen(name) + 2 < sizeof listed) {
+    if (in && sscanf(line, "  --%127s", name) == 1 &&
+        strlen(listed) + strlen(name) + 2 < sizeof listed) {
       strcat(listed, name), strcat(listed, " ");
       n_listed++;
     }
@@ -108,7 +110,8 @@ Test(conf, help_lists_the_table) {
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++, n_keys++) {
     char dashed[128];
     snprintf(dashed, sizeof dashed, " %s ", k->key);
-    for (char *p = dashed; *p; p++) *p = *p == '_' ? '-' : *p;
+    for (char *p = dashed; *p; p++)
+      *p = *p == '_' ? '-' : *p;
     cr_expect(strstr(listed, dashed) != NULL, "--help does not list %s", k->key);
   }
   cr_expect_eq(n_listed, n_keys, "--help lists %d model and data options, the table has %d",
@@ -150,8 +153,8 @@ Test(conf, each_fixed_option_refused_or_taken) {
     cr_assert_eq(ls_train_conf_new(&d), LS_OK);
     char before[256], after[256];
     get(d, k->key, before, sizeof before);
-    cr_expect_eq(train_conf_adopt(d, text, len, "SNAP", note, sizeof note), LS_OK, "%s: %s",
-                 k->key, ls_last_error());
+    cr_expect_eq(train_conf_adopt(d, text, len, "SNAP", note, sizeof note), LS_OK, "%s: %s", k->key,
+                 ls_last_error());
     get(d, k->key, after, sizeof after);
     cr_expect_str_eq(after, old, "%s: not taken from the snapshot (was %s)", k->key, before);
     ls_train_conf_destroy(d);
@@ -190,8 +193,7 @@ Test(conf, reported_unknown_and_later_options) {
   cr_assert_eq(ls_train_conf_set(c, "lr", "0.1"), LS_OK);
   ls_error_clear();
   cr_expect_eq(train_conf_adopt(c, text, len, "SNAP", note, sizeof note), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "before the option lr existed") != NULL, "%s",
-            ls_last_error());
+  cr_expect(strstr(ls_last_error(), "before the option lr existed") != NULL, "%s", ls_last_error());
   cr_expect_eq(train_conf_adopt(c, "no equals sign\n", 15, "SNAP", note, sizeof note),
                LS_ERR_CORRUPT);
   ls_train_conf_destroy(c);

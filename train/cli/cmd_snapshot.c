@@ -61,8 +61,8 @@ static void print_file(const char *name, const ls_snapshot_file_t *f, totals_t *
                s->required ? "required" : "optional");
     printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok%s\n", s->name,
            (unsigned long long)s->offset, (unsigned long long)s->stored, (unsigned long long)s->raw,
-           s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no",
-           s->crc, module);
+           s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no", s->crc,
+           module);
   }
   t->stored += f->size;
   t->raw += raw;
@@ -108,14 +108,17 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
 int cmd_inspect(int argc, char **argv) {
   cli_opt_t const opts[] = {{0}};
   cli_spec_t const spec = {
-      "inspect", "SNAPSHOT",
+      "inspect",
+      "SNAPSHOT",
       "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
       "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
       "Prints the manifest, every file's sections with their sizes, compression\n"
       "ratios and checksums, the model's shape and step, and each rank's series\n"
       "and partitions. Every checksum is verified and every section decoded; the\n"
       "exit status is 1 on any fault.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
@@ -226,10 +229,13 @@ int cmd_export(int argc, char **argv) {
       {0},
   };
   cli_spec_t const spec = {
-      "export", "SNAPSHOT [--safetensors FILE] [--states FILE]",
+      "export",
+      "SNAPSHOT [--safetensors FILE] [--states FILE]",
       "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
       "as safetensors files (F32, little-endian); at least one of the two.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
