@@ -33,7 +33,7 @@ cp -r "$work/snaps" "$out/snapshots"
 rm -f "$out/snapshots/lock"
 {
   echo "resume_to=24 $d_resume"
-  echo "# written by: $("$lstream" --version 2>/dev/null || echo lstream) on $(date -u +%F)"
+  echo "# written by: $("$lstream" --version 2>/dev/null || echo lstream) (tree $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)) on $(date -u +%F)"
 } >"$out/digests"
 du -sh "$out"
 cat "$out/digests"
