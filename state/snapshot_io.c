@@ -46,6 +46,18 @@ static ls_err_t step_path(char *buf, const char *dir, const char *prefix, int64_
   return join_path(buf, dir, name);
 }
 
+ls_err_t ls_snapshot_path(const char *dir, int64_t step, char *buf, size_t size) {
+  LS_RETURN_IF(dir == NULL || buf == NULL || size == 0, LS_ERR_INVALID_ARG,
+               "dir or buffer is NULL");
+  LS_RETURN_IF(step < 0 || step > 999999999999ll, LS_ERR_INVALID_ARG,
+               "step %lld is not in [0, 10^12)", (long long)step);
+  int const n = snprintf(buf, size, "%s/%s%0*lld", dir, SNAP_PREFIX, STEP_DIGITS, (long long)step);
+  LS_RETURN_IF(n < 0 || (size_t)n >= size, LS_ERR_INVALID_ARG,
+               "the path of snapshot %lld in %s does not fit in %zu bytes", (long long)step, dir,
+               size);
+  return LS_OK;
+}
+
 /* buf = DIR/shard-<rank>. */
 static ls_err_t shard_path(char *buf, const char *dir, int rank) {
   char name[32];
@@ -482,7 +494,7 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
   }
   /* Series in flight, with their partitions. */
   for (size_t i = 0; i < part->in_series; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(part, i, &in));
     if (in.partition % world == rank) LS_FORWARD_IF_ERROR(ls_snapshot_add_inflight(dst, &in));
   }

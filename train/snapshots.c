@@ -161,7 +161,7 @@ static ls_err_t find_path(train_snaps_t *s, char *path, size_t size) {
   LS_FORWARD_IF_ERROR(comm_sum_doubles(s->v->comm, v, 1));
   path[0] = '\0';
   if (v[0] >= 1.0) /* else no snapshot yet: a fresh start */
-    snprintf(path, size, "%s/snap-%012" PRId64, c->snapshot_dir, (int64_t)v[0] - 1);
+    LS_FORWARD_IF_ERROR(ls_snapshot_path(c->snapshot_dir, (int64_t)v[0] - 1, path, size));
   return LS_OK;
 }
 
@@ -306,11 +306,9 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
                "with the same features, or --resume none",
                ls_snapshot_inflight_features(snap), is.features);
   for (size_t i = 0; i < n; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
-    ls_inflight_t const out = {in.key,   in.key_len, in.partition, in.index, in.last_time,
-                               in.reset, in.rows,    in.offsets,   in.times, in.x};
-    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
+    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &in));
   }
   return LS_OK;
 }
@@ -418,10 +416,7 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
 
 /* A series in flight into the snapshot (opaque). */
 static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
-  ls_snapshot_inflight_t const out = {in->key,       in->key_len, in->partition, in->index,
-                                      in->last_time, in->reset,   in->rows,      in->offsets,
-                                      in->times,     in->x};
-  return ls_snapshot_add_inflight(opaque, &out);
+  return ls_snapshot_add_inflight(opaque, in);
 }
 
 /* Fills the staging snapshot with this rank's part after `steps` steps and

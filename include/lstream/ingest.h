@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/inflight.h" /* ls_inflight_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,24 +105,6 @@ typedef struct ls_window_s {
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
-
-/* One series' records in flight (README, Architecture: "Snapshots"): accepted,
- * and not yet in a window the trainer has trained and released. rows[0] is the
- * first input of window `index` (the last target of the window before, kept);
- * the others follow in offset order. What a snapshot keeps of a series' data,
- * so that its partition resumes at its next unread record however old these
- * are. */
-typedef struct ls_inflight_s {
-  const char *key; /* key_len bytes */
-  size_t key_len;
-  int32_t partition;
-  int64_t index;                  /* the number of the window rows[0] starts */
-  int64_t last_time;              /* the series' last accepted event time, -1 none */
-  int reset;                      /* 1: window `index` starts from a zero state */
-  int rows;                       /* >= 1 (0 only from ls_windower_pending_of) */
-  const int64_t *offsets, *times; /* [rows], ascending offsets */
-  const float *x;                 /* [rows, F] */
-} ls_inflight_t;
 
 /* Receives a series in flight (valid during the call). */
 typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);

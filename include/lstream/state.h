@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/inflight.h" /* ls_inflight_t */
 #include "lstream/kernels.h"
 
 #ifdef __cplusplus
@@ -286,32 +287,19 @@ LS_API ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_tabl
  * record to read). Each partition at most once. */
 LS_API ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
 
-/* A series' records in flight, as a snapshot keeps them (the trainer
- * copies them from ingest's ls_inflight_t): rows[0] is the first input of
- * window `index`, the others follow by ascending offset; with them, its
- * partition's resume offset may be past every one of them. */
-typedef struct ls_snapshot_inflight_s {
-  const char *key; /* 1..LS_KEY_MAX bytes */
-  size_t key_len;
-  int32_t partition;
-  int64_t index;                  /* >= 0 */
-  int64_t last_time;              /* the series' last accepted event time, -1 none */
-  int reset;                      /* 0 or 1: window `index` starts from a zero state */
-  int rows;                       /* >= 1 */
-  const int64_t *offsets, *times; /* [rows] */
-  const float *x;                 /* [rows, F] (ls_snapshot_set_inflight_features) */
-} ls_snapshot_inflight_t;
+/* Series in flight (ls_inflight_t, lstream/inflight.h: what ingest hands
+ * over): with them, a partition's resume offset may be past every one of
+ * them. */
 
 /* The features F of the rows in flight, on a snapshot without any (0: none
  * kept, the default and a reset's). */
 LS_API ls_err_t ls_snapshot_set_inflight_features(ls_snapshot_t *snap, int features);
 LS_API int ls_snapshot_inflight_features(const ls_snapshot_t *snap);
 /* Appends a series in flight (copied). */
-LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_snapshot_inflight_t *s);
+LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_inflight_t *s);
 LS_API size_t ls_snapshot_inflight_count(const ls_snapshot_t *snap);
 /* Series i in flight, its pointers into the snapshot. */
-LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i,
-                                         ls_snapshot_inflight_t *out);
+LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i, ls_inflight_t *out);
 
 /* The host-side state of the series (ls_series_stats_t): set the layout, F
  * features and O targets, on a snapshot without series (0, 0: none; a reset
@@ -486,6 +474,11 @@ LS_API ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, in
                                            ls_snapshot_shard_t *out);
 LS_API ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man,
                                           ls_snapshot_file_t *out);
+
+/* The path of the snapshot of `step` in a snapshot directory:
+ * DIR/snap-<step, 12 digits> (the one place that spells it).
+ * LS_ERR_INVALID_ARG when it does not fit in size bytes. */
+LS_API ls_err_t ls_snapshot_path(const char *dir, int64_t step, char *buf, size_t size);
 
 /* Loads shard `rank` of a snapshot, verifying everything: the size and
  * checksum the manifest lists, magic, version, structure, every section's

@@ -61,7 +61,7 @@ static void fill_inflight(ls_snapshot_t *snap, int rank, uint32_t *s) {
     char key[255];
     size_t const len = i % 2 ? 255 : (size_t)snprintf(key, sizeof key, "in-%d-%zu", rank, i);
     if (i % 2) memset(key, 'q', sizeof key), key[3] = (char)('0' + rank);
-    ls_snapshot_inflight_t const in = {
+    ls_inflight_t const in = {
         key,     len,   part, (int64_t)(next(s) % 50), 1000 + rows, (int)(i % 2), rows,
         offsets, times, x};
     cr_assert_eq(ls_snapshot_add_inflight(snap, &in), LS_OK, "%s", ls_last_error());
@@ -202,7 +202,7 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   }
   cr_assert_eq(ls_snapshot_set_inflight_features(dst, ls_snapshot_inflight_features(src)), LS_OK);
   for (size_t i = 0; i < ls_snapshot_inflight_count(src); i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     cr_assert_eq(ls_snapshot_get_inflight(src, i, &in), LS_OK);
     cr_assert_eq(ls_snapshot_add_inflight(dst, &in), LS_OK, "%s", ls_last_error());
   }
@@ -215,7 +215,7 @@ static void expect_same_inflight(const ls_snapshot_t *a, const ls_snapshot_t *b)
   size_t const Q = ls_snapshot_inflight_count(a);
   cr_assert_eq(Q, ls_snapshot_inflight_count(b), "series in flight differ in number");
   for (size_t i = 0; i < Q; i++) {
-    ls_snapshot_inflight_t x, y;
+    ls_inflight_t x, y;
     cr_assert_eq(ls_snapshot_get_inflight(a, i, &x), LS_OK);
     cr_assert_eq(ls_snapshot_get_inflight(b, i, &y), LS_OK);
     cr_assert(x.key_len == y.key_len && !memcmp(x.key, y.key, x.key_len) &&

@@ -183,7 +183,7 @@ static void reshard(int M) {
     ls_snapshot_t *s = NULL;
     cr_assert_eq(ls_snapshot_load(path, M, r, &s), LS_OK, "%s", ls_last_error());
     for (size_t i = 0; i < ls_snapshot_inflight_count(s); i++, in_found++) {
-      ls_snapshot_inflight_t a, b;
+      ls_inflight_t a, b;
       cr_assert_eq(ls_snapshot_get_inflight(s, i, &a), LS_OK);
       cr_assert_eq(a.partition % M, r);
       ls_snapshot_t *const old = parts[a.partition % 3];

@@ -109,7 +109,8 @@ static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snaps
   double const write_s = base_now_s() - t0;
   if (err != LS_OK) return cli_fail(err, "cannot write the snapshot");
   char path[4096];
-  snprintf(path, sizeof path, "%s/snap-%012lld", b->dir, (long long)step);
+  err = ls_snapshot_path(b->dir, step, path, sizeof path);
+  if (err != LS_OK) return cli_fail(err, "cannot name the snapshot");
   ls_snapshot_manifest_t *man = NULL;
   ls_snapshot_shard_t shard;
   err = ls_snapshot_manifest_read(path, &man);

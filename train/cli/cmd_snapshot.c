@@ -95,7 +95,7 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
   size_t const Q = ls_snapshot_inflight_count(s);
   int64_t rows = 0;
   for (size_t i = 0; i < Q; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     if (ls_snapshot_get_inflight(s, i, &in) == LS_OK) rows += in.rows;
   }
   printf("rank %d: %zu series with %lld records in flight (not yet trained, before the resume "
