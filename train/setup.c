@@ -39,6 +39,11 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   LS_RETURN_IF(c->brokers[0] == '\0', LS_ERR_INVALID_ARG,
                "no brokers: give --brokers HOST:PORT (e.g. the address `lstream broker` prints)");
   LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
+  LS_RETURN_IF(!strcmp(c->predictions_topic, c->topic), LS_ERR_INVALID_ARG,
+               "--predictions-topic '%s' is the topic trained on: every forecast would come back "
+               "as a record to train on and forecast again (a feedback loop); publish the "
+               "forecasts to another topic",
+               c->predictions_topic);
   ls_start_t start;
   LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
   ls_ingest_settings_t is;

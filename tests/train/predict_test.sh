@@ -25,7 +25,8 @@
 #             record's
 #   outage    live, the broker taken down and brought back while forecasts
 #             go out: none lost, none twice
-#   bad_topic a predictions topic that cannot be written fails at start
+#   bad_topic a predictions topic that cannot be written fails at start, and
+#             so does the source topic itself (a feedback loop)
 #   evict     a replay with --max-series 60 over 300 keys in 3 waves (the
 #             series table's slots move as series are evicted): every
 #             target's eval forecast and next forecasts of every record
@@ -279,6 +280,14 @@ bad_topic)
   grep -q "topic 'no such/topic' cannot be written" "$work/b.err" || {
     cat "$work/b.err" >&2
     fail "the error does not say which topic and why"
+  }
+  # The source topic itself: a feedback loop, refused before anything is read.
+  if "$lstream" "${args[@]}" --until end --predictions-topic src >"$work/b.out" 2>"$work/b.err"; then
+    fail "the source topic was accepted as the predictions topic"
+  fi
+  grep -q "predictions-topic 'src' is the topic trained on.*feedback loop" "$work/b.err" || {
+    cat "$work/b.err" >&2
+    fail "the error does not say that the predictions topic is the source"
   }
   ;;
 *) fail "unknown case $case_name" ;;
