@@ -9,6 +9,9 @@
 #                JSON reason while the broker is down (lstream broker takes
 #                SIGUSR1/SIGUSR2), 200 once it is back; the per-target
 #                figures (data units) labelled target=0 and 1
+#   slow         a live run with --http: 80 clients from another address
+#                trickling a request a byte at a time (watch_check.py slow)
+#                do not keep /health from answering within 1 s
 #   tensorboard  a replay with --tensorboard and snapshots, killed with
 #                SIGKILL past a snapshot, resumed to the end; TensorBoard's own
 #                reader (the tensorboard package from PyPI, installed into the
@@ -74,6 +77,19 @@ print("503:", h["reasons"])' "$work/body" || fail "the 503 body: $(cat "$work/bo
   kill -USR2 "$broker_pid"
   wait_for "/health to answer 200 again" 120 health_is 200
   echo "200 again: $(cat "$work/body")"
+  kill -TERM "$train_pid"
+  wait "$train_pid" || fail "the trainer exited $? after SIGTERM: $(tail -3 "$work/train.err")"
+  ;;
+slow)
+  start_broker --topic live:2
+  "$lstream" produce --brokers "$bootstrap" --topic live --series 4 --features 1 \
+    --records-per-series 200 --generator sine --seed 3 >/dev/null
+  "$lstream" train --brokers "$bootstrap" --topic live --features 1 --window 8 --batch 4 \
+    --hidden 4 --http 127.0.0.1:0 --log-every 1000000 >"$work/train.out" 2>"$work/train.err" &
+  train_pid=$!
+  wait_for "the server's address" 60 grep -q 'serves http' "$work/train.err"
+  url=$(url_in "$work/train.err")
+  check slow "$url"
   kill -TERM "$train_pid"
   wait "$train_pid" || fail "the trainer exited $? after SIGTERM: $(tail -3 "$work/train.err")"
   ;;
