@@ -183,6 +183,11 @@ static const base_key_t keys[] = {
      "forecasts held for the predictions topic (a broker outage fills it, then training pauses; "
      "nothing is dropped)",
      F(predictions_buffer), BASE_V_I64(1, 1e9), "1048576", LS_KEY_RUN},
+    {"health_snapshot_failures",
+     "with --snapshot-dir and --http: /health answers 503 once this many snapshots in a row have "
+     "failed (a full or read-only disk), long before the newest one's age passes "
+     "--health-snapshot-age; a commit ends the run of failures",
+     F(health_snapshot_failures), BASE_V_INT(1, 1000000), "3", LS_KEY_RUN},
 };
 #undef F
 #undef S

@@ -192,6 +192,9 @@ static const metric_t metrics[] = {
    "Snapshots due while the previous one was still being written."},
   {"lstream_snapshot_failures_total", COUNTER, ONE, S(I64, snapshot_failures),
    "Snapshot writes and commits of the rank's writer that failed."},
+  {"lstream_snapshot_failures_in_row", GAUGE, ONE, S(I64, snapshots_failed_in_row),
+   "Snapshots that failed since the last one committed (/health: 503 at "
+   "--health-snapshot-failures)."},
   {"lstream_snapshot_last_step", GAUGE, ONE, S(F64, snapshot_step),
    "Step of the newest snapshot this run committed."},
   {"lstream_snapshot_age_seconds", GAUGE, ONE, S(F64, snapshot_age_s),

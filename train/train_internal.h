@@ -65,6 +65,8 @@ struct ls_train_conf_s {
   int predictions;             /* bit 0 next, bit 1 eval */
   int predictions_commit_ms;
   int64_t predictions_buffer;
+  /* Watching a run (issue 23). */
+  int health_snapshot_failures; /* /health: 503 after this many snapshots in a row failed */
 };
 
 /* The target features of c's targets key, ascending, into feat [features];
