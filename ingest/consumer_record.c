@@ -28,8 +28,13 @@ static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_
     return;
   case LS_REJECT_NONFINITE: snprintf(buf, size, "the value holds NaN or Inf"); return;
   case LS_REJECT_BACKWARDS:
-    snprintf(buf, size, "its time %" PRId64 " ms is before the series' last record", timestamp);
+  case LS_REJECT_FUTURE: {
+    int const late = r == LS_REJECT_BACKWARDS;
+    snprintf(buf, size, "its time %" PRId64 " ms is more than %s=%" PRId64 " %s", timestamp,
+             late ? "late.ms" : "max.future.ms", late ? ing->s.late_ms : ing->s.max_future_ms,
+             late ? "before the series' last record" : "ahead of this machine's clock");
     return;
+  }
   case LS_REJECT_KEY:
     snprintf(buf, size, "the key is %zu bytes (1..%d allowed)", m->key_len, LS_KEY_MAX);
     return;
@@ -124,7 +129,7 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
   if (r == LS_REJECT_NONE && ing->s.tap) { /* before its window is queued */
     ls_windower_record_t acc;
     ls_windower_last(ing->w, &acc);
-    if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, timestamp) != 0)
+    if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, acc.time) != 0)
       return -1;
   }
   if (win != NULL && consumer_enqueue(ing, part, win) != 0) return -1;

@@ -46,6 +46,7 @@ const char *ls_reject2str(ls_reject_t reason) {
   case LS_REJECT_KEY: return "key";
   case LS_REJECT_PARTITION: return "partition";
   case LS_REJECT_RANGE: return "range";
+  case LS_REJECT_FUTURE: return "future";
   case LS_REJECT__COUNT: break;
   }
   return "unknown";

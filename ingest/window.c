@@ -24,6 +24,15 @@
  * each comes back with its first row as its buffer's row 0, and its later
  * rows are pushed again in offset order, re-forming the same windows.
  *
+ * Event times (ls_windower_set_time_bounds): a record stamped beyond the
+ * wall clock plus the bound on the future is rejected before its series is
+ * looked at, so one bad stamp never becomes a series' clock; the clock is
+ * read only for a record past its last reading's bound (never, for data in
+ * the past). A record stamped before its series' last by no more than the
+ * bound on lateness is accepted with the series' last time: a series'
+ * times never go back, so gaps, eviction and step formation see them in
+ * order.
+ *
  * A gap (ls_windower_set_reset_gap): a record whose event time is more than
  * the bound after its series' last one first closes what the series holds
  * as a partial window (copied to the windower's gap buffer, since the new
@@ -37,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/keymap.h"
 
 /* ------------------------------------------------------------------------ */
@@ -329,6 +339,31 @@ ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms) {
   return LS_OK;
 }
 
+/* LS_ERR_INVALID_ARG naming fn unless w is not NULL and the bounds a and b
+ * (named so) are >= 0. */
+static ls_err_t check_bounds(const ls_windower_t *w, const char *fn, const char *a_name, int64_t a,
+                             const char *b_name, int64_t b) {
+  LS_RETURN_IF(w == NULL || a < 0 || b < 0, LS_ERR_INVALID_ARG,
+               "%s: w must not be NULL, %s (%lld) and %s (%lld) must be >= 0", fn, a_name,
+               (long long)a, b_name, (long long)b);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_set_time_bounds(ls_windower_t *w, int64_t max_future_ms, int64_t late_ms) {
+  LS_FORWARD_IF_ERROR(check_bounds(w, "ls_windower_set_time_bounds", "max_future_ms", max_future_ms,
+                                   "late_ms", late_ms));
+  w->max_future = max_future_ms;
+  w->late_ms = late_ms;
+  return LS_OK;
+}
+
+/* 1 when event time t lies more than the bound ahead of the wall clock. */
+static int beyond_future(ls_windower_t *w, int64_t t) {
+  if (w->max_future <= 0 || t < 0 || t - w->max_future <= w->clock_ms) return 0;
+  w->clock_ms = base_wall_ms(); /* the last reading is behind t's bound: read it again */
+  return t - w->max_future > w->clock_ms;
+}
+
 /* Decodes rec's value into out [F]: LS_REJECT_NONE, or why not (SIZE,
  * PARSE, NONFINITE, RANGE). */
 static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, float *out) {
@@ -441,10 +476,8 @@ static void evict_after(ls_windower_t *w, series_t *s) {
 }
 
 ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held) {
-  LS_RETURN_IF(w == NULL || idle_ms < 0 || max_held < 0, LS_ERR_INVALID_ARG,
-               "ls_windower_set_eviction: w must not be NULL, idle_ms (%lld) and max_held (%lld) "
-               "must be >= 0",
-               (long long)idle_ms, (long long)max_held);
+  LS_FORWARD_IF_ERROR(
+      check_bounds(w, "ls_windower_set_eviction", "idle_ms", idle_ms, "max_held", max_held));
   w->idle_ms = idle_ms;
   w->max_held = max_held;
   return LS_OK;
@@ -467,14 +500,21 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   series_t *s = (series_t *)window_table_find(&w->series, hash, rec->key, rec->key_len);
   int const F = w->F;
   ls_reject_t const r = decode_value(w, rec, w->scratch);
+  int64_t t = rec->timestamp;
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
-    window_next_row(w, s, rec->timestamp, complete);
+    if (beyond_future(w, t)) return reject(w, LS_REJECT_FUTURE);
+    if (t >= 0 && t < s->last_time) {
+      if (s->last_time - t > w->late_ms) return reject(w, LS_REJECT_BACKWARDS);
+      t = s->last_time; /* late within the bound: held at the series' last */
+      w->stats.late++;
+    }
+    window_next_row(w, s, t, complete);
     memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
+    if (beyond_future(w, t)) return reject(w, LS_REJECT_FUTURE);
     ls_err_t const err =
         window_series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {
@@ -483,7 +523,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     }
   }
   const ls_window_t *done = NULL; /* (a record that closes a window after a gap completes none) */
-  window_accept_row(w, s, rec->offset, rec->timestamp, &done);
+  window_accept_row(w, s, rec->offset, t, &done);
   if (done != NULL) *complete = done;
   w->last = s; /* (eviction below spares s) */
   if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
@@ -495,12 +535,13 @@ ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out) {
                "ls_windower_last: w and out must not be NULL");
   const series_t *const s = w->last;
   if (s == NULL) {
-    *out = (ls_windower_record_t){-1, NULL, 0, NULL};
+    *out = (ls_windower_record_t){-1, NULL, 0, NULL, -1};
     return LS_OK;
   }
   /* The record is the last row filled: count - 1 (the carry happens on the next push). */
-  *out = (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
-                                s->x + (size_t)(s->count - 1) * (size_t)w->F};
+  *out =
+      (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
+                             s->x + (size_t)(s->count - 1) * (size_t)w->F, s->times[s->count - 1]};
   return LS_OK;
 }
 

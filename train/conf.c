@@ -95,6 +95,16 @@ static const base_key_t keys[] = {
      "its state (h, c) from zero at its next window; what it held before the gap trains as a "
      "partial window; 0: never",
      F(reset_gap_ms), BASE_V_I64(0, 1e15), "0", LS_KEY_DATA | LS_KEY_NOTED},
+    {"max_future_ms",
+     "reject a record stamped more than this many ms ahead of this machine's clock (reason "
+     "future), leaving its series' clock as it was: one bad stamp never rejects the records "
+     "after it; 0: no bound",
+     F(max_future_ms), BASE_V_I64(0, 1e15), "3600000", LS_KEY_DATA | LS_KEY_NOTED},
+    {"late_ms",
+     "a record stamped before its series' last by at most this many ms (a clock stepped back) "
+     "is trained in its place, its event time held at the series' last; one later still is "
+     "rejected (reason backwards); 0: every such record is rejected",
+     F(late_ms), BASE_V_I64(0, 1e15), "60000", LS_KEY_DATA | LS_KEY_NOTED},
     {"deadline_ms",
      "live: fire a partial step this long after it began (sooner when nothing ready can join it); "
      "the consumer's fetches wait a tenth of it at most",

@@ -151,6 +151,8 @@ static const metric_t metrics[] = {
    "Records the rank's consumer read: accepted, rejected and skipped."},
   {"lstream_consumer_records_rejected_total", COUNTER, REASON, S(I64, ingest.w.rejected),
    "Records rejected, by reason; never trained on."},
+  {"lstream_consumer_records_late_total", COUNTER, ONE, S(I64, ingest.w.late),
+   "Records stamped before their series' last within --late-ms: trained, their time held."},
   {"lstream_series_evicted_total", COUNTER, ONE, S(I64, ingest.w.evicted),
    "Series the consumer forgot (--series-idle, --max-series); their partial windows dropped."},
   {"lstream_series_evicted_records_total", COUNTER, ONE, S(I64, ingest.w.evicted_records),

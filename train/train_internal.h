@@ -30,6 +30,8 @@ struct ls_train_conf_s {
   int stateless;
   double max_abs;         /* records holding a value of larger magnitude are rejected (range) */
   int64_t reset_gap_ms;   /* a larger jump in a series' event time restarts its state; 0 never */
+  int64_t max_future_ms;  /* records stamped further ahead of the wall clock: rejected; 0 no */
+  int64_t late_ms;        /* records this much before their series' last: kept, held; 0 no */
   int64_t series_idle_ms; /* evict a series idle this long (event time); 0 never */
   int64_t max_series;     /* the most series held over all partitions; 0 no bound */
   int deadline_ms;

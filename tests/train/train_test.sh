@@ -62,6 +62,12 @@
 #                restarts from a zero state: it trains bit for bit as if the
 #                records after the gap were another series' (raw levels in and
 #                out, so that nothing else carries over), and is counted
+#   clock        bad event times (issue 23): series A's record 40 stamped in
+#                year 2500 is rejected (reason future) and A goes on; its
+#                records 60..88 stamped 30 s back (a clock stepped back) are
+#                trained, their time held (late=29); every other record is
+#                trained, and a run stopped by --max-steps and resumed ends
+#                bit-identical to the uninterrupted one
 #   evict        --max-series 60 and --series-idle-ms: 300 keys in 3 waves (each
 #                key's 9 records together: 2 windows and a carry) train
 #                every target once while at most 60 series are held; the
@@ -621,6 +627,33 @@ gap)
   # Without the bound the state carries across the gap: another model.
   train "$work/carry" --topic one "${args[@]/3600000/0}" >/dev/null
   [ "$(field "$work/carry" digest params)" != "$a" ] || fail "the gap made no difference"
+  ;;
+clock)
+  start_broker --topic clk:1
+  t0=1700000000000
+  for i in $(seq 0 99); do
+    ta=$((t0 + i * 1000))
+    [ "$i" = 40 ] && ta=16725225600000                      # year 2500
+    [ "$i" -ge 60 ] && [ "$i" -le 88 ] && ta=$((ta - 30000)) # 1..29 s before A's last
+    echo "A,$ta,$i.5"
+    echo "B,$((t0 + i * 1000 + 500)),$((100 - i)).5"
+  done >"$work/clk.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic clk --csv "$work/clk.csv" >/dev/null
+  args=(--topic clk --features 1 --window 8 --batch 2 --hidden 4 --threads 1)
+  train "$work/plain" "${args[@]}" >/dev/null
+  grep -E '^(summary|rejected|series)' "$work/plain"
+  [ "$(field "$work/plain" rejected future)" = 1 ] || fail "the year-2500 record not rejected"
+  [ "$(field "$work/plain" rejected backwards)" = 0 ] || fail "records rejected as backwards"
+  [ "$(field "$work/plain" series late)" = 29 ] || fail "not 29 records trained late"
+  # 99 records of A and 100 of B: 98 + 99 targets.
+  [ "$(field "$work/plain" summary records)" = 197 ] ||
+    fail "$(field "$work/plain" summary records) targets trained, not 197"
+  train "$work/stopped" "${args[@]}" --snapshot-dir "$work/snaps" --max-steps 5 >/dev/null
+  train "$work/resumed" "${args[@]}" --snapshot-dir "$work/snaps" >/dev/null
+  [ "$(field "$work/resumed" snapshots resumed_from_step)" = 5 ] || fail "no resume from step 5"
+  [ "$(field "$work/resumed" digest params)" = "$(field "$work/plain" digest params)" ] &&
+    [ "$(field "$work/resumed" digest states)" = "$(field "$work/plain" digest states)" ] ||
+    fail "stopped and resumed, the model differs from the uninterrupted run's"
   ;;
 evict)
   start_broker --topic ev:2
