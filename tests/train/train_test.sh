@@ -68,6 +68,11 @@
 #                trained, their time held (late=29); every other record is
 #                trained, and a run stopped by --max-steps and resumed ends
 #                bit-identical to the uninterrupted one
+#   logs         every line on stderr has an ISO 8601 UTC time and a level:
+#                as text (TIME LEVEL LOGGER: MESSAGE), and with --log-format
+#                json one JSON object a line (time, level, logger, msg; rank
+#                under mpirun, each rank's lines naming it): step lines, the
+#                final figures, a rejected record's warning, an error
 #   evict        --max-series 60 and --series-idle-ms: 300 keys in 3 waves (each
 #                key's 9 records together: 2 windows and a carry) train
 #                every target once while at most 60 series are held; the
@@ -336,7 +341,7 @@ PY
   [ "$(field "$work/b" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
   bad=$(field "$work/b" summary nonfinite)
   [ "$bad" -ge 1 ] || fail "no step was found non-finite"
-  n=$(grep -c "warning: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
+  n=$(grep -c "WARN lstream train: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
   [ "$n" = "$bad" ] || fail "$bad non-finite steps, $n reported with S3: $(cat "$work/b.err")"
   for key in mse baseline final_mse; do
     awk -v x="$(field "$work/b" loss $key)" 'BEGIN { exit !(x + 0 == x && x < 1e30) }' ||
@@ -360,7 +365,7 @@ PY
     finite "$work/s.safetensors" || fail "$snap holds a non-finite parameter"
   done
   echo "$(ls -d "$work"/sb/snap-* | wc -l) snapshots, every parameter finite"
-  grep warning "$work/b.err"
+  grep WARN "$work/b.err"
   ;;
 outage)
   start_broker --topic out:2
@@ -391,8 +396,8 @@ outage)
     sleep 0.1
   done
   kill -USR1 "$broker_pid"
-  for _ in $(seq 600); do grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" && break; sleep 0.1; done
-  grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" ||
+  for _ in $(seq 600); do grep -q 'WARN lstream train: .*Kafka\|WARN lstream train: librdkafka' "$work/err" && break; sleep 0.1; done
+  grep -q 'WARN lstream train: .*Kafka\|WARN lstream train: librdkafka' "$work/err" ||
     fail "no Kafka warning in the log 60 s into the outage: $(cat "$work/err")"
   t0=$(date +%s.%N)
   kill -TERM $live
@@ -654,6 +659,34 @@ clock)
   [ "$(field "$work/resumed" digest params)" = "$(field "$work/plain" digest params)" ] &&
     [ "$(field "$work/resumed" digest states)" = "$(field "$work/plain" digest states)" ] ||
     fail "stopped and resumed, the model differs from the uninterrupted run's"
+  ;;
+logs)
+  start_broker --topic lg:2
+  t0=1700000000000
+  for i in $(seq 0 40); do
+    echo "A,$((t0 + i * 1000)),$i.5"
+    echo "B,$((t0 + i * 1000)),$((40 - i)).5"
+  done >"$work/lg.csv"
+  # Warnings on both partitions (so on each rank under mpirun): a record of
+  # keys K0..K7 (murmur2 puts them on both) stamped in year 2500 (rejected,
+  # reason future).
+  for k in 0 1 2 3 4 5 6 7; do echo "K$k,16725225600000,1.5"; done >>"$work/lg.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic lg --csv "$work/lg.csv" >/dev/null
+  args=(train --brokers "$bootstrap" --topic lg --features 1 --window 4 --batch 2
+    --hidden 4 --until end --log-every 1 --snapshot-every 5)
+  "$lstream" "${args[@]}" --snapshot-dir "$work/s1" >/dev/null 2>"$work/text.err" ||
+    fail "text: exit $?"
+  "$lstream" "${args[@]}" --snapshot-dir "$work/s2" --log-format json >/dev/null \
+    2>"$work/json.err" || fail "json: exit $?"
+  # An error, in each format (a bad value: the usage error's line).
+  "$lstream" "${args[@]}" --window 0 2>>"$work/text.err" && fail "--window 0 accepted"
+  "$lstream" "${args[@]}" --log-format json --window 0 2>>"$work/json.err" &&
+    fail "--window 0 accepted"
+  mpi_env
+  mpirun -np 2 "$lstream" "${args[@]}" --snapshot-dir "$work/s3" --log-format json \
+    >/dev/null 2>"$work/mpi.err" || fail "mpirun: exit $?"
+  /usr/bin/python3 "$(dirname "$0")/logs_check.py" "$work/text.err" "$work/json.err" \
+    "$work/mpi.err" || { cat "$work/text.err"; fail "the log lines are wrong"; }
   ;;
 evict)
   start_broker --topic ev:2

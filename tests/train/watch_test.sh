@@ -43,7 +43,7 @@ wait_for() {
 }
 
 # The URL a rank prints ("rank 0 serves http://127.0.0.1:PORT/metrics ...").
-url_in() { sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
+url_in() { sed -n 's/.* lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
 status_of() { curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "$@"; }
 health_is() { [ "$(status_of "$url/health")" = "$1" ]; }
 

@@ -16,8 +16,9 @@
 #define SHOWN_PARTITIONS 8
 
 static void print_rejected(void *opaque, const char *path, ls_err_t err, const char *why) {
-  fprintf(stderr, "lstream %s: passed over %s: %s: %s\n", (const char *)opaque, path,
-          ls_err2str(err), why);
+  char logger[64];
+  snprintf(logger, sizeof logger, "lstream %s", (const char *)opaque);
+  cli_log(CLI_WARN, logger, "passed over %s: %s: %s", path, ls_err2str(err), why);
 }
 
 /* path = arg when it is a snapshot (it holds a manifest), else the newest
