@@ -127,6 +127,10 @@ static const base_key_t keys[] = {
      "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for "
      "tests)",
      F(comm_always), BASE_V_CHOICE(bools), "false", LS_KEY_RUN},
+    {"comm_timeout_ms",
+     "with nccl: how long a wait for the gradient sums may go without them ending (a peer gone "
+     "or hung) before the communicator is aborted and the run fails, naming it",
+     F(comm_timeout_ms), BASE_V_INT(1, 86400000), "600000", LS_KEY_RUN},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit",
      F(max_steps), BASE_V_I64(0, 1e15), "0", LS_KEY_RUN},
     {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir),

@@ -147,6 +147,7 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   }
   LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
   comm_set_always(tr->v.comm, tr->conf.comm_always);
+  comm_set_timeout(tr->v.comm, tr->conf.comm_timeout_ms / 1e3);
   tr->v.rank = comm_rank(tr->v.comm);
   tr->v.world = comm_world(tr->v.comm);
   return LS_OK;

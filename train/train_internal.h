@@ -41,7 +41,8 @@ struct ls_train_conf_s {
   int comm;        /* 0 auto, 1 none, 2 mpi, 3 nccl */
   int overlap;     /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
   int comm_always; /* run the gradient sums even on one rank */
-  int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
+  int comm_timeout_ms; /* the bound on a wait for NCCL's sums (a peer gone) */
+  int64_t max_steps;   /* stop after this many steps in all (resumed ones included); 0 = no limit */
   char snapshot_dir[1024];
   int64_t snapshot_every;   /* steps; 0 = off */
   double snapshot_interval; /* seconds; 0 = off */
