@@ -131,19 +131,18 @@ static void nccl_abort(comm_t *c) {
   c->failed = 1;
 }
 
-/* Waits until the sums' stream has passed `upto` (NULL: everything queued
- * on it), polling the stream and the communicator's asynchronous error, at
- * most c->timeout_s without it passing: on an error or the timeout the
- * communicator is aborted and the wait fails, naming `what`. The one wait
- * for sums: a blocking synchronisation would wait for ever for a peer that
- * is gone. */
-static ls_err_t nccl_wait(comm_t *c, cudaEvent_t upto, const char *what) {
+/* Waits until everything queued on the sums' stream is done, polling the
+ * stream and the communicator's asynchronous error, at most c->timeout_s:
+ * on an error or the timeout the communicator is aborted and the wait
+ * fails, naming `what`. The one wait for sums: a blocking synchronisation
+ * would wait for ever for a peer that is gone. */
+static ls_err_t nccl_wait(comm_t *c, const char *what) {
   LS_RETURN_IF(c->nccl == NULL, LS_ERR_STATE,
                "comm nccl: %s: the communicator was aborted after a failure", what);
   double const t0 = base_now_s();
   useconds_t pause = 10; /* doubling to 1 ms: a sum that is almost done costs little */
   for (;;) {
-    cudaError_t const q = upto != NULL ? cudaEventQuery(upto) : cudaStreamQuery(c->stream);
+    cudaError_t const q = cudaStreamQuery(c->stream);
     if (q == cudaSuccess) return LS_OK;
     if (q != cudaErrorNotReady) {
       nccl_abort(c);
@@ -256,7 +255,7 @@ void comm_destroy(comm_t *c) {
    * are waited for as always, bounded (a wait that fails aborts). Then the
    * stream holds nothing that can wait for ever. */
   if (c->nccl != NULL && (c->failed || c->started > 0)) nccl_abort(c);
-  if (c->nccl != NULL && c->stream != NULL) (void)nccl_wait(c, NULL, "the last gradient sums");
+  if (c->nccl != NULL && c->stream != NULL) (void)nccl_wait(c, "the last gradient sums");
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
   if (c->nccl != NULL) (void)nccl.destroy(c->nccl);
   if (c->ready != NULL) (void)cudaEventDestroy(c->ready);
@@ -407,7 +406,7 @@ ls_err_t comm_grads_finish(comm_t *c) {
 ls_err_t comm_wait(comm_t *c) {
   LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "comm is NULL");
 #ifdef LSTREAM_HAVE_NCCL
-  if (c->kind == COMM_NCCL && c->stream != NULL) return nccl_wait(c, NULL, "the gradient sums");
+  if (c->kind == COMM_NCCL && c->stream != NULL) return nccl_wait(c, "the gradient sums");
 #endif
   return LS_OK;
 }
