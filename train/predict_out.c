@@ -318,32 +318,11 @@ ls_err_t predict_resolve(predict_t *pr, int64_t slot, const float *x) {
 /* ------------------------------------------------------------------------ */
 /* Opening, resuming, snapshots, closing                                     */
 
-/* The run's id: a digest of the snapshot directory's absolute path (one
- * lineage of forecasts per directory), or a fresh one per run without. */
+/* The run's id (train_run_choose, in the view): one lineage of forecasts
+ * per snapshot directory, a fresh one per run without. */
 static ls_err_t run_id(predict_t *pr) {
-  const char *const dir = pr->v->conf->snapshot_dir;
-  uint64_t h = BASE_FNV1A_INIT;
-  pr->exact = dir[0] != '\0';
-  if (pr->exact) {
-    char abs[PATH_MAX + 1];
-    if (realpath(dir, abs) == NULL) /* the writer makes it later: make it now, to name it */
-      LS_RETURN_IF(mkdir(dir, 0755) != 0 || realpath(dir, abs) == NULL, LS_ERR_IO,
-                   "cannot make the snapshot directory %s: %s", dir, strerror(errno));
-    h = base_fnv1a(h, abs, strlen(abs));
-  } else {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    /* Every rank takes rank 0's (two 32-bit halves through a sum). */
-    double v[2] = {0, 0};
-    if (pr->v->rank == 0) {
-      uint64_t const r =
-          base_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec);
-      v[0] = (double)(r >> 32), v[1] = (double)(r & 0xffffffffu);
-    }
-    LS_FORWARD_IF_ERROR(comm_sum_doubles(pr->v->comm, v, 2));
-    h = (uint64_t)v[0] << 32 | (uint64_t)v[1];
-  }
-  snprintf(pr->run, sizeof pr->run, "%016" PRIx64, h);
+  pr->exact = pr->v->conf->snapshot_dir[0] != '\0';
+  snprintf(pr->run, sizeof pr->run, "%016" PRIx64, pr->v->run);
   return LS_OK;
 }
 

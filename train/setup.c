@@ -262,6 +262,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  if (err == LS_OK) err = train_run_choose(snap, &tr->v);
   if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
   if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
   if (err == LS_OK) err = train_snaps_open(tr->snaps);

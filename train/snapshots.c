@@ -200,8 +200,9 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 
 /* The module sections this version reads: a snapshot holding another that
  * it must not skip was written by a later version. */
-static const uint32_t known_sections[] = {
-    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION, LS_SNAPSHOT_SECTION_PREDICT};
+static const uint32_t known_sections[] = {LS_SNAPSHOT_SECTION_SETTINGS,
+                                          LS_SNAPSHOT_SECTION_CALIBRATION,
+                                          LS_SNAPSHOT_SECTION_PREDICT, LS_SNAPSHOT_SECTION_RUN};
 
 /* The settings section: "key=value\n" per fixed or noted option, in the
  * option table's order (train_conf_settings). Version 1. */
@@ -436,6 +437,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
       train_conf_settings(v->conf, LS_KEY_FIXED | LS_KEY_NOTED, text, sizeof text, &len));
   LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, SETTINGS_VERSION,
                                               LS_SNAPSHOT_REQUIRED, text, len));
+  LS_FORWARD_IF_ERROR(train_run_put(v, snap));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
     /* Never a model with a NaN or an Inf (the step loop skips the updates
