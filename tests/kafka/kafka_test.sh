@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# lstream on a real Apache Kafka cluster (tests/kafka/kafka.sh, started by the
+# ctest fixture whose directory is CLUSTER): what the embedded mock broker
+# cannot show. Each case makes its own topics (a random suffix), so cases
+# share one cluster.
+#
+# Usage: kafka_test.sh LSTREAM CLUSTER CASE
+#   txn_kill   a replay publishing forecasts, killed (SIGKILL) while its
+#              transaction holds forecasts: a read_committed consumer does not
+#              see them; the restarted trainer aborts that transaction (its
+#              forecasts stay in the log, never read committed) and makes
+#              them again: each forecast once, bit-identical to an
+#              uninterrupted run's
+#   txn_fence  a trainer paused (SIGSTOP) in an open transaction while a
+#              second one resumes a copy of its snapshot directory (same
+#              path, own mount namespace: a standby host): the second fences
+#              the first (init_transactions), which fails when it wakes, its
+#              transaction aborted; each forecast once, bit-identical
+#   groups     the offsets lstream commits to its consumer group as the
+#              broker's own kafka-consumer-groups tool reports them: each
+#              partition's committed offset is the snapshot's resume offset,
+#              log-end the high watermark, lag their difference (0 after a
+#              replay, the records produced since after more)
+set -euo pipefail
+lstream=$1
+cluster=$2
+case_name=$3
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+source "$here/../train/lib.sh" # $work, fail, field, run, wait_step; trainers killed on exit
+admin() { "$py" "$here/admin.py" "$@"; }
+check="$py $here/../train/predictions_check.py"
+[ -s "$cluster/bootstrap" ] || fail "no Kafka cluster runs in $cluster (the ctest fixture starts it)"
+bootstrap=$(cat "$cluster/bootstrap")
+sfx=$(printf '%04x' $((RANDOM)))
+
+# One thread, a small model: the checks need bits, not speed.
+args=(train --brokers "$bootstrap" --features 2 --window 8 --batch 16 --hidden 16 --lr 0.005
+  --quiet --threads 1)
+produce() { # TOPIC ARGS...
+  local t=$1
+  shift
+  "$lstream" produce --brokers "$bootstrap" --topic "$t" --features 2 --generator sine \
+    --noise 0.05 --seed 5 "$@" >/dev/null
+}
+# The predictions topic's counts: $committed (read_committed), $all
+# (read_uncommitted) and $open (partitions with a transaction open).
+counts() {
+  local line
+  line=$(admin count "$bootstrap" "$1")
+  committed=$(sed -n 's/.*committed=\([0-9]*\).*/\1/p' <<<"$line")
+  all=$(sed -n 's/.*all=\([0-9]*\).*/\1/p' <<<"$line")
+  open=$(sed -n 's/.*open=\([0-9]*\).*/\1/p' <<<"$line")
+  echo "$1: $line"
+}
+
+# A replay source with an uninterrupted run's forecasts beside it (topic
+# $plain), an empty predictions topic $preds, and the replay publishing to it
+# with snapshots in $dir (txn[]) started and paused (SIGSTOP, pid $pid) at a
+# moment when a snapshot is taken and $preds holds forecasts of an open
+# transaction ($in_txn forecasts open): the trainer cannot commit them now.
+# Tried up to 200 times, the trainer let go on between tries.
+start_paused_in_transaction() {
+  src=src-$sfx plain=plain-$sfx preds=preds-$sfx dir=$work/snaps
+  admin create "$bootstrap" "$src:4"
+  admin create "$bootstrap" "$plain:3"
+  admin create "$bootstrap" "$preds:3"
+  produce "$src" --series 16 --records-per-series 1200
+  args+=(--topic "$src" --until end --predictions next,eval)
+  run plain "$lstream" "${args[@]}" --predictions-topic "$plain"
+  # The transaction outlives the test unless a successor aborts it.
+  txn=("${args[@]}" --predictions-topic "$preds" --snapshot-dir "$dir" --snapshot-every 5
+    -X transaction.timeout.ms=600000)
+  "$lstream" "${txn[@]}" --metrics "$work/metrics" >"$work/first.out" 2>"$work/first.err" &
+  pid=$!
+  wait_step $pid 40 || { cat "$work/first.err" >&2; fail "the trainer stopped early"; }
+  local i
+  for i in $(seq 200); do
+    [ -e "$dir/latest" ] || { sleep 0.05; continue; }
+    kill -STOP $pid || fail "the trainer is gone"
+    counts "$preds" >/dev/null
+    [ "$open" -gt 0 ] && break
+    kill -CONT $pid
+    sleep 0.0$((RANDOM % 10))
+  done
+  [ "$open" -gt 0 ] || fail "never caught the trainer with a snapshot taken and a transaction open"
+  counts "$preds"
+  in_txn=$((all - committed))
+}
+
+# After the successor's run: nothing left open, the paused transaction's
+# forecasts aborted (in the log, never read committed), each forecast once
+# and the uninterrupted run's, bit for bit.
+check_after_successor() {
+  grep -q 'resumed from' "$work/$1.err" || fail "the successor did not resume"
+  grep '^predictions' "$work/$1.out"
+  counts "$preds"
+  [ "$open" = 0 ] || fail "a transaction is still open after the successor ended"
+  [ $((all - committed)) -ge "$in_txn" ] ||
+    fail "$in_txn forecasts were in the open transaction, only $((all - committed)) are aborted"
+  $check "$bootstrap" "$src" "$preds" --features 2 --expect next,eval --same-as "$plain" ||
+    fail "forecasts lost, twice, or not the uninterrupted run's"
+}
+
+case "$case_name" in
+txn_kill)
+  start_paused_in_transaction
+  kill -KILL $pid
+  wait $pid 2>/dev/null || true
+  counts "$preds"
+  [ "$((all - committed))" = "$in_txn" ] || fail "the killed trainer's open transaction changed"
+  run successor "$lstream" "${txn[@]}"
+  check_after_successor successor
+  ;;
+txn_fence)
+  start_paused_in_transaction
+  # A standby host: the same directory path holding a copy of the snapshots
+  # (its own lock file: the paused trainer's lock is on the original).
+  cp -a "$dir" "$work/copy"
+  run successor unshare --mount --propagation private \
+    sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$work/copy" "$dir" \
+    "$lstream" "${txn[@]}"
+  kill -CONT $pid
+  rc=0
+  timeout 120 tail --pid=$pid -f /dev/null || fail "the fenced trainer still runs 120 s after waking"
+  wait $pid || rc=$?
+  echo "the paused trainer, woken, exited $rc: $(grep -i 'fenced' "$work/first.err" || true)"
+  [ $rc != 0 ] || fail "the fenced trainer exited 0"
+  grep -qi 'fenced' "$work/first.err" || { cat "$work/first.err" >&2; fail "the fenced trainer does not say so"; }
+  check_after_successor successor
+  ;;
+groups)
+  src=src-$sfx group=lstream-$sfx
+  admin create "$bootstrap" "$src:4"
+  produce "$src" --series 12 --records-per-series 120
+  dir=$work/snaps
+  g=("${args[@]}" --topic "$src" --until end --snapshot-dir "$dir" --snapshot-every 5 -X "group.id=$group")
+  # The group as kafka-consumer-groups --describe prints it, against the
+  # snapshot's resume offsets (lstream inspect) and the high watermarks; $1
+  # is the lag expected in all.
+  check_group() {
+    "$here/kafka.sh" tool "$cluster" org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+      --describe --group "$group" >"$work/describe" 2>"$work/describe.err" ||
+      { cat "$work/describe.err" >&2; fail "kafka-consumer-groups --describe failed"; }
+    cat "$work/describe"
+    "$lstream" inspect "$dir" >"$work/inspect"
+    admin watermarks "$bootstrap" "$src" >"$work/marks"
+    "$py" - "$work/describe" "$work/inspect" "$work/marks" "$group" "$src" "$1" <<'EOF' ||
+import re, sys
+describe, inspect, marks, group, topic, want = sys.argv[1:]
+rows = {}
+for line in open(describe):
+    f = line.split()
+    if len(f) >= 6 and f[0] == group and f[1] == topic:
+        rows[int(f[2])] = [int(x) if x != '-' else None for x in f[3:6]]
+resume = {int(p): int(o) for p, o in re.findall(r'(\d+)@(\d+)', open(inspect).read())}
+highs = [int(l.split()[1]) for l in open(marks)]
+bad = []
+if sorted(rows) != list(range(len(highs))):
+    bad.append(f'partitions {sorted(rows)} described, the topic has {len(highs)}')
+for p, (cur, end, lag) in sorted(rows.items()):
+    if cur != resume.get(p):
+        bad.append(f'partition {p}: current offset {cur}, the snapshot resumes at {resume.get(p)}')
+    if end != highs[p]:
+        bad.append(f'partition {p}: log-end offset {end}, high watermark {highs[p]}')
+    if lag != end - cur:
+        bad.append(f'partition {p}: lag {lag}, not {end} - {cur}')
+total = sum(r[2] for r in rows.values())
+if total != int(want):
+    bad.append(f'lag {total} in all, {want} expected')
+if bad:
+    sys.exit('FAIL: ' + '; '.join(bad))
+print(f'groups: {len(rows)} partitions, committed offsets = the snapshot\'s, lag {total}')
+EOF
+      fail "the group's offsets or lag are wrong"
+  }
+  run replay "$lstream" "${g[@]}"
+  grep -q 'committed, but not its offsets' "$work/replay.err" && fail "an offset commit failed"
+  check_group 0
+  produce "$src" --series 12 --records-per-series 40 --seed 6
+  check_group 480 # 12 series x 40 records, read by nobody yet
+  run resumed "$lstream" "${g[@]}"
+  grep -q 'resumed from' "$work/resumed.err" || fail "the second replay did not resume"
+  check_group 0
+  ;;
+*) fail "unknown case $case_name" ;;
+esac
+echo "PASS: $case_name"
