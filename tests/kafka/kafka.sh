@@ -13,7 +13,7 @@
 #                            KAFKA_START_TIMEOUT s (120), printing the nodes'
 #                            logs' ends. A cluster already in DIR is stopped
 #                            first.
-#   stop DIR                 stops every node (SIGTERM, SIGKILL after 20 s) and
+#   stop DIR                 stops every node (SIGTERM, SIGKILL after 5 s) and
 #                            removes their data; the logs stay in DIR/node-N/.
 #   kill DIR NODE            SIGKILL one node (failover tests).
 #   restart DIR NODE         starts a node that is down again (same ports, same
@@ -196,8 +196,10 @@ stop_nodes() {
     n=${d##*-}
     p=$(node_pid "$n") && { kill -TERM "$p" 2>/dev/null || true; pids+=("$p"); }
   done
-  for p in "${pids[@]}"; do # a controlled shutdown; nodes left without a quorum hang in it
-    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  # A controlled shutdown, 5 s at most: the data goes, and nodes left without
+  # a quorum hang in it.
+  for p in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null || true
   done
   rm -rf "$dir"/node-*/data "$dir/bootstrap"
@@ -235,7 +237,8 @@ start() {
       >"$dir/ready.log" 2>&1 &
     local waiter=$! dead=""
     while kill -0 $waiter 2>/dev/null; do
-      for ((n = 1; n <= nodes; n++)); do node_pid "$n" >/dev/null || dead=$n; done
+      # (kill -0 only: a node just launched may not have exec'd java yet)
+      for ((n = 1; n <= nodes; n++)); do kill -0 "$(cat "$dir/node-$n/pid")" 2>/dev/null || dead=$n; done
       [ -z "$dead" ] || break
       sleep 0.2
     done
@@ -253,9 +256,9 @@ start() {
       continue
     fi
     cat "$dir/ready.log" >&2
-    [ -z "$dead" ] || echo "kafka.sh: node $dead exited during the start" >&2
     tails
     stop_nodes
+    [ -z "$dead" ] || die "node $dead exited during the start (logs kept in $dir)"
     die "the cluster did not start within ${timeout} s (logs kept in $dir)"
   done
 }

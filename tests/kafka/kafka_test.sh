@@ -21,6 +21,10 @@
 #              partition's committed offset is the snapshot's resume offset,
 #              log-end the high watermark, lag their difference (0 after a
 #              replay, the records produced since after more)
+#   failover   (three nodes, replication 3) live, a producer writing, the
+#              leader of a source partition killed (SIGKILL) mid-run: every
+#              record read and its forecast published once, /health answering
+#              every poll through it and 200 at the end; the node restarted
 set -euo pipefail
 lstream=$1
 cluster=$2
@@ -36,7 +40,7 @@ sfx=$(printf '%04x' $((RANDOM)))
 
 # One thread, a small model: the checks need bits, not speed.
 args=(train --brokers "$bootstrap" --features 2 --window 8 --batch 16 --hidden 16 --lr 0.005
-  --quiet --threads 1)
+  --threads 1)
 produce() { # TOPIC ARGS...
   local t=$1
   shift
@@ -66,7 +70,7 @@ start_paused_in_transaction() {
   admin create "$bootstrap" "$plain:3"
   admin create "$bootstrap" "$preds:3"
   produce "$src" --series 16 --records-per-series 1200
-  args+=(--topic "$src" --until end --predictions next,eval)
+  args+=(--topic "$src" --until end --predictions next,eval --quiet)
   run plain "$lstream" "${args[@]}" --predictions-topic "$plain"
   # The transaction outlives the test unless a successor aborts it.
   txn=("${args[@]}" --predictions-topic "$preds" --snapshot-dir "$dir" --snapshot-every 5
@@ -134,7 +138,7 @@ groups)
   admin create "$bootstrap" "$src:4"
   produce "$src" --series 12 --records-per-series 120
   dir=$work/snaps
-  g=("${args[@]}" --topic "$src" --until end --snapshot-dir "$dir" --snapshot-every 5 -X "group.id=$group")
+  g=("${args[@]}" --quiet --topic "$src" --until end --snapshot-dir "$dir" --snapshot-every 5 -X "group.id=$group")
   # The group as kafka-consumer-groups --describe prints it, against the
   # snapshot's resume offsets (lstream inspect) and the high watermarks; $1
   # is the lag expected in all.
@@ -182,6 +186,76 @@ EOF
   run resumed "$lstream" "${g[@]}"
   grep -q 'resumed from' "$work/resumed.err" || fail "the second replay did not resume"
   check_group 0
+  ;;
+failover)
+  src=src-$sfx preds=preds-$sfx
+  admin create "$bootstrap" "$src:4"
+  admin create "$bootstrap" "$preds:2"
+  # 4,800 records at 300/s: the kill comes about a third of the way in.
+  "$lstream" produce --brokers "$bootstrap" --topic "$src" --features 2 --generator sine \
+    --noise 0.05 --seed 5 --series 8 --records-per-series 600 --rate 300 >"$work/produce.out" 2>&1 &
+  producer=$!
+  "$lstream" "${args[@]}" --topic "$src" --deadline-ms 50 --predictions-topic "$preds" \
+    --snapshot-dir "$work/snaps" --snapshot-every 4 --http 127.0.0.1:0 --metrics "$work/metrics" \
+    >"$work/live.out" 2>"$work/live.err" &
+  pid=$!
+  wait_step $pid 3 || { cat "$work/live.err" >&2; fail "the trainer stopped early"; }
+  url=$(sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$work/live.err")
+  [ -n "$url" ] || fail "the trainer names no HTTP address"
+  # /health polled every 0.2 s until $work/stop: "SECONDS CODE" a line (000:
+  # no answer within 5 s).
+  (
+    while [ ! -e "$work/stop" ]; do
+      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/health" || true)
+      echo "$(date +%s.%N) $code"
+      sleep 0.2
+    done
+  ) >"$work/health" &
+  poller=$!
+  # The node leading the forecasts' partition 0 (with 4 source partitions on
+  # 3 nodes it leads a source partition too): the consumer and the publisher
+  # both lose a leader.
+  leader=$(admin leader "$bootstrap" "$preds" 0)
+  led=()
+  for p in 0 1 2 3; do [ "$(admin leader "$bootstrap" "$src" $p)" = "$leader" ] && led+=($p); done
+  [ ${#led[@]} -gt 0 ] || fail "node $leader leads no partition of $src"
+  t_kill=$(date +%s.%N)
+  "$here/kafka.sh" kill "$cluster" "$leader"
+  echo "killed node $leader, the leader of $preds partition 0 and $src partitions ${led[*]}"
+  wait $producer || fail "the producer failed: $(cat "$work/produce.out")"
+  # Every record's next forecast committed (or 120 s).
+  for _ in $(seq 240); do
+    counts "$preds" >/dev/null
+    [ "$committed" -ge 4800 ] && break
+    kill -0 $pid || { cat "$work/live.err" >&2; fail "the trainer exited"; }
+    sleep 0.5
+  done
+  touch "$work/stop"
+  wait $poller
+  kill -TERM $pid
+  wait $pid || { cat "$work/live.err" >&2; fail "the trainer exited $? after SIGTERM"; }
+  grep '^predictions' "$work/live.out"
+  echo "what the trainer reported of the failover:"
+  sed -n 's/^lstream train: //p' "$work/live.err" | grep -v '^rank 0 serves\|^snapshot of step' | cut -c1-160 |
+    sort | uniq -c | sort -rn | head -n 8
+  "$here/kafka.sh" restart "$cluster" "$leader"
+  $check "$bootstrap" "$src" "$preds" --features 2 --expect next || fail "forecasts lost or twice"
+  "$py" - "$work/health" "$t_kill" <<'EOF' || fail "/health did not hold through the failover"
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+t_kill = float(sys.argv[2])
+after = [(float(t) - t_kill, c) for t, c in rows if float(t) >= t_kill]
+unanswered = [t for t, c in after if c not in ('200', '503')]
+if unanswered:
+    sys.exit(f'FAIL: /health gave no answer {len(unanswered)} times, first {unanswered[0]:.1f} s '
+             'after the kill')
+if not after or after[-1][1] != '200':
+    sys.exit(f'FAIL: /health not 200 at the end: {after[-3:]}')
+bad = [t for t, c in after if c == '503']
+span = f'{bad[0]:.1f} to {bad[-1]:.1f} s after it' if bad else 'none'
+print(f'health: {len(rows)} polls, all answered; 503 after the kill: {len(bad)} ({span}); '
+      '200 at the end')
+EOF
   ;;
 *) fail "unknown case $case_name" ;;
 esac
