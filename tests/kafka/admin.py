@@ -161,15 +161,18 @@ def main():
             config = dict(kv.split('=', 1) for kv in rest[1].split(','))
         create(brokers, arg, config, time.time() + 60)
     elif cmd == 'partitions':
-        result(admin(brokers).create_partitions([NewPartitions(arg, int(rest[0]))],
-                                                operation_timeout=30), 'add partitions to')
+        a = admin(brokers)  # kept until its futures are done
+        result(a.create_partitions([NewPartitions(arg, int(rest[0]))], operation_timeout=30),
+               'add partitions to')
     elif cmd == 'delete':
-        result(admin(brokers).delete_topics([arg], operation_timeout=30), 'delete')
+        a = admin(brokers)
+        result(a.delete_topics([arg], operation_timeout=30), 'delete')
         wait_gone(brokers, arg, time.time() + 60)
     elif cmd == 'config':
         res = ConfigResource(ConfigResource.Type.TOPIC, arg,
                              set_config=dict(kv.split('=', 1) for kv in rest[0].split(',')))
-        result(admin(brokers).alter_configs([res]), 'configure')
+        a = admin(brokers)
+        result(a.alter_configs([res]), 'configure')
     elif cmd == 'leader':
         md = admin(brokers).list_topics(arg, timeout=10)
         t = md.topics.get(arg)
