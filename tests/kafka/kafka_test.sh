@@ -34,7 +34,8 @@
 #              refused; a re-created topic resumed at the old offsets (records
 #              skipped, nothing said) or refused when shorter
 #   failover   (three nodes, replication 3) live, a producer writing, the
-#              leader of a source partition killed (SIGKILL) mid-run: every
+#              node leading a forecasts partition and a source partition
+#              killed (SIGKILL) mid-run: every
 #              record read and its forecast published once, /health answering
 #              every poll through it and 200 at the end; the node restarted
 set -euo pipefail
@@ -88,25 +89,27 @@ start_paused_in_transaction() {
   # The transaction outlives the test unless a successor aborts it.
   txn=("${args[@]}" --predictions-topic "$preds" --snapshot-dir "$dir" --snapshot-every 5
     -X transaction.timeout.ms=600000)
-  "$lstream" "${txn[@]}" --metrics "$work/metrics" >"$work/first.out" 2>"$work/first.err" &
+  "$lstream" "${txn[@]}" >"$work/first.out" 2>"$work/first.err" &
   pid=$!
-  wait_step $pid 40 || { cat "$work/first.err" >&2; fail "the trainer stopped early"; }
-  pause_in_transaction
+  pause_in_transaction # from its start: a replay this size takes about a second
   in_txn=$((all - committed))
 }
 
 # Pauses (SIGSTOP) trainer $pid at a moment when $dir holds a snapshot and
-# topic $preds forecasts of an open transaction, which it cannot commit now;
-# tried up to 200 times, the trainer let go on between tries.
+# topic $preds forecasts of an open transaction, which it cannot commit now:
+# it is stopped while each try looks, and let go on for 10-50 ms between
+# tries (a replay cannot slip to its end while nobody looks), 400 at most.
 pause_in_transaction() {
   local i
-  for i in $(seq 200); do
-    [ -e "$dir/latest" ] || { sleep 0.05; continue; }
-    kill -STOP $pid || fail "the trainer is gone"
-    counts "$preds" >/dev/null
-    [ "$open" -gt 0 ] && break
+  open=0
+  for i in $(seq 400); do
+    kill -STOP $pid 2>/dev/null || { tail -n 5 "$work/first.err" >&2; fail "the trainer ended first"; }
+    if [ -e "$dir/latest" ]; then
+      counts "$preds" >/dev/null
+      [ "$open" -gt 0 ] && break
+    fi
     kill -CONT $pid
-    sleep 0.0$((RANDOM % 10))
+    sleep 0.0$((1 + RANDOM % 5))
   done
   [ "$open" -gt 0 ] || fail "never caught the trainer with a snapshot taken and a transaction open"
   counts "$preds"
