@@ -45,27 +45,6 @@ start() {
 produce() { "$lstream" produce --brokers "$bootstrap" --topic src --features 2 --generator sine \
   --noise 0.05 --seed 5 "$@" >/dev/null; }
 
-run() { # run NAME ARGS...: a complete run, its output in $work/NAME.out, .err
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" || {
-    cat "$work/$name.err" >&2
-    fail "$name exited $?"
-  }
-}
-
-# Waits (up to 120 s) until the trainer $1 printed a metrics line of step >= $2.
-wait_step() {
-  for _ in $(seq 2400); do
-    local step
-    step=$(tail -n 1 "$work/metrics" 2>/dev/null | sed -n 's/^{"step":\([0-9]*\),.*/\1/p' || true)
-    [ -n "$step" ] && [ "$step" -ge "$2" ] && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
 # Waits (up to 120 s) until topic $1 holds at least $2 forecasts of kind next.
 wait_forecasts() {
   /usr/bin/python3 - "$bootstrap" "$1" "$2" <<'EOF'
