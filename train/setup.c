@@ -162,11 +162,6 @@ static ls_err_t bind_comm(ls_trainer_t *tr) {
       tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
   int const sums = tr->v.world > 1 || (tr->conf.comm_always && comm_kind(tr->v.comm) != COMM_NONE);
   tr->overlap = sums && want && tr->conf.accumulate == 1;
-  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
-           tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
-               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
-                 "step); "
-               : "");
   return tr->overlap ? ls_engine_set_grad_hook(tr->v.eng, grads_ready, tr) : LS_OK;
 }
 
@@ -262,6 +257,12 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  /* What starting did, for the log: the resume's note (once applied). */
+  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
+           c->overlap == 2 && c->accumulate > 1 && tr->v.world > 1
+               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
+                 "step); "
+               : "");
   if (err == LS_OK) err = train_run_choose(snap, &tr->v);
   if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
   if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
