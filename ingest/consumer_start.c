@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "consumer_internal.h"
+#include "kafka_util.h"
 #include "window.h" /* the windower's series: a restored one's id, for the tap */
 
 /* ------------------------------------------------------------------------ */
@@ -30,12 +31,12 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     ls_start_t const s = conf->partitions[i].start;
     int64_t low = 0, high = 0;
     rd_kafka_resp_err_t const kerr =
-        rd_kafka_query_watermark_offsets(ing->rk, ing->s.topic, p->id, &low, &high, timeout);
+        kafka_watermarks(ing->rk, ing->s.topic, p->id, timeout, &low, &high);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
       err = ls_error_set(LS_ERR_KAFKA,
-                         "topic '%s' partition %" PRId32 ": cannot read its watermarks: %s "
-                         "(does the partition exist? is bootstrap.servers right?)",
-                         ing->s.topic, p->id, rd_kafka_err2str(kerr));
+                         "topic '%s' partition %" PRId32 ": cannot read its watermarks from its "
+                         "leader within %d ms (start.timeout.ms): %s",
+                         ing->s.topic, p->id, timeout, rd_kafka_err2str(kerr));
       break;
     }
     p->end = ing->s.stop_at_end ? high : INT64_MAX;
@@ -76,8 +77,14 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
                            ing->s.topic, t->partition, rd_kafka_err2str(perr));
         break;
       }
+      /* Only an answer within the watermarks is taken: -1 (no record at or
+       * after the time), an offset written since, or a partition the reply
+       * left out (librdkafka then leaves the time itself in t->offset)
+       * all start at the low watermark, skipping by time, which reads the
+       * same records. */
       part_t *const p = consumer_part(ing, t->partition);
-      if (t->offset >= 0) p->start = p->assign_at = p->next = t->offset;
+      if (p != NULL && t->offset >= p->start && t->offset <= p->high)
+        p->start = p->assign_at = p->next = t->offset;
     }
   }
   rd_kafka_topic_partition_list_destroy(times);

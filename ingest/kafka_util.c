@@ -102,6 +102,18 @@ rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, i
   }
 }
 
+rd_kafka_resp_err_t kafka_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                     int timeout_ms, int64_t *low, int64_t *high) {
+  int64_t lo = -1, hi = -1;
+  rd_kafka_resp_err_t const err =
+      rd_kafka_query_watermark_offsets(rk, topic, partition, &lo, &hi, timeout_ms);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return err;
+  if (lo < 0 || hi < lo) return RD_KAFKA_RESP_ERR__BAD_MSG;
+  *low = lo;
+  *high = hi;
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
 void kafka_log_init(kafka_log_t *log) {
   pthread_mutex_init(&log->lock, NULL);
   log->last[0] = '\0';

@@ -32,6 +32,14 @@ ls_err_t kafka_conf_new(const char *brokers, const char *const *extra, int n_ext
 rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
                                         int leaders, int32_t *partitions);
 
+/* A partition's watermarks from its leader (rd_kafka_query_watermark_offsets),
+ * trusted only when the leader answered both: NO_ERROR with
+ * 0 <= *low <= *high, else the error. librdkafka passes an answer without
+ * an offset (-1) through as a watermark with NO_ERROR; that is
+ * RD_KAFKA_RESP_ERR__BAD_MSG here, never an empty partition. */
+rd_kafka_resp_err_t kafka_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                     int timeout_ms, int64_t *low, int64_t *high);
+
 /* The last warning or error librdkafka logged for one client handle.
  * librdkafka calls log callbacks from its own threads: access is locked. */
 typedef struct kafka_log_s {
