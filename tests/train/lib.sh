@@ -4,6 +4,8 @@
 #   fail MSG                 print FAIL: MSG and exit 1
 #   start_broker ARGS...     `lstream broker ARGS` in the background; sets $bootstrap
 #   field FILE PREFIX KEY    the value of KEY= on the line of FILE starting with PREFIX
+#   wait_for WHAT SECONDS COMMAND...  polls COMMAND every 0.1 s until it succeeds,
+#                            failing with WHAT after SECONDS
 #   mpi_env                  environment for mpirun tests (root, oversubscription, LSan)
 # Needs $lstream set before it is sourced.
 work=$(mktemp -d)
@@ -27,6 +29,16 @@ start_broker() {
 }
 
 field() { sed -n "s/^$2 .*\b$3=\([^ ]*\).*/\1/p" "$1"; }
+
+wait_for() {
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || fail "waited ${limit} s for $what"
+    sleep 0.1
+  done
+}
 
 mpi_env() {
   # CI and these machines run as root; ranks outnumber cores.
