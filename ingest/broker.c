@@ -55,7 +55,8 @@ static void broker_ports(ls_broker_t *b, const char *direct) {
  * the port taken (ephemeral ports skip bound ones; explicit binds fail).
  * Best effort: where the bind fails, the port was taken already. */
 static void broker_hold_port(ls_broker_t *b, int id) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->port[id]),
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)b->port[id]),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   int const fd = b->port[id] > 0 ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
   int on = 1; /* bound past the closed connections' TIME_WAIT ... */
@@ -87,7 +88,8 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
   LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "allocating the embedded broker");
   kafka_log_init(&b->log);
   b->n_brokers = n_brokers;
-  for (int id = 0; id <= LS_BROKER_MAX_BROKERS; id++) b->hold[id] = -1;
+  for (int id = 0; id <= LS_BROKER_MAX_BROKERS; id++)
+    b->hold[id] = -1;
 
   rd_kafka_conf_t *const conf = rd_kafka_conf_new();
   rd_kafka_conf_set_log_cb(conf, broker_log_cb);
@@ -127,7 +129,8 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
 
 void ls_broker_destroy(ls_broker_t *broker) {
   if (broker == NULL) return;
-  for (int id = 1; id <= broker->n_brokers; id++) broker_release_port(broker, id);
+  for (int id = 1; id <= broker->n_brokers; id++)
+    broker_release_port(broker, id);
   relay_destroy(broker->relay);
   if (broker->mock != NULL) rd_kafka_mock_cluster_destroy(broker->mock);
   if (broker->rk != NULL) rd_kafka_destroy(broker->rk);

@@ -18,47 +18,46 @@
 /* ------------------------------------------------------------------------ */
 /* Settings                                                                  */
 
-static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
 static const char *const stops[] = {"never", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
 
-/* The keys of ls_ingest_conf_set over ls_ingest_settings_t. */
+/* The keys of ls_ingest_conf_set over ls_ingest_settings_t, with their
+ * defaults: spelled as the trainer's options that set them (train/conf.c;
+ * "queue.windows" and "queue-windows" are read as queue_windows), and the
+ * shared ones with the trainer's defaults, so that a consumer made here and
+ * one a trainer makes read alike. */
 #define F(field) offsetof(ls_ingest_settings_t, field)
+#define KEY(name, field, value, def)                                                               \
+  { name, NULL, F(field), value, def, 0 }
 static const base_key_t keys[] = {
-    {"topic", NULL, F(topic), BASE_V_STR(0)},
-    {"dead.letter.topic", NULL, F(dead_letter_topic), BASE_V_STR(0)},
-    {"format", NULL, F(format), BASE_V_CHOICE(formats)},
-    {"features", NULL, F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
-    {"window", NULL, F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
-    {"queue.windows", NULL, F(queue_windows), BASE_V_I64(1, INT32_MAX)},
-    {"buffer.records", NULL, F(buffer_records), BASE_V_I64(2, (double)(INT64_MAX / 4))},
-    {"stop", NULL, F(stop_at_end), BASE_V_CHOICE(stops)},
-    {"flush", NULL, F(flush), BASE_V_CHOICE(bools)},
-    {"max.abs", NULL, F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
-    {"reset.gap.ms", NULL, F(reset_gap_ms), BASE_V_I64(0, (double)(INT64_MAX / 4))},
-    {"series.idle.ms", NULL, F(series_idle_ms), BASE_V_I64(0, (double)(INT64_MAX / 4))},
-    {"max.series", NULL, F(max_series), BASE_V_I64(0, (double)(INT64_MAX / 4))},
-    {"tap", NULL, F(tap), BASE_V_CHOICE(bools)},
-    {"warn.interval.ms", NULL, F(warn_interval_ms), BASE_V_INT(0, 3600 * 1000)},
-    {"start.timeout.ms", NULL, F(start_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
-    {"commit.timeout.ms", NULL, F(commit_timeout_ms), BASE_V_INT(1, 3600 * 1000)},
-    {"watch.interval.ms", NULL, F(watch_interval_ms), BASE_V_INT(0, 3600 * 1000)},
+    KEY("topic", topic, BASE_V_STR(0), NULL),
+    KEY("dead_letter_topic", dead_letter_topic, BASE_V_STR(0), NULL),
+    KEY("format", format, BASE_V_CHOICE(ls_format_names), "f32"),
+    KEY("features", features, BASE_V_INT(1, LS_FEATURES_MAX), "1"),
+    KEY("window", window, BASE_V_INT(1, LS_WINDOW_MAX), "16"),
+    KEY("queue_windows", queue_windows, BASE_V_I64(1, INT32_MAX), "4096"),
+    KEY("buffer_records", buffer_records, BASE_V_I64(2, (double)(INT64_MAX / 4)), "16777216"),
+    KEY("stop", stop_at_end, BASE_V_CHOICE(stops), "never"),
+    KEY("flush", flush, BASE_V_CHOICE(bools), "false"),
+    KEY("max_abs", max_abs, BASE_V_DBL(1e-30, 3.5e38), "1e18"),
+    KEY("reset_gap_ms", reset_gap_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
+    KEY("series_idle_ms", series_idle_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
+    KEY("max_series", max_series, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
+    KEY("tap", tap, BASE_V_CHOICE(bools), "false"),
+    KEY("warn_interval_ms", warn_interval_ms, BASE_V_INT(0, 3600 * 1000), "5000"),
+    KEY("start_timeout_ms", start_timeout_ms, BASE_V_INT(1, 3600 * 1000), "10000"),
+    KEY("commit_timeout_ms", commit_timeout_ms, BASE_V_INT(1, 3600 * 1000), "5000"),
+    KEY("watch_interval_ms", watch_interval_ms, BASE_V_INT(0, 3600 * 1000), "1000"),
 };
+#undef KEY
 #undef F
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
 
 void ls_ingest_settings_init(ls_ingest_settings_t *s) {
   if (s == NULL) return;
-  *s = (ls_ingest_settings_t){.format = LS_FORMAT_F32,
-                              .features = 1,
-                              .window = 32,
-                              .queue_windows = 256,
-                              .buffer_records = 4194304,
-                              .max_abs = 1e18,
-                              .warn_interval_ms = 5000,
-                              .start_timeout_ms = 10000,
-                              .commit_timeout_ms = 5000,
-                              .watch_interval_ms = 1000};
+  memset(s, 0, sizeof *s);
+  /* The table's defaults are checked by the tests (ingest test_conf). */
+  (void)base_keys_defaults(keys, N_KEYS, s);
 }
 
 void ingest_settings_free(ls_ingest_settings_t *s) {

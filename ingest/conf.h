@@ -23,9 +23,9 @@ typedef struct ingest_restore_s {
 } ingest_restore_t;
 
 struct ls_ingest_conf_s {
-  rd_kafka_conf_t *kafka;  /* the librdkafka properties set so far */
-  unsigned kafka_user_set; /* bit i: the user set overridable default i (conf.c) */
-  ls_ingest_settings_t s;  /* its strings owned (malloc'ed) */
+  rd_kafka_conf_t *kafka;         /* the librdkafka properties set so far */
+  unsigned kafka_user_set;        /* bit i: the user set overridable default i (conf.c) */
+  ls_ingest_settings_t s;         /* its strings owned (malloc'ed) */
   ingest_partition_t *partitions; /* [n_partitions] */
   int n_partitions, partitions_cap;
   ingest_restore_t *restores; /* [n_restores] */

@@ -80,7 +80,7 @@ typedef struct window_node_s {
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
   char key[LS_KEY_MAX + 1];
-  float *x;       /* [T+1, F] */
+  float *x;         /* [T+1, F] */
   float *mask;      /* [T] */
   int64_t *times;   /* [T+1] */
   int64_t *offsets; /* [T+1] */
@@ -104,7 +104,7 @@ typedef struct part_s {
   window_node_t *out; /* handed out, not yet released (freed by destroy) */
   int64_t n_out;
   atomic_int_fast64_t n;
-  int ended; /* done and every window queued: LS_NEXT_END once the queue is empty */
+  int ended;        /* done and every window queued: LS_NEXT_END once the queue is empty */
   int64_t pub_next; /* next, as published by consumer_publish */
   int pub_paused;   /* queue_paused, as published */
   int64_t high;     /* the high watermark of the last good watch (or read at start) */
@@ -118,9 +118,9 @@ typedef struct consumer_watch_s {
   pthread_cond_t wake;
   int quit;
   /* Under the consumer's lock: */
-  int connected;       /* see ls_ingest_stats_t */
-  int64_t ok_ms;       /* base_now_ms() of the last good watch */
-  char error[512];     /* why the last one failed; "" when connected */
+  int connected;   /* see ls_ingest_stats_t */
+  int64_t ok_ms;   /* base_now_ms() of the last good watch */
+  char error[512]; /* why the last one failed; "" when connected */
 } consumer_watch_t;
 
 /* The tap's records (consumer_tap.c): two of these, one the consumer
@@ -144,10 +144,10 @@ struct ls_ingest_s {
   /* Set by ls_ingest_new, then read-only. */
   ls_ingest_settings_t s; /* the conf's settings, strings owned */
   rd_kafka_t *rk;
-  rd_kafka_queue_t *rkq; /* the consumer queue */
+  rd_kafka_queue_t *rkq;     /* the consumer queue */
   rd_kafka_queue_t *commits; /* results of ls_ingest_commit_async, polled by the thread */
-  rd_kafka_t *dlq;       /* dead-letter producer, or NULL */
-  part_t *parts;         /* [n_parts] */
+  rd_kafka_t *dlq;           /* dead-letter producer, or NULL */
+  part_t *parts;             /* [n_parts] */
   int n_parts;
   int32_t *part_of_id; /* [max_id + 1]: index in parts, -1 if not ours */
   int32_t max_id;

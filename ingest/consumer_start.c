@@ -130,7 +130,8 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     mine[n++].x = conf->row_x + r->row_at * F;
   }
   ls_err_t err = ls_windower_restore(ing->w, mine, n, enqueue_restored, ing);
-  for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++) err = tap_restored(ing, &mine[i]);
+  for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++)
+    err = tap_restored(ing, &mine[i]);
   free(mine);
   return err;
 }

@@ -240,9 +240,8 @@ typedef struct produce_run_s {
 /* Checks the arguments every produce call shares; opts may be NULL. */
 static ls_err_t produce_check(const ls_producer_t *producer, const ls_produce_opts_t *opts) {
   LS_RETURN_IF(producer == NULL, LS_ERR_INVALID_ARG, "produce: producer is NULL");
-  LS_RETURN_IF(opts != NULL && opts->format != LS_FORMAT_F32 && opts->format != LS_FORMAT_CSV,
-               LS_ERR_INVALID_ARG, "produce: format %d is not one of ls_format_t",
-               (int)opts->format);
+  LS_RETURN_IF(opts != NULL && (unsigned)opts->format >= LS_FORMAT__COUNT, LS_ERR_INVALID_ARG,
+               "produce: format %d is not one of ls_format_t", (int)opts->format);
   LS_RETURN_IF(opts != NULL && !(opts->rate >= 0.0 && isfinite(opts->rate)), LS_ERR_INVALID_ARG,
                "produce: rate %g must be >= 0 records/s (0 = unlimited)", opts->rate);
   return LS_OK;

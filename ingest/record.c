@@ -51,26 +51,27 @@ const char *ls_reject2str(ls_reject_t reason) {
   return "unknown";
 }
 
+const char *const ls_format_names[LS_FORMAT__COUNT + 1] = {
+    [LS_FORMAT_F32] = "f32", [LS_FORMAT_CSV] = "csv", [LS_FORMAT__COUNT] = NULL};
+
 ls_err_t ls_format_parse(const char *name, ls_format_t *out) {
   LS_RETURN_IF(name == NULL || out == NULL, LS_ERR_INVALID_ARG,
                "ls_format_parse: name and out must not be NULL");
-  if (!strcmp(name, "f32")) {
-    *out = LS_FORMAT_F32;
-    return LS_OK;
+  char expected[64] = "";
+  for (int f = 0; f < LS_FORMAT__COUNT; f++) {
+    if (!strcmp(name, ls_format_names[f])) {
+      *out = (ls_format_t)f;
+      return LS_OK;
+    }
+    size_t const len = strlen(expected);
+    snprintf(expected + len, sizeof expected - len, "%s%s", f ? " or " : "", ls_format_names[f]);
   }
-  if (!strcmp(name, "csv")) {
-    *out = LS_FORMAT_CSV;
-    return LS_OK;
-  }
-  return ls_error_set(LS_ERR_INVALID_ARG, "unknown record format '%s' (expected f32 or csv)", name);
+  return ls_error_set(LS_ERR_INVALID_ARG, "unknown record format '%s' (expected %s)", name,
+                      expected);
 }
 
 const char *ls_format2str(ls_format_t fmt) {
-  switch (fmt) {
-  case LS_FORMAT_F32: return "f32";
-  case LS_FORMAT_CSV: return "csv";
-  }
-  return "unknown";
+  return (unsigned)fmt < LS_FORMAT__COUNT ? ls_format_names[fmt] : "unknown";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -332,6 +333,7 @@ ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf
     *len = (size_t)F * 4;
     return LS_OK;
   case LS_FORMAT_CSV: return csv_encode(values, F, buf, size, len);
+  case LS_FORMAT__COUNT: break;
   }
   return ls_error_set(LS_ERR_INVALID_ARG, "ls_record_encode: unknown format %d", (int)fmt);
 }
@@ -342,6 +344,7 @@ ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int
   switch (fmt) {
   case LS_FORMAT_F32: return f32_decode(value, len, F, out);
   case LS_FORMAT_CSV: return csv_decode(value, len, F, out);
+  case LS_FORMAT__COUNT: break;
   }
   return LS_REJECT_PARSE;
 }

@@ -221,7 +221,7 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
   *out = NULL;
-  LS_RETURN_IF(fmt != LS_FORMAT_F32 && fmt != LS_FORMAT_CSV, LS_ERR_INVALID_ARG,
+  LS_RETURN_IF((unsigned)fmt >= LS_FORMAT__COUNT, LS_ERR_INVALID_ARG,
                "ls_windower_new: unknown format %d", (int)fmt);
   LS_RETURN_IF(F < 1 || F > LS_FEATURES_MAX, LS_ERR_INVALID_ARG,
                "windower: features F=%d is outside [1, %d]", F, LS_FEATURES_MAX);
@@ -411,16 +411,17 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
   }
 }
 
-/* Forgets series s: the records it holds (counted as evicted), its place
- * in the lists and in the table (the last series takes its index). */
-static void evict(ls_windower_t *w, series_t *s) {
+/* Forgets series s: the records it holds (counted as evicted when
+ * `counted`), its place in the lists and in the table (the last series
+ * takes its index). */
+void window_series_forget(ls_windower_t *w, series_t *s, int counted) {
   int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
   if (s->count > 0) list_unlink(s);
   lru_unlink(s);
   s->part->held--;
   w->stats.buffered -= n;
-  w->stats.evicted++;
-  w->stats.evicted_records += n;
+  if (counted) w->stats.evicted++, w->stats.evicted_records += n;
+  if (w->last == s) w->last = NULL;
   table_t *const t = &w->series;
   size_t const last = t->map.n - 1;
   int64_t const idx = base_keymap_remove(&t->map, s->hash, s->k.key, s->k.key_len);
@@ -435,9 +436,15 @@ static void evict_after(ls_windower_t *w, series_t *s) {
   wpart_t *const p = s->part;
   while (w->idle_ms > 0 && p->lru_head != s && p->lru_head->last_time >= 0 &&
          p->now - p->lru_head->last_time > w->idle_ms)
-    evict(w, p->lru_head);
+    window_series_forget(w, p->lru_head, 1);
   while (w->max_held > 0 && p->held > w->max_held && p->lru_head != s)
-    evict(w, p->lru_head);
+    window_series_forget(w, p->lru_head, 1);
+}
+
+int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len) {
+  const series_t *const s =
+      (const series_t *)window_table_find(&w->series, base_key_hash(key, key_len), key, key_len);
+  return s != NULL ? s->id : -1;
 }
 
 ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held) {

@@ -87,6 +87,14 @@ wpart_t *window_part_find(const ls_windower_t *w, int32_t id);
 ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
                            int32_t partition, const float *first, int64_t index, series_t **out);
 
+/* Forgets series s as an eviction does (its records, its place in the
+ * lists and the table), counting it as evicted when `counted`. */
+void window_series_forget(ls_windower_t *w, series_t *s, int counted);
+
+/* The id of key's series (its current incarnation: a key evicted and back
+ * is a new series), or -1 when the windower holds none. */
+int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len);
+
 /* Records of s not yet in a complete window. */
 int window_series_pending(const series_t *s, int T);
 

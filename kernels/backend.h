@@ -56,8 +56,8 @@ typedef struct ls_backend_ops_s {
    *   tcs   [T, B, H]   out: tanh(c_t)
    *   x     [T, B, In], w_ih [4H, In], w_hh [4H, H], b_ih, b_hh [4H] */
   ls_err_t (*lstm_forward)(void *ctx, float *gates, float *hs, float *cs, float *tcs,
-                           const float *x, const float *w_ih, const float *w_hh,
-                           const float *b_ih, const float *b_hh, int T, int B, int In, int H);
+                           const float *x, const float *w_ih, const float *w_hh, const float *b_ih,
+                           const float *b_hh, int T, int B, int In, int H);
 
   /* Back-propagates one layer, accumulating into dw_ih, dw_hh, db_ih, db_hh.
    *   dh     [T, B, H]  in: d loss / d h_t from above; clobbered (scratch)
@@ -66,9 +66,9 @@ typedef struct ls_backend_ops_s {
    *   dgates [T, B, 4H] scratch (pre-activation gate gradients) */
   ls_err_t (*lstm_backward)(void *ctx, float *dx, float *dh0, float *dc0, float *dw_ih,
                             float *dw_hh, float *db_ih, float *db_hh, float *dgates, float *dh,
-                            const float *gates, const float *hs, const float *cs,
-                            const float *tcs, const float *x, const float *w_ih,
-                            const float *w_hh, int T, int B, int In, int H);
+                            const float *gates, const float *hs, const float *cs, const float *tcs,
+                            const float *x, const float *w_ih, const float *w_hh, int T, int B,
+                            int In, int H);
 
   /* pred [N, O] = y [N, H] @ w^T [H, O] + b [O]. */
   ls_err_t (*head_forward)(void *ctx, float *pred, const float *y, const float *w, const float *b,
@@ -113,9 +113,8 @@ typedef struct ls_backend_ops_s {
    * skip (scatter). */
   ls_err_t (*state_gather)(void *ctx, float *h0, float *c0, size_t stride, const float *tab_h,
                            const float *tab_c, const int64_t *slots, int B, int L, int H);
-  ls_err_t (*state_scatter)(void *ctx, float *tab_h, float *tab_c, const float *hT,
-                            const float *cT, size_t stride, const int64_t *slots, int B, int L,
-                            int H);
+  ls_err_t (*state_scatter)(void *ctx, float *tab_h, float *tab_c, const float *hT, const float *cT,
+                            size_t stride, const int64_t *slots, int B, int L, int H);
 
   /* A few bytes of device memory without a blocking read: fetch_start
    * queues a copy of bytes (<= 64) at src, after the work queued so far,

@@ -25,7 +25,7 @@ void ls_engine_conf_init(ls_engine_conf_t *conf) {
   conf->precision = LS_PRECISION_FP32;
 }
 
-#define LS_MAX_BATCH (1 << 20)
+#define LS_MAX_BATCH  (1 << 20)
 #define LS_MAX_WINDOW (1 << 16)
 
 static ls_err_t conf_check(const ls_engine_conf_t *conf) {
@@ -110,12 +110,15 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
     float **ptr;
     size_t floats;
   } const bufs[] = {
-      {&e->params, e->n_params},     {&e->grads, e->n_params},       {&e->adam_m, e->n_params},
-      {&e->adam_v, e->n_params},     {&e->x, (Tm + 1) * Bm * I},     {&e->target, Tm * Bm * O},
-      {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride}, {&e->hs, L * e->hs_stride},
-      {&e->cs, L * e->hs_stride},    {&e->tcs, L * e->tcs_stride},   {&e->pred, Tm * Bm * O},
-      {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},          {&e->dgates, Tm * Bm * 4 * H},
-      {&e->dx, Tm * Bm * I},         {&e->dh0, L * Bm * H},          {&e->dc0, L * Bm * H},
+      {&e->params, e->n_params},     {&e->grads, e->n_params},
+      {&e->adam_m, e->n_params},     {&e->adam_v, e->n_params},
+      {&e->x, (Tm + 1) * Bm * I},    {&e->target, Tm * Bm * O},
+      {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride},
+      {&e->hs, L * e->hs_stride},    {&e->cs, L * e->hs_stride},
+      {&e->tcs, L * e->tcs_stride},  {&e->pred, Tm * Bm * O},
+      {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},
+      {&e->dgates, Tm * Bm * 4 * H}, {&e->dx, Tm * Bm * I},
+      {&e->dh0, L * Bm * H},         {&e->dc0, L * Bm * H},
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && err == LS_OK; i++)
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
@@ -137,9 +140,9 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
 
 void ls_engine_destroy(ls_engine_t *e) {
   if (e == NULL) return;
-  float *const bufs[] = {e->params, e->grads, e->adam_m, e->adam_v, e->x,     e->target,
-                         e->mask,   e->gates, e->hs,     e->cs,     e->tcs,   e->pred,
-                         e->dpred,  e->dh,    e->dgates, e->dx,     e->dh0,   e->dc0};
+  float *const bufs[] = {e->params, e->grads, e->adam_m, e->adam_v, e->x,   e->target,
+                         e->mask,   e->gates, e->hs,     e->cs,     e->tcs, e->pred,
+                         e->dpred,  e->dh,    e->dgates, e->dx,     e->dh0, e->dc0};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
@@ -153,7 +156,9 @@ const ls_engine_conf_t *ls_engine_get_conf(const ls_engine_t *e) {
   return e == NULL ? NULL : &e->conf;
 }
 
-size_t ls_engine_param_count(const ls_engine_t *e) { return e == NULL ? 0 : e->n_params; }
+size_t ls_engine_param_count(const ls_engine_t *e) {
+  return e == NULL ? 0 : e->n_params;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Parameters and gradients                                                  */
@@ -192,8 +197,7 @@ static ls_err_t check_flat(const ls_engine_t *e, const void *p, size_t n, const 
   LS_RETURN_IF(e == NULL, LS_ERR_INVALID_ARG, "engine is NULL");
   LS_RETURN_IF(p == NULL, LS_ERR_INVALID_ARG, "%s buffer is NULL", what);
   LS_RETURN_IF(n != e->n_params, LS_ERR_INVALID_ARG,
-               "%s buffer holds %zu floats but the model has %zu parameters", what, n,
-               e->n_params);
+               "%s buffer holds %zu floats but the model has %zu parameters", what, n, e->n_params);
   return LS_OK;
 }
 
@@ -217,7 +221,9 @@ ls_err_t ls_engine_write_grads(ls_engine_t *e, const float *src, size_t n) {
   return e->ops->upload(e->ctx, e->grads, src, n * sizeof(float));
 }
 
-float *ls_engine_grad_buffer(ls_engine_t *e) { return e == NULL ? NULL : e->grads; }
+float *ls_engine_grad_buffer(ls_engine_t *e) {
+  return e == NULL ? NULL : e->grads;
+}
 
 ls_device_t ls_engine_device(const ls_engine_t *e) {
   return e == NULL ? LS_DEVICE_CPU : e->conf.device;
@@ -275,8 +281,12 @@ ls_err_t ls_engine_set_state(ls_engine_t *e, int B, const float *h0, const float
 }
 
 /* Pointers into layer l's blocks for a call of batch B. */
-static float *layer_hs(const ls_engine_t *e, int l) { return e->hs + (size_t)l * e->hs_stride; }
-static float *layer_cs(const ls_engine_t *e, int l) { return e->cs + (size_t)l * e->hs_stride; }
+static float *layer_hs(const ls_engine_t *e, int l) {
+  return e->hs + (size_t)l * e->hs_stride;
+}
+static float *layer_cs(const ls_engine_t *e, int l) {
+  return e->cs + (size_t)l * e->hs_stride;
+}
 
 /* What a recorded part of a step depends on besides the values in device
  * memory (the backend's graph_run): which part, its sizes, its targets,
@@ -314,7 +324,7 @@ static ls_err_t forward_begin(ls_engine_t *e, int T, int B) {
 
 /* Each row's last valid step from the host mask [T, B] (NULL: all valid):
  * the state a row carries on is the one after its last real record, never
- * after padding (DESIGN.md "Partial windows"). */
+ * after padding (README, Architecture: "Partial windows"). */
 static void mark_last(ls_engine_t *e, int T, int B, const float *mask) {
   e->fwd_partial = 0;
   for (int b = 0; b < B; b++) {
@@ -363,8 +373,8 @@ static ls_err_t forward_queue(void *opaque) {
    * trainer's: it scales the sum at the update), which then has nothing
    * of its own to compute there. */
   if (j->target == NULL) return LS_OK;
-  return ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, j->target,
-                       j->masked ? e->mask : NULL, 1.0f, N, O);
+  return ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, j->target, j->masked ? e->mask : NULL,
+                       1.0f, N, O);
 }
 
 /* The forward of a window whose inputs are in e->x: the LSTM stack, the
@@ -468,12 +478,12 @@ static ls_err_t backward_layer(ls_engine_t *e, int l) {
   int const In = l == 0 ? I : H;
   const float *const xin = l == 0 ? e->x : layer_hs(e, l - 1) + (size_t)B * H;
   float *const dx = l == 0 ? e->dx : e->dh;
-  return e->ops->lstm_backward(
-      e->ctx, dx, e->dh0 + (size_t)l * B * H, e->dc0 + (size_t)l * B * H, e->grads + offs[0],
-      e->grads + offs[1], e->grads + offs[2], e->grads + offs[3], e->dgates, e->dh,
-      e->gates + (size_t)l * e->gates_stride, layer_hs(e, l), layer_cs(e, l),
-      e->tcs + (size_t)l * e->tcs_stride, xin, e->params + offs[0], e->params + offs[1], T, B, In,
-      H);
+  return e->ops->lstm_backward(e->ctx, dx, e->dh0 + (size_t)l * B * H, e->dc0 + (size_t)l * B * H,
+                               e->grads + offs[0], e->grads + offs[1], e->grads + offs[2],
+                               e->grads + offs[3], e->dgates, e->dh,
+                               e->gates + (size_t)l * e->gates_stride, layer_hs(e, l),
+                               layer_cs(e, l), e->tcs + (size_t)l * e->tcs_stride, xin,
+                               e->params + offs[0], e->params + offs[1], T, B, In, H);
 }
 
 static ls_err_t backward_queue(void *opaque) {
@@ -517,11 +527,11 @@ ls_err_t ls_engine_read_outputs(ls_engine_t *e, float *y, float *pred, float *hT
   size_t const T = (size_t)e->fwd_T, B = (size_t)e->fwd_B, H = (size_t)s->hidden_size;
   int const L = s->num_layers;
   if (y != NULL)
-    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, y, layer_hs(e, L - 1) + B * H,
-                                         T * B * H * sizeof(float)));
+    LS_FORWARD_IF_ERROR(
+        e->ops->download(e->ctx, y, layer_hs(e, L - 1) + B * H, T * B * H * sizeof(float)));
   if (pred != NULL)
-    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, pred, e->pred,
-                                         T * B * (size_t)s->output_size * sizeof(float)));
+    LS_FORWARD_IF_ERROR(
+        e->ops->download(e->ctx, pred, e->pred, T * B * (size_t)s->output_size * sizeof(float)));
   /* The final states: step T for every row, or row by row at its last
    * valid step when some row ends early. */
   size_t const rows = e->fwd_partial ? 1 : B;

@@ -45,7 +45,7 @@ struct ls_engine_s {
   float *dc0;      /* (L, Bm, H) */
   double *scalars; /* (SCALARS) loss sum, count, gradient norm^2, scratch, Adam's count of updates
                       taken (SCALAR_STEPS: on the device, which decides a skip) */
-  ls_optim_args_t *optim_args; /* (1) the last update's arguments */
+  ls_optim_args_t *optim_args;                /* (1) the last update's arguments */
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
   float norm_scale;         /* grad_scale of the last optimizer step */
@@ -70,7 +70,7 @@ struct ls_engine_s {
 
 /* scalars: where Adam's update count is, how many in all. */
 #define SCALAR_STEPS 4
-#define SCALARS 5
+#define SCALARS      5
 
 /* Allocates `floats` floats of device memory (zeroed). */
 ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats);

@@ -17,11 +17,14 @@
  */
 #include <string.h>
 
+#include "gemm_cpu.h"
 #include "recur_cpu.h"
 #include "vec_cpu.h"
 
 /* The n <= nv*U valid columns of a tile's vectors. */
-INLINE int cols_of(int n, int v) { return n - v * U < U ? (n - v * U > 0 ? n - v * U : 0) : U; }
+INLINE int cols_of(int n, int v) {
+  return n - v * U < U ? (n - v * U > 0 ? n - v * U : 0) : U;
+}
 
 /* Lines a tile brings towards L2 while it runs (the next block's rows,
  * a share per tile): rows [rows, na] of a (lda), then [rows, nb] of b
@@ -48,10 +51,12 @@ INLINE void tn_tile(float *C, int ldc, const float *A, int lda, const float *bp,
                     int n, int mr, int nv) {
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = load(C + (size_t)r * ldc + v * U, cols_of(n, v));
+    for (int v = 0; v < nv; v++)
+      acc[r][v] = load(C + (size_t)r * ldc + v * U, cols_of(n, v));
   core(acc, mr, nv, A, 1, (size_t)lda, bp, (size_t)bk, K);
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
+    for (int v = 0; v < nv; v++)
+      store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
 }
 
 static void tn_block(float *C, int ldc, const float *A, int lda, const float *bp, int bk, int K,
@@ -64,7 +69,8 @@ INLINE void tnp_tile(float *C, int ldc, const float *A, int lda, const float *bp
                      const tn_pf_t *pf, int n, int mr, int nv) {
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = load(C + (size_t)r * ldc + v * U, cols_of(n, v));
+    for (int v = 0; v < nv; v++)
+      acc[r][v] = load(C + (size_t)r * ldc + v * U, cols_of(n, v));
   int const lines = pf->rows * ((pf->na + 15) / 16 + (pf->nb + 15) / 16), parts = (K + 15) / 16;
   for (int p = 0; p < parts; p++) {
     int const k0 = p * 16, kn = K - k0 < 16 ? K - k0 : 16;
@@ -72,11 +78,12 @@ INLINE void tnp_tile(float *C, int ldc, const float *A, int lda, const float *bp
     core(acc, mr, nv, A + (size_t)k0 * lda, 1, (size_t)lda, bp + (size_t)k0 * bk, (size_t)bk, kn);
   }
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
+    for (int v = 0; v < nv; v++)
+      store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
 }
 
 static void tnp_block(float *C, int ldc, const float *A, int lda, const float *bp, int bk, int K,
-                     const tn_pf_t *pf, int n, int mr, int nv) {
+                      const tn_pf_t *pf, int n, int mr, int nv) {
   TILE_SWITCH(mr, nv, tnp_tile, C, ldc, A, lda, bp, bk, K, pf, n);
 }
 
@@ -88,11 +95,13 @@ INLINE void tnt_tile(float *C, int ldc, const float *A, int lda, const float *B,
                      int mr, int nv) {
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = (vf){0};
+    for (int v = 0; v < nv; v++)
+      acc[r][v] = (vf){0};
   core(acc, mr, nv, B, 1, (size_t)ldb, A, (size_t)lda, K);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++)
-      for (int u = 0; u < U; u++) C[(size_t)(v * U + u) * ldc + r] += acc[r][v][u];
+      for (int u = 0; u < U; u++)
+        C[(size_t)(v * U + u) * ldc + r] += acc[r][v][u];
 }
 
 static void tnt_block(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int K,
@@ -108,7 +117,9 @@ static void tnt_block(float *C, int ldc, const float *A, int lda, const float *B
 INLINE size_t tn_group_at(int grouped, int v0, int kb) {
   return grouped ? (size_t)v0 * U * kb : (size_t)v0 * U;
 }
-INLINE int tn_group_ld(int grouped, int nv, int Np) { return grouped ? nv * U : Np; }
+INLINE int tn_group_ld(int grouped, int nv, int Np) {
+  return grouped ? nv * U : Np;
+}
 
 /* B's rows [kb, N] (ldb) into buf by groups of column vectors
  * (recur_group, tn_group_at), columns past N zero. */
@@ -122,8 +133,10 @@ static void tn_pack_b(float *buf, const float *B, int ldb, int N, int kb, int gr
     for (int k = 0; k < kb; k++) {
       const float *const src = B + (size_t)k * ldb + v0 * U;
       float *const dst = buf + tn_group_at(grouped, v0, kb) + (size_t)k * ld;
-      for (int j = 0; j < n; j++) dst[j] = src[j];
-      for (int j = n; j < nv * U; j++) dst[j] = 0.0f;
+      for (int j = 0; j < n; j++)
+        dst[j] = src[j];
+      for (int j = n; j < nv * U; j++)
+        dst[j] = 0.0f;
     }
   }
 }
@@ -165,8 +178,8 @@ static void tn_kblock(float *C, int ldc, const float *A, int lda, const float *B
 /* buf: B's block [kb][Np] by groups (tn_pack_b), then, at A's larger
  * strides (lda >= RECUR_TN_COPY: its rows fall in few L1 sets), A's block
  * [kb][m1 - m0] copied at row stride recur_tn_stride(m1 - m0). */
-void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
-                       int m0, int m1, int N, int K, float *buf) {
+void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m0,
+                       int m1, int N, int K, float *buf) {
   if (N < U && (m1 - m0) % U == 0) { /* every vector of A's rows whole */
     int const MV = (m1 - m0) / U;
     for (int q = 0; q < recur_groups(MV); q++) {
@@ -190,10 +203,12 @@ INLINE void nn_tile(float *C, int ldc, const float *A, int lda, const float *gro
                     int mr, int nv) {
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) acc[r][v] = (vf){0};
+    for (int v = 0; v < nv; v++)
+      acc[r][v] = (vf){0};
   core(acc, mr, nv, A, (size_t)lda, 1, group, (size_t)nv * U, K);
   for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++) store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
+    for (int v = 0; v < nv; v++)
+      store(C + (size_t)r * ldc + v * U, acc[r][v], cols_of(n, v));
 }
 
 static void nn_block(float *C, int ldc, const float *A, int lda, const float *group, int K, int n,
@@ -201,8 +216,8 @@ static void nn_block(float *C, int ldc, const float *A, int lda, const float *gr
   TILE_SWITCH(mr, nv, nn_tile, C, ldc, A, lda, group, K, n);
 }
 
-void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *wp, int r0,
-                       int r1, int N, int K) {
+void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *wp, int r0, int r1,
+                       int N, int K) {
   int const NV = (N + U - 1) / U, RC = chunk_rows(K);
   for (int c0 = r0; c0 < r1; c0 += RC) {
     int const c1 = r1 - c0 < RC ? r1 : c0 + RC;

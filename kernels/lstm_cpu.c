@@ -36,7 +36,9 @@ typedef struct cpu_ctx_s {
 /* Context and memory                                                        */
 
 /* The CPU is one device. */
-static int device_count(void) { return 1; }
+static int device_count(void) {
+  return 1;
+}
 
 static void ctx_free(void *ctx) {
   cpu_ctx_t *const c = ctx;
@@ -68,9 +70,8 @@ static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
   c->wp = alloc_floats(wp);
   c->bias = alloc_floats(panels * 4 * U);
   c->tn = alloc_floats((size_t)c->threads * c->tn_floats);
-  LS_RETURN_IF(!c->colsum || !c->partial || !c->db || !c->wp || !c->bias || !c->tn,
-               LS_ERR_NOMEM, "no memory for the CPU backend's buffers (%zu floats of weights)",
-               wp);
+  LS_RETURN_IF(!c->colsum || !c->partial || !c->db || !c->wp || !c->bias || !c->tn, LS_ERR_NOMEM,
+               "no memory for the CPU backend's buffers (%zu floats of weights)", wp);
   return LS_OK;
 }
 
@@ -78,7 +79,9 @@ static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
  * would synchronise many times inside every call). Its OpenMP build runs a
  * GEMM on omp_get_max_threads() threads of the calling thread: 1 on the
  * pool's threads, and on the caller's while it runs the pool (run). */
-static void one_blas_thread(void) { omp_set_num_threads(1); }
+static void one_blas_thread(void) {
+  omp_set_num_threads(1);
+}
 
 static void run(cpu_ctx_t *c, int n, void (*fn)(void *, int, int), void *arg) {
   int const keep = omp_get_max_threads();
@@ -96,8 +99,7 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   conf->threads = c->threads;
   ls_err_t err = recur_pick(getenv("LSTREAM_CPU_KERNELS"), &c->rk);
   if (err == LS_OK)
-    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size,
-                      conf->shape.output_size);
+    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size, conf->shape.output_size);
   if (err == LS_OK) err = pool_new(c->threads, one_blas_thread, &c->pool);
   if (err != LS_OK) {
     ctx_free(c);
@@ -117,7 +119,9 @@ static ls_err_t mem_alloc(void *ctx, size_t bytes, void **ptr) {
   return LS_OK;
 }
 
-static void mem_free(void *ctx, void *ptr) { free(ptr); }
+static void mem_free(void *ctx, void *ptr) {
+  free(ptr);
+}
 
 static ls_err_t mem_copy(void *ctx, void *dst, const void *src, size_t bytes) {
   if (bytes) memmove(dst, src, bytes);
@@ -214,13 +218,16 @@ static void colsum_part(const job_t *j, int i, int n) {
   int lo, hi;
   split(j->sum_n, i, n, 16, &lo, &hi);
   double *restrict acc = j->c->colsum;
-  for (int k = lo; k < hi; k++) acc[k] = 0.0;
+  for (int k = lo; k < hi; k++)
+    acc[k] = 0.0;
   for (int r = 0; r < j->sum_N; r++) {
     const float *restrict src = j->sum_rows + (size_t)r * j->sum_n;
 #pragma omp simd
-    for (int k = lo; k < hi; k++) acc[k] += (double)src[k];
+    for (int k = lo; k < hi; k++)
+      acc[k] += (double)src[k];
   }
-  for (int k = lo; k < hi; k++) j->sum[k] = (float)((double)j->sum[k] + acc[k]);
+  for (int k = lo; k < hi; k++)
+    j->sum[k] = (float)((double)j->sum[k] + acc[k]);
 }
 
 static void job_part(void *arg, int i, int n) {
@@ -229,9 +236,11 @@ static void job_part(void *arg, int i, int n) {
     gemm_t const *const g = &j->gemm[0];
     int lo, hi;
     split(g->M, i, n, 16, &lo, &hi);
-    for (int r = lo; r < hi; r++) memcpy(g->C + (size_t)r * g->ldc, j->bias, g->N * sizeof(float));
+    for (int r = lo; r < hi; r++)
+      memcpy(g->C + (size_t)r * g->ldc, j->bias, g->N * sizeof(float));
   }
-  for (int k = 0; k < j->gemms; k++) gemm_part(&j->gemm[k], i, n);
+  for (int k = 0; k < j->gemms; k++)
+    gemm_part(&j->gemm[k], i, n);
   if (j->sum_rows != NULL) colsum_part(j, i, n);
 }
 
@@ -270,8 +279,18 @@ static ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, floa
                              const float *b_ih, const float *b_hh, int T, int B, int In, int H) {
   cpu_ctx_t *const c = ctx;
   recur_pack_forward(c->rk, c->wp, c->bias, w_ih, w_hh, b_ih, b_hh, In, H);
-  fwd_job_t j = {c->rk, {.gates = gates, .hs = hs, .cs = cs, .tcs = tcs, .x = x, .wp = c->wp,
-                         .bias = c->bias, .T = T, .B = B, .In = In, .H = H}};
+  fwd_job_t j = {c->rk,
+                 {.gates = gates,
+                  .hs = hs,
+                  .cs = cs,
+                  .tcs = tcs,
+                  .x = x,
+                  .wp = c->wp,
+                  .bias = c->bias,
+                  .T = T,
+                  .B = B,
+                  .In = In,
+                  .H = H}};
   run(c, recurrence_threads(c, T, B, In, H), forward_part, &j);
   return LS_OK;
 }
@@ -315,8 +334,17 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
   cpu_ctx_t *const c = ctx;
   int const N = T * B, G = 4 * H;
   bwd_job_t j = {.c = c, .dx = dx, .dw_ih = dw_ih, .dw_hh = dw_hh, .x = x, .hs = hs, .In = In};
-  j.a = (recur_bwd_t){.dh0 = dh0, .dc = dc0, .dgates = dgates, .dh = dh, .gates = gates,
-                      .cs = cs, .tcs = tcs, .wp = c->wp, .T = T, .B = B, .H = H};
+  j.a = (recur_bwd_t){.dh0 = dh0,
+                      .dc = dc0,
+                      .dgates = dgates,
+                      .dh = dh,
+                      .gates = gates,
+                      .cs = cs,
+                      .tcs = tcs,
+                      .wp = c->wp,
+                      .T = T,
+                      .B = B,
+                      .H = H};
   memset(dc0, 0, (size_t)B * H * sizeof(float)); /* d/dc_T = 0; ends as d/dc_0 */
   recur_pack_cols(c->rk, c->wp, w_hh, G, H);
   int const nth = recurrence_threads(c, T, B, 0, H);
@@ -324,7 +352,8 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
   /* The bias gradients: the threads' sums (double), added in thread order. */
   for (int g = 0; g < G; g++) {
     double sum = 0.0;
-    for (int i = 0; i < nth; i++) sum += c->db[(size_t)i * G + g];
+    for (int i = 0; i < nth; i++)
+      sum += c->db[(size_t)i * G + g];
     db_ih[g] = (float)((double)db_ih[g] + sum);
     db_hh[g] = (float)((double)db_hh[g] + sum);
   }
@@ -337,8 +366,8 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
 /* ------------------------------------------------------------------------ */
 /* Head and loss                                                             */
 
-static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w,
-                             const float *b, int N, int H, int O) {
+static ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w, const float *b,
+                             int N, int H, int O) {
   job_t j = {.c = ctx, .gemms = 1, .bias = b};
   j.gemm[0] = (gemm_t){CblasNoTrans, CblasTrans, N, O, H, H, H, O, 0, y, w, 1.0f, pred};
   run_job(&j, (double)N * O * H);
@@ -404,7 +433,8 @@ static void norm_part(void *arg, int i, int n) {
   size_t const lo = j->n * (size_t)i / (size_t)n, hi = j->n * (size_t)(i + 1) / (size_t)n;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-  for (size_t k = lo; k < hi; k++) sum += (double)j->g[k] * (double)j->g[k];
+  for (size_t k = lo; k < hi; k++)
+    sum += (double)j->g[k] * (double)j->g[k];
   j->c->partial[i] = sum;
 }
 
@@ -416,7 +446,8 @@ static ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t 
   int const nth = work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads);
   run(c, nth, norm_part, &j);
   double sum = 0.0;
-  for (int i = 0; i < nth; i++) sum += c->partial[i];
+  for (int i = 0; i < nth; i++)
+    sum += c->partial[i];
   *norm_sq = sum;
   return LS_OK;
 }
@@ -461,11 +492,19 @@ static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, s
   float const b1 = opt->beta1, b2 = opt->beta2, wd = opt->weight_decay, lr = opt->lr;
   double const bc1 = 1.0 - pow((double)b1, step);
   double const bc2 = 1.0 - pow((double)b2, step);
-  adam_job_t j = {.p = p, .g = g, .m = m, .v = v, .n = n,
-                  .gs = (float)((double)grad_scale * coef), .b1 = b1, .b2 = b2,
-                  .step_size = (float)((double)lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
+  adam_job_t j = {.p = p,
+                  .g = g,
+                  .m = m,
+                  .v = v,
+                  .n = n,
+                  .gs = (float)((double)grad_scale * coef),
+                  .b1 = b1,
+                  .b2 = b2,
+                  .step_size = (float)((double)lr / bc1),
+                  .bc2_sqrt = (float)sqrt(bc2),
                   .decay = opt->decoupled ? 1.0f - lr * wd : 1.0f,
-                  .l2 = opt->decoupled ? 0.0f : wd, .eps = opt->eps};
+                  .l2 = opt->decoupled ? 0.0f : wd,
+                  .eps = opt->eps};
   run(c, work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads), adam_part, &j);
   return LS_OK;
 }

@@ -65,7 +65,9 @@ static void ctx_free(void *ctx) {
   free(c);
 }
 
-static void *ctx_stream(void *ctx) { return ((cuda_ctx_t *)ctx)->stream; }
+static void *ctx_stream(void *ctx) {
+  return ((cuda_ctx_t *)ctx)->stream;
+}
 
 __global__ static void probe_kernel(void) {}
 

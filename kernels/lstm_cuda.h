@@ -26,7 +26,7 @@
 #define LSTREAM_KERNELS_LSTM_CUDA_H
 
 #include <cooperative_groups.h> /* thread block clusters (the persistent kernels) */
-#include <cublas_v2.h> /* types and prototypes only: the library is opened at run time */
+#include <cublas_v2.h>          /* types and prototypes only: the library is opened at run time */
 #include <cuda_runtime.h>
 #include <math.h> /* expf, tanhf: the cell's math */
 #include <stddef.h>
@@ -55,8 +55,8 @@
 #define BLAS_WORKSPACE_HOPPER ((size_t)32 << 20)
 #define BLAS_WORKSPACE        ((size_t)4 << 20)
 /* Graphs kept per context (lstm_cuda_graph.cu), and the bytes of a key. */
-#define GRAPHS     16
-#define GRAPH_KEY  64
+#define GRAPHS    16
+#define GRAPH_KEY 64
 /* The single-pass sums' tickets (last_block): one counter per kind of kernel. */
 enum { TICKET_LOSS, TICKET_NORM, TICKET_COLSUM, TICKET_PERSIST, TICKETS };
 
@@ -80,17 +80,17 @@ typedef struct cuda_graph_s {
 
 typedef struct cuda_ctx_s {
   int device;
-  int H;                   /* hidden size (which plan a layer takes, by its In) */
+  int H; /* hidden size (which plan a layer takes, by its In) */
   cudaStream_t stream;
-  cublasHandle_t handle;   /* bound to stream */
-  void *blas_work;         /* cuBLAS' workspace */
-  double *partials;        /* (2 * REDUCE_BLOCKS) first-pass sums of a reduction */
-  double *colsum;          /* (COLSUM_CHUNKS, max(4H, O)) first-pass column sums */
-  unsigned *tickets;       /* (TICKETS) blocks done of the running single-pass sum; 0 between */
-  persist_plan_t fwd[2];   /* forward plans: [0] In = I (layer 0), [1] In = H */
-  persist_plan_t bwd[2];   /* backward plans */
-  double *persist_part;    /* the persistent backward's per-group sums (its bias and
-                              input-weight gradients) */
+  cublasHandle_t handle; /* bound to stream */
+  void *blas_work;       /* cuBLAS' workspace */
+  double *partials;      /* (2 * REDUCE_BLOCKS) first-pass sums of a reduction */
+  double *colsum;        /* (COLSUM_CHUNKS, max(4H, O)) first-pass column sums */
+  unsigned *tickets;     /* (TICKETS) blocks done of the running single-pass sum; 0 between */
+  persist_plan_t fwd[2]; /* forward plans: [0] In = I (layer 0), [1] In = H */
+  persist_plan_t bwd[2]; /* backward plans */
+  double *persist_part;  /* the persistent backward's per-group sums (its bias and
+                            input-weight gradients) */
   cuda_graph_t graphs[GRAPHS];
   uint64_t graph_uses;
   int graphs_off;          /* LSTREAM_CUDA_GRAPHS=0 or LSTREAM_CUDA_SYNC=1 */
@@ -340,9 +340,15 @@ __host__ __device__ static inline size_t persist_bwd_bytes(int Ka, int H, int U,
  * and p in block q's shared memory. Clusters exist from sm_90 on; the
  * plans keep C = 1 before. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-__device__ static inline void persist_sync(int) { __syncthreads(); }
-__device__ static inline int persist_rank(int) { return 0; }
-template <typename T> __device__ static inline T *persist_map(T *p, int, int) { return p; }
+__device__ static inline void persist_sync(int) {
+  __syncthreads();
+}
+__device__ static inline int persist_rank(int) {
+  return 0;
+}
+template <typename T> __device__ static inline T *persist_map(T *p, int, int) {
+  return p;
+}
 #else
 __device__ static inline void persist_sync(int C) {
   if (C == 1)
@@ -367,8 +373,8 @@ void persist_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, int grid
 /* Lets every instance of a kernel ask for `bytes` of shared memory. */
 template <typename K> static inline ls_err_t persist_allow(K *const *kernels, int n, size_t bytes) {
   for (int i = 0; i < n; i++)
-    CUDA_CHECK(cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   return LS_OK;
 }
 

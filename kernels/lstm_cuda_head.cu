@@ -162,8 +162,7 @@ ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_
   grad_norm_sq_kernel<<<blocks, THREADS, 0, c->stream>>>(norm_sq, steps, args, c->partials,
                                                          c->tickets + TICKET_NORM, g, n);
   LAUNCH_CHECK("grad_norm_sq_kernel");
-  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, steps,
-                                                             args);
+  adam_update_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, norm_sq, steps, args);
   LAUNCH_CHECK("adam_update_kernel");
   return LS_OK;
 }

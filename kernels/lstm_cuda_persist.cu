@@ -38,9 +38,9 @@
  * against bank conflicts) holds at [k][g * U + u] the weight of input k
  * for gate row g * H + j0 + u, w_ih's for k < Kx and w_hh's after; bias
  * [4U] = b_ih + b_hh. Read along the rows of the weights (coalesced). */
-__device__ static void fwd_load_weights(float *w, float *bias, const float *w_ih,
-                                        const float *w_hh, const float *b_ih, const float *b_hh,
-                                        int Kx, int In, int H, int U, int j0) {
+__device__ static void fwd_load_weights(float *w, float *bias, const float *w_ih, const float *w_hh,
+                                        const float *b_ih, const float *b_hh, int Kx, int In, int H,
+                                        int U, int j0) {
   int const K = Kx + H, W = 4 * U + 1;
   for (int i = threadIdx.x; i < 4 * U * K; i += blockDim.x) {
     int const row = i / K, k = i % K;
@@ -56,8 +56,8 @@ __device__ static void fwd_load_weights(float *w, float *bias, const float *w_ih
 /* A group's start: z [nb][K] = (x_0, h0) of its rows, cst [nb][U] = c0 of
  * the block's units. */
 __device__ static void fwd_group_init(float *z, float *cst, const float *x, const float *hs,
-                                      const float *cs, int r0, int nb, int Kx, int In, int H,
-                                      int U, int j0) {
+                                      const float *cs, int r0, int nb, int Kx, int In, int H, int U,
+                                      int j0) {
   int const K = Kx + H;
   for (int i = threadIdx.x; i < nb * K; i += blockDim.x) {
     int const b = i / K, k = i % K;
@@ -111,8 +111,8 @@ struct fwd_out_t {
  * a GEMM: xproj), the cell, and h_t everywhere it goes. */
 template <int BC>
 __device__ static void fwd_cells(const fwd_out_t &o, float *cst, const float *part,
-                                 const float *bias, int xproj, int r0, int nb, int B, int Kx,
-                                 int H, int U, int j0, int C) {
+                                 const float *bias, int xproj, int r0, int nb, int B, int Kx, int H,
+                                 int U, int j0, int C) {
   int const KS = (int)blockDim.x / U, K = Kx + H;
   for (int i = threadIdx.x; i < nb * U; i += blockDim.x) {
     int const b = i / U, u = i % U, j = j0 + u;
@@ -165,8 +165,8 @@ __global__ static void __launch_bounds__(PERSIST_THREADS)
         zn[i / Kx * K + i % Kx] = x[((size_t)(t + 1) * B + r0 + i / Kx) * In + i % Kx];
       __syncthreads();
       size_t const at = (size_t)t * B;
-      fwd_out_t const o = {gates + at * 4 * H, hs + (at + B) * H, cs + (at + B) * H,
-                           tcs + at * H, zn};
+      fwd_out_t const o = {gates + at * 4 * H, hs + (at + B) * H, cs + (at + B) * H, tcs + at * H,
+                           zn};
       fwd_cells<BC>(o, cst, part, bias, x == NULL, r0, nb, B, Kx, H, U, j0, C);
       persist_sync(C); /* h_t is in every block's zn; zt may be written again */
     }
@@ -179,10 +179,10 @@ __global__ static void __launch_bounds__(PERSIST_THREADS)
 template <int BC>
 static cudaError_t forward_launch(const cudaLaunchConfig_t *cfg, float *gates, float *hs, float *cs,
                                   float *tcs, const float *x, const float *w_ih, const float *w_hh,
-                                  const float *b_ih, const float *b_hh, int T, int B, int In,
-                                  int H, int C) {
-  return cudaLaunchKernelEx(cfg, lstm_persist_forward_kernel<BC>, gates, hs, cs, tcs, x, w_ih,
-                            w_hh, b_ih, b_hh, T, B, In, H, C);
+                                  const float *b_ih, const float *b_hh, int T, int B, int In, int H,
+                                  int C) {
+  return cudaLaunchKernelEx(cfg, lstm_persist_forward_kernel<BC>, gates, hs, cs, tcs, x, w_ih, w_hh,
+                            b_ih, b_hh, T, B, In, H, C);
 }
 
 ls_err_t persist_forward(cuda_ctx_t *c, const persist_plan_t *plan, float *gates, float *hs,
@@ -199,10 +199,18 @@ ls_err_t persist_forward(cuda_ctx_t *c, const persist_plan_t *plan, float *gates
   persist_config(&cfg, &attr, clusters * C, threads, C, smem, c->stream);
   cudaError_t err;
   switch (bc) {
-  case 0: err = forward_launch<1>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C); break;
-  case 1: err = forward_launch<2>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C); break;
-  case 2: err = forward_launch<4>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C); break;
-  default: err = forward_launch<8>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C); break;
+  case 0:
+    err = forward_launch<1>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C);
+    break;
+  case 1:
+    err = forward_launch<2>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C);
+    break;
+  case 2:
+    err = forward_launch<4>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C);
+    break;
+  default:
+    err = forward_launch<8>(&cfg, gates, hs, cs, tcs, x, w_ih, w_hh, b_ih, b_hh, T, B, In, H, C);
+    break;
   }
   if (err != cudaSuccess) return cuda_fail("cudaLaunchKernelEx(lstm_persist_forward_kernel)", err);
   LAUNCH_CHECK("lstm_persist_forward_kernel");
@@ -249,9 +257,9 @@ ls_err_t persist_init(cuda_ctx_t *c, const ls_engine_conf_t *conf) {
   if (env != NULL && !strcmp(env, "0")) return LS_OK;
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
-  decltype(&lstm_persist_forward_kernel<1>) const fwd[] = {
-      lstm_persist_forward_kernel<1>, lstm_persist_forward_kernel<2>,
-      lstm_persist_forward_kernel<4>, lstm_persist_forward_kernel<8>};
+  decltype(&lstm_persist_forward_kernel<1>)
+      const fwd[] = {lstm_persist_forward_kernel<1>, lstm_persist_forward_kernel<2>,
+                     lstm_persist_forward_kernel<4>, lstm_persist_forward_kernel<8>};
   LS_FORWARD_IF_ERROR(persist_allow(fwd, 4, prop.sharedMemPerBlockOptin));
   LS_FORWARD_IF_ERROR(persist_bwd_allow(prop.sharedMemPerBlockOptin));
   int const H = conf->shape.hidden_size, I = conf->shape.input_size;

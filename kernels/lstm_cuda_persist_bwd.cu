@@ -53,8 +53,8 @@ __device__ static bwd_smem_t bwd_layout(void *smem, const bwd_dims_t &d) {
 
 /* The block's weights: wt[k][u] = w_hh[k][j0 + u]; wi[k][ii] = w_ih[k][i]
  * for its columns i = rank + C * ii (0 past In). */
-__device__ static void bwd_load_weights(const bwd_smem_t &m, const bwd_dims_t &d,
-                                        const float *w_hh, const float *w_ih) {
+__device__ static void bwd_load_weights(const bwd_smem_t &m, const bwd_dims_t &d, const float *w_hh,
+                                        const float *w_ih) {
   int const G = 4 * d.H;
   for (int i = threadIdx.x; i < G * d.U; i += blockDim.x)
     m.wt[(size_t)(i / d.U) * (d.U + 1) + i % d.U] = w_hh[(size_t)(i / d.U) * d.H + d.j0 + i % d.U];
@@ -117,13 +117,13 @@ __device__ static void bwd_dx_store(const bwd_smem_t &m, const bwd_dims_t &d, fl
 
 /* The layer's buffers at step t, offset to the group's first row. */
 struct bwd_step_t {
-  float *dgates;       /* [nb][4H] out */
-  const float *dh;     /* [nb][H] from above */
-  const float *gates;  /* [nb][4H] activated */
-  const float *cs;     /* [nb][H] c_{t-1} */
-  const float *tcs;    /* [nb][H] tanh(c_t) */
-  float *dgn;          /* this block's dgs for step t */
-  int recur;           /* t < T-1: part holds the recurrent sums */
+  float *dgates;      /* [nb][4H] out */
+  const float *dh;    /* [nb][H] from above */
+  const float *gates; /* [nb][4H] activated */
+  const float *cs;    /* [nb][H] c_{t-1} */
+  const float *tcs;   /* [nb][H] tanh(c_t) */
+  float *dgn;         /* this block's dgs for step t */
+  int recur;          /* t < T-1: part holds the recurrent sums */
 };
 
 /* Thread per (b, u): d/dh_t (from above, plus the recurrent sums in slice
@@ -198,8 +198,9 @@ __device__ static void bwd_group(const bwd_smem_t &m, const bwd_dims_t &d, const
       m.xs[i] = io.x[((size_t)t * d.B + r0 + i / d.Ka) * d.In + i % d.Ka];
     __syncthreads();
     size_t const row = (size_t)t * d.B + r0;
-    bwd_step_t const s = {io.dgates + row * G, io.dh + row * d.H, io.gates + row * G,
-                          io.cs + row * d.H, io.tcs + row * d.H, dgn, t < d.T - 1};
+    bwd_step_t const s = {io.dgates + row * G, io.dh + row * d.H,  io.gates + row * G,
+                          io.cs + row * d.H,   io.tcs + row * d.H, dgn,
+                          t < d.T - 1};
     bwd_cells<BC>(m, d, s, nb);
     if (t < d.T - 1 && d.Ka > 0) bwd_dx_store(m, d, io.dx + (row + d.B) * d.In, nb);
     __syncthreads();
@@ -257,8 +258,8 @@ __global__ static void __launch_bounds__(PERSIST_THREADS)
                                  const float *tcs, const float *x, const float *w_ih,
                                  const float *w_hh, int T, int B, int In, int H, int C) {
   extern __shared__ double smem_d[];
-  bwd_io_t const io = {dgates, dh0, dc0, dw_ih, db_ih, db_hh, dx, part, ticket,
-                       dh,     gates, cs, tcs,  x};
+  bwd_io_t const io = {dgates, dh0,    dc0, dw_ih, db_ih, db_hh, dx,
+                       part,   ticket, dh,  gates, cs,    tcs,   x};
   bwd_dims_t d;
   d.T = T, d.B = B, d.In = In, d.H = H, d.C = C, d.rank = persist_rank(C);
   d.U = H / C, d.j0 = d.rank * d.U, d.Ka = io.x != NULL ? In : 0;
@@ -294,8 +295,9 @@ ls_err_t persist_backward(cuda_ctx_t *c, const persist_plan_t *plan, float *dgat
   int const clusters = groups < plan->max_clusters ? groups : plan->max_clusters;
   int const bc = persist_bc_index(rows), threads = persist_threads(H / C, 4 * H);
   size_t const smem = persist_bwd_bytes(x != NULL ? In : 0, H, H / C, C, 1 << bc, threads);
-  bwd_io_t const io = {dgates, dh0, dc0, dw_ih, db_ih, db_hh, dx,
-                       c->persist_part, c->tickets + TICKET_PERSIST, dh, gates, cs, tcs, x};
+  bwd_io_t const io = {
+      dgates, dh0,   dc0, dw_ih, db_ih, db_hh, dx, c->persist_part, c->tickets + TICKET_PERSIST,
+      dh,     gates, cs,  tcs,   x};
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr;
   persist_config(&cfg, &attr, clusters * C, threads, C, smem, c->stream);
@@ -312,9 +314,9 @@ ls_err_t persist_backward(cuda_ctx_t *c, const persist_plan_t *plan, float *dgat
 }
 
 ls_err_t persist_bwd_allow(size_t bytes) {
-  decltype(&lstm_persist_backward_kernel<1>) const k[] = {
-      lstm_persist_backward_kernel<1>, lstm_persist_backward_kernel<2>,
-      lstm_persist_backward_kernel<4>, lstm_persist_backward_kernel<8>};
+  decltype(&lstm_persist_backward_kernel<1>)
+      const k[] = {lstm_persist_backward_kernel<1>, lstm_persist_backward_kernel<2>,
+                   lstm_persist_backward_kernel<4>, lstm_persist_backward_kernel<8>};
   return persist_allow(k, 4, bytes);
 }
 

@@ -9,8 +9,8 @@
 /* Bounds that keep every buffer size inside size_t and int indexing:
  * 4H * max(I, H) and T * B * 4H must fit in an int row count per GEMM. */
 #define LS_MAX_FEATURES (1 << 16)
-#define LS_MAX_HIDDEN (1 << 14)
-#define LS_MAX_LAYERS 64
+#define LS_MAX_HIDDEN   (1 << 14)
+#define LS_MAX_LAYERS   64
 
 ls_err_t ls_shape_check(const ls_shape_t *shape) {
   LS_RETURN_IF(shape == NULL, LS_ERR_INVALID_ARG, "shape is NULL");
@@ -36,14 +36,15 @@ ls_err_t ls_param_count(const ls_shape_t *shape, size_t *count) {
   LS_FORWARD_IF_ERROR(ls_shape_check(shape));
   LS_RETURN_IF(count == NULL, LS_ERR_INVALID_ARG, "count is NULL");
   size_t n = 0;
-  for (int k = 0; k < shape->num_layers; k++) n += layer_floats(shape, k);
+  for (int k = 0; k < shape->num_layers; k++)
+    n += layer_floats(shape, k);
   n += (size_t)shape->output_size * ((size_t)shape->hidden_size + 1);
   *count = n;
   return LS_OK;
 }
 
-ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind,
-                         size_t *offset, size_t *count) {
+ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kind, size_t *offset,
+                         size_t *count) {
   LS_FORWARD_IF_ERROR(ls_shape_check(shape));
   LS_RETURN_IF(offset == NULL || count == NULL, LS_ERR_INVALID_ARG, "offset or count is NULL");
   size_t const H = (size_t)shape->hidden_size, O = (size_t)shape->output_size;
@@ -54,7 +55,8 @@ ls_err_t ls_param_locate(const ls_shape_t *shape, int layer, ls_param_kind_t kin
                "layer %d is out of range [0, %d)", layer, shape->num_layers);
   size_t off = 0;
   int const upto = is_head ? shape->num_layers : layer;
-  for (int k = 0; k < upto; k++) off += layer_floats(shape, k);
+  for (int k = 0; k < upto; k++)
+    off += layer_floats(shape, k);
   size_t const In = layer == 0 ? (size_t)shape->input_size : H;
   size_t n = 0;
   switch (kind) {
@@ -74,8 +76,8 @@ ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t 
   LS_FORWARD_IF_ERROR(ls_shape_check(shape));
   LS_RETURN_IF(offset == NULL || count == NULL, LS_ERR_INVALID_ARG, "offset or count is NULL");
   int const L = shape->num_layers;
-  LS_RETURN_IF(k < 0 || k > L, LS_ERR_INVALID_ARG, "gradient segment %d is out of range [0, %d]",
-               k, L);
+  LS_RETURN_IF(k < 0 || k > L, LS_ERR_INVALID_ARG, "gradient segment %d is out of range [0, %d]", k,
+               L);
   size_t n = 0;
   if (k == 0) {
     LS_FORWARD_IF_ERROR(ls_param_locate(shape, 0, LS_PARAM_HEAD_WEIGHT, offset, &n));
@@ -89,8 +91,8 @@ ls_err_t ls_grad_segment(const ls_shape_t *shape, int k, size_t *offset, size_t 
 
 ls_err_t ls_param_name(int layer, ls_param_kind_t kind, char *buf, size_t size) {
   LS_RETURN_IF(buf == NULL || size == 0, LS_ERR_INVALID_ARG, "buffer is NULL or empty");
-  static const char *const names[] = {"weight_ih_l", "weight_hh_l", "bias_ih_l", "bias_hh_l",
-                                      "head.weight", "head.bias"};
+  static const char *const names[] = {"weight_ih_l", "weight_hh_l", "bias_ih_l",
+                                      "bias_hh_l",   "head.weight", "head.bias"};
   LS_RETURN_IF((int)kind < 0 || kind > LS_PARAM_HEAD_BIAS, LS_ERR_INVALID_ARG,
                "unknown parameter kind %d", (int)kind);
   int const is_head = kind >= LS_PARAM_HEAD_WEIGHT;

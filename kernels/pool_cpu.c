@@ -24,12 +24,12 @@ struct pool_s {
   pthread_t *tids;
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  atomic_uint gen;     /* bumped per run */
-  atomic_int pending;  /* workers of this run still busy */
+  atomic_uint gen;    /* bumped per run */
+  atomic_int pending; /* workers of this run still busy */
   atomic_int stop;
   void (*fn)(void *, int, int);
   void *arg;
-  int n;               /* threads of this run */
+  int n; /* threads of this run */
 };
 
 typedef struct worker_s {
@@ -72,7 +72,8 @@ static void *worker_main(void *opaque) {
   for (;;) {
     if (!spin_while(p, same_gen, seen)) {
       pthread_mutex_lock(&p->lock);
-      while (same_gen(p, seen)) pthread_cond_wait(&p->work, &p->lock);
+      while (same_gen(p, seen))
+        pthread_cond_wait(&p->work, &p->lock);
       pthread_mutex_unlock(&p->lock);
     }
     seen = atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -133,7 +134,8 @@ void pool_free(pool_t *p) {
   if (p == NULL) return;
   atomic_store(&p->stop, 1);
   wake(p);
-  for (int i = 0; i < p->threads - 1; i++) pthread_join(p->tids[i], NULL);
+  for (int i = 0; i < p->threads - 1; i++)
+    pthread_join(p->tids[i], NULL);
   pthread_cond_destroy(&p->work);
   pthread_cond_destroy(&p->done);
   pthread_mutex_destroy(&p->lock);
@@ -155,7 +157,8 @@ void pool_run(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg) 
   fn(arg, 0, n);
   if (!spin_while(p, busy, 0)) {
     pthread_mutex_lock(&p->lock);
-    while (busy(p, 0)) pthread_cond_wait(&p->done, &p->lock);
+    while (busy(p, 0))
+      pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
   }
 }

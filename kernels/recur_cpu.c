@@ -8,14 +8,9 @@
  * dgates_{t+1} @ w_hh, then the cell backward, which also adds the rows'
  * dgates into the bias sums.
  */
+#include "gemm_cpu.h" /* gemm_cpu.c, the same instruction set */
 #include "recur_cpu.h"
 #include "vec_cpu.h"
-
-/* gemm_cpu.c, the same instruction set. */
-void ISA_NAME(gemm_tn)(float *C, int ldc, const float *A, int lda, const float *B, int ldb,
-                       int m0, int m1, int N, int K, float *buf);
-void ISA_NAME(gemm_nn)(float *C, int ldc, const float *A, int lda, const float *wp, int r0,
-                       int r1, int N, int K);
 
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
@@ -62,7 +57,8 @@ INLINE void fwd_tile(const recur_fwd_t *a, int t, int b, int p, int mr) {
   size_t const row = (size_t)t * a->B + b;
   vf acc[MR][4];
   for (int r = 0; r < mr; r++)
-    for (int q = 0; q < 4; q++) acc[r][q] = *(const vf *)(a->bias + ((size_t)p * 4 + q) * U);
+    for (int q = 0; q < 4; q++)
+      acc[r][q] = *(const vf *)(a->bias + ((size_t)p * 4 + q) * U);
   core(acc, mr, 4, a->x + row * In, (size_t)In, 1, wp, 4 * U, In);
   core(acc, mr, 4, a->hs + row * H, (size_t)H, 1, wp + (size_t)In * 4 * U, 4 * U, H);
   fwd_cell(a, t, b, mr, j0, n, acc);
@@ -78,7 +74,8 @@ static void forward_rows(const recur_fwd_t *a, int b0, int b1) {
     for (int c0 = b0; c0 < b1; c0 += RC) {
       int const c1 = b1 - c0 < RC ? b1 : c0 + RC;
       for (int p = 0; p < P; p++)
-        for (int b = c0; b < c1; b += MR) fwd_block(a, t, b, p, c1 - b < MR ? c1 - b : MR);
+        for (int b = c0; b < c1; b += MR)
+          fwd_block(a, t, b, p, c1 - b < MR ? c1 - b : MR);
     }
 }
 
@@ -89,8 +86,8 @@ static void forward_rows(const recur_fwd_t *a, int b0, int b1) {
  * offset in a [B, H] block, grow in a [B, 4H] one); d_h = d loss / d h_t.
  * dc: in d/dc_t from step t+1, out d/dc_{t-1}; dgates_t: the pre-activation
  * gradients, also added to sum (i, f, g, o). */
-INLINE void bwd_cell_row(const recur_bwd_t *a, int t, size_t row, size_t grow, vf d_h,
-                         vf sum[4], int n) {
+INLINE void bwd_cell_row(const recur_bwd_t *a, int t, size_t row, size_t grow, vf d_h, vf sum[4],
+                         int n) {
   int const H = a->H;
   size_t const BH = (size_t)a->B * H;
   const float *const g = a->gates + grow;
@@ -126,7 +123,8 @@ static void bwd_cell(const recur_bwd_t *a, int t, int b, int mr, int v0, int nv,
       else
         bwd_cell_row(a, t, row, grow, acc[r][v], sum, n);
     }
-    for (int k = 0; k < 4; k++) add_double(db + (size_t)k * H + j0, sum[k], n);
+    for (int k = 0; k < 4; k++)
+      add_double(db + (size_t)k * H + j0, sum[k], n);
   }
 }
 
@@ -154,14 +152,16 @@ static void bwd_block(const recur_bwd_t *a, int t, int b, int v0, double *db, in
 /* Steps T-1 .. 0, then dh0 = dgates_0 @ w_hh. */
 static void backward_rows(const recur_bwd_t *a, int b0, int b1, double *db) {
   int const H = a->H, G = 4 * H, P = (H + U - 1) / U, RC = chunk_rows(G);
-  for (int j = 0; j < G; j++) db[j] = 0.0;
+  for (int j = 0; j < G; j++)
+    db[j] = 0.0;
   for (int t = a->T - 1; t >= 0; t--)
     for (int c0 = b0; c0 < b1; c0 += RC) {
       int const c1 = b1 - c0 < RC ? b1 : c0 + RC;
       for (int q = 0; q < recur_groups(P); q++) {
         int v0, nv;
         recur_group(P, q, &v0, &nv);
-        for (int b = c0; b < c1; b += MR) bwd_block(a, t, b, v0, db, c1 - b < MR ? c1 - b : MR, nv);
+        for (int b = c0; b < c1; b += MR)
+          bwd_block(a, t, b, v0, db, c1 - b < MR ? c1 - b : MR, nv);
       }
     }
   ISA_NAME(gemm_nn)(a->dh0, H, a->dgates, G, a->wp, b0, b1, H, G);

@@ -45,10 +45,10 @@ typedef struct recur_fwd_s {
 /* The backward of one layer over rows [b0, b1) (see backend.h
  * lstm_backward). */
 typedef struct recur_bwd_s {
-  float *dh0;    /* [B, H] out */
-  float *dc;     /* [B, H] in: zero; out: d/dc_0 */
-  float *dgates; /* [T, B, 4H] out */
-  float *dh;     /* [T, B, H] in: d loss / d h_t from above; clobbered */
+  float *dh0;                    /* [B, H] out */
+  float *dc;                     /* [B, H] in: zero; out: d/dc_0 */
+  float *dgates;                 /* [T, B, 4H] out */
+  float *dh;                     /* [T, B, H] in: d loss / d h_t from above; clobbered */
   const float *gates, *cs, *tcs; /* of the forward */
   const float *wp;               /* recur_pack_cols of w_hh [4H, H] */
   int T, B, H;
@@ -102,7 +102,9 @@ size_t recur_tn_floats(const recur_kernels_t *k, int M, int N);
 /* The row stride of gemm_tn's copy of A's block, m columns: an odd number
  * of cache lines, so that the rows of k a tile reads down fall in every L1
  * set (at A's own stride, 4H floats, a power of two, they fall in a few). */
-static inline int recur_tn_stride(int m) { return ((m + 15) / 16 | 1) * 16; }
+static inline int recur_tn_stride(int m) {
+  return ((m + 15) / 16 | 1) * 16;
+}
 
 /* wp [P][In + H][4][U]: panel p holds hidden units p*U .. p*U+U-1 of the
  * four gates, rows k < In from w_ih [4H, In], then w_hh [4H, H]; units past
@@ -114,7 +116,9 @@ void recur_pack_forward(const recur_kernels_t *k, float *wp, float *bias, const 
  * micro-kernel in recur_groups(n) groups of at most 4, as even as possible:
  * 5 = 3 + 2, not 4 + 1, since a group of one vector leaves it waiting on
  * its broadcasts. Group q starts at vector *v0 and holds *nv. */
-static inline int recur_groups(int n) { return (n + 3) / 4; }
+static inline int recur_groups(int n) {
+  return (n + 3) / 4;
+}
 static inline void recur_group(int n, int q, int *v0, int *nv) {
   int const groups = recur_groups(n);
   *v0 = (int)((long)n * q / groups);

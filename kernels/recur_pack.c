@@ -10,10 +10,10 @@ ls_err_t recur_pick(const char *force, const recur_kernels_t **out) {
   int const any = force == NULL || force[0] == '\0';
   const recur_kernels_t *const all[] = {
 #if defined(LSTREAM_RECUR_X86)
-      &recur_avx512,
-      &recur_avx2,
+    &recur_avx512,
+    &recur_avx2,
 #endif
-      &recur_generic,
+    &recur_generic,
   };
   *out = &recur_generic;
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -30,8 +30,7 @@ ls_err_t recur_pick(const char *force, const recur_kernels_t **out) {
       return LS_OK;
     }
     LS_RETURN_IF(!any, LS_ERR_UNSUPPORTED,
-                 "LSTREAM_CPU_KERNELS=%s: this CPU cannot run them (try avx2 or generic)",
-                 force);
+                 "LSTREAM_CPU_KERNELS=%s: this CPU cannot run them (try avx2 or generic)", force);
   }
   LS_RETURN_IF(!any, LS_ERR_INVALID_ARG,
                "LSTREAM_CPU_KERNELS='%s': expected avx512, avx2 or generic (or unset: the "
@@ -65,8 +64,10 @@ static void pack_gates(float *wp, const float *w, int U, int P, int Kp, int k0, 
       float *const dst = wp + ((size_t)p * Kp + (size_t)(k0 + kk)) * 4 * U;
       for (int q = 0; q < 4; q++) {
         const float *const src = w + ((size_t)q * H + (size_t)p * U) * K + kk;
-        for (int u = 0; u < n; u++) dst[q * U + u] = src[(size_t)u * K];
-        for (int u = n; u < U; u++) dst[q * U + u] = 0.0f;
+        for (int u = 0; u < n; u++)
+          dst[q * U + u] = src[(size_t)u * K];
+        for (int u = n; u < U; u++)
+          dst[q * U + u] = 0.0f;
       }
     }
   }
@@ -96,8 +97,10 @@ void recur_pack_cols(const recur_kernels_t *k, float *wp, const float *w, int K,
     for (int kk = 0; kk < K; kk++) {
       float *const dst = group + (size_t)kk * nv * U;
       const float *const src = w + (size_t)kk * N + (size_t)v0 * U;
-      for (int j = 0; j < n; j++) dst[j] = src[j];
-      for (int j = n; j < nv * U; j++) dst[j] = 0.0f;
+      for (int j = 0; j < n; j++)
+        dst[j] = src[j];
+      for (int j = n; j < nv * U; j++)
+        dst[j] = 0.0f;
     }
   }
 }

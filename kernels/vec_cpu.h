@@ -22,15 +22,15 @@
 #error "VEC_ROWS is 1 to 6 (the cases of FOR_ROWS)"
 #endif
 
-#define U VEC_WIDTH
-#define MR VEC_ROWS
+#define U          VEC_WIDTH
+#define MR         VEC_ROWS
 #define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define STR_(a) #a
-#define STR(a) STR_(a)
+#define CAT(a, b)  CAT_(a, b)
+#define STR_(a)    #a
+#define STR(a)     STR_(a)
 /* name_avx512 etc.: the per-set names of what the files share. */
 #define ISA_NAME(name) CAT(name, CAT(_, VEC_ISA))
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE         static inline __attribute__((always_inline))
 
 typedef float vf __attribute__((vector_size(U * sizeof(float)))); /* aligned */
 typedef float vf_u __attribute__((vector_size(U * sizeof(float)), aligned(4), may_alias));
@@ -44,7 +44,8 @@ INLINE vf load(const float *p, int n) {
     return v;
   }
   vf v = {0};
-  for (int j = 0; j < n; j++) v[j] = p[j];
+  for (int j = 0; j < n; j++)
+    v[j] = p[j];
   return v;
 }
 
@@ -54,7 +55,8 @@ INLINE void store(float *p, vf v, int n) {
     *(vf_u *)p = v;
     return;
   }
-  for (int j = 0; j < n; j++) p[j] = v[j];
+  for (int j = 0; j < n; j++)
+    p[j] = v[j];
 }
 
 /* p[j] += v[j] in double, j < n <= U. */
@@ -63,16 +65,21 @@ INLINE void add_double(double *p, vf v, int n) {
     *(vd_u *)p += __builtin_convertvector(v, vd_u);
     return;
   }
-  for (int j = 0; j < n; j++) p[j] += (double)v[j];
+  for (int j = 0; j < n; j++)
+    p[j] += (double)v[j];
 }
 
 /* ------------------------------------------------------------------------ */
 /* Pointwise math                                                            */
 
-INLINE vf splat(float s) { return (vf){0} + s; }
+INLINE vf splat(float s) {
+  return (vf){0} + s;
+}
 
 /* m ? a : b, lane by lane (m: all ones or zeros). */
-INLINE vf vselect(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+INLINE vf vselect(vi m, vf a, vf b) {
+  return (vf)((m & (vi)a) | (~m & (vi)b));
+}
 
 /* a > b ? a : b and a < b ? a : b, lane by lane: b where either is NaN,
  * so vmax(lo, x) and vmin(hi, x) keep a NaN x. On x86 one max/min
@@ -138,17 +145,23 @@ INLINE vf vexp_scaled(vf x, float s, float lo, float hi) {
   return p * (vf)((vi)kb << 23); /* (k + 127) << 23: 0 < k + 127 < 255 */
 }
 
-INLINE vf vexp(vf x) { return vexp_scaled(x, 1.0f, -87.0f, 88.0f); }
+INLINE vf vexp(vf x) {
+  return vexp_scaled(x, 1.0f, -87.0f, 88.0f);
+}
 
 /* 1 / (1 + e^-x): relative error < 2e-7 on [-20, 20], absolute < 1e-7.
  * True divisions: a reciprocal estimate with a Newton step (r + r (1 - x r))
  * measured 6% slower in the cell, which is bound by its vector ops, not by
  * the divider. */
-INLINE vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp_scaled(x, -1.0f, -87.0f, 88.0f)); }
+INLINE vf vsigmoid(vf x) {
+  return 1.0f / (1.0f + vexp_scaled(x, -1.0f, -87.0f, 88.0f));
+}
 
 /* tanh(x) = 1 - 2 / (e^{2x} + 1): absolute error < 1.8e-7, about 1.5
  * float ulps of 1 (the subtraction's cancellation near 0). */
-INLINE vf vtanh(vf x) { return 1.0f - 2.0f / (vexp_scaled(x, 2.0f, -87.0f, 88.0f) + 1.0f); }
+INLINE vf vtanh(vf x) {
+  return 1.0f - 2.0f / (vexp_scaled(x, 2.0f, -87.0f, 88.0f) + 1.0f);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The micro-kernel                                                          */
@@ -161,12 +174,14 @@ INLINE void core(vf acc[MR][4], int mr, int nv, const float *a, size_t ar, size_
   for (int k = 0; k < K; k++) {
     vf w[4];
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; v++) w[v] = *(const vf_u *)(b + (size_t)k * bk + (size_t)v * U);
+    for (int v = 0; v < nv; v++)
+      w[v] = *(const vf_u *)(b + (size_t)k * bk + (size_t)v * U);
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
       float const s = a[(size_t)r * ar + (size_t)k * ak];
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; v++) acc[r][v] += s * w[v];
+      for (int v = 0; v < nv; v++)
+        acc[r][v] += s * w[v];
     }
   }
 }
@@ -174,13 +189,17 @@ INLINE void core(vf acc[MR][4], int mr, int nv, const float *a, size_t ar, size_
 /* tile(args..., m, v) with m = mr (1 .. MR) and v = nv (1 .. 4) as
  * constants, or tile(args..., m) (ROW_SWITCH): one compiled copy per shape
  * of tile. */
-#define NV_CASES(m, tile, ...)                                                            \
-  case (m) * 8 + 1: tile(__VA_ARGS__, m, 1); break;                                       \
-  case (m) * 8 + 2: tile(__VA_ARGS__, m, 2); break;                                       \
-  case (m) * 8 + 3: tile(__VA_ARGS__, m, 3); break;                                       \
-  case (m) * 8 + 4: tile(__VA_ARGS__, m, 4); break;
-#define M_CASE(m, tile, ...)                                                              \
-  case (m): tile(__VA_ARGS__, m); break;
+#define NV_CASES(m, tile, ...)                                                                     \
+  case (m)*8 + 1: tile(__VA_ARGS__, m, 1); break;                                                  \
+  case (m)*8 + 2: tile(__VA_ARGS__, m, 2); break;                                                  \
+  case (m)*8 + 3: tile(__VA_ARGS__, m, 3); break;                                                  \
+  case (m)*8 + 4:                                                                                  \
+    tile(__VA_ARGS__, m, 4);                                                                       \
+    break;
+#define M_CASE(m, tile, ...)                                                                       \
+  case (m):                                                                                        \
+    tile(__VA_ARGS__, m);                                                                          \
+    break;
 #define ROWS_1(C, tile, ...) C(1, tile, __VA_ARGS__)
 #if MR >= 2
 #define ROWS_2(C, tile, ...) C(2, tile, __VA_ARGS__)
@@ -207,20 +226,20 @@ INLINE void core(vf acc[MR][4], int mr, int nv, const float *a, size_t ar, size_
 #else
 #define ROWS_6(C, tile, ...)
 #endif
-#define FOR_ROWS(C, tile, ...)                                                            \
-  ROWS_1(C, tile, __VA_ARGS__)                                                            \
-  ROWS_2(C, tile, __VA_ARGS__)                                                            \
-  ROWS_3(C, tile, __VA_ARGS__)                                                            \
-  ROWS_4(C, tile, __VA_ARGS__)                                                            \
-  ROWS_5(C, tile, __VA_ARGS__)                                                            \
+#define FOR_ROWS(C, tile, ...)                                                                     \
+  ROWS_1(C, tile, __VA_ARGS__)                                                                     \
+  ROWS_2(C, tile, __VA_ARGS__)                                                                     \
+  ROWS_3(C, tile, __VA_ARGS__)                                                                     \
+  ROWS_4(C, tile, __VA_ARGS__)                                                                     \
+  ROWS_5(C, tile, __VA_ARGS__)                                                                     \
   ROWS_6(C, tile, __VA_ARGS__)
-#define TILE_SWITCH(mr, nv, tile, ...)                                                    \
-  do {                                                                                    \
-    switch ((mr) * 8 + (nv)) { FOR_ROWS(NV_CASES, tile, __VA_ARGS__) }                    \
+#define TILE_SWITCH(mr, nv, tile, ...)                                                             \
+  do {                                                                                             \
+    switch ((mr)*8 + (nv)) { FOR_ROWS(NV_CASES, tile, __VA_ARGS__) }                               \
   } while (0)
-#define ROW_SWITCH(mr, tile, ...)                                                         \
-  do {                                                                                    \
-    switch (mr) { FOR_ROWS(M_CASE, tile, __VA_ARGS__) }                                   \
+#define ROW_SWITCH(mr, tile, ...)                                                                  \
+  do {                                                                                             \
+    switch (mr) { FOR_ROWS(M_CASE, tile, __VA_ARGS__) }                                            \
   } while (0)
 
 /* Rows per chunk for K-float rows: whole tiles, about 32k floats (128 KB,

@@ -39,14 +39,14 @@ struct ls_series_table_s {
   double *errors;           /* [cap, O, 2] */
   plist_t *parts;           /* [n_parts] by partition id: its series by activity */
   size_t n_parts;
-  int64_t ticks;   /* activations so far */
-  size_t high;     /* the most slots ever used: a slot below it is zeroed on reuse */
-  float *zero_row; /* [L H] zeros, for a reused slot's states */
+  int64_t ticks;               /* activations so far */
+  size_t high;                 /* the most slots ever used: a slot below it is zeroed on reuse */
+  float *zero_row;             /* [L H] zeros, for a reused slot's states */
   ls_series_evict_fn on_evict; /* told of each slot evicted, or NULL */
   void *evict_opaque;
-  int64_t *serve;           /* [cap, LS_SERVE_FIELDS] */
-  double *pending;          /* [cap, O] */
-  double *tail;             /* [cap, F] */
+  int64_t *serve;  /* [cap, LS_SERVE_FIELDS] */
+  double *pending; /* [cap, O] */
+  double *tail;    /* [cap, F] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {

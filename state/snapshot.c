@@ -42,6 +42,8 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->serve), free(s->pending), free(s->tail), free(s->predict);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   snap_free_inflight(s);
+  for (int i = 0; i < LS_SNAPSHOT_MODULE_SECTIONS; i++)
+    free(s->modules[i].data);
   free(s);
 }
 
@@ -58,6 +60,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->mem_cap = s->mem_entry = 0;
   s->in_F = 0;
   s->in_series = s->in_key_bytes = s->in_rows = 0;
+  s->n_modules = 0; /* their buffers are kept */
   memset(&s->file, 0, sizeof s->file);
 }
 
@@ -353,58 +356,59 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
   return LS_OK;
 }
 
-ls_err_t ls_snapshot_set_predict(ls_snapshot_t *s, const int64_t *from, int n_from,
-                                 const int64_t *lengths, int n_lengths) {
-  LS_RETURN_IF(s == NULL || n_from < 0 || n_lengths < 0 || (n_from > 0 && from == NULL) ||
-                   (n_lengths > 0 && lengths == NULL) || n_from > (1 << 20) ||
-                   n_lengths > (1 << 20),
-               LS_ERR_INVALID_ARG,
-               "ls_snapshot_set_predict: a snapshot and arrays of 0..2^20 values (%d, %d)", n_from,
-               n_lengths);
-  size_t const n = (size_t)n_from + (size_t)n_lengths;
-  if (n > 0) LS_FORWARD_IF_ERROR(grow_array(&s->predict, n, sizeof(int64_t), "offsets"));
-  if (n_from > 0) memcpy(s->predict, from, (size_t)n_from * sizeof(int64_t));
-  if (n_lengths > 0) memcpy(s->predict + n_from, lengths, (size_t)n_lengths * sizeof(int64_t));
-  s->predict_Q = n_from;
-  s->predict_W = n_lengths;
-  return LS_OK;
-}
+/* ------------------------------------------------------------------------ */
+/* Format 4's calibration and forecasts' bookkeeping                         */
 
-ls_err_t ls_snapshot_get_predict(const ls_snapshot_t *s, const int64_t **from, int *n_from,
-                                 const int64_t **lengths, int *n_lengths) {
-  LS_RETURN_IF(s == NULL || from == NULL || n_from == NULL || lengths == NULL || n_lengths == NULL,
-               LS_ERR_INVALID_ARG, "ls_snapshot_get_predict: an argument is NULL");
-  LS_RETURN_IF(s->predict_Q + s->predict_W == 0, LS_ERR_STATE,
-               "the snapshot holds no forecasts' bookkeeping");
-  *from = s->predict, *n_from = s->predict_Q;
-  *lengths = s->predict + s->predict_Q, *n_lengths = s->predict_W;
-  return LS_OK;
-}
+/* Format 4 kept them as the container's sections 10 and 16; from format 5
+ * they are train/'s module sections (figures.c, predict_out.c). A format-4
+ * file's are decoded into these arrays (snapshot_decode.c), then handed
+ * over as module sections of version 1, which hold the same values. */
 
-ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *s, const double *spy, const double *spp,
-                                     const int64_t *k) {
-  LS_RETURN_IF(s == NULL || spy == NULL || spp == NULL || k == NULL, LS_ERR_INVALID_ARG,
-               "snapshot, spy, spp or k is NULL");
-  size_t const O = (size_t)s->shape.output_size;
-  if (s->calib == NULL) {
+ls_err_t snap_legacy_alloc(ls_snapshot_t *s, int calib, int n_from, int n_lengths) {
+  size_t const O = (size_t)s->shape.output_size, n = (size_t)n_from + (size_t)n_lengths;
+  if (calib) {
     LS_FORWARD_IF_ERROR(grow_array(&s->calib, 2 * O, sizeof(double), "calibration moments"));
     LS_FORWARD_IF_ERROR(grow_array(&s->calib_k, O, sizeof(int64_t), "calibration counts"));
+    memset(s->calib, 0, 2 * O * sizeof(double));
+    memset(s->calib_k, 0, O * sizeof(int64_t));
+    s->has_calib = 1;
   }
-  memcpy(s->calib, spy, O * sizeof(double));
-  memcpy(s->calib + O, spp, O * sizeof(double));
-  memcpy(s->calib_k, k, O * sizeof(int64_t));
-  s->has_calib = 1;
+  if (n > 0) {
+    LS_FORWARD_IF_ERROR(grow_array(&s->predict, n, sizeof(int64_t), "offsets"));
+    memset(s->predict, 0, n * sizeof(int64_t));
+  }
+  s->predict_Q = n_from, s->predict_W = n_lengths;
   return LS_OK;
 }
 
-ls_err_t ls_snapshot_get_calibration(const ls_snapshot_t *s, const double **spy, const double **spp,
-                                     const int64_t **k) {
-  LS_RETURN_IF(s == NULL || spy == NULL || spp == NULL || k == NULL, LS_ERR_INVALID_ARG,
-               "snapshot, spy, spp or k is NULL");
-  LS_RETURN_IF(!s->has_calib, LS_ERR_STATE, "the snapshot holds no calibration");
-  *spy = s->calib;
-  *spp = s->calib + s->shape.output_size;
-  *k = s->calib_k;
+ls_err_t snap_legacy_migrate(ls_snapshot_t *s) {
+  size_t const O = (size_t)s->shape.output_size;
+  if (s->has_calib) {
+    /* calibration v1: spy f64 [O], spp f64 [O], k i64 [O] (O: the shape's) */
+    uint8_t *const b = malloc(3 * O * 8);
+    LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for a calibration of %zu", O);
+    memcpy(b, s->calib, 2 * O * 8);
+    memcpy(b + 2 * O * 8, s->calib_k, O * 8);
+    ls_err_t const err =
+        snap_put_module(s, LS_SNAPSHOT_SECTION_CALIBRATION, 1, LS_SNAPSHOT_REQUIRED, b, 3 * O * 8);
+    free(b);
+    LS_FORWARD_IF_ERROR(err);
+    s->has_calib = 0;
+  }
+  if (s->predict_Q + s->predict_W > 0) {
+    /* predict v1: Q u32, W u32, from i64 [Q], lengths i64 [W] */
+    size_t const n = (size_t)s->predict_Q + (size_t)s->predict_W;
+    uint8_t *const b = malloc(8 + n * 8);
+    LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for the forecasts' bookkeeping");
+    snap_put_u32(b, (uint32_t)s->predict_Q);
+    snap_put_u32(b + 4, (uint32_t)s->predict_W);
+    memcpy(b + 8, s->predict, n * 8);
+    ls_err_t const err =
+        snap_put_module(s, LS_SNAPSHOT_SECTION_PREDICT, 1, LS_SNAPSHOT_REQUIRED, b, 8 + n * 8);
+    free(b);
+    LS_FORWARD_IF_ERROR(err);
+    s->predict_Q = s->predict_W = 0;
+  }
   return LS_OK;
 }
 
@@ -525,4 +529,79 @@ ls_err_t ls_snapshot_get_file(const ls_snapshot_t *s, ls_snapshot_file_t *out) {
 void ls_snapshot_conf_init(ls_snapshot_conf_t *conf) {
   if (conf == NULL) return;
   *conf = (ls_snapshot_conf_t){3, 0, 1, 3, 0};
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module sections                                                           */
+
+ls_err_t snap_put_module(ls_snapshot_t *s, uint32_t id, uint32_t version, unsigned flags,
+                         const void *data, size_t bytes) {
+  struct snap_module_s *m = (struct snap_module_s *)snap_module(s, id);
+  if (m == NULL) {
+    LS_RETURN_IF(s->n_modules >= LS_SNAPSHOT_MODULE_SECTIONS, LS_ERR_INVALID_ARG,
+                 "a snapshot holds at most %d module sections", LS_SNAPSHOT_MODULE_SECTIONS);
+    m = &s->modules[s->n_modules++]; /* its buffer, if any, kept from before a reset */
+    m->id = id;
+    m->bytes = 0;
+  }
+  if (bytes > m->cap) {
+    uint8_t *const p = realloc(m->data, bytes);
+    LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for section %u of %zu bytes", id, bytes);
+    m->data = p, m->cap = bytes;
+  }
+  if (bytes > 0) memcpy(m->data, data, bytes);
+  m->bytes = bytes, m->version = version, m->flags = flags;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_put_section(ls_snapshot_t *s, uint32_t id, uint32_t version, unsigned flags,
+                                 const void *data, size_t bytes) {
+  LS_RETURN_IF(s == NULL || (data == NULL && bytes > 0), LS_ERR_INVALID_ARG,
+               "snapshot or data is NULL");
+  LS_RETURN_IF(!snap_is_module(id), LS_ERR_INVALID_ARG, "section id %u is not a module's (%d..%d)",
+               id, LS_SNAPSHOT_SECTION_FIRST, LS_SNAPSHOT_SECTION_LAST);
+  LS_RETURN_IF(version > 0xffff, LS_ERR_INVALID_ARG, "section %u: version %u above 65535", id,
+               version);
+  LS_RETURN_IF((flags & ~(unsigned)(LS_SNAPSHOT_REQUIRED | LS_SNAPSHOT_FLOATS)) != 0,
+               LS_ERR_INVALID_ARG, "section %u: unknown flags %#x", id, flags);
+  LS_RETURN_IF((flags & LS_SNAPSHOT_FLOATS) && bytes % 4 != 0, LS_ERR_INVALID_ARG,
+               "section %u: %zu bytes are not float32s", id, bytes);
+  return snap_put_module(s, id, version, flags, data, bytes);
+}
+
+ls_err_t ls_snapshot_get_section(const ls_snapshot_t *s, uint32_t id, uint32_t *version,
+                                 const void **data, size_t *bytes) {
+  LS_RETURN_IF(s == NULL || version == NULL || data == NULL || bytes == NULL, LS_ERR_INVALID_ARG,
+               "snapshot, version, data or bytes is NULL");
+  const struct snap_module_s *const m = snap_module(s, id);
+  LS_RETURN_IF(m == NULL, LS_ERR_NOT_FOUND, "the snapshot has no section %u (%s)", id,
+               snap_section_name(id));
+  *version = m->version, *data = m->data, *bytes = m->bytes;
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_check_sections(const ls_snapshot_t *s, const uint32_t *known, size_t n) {
+  LS_RETURN_IF(s == NULL || (known == NULL && n > 0), LS_ERR_INVALID_ARG,
+               "snapshot or known is NULL");
+  for (int i = 0; i < s->n_modules; i++) {
+    if (!(s->modules[i].flags & LS_SNAPSHOT_REQUIRED)) continue;
+    size_t k = 0;
+    while (k < n && known[k] != s->modules[i].id)
+      k++;
+    LS_RETURN_IF(k == n, LS_ERR_UNSUPPORTED,
+                 "the snapshot holds section %u (version %u), which a resume needs and this "
+                 "lstream does not know: it was written by a later lstream; resume with that "
+                 "version or a later one",
+                 s->modules[i].id, s->modules[i].version);
+  }
+  return LS_OK;
+}
+
+ls_err_t snap_copy_modules(ls_snapshot_t *dst, const ls_snapshot_t *src) {
+  for (int i = 0; i < src->n_modules; i++) {
+    const struct snap_module_s *const m = &src->modules[i];
+    if (snap_module(dst, m->id) != NULL) continue;
+    LS_FORWARD_IF_ERROR(snap_put_module(dst, m->id, m->version, m->flags, m->data, m->bytes));
+  }
+  return LS_OK;
 }

@@ -61,7 +61,13 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
-  if (id < SNAP_META || id > SNAP_PREDICT || (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0)
+  /* A version-4 file has the container's sections only, each with at most
+   * the shuffle flag; version 5 adds module sections with theirs. */
+  int const v4 = snap_get_u32(f->data + 8) == 4;
+  uint32_t const allowed = v4 ? (uint32_t)SNAP_FLAG_SHUFFLED : (uint32_t)SNAP_FLAG_KNOWN;
+  int const own = id >= SNAP_META && id <= SNAP_PREDICT;
+  if (!(own || (!v4 && snap_is_module(id))) || (flags & ~allowed) != 0 ||
+      (own && (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0))
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
   if (at != *next || stored > table_at - at)
     return CORRUPT("%s: section '%s' at bytes %llu..+%llu does not follow the one before "
@@ -70,7 +76,11 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
                    (unsigned long long)stored);
   *next = at + stored;
   f->ids[i] = id;
+  f->entry_flags[i] = flags;
   f->desc.sections[i] = (ls_snapshot_section_t){snap_section_name(id),
+                                                id,
+                                                flags >> 16,
+                                                (flags & SNAP_FLAG_REQUIRED) != 0,
                                                 at,
                                                 stored,
                                                 raw,
@@ -98,21 +108,22 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                    "the lstream that wrote it",
                    name, SNAP_VERSION);
   if (version == 2)
-    return CORRUPT("%s: format version 2, written by an lstream that kept no records in flight "
-                   "(its resume offsets stayed at a quiet series' oldest record, which retention "
-                   "may have deleted); this build reads version %d only: train afresh (--resume "
-                   "none, or another --snapshot-dir) or resume with the lstream that wrote it",
-                   name, SNAP_VERSION);
+    return CORRUPT(
+        "%s: format version 2, written by an lstream that kept no records in flight "
+        "(its resume offsets stayed at a quiet series' oldest record, which retention "
+        "may have deleted); this build reads versions 4 and %d only: train afresh (--resume "
+        "none, or another --snapshot-dir) or resume with the lstream that wrote it",
+        name, SNAP_VERSION);
   if (version == 1)
     return CORRUPT("%s: format version 1, written by an lstream without the per-series "
                    "normaliser, calibration and replay memory; this build reads version %d only: "
                    "train afresh (--resume none, or another --snapshot-dir) or resume with the "
                    "lstream that wrote it",
                    name, SNAP_VERSION);
-  if (version != SNAP_VERSION)
-    return CORRUPT("%s: format version %u, this build reads version %d (written by another "
-                   "lstream version?)",
-                   name, version, SNAP_VERSION);
+  if (version != SNAP_VERSION && version != SNAP_VERSION_OLDEST)
+    return CORRUPT("%s: format version %u, this build reads versions %d to %d (written by a "
+                   "later lstream? resume with it)",
+                   name, version, SNAP_VERSION_OLDEST, SNAP_VERSION);
   f->kind = snap_get_u32(d + 12);
   if (f->kind != kind)
     return CORRUPT("%s: a %s file where a %s was expected", name, kind_name(f->kind),
@@ -365,9 +376,13 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .in_key_bytes = (size_t)m->in_key_bytes,
                           .in_rows = (size_t)m->in_rows};
   uint32_t ids[SNAP_SHARD_SECTIONS];
-  int const count = 1 + snap_shard_ids(&sizing, ids);
-  if (f->desc.n_sections != count)
-    return CORRUPT("%s: %d sections, its meta section says %d", f->name, f->desc.n_sections, count);
+  int const count = 1 + snap_shard_ids(&sizing, 1, ids);
+  int modules = 0; /* the module sections after the container's */
+  while (count + modules < f->desc.n_sections && snap_is_module(f->ids[count + modules]))
+    modules++;
+  if (f->desc.n_sections != count + modules)
+    return CORRUPT("%s: %d sections, its meta section says %d and %d of modules", f->name,
+                   f->desc.n_sections, count, modules);
   for (int i = 1; i < count; i++) {
     snap_section_spans_t const want = snap_section_of(&sizing, ids[i - 1]);
     if (f->desc.sections[i].raw != snap_section_bytes(&want))
@@ -442,10 +457,40 @@ static ls_err_t check_values(const snap_file_t *f, ls_snapshot_t *s) {
 
 /* Decodes the sections after meta that `what` asks for into s (sized from
  * m), and checks them. */
+/* Decodes the module sections of f (after its n container sections and
+ * meta) into s, each as its bytes (state/ does not read them). */
+static ls_err_t decode_modules(const snap_file_t *f, int n, decoder_t *dec,
+                               const snap_limits_t *lim, ls_snapshot_t *s) {
+  for (int i = 1 + n; i < f->desc.n_sections; i++) {
+    const ls_snapshot_section_t *const d = &f->desc.sections[i];
+    if (snap_module(s, f->ids[i]) != NULL)
+      return CORRUPT("%s: section %u twice", f->name, f->ids[i]);
+    if ((lim->max_alloc != 0 && d->raw > lim->max_alloc) || d->raw > (1ull << 40))
+      return CORRUPT("%s: section %u of %llu bytes exceeds the limit", f->name, f->ids[i],
+                     (unsigned long long)d->raw);
+    uint32_t const e = f->entry_flags[i];
+    unsigned const flags = ((e & SNAP_FLAG_REQUIRED) ? LS_SNAPSHOT_REQUIRED : 0) |
+                           ((e & SNAP_FLAG_FLOATS) ? LS_SNAPSHOT_FLOATS : 0);
+    if ((d->shuffled && !(e & SNAP_FLAG_FLOATS)) || ((e & SNAP_FLAG_FLOATS) && d->raw % 4 != 0))
+      return CORRUPT("%s: section %u is shuffled or of floats but not float32s", f->name,
+                     f->ids[i]);
+    LS_FORWARD_IF_ERROR(snap_put_module(s, f->ids[i], d->version, flags, NULL, 0));
+    struct snap_module_s *const m = &s->modules[s->n_modules - 1];
+    m->data = malloc(d->raw > 0 ? (size_t)d->raw : 1);
+    LS_RETURN_IF(m->data == NULL, LS_ERR_NOMEM, "no memory for section %u", f->ids[i]);
+    m->cap = m->bytes = (size_t)d->raw;
+    snap_section_spans_t const sec = {f->ids[i], 1, {{m->data, m->bytes, d->shuffled}}};
+    LS_FORWARD_IF_ERROR(decode_section(f, i, &sec, dec, lim));
+  }
+  return LS_OK;
+}
+
+/* Decodes the sections after meta that `what` asks for into s (sized from
+ * m), and checks them. */
 static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, int what,
                                   decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
   uint32_t ids[SNAP_SHARD_SECTIONS];
-  int const n = snap_shard_ids(s, ids);
+  int const n = snap_shard_ids(s, 1, ids);
   for (int i = 0; i < n; i++) {
     int const model = ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER ||
                       ids[i] == SNAP_CALIBRATION || ids[i] == SNAP_PREDICT;
@@ -453,6 +498,8 @@ static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, in
     snap_section_spans_t const sec = snap_section_of(s, ids[i]);
     LS_FORWARD_IF_ERROR(decode_section(f, 1 + i, &sec, dec, lim));
   }
+  if (what & SNAP_DECODE_MODEL) LS_FORWARD_IF_ERROR(snap_legacy_migrate(s));
+  LS_FORWARD_IF_ERROR(decode_modules(f, n, dec, lim, s));
   if (!(what & SNAP_DECODE_SERIES)) return LS_OK;
   if (s->stats_F > 0 && !s->has_serve) { /* no serve section: no forecast has gone out */
     memset(s->serve, 0, s->series * LS_SERVE_FIELDS * sizeof *s->serve);
@@ -487,21 +534,9 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
     s->has_model = 1;
     s->adam_steps = m->adam_steps;
   }
-  if (err == LS_OK && m->has_calib && (what & SNAP_DECODE_MODEL)) {
-    size_t const O = (size_t)m->shape.output_size;
-    double *const zero = calloc(2 * O, sizeof(double));
-    int64_t *const zk = calloc(O, sizeof(int64_t));
-    err = zero && zk ? ls_snapshot_set_calibration(s, zero, zero + O, zk)
-                     : ls_error_set(LS_ERR_NOMEM, "no memory for a calibration of %zu", O);
-    free(zero), free(zk);
-  }
-  if (err == LS_OK && m->predict_Q + m->predict_W > 0 && (what & SNAP_DECODE_MODEL)) {
-    int64_t *const zero = calloc((size_t)m->predict_Q + m->predict_W, sizeof(int64_t));
-    err = zero != NULL ? ls_snapshot_set_predict(s, zero, (int)m->predict_Q, zero + m->predict_Q,
-                                                 (int)m->predict_W)
-                       : ls_error_set(LS_ERR_NOMEM, "no memory for the forecasts' bookkeeping");
-    free(zero);
-  }
+  /* Format 4's calibration and forecasts' books (format 5 writes none). */
+  if (err == LS_OK && (what & SNAP_DECODE_MODEL))
+    err = snap_legacy_alloc(s, (int)m->has_calib, (int)m->predict_Q, (int)m->predict_W);
   if (err != LS_OK) {
     ls_snapshot_destroy(s);
     return err;

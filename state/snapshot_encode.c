@@ -132,7 +132,7 @@ static ls_err_t compress_feed(snap_encoder_t *e, out_file_t *o, const void *src,
 
 /* Writes one section's frame and fills its table entry. */
 static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_section_spans_t *sec,
-                              uint8_t entry[SNAP_ENTRY_BYTES]) {
+                              uint32_t entry_flags, uint8_t entry[SNAP_ENTRY_BYTES]) {
   int const shuffled = e->conf.shuffle && snap_section_has_floats(sec);
   uint64_t const raw = snap_section_bytes(sec), offset = o->offset;
   size_t const r = ZSTD_CCtx_reset(e->cctx, ZSTD_reset_session_only);
@@ -157,7 +157,7 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_secti
   }
   LS_FORWARD_IF_ERROR(compress_feed(e, o, NULL, 0, ZSTD_e_end, &stored_crc, &stored));
   snap_put_u32(entry + 0, sec->id);
-  snap_put_u32(entry + 4, shuffled ? SNAP_FLAG_SHUFFLED : 0);
+  snap_put_u32(entry + 4, (shuffled ? SNAP_FLAG_SHUFFLED : 0) | entry_flags);
   snap_put_u64(entry + 8, offset);
   snap_put_u64(entry + 16, stored);
   snap_put_u64(entry + 24, raw);
@@ -169,7 +169,7 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_secti
 /* Writes a whole file: header, the sections' frames, table, tail. */
 static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, int64_t step,
                                int32_t world, int32_t rank, const snap_section_spans_t *secs,
-                               int n) {
+                               const uint32_t *entry_flags, int n) {
   int any_shuffled = 0;
   for (int i = 0; i < n; i++)
     any_shuffled |= e->conf.shuffle && snap_section_has_floats(&secs[i]);
@@ -184,7 +184,8 @@ static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, 
   LS_FORWARD_IF_ERROR(out_write(o, head, sizeof head));
   uint8_t table[LS_SNAPSHOT_SECTIONS_MAX * SNAP_ENTRY_BYTES];
   for (int i = 0; i < n; i++)
-    LS_FORWARD_IF_ERROR(write_section(e, o, &secs[i], table + (size_t)i * SNAP_ENTRY_BYTES));
+    LS_FORWARD_IF_ERROR(write_section(e, o, &secs[i], entry_flags ? entry_flags[i] : 0,
+                                      table + (size_t)i * SNAP_ENTRY_BYTES));
   size_t const table_bytes = (size_t)n * SNAP_ENTRY_BYTES;
   LS_FORWARD_IF_ERROR(out_write(o, table, table_bytes));
   uint8_t tail[SNAP_TAIL_BYTES] = {0};
@@ -200,10 +201,11 @@ static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, 
 
 /* Creates path, writes it, fsyncs and closes it; removes it on failure. */
 static ls_err_t write_file(snap_encoder_t *e, const char *path, uint32_t kind, int64_t step,
-                           int32_t world, int32_t rank, const snap_section_spans_t *secs, int n) {
+                           int32_t world, int32_t rank, const snap_section_spans_t *secs,
+                           const uint32_t *entry_flags, int n) {
   out_file_t o = {open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), path, 0, 0};
   LS_RETURN_IF(o.fd < 0, LS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  ls_err_t err = write_sections(e, &o, kind, step, world, rank, secs, n);
+  ls_err_t err = write_sections(e, &o, kind, step, world, rank, secs, entry_flags, n);
   if (err == LS_OK && fsync(o.fd) != 0)
     err = ls_error_set(LS_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
   if (close(o.fd) != 0 && err == LS_OK)
@@ -216,12 +218,14 @@ ls_err_t snap_write_shard_file(snap_encoder_t *e, const ls_snapshot_t *s, const 
   uint8_t meta[SNAP_META_BYTES];
   snap_meta_pack(s, meta);
   snap_section_spans_t secs[1 + SNAP_SHARD_SECTIONS] = {{SNAP_META, 1, {{meta, sizeof meta, 0}}}};
-  uint32_t ids[SNAP_SHARD_SECTIONS];
-  int const n = snap_shard_ids(s, ids);
-  for (int i = 0; i < n; i++)
+  uint32_t ids[SNAP_SHARD_SECTIONS], flags[1 + SNAP_SHARD_SECTIONS] = {0};
+  int const n = snap_shard_ids(s, 0, ids);
+  for (int i = 0; i < n; i++) {
     secs[1 + i] = snap_section_of(s, ids[i]);
+    flags[1 + i] = snap_entry_flags(s, ids[i]);
+  }
   return write_file(e, path, SNAP_KIND_SHARD, s->info.step, s->info.world, s->info.rank, secs,
-                    1 + n);
+                    flags, 1 + n);
 }
 
 ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t step, int32_t world,
@@ -237,7 +241,7 @@ ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t s
     snap_put_u64(p + 24, shards[r].partitions);
   }
   snap_section_spans_t const sec = {SNAP_SHARDS, 1, {{list, bytes, 0}}};
-  ls_err_t const err = write_file(e, path, SNAP_KIND_MANIFEST, step, world, 0, &sec, 1);
+  ls_err_t const err = write_file(e, path, SNAP_KIND_MANIFEST, step, world, 0, &sec, NULL, 1);
   free(list);
   return err;
 }

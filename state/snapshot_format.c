@@ -10,12 +10,26 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {"?",        "meta",          "model",       "optimizer",
-                                      "keys",     "counts",        "states",      "partitions",
-                                      "shards",   "norm",          "calibration", "memory",
-                                      "inflight", "inflight_rows", "activity",    "serve",
-                                      "predict"};
+  static const char *const names[] = {
+      "?",        "meta",          "model",    "optimizer", "keys",        "counts",
+      "states",   "partitions",    "shards",   "norm",      "calibration", "memory",
+      "inflight", "inflight_rows", "activity", "serve",     "predict"};
+  /* Module sections by the ids state.h allots (their content is theirs). */
+  if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
+  if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
+  if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
+  if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
   return id <= SNAP_PREDICT ? names[id] : names[0];
+}
+
+int snap_is_module(uint32_t id) {
+  return id >= LS_SNAPSHOT_SECTION_FIRST && id <= LS_SNAPSHOT_SECTION_LAST;
+}
+
+const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id) {
+  for (int i = 0; i < s->n_modules; i++)
+    if (s->modules[i].id == id) return &s->modules[i];
+  return NULL;
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */
@@ -112,9 +126,21 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                   {{s->in_offsets, s->in_rows * 8, 0},
                                    {s->in_times, s->in_rows * 8, 0},
                                    {s->in_x, s->in_rows * (size_t)s->in_F * f, 1}}};
-  default:
+  case SNAP_PARTITIONS:
     return (snap_section_spans_t){id, 2, {{s->part_id, P * 4, 0}, {s->part_offset, P * 8, 0}}};
+  default: {
+    const struct snap_module_s *const m = snap_module(s, id);
+    return (snap_section_spans_t){
+        id, 1, {{m->data, m->bytes, (m->flags & LS_SNAPSHOT_FLOATS) != 0}}};
   }
+  }
+}
+
+uint32_t snap_entry_flags(const ls_snapshot_t *s, uint32_t id) {
+  const struct snap_module_s *const m = snap_is_module(id) ? snap_module(s, id) : NULL;
+  if (m == NULL) return 0;
+  return ((m->flags & LS_SNAPSHOT_REQUIRED) ? (uint32_t)SNAP_FLAG_REQUIRED : 0) |
+         ((m->flags & LS_SNAPSHOT_FLOATS) ? (uint32_t)SNAP_FLAG_FLOATS : 0) | m->version << 16;
 }
 
 uint64_t snap_section_bytes(const snap_section_spans_t *sec) {
@@ -131,7 +157,7 @@ int snap_section_has_floats(const snap_section_spans_t *sec) {
 }
 
 /* The sections a shard holds after meta, in file order. */
-int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
+int snap_shard_ids(const ls_snapshot_t *s, int own_only, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   int n = 0;
   if (s->has_model) ids[n++] = SNAP_MODEL, ids[n++] = SNAP_OPTIMIZER;
   if (s->has_model && s->has_calib) ids[n++] = SNAP_CALIBRATION;
@@ -142,6 +168,8 @@ int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]) {
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
+  for (int i = 0; !own_only && i < s->n_modules; i++)
+    ids[n++] = s->modules[i].id;
   return n;
 }
 

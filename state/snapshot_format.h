@@ -6,17 +6,19 @@
  * commit, load; snapshot_lock.c: one trainer per directory; snapshotter.c:
  * the background writer; safetensors.c: export). Not a public header.
  *
- * Format, version 4 (versions 1 to 3 are refused with a message saying
- * why: 1 has no normaliser, calibration or replay memory; 2 has no records
- * in flight, its resume offsets pinned at a quiet series' oldest record; 3
- * has no forecasts going out, serve and predict sections). Every integer
+ * Format, version 5; version 4 is read too (the same layout without module
+ * sections: every section of a version-4 file is the container's own);
+ * versions 1 to 3 are refused with a message saying why: 1 has no
+ * normaliser, calibration or replay memory; 2 has no records in flight, its
+ * resume offsets pinned at a quiet series' oldest record; 3 has no
+ * forecasts going out, serve and predict sections. Every integer
  * little-endian (the build requires a little-endian host); every checksum
  * CRC32C (Castagnoli, as in iSCSI, ext4 and Kafka's record batches).
  *
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 4
+ *     8  version    u32 5 (4 for files written before module sections)
  *     12 kind       u32 1 = shard, 2 = manifest
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
@@ -27,7 +29,10 @@
  *           byte 40; each with zstd's content size and content checksum
  *   table   (40 bytes per section)
  *     0  id         u32 section id (below)
- *     4  flags      u32 bit 0: float arrays byte-shuffled
+ *     4  flags      u32 bit 0: float arrays byte-shuffled; bit 1: required
+ *                   (a module section a reader must know, else refuse the
+ *                   file); bit 2: a module section of float32s; bits
+ *                   16..31: a module section's layout version
  *     8  offset     u64 where its frame starts
  *     16 stored     u64 frame bytes
  *     24 raw        u64 bytes once decompressed
@@ -66,8 +71,10 @@
  *                 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
- *  10 calibration spy f64 [O], spp f64 [O], k i64 [O]
- *  16 predict     from i64 [PQ], lengths i64 [W] (ls_snapshot_set_predict)
+ *  10 calibration (format 4 only) spy f64 [O], spp f64 [O], k i64 [O]
+ *  16 predict     (format 4 only) from i64 [PQ], lengths i64 [W]
+ *                 (both read into train's module sections, calibration 65
+ *                 and predict 66, version 1: snap_legacy_migrate)
  *   4 keys        key_len u8 [S], then the keys, each followed by a NUL
  *                 (key_bytes = sum(key_len + 1))
  *   5 counts      partition i32 [S], windows i64 [S], records i64 [S],
@@ -85,6 +92,10 @@
  *                 time, reset, rows: i64 [Q, 5] (the rows sum to R)
  *  13 inflight_rows  offset i64 [R], event time i64 [R], values f32 [R, FI]
  *                 (the series' rows one after the other)
+ *  64..1023 module sections (format 5), after the container's, in the
+ *                 order put: opaque to state/, encoded by their modules
+ *                 (state.h, LS_SNAPSHOT_SECTION_*); a reader keeps those it
+ *                 does not know and the module asking for them decides
  * Manifest sections:
  *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
  *                 partitions u64 (32 bytes each)
@@ -106,18 +117,23 @@
 #endif
 
 enum {
-  SNAP_VERSION = 4,
+  SNAP_VERSION = 5,
+  SNAP_VERSION_OLDEST = 4, /* the oldest version read */
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
   SNAP_HEADER_BYTES = 40,
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 192,
-  SNAP_SHARD_SECTIONS = 15, /* the most sections after meta */
-  SNAP_IN_META = 5,          /* int64 per series in flight */
+  SNAP_OWN_SECTIONS = 15, /* the most container sections after meta */
+  SNAP_SHARD_SECTIONS = SNAP_OWN_SECTIONS + LS_SNAPSHOT_MODULE_SECTIONS, /* and modules' */
+  SNAP_IN_META = 5, /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
-  SNAP_FLAG_SHUFFLED = 1
+  SNAP_FLAG_SHUFFLED = 1,
+  SNAP_FLAG_REQUIRED = 2,
+  SNAP_FLAG_FLOATS = 4, /* a module section of float32s (shuffled or not) */
+  SNAP_FLAG_KNOWN = SNAP_FLAG_SHUFFLED | SNAP_FLAG_REQUIRED | SNAP_FLAG_FLOATS | 0xffff0000u
 };
 
 /* Section ids (the table's id field). */
@@ -144,8 +160,29 @@ typedef enum snap_section_e {
 #define SNAP_MAGIC     "LSTRSNAP"
 #define SNAP_END_MAGIC "LSSNPEND"
 
-/* "meta", ...; "?" for an unknown id. */
+/* "meta", ..., a module section's name ("settings"); "?" for an unknown id. */
 const char *snap_section_name(uint32_t id);
+
+/* Whether id is a module section's (LS_SNAPSHOT_SECTION_FIRST..LAST). */
+int snap_is_module(uint32_t id);
+
+/* The module section id of s, or NULL. */
+const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id);
+
+/* Puts a module section into s (ls_snapshot_put_section without the checks
+ * of its arguments). */
+ls_err_t snap_put_module(ls_snapshot_t *s, uint32_t id, uint32_t version, unsigned flags,
+                         const void *data, size_t bytes);
+
+/* Copies the module sections of src that dst lacks into dst (rank 0's
+ * into another rank's part: they describe the run). */
+ls_err_t snap_copy_modules(ls_snapshot_t *dst, const ls_snapshot_t *src);
+
+/* Format 4's calibration and forecasts' bookkeeping (snapshot.c): room for
+ * them (zeroed) as a format-4 meta announces them, and, once decoded, their
+ * hand-over as the module sections that hold them from format 5 on. */
+ls_err_t snap_legacy_alloc(ls_snapshot_t *s, int calib, int n_from, int n_lengths);
+ls_err_t snap_legacy_migrate(ls_snapshot_t *s);
 
 /* Little-endian fields at p (the host is little-endian: see above). */
 void snap_put_u32(uint8_t *p, uint32_t v);
@@ -192,24 +229,33 @@ struct ls_snapshot_s {
   int64_t *predict;         /* [Q + W]: from [Q], then lengths [W] */
 
   size_t parts, cap_parts;
-  int32_t *part_id;     /* [P] */
-  int64_t *part_offset; /* [P] */
+  int32_t *part_id;               /* [P] */
+  int64_t *part_offset;           /* [P] */
   size_t mem_cap, mem_entry;      /* replay memory per partition: 0, 0 = none */
   int64_t *mem_filled, *mem_next; /* [P] */
   float *mem;                     /* [P, mem_cap, mem_entry] */
 
   /* Records in flight (snapshot_inflight.c): Q series, R rows. */
-  int in_F;                      /* features of a row; 0 = none kept (no sections) */
+  int in_F; /* features of a row; 0 = none kept (no sections) */
   size_t in_series, cap_in_series;
-  uint8_t *in_key_len;           /* [Q] */
-  size_t *in_key_off;            /* [Q] where each key starts in in_keys */
-  char *in_keys;                 /* key bytes, each key followed by a NUL */
+  uint8_t *in_key_len; /* [Q] */
+  size_t *in_key_off;  /* [Q] where each key starts in in_keys */
+  char *in_keys;       /* key bytes, each key followed by a NUL */
   size_t in_key_bytes, cap_in_keys;
-  int64_t *in_meta;              /* [Q, SNAP_IN_META]: partition, index, last time, reset, rows */
-  size_t *in_row_at;             /* [Q] its first row */
+  int64_t *in_meta;  /* [Q, SNAP_IN_META]: partition, index, last time, reset, rows */
+  size_t *in_row_at; /* [Q] its first row */
   size_t in_rows, cap_in_rows;
   int64_t *in_offsets, *in_times; /* [R] */
   float *in_x;                    /* [R, in_F] */
+
+  /* Module sections (ls_snapshot_put_section), in the order put. */
+  int n_modules;
+  struct snap_module_s {
+    uint32_t id, version;
+    unsigned flags; /* LS_SNAPSHOT_REQUIRED, LS_SNAPSHOT_FLOATS */
+    uint8_t *data;
+    size_t bytes, cap;
+  } modules[LS_SNAPSHOT_MODULE_SECTIONS];
 
   /* Bytes allocated for the optional arrays above (they keep them across
    * resets, as the others keep their capacity). */
@@ -263,8 +309,13 @@ typedef struct snap_section_spans_s {
   snap_span_t span[4];
 } snap_section_spans_t;
 
-/* The arrays of section id of snapshot s (any id but meta and shards), at
- * its current counts. */
+/* The table entry's flags of section id of s beyond the shuffle bit: a
+ * module section's SNAP_FLAG_REQUIRED and version << 16; 0 for the
+ * container's. */
+uint32_t snap_entry_flags(const ls_snapshot_t *s, uint32_t id);
+
+/* The arrays of section id of snapshot s (any id but meta and shards; a
+ * module section's content as one span), at its current counts. */
 snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id);
 
 /* The bytes of a section's arrays; whether any of them is floats. */
@@ -272,8 +323,9 @@ uint64_t snap_section_bytes(const snap_section_spans_t *sec);
 int snap_section_has_floats(const snap_section_spans_t *sec);
 
 /* The sections a shard of content s holds after meta, in file order (by
- * s's has_model, has_calib, stats_F and mem_cap), into ids; their number. */
-int snap_shard_ids(const ls_snapshot_t *s, uint32_t ids[SNAP_SHARD_SECTIONS]);
+ * s's has_model, has_calib, stats_F and mem_cap; then its module sections),
+ * into ids; their number. With own_only, the container's sections only. */
+int snap_shard_ids(const ls_snapshot_t *s, int own_only, uint32_t ids[SNAP_SHARD_SECTIONS]);
 
 /* ------------------------------------------------------------------------ */
 /* Encoding (snapshot_encode.c)                                              */
@@ -317,6 +369,7 @@ typedef struct snap_file_s {
   int32_t world, rank;
   ls_snapshot_file_t desc; /* sections[i].crc holds the raw_crc to verify */
   uint32_t ids[LS_SNAPSHOT_SECTIONS_MAX];
+  uint32_t entry_flags[LS_SNAPSHOT_SECTIONS_MAX]; /* each table entry's flags */
 } snap_file_t;
 
 /* Checks a file's container (magic, version, kind, tail, table, every

@@ -1,6 +1,6 @@
 /*
  * A snapshot's records in flight (include/lstream/state.h,
- * ls_snapshot_inflight_t): per series its key, partition, window index,
+ * ls_inflight_t): per series its key, partition, window index,
  * last event time, reset flag and rows, in arrays that keep their capacity
  * (snapshot_format.h has the layout and the sections).
  */
@@ -73,7 +73,7 @@ int ls_snapshot_inflight_features(const ls_snapshot_t *s) {
   return s == NULL ? 0 : s->in_F;
 }
 
-ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *s, const ls_snapshot_inflight_t *in) {
+ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *s, const ls_inflight_t *in) {
   LS_RETURN_IF(s == NULL || in == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
   LS_RETURN_IF(s->in_F == 0, LS_ERR_STATE,
                "no features set for records in flight (ls_snapshot_set_inflight_features)");
@@ -108,22 +108,22 @@ size_t ls_snapshot_inflight_count(const ls_snapshot_t *s) {
   return s == NULL ? 0 : s->in_series;
 }
 
-ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *s, size_t i, ls_snapshot_inflight_t *out) {
+ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *s, size_t i, ls_inflight_t *out) {
   LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
   LS_RETURN_IF(i >= s->in_series, LS_ERR_INVALID_ARG, "series in flight %zu of %zu", i,
                s->in_series);
   const int64_t *const m = s->in_meta + i * SNAP_IN_META;
   size_t const at = s->in_row_at[i];
-  *out = (ls_snapshot_inflight_t){s->in_keys + s->in_key_off[i],
-                                  s->in_key_len[i],
-                                  (int32_t)m[0],
-                                  m[1],
-                                  m[2],
-                                  (int)m[3],
-                                  (int)m[4],
-                                  s->in_offsets + at,
-                                  s->in_times + at,
-                                  s->in_x + at * (size_t)s->in_F};
+  *out = (ls_inflight_t){s->in_keys + s->in_key_off[i],
+                         s->in_key_len[i],
+                         (int32_t)m[0],
+                         m[1],
+                         m[2],
+                         (int)m[3],
+                         (int)m[4],
+                         s->in_offsets + at,
+                         s->in_times + at,
+                         s->in_x + at * (size_t)s->in_F};
   return LS_OK;
 }
 

@@ -46,6 +46,18 @@ static ls_err_t step_path(char *buf, const char *dir, const char *prefix, int64_
   return join_path(buf, dir, name);
 }
 
+ls_err_t ls_snapshot_path(const char *dir, int64_t step, char *buf, size_t size) {
+  LS_RETURN_IF(dir == NULL || buf == NULL || size == 0, LS_ERR_INVALID_ARG,
+               "dir or buffer is NULL");
+  LS_RETURN_IF(step < 0 || step > 999999999999ll, LS_ERR_INVALID_ARG,
+               "step %lld is not in [0, 10^12)", (long long)step);
+  int const n = snprintf(buf, size, "%s/%s%0*lld", dir, SNAP_PREFIX, STEP_DIGITS, (long long)step);
+  LS_RETURN_IF(n < 0 || (size_t)n >= size, LS_ERR_INVALID_ARG,
+               "the path of snapshot %lld in %s does not fit in %zu bytes", (long long)step, dir,
+               size);
+  return LS_OK;
+}
+
 /* buf = DIR/shard-<rank>. */
 static ls_err_t shard_path(char *buf, const char *dir, int rank) {
   char name[32];
@@ -460,12 +472,8 @@ static ls_err_t take_model(ls_snapshot_t *dst, ls_snapshot_t *src) {
   dst->n = src->n;
   dst->adam_steps = src->adam_steps;
   dst->has_model = src->has_model;
-  if (src->predict_Q + src->predict_W > 0)
-    LS_FORWARD_IF_ERROR(ls_snapshot_set_predict(dst, src->predict, src->predict_Q,
-                                                src->predict + src->predict_Q, src->predict_W));
-  if (!src->has_calib) return LS_OK;
-  return ls_snapshot_set_calibration(dst, src->calib, src->calib + src->shape.output_size,
-                                     src->calib_k);
+  /* The modules' run-wide sections (calibration, the forecasts' books). */
+  return snap_copy_modules(dst, src);
 }
 
 /* Appends the series and partitions of part whose partition p has
@@ -486,7 +494,7 @@ static ls_err_t take_series(ls_snapshot_t *dst, const ls_snapshot_t *part, int w
   }
   /* Series in flight, with their partitions. */
   for (size_t i = 0; i < part->in_series; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(part, i, &in));
     if (in.partition % world == rank) LS_FORWARD_IF_ERROR(ls_snapshot_add_inflight(dst, &in));
   }
@@ -513,7 +521,7 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   ls_err_t err = ls_snapshot_set_stats_shape(s, zero->stats_F, zero->stats_O);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, zero->mem_cap, zero->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, zero->in_F);
-  if (err == LS_OK) err = take_model(s, zero);
+  if (err == LS_OK) err = take_model(s, zero); /* with rank 0's module sections */
   if (err == LS_OK) err = take_series(s, zero, world, rank);
   for (int r = 1; err == LS_OK && r < m->world; r++) {
     ls_snapshot_t *part = NULL;

@@ -33,11 +33,11 @@ struct comm_s {
 #endif
 #ifdef LSTREAM_HAVE_NCCL
   ncclComm_t nccl;
-  cudaStream_t stream;  /* where the sums run */
-  cudaEvent_t ready;    /* engine work a sum waits for */
-  cudaEvent_t done;     /* the sums, for the engine's next work */
-  cudaStream_t engine;  /* the bound engine's stream */
-  int failed;           /* a call failed: abort, do not wait, at teardown */
+  cudaStream_t stream; /* where the sums run */
+  cudaEvent_t ready;   /* engine work a sum waits for */
+  cudaEvent_t done;    /* the sums, for the engine's next work */
+  cudaStream_t engine; /* the bound engine's stream */
+  int failed;          /* a call failed: abort, do not wait, at teardown */
 #endif
 };
 
@@ -56,8 +56,7 @@ static ls_err_t mpi_open(comm_t *c, const char *name) {
   int up = 0;
   MPI_Initialized(&up);
   LS_RETURN_IF(!up, LS_ERR_STATE,
-               "comm %s: MPI is not initialised (the lstream program does it under mpirun)",
-               name);
+               "comm %s: MPI is not initialised (the lstream program does it under mpirun)", name);
   /* Errors come back as codes, not as an abort of the job. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
@@ -85,9 +84,8 @@ static struct {
   __typeof__(&ncclGetErrorString) error_string;
   __typeof__(&ncclGetLastError) last_error;
 } nccl;
-static base_library_t nccl_lib =
-    BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libnccl", NCCL_MAJOR), "NCCL",
-                      "install NCCL beside the CUDA toolkit");
+static base_library_t nccl_lib = BASE_LIBRARY_INIT(BASE_LIBRARY_SO("libnccl", NCCL_MAJOR), "NCCL",
+                                                   "install NCCL beside the CUDA toolkit");
 
 static ls_err_t nccl_load(void) {
   base_symbol_t const syms[] = {
@@ -103,22 +101,22 @@ static ls_err_t nccl_load(void) {
   return base_library_open(&nccl_lib, syms, sizeof syms / sizeof syms[0]);
 }
 
-#define CUDA_TRY(call, what)                                                                   \
-  do {                                                                                         \
-    cudaError_t const rc_ = (call);                                                            \
-    LS_RETURN_IF(rc_ != cudaSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s", what,                \
-                 cudaGetErrorString(rc_));                                                     \
+#define CUDA_TRY(call, what)                                                                       \
+  do {                                                                                             \
+    cudaError_t const rc_ = (call);                                                                \
+    LS_RETURN_IF(rc_ != cudaSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s", what,                    \
+                 cudaGetErrorString(rc_));                                                         \
   } while (0)
 /* The communicator is blocking (nccl_bind): every call has finished its
  * host-side work, and queued its kernels, when it returns. A failure marks
  * the communicator for an abort at teardown. */
-#define NCCL_TRY(c, call, what)                                                                \
-  do {                                                                                         \
-    ncclResult_t const rc_ = (call);                                                           \
-    if (rc_ != ncclSuccess) (c)->failed = 1;                                                   \
-    LS_RETURN_IF(rc_ != ncclSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s%s%s", what,            \
-                 nccl.error_string(rc_), (c)->nccl != NULL ? ": " : "",                        \
-                 (c)->nccl != NULL ? nccl.last_error((c)->nccl) : "");                         \
+#define NCCL_TRY(c, call, what)                                                                    \
+  do {                                                                                             \
+    ncclResult_t const rc_ = (call);                                                               \
+    if (rc_ != ncclSuccess) (c)->failed = 1;                                                       \
+    LS_RETURN_IF(rc_ != ncclSuccess, LS_ERR_BACKEND, "comm nccl: %s: %s%s%s", what,                \
+                 nccl.error_string(rc_), (c)->nccl != NULL ? ": " : "",                            \
+                 (c)->nccl != NULL ? nccl.last_error((c)->nccl) : "");                             \
   } while (0)
 
 /* The communicator, its stream and events, on the engine's device. */
@@ -169,20 +167,20 @@ ls_err_t comm_new(comm_kind_t kind, comm_t **out) {
     break;
   case COMM_NCCL:
 #ifdef LSTREAM_HAVE_NCCL
-    {
-      /* One rank may run NCCL without mpirun; more need MPI for the id. */
+  {
+    /* One rank may run NCCL without mpirun; more need MPI for the id. */
 #ifdef LSTREAM_HAVE_MPI
-      int up = 0;
-      MPI_Initialized(&up);
-      if (up) err = mpi_open(c, "nccl");
+    int up = 0;
+    MPI_Initialized(&up);
+    if (up) err = mpi_open(c, "nccl");
 #endif
-    }
+  }
 #else
     err = ls_error_set(LS_ERR_UNSUPPORTED,
                        "comm nccl: this build has no NCCL (it needs the CUDA toolkit and NCCL at "
                        "build time); use --comm mpi with --device cpu");
 #endif
-    break;
+  break;
   default: err = ls_error_set(LS_ERR_INVALID_ARG, "unknown comm backend %d", (int)kind);
   }
   if (err != LS_OK) {
@@ -215,10 +213,18 @@ void comm_destroy(comm_t *c) {
   free(c);
 }
 
-int comm_rank(const comm_t *c) { return c == NULL ? 0 : c->rank; }
-int comm_world(const comm_t *c) { return c == NULL ? 1 : c->world; }
-int comm_local_rank(const comm_t *c) { return c == NULL ? 0 : c->local_rank; }
-comm_kind_t comm_kind(const comm_t *c) { return c == NULL ? COMM_NONE : c->kind; }
+int comm_rank(const comm_t *c) {
+  return c == NULL ? 0 : c->rank;
+}
+int comm_world(const comm_t *c) {
+  return c == NULL ? 1 : c->world;
+}
+int comm_local_rank(const comm_t *c) {
+  return c == NULL ? 0 : c->local_rank;
+}
+comm_kind_t comm_kind(const comm_t *c) {
+  return c == NULL ? COMM_NONE : c->kind;
+}
 
 void comm_set_always(comm_t *c, int on) {
   if (c != NULL) c->always = on != 0;
@@ -288,8 +294,9 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream) 
 #ifdef LSTREAM_HAVE_NCCL
     CUDA_TRY(cudaEventRecord(c->ready, (cudaStream_t)stream), "recording the gradient's event");
     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");
-    NCCL_TRY(c, nccl.all_reduce(c->grad + offset, c->grad + offset, count, ncclFloat, ncclSum,
-                                c->nccl, c->stream),
+    NCCL_TRY(c,
+             nccl.all_reduce(c->grad + offset, c->grad + offset, count, ncclFloat, ncclSum, c->nccl,
+                             c->stream),
              "gradient all-reduce");
     c->started++;
     return LS_OK;

@@ -11,7 +11,6 @@
 #include "lstream/ingest.h" /* LS_FEATURES_MAX, LS_WINDOW_MAX: the bounds ingest takes */
 #include "train_internal.h"
 
-static const char *const formats[] = {"f32", "csv", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
@@ -28,116 +27,181 @@ static const char *const prediction_kinds[] = {"none", "next", "eval", "next,eva
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
 static const base_key_t keys[] = {
-    {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers))},
-    {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic))},
-    {"format", "record values: f32 (F little-endian floats) or csv", F(format), BASE_V_CHOICE(formats)},
-    {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX)},
-    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX)},
-    {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20)},
-    {"hidden", "H, LSTM hidden size", F(hidden), BASE_V_INT(1, 16384)},
-    {"layers", "L, stacked LSTM layers", F(layers), BASE_V_INT(1, 64)},
-    {"optimizer", "adam (L2 weight decay) or adamw (decoupled)", F(optimizer), BASE_V_CHOICE(optimizers)},
-    {"lr", "learning rate", F(lr), BASE_V_DBL(0, 10)},
-    {"beta1", "Adam first-moment decay", F(beta1), BASE_V_DBL(0, 0.999999)},
-    {"beta2", "Adam second-moment decay", F(beta2), BASE_V_DBL(0, 0.999999999)},
-    {"eps", "Adam epsilon (added to sqrt(v))", F(eps), BASE_V_DBL(1e-30, 1)},
-    {"weight_decay", "weight decay", F(weight_decay), BASE_V_DBL(0, 1)},
-    {"clip", "bound on the global gradient norm; 0 = no clipping", F(clip), BASE_V_DBL(0, 1e30)},
-    {"warmup", "updates over which the learning rate ramps up linearly", F(warmup), BASE_V_INT(0, 1 << 30)},
-    {"accumulate", "steps whose gradients make one update", F(accumulate), BASE_V_INT(1, 1 << 20)},
-    {"seed", "parameter initialisation seed", F(seed), BASE_V_I64(0, 9.2e18)},
-    {"device", "cpu or cuda", F(device), BASE_V_CHOICE(devices)},
-    {"precision", "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and state)", F(precision), BASE_V_CHOICE(precisions)},
-    {"threads", "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, else every core the process may use (the count changes the order of sums: give it for the same bits on other machines)", F(threads), BASE_V_INT(0, 4096)},
-    {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until), BASE_V_CHOICE(untils)},
-    {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start), BASE_V_STR(S(start))},
-    {"stateless", "true: start every window from a zero state (for comparison)", F(stateless), BASE_V_CHOICE(bools)},
-    {"max_abs", "reject records holding a value v with |v| above this (reason range); the default keeps squared errors finite in float32; 3.4e38 or more: no bound", F(max_abs), BASE_V_DBL(1e-30, 3.5e38)},
-    {"series_idle_ms", "evict a series idle this many ms of event time (against its partition's newest record): its state and its partial window are forgotten; 0: never", F(series_idle_ms), BASE_V_I64(0, 1e15)},
-    {"max_series", "hold at most this many series (over all partitions, as partitions/N each), evicting the least recently active; 0: no bound", F(max_series), BASE_V_I64(0, 1e12)},
-    {"reset_gap_ms", "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts its state (h, c) from zero at its next window; what it held before the gap trains as a partial window; 0: never", F(reset_gap_ms), BASE_V_I64(0, 1e15)},
-    {"deadline_ms", "live: fire a partial step this long after it began (sooner when nothing ready can join it); the consumer's fetches wait a tenth of it at most", F(deadline_ms), BASE_V_INT(1, 3600000)},
-    {"queue_windows", "ingest bound on queued windows, per partition; also how far a replay reads ahead per partition to form steps by event time", F(queue_windows), BASE_V_INT(1, 1 << 24)},
-    {"buffer_records", "ingest bound on records held in memory", F(buffer_records), BASE_V_I64(1, 1e15)},
-    {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions), BASE_V_STR(S(partitions))},
-    {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm), BASE_V_CHOICE(comms)},
-    {"overlap", "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, accumulate 1); auto = with nccl only", F(overlap), BASE_V_CHOICE(overlaps)},
-    {"comm_always", "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for tests)", F(comm_always), BASE_V_CHOICE(bools)},
-    {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit", F(max_steps), BASE_V_I64(0, 1e15)},
-    {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir), BASE_V_STR(S(snapshot_dir))},
-    {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every), BASE_V_I64(0, 1e15)},
-    {"snapshot_interval", "snapshot every S seconds; 0 = not by time", F(snapshot_interval), BASE_V_DBL(0, 1e9)},
-    {"snapshot_keep", "snapshots kept", F(snapshot_keep), BASE_V_INT(1, 1000000)},
-    {"snapshot_level", "zstd compression level of snapshots (-50..-1: zstd's fast levels; not 0)", F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22)},
-    {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads), BASE_V_INT(0, 256)},
-    {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle), BASE_V_CHOICE(bools)},
-    {"resume", "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory", F(resume), BASE_V_STR(S(resume))},
-    {"normalize", "series: each series' inputs and targets scaled by its own running location and scale; none: raw", F(normalize), BASE_V_CHOICE(normalizes)},
-    {"norm_window", "records the normaliser's exponential weights reach back (1/N per record after a warm-up)", F(norm_window), BASE_V_INT(1, 1 << 30)},
-    {"target", "delta: predict the next change (forecast = last value + change); level: the next value", F(target), BASE_V_CHOICE(target_kinds)},
-    {"inputs", "level,change: each feature's level and its last change; level: the level only", F(inputs), BASE_V_CHOICE(input_kinds)},
-    {"targets", "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)", F(targets), BASE_V_STR(S(targets))},
-    {"calibrate", "scale each target's predicted change by how much such changes paid off on past forecasts", F(calibrate), BASE_V_CHOICE(bools)},
-    {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none", F(replay), BASE_V_INT(0, 1024)},
-    {"replay_batch", "windows per replay update, over all partitions (each gives batch/partitions, at least 1)", F(replay_batch), BASE_V_INT(1, 1 << 20)},
-    {"replay_memory", "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least 16)", F(replay_memory), BASE_V_INT(1, 1 << 24)},
-    {"predictions_topic", "publish forecasts to this topic (key: the series; value: the target features' forecasts in --format; headers: source partition, offset, event time, kind, model step), exactly once with --snapshot-dir; empty = none", F(predictions_topic), BASE_V_STR(S(predictions_topic))},
-    {"predictions_out", "write forecasts to this CSV file (with the actual value once known; FILE.rankN with several ranks); empty = none", F(predictions_out), BASE_V_STR(S(predictions_out))},
-    {"predictions", "which forecasts go out: next (after every record, of the series' next one), eval (the test-then-train forecasts behind the loss), or next,eval", F(predictions), BASE_V_CHOICE(prediction_kinds)},
-    {"predictions_commit_ms", "the predictions topic's transactions commit at most this long after their first forecast (read_committed consumers see forecasts then)", F(predictions_commit_ms), BASE_V_INT(0, 600000)},
-    {"predictions_buffer", "forecasts held for the predictions topic (a broker outage fills it, then training pauses; nothing is dropped)", F(predictions_buffer), BASE_V_I64(1, 1e9)},
+    {"brokers", "bootstrap servers host:port[,...] (required)", F(brokers), BASE_V_STR(S(brokers)),
+     NULL, LS_KEY_RUN},
+    {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic)), NULL,
+     LS_KEY_DATA | LS_KEY_FIXED},
+    {"format", "record values: f32 (F little-endian floats) or csv", F(format),
+     BASE_V_CHOICE(ls_format_names), "f32", LS_KEY_DATA | LS_KEY_FIXED},
+    {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX), "1",
+     LS_KEY_DATA | LS_KEY_FIXED},
+    {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX),
+     "16", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20), "64",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"hidden", "H, LSTM hidden size", F(hidden), BASE_V_INT(1, 16384), "64",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"layers", "L, stacked LSTM layers", F(layers), BASE_V_INT(1, 64), "1",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"optimizer", "adam (L2 weight decay) or adamw (decoupled)", F(optimizer),
+     BASE_V_CHOICE(optimizers), "adam", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"lr", "learning rate", F(lr), BASE_V_DBL(0, 10), "0.003", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"beta1", "Adam first-moment decay", F(beta1), BASE_V_DBL(0, 0.999999), "0.9",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"beta2", "Adam second-moment decay", F(beta2), BASE_V_DBL(0, 0.999999999), "0.999",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"eps", "Adam epsilon (added to sqrt(v))", F(eps), BASE_V_DBL(1e-30, 1), "1e-08",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"weight_decay", "weight decay", F(weight_decay), BASE_V_DBL(0, 1), "0",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"clip", "bound on the global gradient norm; 0 = no clipping", F(clip), BASE_V_DBL(0, 1e30),
+     "1", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"warmup", "updates over which the learning rate ramps up linearly", F(warmup),
+     BASE_V_INT(0, 1 << 30), "0", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"accumulate", "steps whose gradients make one update", F(accumulate), BASE_V_INT(1, 1 << 20),
+     "1", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"seed", "parameter initialisation seed", F(seed), BASE_V_I64(0, 9.2e18), "1",
+     LS_KEY_MODEL | LS_KEY_FIXED},
+    {"device", "cpu or cuda", F(device), BASE_V_CHOICE(devices), "cpu", LS_KEY_RUN},
+    {"precision",
+     "GEMM arithmetic: fp32, or tf32 (cuda only: TF32 tensor cores, float32 accumulation and "
+     "state)",
+     F(precision), BASE_V_CHOICE(precisions), "fp32", LS_KEY_RUN},
+    {"threads",
+     "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, "
+     "else every core the process may use (the count changes the order of sums: give it for the "
+     "same bits on other machines)",
+     F(threads), BASE_V_INT(0, 4096), "0", LS_KEY_RUN},
+    {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until),
+     BASE_V_CHOICE(untils), "live", LS_KEY_DATA},
+    {"start", "where partitions start: beginning, end, OFFSET or time:MS", F(start),
+     BASE_V_STR(S(start)), "beginning", LS_KEY_DATA},
+    {"stateless", "true: start every window from a zero state (for comparison)", F(stateless),
+     BASE_V_CHOICE(bools), "false", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"max_abs",
+     "reject records holding a value v with |v| above this (reason range); the default keeps "
+     "squared errors finite in float32; 3.4e38 or more: no bound",
+     F(max_abs), BASE_V_DBL(1e-30, 3.5e38), "1e+18", LS_KEY_DATA | LS_KEY_NOTED},
+    {"series_idle_ms",
+     "evict a series idle this many ms of event time (against its partition's newest record): its "
+     "state and its partial window are forgotten; 0: never",
+     F(series_idle_ms), BASE_V_I64(0, 1e15), "0", LS_KEY_DATA | LS_KEY_NOTED},
+    {"max_series",
+     "hold at most this many series (over all partitions, as partitions/N each), evicting the "
+     "least recently active; 0: no bound",
+     F(max_series), BASE_V_I64(0, 1e12), "0", LS_KEY_DATA | LS_KEY_NOTED},
+    {"reset_gap_ms",
+     "a series whose event time jumps by more than this many ms (a weekend, an outage) restarts "
+     "its state (h, c) from zero at its next window; what it held before the gap trains as a "
+     "partial window; 0: never",
+     F(reset_gap_ms), BASE_V_I64(0, 1e15), "0", LS_KEY_DATA | LS_KEY_NOTED},
+    {"deadline_ms",
+     "live: fire a partial step this long after it began (sooner when nothing ready can join it); "
+     "the consumer's fetches wait a tenth of it at most",
+     F(deadline_ms), BASE_V_INT(1, 3600000), "200", LS_KEY_INGEST},
+    {"queue_windows",
+     "ingest bound on queued windows, per partition; also how far a replay reads ahead per "
+     "partition to form steps by event time",
+     F(queue_windows), BASE_V_INT(1, 1 << 24), "4096", LS_KEY_INGEST | LS_KEY_FIXED},
+    {"buffer_records", "ingest bound on records held in memory", F(buffer_records),
+     BASE_V_I64(1, 1e15), "16777216", LS_KEY_INGEST | LS_KEY_FIXED},
+    {"partitions", "partitions to read: all, or a list such as 0,2,5", F(partitions),
+     BASE_V_STR(S(partitions)), "all", LS_KEY_DATA},
+    {"comm", "gradient sums across ranks: auto (mpi/nccl under mpirun), none, mpi, nccl", F(comm),
+     BASE_V_CHOICE(comms), "auto", LS_KEY_RUN},
+    {"overlap",
+     "start each layer's gradient all-reduce as soon as backward finishes it (several ranks, "
+     "accumulate 1); auto = with nccl only",
+     F(overlap), BASE_V_CHOICE(overlaps), "auto", LS_KEY_RUN},
+    {"comm_always",
+     "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for "
+     "tests)",
+     F(comm_always), BASE_V_CHOICE(bools), "false", LS_KEY_RUN},
+    {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit",
+     F(max_steps), BASE_V_I64(0, 1e15), "0", LS_KEY_RUN},
+    {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir),
+     BASE_V_STR(S(snapshot_dir)), NULL, LS_KEY_RUN},
+    {"snapshot_every", "snapshot every N steps; 0 = not by steps", F(snapshot_every),
+     BASE_V_I64(0, 1e15), "0", LS_KEY_RUN},
+    {"snapshot_interval", "snapshot every S seconds; 0 = not by time", F(snapshot_interval),
+     BASE_V_DBL(0, 1e9), "0", LS_KEY_RUN},
+    {"snapshot_keep", "snapshots kept", F(snapshot_keep), BASE_V_INT(1, 1000000), "3", LS_KEY_RUN},
+    {"snapshot_level", "zstd compression level of snapshots (-50..-1: zstd's fast levels; not 0)",
+     F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22), "3", LS_KEY_RUN},
+    {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads),
+     BASE_V_INT(0, 256), "0", LS_KEY_RUN},
+    {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle),
+     BASE_V_CHOICE(bools), "true", LS_KEY_RUN},
+    {"resume",
+     "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory",
+     F(resume), BASE_V_STR(S(resume)), "latest", LS_KEY_RUN},
+    {"normalize",
+     "series: each series' inputs and targets scaled by its own running location and scale; none: "
+     "raw",
+     F(normalize), BASE_V_CHOICE(normalizes), "series", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"norm_window",
+     "records the normaliser's exponential weights reach back (1/N per record after a warm-up)",
+     F(norm_window), BASE_V_INT(1, 1 << 30), "256", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"target",
+     "delta: predict the next change (forecast = last value + change); level: the next value",
+     F(target), BASE_V_CHOICE(target_kinds), "delta", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"inputs", "level,change: each feature's level and its last change; level: the level only",
+     F(inputs), BASE_V_CHOICE(input_kinds), "level,change", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"targets",
+     "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)",
+     F(targets), BASE_V_STR(S(targets)), "all", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"calibrate",
+     "scale each target's predicted change by how much such changes paid off on past forecasts",
+     F(calibrate), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
+     F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"replay_batch",
+     "windows per replay update, over all partitions (each gives batch/partitions, at least 1)",
+     F(replay_batch), BASE_V_INT(1, 1 << 20), "8", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"replay_memory",
+     "recent windows kept for replay, over all partitions (each keeps memory/partitions, at least "
+     "16)",
+     F(replay_memory), BASE_V_INT(1, 1 << 24), "256", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"predictions_topic",
+     "publish forecasts to this topic (key: the series; value: the target features' forecasts in "
+     "--format; headers: source partition, offset, event time, kind, model step), exactly once "
+     "with --snapshot-dir; empty = none",
+     F(predictions_topic), BASE_V_STR(S(predictions_topic)), NULL, LS_KEY_RUN},
+    {"predictions_out",
+     "write forecasts to this CSV file (with the actual value once known; FILE.rankN with several "
+     "ranks); empty = none",
+     F(predictions_out), BASE_V_STR(S(predictions_out)), NULL, LS_KEY_RUN},
+    {"predictions",
+     "which forecasts go out: next (after every record, of the series' next one), eval (the "
+     "test-then-train forecasts behind the loss), or next,eval",
+     F(predictions), BASE_V_CHOICE(prediction_kinds), "next", LS_KEY_RUN},
+    {"predictions_commit_ms",
+     "the predictions topic's transactions commit at most this long after their first forecast "
+     "(read_committed consumers see forecasts then)",
+     F(predictions_commit_ms), BASE_V_INT(0, 600000), "100", LS_KEY_RUN},
+    {"predictions_buffer",
+     "forecasts held for the predictions topic (a broker outage fills it, then training pauses; "
+     "nothing is dropped)",
+     F(predictions_buffer), BASE_V_I64(1, 1e9), "1048576", LS_KEY_RUN},
 };
 #undef F
 #undef S
 static const size_t n_keys = sizeof keys / sizeof keys[0];
+_Static_assert(sizeof keys / sizeof keys[0] <= TRAIN_KEYS_MAX, "TRAIN_KEYS_MAX is too small");
 
 const ls_train_key_t *ls_train_conf_keys(void) {
   static ls_train_key_t list[sizeof keys / sizeof keys[0] + 1];
   if (list[0].key == NULL)
-    for (size_t i = 0; i < n_keys; i++) list[i] = (ls_train_key_t){keys[i].name, keys[i].help};
+    for (size_t i = 0; i < n_keys; i++)
+      list[i] = (ls_train_key_t){keys[i].name, keys[i].help, keys[i].def, keys[i].flags};
   return list;
 }
 
+/* The table's defaults; none given. */
 static void conf_defaults(ls_train_conf_t *c) {
   memset(c, 0, sizeof *c);
-  c->format = 0;
-  c->features = 1;
-  c->window = 16;
-  c->batch = 64;
-  c->hidden = 64;
-  c->layers = 1;
-  c->optimizer = 0;
-  c->lr = 3e-3;
-  c->beta1 = 0.9;
-  c->beta2 = 0.999;
-  c->eps = 1e-8;
-  c->clip = 1.0;
-  c->accumulate = 1;
-  c->seed = 1;
-  c->until = 0;
-  snprintf(c->start, sizeof c->start, "beginning");
-  c->max_abs = 1e18;
-  c->deadline_ms = 200;
-  c->queue_windows = 4096;
-  c->buffer_records = 16777216;
-  snprintf(c->partitions, sizeof c->partitions, "all");
-  c->snapshot_keep = 3;
-  c->snapshot_level = 3;
-  c->snapshot_shuffle = 1;
-  snprintf(c->resume, sizeof c->resume, "latest");
-  /* tests/bench/realdata/FINDINGS.md, section 4.5 */
-  c->normalize = 0;
-  c->norm_window = 256;
-  c->target = 0;
-  c->inputs = 0;
-  snprintf(c->targets, sizeof c->targets, "all");
-  c->calibrate = 1;
-  c->replay = 4;
-  c->replay_batch = 8;
-  c->replay_memory = 256;
-  c->predictions = 1; /* next */
-  c->predictions_commit_ms = 100;
-  c->predictions_buffer = 1048576;
+  /* The defaults are the table's (checked by the tests: test_train_conf). */
+  (void)base_keys_defaults(keys, n_keys, c);
 }
 
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O) {
@@ -186,7 +250,8 @@ void ls_train_conf_destroy(ls_train_conf_t *c) {
 }
 
 void train_conf_free_kafka(ls_train_conf_t *c) {
-  for (int i = 0; i < c->n_kafka; i++) free(c->kafka[i]);
+  for (int i = 0; i < c->n_kafka; i++)
+    free(c->kafka[i]);
   free(c->kafka);
   c->kafka = NULL;
   c->n_kafka = 0;
@@ -208,11 +273,7 @@ ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src) {
 
 /* The key, spelled with underscores or (as on the command line) dashes. */
 static const base_key_t *find_key(const char *key) {
-  const base_key_t *const k = base_keys_find(keys, n_keys, key);
-  if (k != NULL || strlen(key) >= 64) return k;
-  char alt[64];
-  for (size_t i = 0; i <= strlen(key); i++) alt[i] = key[i] == '-' ? '_' : key[i];
-  return base_keys_find(keys, n_keys, alt);
+  return base_keys_find(keys, n_keys, key);
 }
 
 ls_err_t ls_train_conf_set(ls_train_conf_t *c, const char *key, const char *value) {
@@ -220,7 +281,9 @@ ls_err_t ls_train_conf_set(ls_train_conf_t *c, const char *key, const char *valu
                "conf, key or value is NULL");
   const base_key_t *const k = find_key(key);
   LS_RETURN_IF(k == NULL, LS_ERR_UNKNOWN_KEY, "unknown key '%s'", key);
-  return base_key_set(k, c, value);
+  LS_FORWARD_IF_ERROR(base_key_set(k, c, value));
+  c->given[k - keys] = 1;
+  return LS_OK;
 }
 
 ls_err_t ls_train_conf_get(const ls_train_conf_t *c, const char *key, char *buf, size_t size) {
@@ -259,4 +322,130 @@ static ls_err_t set_from_file(void *conf, const char *key, const char *value) {
 ls_err_t ls_train_conf_read(ls_train_conf_t *c, const char *path) {
   LS_RETURN_IF(c == NULL || path == NULL, LS_ERR_INVALID_ARG, "conf or path is NULL");
   return base_kv_read(path, "config file", set_from_file, c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Settings across a resume                                                  */
+
+/* k's value in c as text, doubles to the last bit (settings, fingerprint). */
+static ls_err_t key_text(const base_key_t *k, const ls_train_conf_t *c, char *buf, size_t size) {
+  if (k->value.kind != BASE_DBL) return base_key_get(k, c, buf, size);
+  double v;
+  memcpy(&v, (const char *)c + k->offset, sizeof v);
+  int const n = snprintf(buf, size, "%.17g", v);
+  LS_RETURN_IF(n < 0 || (size_t)n >= size, LS_ERR_INVALID_ARG, "%s: no room for its value",
+               k->name);
+  return LS_OK;
+}
+
+ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf, size_t size,
+                             size_t *len) {
+  LS_RETURN_IF(c == NULL || buf == NULL || size == 0 || len == NULL, LS_ERR_INVALID_ARG,
+               "conf, buffer or length is NULL");
+  size_t at = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n_keys; i++) {
+    if (!(keys[i].flags & mask)) continue;
+    char v[1100];
+    LS_FORWARD_IF_ERROR(key_text(&keys[i], c, v, sizeof v));
+    int const n = snprintf(buf + at, size - at, "%s=%s\n", keys[i].name, v);
+    LS_RETURN_IF(n < 0 || (size_t)n >= size - at, LS_ERR_INVALID_ARG,
+                 "no room for the settings (%zu bytes)", size);
+    at += (size_t)n;
+  }
+  *len = at;
+  return LS_OK;
+}
+
+/* Appends to note (size) as printf does, never past its end. */
+static void note_add(char *note, size_t size, const char *fmt, const char *a, const char *b,
+                     const char *c) {
+  size_t const len = strlen(note);
+  if (len + 1 < size) snprintf(note + len, size - len, fmt, a, b, c);
+}
+
+/* The snapshot's value of one key against c's; key k's row. */
+static ls_err_t adopt_one(ls_train_conf_t *c, const base_key_t *k, const char *was,
+                          const char *path, char *note, size_t note_size) {
+  char now[1100];
+  LS_FORWARD_IF_ERROR(key_text(k, c, now, sizeof now));
+  if (!strcmp(now, was)) return LS_OK;
+  int const given = c->given[k - keys];
+  if (k->flags & LS_KEY_FIXED) {
+    LS_RETURN_IF(given, LS_ERR_INVALID_ARG,
+                 "snapshot %s was written with %s=%s; this run gives %s=%s, which may not change "
+                 "across a resume: leave it out to take the snapshot's, give the same, or "
+                 "--resume none",
+                 path, k->name, was, k->name, now);
+    LS_FORWARD_IF_ERROR(base_key_set(k, c, was));
+    note_add(note, note_size, "%s=%s taken from the snapshot (the default is %s); ", k->name, was,
+             now);
+  } else if (k->flags & LS_KEY_NOTED) {
+    note_add(note, note_size,
+             "%s changed from %s to %s across the resume (from here the run differs from an "
+             "uninterrupted one); ",
+             k->name, was, now);
+  }
+  return LS_OK;
+}
+
+ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
+                          char *note, size_t note_size) {
+  LS_RETURN_IF(c == NULL || (text == NULL && len > 0) || path == NULL || note == NULL,
+               LS_ERR_INVALID_ARG, "conf, settings, path or note is NULL");
+  unsigned char seen[TRAIN_KEYS_MAX] = {0};
+  for (size_t at = 0; at < len;) {
+    const char *const line = text + at;
+    const char *const nl = memchr(line, '\n', len - at);
+    size_t const n = nl != NULL ? (size_t)(nl - line) : len - at;
+    at += n + 1;
+    const char *const eq = memchr(line, '=', n);
+    LS_RETURN_IF(eq == NULL || eq == line || n >= 1200, LS_ERR_CORRUPT,
+                 "snapshot %s: its settings hold a line that is not key=value", path);
+    char key[80], was[1200];
+    size_t const kl = (size_t)(eq - line);
+    LS_RETURN_IF(kl >= sizeof key, LS_ERR_CORRUPT, "snapshot %s: a setting's key is too long",
+                 path);
+    memcpy(key, line, kl), key[kl] = '\0';
+    memcpy(was, eq + 1, n - kl - 1), was[n - kl - 1] = '\0';
+    const base_key_t *const k = base_keys_find(keys, n_keys, key);
+    if (k == NULL || strcmp(k->name, key) != 0) {
+      /* A setting of a later lstream: this one cannot honour it. */
+      note_add(note, note_size, "the snapshot's setting %s=%s is unknown to this lstream%s; ", key,
+               was, "");
+      continue;
+    }
+    seen[k - keys] = 1;
+    LS_FORWARD_IF_ERROR(adopt_one(c, k, was, path, note, note_size));
+  }
+  /* Keys that came after the snapshot: it was trained as with their
+   * defaults (an option is added with the old behaviour as its default). */
+  for (size_t i = 0; i < n_keys; i++) {
+    if (seen[i] || !(keys[i].flags & LS_KEY_FIXED) || keys[i].def == NULL) continue;
+    ls_train_conf_t *const d = calloc(1, sizeof *d);
+    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory for a configuration");
+    char def[1100], now[1100];
+    ls_err_t err = base_key_set(&keys[i], d, keys[i].def);
+    if (err == LS_OK) err = key_text(&keys[i], d, def, sizeof def);
+    if (err == LS_OK) err = key_text(&keys[i], c, now, sizeof now);
+    if (keys[i].value.kind == BASE_STR && keys[i].value.size == 0)
+      free(*(char **)((char *)d + keys[i].offset));
+    free(d);
+    LS_FORWARD_IF_ERROR(err);
+    LS_RETURN_IF(strcmp(def, now) != 0, LS_ERR_INVALID_ARG,
+                 "snapshot %s was written before the option %s existed (as with its default %s); "
+                 "this run gives %s=%s: resume with the default, or --resume none",
+                 path, keys[i].name, def, keys[i].name, now);
+  }
+  return LS_OK;
+}
+
+const char *train_conf_fixed_names(void) {
+  static char names[1024];
+  if (names[0] != '\0') return names;
+  size_t at = 0;
+  for (size_t i = 0; i < n_keys && at + 1 < sizeof names; i++)
+    if (keys[i].flags & LS_KEY_FIXED)
+      at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", keys[i].name);
+  return names;
 }

@@ -286,17 +286,40 @@ const double *figures_alpha(const figures_t *f) {
   return f->alpha;
 }
 
+/* The calibration's snapshot section (LS_SNAPSHOT_SECTION_CALIBRATION,
+ * rank 0's), version 1: spy f64 [O], spp f64 [O], k i64 [O], O the model's
+ * targets (format 4's container section 10 is read as this). */
+enum { CALIBRATION_VERSION = 1 };
+
 ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap) {
-  return ls_snapshot_set_calibration(snap, f->spy, f->spp, f->k);
+  size_t const O = (size_t)f->O, bytes = 3 * O * 8;
+  uint8_t *const b = malloc(bytes > 0 ? bytes : 1);
+  LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for the calibration of %zu targets", O);
+  memcpy(b, f->spy, O * 8);
+  memcpy(b + O * 8, f->spp, O * 8);
+  memcpy(b + 2 * O * 8, f->k, O * 8);
+  ls_err_t const err = ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_CALIBRATION,
+                                               CALIBRATION_VERSION, LS_SNAPSHOT_REQUIRED, b, bytes);
+  free(b);
+  return err;
 }
 
 ls_err_t figures_load(figures_t *f, const ls_snapshot_t *snap) {
-  const double *spy = NULL, *spp = NULL;
-  const int64_t *k = NULL;
-  LS_FORWARD_IF_ERROR(ls_snapshot_get_calibration(snap, &spy, &spp, &k));
-  for (int j = 0; j < f->O; j++) {
-    f->spy[j] = spy[j], f->spp[j] = spp[j], f->k[j] = k[j];
+  uint32_t version = 0;
+  const void *data = NULL;
+  size_t bytes = 0;
+  LS_FORWARD_IF_ERROR(
+      ls_snapshot_get_section(snap, LS_SNAPSHOT_SECTION_CALIBRATION, &version, &data, &bytes));
+  size_t const O = (size_t)f->O;
+  LS_RETURN_IF(version != CALIBRATION_VERSION || bytes != 3 * O * 8, LS_ERR_CORRUPT,
+               "the snapshot's calibration is of version %u and %zu bytes; this lstream reads "
+               "version %d of %zu bytes (%zu targets)",
+               version, bytes, CALIBRATION_VERSION, 3 * O * 8, O);
+  const uint8_t *const b = data;
+  memcpy(f->spy, b, O * 8);
+  memcpy(f->spp, b + O * 8, O * 8);
+  memcpy(f->k, b + 2 * O * 8, O * 8);
+  for (int j = 0; j < f->O; j++)
     set_alpha(f, j);
-  }
   return LS_OK;
 }

@@ -1,7 +1,7 @@
 /*
  * What a rank takes on: the ranks mpirun started (include/lstream/train.h),
  * its share of its host's cores, and the partitions that are its own
- * (train/snapshots.h).
+ * (train/launch.h).
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "snapshots.h"
+#include "launch.h"
+#include "lstream/train.h"
 
 int ls_train_launched_ranks(void) {
   static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"};

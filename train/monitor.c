@@ -86,7 +86,7 @@ static double ratio(double a, double b) {
 /* Bytes of the regular files of a committed snapshot's directory. */
 static double snapshot_bytes(const char *dir, int64_t step) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/snap-%012lld", dir, (long long)step);
+  if (ls_snapshot_path(dir, step, path, sizeof path) != LS_OK) return NAN;
   DIR *const d = opendir(path);
   if (d == NULL) return NAN;
   double bytes = 0;

@@ -71,13 +71,13 @@ typedef struct monitor_sample_s {
                                baseline's on the same targets, normalised units */
   double ratio;             /* loss / baseline */
   double loss_smooth, baseline_smooth, ratio_smooth; /* over about the last 100 steps */
-  double wait_share;    /* share of step time spent waiting, over about 100 steps */
-  double grad_norm, lr; /* of the last update (NaN before one) */
+  double wait_share;       /* share of step time spent waiting, over about 100 steps */
+  double grad_norm, lr;    /* of the last update (NaN before one) */
   int64_t nonfinite_steps; /* steps of this run whose loss or gradient was not finite */
   int64_t states_evicted;  /* series states the rank's trainer forgot (--series-idle, ...) */
-  double lag_s; /* the last step's mean time from its targets' event time to its end (NaN:
-                   none had one) */
-  double step_at_s;     /* base_now_s() of the last step (NaN before one) */
+  double lag_s;     /* the last step's mean time from its targets' event time to its end (NaN:
+                       none had one) */
+  double step_at_s; /* base_now_s() of the last step (NaN before one) */
   int n_targets;
   const monitor_target_t *targets; /* [n_targets] per target feature, data units */
   /* This rank's. */

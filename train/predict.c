@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "predict_internal.h"
-#include "snapshots.h"
+#include "view.h"
 
 /* ------------------------------------------------------------------------ */
 /* Per-series state                                                          */

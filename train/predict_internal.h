@@ -70,7 +70,7 @@ struct predict_s {
   int64_t *id_of; /* [cap_id_of] per slot: the consumer series id slot_of last gave it, -1 */
   size_t cap_id_of;
   float *state_row; /* [2 L H] one serving state row, moved when slots move */
-  int64_t *dirty; /* [n_dirty] slots with records to serve */
+  int64_t *dirty;   /* [n_dirty] slots with records to serve */
   size_t n_dirty, cap_dirty;
   /* One serving batch of at most B series: slots, inputs [B, I], predictions
    * [B, O], per target base and scale [B, O]. */

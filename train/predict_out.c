@@ -19,7 +19,7 @@
 #include "base/csv.h"
 #include "base/digest.h"
 #include "predict_internal.h"
-#include "snapshots.h"
+#include "view.h"
 
 /* How long a send waits for room before it looks at the stop flag again. */
 #define ROOM_WAIT_MS 100
@@ -318,32 +318,11 @@ ls_err_t predict_resolve(predict_t *pr, int64_t slot, const float *x) {
 /* ------------------------------------------------------------------------ */
 /* Opening, resuming, snapshots, closing                                     */
 
-/* The run's id: a digest of the snapshot directory's absolute path (one
- * lineage of forecasts per directory), or a fresh one per run without. */
+/* The run's id (train_run_choose, in the view): one lineage of forecasts
+ * per snapshot directory, a fresh one per run without. */
 static ls_err_t run_id(predict_t *pr) {
-  const char *const dir = pr->v->conf->snapshot_dir;
-  uint64_t h = BASE_FNV1A_INIT;
-  pr->exact = dir[0] != '\0';
-  if (pr->exact) {
-    char abs[PATH_MAX + 1];
-    if (realpath(dir, abs) == NULL) /* the writer makes it later: make it now, to name it */
-      LS_RETURN_IF(mkdir(dir, 0755) != 0 || realpath(dir, abs) == NULL, LS_ERR_IO,
-                   "cannot make the snapshot directory %s: %s", dir, strerror(errno));
-    h = base_fnv1a(h, abs, strlen(abs));
-  } else {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    /* Every rank takes rank 0's (two 32-bit halves through a sum). */
-    double v[2] = {0, 0};
-    if (pr->v->rank == 0) {
-      uint64_t const r =
-          base_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec);
-      v[0] = (double)(r >> 32), v[1] = (double)(r & 0xffffffffu);
-    }
-    LS_FORWARD_IF_ERROR(comm_sum_doubles(pr->v->comm, v, 2));
-    h = (uint64_t)v[0] << 32 | (uint64_t)v[1];
-  }
-  snprintf(pr->run, sizeof pr->run, "%016" PRIx64, h);
+  pr->exact = pr->v->conf->snapshot_dir[0] != '\0';
+  snprintf(pr->run, sizeof pr->run, "%016" PRIx64, pr->v->run);
   return LS_OK;
 }
 
@@ -416,14 +395,50 @@ static ls_err_t read_back(predict_t *pr, const int64_t *from, int n, int world_w
   return b.err;
 }
 
+/* The forecasts' bookkeeping as a snapshot section (LS_SNAPSHOT_SECTION_
+ * PREDICT, rank 0's), version 1: Q u32, W u32, then from i64 [Q] (per
+ * partition of the predictions topic, an offset below which the run that
+ * wrote the snapshot published nothing after it) and lengths i64 [W] (per
+ * rank, the length of its predictions file); format 4's container section
+ * 16 is read as this. */
+enum { PREDICT_VERSION = 1 };
+
+/* The snapshot's bookkeeping: *from [*n_from], *lengths [*n_lengths] into
+ * a malloc'ed *buf (NULL, 0 with none: written without forecasts going out). */
+static ls_err_t books_of(const ls_snapshot_t *snap, int64_t **buf, int *n_from, int *n_lengths) {
+  *buf = NULL, *n_from = *n_lengths = 0;
+  uint32_t version = 0;
+  const void *data = NULL;
+  size_t bytes = 0;
+  if (snap == NULL ||
+      ls_snapshot_get_section(snap, LS_SNAPSHOT_SECTION_PREDICT, &version, &data, &bytes) != LS_OK)
+    return LS_OK;
+  const uint8_t *const b = data;
+  uint32_t Q = 0, W = 0;
+  if (bytes >= 8) memcpy(&Q, b, 4), memcpy(&W, b + 4, 4);
+  LS_RETURN_IF(version != PREDICT_VERSION || bytes < 8 || Q > (1u << 20) || W > (1u << 20) ||
+                   bytes != 8 + 8 * ((size_t)Q + W),
+               LS_ERR_CORRUPT,
+               "the snapshot's forecasts' bookkeeping is of version %u and %zu bytes, not "
+               "version %d of %u + %u offsets",
+               version, bytes, PREDICT_VERSION, Q, W);
+  *buf = malloc(8 * ((size_t)Q + W) + 8);
+  LS_RETURN_IF(*buf == NULL, LS_ERR_NOMEM, "no memory for the forecasts' bookkeeping");
+  memcpy(*buf, b + 8, 8 * ((size_t)Q + W));
+  *n_from = (int)Q, *n_lengths = (int)W;
+  return LS_OK;
+}
+
 ls_err_t predict_resume(predict_t *pr, const ls_snapshot_t *snap) {
-  const int64_t *from = NULL, *lengths = NULL;
+  int64_t *books = NULL;
   int n_from = 0, world_was = 0;
-  if (snap != NULL && ls_snapshot_get_predict(snap, &from, &n_from, &lengths, &world_was) != LS_OK)
-    from = lengths = NULL, n_from = world_was = 0; /* written without forecasts going out */
-  if (pr->path[0] != '\0') LS_FORWARD_IF_ERROR(open_file(pr, lengths, world_was));
-  if (pr->pub == NULL || !pr->exact) return LS_OK;
-  return read_back(pr, from, n_from, world_was);
+  LS_FORWARD_IF_ERROR(books_of(snap, &books, &n_from, &world_was));
+  const int64_t *const from = books, *const lengths = books != NULL ? books + n_from : NULL;
+  ls_err_t err = LS_OK;
+  if (pr->path[0] != '\0') err = open_file(pr, lengths, world_was);
+  if (err == LS_OK && pr->pub != NULL && pr->exact) err = read_back(pr, from, n_from, world_was);
+  free(books);
+  return err;
 }
 
 ls_err_t predict_save(predict_t *pr, ls_snapshot_t *snap, int64_t *mark) {
@@ -452,7 +467,19 @@ ls_err_t predict_save(predict_t *pr, ls_snapshot_t *snap, int64_t *mark) {
   }
   for (int r = 0; err == LS_OK && r < world; r++)
     at[pr->Q + r] = (int64_t)v[r * W + pr->Q];
-  if (err == LS_OK && rank == 0) err = ls_snapshot_set_predict(snap, at, pr->Q, at + pr->Q, world);
+  if (err == LS_OK && rank == 0) {
+    size_t const bytes = 8 + 8 * ((size_t)pr->Q + (size_t)world);
+    uint8_t *const b = malloc(bytes);
+    uint32_t const nq = (uint32_t)pr->Q, nw = (uint32_t)world;
+    if (b == NULL) err = ls_error_set(LS_ERR_NOMEM, "no memory for the forecasts' bookkeeping");
+    if (b != NULL) {
+      memcpy(b, &nq, 4), memcpy(b + 4, &nw, 4);
+      memcpy(b + 8, at, 8 * ((size_t)pr->Q + (size_t)world));
+      err = ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_PREDICT, PREDICT_VERSION,
+                                    LS_SNAPSHOT_REQUIRED, b, bytes);
+    }
+    free(b);
+  }
 
   free(v), free(at);
   *mark = pr->pub != NULL ? ls_publisher_sent(pr->pub) : 0;

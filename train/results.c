@@ -1,7 +1,7 @@
 /*
  * What the caller of a run reads of a trainer (include/lstream/train.h,
  * "Results"), and the figures of a rank for the sums across ranks
- * (train/snapshots.h): the digests of the model and of the series, the
+ * (train/view.h): the digests of the model and of the series, the
  * records rejected.
  */
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "predict.h"
 #include "snapshots.h"
 #include "trainer.h"
+#include "view.h"
 
 ls_err_t train_view_digest(const train_view_t *view, uint64_t *params, uint64_t *states) {
   size_t const n = ls_engine_param_count(view->eng);
@@ -77,12 +78,19 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
   enum { N = 13 };
-  double v[N + LS_REJECT__COUNT] = {
-      (double)out->series,           out->wait_s,          out->comm_s,
-      (double)is.w.resets,           (double)is.w.evicted, (double)is.w.evicted_records,
-      (double)tr->sum.evicted_states, (double)pc.next,     (double)pc.eval,
-      (double)pc.published,          (double)pc.skipped,   (double)pc.rows,
-      (double)pc.waits};
+  double v[N + LS_REJECT__COUNT] = {(double)out->series,
+                                    out->wait_s,
+                                    out->comm_s,
+                                    (double)is.w.resets,
+                                    (double)is.w.evicted,
+                                    (double)is.w.evicted_records,
+                                    (double)tr->sum.evicted_states,
+                                    (double)pc.next,
+                                    (double)pc.eval,
+                                    (double)pc.published,
+                                    (double)pc.skipped,
+                                    (double)pc.rows,
+                                    (double)pc.waits};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];

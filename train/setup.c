@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "comm.h"
 #include "figures.h"
+#include "launch.h"
 #include "lstream/ingest.h"
 #include "lstream/kernels.h"
 #include "lstream/state.h"
@@ -245,6 +246,15 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = train_snaps_new(&tr->v, &tr->snaps);
   if (err == LS_OK) err = open_comm(tr);
   if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
+  /* The snapshot's settings may fill in fixed options left out: what
+   * depends on them is read again. */
+  if (err == LS_OK && snap != NULL) {
+    err = train_snaps_settle(tr->snaps, &tr->conf, &snap);
+    if (err == LS_OK) err = shape_of(c, &tr->v.shape);
+    if (err == LS_OK) err = train_snaps_check_shape(tr->snaps, snap);
+    tr->T = c->window;
+    tr->opt = optim_of(c);
+  }
   if (err == LS_OK) err = open_ingest(tr, snap);
   if (err == LS_OK) err = open_engine(tr);
   if (err == LS_OK) err = bind_comm(tr);
@@ -252,6 +262,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
+  if (err == LS_OK) err = train_run_choose(snap, &tr->v);
   if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
   if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
   if (err == LS_OK) err = train_snaps_open(tr->snaps);

@@ -41,13 +41,19 @@ struct train_snaps_s {
   double durable_t;     /* when it committed (the run's start for one resumed from) */
   int final_failed;     /* train_snaps_final failed on every rank */
   int64_t committed, skipped;
-  char note[2048]; /* what resuming did */
-  char error[640]; /* the last snapshot failure, for the step's stats */
+  char note[2048];      /* what resuming did */
+  char path[2048];      /* the snapshot resumed from */
+  char error[640];      /* the last snapshot failure, for the step's stats */
+  char pred_error[512]; /* why the forecasts before `pending` cannot be committed */
 };
 
 /* ------------------------------------------------------------------------ */
 /* Configuration fingerprint                                                 */
 
+/* The digest of a configuration that format-4 snapshots keep (and later
+ * ones too, for the shards' agreement): kept exactly as it was, so that a
+ * format-4 snapshot, which holds no settings section, can still be checked
+ * against the run resuming it. */
 static uint64_t fingerprint(const ls_train_conf_t *c) {
   char text[2560];
   /* What decides the model and the steps a resumed run must reproduce; not
@@ -156,29 +162,86 @@ static ls_err_t find_path(train_snaps_t *s, char *path, size_t size) {
   LS_FORWARD_IF_ERROR(comm_sum_doubles(s->v->comm, v, 1));
   path[0] = '\0';
   if (v[0] >= 1.0) /* else no snapshot yet: a fresh start */
-    snprintf(path, size, "%s/snap-%012" PRId64, c->snapshot_dir, (int64_t)v[0] - 1);
+    LS_FORWARD_IF_ERROR(ls_snapshot_path(c->snapshot_dir, (int64_t)v[0] - 1, path, size));
   return LS_OK;
 }
 
-/* A loaded snapshot's model and configuration against this run's. */
-static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, const char *path,
-                             ls_snapshot_info_t *info) {
+ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap) {
+  LS_RETURN_IF(s == NULL || snap == NULL, LS_ERR_INVALID_ARG, "snapshots or snap is NULL");
+  const char *const path = s->path;
   ls_shape_t shape;
   ls_shape_t const *const want = &s->v->shape;
-  LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, info));
   LS_FORWARD_IF_ERROR(ls_snapshot_get_shape(snap, &shape));
   LS_RETURN_IF(memcmp(&shape, want, sizeof shape) != 0, LS_ERR_INVALID_ARG,
                "snapshot %s holds a model of features %d, hidden %d, layers %d; this run has %d, "
                "%d, %d: resume with the same model, or --resume none",
                path, shape.input_size, shape.hidden_size, shape.num_layers, want->input_size,
                want->hidden_size, want->num_layers);
+  return LS_OK;
+}
+
+/* A loaded snapshot's configuration against this run's. */
+static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, const char *path,
+                             ls_snapshot_info_t *info) {
+  LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, info));
+  uint32_t version = 0;
+  const void *text = NULL;
+  size_t len = 0;
+  /* Format 5 on: the settings were reconciled option by option (settle).
+   * Format 4 kept a digest only. */
+  if (ls_snapshot_get_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, &version, &text, &len) == LS_OK)
+    return LS_OK;
   LS_RETURN_IF(info->fingerprint != s->fingerprint, LS_ERR_INVALID_ARG,
-               "snapshot %s was written with another configuration (topic, format, window, "
-               "batch, optimizer settings, seed, stateless, normalize, target, inputs, targets, "
-               "calibrate, replay, queue_windows or buffer_records differ): resume with the same "
-               "options, or "
-               "--resume none",
-               path);
+               "snapshot %s was written by an earlier lstream (format 4), which kept a digest of "
+               "its settings, not their values: one of %s differs from this run's; resume with "
+               "the options that wrote it, or --resume none",
+               path, train_conf_fixed_names());
+  return LS_OK;
+}
+
+/* The module sections this version reads: a snapshot holding another that
+ * it must not skip was written by a later version. */
+static const uint32_t known_sections[] = {LS_SNAPSHOT_SECTION_SETTINGS,
+                                          LS_SNAPSHOT_SECTION_CALIBRATION,
+                                          LS_SNAPSHOT_SECTION_PREDICT, LS_SNAPSHOT_SECTION_RUN};
+
+/* The settings section: "key=value\n" per fixed or noted option, in the
+ * option table's order (train_conf_settings). Version 1. */
+enum { SETTINGS_VERSION = 1 };
+
+ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot_t **snap) {
+  LS_RETURN_IF(s == NULL || conf == NULL || snap == NULL, LS_ERR_INVALID_ARG,
+               "snapshots, conf or snap is NULL");
+  LS_RETURN_IF(conf != s->v->conf, LS_ERR_INVALID_ARG, "conf is not the view's");
+  if (*snap == NULL) return LS_OK;
+  ls_err_t err = ls_snapshot_check_sections(*snap, known_sections,
+                                            sizeof known_sections / sizeof known_sections[0]);
+  uint32_t version = 0;
+  const void *text = NULL;
+  size_t len = 0;
+  ls_err_t const has =
+      ls_snapshot_get_section(*snap, LS_SNAPSHOT_SECTION_SETTINGS, &version, &text, &len);
+  if (err == LS_OK && has == LS_OK && version > SETTINGS_VERSION)
+    err = ls_error_set(LS_ERR_UNSUPPORTED,
+                       "snapshot %s: its settings are of version %u, this lstream reads %d: "
+                       "resume with the lstream that wrote it, or a later one",
+                       s->path, version, SETTINGS_VERSION);
+  char note[1024] = "";
+  if (err == LS_OK && has == LS_OK)
+    err = train_conf_adopt(conf, text, len, s->path, note, sizeof note);
+  if (err == LS_OK) s->fingerprint = fingerprint(conf);
+  ls_snapshot_info_t info;
+  if (err == LS_OK) err = check_loaded(s, *snap, s->path, &info);
+  if (err != LS_OK) {
+    ls_snapshot_destroy(*snap);
+    *snap = NULL;
+    return err;
+  }
+  size_t n = strlen(note);
+  while (n > 0 && (note[n - 1] == ' ' || note[n - 1] == ';'))
+    note[--n] = '\0';
+  size_t const at = strlen(s->note);
+  snprintf(s->note + at, sizeof s->note - at, "%s%s", n ? "; " : "", note);
   return LS_OK;
 }
 
@@ -193,8 +256,9 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   LS_FORWARD_IF_ERROR(find_path(s, path, sizeof path));
   if (path[0] == '\0') return LS_OK;
   LS_FORWARD_IF_ERROR(ls_snapshot_load(path, s->v->world, s->v->rank, snap));
+  snprintf(s->path, sizeof s->path, "%s", path);
   ls_snapshot_info_t info;
-  ls_err_t err = check_loaded(s, *snap, path, &info);
+  ls_err_t err = ls_snapshot_get_info(*snap, &info);
   if (err != LS_OK) {
     ls_snapshot_destroy(*snap);
     *snap = NULL;
@@ -244,11 +308,9 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
                "with the same features, or --resume none",
                ls_snapshot_inflight_features(snap), is.features);
   for (size_t i = 0; i < n; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_inflight(snap, i, &in));
-    ls_inflight_t const out = {in.key,  in.key_len, in.partition, in.index, in.last_time,
-                               in.reset, in.rows,   in.offsets,   in.times, in.x};
-    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &out));
+    LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &in));
   }
   return LS_OK;
 }
@@ -347,6 +409,7 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   ls_err_t const perr = s->pending >= 0 && s->v->pred != NULL
                             ? predict_durable(s->v->pred, s->pred_mark, 0, &durable)
                             : LS_OK;
+  if (perr != LS_OK) snprintf(s->pred_error, sizeof s->pred_error, "%s", ls_last_error());
   v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending && durable;
   /* The pending snapshot's write (or rank 0's commit, or the forecasts)
    * failed, or rank 0 refused it. */
@@ -356,9 +419,7 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
 
 /* A series in flight into the snapshot (opaque). */
 static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
-  ls_snapshot_inflight_t const out = {in->key,  in->key_len, in->partition, in->index, in->last_time,
-                                      in->reset, in->rows,   in->offsets,   in->times, in->x};
-  return ls_snapshot_add_inflight(opaque, &out);
+  return ls_snapshot_add_inflight(opaque, in);
 }
 
 /* Fills the staging snapshot with this rank's part after `steps` steps and
@@ -367,9 +428,18 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   const train_view_t *const v = s->v;
   ls_snapshot_t *const snap = ls_snapshotter_staging(s->snapper);
   ls_snapshot_reset(snap);
-  ls_snapshot_info_t const info = {steps,    (uint64_t)v->conf->seed, s->fingerprint,
-                                   v->world, v->rank,                *v->updates};
+  ls_snapshot_info_t const info = {
+      steps, (uint64_t)v->conf->seed, s->fingerprint, v->world, v->rank, *v->updates};
   LS_FORWARD_IF_ERROR(ls_snapshot_set_info(snap, &info));
+  /* The run's settings, in every shard (a resume on another world reads
+   * rank 0's). */
+  char text[8192];
+  size_t len = 0;
+  LS_FORWARD_IF_ERROR(
+      train_conf_settings(v->conf, LS_KEY_FIXED | LS_KEY_NOTED, text, sizeof text, &len));
+  LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, SETTINGS_VERSION,
+                                              LS_SNAPSHOT_REQUIRED, text, len));
+  LS_FORWARD_IF_ERROR(train_run_put(v, snap));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
     /* Never a model with a NaN or an Inf (the step loop skips the updates
@@ -427,18 +497,24 @@ static void committed(train_snaps_t *s, ls_step_stats_t *st) {
 }
 
 /* A failed write or commit, on any rank, drops that snapshot everywhere;
- * training goes on and the next one is taken when due. */
+ * training goes on and the next one is taken when due. The reason named:
+ * this rank's writer's, or its forecasts' (their transaction failed for
+ * good, as when a newer trainer fenced this one), else another rank's. */
 static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
   ls_snapshotter_status_t status;
   LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
   snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
            s->refused            ? ": the model holds a non-finite parameter (not written)"
            : status.err != LS_OK ? ": "
+           : s->pred_error[0]    ? ": the forecasts made before it cannot be committed: "
                                  : " on another rank",
-           s->refused || status.err == LS_OK ? "" : status.message);
+           s->refused            ? ""
+           : status.err != LS_OK ? status.message
+                                 : s->pred_error);
   st->snapshot_error = s->error;
   s->pending = -1;
   s->refused = 0;
+  s->pred_error[0] = '\0';
   return LS_OK;
 }
 

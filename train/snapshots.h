@@ -2,62 +2,16 @@
  * Snapshots in the step loop (train/ internal): resuming from one, taking
  * them in the background, committing them across ranks. The bookkeeping is
  * snapshots.c's own (train_snaps_t); of the trainer it sees a small
- * read-only view, so snapshots.c needs nothing of trainer.c.
+ * read-only view (view.h), so snapshots.c needs nothing of trainer.c.
  */
 #ifndef LSTREAM_TRAIN_SNAPSHOTS_H
 #define LSTREAM_TRAIN_SNAPSHOTS_H
 
 #include <stdint.h>
 
-#include "comm.h"
-#include "figures.h"
 #include "lstream/ingest.h"
-#include "lstream/kernels.h"
 #include "lstream/state.h"
-#include "replay.h"
-#include "train_internal.h"
-
-/* What snapshots.c reads of the trainer. The trainer owns it and fills the
- * handles as it creates them (before the calls below that use them). */
-typedef struct train_view_s {
-  const ls_train_conf_t *conf;
-  ls_shape_t shape; /* the model's, built from conf once */
-  comm_t *comm;     /* sums across ranks */
-  int rank, world;
-  ls_engine_t *eng;
-  ls_series_table_t *series;
-  ls_ingest_t *ing;     /* NULL on a rank without partitions */
-  const int32_t *parts; /* [P] this rank's partitions, ascending */
-  int P;
-  figures_t *fig; /* the forecasts' calibration */
-  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
-  const int64_t *evicted_states; /* series states this rank's trainer forgot */
-  replay_t *rep;  /* the partitions' replay memories; NULL without replay */
-  struct predict_s *pred; /* forecasts going out; NULL without: a snapshot commits only once
-                             those made before it are committed to their topic */
-} train_view_t;
-
-/* The threads of this rank's engine for the threads key: as given when
- * above 0, or with OMP_NUM_THREADS set (0: the engine reads it); under a
- * launcher that says how many ranks share this host (mpirun's
- * OMPI_COMM_WORLD_LOCAL_SIZE), this rank's share of the host's cores
- * (cores / local ranks, at most the cores it is bound to), computed where it
- * runs; else 0, every core it may run on (train/launch.c). */
-int train_rank_threads(int threads);
-
-/* Parses the partitions key spec ("all", or "0,2,5") against the topic's
- * count: *P_all receives the partitions named, parts [*P] those of rank
- * (p % world == rank), ascending (train/launch.c). */
-ls_err_t train_pick_partitions(const char *spec, int32_t count, int world, int rank, int32_t *parts,
-                               int *P, int *P_all);
-
-/* FNV-1a digests of the parameters and, over every rank, of the series
- * tables (ls_trainer_digest; train/results.c). Collective. */
-ls_err_t train_view_digest(const train_view_t *v, uint64_t *params, uint64_t *states);
-
-/* This rank's records rejected so far, per reason, into out [LS_REJECT__COUNT]
- * (train/results.c). */
-void train_view_rejections(const train_view_t *v, double *out);
+#include "view.h"
 
 /* Snapshot figures every rank adds to a step's sums. */
 enum {
@@ -81,6 +35,33 @@ void train_snaps_destroy(train_snaps_t *s); /* accepts NULL */
  * *snap (NULL when there is none) and checks it against the configuration.
  * Needs the view's conf, shape, comm, rank and world. */
 ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap);
+
+/* After train_snaps_find, before anything is built from the configuration:
+ * reconciles conf (the view's, which it may change) with the loaded
+ * snapshot's settings (train_conf_adopt: fixed options not given take the
+ * snapshot's values; a given one that differs is refused naming it), refuses
+ * a snapshot holding a required section this version does not know, and
+ * for a format-4 snapshot checks the configuration's digest. On an error
+ * *snap is destroyed and NULL. */
+ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot_t **snap);
+
+/* train/run_id.c. The run's id, into the view (v->run): the header
+ * lstream-run of its
+ * forecasts and the root of its transactional ids, one per lineage of a
+ * snapshot directory. Random, made when the directory is first used and
+ * kept there (DIR/run-id) and in every snapshot: a directory deleted and
+ * made again, or another trainer's at the same path, is another lineage.
+ * A snapshot of before (format 4, or 5 without it) keeps the id its run
+ * published with: a digest of the directory's absolute path. Without a
+ * snapshot directory, random per run. Rank 0 decides; collective. */
+ls_err_t train_run_choose(const ls_snapshot_t *snap, train_view_t *v);
+
+/* Puts the view's run id into a snapshot being taken (its section). */
+ls_err_t train_run_put(const train_view_t *v, ls_snapshot_t *snap);
+
+/* The loaded snapshot's model shape against the view's (computed from the
+ * settled configuration). */
+ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap);
 
 /* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
  * it or else at start, and snap's series as skip rules. */

@@ -9,7 +9,11 @@
 
 #include "lstream/train.h"
 
+/* The most keys of the option table (train/conf.c). */
+#define TRAIN_KEYS_MAX 96
+
 struct ls_train_conf_s {
+  unsigned char given[TRAIN_KEYS_MAX]; /* per key of the table: set by ls_train_conf_set */
   char brokers[512];
   char topic[256];
   int format; /* ls_format_t */
@@ -18,22 +22,22 @@ struct ls_train_conf_s {
   double lr, beta1, beta2, eps, weight_decay, clip;
   int warmup, accumulate;
   int64_t seed;
-  int device; /* ls_device_t */
+  int device;    /* ls_device_t */
   int precision; /* ls_precision_t: 0 fp32, 1 tf32 */
   int threads;
   int until; /* 0 live, 1 end */
   char start[64];
   int stateless;
-  double max_abs; /* records holding a value of larger magnitude are rejected (range) */
-  int64_t reset_gap_ms; /* a larger jump in a series' event time restarts its state; 0 never */
+  double max_abs;         /* records holding a value of larger magnitude are rejected (range) */
+  int64_t reset_gap_ms;   /* a larger jump in a series' event time restarts its state; 0 never */
   int64_t series_idle_ms; /* evict a series idle this long (event time); 0 never */
   int64_t max_series;     /* the most series held over all partitions; 0 no bound */
   int deadline_ms;
   int queue_windows;
   int64_t buffer_records;
   char partitions[1024];
-  int comm; /* 0 auto, 1 none, 2 mpi, 3 nccl */
-  int overlap; /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
+  int comm;        /* 0 auto, 1 none, 2 mpi, 3 nccl */
+  int overlap;     /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
   int comm_always; /* run the gradient sums even on one rank */
   int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
   char snapshot_dir[1024];
@@ -41,18 +45,18 @@ struct ls_train_conf_s {
   double snapshot_interval; /* seconds; 0 = off */
   int snapshot_keep, snapshot_level, snapshot_threads, snapshot_shuffle;
   char resume[1024]; /* latest | none | a snapshot directory */
-  char **kafka; /* "key=value" librdkafka properties */
+  char **kafka;      /* "key=value" librdkafka properties */
   int n_kafka;
   /* The model's inputs and targets (issue 17). */
-  int normalize;      /* 0 series, 1 none */
-  int norm_window;    /* the normaliser's N */
-  int target;         /* 0 delta, 1 level */
-  int inputs;         /* 0 level,change; 1 level */
-  char targets[1024]; /* "all" or a list of features such as 0,3 */
-  int calibrate;      /* 0 false, 1 true */
-  int replay;         /* replay updates per step */
-  int replay_batch;   /* windows per replay update, over all partitions */
-  int replay_memory;  /* windows kept for replay, over all partitions */
+  int normalize;            /* 0 series, 1 none */
+  int norm_window;          /* the normaliser's N */
+  int target;               /* 0 delta, 1 level */
+  int inputs;               /* 0 level,change; 1 level */
+  char targets[1024];       /* "all" or a list of features such as 0,3 */
+  int calibrate;            /* 0 false, 1 true */
+  int replay;               /* replay updates per step */
+  int replay_batch;         /* windows per replay update, over all partitions */
+  int replay_memory;        /* windows kept for replay, over all partitions */
   ls_train_warn_cb warn_cb; /* the consumer's warnings, or NULL */
   void *warn_opaque;
   /* Forecasts going out (issue 12). */
@@ -68,10 +72,29 @@ struct ls_train_conf_s {
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
+
+/* The keys with a flag of mask (LS_KEY_FIXED, ...) and their values, one
+ * "key=value\n" each in the table's order, doubles to the last bit: what a
+ * snapshot keeps of its run's configuration (its settings section). *len
+ * receives the bytes written (no NUL counted). */
+ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf, size_t size,
+                             size_t *len);
+
+/* Reconciles c with the settings a snapshot (path, for messages) was
+ * written with: a fixed key that c was not given takes the snapshot's
+ * value; one given another value is refused, naming the key and both
+ * values; a fixed key the snapshot does not know (a later option) must be
+ * at its default; a noted key that differs, and a setting this version does
+ * not know, are appended to note. */
+ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
+                          char *note, size_t note_size);
+
+/* "topic, format, ...": the fixed keys, for messages. */
+const char *train_conf_fixed_names(void);
 void train_conf_free_kafka(ls_train_conf_t *c);
 
 /* What monitoring (train/monitor.c) reads of a trainer, defined in
- * trainer.c: its view (snapshots.h) and snapshot bookkeeping, read on the
+ * trainer.c: its view (view.h) and snapshot bookkeeping, read on the
  * trainer's thread (from the step callback), and the time of the step
  * loop's last turn (base_now_ms(); a step, or an idle turn in live mode),
  * which any thread may read. */

@@ -13,6 +13,7 @@
 #include "prep.h"
 #include "snapshots.h"
 #include "steps.h"
+#include "view.h"
 
 struct ls_trainer_s {
   ls_train_conf_t conf;
@@ -24,7 +25,7 @@ struct ls_trainer_s {
   int T, B;
   int P_all;       /* partitions of all ranks */
   size_t max_held; /* the most series of a partition the rank's table holds; 0 no bound */
-  int quota; /* replay: windows a step takes from each partition */
+  int quota;       /* replay: windows a step takes from each partition */
   steps_t *steps;
   prep_t *prep;
   ls_series_stats_t *st; /* [B] the step's windows' series state */
@@ -51,14 +52,20 @@ struct ls_trainer_s {
   int fetched; /* the engine's figures were fetched after the last step's update */
 
   volatile sig_atomic_t *stop; /* the run's stop flag (forecasts waiting for room see it) */
-  char note[2560]; /* what resuming and the comm setup did, for the program to print */
+  char note[2560];             /* what resuming and the comm setup did, for the program to print */
   atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
 };
 
 /* What every rank contributes to a step, summed across ranks: these, then
  * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O)). */
 enum {
-  V_COUNT, V_WINDOWS, V_RECORDS, V_MORE, V_STOP, V_WAIT, V_COMPUTE,
+  V_COUNT,
+  V_WINDOWS,
+  V_RECORDS,
+  V_MORE,
+  V_STOP,
+  V_WAIT,
+  V_COMPUTE,
   V_BACKLOG,  /* live: ranks with windows waiting for a later step */
   V_LAG,      /* ms from the event time of a window's last target to its step's end, summed */
   V_TIMED,    /* windows with an event time */

@@ -20,6 +20,7 @@ const char *ls_err2str(ls_err_t err) {
   case LS_ERR_BACKEND: return "compute backend error";
   case LS_ERR_STATE: return "call out of order";
   case LS_ERR_UNKNOWN_KEY: return "unknown configuration key";
+  case LS_ERR_NOT_FOUND: return "not found";
   case LS_ERR__COUNT: break;
   }
   return "unknown error code";

@@ -156,7 +156,21 @@ ls_err_t base_value_format(const base_value_t *v, const void *src, char *buf, si
 const base_key_t *base_keys_find(const base_key_t *keys, size_t n, const char *name) {
   for (size_t i = 0; name != NULL && i < n; i++)
     if (!strcmp(keys[i].name, name)) return &keys[i];
+  char alt[64];
+  size_t const len = name != NULL ? strlen(name) : sizeof alt;
+  if (len >= sizeof alt) return NULL;
+  for (size_t i = 0; i <= len; i++)
+    alt[i] = name[i] == '-' || name[i] == '.' ? '_' : name[i];
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(keys[i].name, alt)) return &keys[i];
   return NULL;
+}
+
+ls_err_t base_keys_defaults(const base_key_t *keys, size_t n, void *settings) {
+  LS_RETURN_IF(keys == NULL || settings == NULL, LS_ERR_INVALID_ARG, "keys or settings is NULL");
+  for (size_t i = 0; i < n; i++)
+    if (keys[i].def != NULL) LS_FORWARD_IF_ERROR(base_key_set(&keys[i], settings, keys[i].def));
+  return LS_OK;
 }
 
 ls_err_t base_key_set(const base_key_t *k, void *settings, const char *text) {

@@ -58,16 +58,28 @@ BASE_API ls_err_t base_value_format(const base_value_t *v, const void *src, char
 /* Tables of keys                                                            */
 
 /* A key of a settings struct: its name, one line of help, where its field
- * is and how it is read. */
+ * is and how it is read, its default as text (NULL: the field's zero) and
+ * flags that the table's owner defines (what the key is, where it may
+ * change). */
 typedef struct base_key_s {
   const char *name;
   const char *help; /* may be NULL */
   size_t offset;    /* of the field in the settings struct */
   base_value_t value;
+  const char *def; /* NULL: zero (an empty string, the first choice, 0) */
+  unsigned flags;
 } base_key_t;
 
-/* The key called name in keys [n], or NULL. */
+/* The key called name in keys [n], or NULL. Dashes and dots in name are
+ * read as underscores ("queue-windows", "queue.windows": queue_windows) where
+ * the exact name is not in the table. */
 BASE_API const base_key_t *base_keys_find(const base_key_t *keys, size_t n, const char *name);
+
+/* Sets every key of keys [n] in settings to its default (its text parsed as
+ * the key reads it); fields without a default are left as they are (the
+ * caller zeroes the struct first). An error names the key: a table whose
+ * default its own value does not accept. */
+BASE_API ls_err_t base_keys_defaults(const base_key_t *keys, size_t n, void *settings);
 
 /* Sets k's field of settings from text: LS_ERR_INVALID_ARG with
  * "NAME: 'TEXT' is not <expected>", LS_ERR_NOMEM. */

@@ -27,6 +27,7 @@ typedef enum ls_err_e {
   LS_ERR_BACKEND = 7,     /* the compute backend (BLAS, CUDA) failed */
   LS_ERR_STATE = 8,       /* a call out of order (e.g. backward before forward) */
   LS_ERR_UNKNOWN_KEY = 9, /* a configuration key that does not exist */
+  LS_ERR_NOT_FOUND = 10,  /* what was asked for is not there (a snapshot section) */
   LS_ERR__COUNT
 } ls_err_t;
 
@@ -50,15 +51,15 @@ LS_API ls_err_t ls_error_set(ls_err_t err, const char *fmt, ...)
 LS_API void ls_error_clear(void);
 
 /* One-line checks that keep error paths short (after zstd's RETURN_ERROR_IF). */
-#define LS_RETURN_IF(cond, err, ...)          \
-  do {                                        \
-    if (cond) return ls_error_set(err, __VA_ARGS__); \
+#define LS_RETURN_IF(cond, err, ...)                                                               \
+  do {                                                                                             \
+    if (cond) return ls_error_set(err, __VA_ARGS__);                                               \
   } while (0)
 
-#define LS_FORWARD_IF_ERROR(expr)       \
-  do {                                  \
-    ls_err_t const ls_e_ = (expr);      \
-    if (ls_e_ != LS_OK) return ls_e_;   \
+#define LS_FORWARD_IF_ERROR(expr)                                                                  \
+  do {                                                                                             \
+    ls_err_t const ls_e_ = (expr);                                                                 \
+    if (ls_e_ != LS_OK) return ls_e_;                                                              \
   } while (0)
 
 #ifdef __cplusplus

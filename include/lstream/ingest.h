@@ -1,7 +1,8 @@
 /*
  * lstream ingest: Kafka partitions in, validated per-series windows out.
  *
- * Records (DESIGN.md): key = series id (1..255 bytes); value by format:
+ * Records (README, Architecture: "Records"): key = series id (1..255
+ * bytes); value by format:
  *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
  *   LS_FORMAT_CSV  F decimal numbers separated by commas
  * Event time = the Kafka message timestamp. Writing into Kafka (the
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/inflight.h" /* ls_inflight_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +24,12 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
-typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1 } ls_format_t;
+typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1, LS_FORMAT__COUNT } ls_format_t;
+
+/* The formats' names by value ("f32", "csv"), NULL after the last: the one
+ * list of them, which ls_format_parse, ls_format2str and every option that
+ * takes a format read. A format is valid when 0 <= fmt < LS_FORMAT__COUNT. */
+LS_API extern const char *const ls_format_names[LS_FORMAT__COUNT + 1];
 
 /* The most features a record may carry. */
 #define LS_FEATURES_MAX 4096
@@ -46,10 +53,10 @@ typedef enum ls_reject_e {
 /* A short name for a reason ("size", "parse", "nonfinite", ...). */
 LS_API const char *ls_reject2str(ls_reject_t reason);
 
-/* Parses "f32" or "csv". */
+/* Parses a name of ls_format_names. */
 LS_API ls_err_t ls_format_parse(const char *name, ls_format_t *out);
 
-/* "f32" or "csv". */
+/* The format's name in ls_format_names ("unknown" when fmt is none). */
 LS_API const char *ls_format2str(ls_format_t fmt);
 
 /* Encodes F values as a record value into buf (size bytes; *len: the
@@ -73,10 +80,10 @@ LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t l
 /* The longest window (T) a windower accepts. */
 #define LS_WINDOW_MAX 65536
 
-/* One training window of one series (DESIGN.md "Windows"): TBPTT with
- * k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and targets
- * x[kT+1 .. kT+T]. Consecutive windows share one record: the last target of
- * window k is the first input of window k+1. */
+/* One training window of one series (README, Architecture: "Windows"):
+ * TBPTT with k1 = k2 = T, so window k holds inputs x[kT .. kT+T-1] and
+ * targets x[kT+1 .. kT+T]. Consecutive windows share one record: the last
+ * target of window k is the first input of window k+1. */
 typedef struct ls_window_s {
   const char *key;      /* series key, key_len bytes, NUL-terminated */
   size_t key_len;       /* 1..LS_KEY_MAX */
@@ -88,34 +95,16 @@ typedef struct ls_window_s {
   int64_t first_offset; /* offset of the record in row 0 (first input) */
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
   int T, F;
-  int n_targets;     /* valid targets: T, fewer only in a flushed trailing window */
-  const float *x;    /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
-                        rows past n_targets are zero */
-  const float *mask; /* [T] 1 where target t is valid, 0 (padding) after */
-  const int64_t *times; /* [T+1] event times (ms) of the rows' records: the Kafka
-                           timestamps; -1 for padding rows and unknown times */
+  int n_targets;          /* valid targets: T, fewer only in a flushed trailing window */
+  const float *x;         /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
+                             rows past n_targets are zero */
+  const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
+  const int64_t *times;   /* [T+1] event times (ms) of the rows' records: the Kafka
+                             timestamps; -1 for padding rows and unknown times */
   const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
-
-/* One series' records in flight (DESIGN.md "Snapshots"): accepted, and not
- * yet in a window the trainer has trained and released. rows[0] is the
- * first input of window `index` (the last target of the window before,
- * kept); the others follow in offset order. What a snapshot keeps of a
- * series' data, so that its partition resumes at its next unread record
- * however old these are. */
-typedef struct ls_inflight_s {
-  const char *key; /* key_len bytes */
-  size_t key_len;
-  int32_t partition;
-  int64_t index;     /* the number of the window rows[0] starts */
-  int64_t last_time; /* the series' last accepted event time, -1 none */
-  int reset;         /* 1: window `index` starts from a zero state */
-  int rows;          /* >= 1 (0 only from ls_windower_pending_of) */
-  const int64_t *offsets, *times; /* [rows], ascending offsets */
-  const float *x;                 /* [rows, F] */
-} ls_inflight_t;
 
 /* Receives a series in flight (valid during the call). */
 typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);
@@ -286,36 +275,38 @@ typedef struct ls_ingest_conf_s ls_ingest_conf_t;
 typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
 
 /* The consumer's lstream settings, typed: ls_ingest_conf_set sets one
- * field from its text (the key in brackets), ls_ingest_conf_set_settings
- * all of them at once. Defaults in parentheses. */
+ * field from its text (the key in brackets, spelled as the trainer's option
+ * that sets it; dots and dashes read as underscores), and
+ * ls_ingest_conf_set_settings all of them at once. Defaults in parentheses
+ * (the table in ingest/conf.c; the shared ones are the trainer's). */
 typedef struct ls_ingest_settings_s {
   const char *topic;             /* [topic] the topic to read (required) */
-  const char *dead_letter_topic; /* [dead.letter.topic] copy rejected records there,
+  const char *dead_letter_topic; /* [dead_letter_topic] copy rejected records there,
                                     with the header lstream-reject-reason (NULL: none) */
   ls_format_t format;            /* [format] f32 | csv (f32) */
   int features;                  /* [features] F, values per record, 1..LS_FEATURES_MAX (1) */
-  int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (32) */
-  int64_t queue_windows;         /* [queue.windows] most complete windows queued per
-                                    partition (256) */
-  int64_t buffer_records;        /* [buffer.records] most records held in memory: series
+  int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (16) */
+  int64_t queue_windows;         /* [queue_windows] most complete windows queued per
+                                    partition (4096) */
+  int64_t buffer_records;        /* [buffer_records] most records held in memory: series
                                     buffers plus T+1 per queued window, all partitions
-                                    (4194304) */
+                                    (16777216) */
   int stop_at_end;               /* [stop] end (1): stop at the high watermarks read at
                                     start (replay) | never (0): run until destroyed (live) */
   int flush;                     /* [flush] true (1): at the end, emit trailing partial
                                     windows, masked | false (0) */
-  double max_abs;                /* [max.abs] ls_windower_set_max_abs (1e18: squared
+  double max_abs;                /* [max_abs] ls_windower_set_max_abs (1e18: squared
                                     differences, 4e36, stay finite in float32) */
-  int64_t reset_gap_ms;          /* [reset.gap.ms] ls_windower_set_reset_gap; 0 none (0) */
-  int64_t series_idle_ms;        /* [series.idle.ms] ls_windower_set_eviction's idle_ms (0) */
-  int64_t max_series;            /* [max.series] its max_held, per partition; 0 none (0) */
+  int64_t reset_gap_ms;          /* [reset_gap_ms] ls_windower_set_reset_gap; 0 none (0) */
+  int64_t series_idle_ms;        /* [series_idle_ms] ls_windower_set_eviction's idle_ms (0) */
+  int64_t max_series;            /* [max_series] its max_held, per partition; 0 none (0) */
   int tap;                       /* [tap] true (1): also hand every accepted record, as it
                                     is accepted, to ls_ingest_records | false (0) */
-  int warn_interval_ms;          /* [warn.interval.ms] see ls_ingest_warn_cb (5000) */
-  int start_timeout_ms;          /* [start.timeout.ms] limit on resolving start positions
+  int warn_interval_ms;          /* [warn_interval_ms] see ls_ingest_warn_cb (5000) */
+  int start_timeout_ms;          /* [start_timeout_ms] limit on resolving start positions
                                     and on reaching each partition's leader (10000) */
-  int commit_timeout_ms;         /* [commit.timeout.ms] limit on ls_ingest_commit (5000) */
-  int watch_interval_ms;         /* [watch.interval.ms] how often a thread asks the
+  int commit_timeout_ms;         /* [commit_timeout_ms] limit on ls_ingest_commit (5000) */
+  int watch_interval_ms;         /* [watch_interval_ms] how often a thread asks the
                                     partitions' leaders for their high watermarks (one
                                     ListOffsets per leader, waiting at most this long): is
                                     the cluster reached, each partition's lag; 0 never (1000) */

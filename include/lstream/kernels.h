@@ -109,12 +109,12 @@ typedef enum ls_precision_e { LS_PRECISION_FP32 = 0, LS_PRECISION_TF32 = 1 } ls_
 
 typedef struct ls_engine_conf_s {
   ls_shape_t shape;
-  int max_batch;    /* largest B of any call; workspaces are sized for it */
-  int max_window;   /* largest T of any call */
+  int max_batch;  /* largest B of any call; workspaces are sized for it */
+  int max_window; /* largest T of any call */
   ls_device_t device;
-  int device_index; /* CUDA device ordinal (ignored on the CPU) */
-  int threads;      /* CPU threads for BLAS and pointwise math; 0 = OMP_NUM_THREADS where
-                       set, else every core the process may run on */
+  int device_index;         /* CUDA device ordinal (ignored on the CPU) */
+  int threads;              /* CPU threads for BLAS and pointwise math; 0 = OMP_NUM_THREADS where
+                               set, else every core the process may run on */
   ls_precision_t precision; /* GEMM arithmetic, see above; tf32 is refused on the CPU */
 } ls_engine_conf_t;
 

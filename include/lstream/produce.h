@@ -22,12 +22,13 @@ extern "C" {
 /* Embedded broker                                                           */
 /*
  * An in-process Kafka cluster for development and tests: librdkafka's mock
- * cluster (DESIGN.md, "Kafka for development and tests"), speaking the Kafka
- * protocol on loopback TCP to any client (kcat included). It keeps about
- * 5 MiB per partition and drops the oldest batches beyond that, serves
- * fetches from one thread, has no SSL/SASL, and forgets everything (records,
- * committed offsets) when destroyed. Topics a client asks for that were not
- * created here are auto-created with 4 partitions (librdkafka's default).
+ * cluster (README, Architecture: "Kafka for development and tests"),
+ * speaking the Kafka protocol on loopback TCP to any client (kcat
+ * included). It keeps about 5 MiB per partition and drops the oldest
+ * batches beyond that, serves fetches from one thread, has no SSL/SASL,
+ * and forgets everything (records, committed offsets) when destroyed.
+ * Topics a client asks for that were not created here are auto-created
+ * with 4 partitions (librdkafka's default).
  */
 
 typedef struct ls_broker_s ls_broker_t;

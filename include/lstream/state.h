@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "lstream/error.h"
+#include "lstream/inflight.h" /* ls_inflight_t */
 #include "lstream/kernels.h"
 
 #ifdef __cplusplus
@@ -25,7 +26,7 @@ typedef struct ls_series_table_s ls_series_table_t;
 
 /* What the table knows of one series. */
 typedef struct ls_series_info_s {
-  const char *key;     /* key_len bytes, NUL-terminated; owned by the table */
+  const char *key; /* key_len bytes, NUL-terminated; owned by the table */
   size_t key_len;
   int32_t partition;   /* the partition it was first seen on */
   int64_t slot;        /* its row in the state table */
@@ -40,12 +41,13 @@ typedef struct ls_series_info_s {
 /* ------------------------------------------------------------------------ */
 /* The per-series normaliser (state/norm.c)                                  */
 /*
- * Per series and feature, from the series' own past only (DESIGN.md
- * "Normalisation"): a location m and a variance v of its levels and a mean
- * square q of its changes, exponentially weighted over about `window`
- * records after a warm-up (record t, from 0, weighs max(1/(t+1), 1/window):
- * a running mean first), and the last value. A record is consumed once, when
- * it is first used as an input; what it gives uses the stats after it:
+ * Per series and feature, from the series' own past only (README,
+ * Architecture: "Normalisation"): a location m and a variance v of its
+ * levels and a mean square q of its changes, exponentially weighted over
+ * about `window` records after a warm-up (record t, from 0, weighs
+ * max(1/(t+1), 1/window): a running mean first), and the last value. A
+ * record is consumed once, when it is first used as an input; what it
+ * gives uses the stats after it:
  *   s  = max(sqrt(v), floor)   ds = max(sqrt(q), floor) (s at the first record)
  *   floor = floor_rel * |m| + floor_abs
  *   level  = clamp((x - m) / s)    change = clamp((x - prev) / ds) (0 at first)
@@ -122,9 +124,9 @@ LS_API ls_err_t ls_series_table_active(ls_series_table_t *tab, int64_t slot, int
 /* Forgets, partition by partition, the series idle for longer than idle_ms
  * (their last active event time that much before their partition's newest;
  * 0: none) and, beyond max series of a partition (0: no bound), its least
- * recently active ones: states, counts and host-side state. The last slot takes an evicted one's place (slots move;
- * a slot reused later starts from zero). *evicted (may be NULL) += their
- * number. */
+ * recently active ones: states, counts and host-side state. The last slot takes an evicted one's
+ * place (slots move; a slot reused later starts from zero). *evicted (may be NULL) += their number.
+ */
 LS_API ls_err_t ls_series_table_evict(ls_series_table_t *tab, int64_t idle_ms, size_t max,
                                       int64_t *evicted);
 
@@ -285,32 +287,19 @@ LS_API ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *snap, ls_series_tabl
  * record to read). Each partition at most once. */
 LS_API ls_err_t ls_snapshot_add_partition(ls_snapshot_t *snap, int32_t partition, int64_t offset);
 
-/* A series' records in flight, as a snapshot keeps them (the trainer
- * copies them from ingest's ls_inflight_t): rows[0] is the first input of
- * window `index`, the others follow by ascending offset; with them, its
- * partition's resume offset may be past every one of them. */
-typedef struct ls_snapshot_inflight_s {
-  const char *key; /* 1..LS_KEY_MAX bytes */
-  size_t key_len;
-  int32_t partition;
-  int64_t index;     /* >= 0 */
-  int64_t last_time; /* the series' last accepted event time, -1 none */
-  int reset;         /* 0 or 1: window `index` starts from a zero state */
-  int rows;          /* >= 1 */
-  const int64_t *offsets, *times; /* [rows] */
-  const float *x;                 /* [rows, F] (ls_snapshot_set_inflight_features) */
-} ls_snapshot_inflight_t;
+/* Series in flight (ls_inflight_t, lstream/inflight.h: what ingest hands
+ * over): with them, a partition's resume offset may be past every one of
+ * them. */
 
 /* The features F of the rows in flight, on a snapshot without any (0: none
  * kept, the default and a reset's). */
 LS_API ls_err_t ls_snapshot_set_inflight_features(ls_snapshot_t *snap, int features);
 LS_API int ls_snapshot_inflight_features(const ls_snapshot_t *snap);
 /* Appends a series in flight (copied). */
-LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_snapshot_inflight_t *s);
+LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_inflight_t *s);
 LS_API size_t ls_snapshot_inflight_count(const ls_snapshot_t *snap);
 /* Series i in flight, its pointers into the snapshot. */
-LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i,
-                                         ls_snapshot_inflight_t *out);
+LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i, ls_inflight_t *out);
 
 /* The host-side state of the series (ls_series_stats_t): set the layout, F
  * features and O targets, on a snapshot without series (0, 0: none; a reset
@@ -319,24 +308,6 @@ LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i,
 LS_API ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *snap, int features, int targets);
 LS_API void ls_snapshot_stats_shape(const ls_snapshot_t *snap, int *features, int *targets);
 LS_API ls_err_t ls_snapshot_series_stats(ls_snapshot_t *snap, size_t i, ls_series_stats_t *out);
-
-/* The forecasts' run-wide bookkeeping (rank 0's part, with the model):
- * from [n_from], per partition of the predictions topic, an offset below
- * which the run that wrote the snapshot published nothing after it; and
- * lengths [n_lengths], per rank, the length of its predictions file when
- * the snapshot was taken. Get: LS_ERR_STATE when it holds none. */
-LS_API ls_err_t ls_snapshot_set_predict(ls_snapshot_t *snap, const int64_t *from, int n_from,
-                                        const int64_t *lengths, int n_lengths);
-LS_API ls_err_t ls_snapshot_get_predict(const ls_snapshot_t *snap, const int64_t **from,
-                                        int *n_from, const int64_t **lengths, int *n_lengths);
-
-/* The forecast calibration (rank 0's part, with the model): per target j < O
- * (O of the shape) two moments spy, spp and a count k. */
-LS_API ls_err_t ls_snapshot_set_calibration(ls_snapshot_t *snap, const double *spy,
-                                            const double *spp, const int64_t *k);
-/* LS_ERR_STATE when it holds none. */
-LS_API ls_err_t ls_snapshot_get_calibration(const ls_snapshot_t *snap, const double **spy,
-                                            const double **spp, const int64_t **k);
 
 /* Each partition's replay memory: set the layout, `cap` entries of `entry`
  * floats per partition, on a snapshot without partitions (0, 0: none; a
@@ -350,6 +321,49 @@ LS_API ls_err_t ls_snapshot_get_memory(const ls_snapshot_t *snap, size_t i, int6
                                        int64_t *next, const float **entries);
 
 /* Accessors; pointers stay valid until the snapshot is changed or freed. */
+/* Sections of the modules above state/ (format 5 on). state/ keeps them,
+ * and the container around them (ids, versions, checksums, compression,
+ * commit), without reading them: each module encodes its own content, with
+ * a version of its layout, and migrates the layouts it knew before. A
+ * section is optional (a reader that does not know its id skips it: data a
+ * later version adds that an earlier one can do without) or required (such a
+ * reader refuses the snapshot, naming it: data without which resuming would
+ * be wrong). Ids are allotted here, so that no two modules share one; the
+ * layouts are described where they are written. */
+enum {
+  LS_SNAPSHOT_SECTION_FIRST = 64,
+  LS_SNAPSHOT_SECTION_SETTINGS = 64,    /* train/snapshots.c: the run's configuration */
+  LS_SNAPSHOT_SECTION_CALIBRATION = 65, /* train/figures.c: the forecasts' calibration */
+  LS_SNAPSHOT_SECTION_PREDICT = 66,     /* train/predict_out.c: the forecasts' bookkeeping */
+  LS_SNAPSHOT_SECTION_RUN = 67,         /* train/snapshots.c: the run's id */
+  LS_SNAPSHOT_SECTION_LAST = 1023
+};
+#define LS_SNAPSHOT_MODULE_SECTIONS 16 /* the most module sections in one shard */
+enum {
+  LS_SNAPSHOT_REQUIRED = 1, /* a reader that does not know the id refuses the file */
+  LS_SNAPSHOT_FLOATS = 2    /* the content is float32s: byte-shuffled with --snapshot-shuffle */
+};
+
+/* Puts (or replaces) a module section of `bytes` bytes, copied: id in
+ * [LS_SNAPSHOT_SECTION_FIRST, LS_SNAPSHOT_SECTION_LAST], version < 65536,
+ * flags of LS_SNAPSHOT_REQUIRED and LS_SNAPSHOT_FLOATS (bytes then a multiple
+ * of 4). A shard holds it as given; with several ranks, each rank puts what
+ * its shard needs (a resume with another world reads rank 0's). */
+LS_API ls_err_t ls_snapshot_put_section(ls_snapshot_t *snap, uint32_t id, uint32_t version,
+                                        unsigned flags, const void *data, size_t bytes);
+
+/* A loaded snapshot's module section: its version and content (owned by
+ * snap). LS_ERR_NOT_FOUND when the snapshot has none of that id (written
+ * before the module kept it, or by a run without it). */
+LS_API ls_err_t ls_snapshot_get_section(const ls_snapshot_t *snap, uint32_t id, uint32_t *version,
+                                        const void **data, size_t *bytes);
+
+/* Checks that every required module section of a loaded snapshot is one of
+ * known [n] (the ids the caller reads): LS_ERR_UNSUPPORTED naming the first
+ * that is not ("written by a later lstream"). */
+LS_API ls_err_t ls_snapshot_check_sections(const ls_snapshot_t *snap, const uint32_t *known,
+                                           size_t n);
+
 LS_API ls_err_t ls_snapshot_get_shape(const ls_snapshot_t *snap, ls_shape_t *out);
 LS_API ls_err_t ls_snapshot_get_info(const ls_snapshot_t *snap, ls_snapshot_info_t *out);
 /* LS_ERR_STATE when the snapshot holds no model (a part of rank > 0). */
@@ -377,13 +391,13 @@ LS_API ls_err_t ls_snapshot_get_partition(const ls_snapshot_t *snap, size_t i, i
 
 /* How snapshot files are written. */
 typedef struct ls_snapshot_conf_s {
-  int level;   /* zstd compression level: LS_SNAPSHOT_LEVEL_MIN .. -1 (fast
-                * levels) or 1 .. ZSTD_maxCLevel() (22)                     (3) */
-  int workers; /* zstd worker threads; 0 = compress on the writing thread   (0) */
-  int shuffle; /* 1 = split float arrays into 4 byte planes before
-                * compression (blocks of 64 KiB): states and weights then
-                * compress better, see `lstream bench snapshot`           (1) */
-  int keep;    /* snapshots kept by commits, >= 1                           (3) */
+  int level;    /* zstd compression level: LS_SNAPSHOT_LEVEL_MIN .. -1 (fast
+                 * levels) or 1 .. ZSTD_maxCLevel() (22)                     (3) */
+  int workers;  /* zstd worker threads; 0 = compress on the writing thread   (0) */
+  int shuffle;  /* 1 = split float arrays into 4 byte planes before
+                 * compression (blocks of 64 KiB): states and weights then
+                 * compress better, see `lstream bench snapshot`           (1) */
+  int keep;     /* snapshots kept by commits, >= 1                           (3) */
   int deferred; /* 1 = a one-rank snapshot too waits for ls_snapshotter_commit once
                  * written (its caller holds the commit until something of its own
                  * is durable); 0 = the writer commits it at once               (0) */
@@ -413,12 +427,16 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 16
+#define LS_SNAPSHOT_SECTIONS_MAX 32
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
                      * "partitions", "norm", "calibration", "memory", "inflight",
                      * "inflight_rows", "activity" (shards) or "shards" (the
-                     * manifest); static */
+                     * manifest), a module's ("settings", ...), or "?" for a
+                     * module section this version does not know; static */
+  uint32_t id;      /* the section id (LS_SNAPSHOT_SECTION_*, or the container's) */
+  uint32_t version; /* a module section's layout version (0 for the container's) */
+  int required;     /* a reader that does not know it must refuse the file */
   uint64_t offset;  /* where its zstd frame starts in the file */
   uint64_t stored;  /* bytes in the file */
   uint64_t raw;     /* bytes once decompressed */
@@ -457,6 +475,11 @@ LS_API ls_err_t ls_snapshot_manifest_shard(const ls_snapshot_manifest_t *man, in
                                            ls_snapshot_shard_t *out);
 LS_API ls_err_t ls_snapshot_manifest_file(const ls_snapshot_manifest_t *man,
                                           ls_snapshot_file_t *out);
+
+/* The path of the snapshot of `step` in a snapshot directory:
+ * DIR/snap-<step, 12 digits> (the one place that spells it).
+ * LS_ERR_INVALID_ARG when it does not fit in size bytes. */
+LS_API ls_err_t ls_snapshot_path(const char *dir, int64_t step, char *buf, size_t size);
 
 /* Loads shard `rank` of a snapshot, verifying everything: the size and
  * checksum the manifest lists, magic, version, structure, every section's

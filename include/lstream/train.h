@@ -48,129 +48,13 @@ LS_API ls_err_t ls_train_conf_new(ls_train_conf_t **out);
 LS_API void ls_train_conf_destroy(ls_train_conf_t *conf); /* accepts NULL */
 
 /* Sets a key from its text (the same keys as `lstream train --KEY VALUE`
- * and `--config FILE`). LS_ERR_UNKNOWN_KEY for a key that does not exist,
- * LS_ERR_INVALID_ARG (with the reason) for a bad value. Keys and defaults:
- *   brokers         bootstrap servers host:port[,...]          (required)
- *   topic           topic to read                             (required)
- *   format          f32 | csv                                 (f32)
- *   features        F, values per record                      (1)
- *   window          T, steps per window                       (16)
- *   batch           B, windows per step                       (64)
- *   hidden          H                                         (64)
- *   layers          L                                         (1)
- *   optimizer       adam | adamw                              (adam)
- *   lr              learning rate                             (0.003)
- *   beta1, beta2    Adam decays                               (0.9, 0.999)
- *   eps             Adam epsilon                              (1e-8)
- *   weight_decay    L2 (adam) or decoupled (adamw) decay      (0)
- *   clip            global gradient-norm bound, 0 = none      (1.0)
- *   warmup          updates over which lr ramps up linearly   (0)
- *   accumulate      steps whose gradients make one update     (1)
- *   seed            parameter initialisation seed             (1)
- *   device          cpu | cuda                                (cpu)
- *   precision       fp32 | tf32: GEMM arithmetic; tf32 (cuda only)
- *                   rounds GEMM inputs to TF32 on the tensor cores,
- *                   accumulating in float32; state, pointwise math and
- *                   the optimizer stay float32                (fp32)
- *   threads         CPU threads; 0 = OMP_NUM_THREADS where set, else
- *                   under mpirun this rank's share of its own host's
- *                   cores (cores / ranks on the host, at most the cores
- *                   it is bound to), else every core the process may run
- *                   on. The count decides the order of sums: for the same
- *                   bits on other machines give it   (0)
- *   until           end: replay to the high watermarks read at start,
- *                   then stop | live: run until stopped       (live)
- *   start           where every partition starts: beginning | end |
- *                   OFFSET | time:MS                          (beginning)
- *   stateless       true: every window starts from a zero state (false)
- *   max_abs         records holding a value v with |v| > max_abs are
- *                   rejected (reason range): 1e18 keeps the square of a
- *                   difference of two values (4e36) finite in float32, as
- *                   the loss and Adam's moments need; 3.4e38 or more: no
- *                   bound                                     (1e18)
- *   series_idle_ms  a series idle this long in event time (its last
- *                   record this much older than its partition's newest)
- *                   is evicted: its partial window's records are dropped
- *                   and its state (h, c, normaliser, counts) forgotten; if
- *                   its key comes back it is a new series (window 0, a
- *                   zero state); the consumer and the trainer each apply
- *                   it to what they hold; 0 = never         (0)
- *   max_series      the most series held over all partitions, each
- *                   partition ceil(max_series / partitions) (so the same
- *                   on any number of ranks): beyond it the least recently
- *                   active are evicted as above; 0 = no bound (0)
- *   reset_gap_ms    a series whose event time jumps by more than this (a
- *                   weekend, an outage) restarts its state (h, c; not its
- *                   normaliser) from zero at its next window; what it held
- *                   before the gap trains as a partial window; counted
- *                   (ls_train_summary_t.resets); 0 = never      (0)
- *   deadline_ms     live mode: fire a partial step this long after it
- *                   began (sooner when nothing ready can join it); the
- *                   consumer's fetch.wait.max.ms is a tenth of it (at
- *                   least 1, at most 500) unless set   (200)
- *   queue_windows   ingest queue bound per partition, windows; also a
- *                   replay's look-ahead per partition for forming steps
- *                   by event time (at most buffer_records / (partitions x
- *                   (window + 1)) windows)                    (4096)
- *   buffer_records  ingest memory bound, records              (16777216)
- *                   (large on purpose: librdkafka resumes a paused partition
- *                   only at its broker thread's next wakeup, ~0.5 s later,
- *                   so a queue the trainer drains in less than that stalls)
- *   partitions      the partitions to read, "0,2,5" or "all"  (all)
- *   comm            auto | none | mpi | nccl: how replicas sum gradients;
- *                   auto = mpi (cpu) or nccl (cuda) when started by mpirun
- *                   on several ranks, else none               (auto)
- *   overlap         auto | true | false. true: on several ranks with
- *                   accumulate 1, start each layer's gradient all-reduce
- *                   as soon as backward has finished that layer, while the
- *                   layers below still compute (the same sums, maybe
- *                   rounded in another order). auto = true
- *                   with nccl, false with mpi, where it measured no gain
- *                   (tests/bench/scaleout.sh)                 (auto)
- *   max_steps       stop after this many steps in all, resumed ones
- *                   included; 0 = no limit                    (0)
- *   snapshot_dir    where snapshots go; empty = none          ("")
- *   snapshot_every  a snapshot every N steps; 0 = not by steps (0)
- *   snapshot_interval  a snapshot every S seconds; 0 = not by time (0)
- *   snapshot_keep   snapshots kept                            (3)
- *   snapshot_level  zstd level: -50..-1 (fast) or 1..22       (3)
- *   snapshot_threads  zstd workers; 0 = the writer's thread   (0)
- *   snapshot_shuffle  byte-shuffle floats before compression  (true)
- *   resume          latest: the newest good snapshot in snapshot_dir (a
- *                   damaged one is passed over, with a note), if there is
- *                   one | none | a snapshot directory         (latest)
- *   normalize       series: each series' features are scaled by its own
- *                   running location and scale (state/norm.c), from its
- *                   own past only | none: raw values          (series)
- *   norm_window     N: the normaliser's weights reach back ~N records (256)
- *   target          delta: the model predicts the next change of each
- *                   target (forecast = last value + calibrated change)
- *                   | level: the next value                  (delta)
- *   inputs          level,change: per feature its normalised level and
- *                   last change (I = 2F) | level: the level (I = F)
- *                                                             (level,change)
- *   targets         the features forecast, "all" or "0,3"; the others are
- *                   covariates, inputs only (O = their count) (all)
- *   calibrate       scale each target's predicted change by a factor in
- *                   [0, 1] fitted online to past forecasts (sum p y / sum
- *                   p p): on a random walk it stays near the last value
- *                                                             (true)
- *   replay          after each update, this many more updates on windows
- *                   drawn from a memory of recent ones; 0 = none (4)
- *   replay_batch    windows per replay update over all partitions: each
- *                   partition gives batch/partitions (at least 1) (8)
- *   replay_memory   windows remembered over all partitions: each keeps
- *                   its newest memory/partitions (at least 16) (256)
- *   predictions_topic  publish forecasts to this topic; empty = none  ("")
- *   predictions_out    write them to this CSV file (FILE.rankN with several
- *                   ranks); empty = none                      ("")
- *   predictions     next | eval | next,eval | none: after every record the
- *                   forecast of the series' next record; the test-then-
- *                   train forecasts behind the loss          (next)
- *   predictions_commit_ms  a transaction of the topic commits at most this
- *                   long after its first forecast             (100)
- *   predictions_buffer  forecasts held for the topic (an outage); then
- *                   training waits for room                   (1048576)
+ * and `--config FILE`; dashes and dots read as underscores).
+ * LS_ERR_UNKNOWN_KEY for a key that does not exist, LS_ERR_INVALID_ARG (with
+ * the reason) for a bad value. The keys, their meaning, defaults and what
+ * may change across a resume are one table (ls_train_conf_keys below,
+ * train/conf.c; `lstream train --help` prints it). A key set here counts as
+ * given: a resume refuses a given fixed key whose value differs from the
+ * snapshot's, and gives the others the snapshot's values.
  *
  * Snapshots. With snapshot_dir, the trainer writes snapshots in the
  * background (the step loop only copies the model, the series states and
@@ -233,10 +117,30 @@ LS_API ls_err_t ls_train_conf_read(ls_train_conf_t *conf, const char *path);
 LS_API ls_err_t ls_train_conf_get(const ls_train_conf_t *conf, const char *key, char *buf,
                                   size_t size);
 
-/* The keys, NULL-terminated, with one-line help each (for --help). */
+/* What a key is (ls_train_key_t.flags): one of the first four, and at most
+ * one of the last two. */
+enum {
+  LS_KEY_MODEL = 1,  /* the model and how it learns */
+  LS_KEY_DATA = 2,   /* which records train */
+  LS_KEY_INGEST = 4, /* how records are read and held */
+  LS_KEY_RUN = 8,    /* where it runs, reads and writes; how it snapshots */
+  /* May not change across a resume: a resumed run that leaves it out takes
+   * the snapshot's value; one that gives another value is refused. */
+  LS_KEY_FIXED = 16,
+  /* May change across a resume, which the resume then reports (the run
+   * differs from an uninterrupted one from there). Keys with neither may
+   * change freely. */
+  LS_KEY_NOTED = 32
+};
+
+/* The keys (the option table, train/conf.c), NULL-terminated: name, one-line
+ * help, default as text (NULL: none, such as brokers), flags. --help, the
+ * --config keys and what a resume checks all come from it. */
 typedef struct ls_train_key_s {
   const char *key;
   const char *help;
+  const char *def;
+  unsigned flags;
 } ls_train_key_t;
 LS_API const ls_train_key_t *ls_train_conf_keys(void);
 
@@ -256,28 +160,28 @@ typedef struct ls_target_figures_s {
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
-  int64_t step;          /* 1-based */
-  int windows;           /* windows in this step */
-  int64_t records;       /* target records in this step */
-  double loss_sum;       /* model, before this step's update (prequential),
-                            normalised units, all targets */
-  double baseline_sum;   /* last-value prediction, same targets */
-  double count;          /* valid target values */
-  int targets;           /* O */
+  int64_t step;                      /* 1-based */
+  int windows;                       /* windows in this step */
+  int64_t records;                   /* target records in this step */
+  double loss_sum;                   /* model, before this step's update (prequential),
+                                        normalised units, all targets */
+  double baseline_sum;               /* last-value prediction, same targets */
+  double count;                      /* valid target values */
+  int targets;                       /* O */
   const ls_target_figures_t *target; /* [targets]: per target, data units too
                                         (valid during the callback) */
-  int updated;           /* 1 if the optimizer stepped after this step */
-  int nonfinite;         /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
-                            no update, and a non-finite loss counts in no total */
+  int updated;                       /* 1 if the optimizer stepped after this step */
+  int nonfinite;              /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
+                                 no update, and a non-finite loss counts in no total */
   const char *nonfinite_note; /* then: what was skipped, and this rank's window with the
                                  largest |value| (series, partition, offsets), else NULL */
-  float grad_norm;       /* gradient norm of that update (before clipping) */
-  float lr;              /* learning rate of that update */
-  double compute_s;      /* seconds in the engine */
-  double lag_ms;         /* ms from the event time of a window's last target to the end of
-                            the step's compute (the mean over the windows that have one;
-                            NaN when none has): how far training runs behind the data */
-  double wait_s;         /* seconds waiting for windows */
+  float grad_norm;            /* gradient norm of that update (before clipping) */
+  float lr;                   /* learning rate of that update */
+  double compute_s;           /* seconds in the engine */
+  double lag_ms;              /* ms from the event time of a window's last target to the end of
+                                 the step's compute (the mean over the windows that have one;
+                                 NaN when none has): how far training runs behind the data */
+  double wait_s;              /* seconds waiting for windows */
   int64_t snapshot_committed; /* step of a snapshot that committed now, else -1 */
   int snapshot_skipped;       /* 1: a snapshot was due but the last is still being written */
   const char *snapshot_error; /* a snapshot write or commit that failed, else NULL */
@@ -305,11 +209,11 @@ typedef struct ls_train_summary_s {
   const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
                                              next summary or the trainer's end) */
   double compute_s, wait_s, elapsed_s;
-  double comm_s;             /* blocked in the step's sums across ranks (a rank's mean): the
-                                all-reduce and waiting for the slowest rank; with nccl the
-                                gradient sum runs on the GPU without blocking, so only the
-                                step figures' sum and the wait count */
-  int64_t rejected;          /* records the consumer rejected (all reasons) */
+  double comm_s;    /* blocked in the step's sums across ranks (a rank's mean): the
+                       all-reduce and waiting for the slowest rank; with nccl the
+                       gradient sum runs on the GPU without blocking, so only the
+                       step figures' sum and the wait count */
+  int64_t rejected; /* records the consumer rejected (all reasons) */
   int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all

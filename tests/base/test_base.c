@@ -98,8 +98,9 @@ Test(base, keymap_remove_keeps_every_other_key) {
   int n = 0;
   for (int k = 0; k < KEYS; k++)
     snprintf(keys[k], sizeof keys[k], "key-%d", k), at[k] = -1;
-  /* Keys k and k + 1 (k % 97 == 0) share a hash: collisions on purpose. */
-#define HASH(k) base_key_hash(keys[(k) % 97 == 1 ? (k) - 1 : (k)], strlen(keys[(k) % 97 == 1 ? (k) - 1 : (k)]))
+    /* Keys k and k + 1 (k % 97 == 0) share a hash: collisions on purpose. */
+#define HASH(k)                                                                                    \
+  base_key_hash(keys[(k) % 97 == 1 ? (k)-1 : (k)], strlen(keys[(k) % 97 == 1 ? (k)-1 : (k)]))
   for (int op = 0; op < OPS; op++) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     int const k = (int)((rng >> 33) % KEYS);
@@ -299,10 +300,16 @@ typedef struct settings_s {
 
 Test(base, key_tables) {
   base_key_t const keys[] = {
-      {"n", "a number", offsetof(settings_t, n), BASE_V_INT(0, 5)},
-      {"name", NULL, offsetof(settings_t, name), BASE_V_STR(0)},
+      {"n", "a number", offsetof(settings_t, n), BASE_V_INT(0, 5), "3", 0},
+      {"name", NULL, offsetof(settings_t, name), BASE_V_STR(0), NULL, 0},
   };
   settings_t s = {1, NULL};
+  cr_assert_eq(base_keys_defaults(keys, 2, &s), LS_OK);
+  cr_expect_eq(s.n, 3, "the default applied");
+  cr_expect_null(s.name, "no default: left as it was");
+  base_key_t const bad = {"m", NULL, offsetof(settings_t, n), BASE_V_INT(0, 5), "9", 0};
+  cr_expect_eq(base_keys_defaults(&bad, 1, &s), LS_ERR_INVALID_ARG, "a default out of its range");
+  cr_expect_eq(s.n, 3);
   cr_expect_null(base_keys_find(keys, 2, "nope"));
   const base_key_t *const n = base_keys_find(keys, 2, "n"), *const name = &keys[1];
   cr_assert_eq(base_key_set(n, &s, "4"), LS_OK);
@@ -321,6 +328,10 @@ Test(base, key_tables) {
   cr_expect_str_eq(ls_last_error(), "n: 9 is not an integer in [0, 5]");
   cr_assert_eq(base_key_set(name, &s, ""), LS_OK);
   cr_expect_null(s.name, "\"\" clears an owned string");
+  base_key_t const spelled[] = {{"queue_windows", NULL, 0, BASE_V_INT(0, 5), NULL, 0}};
+  cr_expect_eq(base_keys_find(spelled, 1, "queue-windows"), &spelled[0], "dashes as underscores");
+  cr_expect_eq(base_keys_find(spelled, 1, "queue.windows"), &spelled[0], "dots as underscores");
+  cr_expect_null(base_keys_find(spelled, 1, "queue_window"));
 }
 
 Test(base, clock_is_monotonic) {

@@ -351,8 +351,8 @@ static int run_skip(ls_engine_t *const e[2], bufs_t *b, const ls_optim_t *opt, c
             (double)norm);
       if (round == 2) continue;
       MUST(ls_engine_read_params(e[k], b->g[0], n));
-      CHECK(!memcmp(b->g[0], b->p[k], n * sizeof(float)), "%s: engine %d changed a parameter",
-            ctx, k);
+      CHECK(!memcmp(b->g[0], b->p[k], n * sizeof(float)), "%s: engine %d changed a parameter", ctx,
+            k);
     }
     if (round == 2) {
       for (int k = 0; k < 2; k++)

@@ -376,7 +376,8 @@ Test(produce, undelivered_records_are_reported, .timeout = 120) {
 /* Binds (with SO_REUSEADDR: past TIME_WAIT) and connects to
  * 127.0.0.1:port: the errnos (0 for success). */
 static void port_probe(int port, int *bind_err, int *connect_err) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons((uint16_t)port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   int fd = socket(AF_INET, SOCK_STREAM, 0), on = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);

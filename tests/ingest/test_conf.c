@@ -96,8 +96,10 @@ Test(conf, settings) {
   ls_ingest_conf_t *const c = conf_new();
   ls_ingest_settings_t s;
   ls_ingest_settings_init(&s);
-  cr_expect_eq(s.window, 32);
-  cr_expect_eq(s.buffer_records, 4194304);
+  cr_expect_eq(s.window, 16, "the trainer's default");
+  cr_expect_eq(s.queue_windows, 4096, "the trainer's default");
+  cr_expect_eq(s.buffer_records, 16777216, "the trainer's default");
+  cr_expect_eq(s.watch_interval_ms, 1000);
   cr_expect_null(s.topic);
   char topic[] = "ticks";
   s.topic = topic;
@@ -127,7 +129,7 @@ Test(conf, settings) {
   expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "window: 0");
   bad = s;
   bad.buffer_records = 1;
-  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "buffer.records: 1");
+  expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "buffer_records: 1");
   bad = s;
   bad.format = (ls_format_t)7;
   expect_error(ls_ingest_conf_set_settings(c, &bad), LS_ERR_INVALID_ARG, "format: 7");

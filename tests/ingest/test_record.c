@@ -50,8 +50,29 @@ Test(record, names) {
   cr_expect_eq(f, LS_FORMAT_CSV);
   cr_expect_eq(ls_format_parse("CSV", &f), LS_ERR_INVALID_ARG);
   cr_expect(strstr(ls_last_error(), "'CSV'") != NULL, "%s", ls_last_error());
+  cr_expect(strstr(ls_last_error(), "expected f32 or csv") != NULL, "%s", ls_last_error());
   cr_expect_eq(ls_format_parse(NULL, &f), LS_ERR_INVALID_ARG);
   cr_expect_str_eq(ls_format2str(LS_FORMAT_CSV), "csv");
+  /* The one table: every name parses to its index and prints back; it ends
+   * at the count with NULL; past the count is no format. */
+  for (int i = 0; i < LS_FORMAT__COUNT; i++) {
+    cr_assert_not_null(ls_format_names[i]);
+    cr_expect_eq(ls_format_parse(ls_format_names[i], &f), LS_OK);
+    cr_expect_eq((int)f, i);
+    cr_expect_str_eq(ls_format2str(f), ls_format_names[i]);
+  }
+  cr_expect_null(ls_format_names[LS_FORMAT__COUNT]);
+  cr_expect_str_eq(ls_format2str(LS_FORMAT__COUNT), "unknown");
+  cr_expect_str_eq(ls_format2str((ls_format_t)-1), "unknown");
+  char buf[8];
+  size_t len = 0;
+  float v = 1.0f;
+  cr_expect_eq(ls_record_encode(LS_FORMAT__COUNT, &v, 1, buf, sizeof buf, &len),
+               LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_record_decode(LS_FORMAT__COUNT, "1", 1, 1, &v), LS_REJECT_PARSE);
+  ls_windower_t *w = NULL;
+  cr_expect_eq(ls_windower_new(&w, LS_FORMAT__COUNT, 1, 4), LS_ERR_INVALID_ARG);
+  cr_expect_null(w);
 }
 
 Test(record, f32_little_endian_layout) {
@@ -248,7 +269,7 @@ Test(record, round_trip_bit_exact) {
       v[f] = float_of(b);
     }
     if (n == 0) v[0] = float_of(0x7f7fffffu), v[1] = float_of(0x80000001u);
-    for (int fmt = LS_FORMAT_F32; fmt <= LS_FORMAT_CSV; fmt++) {
+    for (int fmt = 0; fmt < LS_FORMAT__COUNT; fmt++) {
       char buf[F * LS_CSV_VALUE_MAX];
       size_t len = 0;
       cr_assert_eq(ls_record_encode((ls_format_t)fmt, v, F, buf, sizeof buf, &len), LS_OK);

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+static double sigmoid(double v) {
+  return 1.0 / (1.0 + exp(-v));
+}
 
 double ref_loss(const ref_dims_t *d, const double *p, const double *x, const double *h0,
                 const double *c0, const double *target, const double *mask, double *pred,
@@ -41,8 +43,10 @@ double ref_loss(const ref_dims_t *d, const double *p, const double *x, const dou
         const double *xt = in + ((size_t)t * B + b) * In;
         for (int r = 0; r < 4 * H; r++) {
           double a = b_ih[r] + b_hh[r];
-          for (int k = 0; k < In; k++) a += w_ih[(size_t)r * In + k] * xt[k];
-          for (int k = 0; k < H; k++) a += w_hh[(size_t)r * H + k] * h[k];
+          for (int k = 0; k < In; k++)
+            a += w_ih[(size_t)r * In + k] * xt[k];
+          for (int k = 0; k < H; k++)
+            a += w_hh[(size_t)r * H + k] * h[k];
           gates[r] = a;
         }
         for (int j = 0; j < H; j++) {
@@ -66,7 +70,8 @@ double ref_loss(const ref_dims_t *d, const double *p, const double *x, const dou
     double const m = mask ? mask[r] : 1.0;
     for (int o = 0; o < d->O; o++) {
       double y = p[ob + o];
-      for (int k = 0; k < H; k++) y += p[ow + (size_t)o * H + k] * in[r * H + k];
+      for (int k = 0; k < H; k++)
+        y += p[ow + (size_t)o * H + k] * in[r * H + k];
       if (pred) pred[r * d->O + o] = y;
       double const e = y - target[r * d->O + o];
       if (m != 0.0) loss += m * e * e;
@@ -85,7 +90,8 @@ void ref_fill(float *v, size_t n, uint32_t seed, float scale) {
 }
 
 void ref_widen(double *dst, const float *src, size_t n) {
-  for (size_t i = 0; i < n; i++) dst[i] = src[i];
+  for (size_t i = 0; i < n; i++)
+    dst[i] = src[i];
 }
 
 double ref_rel_err(const float *a, const double *b, size_t n) {

@@ -12,14 +12,14 @@
 #include "lstream/kernels.h"
 
 /* The call fails with err and leaves a message that mentions `word`. */
-#define EXPECT_ERR(call, err, word)                                                        \
-  do {                                                                                     \
-    ls_error_clear();                                                                      \
-    ls_err_t const got_ = (call);                                                          \
-    cr_expect_eq(got_, err, "%s returned %d (%s), expected %d", #call, (int)got_,          \
-                 ls_err2str(got_), (int)(err));                                            \
-    cr_expect(strstr(ls_last_error(), word) != NULL, "%s: message '%s' lacks '%s'", #call, \
-              ls_last_error(), word);                                                      \
+#define EXPECT_ERR(call, err, word)                                                                \
+  do {                                                                                             \
+    ls_error_clear();                                                                              \
+    ls_err_t const got_ = (call);                                                                  \
+    cr_expect_eq(got_, err, "%s returned %d (%s), expected %d", #call, (int)got_,                  \
+                 ls_err2str(got_), (int)(err));                                                    \
+    cr_expect(strstr(ls_last_error(), word) != NULL, "%s: message '%s' lacks '%s'", #call,         \
+              ls_last_error(), word);                                                              \
   } while (0)
 
 static ls_engine_t *small_engine(void) {
@@ -102,12 +102,9 @@ Test(args, layout) {
   char name[8];
   EXPECT_ERR(ls_param_count(NULL, &n), LS_ERR_INVALID_ARG, "NULL");
   EXPECT_ERR(ls_param_count(&s, NULL), LS_ERR_INVALID_ARG, "NULL");
-  EXPECT_ERR(ls_param_locate(&s, 2, LS_PARAM_WEIGHT_IH, &off, &cnt), LS_ERR_INVALID_ARG,
-             "layer 2");
-  EXPECT_ERR(ls_param_locate(&s, -1, LS_PARAM_BIAS_HH, &off, &cnt), LS_ERR_INVALID_ARG,
-             "layer -1");
-  EXPECT_ERR(ls_param_locate(&s, 0, (ls_param_kind_t)9, &off, &cnt), LS_ERR_INVALID_ARG,
-             "kind 9");
+  EXPECT_ERR(ls_param_locate(&s, 2, LS_PARAM_WEIGHT_IH, &off, &cnt), LS_ERR_INVALID_ARG, "layer 2");
+  EXPECT_ERR(ls_param_locate(&s, -1, LS_PARAM_BIAS_HH, &off, &cnt), LS_ERR_INVALID_ARG, "layer -1");
+  EXPECT_ERR(ls_param_locate(&s, 0, (ls_param_kind_t)9, &off, &cnt), LS_ERR_INVALID_ARG, "kind 9");
   EXPECT_ERR(ls_param_name(0, LS_PARAM_HEAD_WEIGHT, name, sizeof name), LS_ERR_INVALID_ARG,
              "too small");
   EXPECT_ERR(ls_param_name(0, LS_PARAM_HEAD_BIAS, NULL, 10), LS_ERR_INVALID_ARG, "NULL");
@@ -301,7 +298,8 @@ Test(args, cuda_without_backend) {
 }
 
 Test(args, error_strings) {
-  for (int i = 0; i < LS_ERR__COUNT; i++) cr_expect(strlen(ls_err2str((ls_err_t)i)) > 0);
+  for (int i = 0; i < LS_ERR__COUNT; i++)
+    cr_expect(strlen(ls_err2str((ls_err_t)i)) > 0);
   cr_expect_str_eq(ls_err2str((ls_err_t)99), "unknown error code");
 }
 

@@ -28,8 +28,8 @@
 ParameterizedTestParameters(grad, finite_differences) {
   static ref_dims_t cases[] = {
       /* I, H, L, O, T, B */
-      {1, 1, 1, 1, 1, 1},  {3, 5, 3, 2, 4, 2},  {2, 7, 2, 2, 1, 1},
-      {1, 13, 2, 1, 5, 3}, {4, 9, 1, 4, 6, 5},  {5, 17, 1, 3, 3, 4},
+      {1, 1, 1, 1, 1, 1},  {3, 5, 3, 2, 4, 2}, {2, 7, 2, 2, 1, 1},
+      {1, 13, 2, 1, 5, 3}, {4, 9, 1, 4, 6, 5}, {5, 17, 1, 3, 3, 4},
   };
   return cr_make_param_array(ref_dims_t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -57,10 +57,11 @@ static double fd(const fd_ctx_t *f, double *v, size_t i) {
 static void check_group(const fd_ctx_t *f, double *v, const float *got, size_t n,
                         const char *what) {
   double *want = malloc(n * sizeof(double));
-  for (size_t i = 0; i < n; i++) want[i] = fd(f, v, i);
+  for (size_t i = 0; i < n; i++)
+    want[i] = fd(f, v, i);
   double const err = ref_rel_err(got, want, n);
-  cr_expect(err <= GRAD_TOL, "%s: relative error %.3g > %.0e (I=%d H=%d L=%d O=%d T=%d B=%d)",
-            what, err, GRAD_TOL, f->d->I, f->d->H, f->d->L, f->d->O, f->d->T, f->d->B);
+  cr_expect(err <= GRAD_TOL, "%s: relative error %.3g > %.0e (I=%d H=%d L=%d O=%d T=%d B=%d)", what,
+            err, GRAD_TOL, f->d->I, f->d->H, f->d->L, f->d->O, f->d->T, f->d->B);
   free(want);
 }
 
@@ -91,7 +92,8 @@ ParameterizedTest(ref_dims_t *d, grad, finite_differences) {
   ref_fill(tgt, ny, 13, 1.0f);
   ref_fill(h0, S, 14, 0.5f);
   ref_fill(c0, S, 15, 0.5f);
-  for (size_t r = 0; r < N; r++) mask[r] = r % 3 == 1 ? 0.0f : 1.0f;
+  for (size_t r = 0; r < N; r++)
+    mask[r] = r % 3 == 1 ? 0.0f : 1.0f;
   mask[0] = 1.0f;
   ref_widen(f.p, pf, n), ref_widen(f.x, x, nx), ref_widen(f.tgt, tgt, ny);
   ref_widen(f.h0, h0, S), ref_widen(f.c0, c0, S), ref_widen(f.mask, mask, N);
@@ -111,7 +113,8 @@ ParameterizedTest(ref_dims_t *d, grad, finite_differences) {
          *rc = malloc(S * sizeof(double));
   double const want = ref_loss(d, f.p, f.x, f.h0, f.c0, f.tgt, f.mask, rp, rh, rc);
   double valid = 0.0;
-  for (size_t r = 0; r < N; r++) valid += mask[r];
+  for (size_t r = 0; r < N; r++)
+    valid += mask[r];
   cr_expect(fabs(loss - want) <= FWD_TOL * want, "loss %.9g, reference %.9g", loss, want);
   cr_expect_eq(count, valid * d->O, "count %g, expected %g", count, valid * d->O);
   cr_expect(ref_rel_err(pred, rp, ny) <= FWD_TOL, "predictions");

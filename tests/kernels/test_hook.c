@@ -18,9 +18,9 @@ typedef struct seen_s {
   int calls;
   int segment[MAX_SEG];
   size_t offset[MAX_SEG], count[MAX_SEG];
-  float *copy;        /* (n) each segment's values when its hook fired */
-  const float *grad;  /* the engine's gradient buffer (host memory on the CPU) */
-  int fail_at;        /* segment whose hook fails; -1 none */
+  float *copy;       /* (n) each segment's values when its hook fired */
+  const float *grad; /* the engine's gradient buffer (host memory on the CPU) */
+  int fail_at;       /* segment whose hook fails; -1 none */
 } seen_t;
 
 static ls_err_t record(void *opaque, int segment, size_t offset, size_t count, void *stream) {
@@ -32,7 +32,8 @@ static ls_err_t record(void *opaque, int segment, size_t offset, size_t count, v
   s->count[s->calls] = count;
   s->calls++;
   memcpy(s->copy + offset, s->grad + offset, count * sizeof(float));
-  if (segment == s->fail_at) return ls_error_set(LS_ERR_BACKEND, "all-reduce of %d failed", segment);
+  if (segment == s->fail_at)
+    return ls_error_set(LS_ERR_BACKEND, "all-reduce of %d failed", segment);
   return LS_OK;
 }
 

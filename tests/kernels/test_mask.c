@@ -63,7 +63,8 @@ Test(mask, padded_rows_equal_removed_rows) {
   ref_fill(x, (size_t)T * B * I, 1, 1.0f);
   ref_fill(y, (size_t)T * B * I, 2, 1.0f);
   for (int t = 0; t < T; t++) {
-    for (int b = 0; b < B; b++) mask[t * B + b] = 0.0f;
+    for (int b = 0; b < B; b++)
+      mask[t * B + b] = 0.0f;
     for (int k = 0; k < K; k++) {
       int const b = keep[k];
       mask[t * B + b] = 1.0f;
@@ -94,7 +95,8 @@ Test(mask, padded_tail_equals_shorter_window) {
   ref_fill(x, (size_t)T * B * I, 3, 1.0f);
   ref_fill(y, (size_t)T * B * I, 4, 1.0f);
   for (int t = 0; t < T; t++)
-    for (int b = 0; b < B; b++) mask[t * B + b] = t < Ts ? 1.0f : 0.0f;
+    for (int b = 0; b < B; b++)
+      mask[t * B + b] = t < Ts ? 1.0f : 0.0f;
   run_t const full = run(&d, T, B, x, y, mask), small = run(&d, Ts, B, x, y, NULL);
   cr_expect_eq(full.count, small.count);
   cr_expect(fabs(full.loss - small.loss) <= REORDER_TOL * small.loss, "loss %.9g vs %.9g",

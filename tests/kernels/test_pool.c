@@ -46,7 +46,9 @@ static void pause_ms(int ms) {
 }
 
 static int inits;
-static void count_init(void) { __atomic_add_fetch(&inits, 1, __ATOMIC_SEQ_CST); }
+static void count_init(void) {
+  __atomic_add_fetch(&inits, 1, __ATOMIC_SEQ_CST);
+}
 
 Test(pool, every_part_once) {
   pool_t *p = NULL;

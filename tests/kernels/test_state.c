@@ -82,7 +82,8 @@ Test(state, two_windows_equal_one_long_window) {
   size_t const step = (size_t)B * I;
   float *x = malloc(sizeof(float) * 2 * T * step);
   ref_fill(x, 2 * T * step, 9, 1.0f);
-  float *y_long = malloc(sizeof(float) * 2 * T * B * H), *y_two = malloc(sizeof(float) * 2 * T * B * H);
+  float *y_long = malloc(sizeof(float) * 2 * T * B * H),
+        *y_two = malloc(sizeof(float) * 2 * T * B * H);
   float *h_long = malloc(sizeof(float) * L * B * H), *h_two = malloc(sizeof(float) * L * B * H);
 
   cr_assert_eq(ls_engine_gather_state(e, tab, B, slots), LS_OK); /* fresh: zeros */
@@ -102,8 +103,10 @@ Test(state, two_windows_equal_one_long_window) {
    * a few float ulps (1e-6 relative) and nothing more. A state that was not
    * carried would differ by O(1e-1). */
   double dy = 0, dh = 0;
-  for (size_t i = 0; i < (size_t)2 * T * B * H; i++) dy = fmax(dy, fabs(y_long[i] - y_two[i]));
-  for (size_t i = 0; i < (size_t)L * B * H; i++) dh = fmax(dh, fabs(h_long[i] - h_two[i]));
+  for (size_t i = 0; i < (size_t)2 * T * B * H; i++)
+    dy = fmax(dy, fabs(y_long[i] - y_two[i]));
+  for (size_t i = 0; i < (size_t)L * B * H; i++)
+    dh = fmax(dh, fabs(h_long[i] - h_two[i]));
   cr_expect(dy <= 1e-6 && dh <= 1e-6, "outputs differ by %.3g, final states by %.3g", dy, dh);
   free(x), free(y_long), free(y_two), free(h_long), free(h_two);
   ls_state_table_destroy(tab);
@@ -183,7 +186,8 @@ Test(state, table_grows_keeping_rows) {
   cr_expect_arr_eq(h, h2, sizeof h);
   cr_expect_arr_eq(c, c2, sizeof c);
   cr_assert_eq(ls_state_table_read(tab, 997, 3, h2, c2), LS_OK);
-  for (size_t i = 0; i < 3 * row; i++) cr_expect(h2[i] == 0.0f && c2[i] == 0.0f);
+  for (size_t i = 0; i < 3 * row; i++)
+    cr_expect(h2[i] == 0.0f && c2[i] == 0.0f);
   cr_assert_eq(ls_state_table_grow(tab, 10), LS_OK, "shrinking is a no-op");
   cr_assert_eq(ls_state_table_slots(tab), 1000);
   ls_state_table_destroy(tab);

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The house rules of lstream's tree (DESIGN.md "Layout"), checked in CI.
+"""The house rules of lstream's tree (README, Architecture:
+"The layout"), checked in CI.
 
   limits    no source file over 700 lines and no function over 80 lines in
             ingest/, state/, train/ (the library and cli/), kernels/ and

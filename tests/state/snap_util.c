@@ -4,6 +4,8 @@
 #define _GNU_SOURCE /* nftw */
 #include "snap_util.h"
 
+#include "snapshot_format.h" /* the module sections, to compare and copy */
+
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -59,8 +61,9 @@ static void fill_inflight(ls_snapshot_t *snap, int rank, uint32_t *s) {
     char key[255];
     size_t const len = i % 2 ? 255 : (size_t)snprintf(key, sizeof key, "in-%d-%zu", rank, i);
     if (i % 2) memset(key, 'q', sizeof key), key[3] = (char)('0' + rank);
-    ls_snapshot_inflight_t const in = {key,      len,       part, (int64_t)(next(s) % 50),
-                                       1000 + rows, (int)(i % 2), rows, offsets, times, x};
+    ls_inflight_t const in = {
+        key,     len,   part, (int64_t)(next(s) % 50), 1000 + rows, (int)(i % 2), rows,
+        offsets, times, x};
     cr_assert_eq(ls_snapshot_add_inflight(snap, &in), LS_OK, "%s", ls_last_error());
   }
 }
@@ -94,12 +97,18 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
   fill_d(m, 2 * O, s);
   for (size_t j = 0; j < O; j++)
     k[j] = (int64_t)next(s);
-  cr_assert_eq(ls_snapshot_set_calibration(snap, m, m + O, k), LS_OK, "%s", ls_last_error());
+  /* Module sections as a module would put them (content opaque here): a
+   * calibration-like one and a float one. */
+  uint8_t calib[3 * 64 * 8];
+  memcpy(calib, m, 2 * O * 8), memcpy(calib + 2 * O * 8, k, O * 8);
+  cr_assert_eq(ls_snapshot_put_section(snap, SU_SECTION_BYTES, 1, 0, calib, 3 * O * 8), LS_OK, "%s",
+               ls_last_error());
   free(m), free(k);
-  int64_t book[5 + 3]; /* the forecasts' bookkeeping: 5 partitions, 3 ranks */
-  for (int i = 0; i < 8; i++)
-    book[i] = (int64_t)next(s);
-  cr_assert_eq(ls_snapshot_set_predict(snap, book, 5, book + 5, 3), LS_OK, "%s", ls_last_error());
+  float extra[4];
+  fill(extra, 4, s);
+  cr_assert_eq(
+      ls_snapshot_put_section(snap, SU_SECTION_FLOATS, 2, LS_SNAPSHOT_FLOATS, extra, sizeof extra),
+      LS_OK, "%s", ls_last_error());
 }
 
 ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
@@ -164,14 +173,7 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   if (ls_snapshot_get_model(src, &m) == LS_OK)
     cr_assert_eq(ls_snapshot_set_model(dst, m.params, m.adam_m, m.adam_v, m.n, m.adam_steps), LS_OK,
                  "%s", ls_last_error());
-  const double *spy, *spp;
-  const int64_t *k;
-  if (ls_snapshot_get_calibration(src, &spy, &spp, &k) == LS_OK)
-    cr_assert_eq(ls_snapshot_set_calibration(dst, spy, spp, k), LS_OK);
-  const int64_t *from, *len;
-  int nf, nl;
-  if (ls_snapshot_get_predict(src, &from, &nf, &len, &nl) == LS_OK)
-    cr_assert_eq(ls_snapshot_set_predict(dst, from, nf, len, nl), LS_OK);
+  su_copy_sections(dst, src);
   int F, O;
   size_t cap, entry;
   ls_snapshot_stats_shape(src, &F, &O);
@@ -200,7 +202,7 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   }
   cr_assert_eq(ls_snapshot_set_inflight_features(dst, ls_snapshot_inflight_features(src)), LS_OK);
   for (size_t i = 0; i < ls_snapshot_inflight_count(src); i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     cr_assert_eq(ls_snapshot_get_inflight(src, i, &in), LS_OK);
     cr_assert_eq(ls_snapshot_add_inflight(dst, &in), LS_OK, "%s", ls_last_error());
   }
@@ -213,12 +215,12 @@ static void expect_same_inflight(const ls_snapshot_t *a, const ls_snapshot_t *b)
   size_t const Q = ls_snapshot_inflight_count(a);
   cr_assert_eq(Q, ls_snapshot_inflight_count(b), "series in flight differ in number");
   for (size_t i = 0; i < Q; i++) {
-    ls_snapshot_inflight_t x, y;
+    ls_inflight_t x, y;
     cr_assert_eq(ls_snapshot_get_inflight(a, i, &x), LS_OK);
     cr_assert_eq(ls_snapshot_get_inflight(b, i, &y), LS_OK);
     cr_assert(x.key_len == y.key_len && !memcmp(x.key, y.key, x.key_len) &&
-                  x.partition == y.partition && x.index == y.index &&
-                  x.last_time == y.last_time && x.reset == y.reset && x.rows == y.rows,
+                  x.partition == y.partition && x.index == y.index && x.last_time == y.last_time &&
+                  x.reset == y.reset && x.rows == y.rows,
               "series in flight %zu differs", i);
     cr_assert_arr_eq(x.offsets, y.offsets, (size_t)x.rows * 8, "in flight %zu: offsets", i);
     cr_assert_arr_eq(x.times, y.times, (size_t)x.rows * 8, "in flight %zu: times", i);
@@ -258,24 +260,24 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
     cr_assert(fa == fb && na == nb, "partition %zu: memory counts differ", i);
     cr_assert_arr_eq(ma, mb, ca * ea * sizeof(float), "partition %zu: memory differs", i);
   }
-  const double *pa, *qa, *pb, *qb;
-  const int64_t *ka, *kb;
-  ls_err_t const xa = ls_snapshot_get_calibration(a, &pa, &qa, &ka);
-  cr_assert_eq(xa, ls_snapshot_get_calibration(b, &pb, &qb, &kb), "one holds a calibration");
-  if (xa != LS_OK) return;
-  ls_shape_t sh;
-  cr_assert_eq(ls_snapshot_get_shape(a, &sh), LS_OK);
-  size_t const O = (size_t)sh.output_size;
-  cr_assert(!memcmp(pa, pb, O * 8) && !memcmp(qa, qb, O * 8) && !memcmp(ka, kb, O * 8),
-            "calibrations differ");
-  const int64_t *fa, *la, *fb, *lb;
-  int nfa = 0, nla = 0, nfb = 0, nlb = 0;
-  ls_err_t const ya = ls_snapshot_get_predict(a, &fa, &nfa, &la, &nla);
-  cr_assert_eq(ya, ls_snapshot_get_predict(b, &fb, &nfb, &lb, &nlb), "one holds forecasts' books");
-  if (ya != LS_OK) return;
-  cr_assert(nfa == nfb && nla == nlb && !memcmp(fa, fb, (size_t)nfa * 8) &&
-                !memcmp(la, lb, (size_t)nla * 8),
-            "forecasts' bookkeeping differs");
+  /* Module sections: the same ids, versions, flags and bytes. */
+  cr_assert_eq(a->n_modules, b->n_modules, "module sections: %d and %d", a->n_modules,
+               b->n_modules);
+  for (int i = 0; i < a->n_modules; i++) {
+    const struct snap_module_s *const x = &a->modules[i], *const y = snap_module(b, x->id);
+    cr_assert_not_null(y, "section %u missing", x->id);
+    cr_assert(x->version == y->version && x->flags == y->flags && x->bytes == y->bytes &&
+                  (x->bytes == 0 || !memcmp(x->data, y->data, x->bytes)),
+              "section %u differs", x->id);
+  }
+}
+
+void su_copy_sections(ls_snapshot_t *dst, const ls_snapshot_t *src) {
+  for (int i = 0; i < src->n_modules; i++) {
+    const struct snap_module_s *const m = &src->modules[i];
+    cr_assert_eq(ls_snapshot_put_section(dst, m->id, m->version, m->flags, m->data, m->bytes),
+                 LS_OK, "%s", ls_last_error());
+  }
 }
 
 void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b) {

@@ -10,6 +10,11 @@
 
 #include "lstream/state.h"
 
+/* The optional module sections su_snapshot gives rank 0's part (ids no
+ * module uses): some bytes, and float32s. */
+#define SU_SECTION_BYTES  900
+#define SU_SECTION_FLOATS 901
+
 /* The features of the records in flight su_snapshot adds. */
 #define SU_IN_F 2
 
@@ -23,8 +28,12 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
 /* Makes dst (reset first) a copy of src through the builders. */
 void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src);
 
+/* Copies src's module sections into dst (rank 0's part: what a resume
+ * reads on every rank). */
+void su_copy_sections(ls_snapshot_t *dst, const ls_snapshot_t *src);
+
 /* Fails the test unless a and b hold bit-identical content (info, shape,
- * model, series, partitions). */
+ * model, series, partitions, module sections). */
 void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b);
 
 /* A new empty directory under /tmp (malloc'ed path), and its removal with

@@ -228,3 +228,14 @@ Test(args, writer) {
   cr_assert_eq(ls_snapshotter_flush(w), LS_OK);
   ls_snapshotter_destroy(w);
 }
+
+/* The one spelling of a snapshot's directory, and its checks. */
+Test(args, snapshot_path) {
+  char buf[64];
+  cr_assert_eq(ls_snapshot_path("d", 42, buf, sizeof buf), LS_OK);
+  cr_expect_str_eq(buf, "d/snap-000000000042");
+  EXPECT_ERR(ls_snapshot_path(NULL, 1, buf, sizeof buf), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_snapshot_path("d", -1, buf, sizeof buf), LS_ERR_INVALID_ARG, "step -1");
+  EXPECT_ERR(ls_snapshot_path("d", 1000000000000ll, buf, sizeof buf), LS_ERR_INVALID_ARG, "10^12");
+  EXPECT_ERR(ls_snapshot_path("d", 1, buf, 10), LS_ERR_INVALID_ARG, "does not fit");
+}

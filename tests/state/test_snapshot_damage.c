@@ -194,9 +194,9 @@ Test(damage, wrong_version) {
   char *const dir = three_snapshots();
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
-  su_poke_u32(path, 8, 5);
-  expect_latest(dir, 20, 30, "shard-1", "format version 5, this build reads version 4");
-  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 5");
+  su_poke_u32(path, 8, 6);
+  expect_latest(dir, 20, 30, "shard-1", "format version 6, this build reads versions 4 to 5");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 6");
   done(dir);
 }
 
@@ -221,8 +221,9 @@ Test(damage, version_2_is_refused_clearly) {
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
   su_poke_u32(path, 8, 2);
-  expect_latest(dir, 20, 30, "shard-1", "format version 2, written by an lstream that kept no "
-                                        "records in flight");
+  expect_latest(dir, 20, 30, "shard-1",
+                "format version 2, written by an lstream that kept no "
+                "records in flight");
   expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "--resume none");
   done(dir);
 }
@@ -234,8 +235,9 @@ Test(damage, version_3_is_refused_clearly) {
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-0");
   su_poke_u32(path, 8, 3);
-  expect_latest(dir, 20, 30, "shard-0", "format version 3, written by an lstream that kept no "
-                                        "forecasts going out");
+  expect_latest(dir, 20, 30, "shard-0",
+                "format version 3, written by an lstream that kept no "
+                "forecasts going out");
   expect_load_fails(dir, 30, 0, LS_ERR_CORRUPT, "shard-0", "--resume none");
   done(dir);
 }

@@ -39,14 +39,15 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     su_expect_same(parts[r], back);
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
-    /* meta, [model, optimizer, calibration, predict], keys, counts, activity,
-     * states, norm, serve, partitions, memory, inflight, inflight_rows */
+    /* meta, [model, optimizer], keys, counts, activity, states, norm,
+     * serve, partitions, memory, inflight, inflight_rows, [two module
+     * sections: bytes, floats] */
     cr_assert_eq(file.n_sections, r == 0 ? 15 : 11);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
       int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||
                          !strcmp(name, "states") || !strcmp(name, "memory") ||
-                         !strcmp(name, "inflight_rows");
+                         !strcmp(name, "inflight_rows") || file.sections[i].id == SU_SECTION_FLOATS;
       cr_assert_eq(file.sections[i].shuffled, floats && conf->shuffle, "section %s", name);
     }
     ls_snapshot_shard_t sh;
@@ -58,18 +59,11 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     /* A rank's resume part: its shard plus rank 0's model, calibration and
      * forecasts' bookkeeping. */
     cr_assert_eq(ls_snapshot_load(path, world, r, &back), LS_OK, "%s", ls_last_error());
-    const double *spy, *spp;
-    const int64_t *k;
-    cr_assert_eq(ls_snapshot_get_calibration(parts[0], &spy, &spp, &k), LS_OK);
     if (r > 0) {
       cr_assert_eq(ls_snapshot_set_model(parts[r], zero.params, zero.adam_m, zero.adam_v, zero.n,
                                          zero.adam_steps),
                    LS_OK);
-      cr_assert_eq(ls_snapshot_set_calibration(parts[r], spy, spp, k), LS_OK);
-      const int64_t *from, *len;
-      int nf, nl;
-      cr_assert_eq(ls_snapshot_get_predict(parts[0], &from, &nf, &len, &nl), LS_OK);
-      cr_assert_eq(ls_snapshot_set_predict(parts[r], from, nf, len, nl), LS_OK);
+      su_copy_sections(parts[r], parts[0]);
     }
     su_expect_same(parts[r], back);
     ls_snapshot_destroy(back);
@@ -189,7 +183,7 @@ static void reshard(int M) {
     ls_snapshot_t *s = NULL;
     cr_assert_eq(ls_snapshot_load(path, M, r, &s), LS_OK, "%s", ls_last_error());
     for (size_t i = 0; i < ls_snapshot_inflight_count(s); i++, in_found++) {
-      ls_snapshot_inflight_t a, b;
+      ls_inflight_t a, b;
       cr_assert_eq(ls_snapshot_get_inflight(s, i, &a), LS_OK);
       cr_assert_eq(a.partition % M, r);
       ls_snapshot_t *const old = parts[a.partition % 3];
@@ -234,9 +228,11 @@ Test(round_trip, without_forecasts_state) {
   for (int i = 0; i < file.n_sections; i++)
     cr_assert(strcmp(file.sections[i].name, "serve") && strcmp(file.sections[i].name, "predict"),
               "section %s", file.sections[i].name);
-  const int64_t *f, *l;
-  int nf, nl;
-  cr_expect_eq(ls_snapshot_get_predict(back, &f, &nf, &l, &nl), LS_ERR_STATE);
+  uint32_t version = 0;
+  const void *data = NULL;
+  size_t bytes = 0;
+  cr_expect_eq(ls_snapshot_get_section(back, LS_SNAPSHOT_SECTION_PREDICT, &version, &data, &bytes),
+               LS_ERR_NOT_FOUND);
   cr_assert_eq(ls_snapshot_series_count(back), 40);
   for (size_t i = 0; i < 40; i++) {
     ls_series_stats_t a, b;

@@ -34,7 +34,9 @@ static int props_append(cli_kafka_props_t *props, const char *kv, const char *or
   return CLI_EXIT_OK;
 }
 
-int cli_kafka_props_add(void *props, const char *kv) { return props_append(props, kv, "-X"); }
+int cli_kafka_props_add(void *props, const char *kv) {
+  return props_append(props, kv, "-X");
+}
 
 int cli_kafka_props_load(void *props, const char *path) {
   char **settings = NULL;

@@ -15,14 +15,14 @@
 
 #define MAX_SHAPES 32
 
-#define ABOUT                                                                            \
-  "Times the sum of a model's gradient buffer over every rank (mpi on the CPU,\n"      \
-  "nccl on GPUs), median of --reps, and prints one line per shape on rank 0:\n"        \
-  "  comm backend=mpi ranks=N H=.. I=.. L=.. floats=.. MB=.. whole_us=..\n"             \
-  "       segments=L+1 segmented_us=.. busbw_GBps=..\n"                                 \
-  "whole: one all-reduce of the buffer; segmented: one per layer and one for the\n"    \
-  "head, started back to back (what an overlapped backward does, less the\n"           \
-  "compute in between). busbw = 2 (N-1)/N * bytes / whole time, NCCL's bus\n"          \
+#define ABOUT                                                                                      \
+  "Times the sum of a model's gradient buffer over every rank (mpi on the CPU,\n"                  \
+  "nccl on GPUs), median of --reps, and prints one line per shape on rank 0:\n"                    \
+  "  comm backend=mpi ranks=N H=.. I=.. L=.. floats=.. MB=.. whole_us=..\n"                        \
+  "       segments=L+1 segmented_us=.. busbw_GBps=..\n"                                            \
+  "whole: one all-reduce of the buffer; segmented: one per layer and one for the\n"                \
+  "head, started back to back (what an overlapped backward does, less the\n"                       \
+  "compute in between). busbw = 2 (N-1)/N * bytes / whole time, NCCL's bus\n"                      \
   "bandwidth convention. On one rank the sums are no-ops: run it under mpirun.\n"
 
 static const char *const devices[] = {"cpu", "cuda", NULL}; /* ls_device_t order */
@@ -65,8 +65,7 @@ static ls_err_t timed(comm_t *c, int segmented, double *seconds) {
   return LS_OK;
 }
 
-static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int reps,
-                     int warmup) {
+static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int reps, int warmup) {
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
   conf.shape = *shape;
@@ -98,10 +97,11 @@ static int bench_one(comm_t *c, const ls_shape_t *shape, ls_device_t device, int
     double const tw = cli_median(whole, reps), ts = cli_median(seg, reps);
     printf("comm backend=%s ranks=%d H=%d I=%d L=%d floats=%zu MB=%.3f whole_us=%.1f "
            "segments=%d segmented_us=%.1f busbw_GBps=%.2f\n",
-           comm_kind(c) == COMM_NCCL ? "nccl" : comm_kind(c) == COMM_MPI ? "mpi" : "none", N,
-           shape->hidden_size, shape->input_size, shape->num_layers, n, bytes / 1e6, tw * 1e6,
-           shape->num_layers + 1, ts * 1e6,
-           tw > 0 ? 2.0 * (N - 1) / N * bytes / tw / 1e9 : 0.0);
+           comm_kind(c) == COMM_NCCL  ? "nccl"
+           : comm_kind(c) == COMM_MPI ? "mpi"
+                                      : "none",
+           N, shape->hidden_size, shape->input_size, shape->num_layers, n, bytes / 1e6, tw * 1e6,
+           shape->num_layers + 1, ts * 1e6, tw > 0 ? 2.0 * (N - 1) / N * bytes / tw / 1e9 : 0.0);
     fflush(stdout);
   }
   free(whole), free(seg);
@@ -115,31 +115,49 @@ int cmd_bench_comm(int argc, char **argv) {
   int reps = 20, warmup = 3;
   ls_device_t device = LS_DEVICE_CPU;
   cli_opt_t const opts[] = {
-      {.name = "device", .arg = "D", .kind = CLI_VALUE, .dst = &device,
+      {.name = "device",
+       .arg = "D",
+       .kind = CLI_VALUE,
+       .dst = &device,
        .value = BASE_V_CHOICE(devices),
        .help = "cpu (MPI) or cuda (NCCL, one GPU per local rank)"},
-      {.name = "shape", .arg = "S", .kind = CLI_CALL, .dst = &shapes, .call = add_shape,
+      {.name = "shape",
+       .arg = "S",
+       .kind = CLI_CALL,
+       .dst = &shapes,
+       .call = add_shape,
        .help = "hidden, inputs, layers (outputs = inputs); repeat for several\n"
                "(default: the engine benchmark's 128,8,2 64,4,1 256,16,2 and\n"
                "512,32,2)"},
-      {.name = "reps", .arg = "N", .kind = CLI_VALUE, .dst = &reps,
-       .value = BASE_V_INT(1, 1000000), .help = "timed sums per shape"},
-      {.name = "warmup", .arg = "N", .kind = CLI_VALUE, .dst = &warmup,
-       .value = BASE_V_INT(0, 1000000), .help = "untimed sums first"},
+      {.name = "reps",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &reps,
+       .value = BASE_V_INT(1, 1000000),
+       .help = "timed sums per shape"},
+      {.name = "warmup",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &warmup,
+       .value = BASE_V_INT(0, 1000000),
+       .help = "untimed sums first"},
       {0},
   };
   cli_spec_t const spec = {"bench comm",
                            "[--device cpu|cuda] [--shape H,I,L]... [--reps N] [--warmup N]\n"
                            "       (under mpirun -np N)",
-                           ABOUT, opts, NULL, 0};
+                           ABOUT,
+                           opts,
+                           NULL,
+                           0};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
   int n_shapes = shapes.n;
   ls_shape_t *const sh = shapes.v;
   if (n_shapes == 0) {
-    static const ls_shape_t defaults[] = {{8, 128, 2, 8}, {4, 64, 1, 4}, {16, 256, 2, 16},
-                                          {32, 512, 2, 32}};
+    static const ls_shape_t defaults[] = {
+        {8, 128, 2, 8}, {4, 64, 1, 4}, {16, 256, 2, 16}, {32, 512, 2, 32}};
     n_shapes = (int)(sizeof defaults / sizeof defaults[0]);
     memcpy(sh, defaults, sizeof defaults);
   }
@@ -147,8 +165,10 @@ int cmd_bench_comm(int argc, char **argv) {
   int rc = cli_mpi_begin(&argc, &argv, &up);
   comm_t *c = NULL;
   if (rc == CLI_EXIT_OK) {
-    ls_err_t const err =
-        comm_new(!up ? COMM_NONE : device == LS_DEVICE_CUDA ? COMM_NCCL : COMM_MPI, &c);
+    ls_err_t const err = comm_new(!up                        ? COMM_NONE
+                                  : device == LS_DEVICE_CUDA ? COMM_NCCL
+                                                             : COMM_MPI,
+                                  &c);
     if (err != LS_OK) rc = cli_fail(err, "cannot open the comm backend");
   }
   if (rc == CLI_EXIT_OK && comm_rank(c) == 0 && !up)

@@ -4,8 +4,8 @@
  * shapes, and the machine's sgemm rate as the limit to compare with.
  */
 #include <cblas.h> /* the sgemm reference rate */
-#undef I                  /* <complex.h>, via OpenBLAS' cblas.h, defines I */
-#include <dlfcn.h>        /* the CUDA emulation's counters, when it runs us */
+#undef I           /* <complex.h>, via OpenBLAS' cblas.h, defines I */
+#include <dlfcn.h> /* the CUDA emulation's counters, when it runs us */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +29,17 @@ static const bench_shape_t default_shapes[] = {
 
 #define MAX_SHAPES 32
 
-#define ABOUT                                                                             \
-  "Times full training steps as the trainer takes them (the initial states gathered\n"  \
-  "from a state table, forward of a window of T+1 records, masked MSE over O = I\n"     \
-  "next-step targets, backward, the final states stored, global-norm clip + Adam over\n" \
-  "the summed gradient) and prints one line per shape:\n"                                \
-  "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"   \
-  "         timesteps_per_s=.. gflops=..\n"                                               \
-  "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"       \
-  "the limit. A step ends by reading back the gradient norm, so on CUDA its work has\n" \
-  "completed when its time is taken. On the CUDA emulation (tests/gpu/emu) a line\n"    \
-  "per shape also gives what one step launches (its time there means nothing):\n"      \
+#define ABOUT                                                                                      \
+  "Times full training steps as the trainer takes them (the initial states gathered\n"             \
+  "from a state table, forward of a window of T+1 records, masked MSE over O = I\n"                \
+  "next-step targets, backward, the final states stored, global-norm clip + Adam over\n"           \
+  "the summed gradient) and prints one line per shape:\n"                                          \
+  "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"             \
+  "         timesteps_per_s=.. gflops=..\n"                                                        \
+  "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"                 \
+  "the limit. A step ends by reading back the gradient norm, so on CUDA its work has\n"            \
+  "completed when its time is taken. On the CUDA emulation (tests/gpu/emu) a line\n"               \
+  "per shape also gives what one step launches (its time there means nothing):\n"                  \
   "  launches device=cuda B=.. ... kernels_and_gemms=.. host_launches=.. graphs=..\n"
 
 static const char *const devices[] = {"cpu", "cuda", NULL};     /* ls_device_t order */
@@ -73,7 +73,8 @@ static int add_shape(void *opaque, const char *text) {
 static double step_flops(const bench_shape_t *s) {
   double const N = (double)s->T * s->B, G = 4.0 * s->H;
   double f = 0.0;
-  for (int l = 0; l < s->L; l++) f += 2.0 * N * G * ((l == 0 ? s->I : s->H) + s->H);
+  for (int l = 0; l < s->L; l++)
+    f += 2.0 * N * G * ((l == 0 ? s->I : s->H) + s->H);
   f += 2.0 * N * s->H * s->I; /* head, O = I */
   return 3.0 * f;
 }
@@ -89,7 +90,8 @@ static double sgemm_gflops(void) {
     free(a), free(b), free(c);
     return 0.0;
   }
-  for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 7), c[i] = 0.0f;
+  for (long i = 0; i < (long)n * n; i++)
+    a[i] = b[i] = 1.0f / (float)(1 + i % 7), c[i] = 0.0f;
   double t[3];
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
   for (int r = 0; r < 3; r++) {
@@ -209,31 +211,62 @@ int cmd_bench_engine(int argc, char **argv) {
   ls_device_t device = LS_DEVICE_CPU;
   ls_precision_t precision = LS_PRECISION_FP32;
   cli_opt_t const opts[] = {
-      {.name = "device", .arg = "D", .kind = CLI_VALUE, .dst = &device,
-       .value = BASE_V_CHOICE(devices), .help = "cpu or cuda"},
-      {.name = "precision", .arg = "P", .kind = CLI_VALUE, .dst = &precision,
+      {.name = "device",
+       .arg = "D",
+       .kind = CLI_VALUE,
+       .dst = &device,
+       .value = BASE_V_CHOICE(devices),
+       .help = "cpu or cuda"},
+      {.name = "precision",
+       .arg = "P",
+       .kind = CLI_VALUE,
+       .dst = &precision,
        .value = BASE_V_CHOICE(precisions),
        .help = "GEMM arithmetic: fp32 or tf32 (CUDA only: inputs\n"
                "rounded to TF32 on the tensor cores, float32 accumulation;\n"
                "state, pointwise math and the optimizer stay float32)"},
-      {.name = "shape", .arg = "S", .kind = CLI_CALL, .dst = &shapes, .call = add_shape,
+      {.name = "shape",
+       .arg = "S",
+       .kind = CLI_CALL,
+       .dst = &shapes,
+       .call = add_shape,
        .help = "batch, inputs, hidden, layers, window; repeat for several\n"
                "(default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64,\n"
                "and on cuda also 4096,32,512,2,128)"},
-      {.name = "steps", .arg = "N", .kind = CLI_VALUE, .dst = &steps,
-       .value = BASE_V_INT(1, 100000), .help = "timed steps per shape; the median is reported"},
-      {.name = "warmup", .arg = "N", .kind = CLI_VALUE, .dst = &warmup,
-       .value = BASE_V_INT(0, 100000), .help = "untimed steps first"},
-      {.name = "threads", .arg = "N", .kind = CLI_VALUE, .dst = &threads,
-       .value = BASE_V_INT(1, 4096), .def = "all cores", .help = "CPU threads"},
-      {.name = "no-sgemm", .kind = CLI_FLAG, .dst = &no_sgemm, .help = "skip the sgemm reference line"},
+      {.name = "steps",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &steps,
+       .value = BASE_V_INT(1, 100000),
+       .help = "timed steps per shape; the median is reported"},
+      {.name = "warmup",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &warmup,
+       .value = BASE_V_INT(0, 100000),
+       .help = "untimed steps first"},
+      {.name = "threads",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &threads,
+       .value = BASE_V_INT(1, 4096),
+       .def = "all cores",
+       .help = "CPU threads"},
+      {.name = "no-sgemm",
+       .kind = CLI_FLAG,
+       .dst = &no_sgemm,
+       .help = "skip the sgemm reference line"},
       {0},
   };
-  cli_spec_t const spec = {"bench engine",
-                           "[--device cpu|cuda] [--precision fp32|tf32]\n"
-                           "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
-                           "                            [--threads N] [--no-sgemm]",
-                           ABOUT, opts, NULL, 0};
+  cli_spec_t const spec = {
+      "bench engine",
+      "[--device cpu|cuda] [--precision fp32|tf32]\n"
+      "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
+      "                            [--threads N] [--no-sgemm]",
+      ABOUT,
+      opts,
+      NULL,
+      0};
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
@@ -248,6 +281,7 @@ int cmd_bench_engine(int argc, char **argv) {
     int const one = bench_one(&sh[i], device, precision, threads, steps, warmup);
     if (one != CLI_EXIT_OK) return one;
   }
-  if (!no_sgemm && device == LS_DEVICE_CPU) printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
+  if (!no_sgemm && device == LS_DEVICE_CPU)
+    printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
   return CLI_EXIT_OK;
 }

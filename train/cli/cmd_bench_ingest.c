@@ -14,17 +14,15 @@
 #include "lstream/produce.h"
 #include "progress.h"
 
-#define ABOUT                                                                             \
-  "Times decoding, validation and windowing, without training, and prints one line:\n"  \
-  "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"                  \
-  "\n"                                                                                    \
-  "With --brokers, consumes every partition of the topic from its beginning to the\n"   \
-  "high watermarks read at start, as the trainer would (progress on stderr).\n"         \
-  "With --from-memory, first encodes N records of K series (the synthetic sine\n"       \
-  "feed) in memory, then times one thread pushing them through the windower; the\n"     \
+#define ABOUT                                                                                      \
+  "Times decoding, validation and windowing, without training, and prints one line:\n"             \
+  "  ingest format=f32 records=N seconds=S records_per_s=R windows=W\n"                            \
+  "\n"                                                                                             \
+  "With --brokers, consumes every partition of the topic from its beginning to the\n"              \
+  "high watermarks read at start, as the trainer would (progress on stderr).\n"                    \
+  "With --from-memory, first encodes N records of K series (the synthetic sine\n"                  \
+  "feed) in memory, then times one thread pushing them through the windower; the\n"                \
   "median of 3 passes is reported.\n"
-
-static const char *const formats[] = {"f32", "csv", NULL}; /* ls_format_t order */
 
 typedef struct bench_args_s {
   const char *brokers, *topic;
@@ -214,34 +212,75 @@ int cmd_bench_ingest(int argc, char **argv) {
   bench_args_t a = {
       .format = LS_FORMAT_F32, .window = 32, .features = 4, .series = 1000, .records = 4000000};
   cli_opt_t const opts[] = {
-      {.name = "brokers", .arg = "ADDR", .kind = CLI_TEXT, .dst = &a.brokers,
+      {.name = "brokers",
+       .arg = "ADDR",
+       .kind = CLI_TEXT,
+       .dst = &a.brokers,
        .help = "bootstrap servers (host:port,...)"},
-      {.name = "topic", .arg = "NAME", .kind = CLI_TEXT, .dst = &a.topic, .help = "the topic to read"},
-      {.name = "format", .arg = "FMT", .kind = CLI_VALUE, .dst = &a.format,
-       .value = BASE_V_CHOICE(formats), .help = "record values: f32 or csv"},
-      {.name = "window", .arg = "T", .kind = CLI_VALUE, .dst = &a.window,
-       .value = BASE_V_INT(1, LS_WINDOW_MAX), .help = "steps per window"},
-      {.name = "features", .arg = "F", .kind = CLI_VALUE, .dst = &a.features,
-       .value = BASE_V_INT(1, LS_FEATURES_MAX), .help = "values per record"},
-      {.short_name = 'X', .arg = "key=value", .kind = CLI_CALL, .dst = &a.props,
-       .call = cli_kafka_props_add, .help = "a librdkafka property (repeatable)"},
-      {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a.props,
-       .call = cli_kafka_props_load, .help = "librdkafka properties, key=value lines"},
-      {.name = "from-memory", .kind = CLI_FLAG, .dst = &a.from_memory,
+      {.name = "topic",
+       .arg = "NAME",
+       .kind = CLI_TEXT,
+       .dst = &a.topic,
+       .help = "the topic to read"},
+      {.name = "format",
+       .arg = "FMT",
+       .kind = CLI_VALUE,
+       .dst = &a.format,
+       .value = BASE_V_CHOICE(ls_format_names),
+       .help = "record values: f32 or csv"},
+      {.name = "window",
+       .arg = "T",
+       .kind = CLI_VALUE,
+       .dst = &a.window,
+       .value = BASE_V_INT(1, LS_WINDOW_MAX),
+       .help = "steps per window"},
+      {.name = "features",
+       .arg = "F",
+       .kind = CLI_VALUE,
+       .dst = &a.features,
+       .value = BASE_V_INT(1, LS_FEATURES_MAX),
+       .help = "values per record"},
+      {.short_name = 'X',
+       .arg = "key=value",
+       .kind = CLI_CALL,
+       .dst = &a.props,
+       .call = cli_kafka_props_add,
+       .help = "a librdkafka property (repeatable)"},
+      {.name = "kafka-config",
+       .arg = "FILE",
+       .kind = CLI_CALL,
+       .dst = &a.props,
+       .call = cli_kafka_props_load,
+       .help = "librdkafka properties, key=value lines"},
+      {.name = "from-memory",
+       .kind = CLI_FLAG,
+       .dst = &a.from_memory,
        .help = "no Kafka: records generated in memory"},
-      {.name = "records", .arg = "N", .kind = CLI_VALUE, .dst = &a.records,
-       .value = BASE_V_I64(1, (double)(INT64_C(1) << 31)), .help = "records to generate"},
-      {.name = "series", .arg = "K", .kind = CLI_VALUE, .dst = &a.series,
-       .value = BASE_V_INT(1, LS_FEED_MAX_SERIES), .help = "series they belong to"},
+      {.name = "records",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &a.records,
+       .value = BASE_V_I64(1, (double)(INT64_C(1) << 31)),
+       .help = "records to generate"},
+      {.name = "series",
+       .arg = "K",
+       .kind = CLI_VALUE,
+       .dst = &a.series,
+       .value = BASE_V_INT(1, LS_FEED_MAX_SERIES),
+       .help = "series they belong to"},
       {0},
   };
-  cli_spec_t const spec = {"bench ingest",
-                           "--brokers ADDR --topic NAME [--format f32|csv]\n"
-                           "                            [--window T] [--features F] [-X key=value]...\n"
-                           "                            [--kafka-config FILE]\n"
-                           "       lstream bench ingest --from-memory [--records N] [--series K]\n"
-                           "                            [--format f32|csv] [--window T] [--features F]",
-                           ABOUT, opts, NULL, 0};
+  cli_spec_t const spec = {
+      "bench ingest",
+      "--brokers ADDR --topic NAME [--format f32|csv]\n"
+      "                            [--window T] [--features F] [-X key=value]...\n"
+      "                            [--kafka-config FILE]\n"
+      "       lstream bench ingest --from-memory [--records N] [--series K]\n"
+      "                            [--format f32|csv] [--window T] [--features F]",
+      ABOUT,
+      opts,
+      NULL,
+      0};
   cli_args_t args;
   int rc = cli_parse(&spec, argc, argv, &args);
   if (rc == CLI_EXIT_OK && !a.from_memory && (a.brokers == NULL || a.topic == NULL))

@@ -23,14 +23,14 @@ typedef struct bench_s {
   const char *dir;
 } bench_t;
 
-#define ABOUT                                                                            \
-  "Makes N series' states by running a window of T random-walk steps per series\n"     \
-  "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"   \
-  "the engine and series table as the trainer does, then writes (shard + commit,\n"    \
-  "fsync included) and loads it back at each level, without and with byte\n"           \
-  "shuffling, and prints one line per configuration:\n"                                 \
-  "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"          \
-  "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"    \
+#define ABOUT                                                                                      \
+  "Makes N series' states by running a window of T random-walk steps per series\n"                 \
+  "through an engine (I inputs, H hidden, L layers, O = I), fills a snapshot from\n"               \
+  "the engine and series table as the trainer does, then writes (shard + commit,\n"                \
+  "fsync included) and loads it back at each level, without and with byte\n"                       \
+  "shuffling, and prints one line per configuration:\n"                                            \
+  "  snapshot series=.. H=.. L=.. level=.. shuffle=0|1 workers=.. raw_mb=..\n"                     \
+  "           file_mb=.. ratio=.. write_s=.. write_mb_s=.. load_s=.. load_mb_s=..\n"               \
   "(MB/s of raw content). The files go to DIR, emptied of its snapshots as it goes.\n"
 
 /* --levels A,B,..: zstd levels. */
@@ -40,14 +40,17 @@ static int parse_levels(void *opaque, const char *text) {
   char *copy = strdup(text), *save = NULL;
   int bad = copy == NULL;
   b->n_levels = 0;
-  for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save))
-    bad = b->n_levels == MAX_LEVELS || base_value_parse(&level, t, &b->levels[b->n_levels++]) != 0 ||
+  for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !bad;
+       t = strtok_r(NULL, ",", &save))
+    bad = b->n_levels == MAX_LEVELS ||
+          base_value_parse(&level, t, &b->levels[b->n_levels++]) != 0 ||
           b->levels[b->n_levels - 1] == 0;
   free(copy);
   if (bad || b->n_levels == 0)
-    return cli_usage_error("bench snapshot", "--levels '%s': expected 1 to %d zstd levels (%d..-1: "
-                           "fast, 1..22), separated by commas", text, MAX_LEVELS,
-                           LS_SNAPSHOT_LEVEL_MIN);
+    return cli_usage_error("bench snapshot",
+                           "--levels '%s': expected 1 to %d zstd levels (%d..-1: "
+                           "fast, 1..22), separated by commas",
+                           text, MAX_LEVELS, LS_SNAPSHOT_LEVEL_MIN);
   return CLI_EXIT_OK;
 }
 
@@ -106,7 +109,8 @@ static int bench_one(const bench_t *b, const ls_snapshot_t *snap, const ls_snaps
   double const write_s = base_now_s() - t0;
   if (err != LS_OK) return cli_fail(err, "cannot write the snapshot");
   char path[4096];
-  snprintf(path, sizeof path, "%s/snap-%012lld", b->dir, (long long)step);
+  err = ls_snapshot_path(b->dir, step, path, sizeof path);
+  if (err != LS_OK) return cli_fail(err, "cannot name the snapshot");
   ls_snapshot_manifest_t *man = NULL;
   ls_snapshot_shard_t shard;
   err = ls_snapshot_manifest_read(path, &man);
@@ -193,31 +197,73 @@ static int run(const bench_t *b) {
 int cmd_bench_snapshot(int argc, char **argv) {
   bench_t b = {100000, 1, 256, 2, 4, 0, 0, {1, 3}, 2, "/tmp/lstream-bench-snapshot"};
   cli_opt_t const opts[] = {
-      {.name = "series", .arg = "N", .kind = CLI_VALUE, .dst = &b.series,
-       .value = BASE_V_INT(1, 100000000), .help = "series"},
-      {.name = "hidden", .arg = "H", .kind = CLI_VALUE, .dst = &b.H,
-       .value = BASE_V_INT(1, 65536), .help = "hidden size"},
-      {.name = "layers", .arg = "L", .kind = CLI_VALUE, .dst = &b.L, .value = BASE_V_INT(1, 64),
+      {.name = "series",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &b.series,
+       .value = BASE_V_INT(1, 100000000),
+       .help = "series"},
+      {.name = "hidden",
+       .arg = "H",
+       .kind = CLI_VALUE,
+       .dst = &b.H,
+       .value = BASE_V_INT(1, 65536),
+       .help = "hidden size"},
+      {.name = "layers",
+       .arg = "L",
+       .kind = CLI_VALUE,
+       .dst = &b.L,
+       .value = BASE_V_INT(1, 64),
        .help = "layers"},
-      {.name = "inputs", .arg = "I", .kind = CLI_VALUE, .dst = &b.I,
-       .value = BASE_V_INT(1, 65536), .help = "features"},
-      {.name = "window", .arg = "T", .kind = CLI_VALUE, .dst = &b.T, .value = BASE_V_INT(1, 4096),
+      {.name = "inputs",
+       .arg = "I",
+       .kind = CLI_VALUE,
+       .dst = &b.I,
+       .value = BASE_V_INT(1, 65536),
+       .help = "features"},
+      {.name = "window",
+       .arg = "T",
+       .kind = CLI_VALUE,
+       .dst = &b.T,
+       .value = BASE_V_INT(1, 4096),
        .help = "steps run per series to make its state"},
-      {.name = "levels", .arg = "A,B,..", .kind = CLI_CALL, .dst = &b, .call = parse_levels,
-       .def = "1,3", .help = "zstd levels"},
-      {.name = "workers", .arg = "W", .kind = CLI_VALUE, .dst = &b.workers,
-       .value = BASE_V_INT(0, 256), .help = "zstd worker threads (0: compress on the writing thread)"},
-      {.name = "threads", .arg = "N", .kind = CLI_VALUE, .dst = &b.threads,
-       .value = BASE_V_INT(1, 4096), .def = "all cores", .help = "engine threads"},
-      {.name = "dir", .arg = "DIR", .kind = CLI_TEXT, .dst = &b.dir, .def = b.dir,
+      {.name = "levels",
+       .arg = "A,B,..",
+       .kind = CLI_CALL,
+       .dst = &b,
+       .call = parse_levels,
+       .def = "1,3",
+       .help = "zstd levels"},
+      {.name = "workers",
+       .arg = "W",
+       .kind = CLI_VALUE,
+       .dst = &b.workers,
+       .value = BASE_V_INT(0, 256),
+       .help = "zstd worker threads (0: compress on the writing thread)"},
+      {.name = "threads",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &b.threads,
+       .value = BASE_V_INT(1, 4096),
+       .def = "all cores",
+       .help = "engine threads"},
+      {.name = "dir",
+       .arg = "DIR",
+       .kind = CLI_TEXT,
+       .dst = &b.dir,
+       .def = b.dir,
        .help = "where the snapshots go"},
       {0},
   };
-  cli_spec_t const spec = {"bench snapshot",
-                           "[--series N] [--hidden H] [--layers L] [--inputs I]\n"
-                           "                              [--window T] [--levels A,B,..] [--workers W]\n"
-                           "                              [--threads N] [--dir DIR]",
-                           ABOUT, opts, NULL, 0};
+  cli_spec_t const spec = {
+      "bench snapshot",
+      "[--series N] [--hidden H] [--layers L] [--inputs I]\n"
+      "                              [--window T] [--levels A,B,..] [--workers W]\n"
+      "                              [--threads N] [--dir DIR]",
+      ABOUT,
+      opts,
+      NULL,
+      0};
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;

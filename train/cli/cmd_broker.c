@@ -26,28 +26,28 @@ static void broker_on_signal(int sig) {
     broker_stop = sig;
 }
 
-#define ABOUT                                                                                \
-  "Hosts an embedded Kafka cluster for development and tests (librdkafka's mock\n"          \
-  "cluster: the real Kafka protocol on 127.0.0.1, reachable by any client, kcat\n"          \
-  "included). Prints its bootstrap address on stdout as one line, then runs until\n"        \
-  "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"        \
-  "SIGUSR1 takes every broker down (listeners and connections closed, records\n"        \
-  "kept; --outage: one), SIGUSR2 brings them back on the same ports: a lost\n"           \
+#define ABOUT                                                                                      \
+  "Hosts an embedded Kafka cluster for development and tests (librdkafka's mock\n"                 \
+  "cluster: the real Kafka protocol on 127.0.0.1, reachable by any client, kcat\n"                 \
+  "included). Prints its bootstrap address on stdout as one line, then runs until\n"               \
+  "SIGINT (Ctrl-C) or SIGTERM, and exits 0. Everything in it is lost on exit.\n"                   \
+  "SIGUSR1 takes every broker down (listeners and connections closed, records\n"                   \
+  "kept; --outage: one), SIGUSR2 brings them back on the same ports: a lost\n"                     \
   "cluster, or a lost leader, for tests.\n"
 
-#define EPILOG                                                                               \
-  "Partition p of a --topic is led by broker 1 + p % N, the same every run. A\n"             \
-  "broker taken down stays the leader of its partitions: with --outage 1 and\n"              \
-  "--brokers 2, clients bootstrap through broker 2 and cannot reach broker 1's\n"            \
-  "(partitions 0, 2, ...).\n"                                                                \
-  "\n"                                                                                       \
-  "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"       \
-  "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"         \
-  "check low watermarks), fetches served by one thread, no SSL/SASL.\n"                     \
-  "\n"                                                                                       \
-  "In a script:\n"                                                                           \
-  "  lstream broker --topic ticks:16 --bootstrap-file /tmp/bootstrap &\n"                   \
-  "  while [ ! -s /tmp/bootstrap ]; do sleep 0.1; done; BOOTSTRAP=$(cat /tmp/bootstrap)\n"  \
+#define EPILOG                                                                                     \
+  "Partition p of a --topic is led by broker 1 + p % N, the same every run. A\n"                   \
+  "broker taken down stays the leader of its partitions: with --outage 1 and\n"                    \
+  "--brokers 2, clients bootstrap through broker 2 and cannot reach broker 1's\n"                  \
+  "(partitions 0, 2, ...).\n"                                                                      \
+  "\n"                                                                                             \
+  "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"              \
+  "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"                \
+  "check low watermarks), fetches served by one thread, no SSL/SASL.\n"                            \
+  "\n"                                                                                             \
+  "In a script:\n"                                                                                 \
+  "  lstream broker --topic ticks:16 --bootstrap-file /tmp/bootstrap &\n"                          \
+  "  while [ ! -s /tmp/bootstrap ]; do sleep 0.1; done; BOOTSTRAP=$(cat /tmp/bootstrap)\n"         \
   "or: coproc lstream broker --topic ticks:16; read -r BOOTSTRAP <&\"${COPROC[0]}\"\n"
 
 /* The topics to create (--topic, repeatable). */
@@ -61,7 +61,8 @@ typedef struct topics_s {
 static int add_topic(void *opaque, const char *spec) {
   topics_t *const t = opaque;
   static const base_value_t parts = BASE_V_INT(1, LS_BROKER_MAX_PARTITIONS);
-  if (t->n == MAX_TOPICS) return cli_usage_error("broker", "at most %d --topic options", MAX_TOPICS);
+  if (t->n == MAX_TOPICS)
+    return cli_usage_error("broker", "at most %d --topic options", MAX_TOPICS);
   const char *const colon = strrchr(spec, ':');
   if (colon == NULL || colon == spec || (size_t)(colon - spec) >= sizeof t->name[0] ||
       base_value_parse(&parts, colon + 1, &t->partitions[t->n]) != 0)
@@ -146,6 +147,8 @@ int cmd_broker(int argc, char **argv) {
            "create a topic (repeatable, up to %d; 1..%d\npartitions). Other topics are "
            "auto-created with 4\npartitions when a client first asks for them.",
            MAX_TOPICS, LS_BROKER_MAX_PARTITIONS);
+  /* An option a row or two (clang-format would give each field a line). */
+  /* clang-format off */
   cli_opt_t const opts[] = {
       {.name = "brokers", .arg = "N", .kind = CLI_VALUE, .dst = &n_brokers,
        .value = BASE_V_INT(1, LS_BROKER_MAX_BROKERS), .help = "brokers in the cluster, ids 1..N"},
@@ -170,6 +173,7 @@ int cmd_broker(int argc, char **argv) {
   cli_spec_t const spec = {"broker", "[--brokers N] [--port P] [--topic NAME:PARTITIONS]...\n"
                                      "                      [--bootstrap-file PATH] [--outage ID]",
                            ABOUT, opts, EPILOG, 0};
+  /* clang-format on */
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;

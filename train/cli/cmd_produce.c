@@ -13,16 +13,16 @@
 #include "lstream/produce.h"
 #include "progress.h"
 
-#define ABOUT                                                                               \
-  "Produces a reproducible synthetic market feed into a Kafka topic: series keyed\n"       \
-  "SYM0000, SYM0001, ..., each with F features and one record per step, sent\n"            \
-  "step by step across all series; timestamps are event times that increase per\n"        \
-  "series. The same seed and options give the same records. With --csv, replays a\n"      \
+#define ABOUT                                                                                      \
+  "Produces a reproducible synthetic market feed into a Kafka topic: series keyed\n"               \
+  "SYM0000, SYM0001, ..., each with F features and one record per step, sent\n"                    \
+  "step by step across all series; timestamps are event times that increase per\n"                 \
+  "series. The same seed and options give the same records. With --csv, replays a\n"               \
   "file instead. Returns once every record is delivered (exit 1 if any is not).\n"
 
-#define EPILOG                                                                              \
-  "Output: progress on stderr for runs longer than a second, then one line on\n"           \
-  "stdout:\n"                                                                               \
+#define EPILOG                                                                                     \
+  "Output: progress on stderr for runs longer than a second, then one line on\n"                   \
+  "stdout:\n"                                                                                      \
   "  produce topic=NAME partitions=P records=N bytes=B seconds=S records_per_s=R\n"
 
 /* Set by the first SIGINT or SIGTERM: stop sending, flush what was queued. */
@@ -56,12 +56,12 @@ static int parse_ar(void *opaque, const char *s) {
   if (ok) {
     memcpy(buf, s, (size_t)(comma - s));
     buf[comma - s] = '\0';
-    ok = base_value_parse(&coef, buf, &c->ar1) == 0 && base_value_parse(&coef, comma + 1, &c->ar2) == 0;
+    ok = base_value_parse(&coef, buf, &c->ar1) == 0 &&
+         base_value_parse(&coef, comma + 1, &c->ar2) == 0;
   }
   return ok ? CLI_EXIT_OK : cli_usage_error("produce", "--ar '%s': expected two numbers A1,A2", s);
 }
 
-static const char *const formats[] = {"f32", "csv", NULL};         /* ls_format_t order */
 static const char *const generators[] = {"sine", "ar2", "regime", NULL}; /* ls_gen_t order */
 
 /* Parses the options into a; returns CLI_EXIT_OK, CLI_DONE or an exit code
@@ -71,6 +71,8 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
   ls_feed_conf_t *const c = &a->feed;
   const char **const feed = &a->feed_option;
   snprintf(ar_def, sizeof ar_def, "%g,%g", c->ar1, c->ar2);
+  /* An option a row or two (clang-format would give each field a line). */
+  /* clang-format off */
   cli_opt_t const opts[] = {
       {.name = "brokers", .arg = "ADDR", .kind = CLI_TEXT, .dst = &a->brokers,
        .flags = CLI_REQUIRED, .help = "bootstrap servers, host:port[,host:port...] (required)"},
@@ -78,7 +80,7 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
        .help = "topic to write (required); a cluster that auto-creates\n"
                "topics (the embedded broker does) creates it"},
       {.name = "format", .arg = "F", .kind = CLI_VALUE, .dst = &a->opts.format,
-       .value = BASE_V_CHOICE(formats),
+       .value = BASE_V_CHOICE(ls_format_names),
        .help = "value format: f32 (F little-endian float32) or\n"
                "csv (F decimal numbers separated by commas)"},
       {.name = "rate", .arg = "R", .kind = CLI_VALUE, .dst = &a->opts.rate,
@@ -146,6 +148,7 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
                            "                       [--format f32|csv] [--rate R] [-X key=value]...\n"
                            "                       [--kafka-config FILE]",
                            ABOUT, opts, EPILOG, 0};
+  /* clang-format on */
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc;

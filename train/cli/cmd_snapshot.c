@@ -55,10 +55,14 @@ static void print_file(const char *name, const ls_snapshot_file_t *f, totals_t *
          "shuffled", "crc32c");
   for (int i = 0; i < f->n_sections; i++) {
     const ls_snapshot_section_t *const s = &f->sections[i];
-    printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok\n", s->name,
+    char module[64] = ""; /* a module section's id, version and whether it is required */
+    if (s->id >= LS_SNAPSHOT_SECTION_FIRST)
+      snprintf(module, sizeof module, "  (section %u, version %u, %s)", s->id, s->version,
+               s->required ? "required" : "optional");
+    printf("  %-11s %10llu %12llu %12llu %7.2f %8s  %08x ok%s\n", s->name,
            (unsigned long long)s->offset, (unsigned long long)s->stored, (unsigned long long)s->raw,
-           s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no",
-           s->crc);
+           s->stored ? (double)s->raw / (double)s->stored : 0.0, s->shuffled ? "yes" : "no", s->crc,
+           module);
   }
   t->stored += f->size;
   t->raw += raw;
@@ -91,7 +95,7 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
   size_t const Q = ls_snapshot_inflight_count(s);
   int64_t rows = 0;
   for (size_t i = 0; i < Q; i++) {
-    ls_snapshot_inflight_t in;
+    ls_inflight_t in;
     if (ls_snapshot_get_inflight(s, i, &in) == LS_OK) rows += in.rows;
   }
   printf("rank %d: %zu series with %lld records in flight (not yet trained, before the resume "
@@ -104,14 +108,17 @@ static void print_part(int rank, const ls_snapshot_t *s, totals_t *t) {
 int cmd_inspect(int argc, char **argv) {
   cli_opt_t const opts[] = {{0}};
   cli_spec_t const spec = {
-      "inspect", "SNAPSHOT",
+      "inspect",
+      "SNAPSHOT",
       "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
       "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
       "Prints the manifest, every file's sections with their sizes, compression\n"
       "ratios and checksums, the model's shape and step, and each rank's series\n"
       "and partitions. Every checksum is verified and every section decoded; the\n"
       "exit status is 1 on any fault.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
@@ -222,10 +229,13 @@ int cmd_export(int argc, char **argv) {
       {0},
   };
   cli_spec_t const spec = {
-      "export", "SNAPSHOT [--safetensors FILE] [--states FILE]",
+      "export",
+      "SNAPSHOT [--safetensors FILE] [--states FILE]",
       "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
       "as safetensors files (F32, little-endian); at least one of the two.\n",
-      opts, NULL, 1};
+      opts,
+      NULL,
+      1};
   cli_args_t args;
   int const parsed = cli_parse(&spec, argc, argv, &args);
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;

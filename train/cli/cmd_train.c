@@ -29,16 +29,18 @@ typedef struct run_log_s {
   double interval_s; /* seconds between log lines when log_every is 0 */
   int quiet;
   cli_watch_t *watch; /* --http, --tensorboard */
-  int64_t last_step; /* the newest step seen */
+  int64_t last_step;  /* the newest step seen */
   double t0, last_t;
   /* Since the last log line. */
   int64_t steps, windows, records;
   double loss, base, count, wait_s, compute_s;
-  report_t targets;                  /* per target, data units */
+  report_t targets;                   /* per target, data units */
   int64_t rejected[LS_REJECT__COUNT]; /* so far, per reason */
 } run_log_t;
 
-static double mse(double sum, double count) { return count > 0 ? sum / count : 0.0; }
+static double mse(double sum, double count) {
+  return count > 0 ? sum / count : 0.0;
+}
 
 /* Rejections per reason as "size:1,range:2" (the reasons with any), or "0". */
 static const char *rejected_text(const int64_t *rejected, char *buf, size_t size) {
@@ -116,7 +118,8 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   if (lg->metrics != NULL) report_metrics_line(lg->metrics, s, now - lg->t0);
   if (s->nonfinite_note != NULL) /* every rank: each names its own suspect window */
     fprintf(stderr, "lstream train: warning: %s\n", s->nonfinite_note);
-  int const due = lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
+  int const due =
+      lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
   if (!lg->quiet && due) print_line(lg, s->step, now);
   return 0;
 }
@@ -127,8 +130,10 @@ static int write_series(ls_trainer_t *tr, const char *base, const ls_train_summa
   int rank = 0, world = 1;
   ls_trainer_rank(tr, &rank, &world);
   char path[4096];
-  if (world > 1) snprintf(path, sizeof path, "%s.rank%d", base, rank);
-  else snprintf(path, sizeof path, "%s", base);
+  if (world > 1)
+    snprintf(path, sizeof path, "%s.rank%d", base, rank);
+  else
+    snprintf(path, sizeof path, "%s", base);
   FILE *f = fopen(path, "w");
   if (f == NULL) return cli_fail(LS_ERR_IO, "cannot write --series-out %s", path);
   fprintf(f, "series,partition,windows,records,last_offset");
@@ -143,8 +148,8 @@ static int write_series(ls_trainer_t *tr, const char *base, const ls_train_summa
     if (ls_trainer_series_info(tr, i, &s) != LS_OK || ls_trainer_series_errors(tr, i, &e, &O))
       break;
     base_csv_field(f, s.key, s.key_len); /* RFC 4180, \xHH for bytes that are not text */
-    fprintf(f, ",%d,%lld,%lld,%lld", (int)s.partition, (long long)s.windows,
-            (long long)s.records, (long long)s.last_offset);
+    fprintf(f, ",%d,%lld,%lld,%lld", (int)s.partition, (long long)s.windows, (long long)s.records,
+            (long long)s.last_offset);
     for (int j = 0; j < O; j++)
       fprintf(f, ",%.9g,%.9g", mse(e[2 * j], (double)s.records),
               mse(e[2 * j + 1], (double)s.records));
@@ -188,12 +193,20 @@ static int write_params(ls_trainer_t *tr, const char *path) {
   "the data's units (mse_data=, baseline_data=), windows/s, records/s and the\n"                   \
   "share of time spent waiting for data, over the steps since the previous line,\n"                \
   "and the records rejected so far per reason. Kafka's warnings and errors (a\n"                   \
-  "broker down, unreachable) and rejected records are logged as they come, at\n"                  \
+  "broker down, unreachable) and rejected records are logged as they come, at\n"                   \
   "most one of a kind every 5 s. At the end (a replay's end, or SIGINT/SIGTERM)\n"                 \
   "a summary: totals, the loss over the whole run and its last fifth of event\n"                   \
   "time (final), one line per target feature (normalised and data units), the\n"                   \
-  "series held and evicted, the rejections per reason, and digests of the\n"                      \
-  "parameters and states (equal digests, bit-identical models).\n"                                \
+  "series held and evicted, the rejections per reason, and digests of the\n"                       \
+  "parameters and states (equal digests, bit-identical models).\n"                                 \
+  "\n"                                                                                             \
+  "Resuming (--snapshot-dir; --resume latest by default): options marked\n"                        \
+  "[resume: fixed] decide the model and the steps, and may not change across a\n"                  \
+  "resume: left out, they take the snapshot's values (so a later version's new\n"                  \
+  "defaults never refuse an old directory); given with another value, the resume\n"                \
+  "is refused, naming the option and both values. Options marked [resume:\n"                       \
+  "reported] may change; the resume says so, since the run then differs from\n"                    \
+  "an uninterrupted one. The others may change freely.\n"                                          \
   "\n"                                                                                             \
   "Several replicas: mpirun -np N lstream train ... (rank r reads the partitions\n"                \
   "p with p % N == r; gradients are summed with MPI; rank 0 prints).\n"
@@ -203,7 +216,7 @@ static int write_params(ls_trainer_t *tr, const char *path) {
 typedef struct train_args_s {
   ls_train_conf_t *conf;
   cli_kafka_props_t props;
-  const char **configs; /* [n_configs] --config files */
+  const char **configs;        /* [n_configs] --config files */
   const char **keys, **values; /* [n_set] configuration keys given as options */
   int n_configs, n_set;
   const char *metrics_path, *series_path, *params_path;
@@ -215,7 +228,8 @@ typedef struct train_args_s {
 typedef struct key_opt_s {
   train_args_t *a;
   const char *key;
-  char def[64]; /* its default, for the help */
+  char def[64];   /* its default, for the help */
+  char help[640]; /* its help, marked as the resume treats it */
 } key_opt_t;
 
 static int set_key(void *opaque, const char *value) {
@@ -235,30 +249,54 @@ static int add_config(void *opaque, const char *path) {
 static int program_opts(train_args_t *a, cli_opt_t *o) {
   cli_opt_t const program[] = {
       {.help = "Program options:"},
-      {.name = "config", .arg = "FILE", .kind = CLI_CALL, .dst = a, .call = add_config,
+      {.name = "config",
+       .arg = "FILE",
+       .kind = CLI_CALL,
+       .dst = a,
+       .call = add_config,
        .help = "read KEY = VALUE lines first"},
-      {.short_name = 'X', .arg = "KEY=VALUE", .kind = CLI_CALL, .dst = &a->props,
+      {.short_name = 'X',
+       .arg = "KEY=VALUE",
+       .kind = CLI_CALL,
+       .dst = &a->props,
        .call = cli_kafka_props_add,
        .help = "a librdkafka property (repeatable; SASL/SSL and the rest)"},
-      {.name = "kafka-config", .arg = "FILE", .kind = CLI_CALL, .dst = &a->props,
-       .call = cli_kafka_props_load, .help = "librdkafka properties, one KEY=VALUE a line"},
-      {.name = "metrics", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->metrics_path,
+      {.name = "kafka-config",
+       .arg = "FILE",
+       .kind = CLI_CALL,
+       .dst = &a->props,
+       .call = cli_kafka_props_load,
+       .help = "librdkafka properties, one KEY=VALUE a line"},
+      {.name = "metrics",
+       .arg = "FILE",
+       .kind = CLI_TEXT,
+       .dst = &a->metrics_path,
        .help = "append one JSON object per step (a figure that is\n"
                "NaN or Inf, as in a non-finite step, is null); lag_ms:\n"
                "from the event time of a window's last target to its\n"
                "step, the mean over the step's windows"},
-      {.name = "series-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->series_path,
+      {.name = "series-out",
+       .arg = "FILE",
+       .kind = CLI_TEXT,
+       .dst = &a->series_path,
        .help = "at the end, write series,partition,windows,records,\n"
                "last_offset for every series (CSV, RFC 4180: a key\n"
                "holding a comma, a quote or a line break is quoted;\n"
                "NUL and bytes that are not UTF-8 are written \\xHH and a\n"
                "backslash \\\\; with several ranks each writes FILE.rankN\n"
                "for its own series)"},
-      {.name = "params-out", .arg = "FILE", .kind = CLI_TEXT, .dst = &a->params_path,
+      {.name = "params-out",
+       .arg = "FILE",
+       .kind = CLI_TEXT,
+       .dst = &a->params_path,
        .help = "at the end, write the flat parameters (float32, PyTorch\n"
                "nn.LSTM + Linear order; rank 0)"},
-      {.name = "log-every", .arg = "N", .kind = CLI_VALUE, .dst = &a->log_every,
-       .value = BASE_V_INT(1, 1 << 30), .def = "one line per second",
+      {.name = "log-every",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &a->log_every,
+       .value = BASE_V_INT(1, 1 << 30),
+       .def = "one line per second",
        .help = "a log line every N steps"},
       {.name = "quiet", .kind = CLI_FLAG, .dst = &a->quiet, .help = "only the summary"},
   };
@@ -276,12 +314,23 @@ static void train_opts(train_args_t *a, cli_opt_t *opts, key_opt_t *ks, char (*n
                                   "FILE; command-line\noptions override the file; dashes and "
                                   "underscores are alike):"};
   for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++, i++) {
-    ks[i] = (key_opt_t){a, k->key, ""};
+    ks[i] = (key_opt_t){a, k->key, "", ""};
     ls_train_conf_get(a->conf, k->key, ks[i].def, sizeof ks[i].def);
+    snprintf(ks[i].help, sizeof ks[i].help, "%s%s",
+             k->flags & LS_KEY_FIXED   ? "[resume: fixed] "
+             : k->flags & LS_KEY_NOTED ? "[resume: reported] "
+                                       : "",
+             k->help);
     snprintf(names[i], sizeof names[i], "%s", k->key);
-    for (char *p = names[i]; *p; p++) *p = *p == '_' ? '-' : *p;
-    cli_opt_t const o = {.name = names[i], .arg = "V", .kind = CLI_CALL, .dst = &ks[i],
-                         .call = set_key, .help = k->help, .def = ks[i].def[0] ? ks[i].def : NULL};
+    for (char *p = names[i]; *p; p++)
+      *p = *p == '_' ? '-' : *p;
+    cli_opt_t const o = {.name = names[i],
+                         .arg = "V",
+                         .kind = CLI_CALL,
+                         .dst = &ks[i],
+                         .call = set_key,
+                         .help = ks[i].help,
+                         .def = ks[i].def[0] ? ks[i].def : NULL};
     opts[n++] = o;
     if (strcmp(names[i], k->key) != 0) {
       opts[n] = o;
@@ -313,7 +362,8 @@ static int apply_conf(train_args_t *a) {
  * CLI_EXIT_OK, CLI_DONE or an exit code after a message. */
 static int train_parse(int argc, char **argv, train_args_t *a) {
   int keys = 0;
-  for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++) keys++;
+  for (const ls_train_key_t *k = ls_train_conf_keys(); k->key != NULL; k++)
+    keys++;
   cli_opt_t *const opts = calloc(2 * (size_t)keys + 16 + CLI_WATCH_OPTS, sizeof *opts);
   key_opt_t *const ks = calloc((size_t)keys, sizeof *ks);
   char(*names)[40] = calloc((size_t)keys, sizeof *names);
@@ -326,8 +376,8 @@ static int train_parse(int argc, char **argv, train_args_t *a) {
     rc = cli_fail(LS_ERR_NOMEM, "no memory");
   if (rc == CLI_EXIT_OK) {
     train_opts(a, opts, ks, names);
-    cli_spec_t const spec = {"train", "--brokers HOST:PORT --topic NAME [OPTIONS]", ABOUT, opts,
-                             EPILOG, 0};
+    cli_spec_t const spec = {
+        "train", "--brokers HOST:PORT --topic NAME [OPTIONS]", ABOUT, opts, EPILOG, 0};
     cli_args_t args;
     rc = cli_parse(&spec, argc, argv, &args);
   }
@@ -357,13 +407,11 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
          "wait_share=%.4f comm_s=%.3f threads=%d\n",
          (long long)s->steps, (long long)s->windows, (long long)s->records, (long long)s->series,
          (long long)s->updates, (long long)s->rejected, (long long)s->nonfinite_steps,
-         (long long)s->resets,
-         s->elapsed_s, s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
+         (long long)s->resets, s->elapsed_s, s->elapsed_s > 0 ? s->windows / s->elapsed_s : 0.0,
          s->elapsed_s > 0 ? s->records / s->elapsed_s : 0.0, busy > 0 ? s->wait_s / busy : 0.0,
          s->comm_s, s->threads);
   report_summary(stdout, s);
-  printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp,
-         (unsigned long long)ds);
+  printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp, (unsigned long long)ds);
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
   printf("series held=%lld evicted=%lld evicted_records=%lld evicted_states=%lld resets=%lld\n",
@@ -442,7 +490,8 @@ int cmd_train(int argc, char **argv) {
   lg.quiet = a.quiet;
   lg.watch = &a.watch;
   if (rc == CLI_EXIT_OK) rc = cli_mpi_begin(&argc, &argv, &mpi_up);
-  if (rc == CLI_EXIT_OK && a.metrics_path != NULL && (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
+  if (rc == CLI_EXIT_OK && a.metrics_path != NULL &&
+      (lg.metrics = fopen(a.metrics_path, "a")) == NULL)
     rc = cli_fail(LS_ERR_IO, "cannot open --metrics %s", a.metrics_path);
   if (lg.metrics != NULL) setvbuf(lg.metrics, NULL, _IOLBF, 0); /* a line as each step ends */
   ls_err_t const err = rc == CLI_EXIT_OK ? ls_trainer_new(a.conf, &tr) : LS_OK;

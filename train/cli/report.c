@@ -89,7 +89,9 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
           json_num(base, sizeof base, "%.9g", report_mean(s->baseline_sum, s->count)), s->count,
           s->updated, s->nonfinite,
           json_num(norm, sizeof norm, "%.6g",
-                   s->updated ? s->grad_norm : s->nonfinite ? NAN : 0.0),
+                   s->updated     ? s->grad_norm
+                   : s->nonfinite ? NAN
+                                  : 0.0),
           json_num(lr, sizeof lr, "%.6g", s->updated ? (double)s->lr : 0.0), s->compute_s,
           s->wait_s, json_num(lag, sizeof lag, "%.1f", s->lag_ms));
   for (int r = 1; r < LS_REJECT__COUNT; r++)

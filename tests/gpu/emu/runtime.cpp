@@ -305,8 +305,7 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
   case cudaErrorLaunchFailure: return "unspecified launch failure";
   case cudaErrorNotSupported: return "operation not supported";
-  case cudaErrorStreamCaptureUnsupported:
-    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
   case cudaErrorStreamCaptureInvalidated:
     return "operation failed due to a previous error during capture";
   case cudaErrorStreamCaptureImplicit:
@@ -403,8 +402,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
   if (n == 0) return cudaSuccess;
   cudaError_t const e = check_copy(dst, src, n, &kind);
   if (e != cudaSuccess) return e;
-  if (is_capturing(s) && ((kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) ||
-                          (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n))) &&
+  if (is_capturing(s) &&
+      ((kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) ||
+       (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n))) &&
       capture_forbids("cudaMemcpyAsync with pageable host memory") != cudaSuccess)
     return cudaErrorStreamCaptureUnsupported;
   if (kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) {

@@ -442,8 +442,7 @@ static void run_sync(void) {
   unsetenv("LSTREAM_CUDA_SYNC");
   printf("sync: without LSTREAM_CUDA_SYNC: %s\nsync: with LSTREAM_CUDA_SYNC=1: %s\n", plain,
          synced);
-  CHECK(strstr(plain, "lstm_cell_backward_kernel") == NULL &&
-            strstr(plain, "LSTREAM_CUDA_SYNC=1"),
+  CHECK(strstr(plain, "lstm_cell_backward_kernel") == NULL && strstr(plain, "LSTREAM_CUDA_SYNC=1"),
         "without LSTREAM_CUDA_SYNC the fault should surface later, with a hint: %s", plain);
   CHECK(strstr(synced, "kernel lstm_cell_backward_kernel failed") != NULL,
         "LSTREAM_CUDA_SYNC=1 should name the faulting kernel: %s", synced);

@@ -260,8 +260,8 @@ static cudaStream_t child_stream;
 static float *child_dev;
 static void late_write(void) {
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t const c = cluster_cfg(&attr, CLUSTER, CLUSTER, THREADS * sizeof(float),
-                                           child_stream);
+  cudaLaunchConfig_t const c =
+      cluster_cfg(&attr, CLUSTER, CLUSTER, THREADS * sizeof(float), child_stream);
   cudaLaunchKernelEx(&c, late_write_kernel, 0);
   cudaStreamSynchronize(child_stream);
 }

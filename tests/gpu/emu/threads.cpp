@@ -114,9 +114,9 @@ const char *kname;
 std::mt19937 rng;
 std::string failing;
 long failing_at, failing_runs;
-unsigned cur_block;     /* the running thread's block within its group */
-unsigned group_blocks;  /* blocks in the running group (the cluster size) */
-size_t group_shmem;     /* dynamic shared memory bytes per block */
+unsigned cur_block;    /* the running thread's block within its group */
+unsigned group_blocks; /* blocks in the running group (the cluster size) */
+size_t group_shmem;    /* dynamic shared memory bytes per block */
 
 void trampoline(void);
 

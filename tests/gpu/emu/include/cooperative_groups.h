@@ -31,7 +31,9 @@ public:
   }
 };
 
-inline cluster_group this_cluster() { return cluster_group(); }
+inline cluster_group this_cluster() {
+  return cluster_group();
+}
 
 } // namespace cooperative_groups
 

@@ -174,15 +174,14 @@ cudaError_t cudaOccupancyMaxActiveClusters(int *n, F *fn, const cudaLaunchConfig
 
 /* Blocks of a kernel per multiprocessor, as its shared memory allows. */
 template <typename F>
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F *fn, int threads,
-                                                          size_t smem) {
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F *fn, int threads, size_t smem) {
   if (n == nullptr || threads <= 0) return cudaErrorInvalidValue;
   emu::launch_cfg c = emu::make_cfg(dim3(1), dim3((unsigned)threads), smem);
   c.fn = (const void *)fn;
   return emu::max_active_blocks(n, c);
 }
 
-#define EMU_LAUNCH(k, c, ...) emu::launch(#k, k, emu::make_cfg c, __VA_ARGS__)
+#define EMU_LAUNCH(k, c, ...)    emu::launch(#k, k, emu::make_cfg c, __VA_ARGS__)
 #define EMU_LAUNCH_EX(c, k, ...) emu::launch_ex(c, #k, k, __VA_ARGS__)
 
 #endif /* EMU_KERNEL_H */

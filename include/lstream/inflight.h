@@ -1,0 +1,37 @@
+/*
+ * lstream: one series' records in flight, the type that ingest (which holds
+ * them) and state (whose snapshots keep them) share.
+ */
+#ifndef LSTREAM_INFLIGHT_H
+#define LSTREAM_INFLIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One series' records in flight (README, Architecture: "Snapshots"):
+ * accepted, and not yet in a window the trainer has trained and released.
+ * rows[0] is the first input of window `index` (the last target of the
+ * window before, kept); the others follow in offset order. What a snapshot
+ * keeps of a series' data, so that its partition resumes at its next unread
+ * record however old these are. */
+typedef struct ls_inflight_s {
+  const char *key; /* key_len bytes, 1..LS_KEY_MAX */
+  size_t key_len;
+  int32_t partition;
+  int64_t index;                  /* the number of the window rows[0] starts, >= 0 */
+  int64_t last_time;              /* the series' last accepted event time, -1 none */
+  int reset;                      /* 0 or 1: window `index` starts from a zero state */
+  int rows;                       /* >= 1 (0 only from ls_windower_pending_of) */
+  const int64_t *offsets, *times; /* [rows], ascending offsets */
+  const float *x;                 /* [rows, F] */
+} ls_inflight_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LSTREAM_INFLIGHT_H */
