@@ -304,7 +304,7 @@ static int health_reasons(const monitor_t *m, const monitor_sample_t *s, monitor
                      n++ ? "," : "", s->heartbeat_age_s, m->conf.health_stall_s);
   }
   if (s->has_ingest && s->connected == 0) {
-    char text[320];
+    char text[sizeof s->ingest.watch_error + 64];
     snprintf(text, sizeof text, "the consumer has not reached the cluster for %.1f s: %s",
              (double)s->ingest.disconnected_ms / 1e3, s->ingest.watch_error);
     monitor_text_add(why, "%s", n++ ? "," : "");

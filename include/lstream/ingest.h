@@ -381,7 +381,9 @@ typedef struct ls_ingest_stats_s {
                                   none ran yet); 0: it failed (watch_error says why); -1:
                                   no watch (watch.interval.ms = 0) */
   int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
-  char watch_error[160];       /* why the last watch failed; "" when connected */
+  char watch_error[512];       /* why the last watch failed (the partitions that cannot
+                                  be read, their leader and its address, when that is
+                                  why); "" when connected */
 } ls_ingest_stats_t;
 
 /* One partition of a running consumer. lag = high_watermark - next_offset:
@@ -415,13 +417,18 @@ typedef struct ls_ingest_s ls_ingest_t;
  * fetched held back, in order) and resumed once the trainer took half of
  * it; when memory (buffer.records) is full every partition is paused until
  * the trainer drains it below 3/4. Nothing is ever dropped; a bound that
- * nothing the trainer takes can relieve is an error. Each partition's
- * leader must be reachable at its advertised address: the consumer first
- * connects to it (within start.timeout.ms) and fails, naming the
- * partition, the broker and the address, when it cannot (an outage later
- * only warns). Records before a timestamp start are skipped (a broker that
- * cannot look offsets up by time, as librdkafka's mock, answers "none":
- * the consumer starts at the low watermark and skips). The conf is copied. */
+ * nothing the trainer takes can relieve is an error. Start positions and
+ * a replay's end come only from each partition's leader, so every
+ * partition must have a leader in the metadata, reachable at its
+ * advertised address: the consumer first connects to each leader (within
+ * start.timeout.ms) and fails, naming the partitions, the broker and the
+ * address, when it cannot; a partition without a leader fails once
+ * start.timeout.ms has passed without one. None is ever taken for empty.
+ * An outage later only warns, naming the partitions that cannot be read
+ * (and the stats' watch_error says so). Records before a timestamp start
+ * are skipped (a broker that cannot look offsets up by time, as
+ * librdkafka's mock, answers "none": the consumer starts at the low
+ * watermark and skips). The conf is copied. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
 /* Stops the thread, closes the clients (flushing dead letters, for up to

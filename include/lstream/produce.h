@@ -63,9 +63,11 @@ LS_API void ls_broker_destroy(ls_broker_t *broker);
 LS_API const char *ls_broker_bootstrap(const ls_broker_t *broker);
 
 /* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
- * partitions partitions, leaders spread over the brokers. Replication
- * factor 1 is asked for, though the mock lists every broker as a replica
- * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA. */
+ * partitions partitions, partition p led by broker 1 + p % n_brokers (the
+ * same every run: the mock alone draws leaders at random). Replication
+ * factor 1 is asked for, though the mock lists up to 3 brokers as replicas
+ * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA.
+ * Topics auto-created by a client's request keep the mock's random leaders. */
 LS_API ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
 
 /* Takes broker broker_id down (its listener and connections close) or brings
