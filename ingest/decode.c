@@ -479,3 +479,16 @@ ls_reject_t ls_decoder_decode(ls_decoder_t *d, const ls_record_t *rec, float *x,
   }
   return decode_fields(d, rec, x, out);
 }
+
+ls_err_t ls_decoder_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                           const float *x, char *buf, size_t size, size_t *len) {
+  LS_RETURN_IF(d == NULL || (key == NULL && key_len > 0) || x == NULL || buf == NULL ||
+                   len == NULL || time_ms < 0,
+               LS_ERR_INVALID_ARG,
+               "ls_decoder_encode: d, key, x, buf and len must not be NULL, time_ms >= 0");
+  if (d->spec.format == LS_FORMAT_JSON)
+    return record_json_encode(d, key, key_len, time_ms, x, buf, size, len);
+  if (d->spec.format == LS_FORMAT_AVRO)
+    return record_avro_encode(d, key, key_len, time_ms, x, buf, size, len);
+  return ls_record_encode(d->spec.format, x, d->F, buf, size, len);
+}

@@ -82,6 +82,13 @@ void record_json_free(ls_decoder_t *d);
  * d->fields: LS_REJECT_NONE, or PARSE (with d->why). */
 ls_reject_t record_json_fields(ls_decoder_t *d, const char *value, size_t len);
 
+/* Encodes one record (ls_decoder_encode) into buf [size]. */
+ls_err_t record_json_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                            const float *x, char *buf, size_t size, size_t *len);
+
+/* ISO 8601 text of ms since the epoch (UTC, ms: 24 bytes) into buf [32]. */
+void decode_iso8601(int64_t ms, char *buf);
+
 /* Unescapes the JSON string s [n] into out [size] (UTF-8); returns its
  * length, or -1 when it does not fit or holds a bad escape. */
 long record_json_unescape(const char *s, size_t n, char *out, size_t size);
@@ -93,6 +100,10 @@ long record_json_unescape(const char *s, size_t n, char *out, size_t size);
  * field the schema lacks). */
 ls_err_t record_avro_new(ls_decoder_t *d);
 void record_avro_free(ls_decoder_t *d);
+
+/* Encodes one record (ls_decoder_encode) into buf [size]. */
+ls_err_t record_avro_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                            const float *x, char *buf, size_t size, size_t *len);
 
 /* Reads value [len] (the framing checked) as a record of the schema and
  * finds every path into d->fields: LS_REJECT_NONE, or PARSE (with d->why). */

@@ -9,6 +9,7 @@
  * asked: the schema file is the contract.
  */
 #include <avro.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,4 +238,58 @@ ls_reject_t record_avro_fields(ls_decoder_t *d, const void *value, size_t len) {
   for (int f = 0; f < d->F + 2; f++)
     if (d->paths[f].n > 0) find(a, a->steps[f], d->paths[f].n, &d->fields[f]);
   return LS_REJECT_NONE;
+}
+
+ls_err_t record_avro_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                            const float *x, char *buf, size_t size, size_t *len) {
+  record_avro_t *const a = d->avro;
+  int64_t const id = d->spec.avro_schema_id;
+  size_t at = id == LS_AVRO_PLAIN ? 0 : 5;
+  LS_RETURN_IF(size < at + 1, LS_ERR_INVALID_ARG, "encoding a record: no room");
+  if (at == 5) {
+    uint32_t const u = id >= 0 ? (uint32_t)id : 0;
+    unsigned char const head[5] = {0, (unsigned char)(u >> 24), (unsigned char)(u >> 16),
+                                   (unsigned char)(u >> 8), (unsigned char)u};
+    memcpy(buf, head, 5);
+  }
+  avro_value_reset(&a->value);
+  for (int f = 0; f < d->F + 2; f++) {
+    avro_value_t v, b;
+    if (d->paths[f].n == 0) continue;
+    LS_RETURN_IF(d->paths[f].n != 1 || a->steps[f][0].field < 0, LS_ERR_INVALID_ARG,
+                 "encoding a record: path '%s' is not one field", d->paths[f].text);
+    avro_value_get_by_index(&a->value, (size_t)a->steps[f][0].field, &v, NULL);
+    if (avro_value_get_type(&v) == AVRO_UNION) { /* the branch that is not null */
+      avro_value_set_branch(&v, 0, &b);
+      if (avro_value_get_type(&b) == AVRO_NULL) avro_value_set_branch(&v, 1, &b);
+      v = b;
+    }
+    avro_type_t const t = avro_value_get_type(&v);
+    char iso[32];
+    int rc = 0;
+    if (f == d->F + PATH_KEY_SLOT) {
+      char k[LS_KEY_MAX + 1];
+      snprintf(k, sizeof k, "%.*s", (int)key_len, (const char *)key);
+      rc = t == AVRO_STRING ? avro_value_set_string(&v, k) : -1;
+    } else if (f == d->F + PATH_TIME_SLOT) {
+      decode_iso8601(time_ms, iso);
+      rc = t == AVRO_INT64    ? avro_value_set_long(&v, time_ms)
+           : t == AVRO_STRING ? avro_value_set_string(&v, iso)
+                              : -1;
+    } else {
+      rc = t == AVRO_FLOAT    ? avro_value_set_float(&v, x[f])
+           : t == AVRO_DOUBLE ? avro_value_set_double(&v, x[f])
+                              : -1;
+    }
+    LS_RETURN_IF(rc != 0, LS_ERR_INVALID_ARG, "encoding a record: field '%s' takes no such value",
+                 d->paths[f].text);
+  }
+  avro_writer_t const w = avro_writer_memory(buf + at, (int64_t)(size - at));
+  LS_RETURN_IF(w == NULL, LS_ERR_NOMEM, "no memory for an Avro writer");
+  int const rc = avro_value_write(w, &a->value);
+  at += (size_t)avro_writer_tell(w);
+  avro_writer_free(w);
+  LS_RETURN_IF(rc != 0, LS_ERR_INVALID_ARG, "encoding a record: %s", avro_strerror());
+  *len = at;
+  return LS_OK;
 }

@@ -16,6 +16,7 @@
 #define JSMN_STRICT
 #include <jsmn.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,4 +248,49 @@ long record_json_unescape(const char *s, size_t n, char *out, size_t size) {
     if (!put_utf8(c, out, size, &at)) return -1;
   }
   return (long)at;
+}
+
+/* A one-name path's name, or an error (encoding takes no nested paths). */
+static ls_err_t flat_name(const path_t *p, const char **name, size_t *len) {
+  LS_RETURN_IF(p->n != 1 || p->steps[0].index >= 0, LS_ERR_INVALID_ARG,
+               "encoding a record: path '%s' is not one name", p->text);
+  *name = p->steps[0].name, *len = p->steps[0].len;
+  return LS_OK;
+}
+
+ls_err_t record_json_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                            const float *x, char *buf, size_t size, size_t *len) {
+  size_t n = 0;
+  const char *name = NULL;
+  size_t nl = 0;
+  char text[64];
+  int const F = d->F;
+#define PUT(...)                                                                                   \
+  do {                                                                                             \
+    int const w_ = snprintf(buf + n, n < size ? size - n : 0, __VA_ARGS__);                        \
+    LS_RETURN_IF(w_ < 0 || (size_t)w_ >= size - n, LS_ERR_INVALID_ARG,                             \
+                 "encoding a record: %zu bytes are too few", size);                                \
+    n += (size_t)w_;                                                                               \
+  } while (0)
+  LS_RETURN_IF(size == 0, LS_ERR_INVALID_ARG, "encoding a record: no buffer");
+  PUT("{");
+  if (d->paths[F + PATH_KEY_SLOT].n > 0) {
+    LS_FORWARD_IF_ERROR(flat_name(&d->paths[F + PATH_KEY_SLOT], &name, &nl));
+    PUT("\"%.*s\":\"%.*s\",", (int)nl, name, (int)key_len, (const char *)key);
+  }
+  if (d->paths[F + PATH_TIME_SLOT].n > 0) {
+    LS_FORWARD_IF_ERROR(flat_name(&d->paths[F + PATH_TIME_SLOT], &name, &nl));
+    decode_iso8601(time_ms, text);
+    PUT("\"%.*s\":\"%s\",", (int)nl, name, text);
+  }
+  for (int f = 0; f < F; f++) {
+    LS_FORWARD_IF_ERROR(flat_name(&d->paths[f], &name, &nl));
+    size_t tl = 0;
+    LS_FORWARD_IF_ERROR(ls_record_encode(LS_FORMAT_CSV, &x[f], 1, text, sizeof text, &tl));
+    PUT("%s\"%.*s\":%.*s", f ? "," : "", (int)nl, name, (int)tl, text);
+  }
+  PUT("}");
+#undef PUT
+  *len = n;
+  return LS_OK;
 }

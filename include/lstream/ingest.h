@@ -158,6 +158,14 @@ LS_API void ls_decoder_destroy(ls_decoder_t *d);
 /* F: the values per record. */
 LS_API int ls_decoder_features(const ls_decoder_t *d);
 
+/* Encodes a record of d's spec (json, avro; for benchmarks and tests):
+ * values x [F], the key (json, avro with a key field: that field, a
+ * string) and the time (ms; json: an ISO 8601 string, avro: the field's
+ * long, or string) into buf [size], *len bytes. Avro with Confluent's
+ * framing takes the spec's id (0 for any). Only paths of one name encode. */
+LS_API ls_err_t ls_decoder_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                                  const float *x, char *buf, size_t size, size_t *len);
+
 /* What ls_decoder_decode found besides the values. */
 typedef struct ls_decoded_s {
   const void *key; /* the series key: rec's, or the key field's (valid until the next
