@@ -2,7 +2,7 @@
 client (confluent-kafka; fastavro for Avro), for tests/train/formats_test.sh.
 
   formats_feed.py BROKERS TOPIC FORMAT SERIES RECORDS [--malformed] [--schema-id N]
-                  [--bad-kafka-time]
+                  [--bad-kafka-time] [--first I]
 
 FORMAT: json | csv | avro | avro-cf (Confluent's framing, schema id N) |
 jsonl (the JSON values as text on stdout, no Kafka) | schema (the Avro
@@ -12,7 +12,8 @@ format carries exactly the same floats: px (a random walk near 100) and qty.
 json and avro: the key is the field "sym" and the event time the field "ts"
 (ISO 8601 for json, epoch ms for avro), with null Kafka keys; with
 --bad-kafka-time the Kafka timestamps run backwards and far from the
-payload's. csv: key = sym, Kafka timestamp = the event time.
+payload's. --first I: the ticks' times go on from tick I (a feed written in
+several runs). csv: key = sym, Kafka timestamp = the event time.
 --malformed (json): after each partition's first 200 ticks, one tick
 without px, one with qty as a string, one truncated object.
 """
@@ -37,15 +38,16 @@ SCHEMA = {
 T0 = 1704205800000  # 2024-01-02T14:30:00Z
 
 
-def ticks(series, records):
-    """(series, i, sym, ms, px, qty) in time order, float32-exact values."""
+def ticks(series, records, first=0):
+    """(series, i, sym, ms, px, qty) in time order, float32-exact values;
+    times from tick `first` on."""
     rng = np.random.default_rng(7)
     px = np.full(series, 100.0)
     for i in range(records):
         px += rng.normal(0, 0.5, series)
         qty = rng.integers(1, 500, series)
         for s in range(series):
-            yield (s, i, f"SYM{s:03d}", T0 + 1000 * i + s,
+            yield (s, i, f"SYM{s:03d}", T0 + 1000 * (first + i) + s,
                    float(np.float32(px[s])), float(np.float32(qty[s] + 0.25 * math.sin(i))))
 
 
@@ -61,6 +63,7 @@ def main():
     malformed = "--malformed" in sys.argv
     bad_time = "--bad-kafka-time" in sys.argv
     schema_id = int(sys.argv[sys.argv.index("--schema-id") + 1]) if "--schema-id" in sys.argv else 7
+    first = int(sys.argv[sys.argv.index("--first") + 1]) if "--first" in sys.argv else 0
     if fmt == "schema":
         print(json.dumps(SCHEMA))
         return
@@ -75,7 +78,7 @@ def main():
         import fastavro
         parsed = fastavro.parse_schema(SCHEMA)
     n = 0
-    for s, i, sym, ms, px, qty in ticks(series, records):
+    for s, i, sym, ms, px, qty in ticks(series, records, first):
         kafka_ts = (T0 - 10**9 - n) if bad_time else ms
         key = None
         if fmt == "json":

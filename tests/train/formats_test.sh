@@ -15,7 +15,7 @@
 #              topic fails naming the topics that exist (and is not
 #              created); a replay that rejected every record exits non-zero
 #   lag        live, a producer writing: /metrics' per-partition lag is never
-#              negative
+#              negative; per-target figures labelled by the fields' names
 # Usage: formats_test.sh LSTREAM CASE VENV
 set -euo pipefail
 lstream=$1
@@ -161,19 +161,23 @@ lag)
   done
   [ -n "${port:-}" ] || { cat "$work/live.err" >&2; fail "no --http port"; }
   # A producer writing while the scrapes run.
-  ( for i in 1 2 3 4 5 6; do "$py" "$here/formats_feed.py" "$bootstrap" json json 4 40 >/dev/null 2>&1; done ) &
+  ( for i in 1 2 3 4 5 6; do
+    "$py" "$here/formats_feed.py" "$bootstrap" json json 4 40 --first $((10 + 40 * i)) >/dev/null 2>&1
+  done ) &
   writer=$!
-  scrapes=0 lags=0
+  scrapes=0 lags=0 named=0
   while kill -0 $writer 2>/dev/null || [ $scrapes -lt 20 ]; do
     curl -sf "http://127.0.0.1:$port/metrics" >"$work/m" || break
     scrapes=$((scrapes + 1))
     grep -q '^lstream_consumer_lag_records{.*} -' "$work/m" && { cat "$work/m" >&2; fail "a negative lag"; }
     lags=$((lags + $(grep -c '^lstream_consumer_lag_records{' "$work/m" || true)))
+    grep -q '^lstream_target_loss{rank="0",target="qty"}' "$work/m" && named=1
     sleep 0.1
   done
   wait $writer || true
   kill -TERM $pid && wait $pid || true
   [ $lags -gt 0 ] || fail "no lag samples in $scrapes scrapes"
+  [ $named = 1 ] || fail "no per-target figure labelled by its field's name (target=\"qty\")"
   echo "PASS: $lags lag samples in $scrapes scrapes, none negative"
   ;;
 *)
