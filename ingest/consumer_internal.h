@@ -108,7 +108,18 @@ typedef struct part_s {
   int64_t pub_next; /* next, as published by consumer_publish */
   int pub_paused;   /* queue_paused, as published */
   int64_t high;     /* the high watermark of the last good watch (or read at start) */
+  /* Consumer thread: the check of its first records against the format. */
+  int probed, probe_failed;         /* of its first PROBE_RECORDS records, those that did
+                                       not decode */
+  int probe_by[LS_REJECT__COUNT];   /* per reason */
+  unsigned char probe_sample[1024]; /* the first that did not decode, its first bytes */
+  size_t probe_sample_len;          /* its whole length */
+  char probe_why[160];              /* and why */
 } part_t;
+
+/* The records of each partition checked against the declared format; a
+ * run stops when half of them or more do not decode. */
+#define PROBE_RECORDS 100
 
 /* The watch's thread and what it found (ingest/consumer_watch.c). */
 typedef struct consumer_watch_s {
@@ -181,6 +192,8 @@ struct ls_ingest_s {
   atomic_int stop;
   int at_end;
   ls_err_t err;
+  int err_now; /* err is returned before the windows queued (the records are not of their
+                  format: none of them may train) */
   char errmsg[1024];
   ls_ingest_stats_t published;
 
@@ -203,6 +216,14 @@ void consumer_warn(ls_ingest_t *ing, int kind, const char *fmt, ...)
 
 /* Records the consumer thread's failure for ls_ingest_next. */
 void consumer_fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* consumer_fail, and the error is returned at once, before any window
+ * still queued. */
+void consumer_fail_now(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

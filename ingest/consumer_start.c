@@ -104,7 +104,7 @@ static ls_err_t tap_restored(ls_ingest_t *ing, const ls_inflight_t *in) {
                (int)in->key_len, in->key);
   for (int r = 0; r < in->rows; r++) {
     ls_windower_record_t const rec = {s->id, in->key, in->key_len,
-                                      in->x + (size_t)r * (size_t)ing->s.features};
+                                      in->x + (size_t)r * (size_t)ing->s.features, in->times[r]};
     LS_RETURN_IF(consumer_tap_push(ing, &rec, in->partition, in->offsets[r], in->times[r]) != 0,
                  LS_ERR_NOMEM, "no memory for the restored records in the tap");
   }

@@ -155,7 +155,14 @@ ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int 
   pthread_mutex_lock(&ing->lock);
   for (int i = 0; i < n && i < ing->n_parts; i++) {
     const part_t *const p = &ing->parts[i];
-    out[i] = (ls_ingest_partition_t){p->id, p->pub_next, p->high, (int64_t)atomic_load(&p->n),
+    /* One read of both under the lock; a watch answered before the last
+     * fetch is behind what was read: the high watermark is at least that. */
+    int64_t const high = p->high < 0 ? -1 : p->high > p->pub_next ? p->high : p->pub_next;
+    out[i] = (ls_ingest_partition_t){p->id,
+                                     p->pub_next,
+                                     high,
+                                     high < 0 ? -1 : high - p->pub_next,
+                                     (int64_t)atomic_load(&p->n),
                                      p->pub_paused};
   }
   pthread_mutex_unlock(&ing->lock);
