@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/kvfile.h"
 #include "base/value.h"
 #include "kafka_util.h"
@@ -400,10 +402,24 @@ static int listed(const struct rd_kafka_metadata *md, const char *topic) {
 ls_err_t ingest_topics_check(rd_kafka_t *rk, int timeout_ms, const char *topic, const char *what,
                              const char *dead_letters) {
   const struct rd_kafka_metadata *md = NULL;
-  rd_kafka_resp_err_t const kerr = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+  /* librdkafka asks one broker: one that is down answers at once with a
+   * transport error, and the next request may go to another (a cluster
+   * with a broker down still lists its topics). Until timeout_ms. */
+  int64_t const until = base_now_ms() + timeout_ms;
+  rd_kafka_resp_err_t kerr;
+  for (;;) {
+    int64_t const left = until - base_now_ms();
+    kerr = rd_kafka_metadata(rk, 1, NULL, &md, left > 1 ? (int)left : 1);
+    if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR || base_now_ms() >= until ||
+        (kerr != RD_KAFKA_RESP_ERR__TRANSPORT && kerr != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN))
+      break;
+    struct timespec const pause = {0, 100 * 1000000L};
+    nanosleep(&pause, NULL);
+  }
   LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
-               "cannot list the cluster's topics: %s (check bootstrap.servers)",
-               rd_kafka_err2str(kerr));
+               "cannot read the metadata of topic '%s': listing the cluster's topics failed "
+               "within %d ms: %s (is bootstrap.servers right, and a broker up?)",
+               topic, timeout_ms, rd_kafka_err2str(kerr));
   const char *const missing = !listed(md, topic) ? topic
                               : dead_letters != NULL && dead_letters[0] && !listed(md, dead_letters)
                                   ? dead_letters
