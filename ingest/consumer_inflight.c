@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "consumer_internal.h"
+#include "window.h" /* window_series_id */
 
 /* A series' rows, gathered. */
 typedef struct gather_s {
@@ -56,12 +57,15 @@ static int key_cmp(const ls_window_t *a, const char *key, size_t len) {
   return c != 0 ? c : (a->key_len > len) - (a->key_len < len);
 }
 
-/* By key, then window index. */
+/* By key, then series (a key evicted and back is a new series: its
+ * incarnations apart, the earlier first), then window index. */
 static int by_key_index(const void *pa, const void *pb) {
   const ls_window_t *const a = *(const ls_window_t *const *)pa;
   const ls_window_t *const b = *(const ls_window_t *const *)pb;
   int const c = key_cmp(a, b->key, b->key_len);
-  return c != 0 ? c : (a->index > b->index) - (a->index < b->index);
+  if (c != 0) return c;
+  if (a->series != b->series) return a->series < b->series ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
 }
 
 /* The partition's windows in flight (queued, or handed out and not
@@ -82,8 +86,10 @@ static ls_err_t windows_of(const part_t *part, const ls_window_t ***out, size_t 
   return LS_OK;
 }
 
-/* The series whose windows are wins [n] (in order): their rows, then what
- * the windower holds of it, through fn. */
+/* The series whose windows are wins [n] (one incarnation of a key, in
+ * order): their rows, then what the windower holds of it when it is the
+ * key's series there (an earlier incarnation, evicted, has nothing held),
+ * through fn. */
 static ls_err_t emit_series(ls_ingest_t *ing, const ls_window_t *const *wins, size_t n, gather_t *g,
                             ls_inflight_fn fn, void *opaque) {
   g->n = 0;
@@ -96,8 +102,9 @@ static ls_err_t emit_series(ls_ingest_t *ing, const ls_window_t *const *wins, si
   }
   ls_inflight_t held;
   int found = 0;
-  LS_FORWARD_IF_ERROR(
-      ls_windower_pending_of(ing->w, wins[0]->key, wins[0]->key_len, &held, &found));
+  if (window_series_id(ing->w, wins[0]->key, wins[0]->key_len) == wins[0]->series)
+    LS_FORWARD_IF_ERROR(
+        ls_windower_pending_of(ing->w, wins[0]->key, wins[0]->key_len, &held, &found));
   if (found) {
     LS_FORWARD_IF_ERROR(gather_add(g, held.offsets, held.times, held.x, held.rows));
     last_time = held.last_time;
@@ -117,6 +124,7 @@ static ls_err_t emit_series(ls_ingest_t *ing, const ls_window_t *const *wins, si
 
 /* A windower series with no window in flight passes through as it is. */
 typedef struct pass_s {
+  const ls_windower_t *w;
   const ls_window_t *const *wins;
   size_t n;
   ls_inflight_fn fn;
@@ -125,16 +133,18 @@ typedef struct pass_s {
 
 static ls_err_t pass_pending(void *opaque, const ls_inflight_t *s) {
   const pass_t *const p = opaque;
+  int64_t const id = window_series_id(p->w, s->key, s->key_len);
   size_t lo = 0, hi = p->n;
-  while (lo < hi) {
+  while (lo < hi) { /* the key's first window in wins, by (key, series, index) */
     size_t const mid = lo + (hi - lo) / 2;
     int const c = key_cmp(p->wins[mid], s->key, s->key_len);
-    if (c == 0) return LS_OK; /* emitted with its windows */
-    if (c < 0)
+    if (c < 0 || (c == 0 && p->wins[mid]->series < id))
       lo = mid + 1;
     else
       hi = mid;
   }
+  if (lo < p->n && key_cmp(p->wins[lo], s->key, s->key_len) == 0 && p->wins[lo]->series == id)
+    return LS_OK; /* emitted with its windows */
   return p->fn(p->opaque, s);
 }
 
@@ -151,11 +161,13 @@ ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next, 
   gather_t g = {.F = ing->s.features};
   ls_err_t err = windows_of(part, &wins, &n);
   for (size_t i = 0, j; err == LS_OK && i < n; i = j) {
-    for (j = i + 1; j < n && key_cmp(wins[j], wins[i]->key, wins[i]->key_len) == 0; j++)
+    for (j = i + 1; j < n && wins[j]->series == wins[i]->series &&
+                    key_cmp(wins[j], wins[i]->key, wins[i]->key_len) == 0;
+         j++)
       ;
     err = emit_series(ing, wins + i, j - i, &g, fn, opaque);
   }
-  pass_t pass = {wins, n, fn, opaque};
+  pass_t pass = {ing->w, wins, n, fn, opaque};
   if (err == LS_OK) err = ls_windower_each_pending(ing->w, partition, pass_pending, &pass);
   *next = part->next;
   pthread_mutex_unlock(&ing->lock);

@@ -43,6 +43,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,18 +229,21 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 /* ------------------------------------------------------------------------ */
 /* Windower                                                                  */
 
-ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
-  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
+ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec, int T) {
+  LS_RETURN_IF(out == NULL || spec == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_new_spec: out and spec must not be NULL");
   *out = NULL;
-  LS_RETURN_IF((unsigned)fmt >= LS_FORMAT__COUNT, LS_ERR_INVALID_ARG,
-               "ls_windower_new: unknown format %d", (int)fmt);
-  LS_RETURN_IF(F < 1 || F > LS_FEATURES_MAX, LS_ERR_INVALID_ARG,
-               "windower: features F=%d is outside [1, %d]", F, LS_FEATURES_MAX);
   LS_RETURN_IF(T < 1 || T > LS_WINDOW_MAX, LS_ERR_INVALID_ARG,
                "windower: window T=%d is outside [1, %d]", T, LS_WINDOW_MAX);
+  ls_decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(ls_decoder_new(&dec, spec));
   ls_windower_t *const w = calloc(1, sizeof *w);
-  LS_RETURN_IF(w == NULL, LS_ERR_NOMEM, "windower: out of memory");
-  w->fmt = fmt;
+  if (w == NULL) {
+    ls_decoder_destroy(dec);
+    return ls_error_set(LS_ERR_NOMEM, "windower: out of memory");
+  }
+  int const F = ls_decoder_features(dec);
+  w->dec = dec;
   w->F = F;
   w->T = T;
   w->max_abs = INFINITY;
@@ -259,6 +263,19 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   return LS_OK;
 }
 
+ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
+  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
+  *out = NULL;
+  LS_RETURN_IF(fmt != LS_FORMAT_F32 && fmt != LS_FORMAT_CSV, LS_ERR_INVALID_ARG,
+               "ls_windower_new: format %s needs its fields (ls_windower_new_spec)",
+               ls_format2str(fmt));
+  ls_record_spec_t spec;
+  ls_record_spec_init(&spec);
+  spec.format = fmt;
+  spec.features = F;
+  return ls_windower_new_spec(out, &spec, T);
+}
+
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
   table_free(&w->series);
@@ -269,7 +286,12 @@ void ls_windower_destroy(ls_windower_t *w) {
   free(w->ones);
   free(w->partial_mask);
   free(w->gap), free(w->gap_x);
+  ls_decoder_destroy(w->dec);
   free(w);
+}
+
+const char *ls_windower_why(const ls_windower_t *w) {
+  return w == NULL ? "" : w->why[0] ? w->why : ls_decoder_why(w->dec);
 }
 
 /* Points w->view at a window of series s whose rows are x [T+1, F],
@@ -364,13 +386,26 @@ static int beyond_future(ls_windower_t *w, int64_t t) {
   return t - w->max_future > w->clock_ms;
 }
 
-/* Decodes rec's value into out [F]: LS_REJECT_NONE, or why not (SIZE,
- * PARSE, NONFINITE, RANGE). */
-static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, float *out) {
-  ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, w->F, out);
+/* Rejects a record for its event time t (FUTURE or BACKWARDS against the
+ * series' last time `last`), saying why in w->why. */
+static ls_reject_t reject_time(ls_windower_t *w, ls_reject_t r, int64_t t, int64_t last) {
+  if (r == LS_REJECT_FUTURE)
+    snprintf(w->why, sizeof w->why,
+             "its time %lld ms is more than max.future.ms=%lld ahead of this machine's clock "
+             "(%lld)",
+             (long long)t, (long long)w->max_future, (long long)w->clock_ms);
+  else
+    snprintf(w->why, sizeof w->why,
+             "its time %lld ms is more than late.ms=%lld before the series' last record (%lld)",
+             (long long)t, (long long)w->late_ms, (long long)last);
+  return reject(w, r);
+}
+
+/* The magnitude check after a value decoded: RANGE beyond max_abs. */
+static ls_reject_t check_range(const ls_windower_t *w, ls_reject_t r, const float *x) {
   if (r != LS_REJECT_NONE) return r;
   for (int f = 0; f < w->F; f++)
-    if (fabsf(out[f]) > w->max_abs) return LS_REJECT_RANGE;
+    if (fabsf(x[f]) > w->max_abs) return LS_REJECT_RANGE;
   return LS_REJECT_NONE;
 }
 
@@ -446,16 +481,17 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
   }
 }
 
-/* Forgets series s: the records it holds (counted as evicted), its place
- * in the lists and in the table (the last series takes its index). */
-static void evict(ls_windower_t *w, series_t *s) {
+/* Forgets series s: the records it holds (counted as evicted when
+ * `counted`), its place in the lists and in the table (the last series
+ * takes its index). */
+void window_series_forget(ls_windower_t *w, series_t *s, int counted) {
   int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
   if (s->count > 0) list_unlink(s);
   lru_unlink(s);
   s->part->held--;
   w->stats.buffered -= n;
-  w->stats.evicted++;
-  w->stats.evicted_records += n;
+  if (counted) w->stats.evicted++, w->stats.evicted_records += n;
+  if (w->last == s) w->last = NULL;
   table_t *const t = &w->series;
   size_t const last = t->map.n - 1;
   int64_t const idx = base_keymap_remove(&t->map, s->hash, s->k.key, s->k.key_len);
@@ -470,9 +506,15 @@ static void evict_after(ls_windower_t *w, series_t *s) {
   wpart_t *const p = s->part;
   while (w->idle_ms > 0 && p->lru_head != s && p->lru_head->last_time >= 0 &&
          p->now - p->lru_head->last_time > w->idle_ms)
-    evict(w, p->lru_head);
+    window_series_forget(w, p->lru_head, 1);
   while (w->max_held > 0 && p->held > w->max_held && p->lru_head != s)
-    evict(w, p->lru_head);
+    window_series_forget(w, p->lru_head, 1);
+}
+
+int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len) {
+  const series_t *const s =
+      (const series_t *)window_table_find(&w->series, base_key_hash(key, key_len), key, key_len);
+  return s != NULL ? s->id : -1;
 }
 
 ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held) {
@@ -481,6 +523,13 @@ ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max
   w->idle_ms = idle_ms;
   w->max_held = max_held;
   return LS_OK;
+}
+
+/* 1 for the reasons of a value that does not decode (its key may be
+ * unknown then: json, avro). */
+static int undecoded(ls_reject_t r) {
+  return r == LS_REJECT_SIZE || r == LS_REJECT_PARSE || r == LS_REJECT_FIELD ||
+         r == LS_REJECT_TYPE || r == LS_REJECT_TIME;
 }
 
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
@@ -493,20 +542,26 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   }
   *complete = NULL;
   w->last = NULL;
+  w->decoded = LS_REJECT_NONE;
+  w->why[0] = '\0';
   w->stats.records++;
-  if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
-
-  uint64_t const hash = base_key_hash(rec->key, rec->key_len);
-  series_t *s = (series_t *)window_table_find(&w->series, hash, rec->key, rec->key_len);
+  /* The value first: for json and avro it holds the key and the time. */
+  ls_decoded_t got;
+  w->decoded = ls_decoder_decode(w->dec, rec, w->scratch, &got);
+  ls_reject_t const r = check_range(w, w->decoded, w->scratch);
+  if (got.key == NULL && undecoded(r)) return reject(w, r);
+  if (got.key_len == 0 || got.key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
+  int64_t t = got.time;
+  uint64_t const hash = base_key_hash(got.key, got.key_len);
+  series_t *s = (series_t *)window_table_find(&w->series, hash, got.key, got.key_len);
   int const F = w->F;
-  ls_reject_t const r = decode_value(w, rec, w->scratch);
-  int64_t t = rec->timestamp;
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    if (beyond_future(w, t)) return reject(w, LS_REJECT_FUTURE);
+    if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, s->last_time);
     if (t >= 0 && t < s->last_time) {
-      if (s->last_time - t > w->late_ms) return reject(w, LS_REJECT_BACKWARDS);
+      if (s->last_time - t > w->late_ms)
+        return reject_time(w, LS_REJECT_BACKWARDS, t, s->last_time);
       t = s->last_time; /* late within the bound: held at the series' last */
       w->stats.late++;
     }
@@ -514,9 +569,9 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
-    if (beyond_future(w, t)) return reject(w, LS_REJECT_FUTURE);
+    if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, -1);
     ls_err_t const err =
-        window_series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
+        window_series_add(w, hash, got.key, got.key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {
       w->stats.records--;
       return LS_REJECT__COUNT;
@@ -526,6 +581,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   window_accept_row(w, s, rec->offset, t, &done);
   if (done != NULL) *complete = done;
   w->last = s; /* (eviction below spares s) */
+  w->last_time = t;
   if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
   return LS_REJECT_NONE;
 }
@@ -539,9 +595,8 @@ ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out) {
     return LS_OK;
   }
   /* The record is the last row filled: count - 1 (the carry happens on the next push). */
-  *out =
-      (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
-                             s->x + (size_t)(s->count - 1) * (size_t)w->F, s->times[s->count - 1]};
+  *out = (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
+                                s->x + (size_t)(s->count - 1) * (size_t)w->F, w->last_time};
   return LS_OK;
 }
 

@@ -56,7 +56,7 @@ typedef struct series_s {
 } series_t;
 
 struct ls_windower_s {
-  ls_format_t fmt;
+  ls_decoder_t *dec; /* the records' format: values, and (json, avro) key and time */
   int F, T;
   float max_abs;      /* a value of larger magnitude is rejected (RANGE) */
   table_t series;     /* of series_t, in order of first appearance */
@@ -77,6 +77,10 @@ struct ls_windower_s {
   float *gap_x;        /* [T+1, F] its records */
   ls_window_stats_t stats;
   const series_t *last; /* the series of the record the last push accepted, or NULL */
+  int64_t last_time;    /* its event time */
+  ls_reject_t decoded;  /* the last push's value as decoded, before the key's and the
+                           partition's checks: LS_REJECT_NONE or why not */
+  char why[160];        /* why the last push rejected its record for its time, or "" */
 };
 
 /* The item of key, or NULL. */
@@ -89,6 +93,14 @@ wpart_t *window_part_find(const ls_windower_t *w, int32_t id);
  * [F] from `first`) to come, its windows numbered from index. */
 ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
                            int32_t partition, const float *first, int64_t index, series_t **out);
+
+/* Forgets series s as an eviction does (its records, its place in the
+ * lists and the table), counting it as evicted when `counted`. */
+void window_series_forget(ls_windower_t *w, series_t *s, int counted);
+
+/* The id of key's series (its current incarnation: a key evicted and back
+ * is a new series), or -1 when the windower holds none. */
+int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len);
 
 /* Records of s not yet in a complete window. */
 int window_series_pending(const series_t *s, int T);

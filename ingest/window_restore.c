@@ -77,19 +77,45 @@ ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
   return LS_OK;
 }
 
-/* Checks series i of a restore and adds it with its row 0. */
-static ls_err_t restore_one(ls_windower_t *w, const ls_inflight_t *in, series_t **out) {
-  LS_FORWARD_IF_ERROR(window_inflight_check(in, "ls_windower_restore"));
-  uint64_t const hash = base_key_hash(in->key, in->key_len);
-  LS_RETURN_IF(window_table_find(&w->series, hash, in->key, in->key_len) != NULL, LS_ERR_STATE,
-               "ls_windower_restore: series '%.*s' is known already (restore it once, before "
-               "any push)",
-               (int)in->key_len, in->key);
-  LS_FORWARD_IF_ERROR(
-      window_series_add(w, hash, in->key, in->key_len, in->partition, in->x, in->index, out));
-  (*out)->reset = in->reset;
+/* Series i of a restore begins (its row 0): a series of its key that an
+ * earlier entry made, whose rows are all in (an incarnation evicted before
+ * this one began), is forgotten first. */
+static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, series_t *const *made,
+                              size_t i, series_t **out) {
+  uint64_t const hash = base_key_hash(in[i].key, in[i].key_len);
+  series_t *const old = (series_t *)window_table_find(&w->series, hash, in[i].key, in[i].key_len);
+  if (old != NULL) {
+    size_t j = 0;
+    while (j < i && made[j] != old)
+      j++;
+    LS_RETURN_IF(j == i, LS_ERR_STATE,
+                 "ls_windower_restore: series '%.*s' is known already (restore it once, before "
+                 "any push)",
+                 (int)in[i].key_len, in[i].key);
+    window_series_forget(w, old, 0); /* it was evicted where the next one began */
+  }
+  LS_FORWARD_IF_ERROR(window_series_add(w, hash, in[i].key, in[i].key_len, in[i].partition, in[i].x,
+                                        in[i].index, out));
+  (*out)->reset = in[i].reset;
   const ls_window_t *none = NULL;
-  window_accept_row(w, *out, in->offsets[0], in->times[0], &none);
+  window_accept_row(w, *out, in[i].offsets[0], in[i].times[0], &none);
+  return LS_OK;
+}
+
+/* Entries of one key are incarnations of it (a series evicted, and back as
+ * a new one): they may not overlap in offsets. */
+static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      const ls_inflight_t *const a = &in[i], *const b = &in[j];
+      if (a->key_len != b->key_len || memcmp(a->key, b->key, a->key_len) != 0) continue;
+      int const apart = a->partition != b->partition || a->offsets[a->rows - 1] < b->offsets[0] ||
+                        b->offsets[b->rows - 1] < a->offsets[0];
+      LS_RETURN_IF(!apart, LS_ERR_INVALID_ARG,
+                   "ls_windower_restore: series '%.*s' twice with overlapping records (two "
+                   "incarnations of a key follow each other)",
+                   (int)a->key_len, a->key);
+    }
   return LS_OK;
 }
 
@@ -97,27 +123,34 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
                              void *opaque) {
   LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_restore: w, series and fn must not be NULL");
-  series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
-  LS_RETURN_IF(made == NULL, LS_ERR_NOMEM, "no memory to restore %zu series", n);
   size_t rows = 0;
-  ls_err_t err = LS_OK;
-  for (size_t i = 0; i < n && err == LS_OK; i++) {
-    err = restore_one(w, &in[i], &made[i]);
-    rows += (size_t)in[i].rows - 1;
+  for (size_t i = 0; i < n; i++) {
+    LS_FORWARD_IF_ERROR(window_inflight_check(&in[i], "ls_windower_restore"));
+    rows += (size_t)in[i].rows;
   }
-  restored_t *const order = err == LS_OK ? malloc((rows > 0 ? rows : 1) * sizeof *order) : NULL;
-  if (err == LS_OK && order == NULL)
-    err = ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  LS_FORWARD_IF_ERROR(check_incarnations(in, n));
+  series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
+  restored_t *const order = malloc((rows > 0 ? rows : 1) * sizeof *order);
+  ls_err_t err =
+      made && order ? LS_OK : ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  /* Every row, the first of each series too, in the order its partition
+   * delivered them: series begin, and come last in their partition's order
+   * of arrival (which eviction follows), as they did. */
   size_t k = 0;
   for (size_t i = 0; i < n && err == LS_OK; i++)
-    for (int r = 1; r < in[i].rows; r++)
+    for (int r = 0; r < in[i].rows; r++)
       order[k++] = (restored_t){in[i].partition, r, in[i].offsets[r], i};
   if (err == LS_OK) qsort(order, rows, sizeof *order, by_partition_offset);
   int const F = w->F;
   for (size_t j = 0; j < rows && err == LS_OK; j++) {
-    const ls_inflight_t *const src = &in[order[j].i];
-    series_t *const s = made[order[j].i];
+    size_t const i = order[j].i;
+    const ls_inflight_t *const src = &in[i];
     int const r = order[j].r;
+    if (r == 0) {
+      err = restore_begin(w, in, made, i, &made[i]);
+      continue;
+    }
+    series_t *const s = made[i];
     const ls_window_t *win = NULL;
     window_next_row(w, s, src->times[r], &win);
     if (win != NULL) err = fn(opaque, win);
@@ -126,8 +159,13 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
     if (err == LS_OK) window_accept_row(w, s, src->offsets[r], src->times[r], &win);
     if (win != NULL && err == LS_OK) err = fn(opaque, win);
   }
-  for (size_t i = 0; i < n && err == LS_OK; i++)
-    made[i]->last_time = in[i].last_time;
+  /* The series that remain (the last incarnation of each key) take their
+   * last accepted time. */
+  for (size_t i = 0; i < n && err == LS_OK; i++) {
+    const series_t *const now = (const series_t *)window_table_find(
+        &w->series, base_key_hash(in[i].key, in[i].key_len), in[i].key, in[i].key_len);
+    if (now == made[i]) made[i]->last_time = in[i].last_time;
+  }
   free(order), free(made);
   return err;
 }

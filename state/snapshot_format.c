@@ -18,6 +18,7 @@ const char *snap_section_name(uint32_t id) {
   if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
   if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
+  if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
   return id <= SNAP_PREDICT ? names[id] : names[0];
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds lstream and runs every test: the normal build with warnings as
 # errors, then the same suite under AddressSanitizer + UBSan. Installs what
-# is missing first: Debian's packages (.ci/install-deps) and the CUDA
-# toolkit from PyPI's NVIDIA wheels (.ci/install-cuda).
+# is missing first: Debian's packages (.ci/install-deps), the CUDA
+# toolkit from PyPI's NVIDIA wheels (.ci/install-cuda) and the Apache Kafka
+# broker of the real-broker tests from Maven Central (.ci/install-kafka).
 # Usage: tests/run_all.sh        (from anywhere; builds in build/ and build-asan/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,17 +14,20 @@ roots=$(.ci/install-cuda --print-root)
 read -r cuda_root nccl_root <<<"$roots"
 export NCCL_ROOT=$nccl_root
 cuda=(-DCUDAToolkit_ROOT="$cuda_root" -DLSTREAM_CUDA_REQUIRED=ON)
+# Apache Kafka's jars (tests/kafka: the ctest fixtures start the broker).
+kafka=(-DLSTREAM_KAFKA_HOME="$(.ci/install-kafka --print-home)" -DLSTREAM_KAFKA_REQUIRED=ON)
 jobs=$(nproc)
 
 echo "== build (Release, -Werror) =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLSTREAM_WERROR=ON "${cuda[@]}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLSTREAM_WERROR=ON "${cuda[@]}" "${kafka[@]}"
 cmake --build build -j"$jobs"
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== build (ASan + UBSan, -Werror) =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLSTREAM_WERROR=ON -DLSTREAM_SANITIZE=ON \
-  "${cuda[@]}"
+  "${cuda[@]}" "${kafka[@]}"
 cmake --build build-asan -j"$jobs"
 echo "== tests under sanitizers =="
-ctest --test-dir build-asan --output-on-failure -j"$jobs"
+# The three-node Kafka cluster (three JVMs, ~50 s) runs in the normal suite only.
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE kafka_cluster

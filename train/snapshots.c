@@ -41,9 +41,10 @@ struct train_snaps_s {
   double durable_t;     /* when it committed (the run's start for one resumed from) */
   int final_failed;     /* train_snaps_final failed on every rank */
   int64_t committed, skipped;
-  char note[2048]; /* what resuming did */
-  char path[2048]; /* the snapshot resumed from */
-  char error[640]; /* the last snapshot failure, for the step's stats */
+  char note[2048];      /* what resuming did */
+  char path[2048];      /* the snapshot resumed from */
+  char error[640];      /* the last snapshot failure, for the step's stats */
+  char pred_error[512]; /* why the forecasts before `pending` cannot be committed */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -200,8 +201,9 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 
 /* The module sections this version reads: a snapshot holding another that
  * it must not skip was written by a later version. */
-static const uint32_t known_sections[] = {
-    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION, LS_SNAPSHOT_SECTION_PREDICT};
+static const uint32_t known_sections[] = {LS_SNAPSHOT_SECTION_SETTINGS,
+                                          LS_SNAPSHOT_SECTION_CALIBRATION,
+                                          LS_SNAPSHOT_SECTION_PREDICT, LS_SNAPSHOT_SECTION_RUN};
 
 /* The settings section: "key=value\n" per fixed or noted option, in the
  * option table's order (train_conf_settings). Version 1. */
@@ -357,7 +359,13 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(series), 0, S, h, c));
   }
   LS_FORWARD_IF_ERROR(figures_load(s->v->fig, snap));
-  if (s->v->rep != NULL) LS_FORWARD_IF_ERROR(replay_load(s->v->rep, snap));
+  int cut = 0;
+  if (s->v->rep != NULL) LS_FORWARD_IF_ERROR(replay_load(s->v->rep, snap, &cut));
+  size_t const at = strlen(s->note);
+  if (cut)
+    snprintf(s->note + at, sizeof s->note - at,
+             "; the topic's partitions are not the snapshot's: each replay memory keeps its newest "
+             "windows that fit");
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
   *steps = info.step;
@@ -407,6 +415,7 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
   ls_err_t const perr = s->pending >= 0 && s->v->pred != NULL
                             ? predict_durable(s->v->pred, s->pred_mark, 0, &durable)
                             : LS_OK;
+  if (perr != LS_OK) snprintf(s->pred_error, sizeof s->pred_error, "%s", ls_last_error());
   v[SNAP_V_SHARDS] = s->pending >= 0 && !st.busy && st.written_step == s->pending && durable;
   /* The pending snapshot's write (or rank 0's commit, or the forecasts)
    * failed, or rank 0 refused it. */
@@ -436,6 +445,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
       train_conf_settings(v->conf, LS_KEY_FIXED | LS_KEY_NOTED, text, sizeof text, &len));
   LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, SETTINGS_VERSION,
                                               LS_SNAPSHOT_REQUIRED, text, len));
+  LS_FORWARD_IF_ERROR(train_run_put(v, snap));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
     /* Never a model with a NaN or an Inf (the step loop skips the updates
@@ -493,18 +503,24 @@ static void committed(train_snaps_t *s, ls_step_stats_t *st) {
 }
 
 /* A failed write or commit, on any rank, drops that snapshot everywhere;
- * training goes on and the next one is taken when due. */
+ * training goes on and the next one is taken when due. The reason named:
+ * this rank's writer's, or its forecasts' (their transaction failed for
+ * good, as when a newer trainer fenced this one), else another rank's. */
 static ls_err_t dropped(train_snaps_t *s, ls_step_stats_t *st) {
   ls_snapshotter_status_t status;
   LS_FORWARD_IF_ERROR(ls_snapshotter_poll(s->snapper, &status));
   snprintf(s->error, sizeof s->error, "snapshot of step %" PRId64 " failed%s%s", s->pending,
            s->refused            ? ": the model holds a non-finite parameter (not written)"
            : status.err != LS_OK ? ": "
+           : s->pred_error[0]    ? ": the forecasts made before it cannot be committed: "
                                  : " on another rank",
-           s->refused || status.err == LS_OK ? "" : status.message);
+           s->refused            ? ""
+           : status.err != LS_OK ? status.message
+                                 : s->pred_error);
   st->snapshot_error = s->error;
   s->pending = -1;
   s->refused = 0;
+  s->pred_error[0] = '\0';
   return LS_OK;
 }
 

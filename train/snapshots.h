@@ -45,6 +45,20 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap);
  * *snap is destroyed and NULL. */
 ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot_t **snap);
 
+/* train/run_id.c. The run's id, into the view (v->run): the header
+ * lstream-run of its
+ * forecasts and the root of its transactional ids, one per lineage of a
+ * snapshot directory. Random, made when the directory is first used and
+ * kept there (DIR/run-id) and in every snapshot: a directory deleted and
+ * made again, or another trainer's at the same path, is another lineage.
+ * A snapshot of before (format 4, or 5 without it) keeps the id its run
+ * published with: a digest of the directory's absolute path. Without a
+ * snapshot directory, random per run. Rank 0 decides; collective. */
+ls_err_t train_run_choose(const ls_snapshot_t *snap, train_view_t *v);
+
+/* Puts the view's run id into a snapshot being taken (its section). */
+ls_err_t train_run_put(const train_view_t *v, ls_snapshot_t *snap);
+
 /* The loaded snapshot's model shape against the view's (computed from the
  * settled configuration). */
 ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap);

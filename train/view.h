@@ -34,6 +34,7 @@ typedef struct train_view_s {
   replay_t *rep;                 /* the partitions' replay memories; NULL without replay */
   struct predict_s *pred;        /* forecasts going out; NULL without: a snapshot commits only once
                                     those made before it are committed to their topic */
+  uint64_t run;                  /* the run's id (train_run_choose): its forecasts' lstream-run */
 } train_view_t;
 
 /* FNV-1a digests of the parameters and, over every rank, of the series

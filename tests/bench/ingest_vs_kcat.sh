@@ -13,9 +13,16 @@
 # lstream is faster). Both read from the same single-threaded mock broker, so
 # the broker bounds both: this compares clients, not Kafka deployments.
 #
+# With REAL_KAFKA=DIR the same runs on a real Apache Kafka broker instead
+# (tests/kafka/kafka.sh start DIR: one KRaft node from .ci/install-kafka's
+# jars, with the JVM's full JIT and KAFKA_HEAP, default 2g), stopped at the
+# end; topics are created with its admin API. It keeps every record, so the
+# topic may be as large as the disk allows.
+#
 # Usage: tests/bench/ingest_vs_kcat.sh [BUILD_DIR]     (default: build)
 # Environment: SERIES (1000) x RECORDS_PER_SERIES (2000) records, FEATURES (4),
-#              PARTITIONS (32), WINDOW (32), REPEAT (3), FORMATS ("f32 csv").
+#              PARTITIONS (32), WINDOW (32), REPEAT (3), FORMATS ("f32 csv"),
+#              REAL_KAFKA (unset: the embedded mock broker).
 set -euo pipefail
 
 build=${1:-build}
@@ -34,20 +41,32 @@ command -v kcat > /dev/null || { echo "kcat is not on PATH" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 broker_pid=
+kafka=$(cd "$(dirname "$0")/../kafka" && pwd)
 cleanup() {
   [ -n "$broker_pid" ] && kill "$broker_pid" 2> /dev/null && wait "$broker_pid" 2> /dev/null
+  [ -z "${REAL_KAFKA:-}" ] || "$kafka/kafka.sh" stop "$REAL_KAFKA" || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-topics=()
-for fmt in $formats; do topics+=(--topic "bench_$fmt:$partitions"); done
-"$lstream" broker "${topics[@]}" --bootstrap-file "$tmp/bootstrap" > /dev/null 2> "$tmp/broker.log" &
-broker_pid=$!
-for _ in $(seq 300); do [ -s "$tmp/bootstrap" ] && break; sleep 0.1; done
-[ -s "$tmp/bootstrap" ] || { echo "lstream broker did not start:" >&2; cat "$tmp/broker.log" >&2; exit 1; }
-addr=$(cat "$tmp/bootstrap")
-echo "broker $addr, $partitions partitions a topic, $records records of $features features"
+if [ -n "${REAL_KAFKA:-}" ]; then
+  export KAFKA_HOME=${KAFKA_HOME:-$("$(dirname "$0")/../../.ci/install-kafka" --print-home)}
+  KAFKA_HEAP=${KAFKA_HEAP:-2g} KAFKA_JVM_OPTS="-XX:TieredStopAtLevel=4 ${KAFKA_JVM_OPTS:-}" \
+    "$kafka/kafka.sh" start "$REAL_KAFKA" 1
+  addr=$(cat "$REAL_KAFKA/bootstrap")
+  for fmt in $formats; do /usr/bin/python3 "$kafka/admin.py" create "$addr" "bench_$fmt:$partitions"; done
+  echo "Apache Kafka $(basename "$KAFKA_HOME"/lib/kafka_2.13-*.jar .jar) at $addr," \
+    "$partitions partitions a topic, $records records of $features features"
+else
+  topics=()
+  for fmt in $formats; do topics+=(--topic "bench_$fmt:$partitions"); done
+  "$lstream" broker "${topics[@]}" --bootstrap-file "$tmp/bootstrap" > /dev/null 2> "$tmp/broker.log" &
+  broker_pid=$!
+  for _ in $(seq 300); do [ -s "$tmp/bootstrap" ] && break; sleep 0.1; done
+  [ -s "$tmp/bootstrap" ] || { echo "lstream broker did not start:" >&2; cat "$tmp/broker.log" >&2; exit 1; }
+  addr=$(cat "$tmp/bootstrap")
+  echo "broker $addr, $partitions partitions a topic, $records records of $features features"
+fi
 
 # Sum of the offsets kcat -Q prints for every partition at a logical time
 # (-2: beginning, -1: end); fails unless each partition answers.
@@ -76,6 +95,9 @@ for fmt in $formats; do
     exit 1
   fi
   echo "$topic: watermarks OK (low 0, high $records in total)"
+  if [ -n "${REAL_KAFKA:-}" ]; then
+    echo "$topic: $(du -cm "$REAL_KAFKA"/node-1/data/"$topic"-* | tail -n 1 | cut -f1) MiB on the broker's disk"
+  fi
 
   : > "$tmp/kcat.txt"
   : > "$tmp/lstream.txt"

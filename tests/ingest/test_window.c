@@ -797,3 +797,45 @@ Test(window, restore_bad_arguments) {
   cr_expect_eq(ls_windower_pending_of(w, "k", 1, NULL, &found), LS_ERR_INVALID_ARG);
   ls_windower_destroy(w);
 }
+
+/* A key evicted and back is two series in flight: restored, the earlier
+ * one's rows make its windows and it is forgotten where the later one
+ * begins; the series remaining come in their partition's order of arrival
+ * (b before a), so the next eviction takes the same one as it would have.
+ * T = 2, three series held. */
+Test(window, restore_incarnations_of_a_key) {
+  ls_windower_t *const w = windower(2);
+  cr_assert_eq(ls_windower_set_eviction(w, 0, 3), LS_OK);
+  int64_t const a1_off[3] = {0, 1, 2}, b_off[1] = {3}, a2_off[2] = {4, 6}, c_off[1] = {5};
+  int64_t const t3[3] = {-1, -1, -1};
+  float const x[3 * F] = {1, 2, 3, 4, 5, 6};
+  ls_inflight_t const in[4] = {{"a", 1, 0, 0, -1, 0, 3, a1_off, t3, x},
+                               {"b", 1, 0, 4, -1, 0, 1, b_off, t3, x},
+                               {"a", 1, 0, 0, -1, 0, 2, a2_off, t3, x},
+                               {"c", 1, 0, 0, -1, 0, 1, c_off, t3, x}};
+  seen_list_t got = {0};
+  cr_assert_eq(ls_windower_restore(w, in, 4, keep, &got), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(got.n, 1, "a's first incarnation's window");
+  cr_expect(!strcmp(got.w[0].key, "a") && got.w[0].index == 0 && got.w[0].offsets[2] == 2);
+  held_list_t held = {0};
+  cr_assert_eq(ls_windower_each_pending(w, 0, keep_held, &held), LS_OK);
+  cr_assert_eq(held.n, 3, "b, a (its second incarnation) and c");
+  ls_inflight_t a;
+  int found = 0;
+  cr_assert_eq(ls_windower_pending_of(w, "a", 1, &a, &found), LS_OK);
+  cr_assert(found && a.rows == 2 && a.offsets[0] == 4 && a.offsets[1] == 6 && a.index == 0,
+            "a holds its second incarnation's rows");
+  /* The next series evicts the least recently arrived: b (3), not c (5)
+   * nor a (6). */
+  const ls_window_t *win = NULL;
+  cr_assert_eq(push(w, "d", 3, 0, 0, 7, -1, &win), LS_REJECT_NONE);
+  cr_assert_eq(ls_windower_pending_of(w, "b", 1, &a, &found), LS_OK);
+  cr_expect(!found, "b was evicted");
+  cr_assert_eq(ls_windower_pending_of(w, "c", 1, &a, &found), LS_OK);
+  cr_expect(found, "c is held");
+  /* Two incarnations whose records overlap are no such thing. */
+  ls_windower_t *const w2 = windower(2);
+  ls_inflight_t bad[2] = {in[0], in[0]};
+  cr_expect_eq(ls_windower_restore(w2, bad, 2, keep, &got), LS_ERR_INVALID_ARG);
+  ls_windower_destroy(w), ls_windower_destroy(w2);
+}

@@ -4,6 +4,13 @@
 #   fail MSG                 print FAIL: MSG and exit 1
 #   start_broker ARGS...     `lstream broker ARGS` in the background; sets $bootstrap
 #   field FILE PREFIX KEY    the value of KEY= on the line of FILE starting with PREFIX
+#   run NAME CMD ARGS...     a complete run of CMD, its output in $work/NAME.out and
+#                            .err; fails, printing the .err, unless it exits 0
+#   wait_step PID STEP [METRICS]  waits (up to 120 s) until trainer PID, writing
+#                            --metrics METRICS ($work/metrics), printed a step >= STEP;
+#                            returns 1 if it exits first or never does
+#   wait_for WHAT SECONDS COMMAND...  polls COMMAND every 0.1 s until it succeeds,
+#                            failing with WHAT after SECONDS
 #   mpi_env                  environment for mpirun tests (root, oversubscription, LSan)
 # Needs $lstream set before it is sourced.
 work=$(mktemp -d)
@@ -27,6 +34,34 @@ start_broker() {
 }
 
 field() { sed -n "s/^$2 .*\b$3=\([^ ]*\).*/\1/p" "$1"; }
+
+run() {
+  local name=$1 rc=0
+  shift
+  "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  [ $rc = 0 ] || { cat "$work/$name.err" >&2; fail "$name exited $rc"; }
+}
+
+wait_step() {
+  local step
+  for _ in $(seq 2400); do
+    step=$(tail -n 1 "${3:-$work/metrics}" 2>/dev/null | sed -n 's/^{"step":\([0-9]*\),.*/\1/p' || true)
+    [ -n "$step" ] && [ "$step" -ge "$2" ] && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+wait_for() {
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || fail "waited ${limit} s for $what"
+    sleep 0.1
+  done
+}
 
 mpi_env() {
   # CI and these machines run as root; ranks outnumber cores.

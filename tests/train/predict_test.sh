@@ -27,6 +27,8 @@
 #             go out: none lost, none twice
 #   bad_topic a predictions topic that cannot be written fails at start, and
 #             so does the source topic itself (a feedback loop)
+#   run_id    two trainers with one snapshot directory path (deleted between
+#             them) are two lineages: the second publishes every forecast
 #   evict     a replay with --max-series 60 over 300 keys in 3 waves (the
 #             series table's slots move as series are evicted): every
 #             target's eval forecast and next forecasts of every record
@@ -48,27 +50,6 @@ start() {
 }
 produce() { "$lstream" produce --brokers "$bootstrap" --topic src --features 2 --generator sine \
   --noise 0.05 --seed 5 "$@" >/dev/null; }
-
-run() { # run NAME ARGS...: a complete run, its output in $work/NAME.out, .err
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" || {
-    cat "$work/$name.err" >&2
-    fail "$name exited $?"
-  }
-}
-
-# Waits (up to 120 s) until the trainer $1 printed a metrics line of step >= $2.
-wait_step() {
-  for _ in $(seq 2400); do
-    local step
-    step=$(tail -n 1 "$work/metrics" 2>/dev/null | sed -n 's/^{"step":\([0-9]*\),.*/\1/p' || true)
-    [ -n "$step" ] && [ "$step" -ge "$2" ] && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 
 # Waits (up to 120 s) until topic $1 holds at least $2 forecasts of kind next.
 wait_forecasts() {
@@ -128,6 +109,35 @@ evict)
     fail "the predictions topic is wrong"
   cat "$work/check.out"
   grep -q '^predictions_check: 4860 forecasts' "$work/check.out" || fail "not 4860 in the topic"
+  ;;
+run_id)
+  # Two trainers, one after the other, with one snapshot directory path (a
+  # directory deleted to retrain, or two containers' /var/lib/lstream),
+  # publishing to one topic: each is its own lineage (a random run id made
+  # when its directory is first used, kept there): the second publishes
+  # every forecast, none taken for the first's.
+  start --topic preds:3
+  produce --series 12 --records-per-series 120
+  run first "$lstream" "${args[@]}" --until end --predictions-topic preds \
+    --snapshot-dir "$work/lib"
+  id1=$(cat "$work/lib/run-id")
+  rm -rf "$work/lib"
+  run second "$lstream" "${args[@]}" --until end --predictions-topic preds --seed 2 \
+    --snapshot-dir "$work/lib"
+  id2=$(cat "$work/lib/run-id")
+  grep '^predictions' "$work/first.out" "$work/second.out"
+  [ "$id1" != "$id2" ] || fail "both lineages have run id $id1"
+  [ "$(field "$work/second.out" predictions published)" = 1440 ] ||
+    fail "the second trainer published $(field "$work/second.out" predictions published) of 1440"
+  [ "$(field "$work/second.out" predictions skipped)" = 0 ] ||
+    fail "the second trainer skipped forecasts it took for the first's"
+  # The same directory resumed keeps its id (and publishes nothing twice).
+  run third "$lstream" "${args[@]}" --until end --predictions-topic preds --seed 2 \
+    --snapshot-dir "$work/lib"
+  [ "$(cat "$work/lib/run-id")" = "$id2" ] || fail "a resume changed the run id"
+  grep -q 'resumed from' "$work/third.err" || fail "the third run did not resume"
+  published=$(field "$work/third.out" predictions published) # no line: none made
+  [ "${published:-0}" = 0 ] || fail "the resume published $published again"
   ;;
 replay)
   start --topic preds:3

@@ -11,6 +11,8 @@
 #             the uninterrupted 2-rank run (float rounding, see the case)
 #   fallback  the newest snapshot damaged: --resume latest passes over it,
 #             says so, and the run still ends bit-identical
+#   evict     kill and resume with keys evicted and returning (--max-series):
+#             bit-identical to the uninterrupted run
 #   settings  a resume that leaves out the model's options takes the
 #             snapshot's (bit-identical end); another value of a fixed one
 #             is refused naming it; a changed reported one is reported
@@ -19,7 +21,7 @@ lstream=$1
 case_name=$2
 source "$(dirname "$0")/lib.sh"
 mpi_env
-start_broker --topic snap:4
+start_broker --topic snap:4 --topic runs:4
 "$lstream" produce --brokers "$bootstrap" --topic snap --series 48 --features 2 \
   --records-per-series 1400 --generator sine --noise 0.05 --seed 4 >/dev/null
 
@@ -156,6 +158,37 @@ fallback)
   grep -q "passed over.*$newest" "$work/resumed.err" || fail "the damaged snapshot was not reported"
   grep -q 'resumed from' "$work/resumed.err" || fail "did not fall back to an earlier snapshot"
   same_digest plain resumed
+  ;;
+evict)
+  # Keys leave and come back: 12 series a partition, 5 held (--max-series
+  # 20 over 4 partitions), so a key is evicted and returns as a new series
+  # again and again, and windows of several incarnations of a key are in
+  # flight at every snapshot. Killed at several points and resumed, the run
+  # ends bit-identical to the uninterrupted one, every record trained (or
+  # evicted) as there.
+  # 16 keys sending in runs of 12 to 30 records (one key after another, as a
+  # market's symbols burst), 2 held per partition (--max-series 8 over 4).
+  /usr/bin/python3 - "$work/runs.csv" <<'PY'
+import math, random, sys
+rng = random.Random(7)
+t, k, out = 1704067200000, 0, []
+for run in range(700):
+    key = "K%02d" % rng.randrange(16)
+    for _ in range(rng.randrange(12, 31)):
+        k += 1
+        out.append("%s,%d,%.5f,%.5f" % (key, t + 1000 * k, math.sin(k / 7), math.cos(k / 11)))
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+PY
+  "$lstream" produce --brokers "$bootstrap" --topic runs --csv "$work/runs.csv" >/dev/null
+  args=(train --brokers "$bootstrap" --topic runs --features 2 --window 8 --batch 16 --hidden 24
+    --layers 2 --lr 0.005 --until end --quiet --threads 1 --max-series 8)
+  run plain "$lstream" "${args[@]}" --series-out "$work/plain.csv"
+  grep '^series' "$work/plain.out"
+  [ "$(field "$work/plain.out" series evicted)" -gt 300 ] || fail "too few evictions to test"
+  points="60 write 150 write 220"
+  killed_runs "$work/snaps" "$lstream" "${args[@]}" --series-out "$work/resumed.csv"
+  same_digest plain resumed
+  cmp "$work/plain.csv" "$work/resumed.csv" || fail "per-series counts differ"
   ;;
 settings)
   # A resume that leaves out the model's options takes them from the

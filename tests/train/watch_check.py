@@ -68,7 +68,8 @@ EXPECTED = [
     "lstream_snapshot_age_seconds", "lstream_healthy", "lstream_nonfinite_steps",
     "lstream_lag_seconds",
 ]
-REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range", "future"}
+REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range", "field", "type",
+           "time", "future"}
 # Per target feature (label target="feature"), in the data's units: each
 # ratio family and the loss and baseline families it divides.
 TARGET_RATIOS = {

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# A real Apache Kafka cluster for the tests (KRaft, no ZooKeeper), from the
+# jars .ci/install-kafka fetched from Maven Central: each node one JVM
+# (kafka.Kafka) acting as broker and controller, on loopback, with its own
+# generated server.properties, formatted first by kafka.tools.StorageTool.
+#
+# Usage: tests/kafka/kafka.sh COMMAND DIR [ARGS]
+#   start DIR [NODES]        NODES 1 (default) or 3: a cluster whose topics
+#                            and internal topics have NODES replicas (3: at
+#                            least 2 in sync to write). Prints and writes
+#                            DIR/bootstrap once the cluster takes topics,
+#                            transactions and offset commits; fails after
+#                            KAFKA_START_TIMEOUT s (120), printing the nodes'
+#                            logs' ends. A cluster already in DIR is stopped
+#                            first.
+#   stop DIR                 stops every node (SIGTERM, SIGKILL after 5 s) and
+#                            removes their data; the logs stay in DIR/node-N/.
+#   kill DIR NODE            SIGKILL one node (failover tests).
+#   restart DIR NODE         starts a node that is down again (same ports, same
+#                            data) and waits until it is registered.
+#   tool DIR CLASS ARGS...   runs one of Kafka's Java tools on the cluster (the
+#                            shell scripts Kafka ships are thin wrappers of
+#                            these classes), e.g.
+#                            org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
+#                            --describe --group G; --bootstrap-server is added.
+#   pid DIR NODE             prints a running node's process id.
+#
+# The jars: $KAFKA_HOME/lib (KAFKA_HOME from `.ci/install-kafka --print-home`);
+# `start` records it in DIR for the other commands.
+# Ports: free ones picked at random below the kernel's ephemeral range (no
+# client's outgoing connection takes them meanwhile), tried by binding; a start
+# that still loses one to another process is retried with new ones.
+# Environment: KAFKA_HEAP (512m), KAFKA_JVM_OPTS (added; the defaults favour a
+# quick start and little CPU), KAFKA_START_TIMEOUT (120).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,/^set -e/p' "$0" | sed '$d;s/^# \{0,1\}//' >&2; exit 2; }
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+
+home() {
+  local h=${KAFKA_HOME:-}
+  [ -z "$h" ] && [ -s "$dir/home" ] && h=$(cat "$dir/home")
+  [ -n "$h" ] && [ -d "$h/lib" ] ||
+    die "no Kafka jars: set KAFKA_HOME to what .ci/install-kafka --print-home prints"
+  echo "$h"
+}
+
+# The JVM of a node or tool: a small heap, one GC thread, C1 only (starts in
+# about half the time on 2 cores; enough for test loads).
+java_opts() { # HEAP
+  echo "-Xmx$1 -Xms64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true ${KAFKA_JVM_OPTS:-}"
+}
+
+log4j() { # FILE LOGFILE: log4j 2 settings writing LOGFILE (or stderr when empty)
+  if [ -n "$2" ]; then
+    cat >"$1" <<EOF
+appender.out.type = File
+appender.out.name = out
+appender.out.fileName = $2
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+logger.state.name = state.change.logger
+logger.state.level = warn
+EOF
+  else
+    cat >"$1" <<EOF
+appender.out.type = Console
+appender.out.name = out
+appender.out.target = SYSTEM_ERR
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %p %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+EOF
+  fi
+}
+
+node_pid() { # NODE: the node's pid if it is running (and is this DIR's node)
+  local f=$dir/node-$1/pid p
+  [ -s "$f" ] || return 1
+  p=$(cat "$f")
+  kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null |
+    grep -qF "$dir/node-$1/server.properties" && echo "$p"
+}
+
+# Free ports: N distinct ones that bind now, between 20000 and the start of
+# the ephemeral range.
+pick_ports() {
+  "$py" - "$1" <<'EOF'
+import random, socket, sys
+lo = int(open('/proc/sys/net/ipv4/ip_local_port_range').read().split()[0])
+hi = min(lo, 32768) - 1
+got = set()
+while len(got) < int(sys.argv[1]):
+    port = random.randint(20000, hi)
+    s = socket.socket()
+    try:
+        s.bind(('127.0.0.1', port))
+        got.add(port)
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(' '.join(map(str, sorted(got, key=lambda _: random.random()))))
+EOF
+}
+
+write_config() { # NODE NODES: DIR/node-NODE/server.properties from DIR/ports
+  local n=$1 nodes=$2 d=$dir/node-$1 voters="" i
+  read -r -a ports <"$dir/ports"
+  for ((i = 1; i <= nodes; i++)); do
+    voters+="${voters:+,}$i@127.0.0.1:${ports[2 * i - 1]}"
+  done
+  local isr=1
+  [ "$nodes" -gt 1 ] && isr=2
+  mkdir -p "$d"
+  cat >"$d/server.properties" <<EOF
+# Generated by tests/kafka/kafka.sh: node $n of $nodes, broker and controller.
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:${ports[2 * n - 2]},CONTROLLER://127.0.0.1:${ports[2 * n - 1]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${ports[2 * n - 2]}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$d/data
+# Topics are created by the tests, as lstream expects (it never creates one).
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=$nodes
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$nodes
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=$nodes
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=$nodes
+share.coordinator.state.topic.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+# Small: 2 cores run the cluster, the tests and the trainer.
+num.network.threads=2
+num.io.threads=2
+num.replica.fetchers=1
+background.threads=2
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=8388608
+# Short timeouts: a node killed is fenced, and its partitions led elsewhere,
+# within seconds; retention is checked every second.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+replica.lag.time.max.ms=5000
+controller.quorum.election.timeout.ms=1000
+controller.quorum.fetch.timeout.ms=2000
+log.retention.check.interval.ms=1000
+# Records are kept until a test sets a topic's retention: the tests' records
+# carry event times of 2024 (CreateTime), which the default retention of 7
+# days would delete as soon as they are written, active segment included.
+log.retention.ms=-1
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+EOF
+  log4j "$d/log4j2.properties" "$d/server.log"
+}
+
+launch() { # NODE: the node's JVM, detached (its own session, no inherited
+  # descriptors: ctest waits for a fixture's output pipes to close)
+  local d=$dir/node-$1 h
+  h=$(home)
+  # shellcheck disable=SC2046
+  setsid java $(java_opts "${KAFKA_HEAP:-512m}") -Dlog4j2.configurationFile="$d/log4j2.properties" \
+    -cp "$h/lib/*" kafka.Kafka "$d/server.properties" </dev/null >"$d/stdout.log" 2>&1 &
+  echo $! >"$d/pid"
+}
+
+tails() { # the end of every node's logs, for a failure
+  local f
+  for f in "$dir"/node-*/server.log "$dir"/node-*/stdout.log "$dir"/format-*.log; do
+    [ -s "$f" ] || continue
+    echo "---- ${f#"$dir"/} (last 30 lines; whole file kept) ----" >&2
+    tail -n 30 "$f" >&2
+  done
+}
+
+stop_nodes() {
+  local pids=() n p
+  for d in "$dir"/node-*; do
+    [ -d "$d" ] || continue
+    n=${d##*-}
+    p=$(node_pid "$n") && { kill -TERM "$p" 2>/dev/null || true; pids+=("$p"); }
+  done
+  # A controlled shutdown, 5 s at most: the data goes, and nodes left without
+  # a quorum hang in it.
+  for p in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  rm -rf "$dir"/node-*/data "$dir/bootstrap"
+}
+
+start() {
+  local nodes=${1:-1} timeout=${KAFKA_START_TIMEOUT:-120} h id try n
+  [ "$nodes" = 1 ] || [ "$nodes" = 3 ] || die "NODES is 1 or 3, not $nodes"
+  h=$(home)
+  command -v java >/dev/null || die "no java on PATH (.ci/install-deps installs it)"
+  echo "$h" >"$dir/home"
+  stop_nodes
+  rm -rf "$dir"/node-* "$dir"/format-*.log
+  log4j "$dir/tools-log4j2.properties" ""
+  local t0=$SECONDS
+  for try in 1 2 3; do
+    pick_ports $((2 * nodes)) >"$dir/ports"
+    id=$("$py" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    for ((n = 1; n <= nodes; n++)); do write_config "$n" "$nodes"; done
+    for ((n = 1; n <= nodes; n++)); do # formats in parallel: a JVM each
+      # shellcheck disable=SC2046
+      java $(java_opts 256m) -Dlog4j2.configurationFile="$dir/tools-log4j2.properties" \
+        -cp "$h/lib/*" kafka.tools.StorageTool format -t "$id" \
+        -c "$dir/node-$n/server.properties" >"$dir/format-$n.log" 2>&1 &
+    done
+    local bad=0
+    for ((n = 1; n <= nodes; n++)); do wait -n || bad=1; done
+    [ $bad = 0 ] || { tails; die "formatting the nodes' storage failed (logs in $dir)"; }
+    for ((n = 1; n <= nodes; n++)); do launch "$n"; done
+    local boot="" port
+    read -r -a ports <"$dir/ports"
+    for ((n = 1; n <= nodes; n++)); do boot+="${boot:+,}127.0.0.1:${ports[2 * n - 2]}"; done
+    # Up when the cluster answers; a node that exits first ends the wait.
+    "$py" "$here/admin.py" ready "$boot" "$nodes" $((timeout - (SECONDS - t0))) \
+      >"$dir/ready.log" 2>&1 &
+    local waiter=$! dead=""
+    while kill -0 $waiter 2>/dev/null; do
+      # (kill -0 only: a node just launched may not have exec'd java yet)
+      for ((n = 1; n <= nodes; n++)); do kill -0 "$(cat "$dir/node-$n/pid")" 2>/dev/null || dead=$n; done
+      [ -z "$dead" ] || break
+      sleep 0.2
+    done
+    if [ -z "$dead" ] && wait $waiter; then
+      echo "$boot" >"$dir/bootstrap"
+      echo "kafka.sh: $nodes node(s) up at $boot in $((SECONDS - t0)) s (logs in $dir)"
+      return 0
+    fi
+    kill $waiter 2>/dev/null || true
+    if grep -qs 'Address already in use' "$dir"/node-*/server.log "$dir"/node-*/stdout.log &&
+      [ $try -lt 3 ]; then
+      echo "kafka.sh: a port was taken meanwhile; again with other ports" >&2
+      stop_nodes
+      rm -rf "$dir"/node-*
+      continue
+    fi
+    cat "$dir/ready.log" >&2
+    tails
+    stop_nodes
+    [ -z "$dead" ] || die "node $dead exited during the start (logs kept in $dir)"
+    die "the cluster did not start within ${timeout} s (logs kept in $dir)"
+  done
+}
+
+case "$cmd" in
+start) start "${3:-1}" ;;
+stop) stop_nodes ;;
+kill)
+  p=$(node_pid "${3:?NODE}") || die "node $3 is not running"
+  kill -KILL "$p"
+  while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+  ;;
+restart)
+  n=${3:?NODE}
+  ! node_pid "$n" >/dev/null || die "node $n is running"
+  nodes=$(ls -d "$dir"/node-* | wc -l)
+  launch "$n"
+  "$py" "$here/admin.py" ready "$(cat "$dir/bootstrap")" "$nodes" "${KAFKA_START_TIMEOUT:-120}" ||
+    { tails; die "node $n did not come back (logs kept in $dir)"; }
+  ;;
+tool)
+  class=${3:?CLASS}
+  shift 3
+  [ -s "$dir/bootstrap" ] || die "no cluster is running in $dir"
+  h=$(home)
+  # shellcheck disable=SC2046
+  exec java $(java_opts 256m) -Dlog4j2.configurationFile="$dir/tools-log4j2.properties" \
+    -cp "$h/lib/*" "$class" --bootstrap-server "$(cat "$dir/bootstrap")" "$@"
+  ;;
+pid) node_pid "${3:?NODE}" || die "node $3 is not running" ;;
+*) die "unknown command $cmd (start, stop, kill, restart, tool, pid)" ;;
+esac
