@@ -219,7 +219,7 @@ term)
   # 8 series x 1500 records at 400 records/s: about 30 s of records flowing.
   produce --series 8 --records-per-series 1500 --rate 400 &
   producer=$!
-  trap 'kill $producer 2>/dev/null; cleanup' EXIT # a failure stops the feed too
+  trap 'kill $producer 2>/dev/null || true; cleanup' EXIT # a failure stops the feed too
   last=-1 # (resumed_from_step without a snapshot)
   for i in 1 2 3 4; do
     live_trainer term$i 100000

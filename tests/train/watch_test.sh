@@ -93,7 +93,7 @@ snapfail)
   "$lstream" produce --brokers "$bootstrap" --topic sf --series 4 --features 1 \
     --records-per-series 3000 --rate 200 --generator sine --seed 3 >/dev/null 2>&1 &
   producer=$!
-  trap 'kill $producer 2>/dev/null; cleanup' EXIT
+  trap 'kill $producer 2>/dev/null || true; cleanup' EXIT
   "$lstream" train --brokers "$bootstrap" --topic sf --features 1 --window 4 --batch 4 \
     --hidden 4 --deadline-ms 50 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" \
     --snapshot-every 2 --health-snapshot-failures 2 >"$work/train.out" 2>"$work/train.err" &
