@@ -540,14 +540,15 @@ unreachable)
     --hidden 4 --http 127.0.0.1:0 --log-every 1000000 >/dev/null 2>"$work/live.err" &
   live=$!
   wait_for "the live run's server" 60 grep -q 'serves http' "$work/live.err"
-  url=$(sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$work/live.err")
+  url=$(sed -n 's/.* lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$work/live.err")
   health_is() { [ "$(curl -s -o "$work/health" -w '%{http_code}' --max-time 10 "$url/health")" = "$1" ]; }
   health_names() { health_is 503 && grep -q "$unreadable" "$work/health"; }
   wait_for "/health to answer 200 with both brokers up" 60 health_is 200
   kill -USR1 "$broker_pid"
   wait_for "/health to answer 503 naming the partitions (last: $(cat "$work/health"))" 60 health_names
   echo "503: $(cat "$work/health")"
-  wait_for "a warning naming the partitions" 60 grep -q "warning: $unreadable" "$work/live.err"
+  wait_for "a warning naming the partitions" 60 grep -q "WARN lstream train: $unreadable" \
+    "$work/live.err"
   kill -TERM $live
   wait $live || fail "the live run exited $? on SIGTERM: $(tail -5 "$work/live.err")"
   ;;
