@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Seeing the forecasts (issue 27), end to end on the embedded broker.
+#
+# Usage: report_test.sh LSTREAM CASE KEEP_DIR
+#   report   a replay writes --predictions-out; `lstream report` on it, and
+#            on it split into two files by partition (as two ranks write
+#            them): the same tables; every figure equal to numpy's on the
+#            CSV (report_check.py, 1e-9), the PNGs read back (size, lines
+#            drawn in the plot area), index.html showing them. The report
+#            is kept in KEEP_DIR/report.
+#   predict  `lstream predict` at a snapshot reproduces, bit for bit, the
+#            forecasts the trainer made with that snapshot's model
+#            (--predictions-out rows of its step); `export --states` holds
+#            each series' calibration factor and normaliser
+#   live     a live run with --http: / loaded in headless Chromium while a
+#            producer writes: it renders, its curves have points, the series
+#            picker shows a series and its forecasts (a screenshot and the
+#            page's DOM kept in KEEP_DIR/live); skipped only where Chromium
+#            cannot start
+set -euo pipefail
+lstream=$1
+case_name=$2
+keep=$3
+source "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$keep"
+
+source "$(dirname "$0")/forecasts_lib.sh"
+
+case "$case_name" in
+report)
+  start
+  produce --series 12 --records-per-series 300
+  run train "$lstream" "${args[@]}" --until end --predictions next,eval \
+    --predictions-out "$work/p.csv"
+  # Two rank files: the rows of partitions 0, 2 and of 1, 3.
+  awk -F, -v w="$work" 'NR == 1 { print > (w "/p.0"); print > (w "/p.1"); next }
+    { print > (w "/p." ($3 % 2)) }' "$work/p.csv"
+  rm -rf "$keep/report"
+  run report "$lstream" report "$work/p.0" "$work/p.1" --out "$keep/report" --series SYM0003 \
+    --top 2
+  run report1 "$lstream" report "$work/p.csv" --out "$work/one" --series SYM0003 --top 2 --quiet
+  for t in overall series ratio; do
+    cmp "$keep/report/$t.csv" "$work/one/$t.csv" || fail "$t.csv differs between one file and two"
+  done
+  grep -q '^| 0 | 1 | whole run | 3588 |' "$work/report.out" ||
+    fail "the summary lacks target 0's 3588 next forecasts: $(cat "$work/report.out")"
+  [ ! -s "$work/report1.out" ] || fail "--quiet printed"
+  /usr/bin/python3 "$here/report_check.py" "$keep/report" "$work/p.0" "$work/p.1" ||
+    fail "the report differs from numpy's figures"
+  # A bad file, a series not in it: clear errors, exit 1.
+  printf 'kind,series,offset,time\n' >"$work/bad.csv"
+  ! "$lstream" report "$work/bad.csv" --out "$work/x" 2>"$work/bad.err" || fail "a bad file passed"
+  grep -q 'no forecast_X column' "$work/bad.err" || fail "unclear: $(cat "$work/bad.err")"
+  ! "$lstream" report "$work/p.csv" --out "$work/x" --series NOPE 2>"$work/nope.err" ||
+    fail "an unknown series passed"
+  grep -q "'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"
+  ;;
+*)
+  fail "unknown case $case_name"
+  ;;
+esac
+echo "report_test $case_name: ok"
