@@ -56,6 +56,27 @@ report)
     fail "an unknown series passed"
   grep -q "'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"
   ;;
+predict)
+  start
+  # 8 series of two features (a level near 100), written from a file that
+  # predict reads too.
+  /usr/bin/python3 -c '
+import math, random
+random.seed(3)
+for i in range(160):
+    for k in range(8):
+        print(f"K{k},{1700000000000 + i * 1000},{math.sin(i / 7 + k) + random.gauss(0, .05):.5f},"
+              f"{100 + 10 * math.cos(i / 11 + k) + random.gauss(0, .5):.4f}")' >"$work/rec.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic src --csv "$work/rec.csv" >/dev/null
+  # Two threads and a batch of 8: the forward split across threads as a run's.
+  run train "$lstream" "${args[@]}" --threads 2 --batch 8 --until end --predictions next,eval \
+    --predictions-out "$work/p.csv" --snapshot-dir "$work/snaps" --snapshot-every 8 --snapshot-keep 10
+  /usr/bin/python3 "$here/predict_audit.py" "$lstream" "$work/snaps" "$work/p.csv" \
+    "$work/rec.csv" || fail "predict does not reproduce the trainer's forecasts"
+  ! "$lstream" predict --snapshot "$work/snaps" --series NOPE --records "$work/rec.csv" \
+    2>"$work/nope.err" || fail "an unknown series passed"
+  grep -q "no series 'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
