@@ -77,6 +77,51 @@ for i in range(160):
     2>"$work/nope.err" || fail "an unknown series passed"
   grep -q "no series 'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"
   ;;
+live)
+  chromium=$(command -v chromium || command -v chromium-browser || true)
+  # Headless as root in a closed network (README, Testing): a fresh profile.
+  cflags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+    --disable-background-networking --disable-component-update --disable-sync)
+  probe=$("${chromium:-false}" "${cflags[@]}" --user-data-dir="$work/c0" \
+    --dump-dom 'data:text/html,<p>started</p>' 2>"$work/chromium.err" || true)
+  if [[ $probe != *started* ]]; then
+    echo "SKIP: Chromium cannot start (${chromium:-not installed}): $(tail -n 3 "$work/chromium.err")"
+    exit 77
+  fi
+  start_broker --topic live:4
+  "$lstream" produce --brokers "$bootstrap" --topic live --series 6 --features 2 \
+    --records-per-series 100000 --generator sine --seed 3 --rate 400 >/dev/null 2>&1 &
+  producer=$!
+  "$lstream" train --brokers "$bootstrap" --topic live --features 2 --window 8 --batch 8 \
+    --hidden 16 --threads 1 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" \
+    --snapshot-every 50 --log-every 1000000 >"$work/train.out" 2>"$work/train.err" &
+  trainer=$!
+  ready() {
+    curl -s --max-time 5 "$url/api/history" |
+      /usr/bin/python3 -c 'import json, sys; sys.exit(len(json.load(sys.stdin)["step"]) < 20)' &&
+      curl -s --max-time 5 "$url/api/series" | grep -q SYM
+  }
+  url=
+  for _ in $(seq 600); do
+    url=$(sed -n "s/^lstream train: rank 0's live page: \(http[^ ]*\)\/$/\1/p" "$work/train.err")
+    [ -n "$url" ] && ready && break
+    kill -0 $trainer 2>/dev/null || { cat "$work/train.err" >&2; fail "the trainer exited"; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || fail "no live page address in the trainer's log"
+  # The page as a person's browser gets it: its scripts run for 5 s of the
+  # page's (virtual) time, then its DOM and a screenshot.
+  mkdir -p "$keep/live"
+  "$chromium" "${cflags[@]}" --user-data-dir="$work/c1" --virtual-time-budget=5000 \
+    --dump-dom "$url/" >"$keep/live/dom.html" 2>"$work/chromium.err" ||
+    fail "chromium failed: $(tail -n 3 "$work/chromium.err")"
+  "$chromium" "${cflags[@]}" --user-data-dir="$work/c2" --virtual-time-budget=5000 \
+    --window-size=1280,1400 --screenshot="$keep/live/live.png" "$url/" 2>"$work/chromium.err" ||
+    fail "chromium's screenshot failed: $(tail -n 3 "$work/chromium.err")"
+  kill -INT $trainer $producer
+  wait $trainer || fail "the trainer did not end cleanly on SIGINT"
+  /usr/bin/python3 "$here/page_check.py" "$keep/live" || fail "the live page is not as it should be"
+  ;;
 *)
   fail "unknown case $case_name"
   ;;
