@@ -6,10 +6,18 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/keymap.h"
+
+/* The rings are filled while someone looks: for this long after a request
+ * of /api/series or /api/forecasts (ms). */
+#define PAGE_WATCH_MS 60000
+/* A direct-mapped cache from the consumer's series ids to rings. */
+#define PAGE_CACHE 4096
 
 /* Compiled in by the build (train/CMakeLists.txt: lstream_embed). */
 extern const unsigned char ls_page_html[], ls_chart_js[];
@@ -26,6 +34,7 @@ typedef struct point_s {
 typedef struct ring_s {
   char *key;
   size_t len;
+  int64_t sid; /* the consumer's id of its series (ls_window_t.series), -1 */
   int64_t n;
   int64_t *time; /* [PAGE_RING] the actual's event time */
   double *fy;    /* [PAGE_RING, 2, O] forecast, then actual, per target */
@@ -42,8 +51,10 @@ struct page_s {
   double last_t;
   /* The rings, index i for the key of index i in keys. */
   base_keymap_t keys;
-  ring_t *rings; /* [PAGE_SERIES] */
-  size_t victim; /* the next to go when full */
+  ring_t *rings;                     /* [PAGE_SERIES] */
+  size_t victim;                     /* the next to go when full */
+  int32_t cache[PAGE_CACHE];         /* series id % PAGE_CACHE -> ring + 1 (0: none) */
+  atomic_int_fast64_t watched_until; /* base_now_ms() until which the rings are filled */
 };
 
 ls_err_t page_new(int O, const int *feat, page_t **out) {
@@ -60,6 +71,7 @@ ls_err_t page_new(int O, const int *feat, page_t **out) {
     return ls_error_set(LS_ERR_NOMEM, "no memory for the live page");
   }
   memcpy(pg->feat, feat, (size_t)O * sizeof *feat);
+  atomic_init(&pg->watched_until, 0);
   pthread_mutex_init(&pg->lock, NULL);
   *out = pg;
   return LS_OK;
@@ -101,12 +113,20 @@ void page_step(page_t *pg, const monitor_sample_t *s, double now) {
   pthread_mutex_unlock(&pg->lock);
 }
 
-/* The ring of key (made, or taking the place of the one longest in), or
- * NULL without memory. */
-static ring_t *ring_of(page_t *pg, const char *key, size_t len) {
+/* The ring of window w's series (made, or taking the place of the one
+ * longest in), or NULL without memory. */
+static ring_t *ring_of(page_t *pg, const ls_window_t *w) {
+  int32_t *const cached = &pg->cache[(uint64_t)w->series % PAGE_CACHE];
+  if (*cached > 0 && pg->rings[*cached - 1].sid == w->series) return &pg->rings[*cached - 1];
+  const char *const key = w->key;
+  size_t const len = w->key_len;
   uint64_t const hash = base_key_hash(key, len);
   int64_t const i = base_keymap_find(&pg->keys, hash, key, len);
-  if (i >= 0) return &pg->rings[i];
+  if (i >= 0) {
+    pg->rings[i].sid = w->series;
+    *cached = (int32_t)i + 1;
+    return &pg->rings[i];
+  }
   ring_t fresh = {0};
   if (pg->keys.n == PAGE_SERIES) { /* its buffers go to the new series */
     size_t const v = pg->victim++ % PAGE_SERIES, last = PAGE_SERIES - 1;
@@ -128,17 +148,19 @@ static ring_t *ring_of(page_t *pg, const char *key, size_t len) {
   }
   memcpy(fresh.key, key, len);
   fresh.key[len] = '\0';
-  fresh.len = len, fresh.n = 0;
+  fresh.len = len, fresh.n = 0, fresh.sid = w->series;
   pg->rings[pg->keys.n - 1] = fresh;
+  *cached = (int32_t)pg->keys.n;
   return &pg->rings[pg->keys.n - 1];
 }
 
 void page_forecasts(void *page, const train_forecasts_t *fc) {
   page_t *const pg = page;
+  if (base_now_ms() > atomic_load_explicit(&pg->watched_until, memory_order_relaxed)) return;
   size_t const O = (size_t)fc->O, n = (size_t)fc->n;
   pthread_mutex_lock(&pg->lock);
   for (size_t b = 0; b < n; b++) {
-    ring_t *const r = ring_of(pg, fc->wins[b]->key, fc->wins[b]->key_len);
+    ring_t *const r = ring_of(pg, fc->wins[b]);
     for (size_t t = 0; r != NULL && t < (size_t)fc->T; t++) {
       size_t const row = t * n + b, at = (size_t)(r->n++ % PAGE_RING);
       if (fc->mask[row] == 0.0f) {
@@ -288,6 +310,8 @@ int page_render(page_t *pg, const http_request_t *req, const monitor_sample_t *l
   }
   monitor_text_t t = {0};
   int status = 200;
+  if (!strncmp(url, "/api/series", 11) || !strncmp(url, "/api/forecasts", 14))
+    atomic_store_explicit(&pg->watched_until, base_now_ms() + PAGE_WATCH_MS, memory_order_relaxed);
   if (!strcmp(url, "/api/status"))
     status_json(pg, live, &t);
   else if (!strcmp(url, "/api/history"))

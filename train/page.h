@@ -15,10 +15,13 @@
  *                                against their actual values
  * The forecasts are the test-then-train ones of the trained windows (those
  * behind the loss): a ring per series, at most PAGE_SERIES series (a new
- * one takes the place of the one longest in). Nothing survives a restart.
+ * one takes the place of the one longest in), filled while someone looks
+ * (for a minute after a request of /api/series or /api/forecasts: nobody
+ * looking costs the step loop a clock read). Nothing survives a restart.
  *
  * Threads: the trainer's thread adds to the history and the rings under a
- * mutex (one lock a step); the HTTP thread copies out under it.
+ * mutex (one lock a step, and one per history point); the HTTP thread
+ * copies out under it.
  */
 #ifndef LSTREAM_TRAIN_PAGE_H
 #define LSTREAM_TRAIN_PAGE_H
