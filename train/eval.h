@@ -162,4 +162,9 @@ ls_err_t eval_plot_ratio(const eval_t *e, const char *path);
 ls_err_t eval_plot_errors(const eval_t *e, const char *path);
 ls_err_t eval_plot_coverage(const eval_t *e, const char *path);
 
+/* Releases what drawing text keeps for the process (cairo's font caches,
+ * fontconfig's configuration): once, at the end of a program that plotted,
+ * when nothing else in it draws text. */
+void eval_plot_release(void);
+
 #endif /* LSTREAM_TRAIN_EVAL_H */

@@ -7,6 +7,7 @@
  * exits the process, and gnuplot is a program started per plot.
  */
 #include <cairo.h>
+#include <fontconfig/fontconfig.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,4 +436,9 @@ ls_err_t eval_plot_coverage(const eval_t *e, const char *path) {
   ls_err_t const end = chart_end(&c, path);
   free(x);
   return err != LS_OK ? err : end;
+}
+
+void eval_plot_release(void) {
+  cairo_debug_reset_static_data();
+  FcFini();
 }

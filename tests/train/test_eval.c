@@ -154,6 +154,7 @@ Test(eval, the_report_files, .init = setup, .fini = teardown) {
   free(md);
   eval_free(e);
   eval_rows_free(&r);
+  eval_plot_release(); /* (each test runs in a process of its own) */
 }
 
 /* A file that eval_read refuses, and a word its message holds. */

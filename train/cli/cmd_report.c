@@ -45,6 +45,7 @@ static int report(const cli_args_t *args, const eval_conf_t *conf, const eval_re
   free(md);
   eval_free(e);
   eval_rows_free(&rows);
+  eval_plot_release(); /* the program ends: nothing else draws */
   return rc;
 }
 
