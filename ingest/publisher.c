@@ -26,10 +26,17 @@
 #include "kafka_util.h"
 #include "lstream/produce.h"
 
-/* lstream's producer defaults; the caller's settings follow. */
+/* lstream's producer defaults; the caller's settings follow. A transaction
+ * outlives a broker outage of up to 15 minutes (the brokers' default
+ * transaction.max.timeout.ms; librdkafka's own 60 s made an outage of a
+ * minute abort it: a real broker then fences the producer, the embedded
+ * mock shows the aborted copy to read_committed consumers). A broker that
+ * allows less gets librdkafka's 60 s (transactional_new). */
+#define TXN_TIMEOUT_MS "900000"
 static const char *const publisher_defaults[] = {
     "linger.ms=1",
     "partitioner=murmur2_random", /* the Java client's: a key lands where its clients expect */
+    "transaction.timeout.ms=" TXN_TIMEOUT_MS,
 };
 
 /* How long the thread sleeps before retrying a commit or abort that failed. */
@@ -147,9 +154,17 @@ static void list_free(msg_list_t *l) {
 /* Records a failure for good (the caller learns it on its next call). */
 static void fail(ls_publisher_t *p, const char *what, const rd_kafka_error_t *e) {
   pthread_mutex_lock(&p->lock);
+  /* Fenced: another producer of this transactional id took over, or the
+   * broker aborted a transaction older than transaction.timeout.ms (an
+   * outage longer than it). */
+  int const fenced = e != NULL && rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__FENCED;
   if (!p->failed)
-    snprintf(p->why, sizeof p->why, "publishing to topic '%s': %s: %s", p->topic, what,
-             e != NULL ? rd_kafka_error_string(e) : "out of memory");
+    snprintf(p->why, sizeof p->why, "publishing to topic '%s': %s: %s%s", p->topic, what,
+             e != NULL ? rd_kafka_error_string(e) : "out of memory",
+             fenced ? " (another trainer took over this run, or a broker outage outlasted the "
+                      "transaction timeout, transaction.timeout.ms: restart it, and the resumed "
+                      "run publishes each forecast once)"
+                    : "");
   p->failed = 1;
   pthread_cond_broadcast(&p->done);
   pthread_mutex_unlock(&p->lock);
@@ -395,9 +410,19 @@ static ls_err_t transactional_new(const ls_publisher_conf_t *c, ls_publisher_t *
   /* librdkafka's own queue never holds more than we do. */
   snprintf(queue, sizeof queue, "queue.buffering.max.messages=%" PRId64,
            c->max_messages < 10000000 ? c->max_messages : 10000000);
-  const char *const extra[] = {publisher_defaults[0], publisher_defaults[1], id, queue};
-  LS_FORWARD_IF_ERROR(client_new(c, extra, 4, p, out));
-  rd_kafka_error_t *const e = rd_kafka_init_transactions(*out, c->timeout_ms);
+  const char *extra[] = {publisher_defaults[0], publisher_defaults[1], publisher_defaults[2], id,
+                         queue};
+  LS_FORWARD_IF_ERROR(client_new(c, extra, 5, p, out));
+  rd_kafka_error_t *e = rd_kafka_init_transactions(*out, c->timeout_ms);
+  if (e != NULL && rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_INVALID_TRANSACTION_TIMEOUT) {
+    /* The broker allows less than lstream's default (a caller's own
+     * setting, applied after it, is kept and refused as it is). */
+    rd_kafka_error_destroy(e);
+    rd_kafka_destroy(*out);
+    extra[2] = "transaction.timeout.ms=60000";
+    LS_FORWARD_IF_ERROR(client_new(c, extra, 5, p, out));
+    e = rd_kafka_init_transactions(*out, c->timeout_ms);
+  }
   if (e == NULL) return LS_OK;
   ls_err_t const err = ls_error_set(
       LS_ERR_KAFKA, "topic '%s': cannot start transactions (transactional.id %s) within %d ms: %s",
@@ -450,7 +475,7 @@ ls_err_t ls_publisher_new(const ls_publisher_conf_t *c, ls_publisher_t **out) {
   for (int32_t q = 0; err == LS_OK && q < p->partitions; q++) { /* where ours will land */
     int64_t lo = 0;
     rd_kafka_resp_err_t const kerr =
-        rd_kafka_query_watermark_offsets(p->rk, c->topic, q, &lo, &p->next[q], c->timeout_ms);
+        kafka_watermarks(p->rk, c->topic, q, c->timeout_ms, &lo, &p->next[q]);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR)
       err = ls_error_set(LS_ERR_KAFKA, "topic '%s' partition %d: its high watermark: %s", c->topic,
                          (int)q, rd_kafka_err2str(kerr));

@@ -48,9 +48,15 @@ ls_err_t audit_calibration(const ls_snapshot_t *snap, int O, double *alpha, doub
                "audit_calibration: snap or alpha is NULL, or %d targets", O);
   ls_train_conf_t *conf = NULL;
   figures_t *fig = NULL;
-  int *const feat = calloc((size_t)O, sizeof *feat);
-  ls_err_t err = feat ? settings(snap, "the snapshot", &conf) : LS_ERR_NOMEM;
-  if (err == LS_OK) err = figures_new(O, feat, conf->calibrate, &fig);
+  int *feat = NULL, n = 0;
+  ls_err_t err = settings(snap, "the snapshot", &conf);
+  if (err == LS_OK && (feat = calloc((size_t)conf->features, sizeof *feat)) == NULL)
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for %d features", conf->features);
+  if (err == LS_OK) err = train_conf_targets(conf, feat, &n);
+  if (err == LS_OK && n != O)
+    err = ls_error_set(LS_ERR_CORRUPT, "the snapshot's settings name %d targets, its series %d", n,
+                       O);
+  if (err == LS_OK) err = figures_new(O, feat, conf, &fig);
   if (err == LS_OK) err = figures_load(fig, snap);
   for (int j = 0; j < O && err == LS_OK; j++) {
     alpha[j] = figures_alpha(fig)[j];
@@ -127,7 +133,7 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   a->info.step = si.step;
   a->info.F = a->p->F, a->info.O = a->p->O, a->info.T = a->p->T, a->info.feat = a->p->feat;
   a->stateless = a->conf->stateless;
-  LS_FORWARD_IF_ERROR(figures_new(a->p->O, a->p->feat, a->conf->calibrate, &a->fig));
+  LS_FORWARD_IF_ERROR(figures_new(a->p->O, a->p->feat, a->conf, &a->fig));
   LS_FORWARD_IF_ERROR(figures_load(a->fig, parts[0]));
   a->info.alpha = figures_alpha(a->fig);
   LS_FORWARD_IF_ERROR(engine(a, parts[0]));

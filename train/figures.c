@@ -41,8 +41,9 @@ struct figures_s {
   int64_t t_min, t_max;       /* this rank's records' event times; t_max < 0: none */
 };
 
-ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
+ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out) {
   *out = NULL;
+  int const calibrate = c->calibrate;
   figures_t *const f = calloc(1, sizeof *f);
   LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
   f->O = O, f->calibrate = calibrate;
@@ -60,6 +61,9 @@ ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
   }
   for (int j = 0; j < O; j++) {
     f->step[j].feature = f->total[j].feature = f->tail[j].feature = feat[j];
+    train_conf_feature_name(c, feat[j], f->step[j].name, sizeof f->step[j].name);
+    memcpy(f->total[j].name, f->step[j].name, sizeof f->step[j].name);
+    memcpy(f->tail[j].name, f->step[j].name, sizeof f->step[j].name);
     f->alpha[j] = calibrate ? 0.0 : 1.0; /* no forecast has paid off yet: the last value */
   }
   *out = f;

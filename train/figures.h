@@ -21,9 +21,9 @@ typedef struct figures_s figures_t;
  * rows scored, the rows left out (not finite), 6 per target. */
 #define FIG_V(O) (2 + 6 * (O))
 
-/* Figures of O targets (the features feat [O]); calibrate: fit alpha (else
- * alpha = 1). */
-ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out);
+/* Figures of O targets (the features feat [O], named as the
+ * configuration c names them); calibrate: fit alpha (else alpha = 1). */
+ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out);
 void figures_free(figures_t *f); /* accepts NULL */
 
 /* Scores the step prepared in p from the predictions pred [T, n, O] made

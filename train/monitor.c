@@ -30,7 +30,7 @@
 /* TensorBoard scalars of a step: the run's, then 3 per target feature. */
 #define TB_RUN_SCALARS    7
 #define TB_TARGET_SCALARS 3
-#define TB_TAG_MAX        48
+#define TB_TAG_MAX        96
 
 struct monitor_s {
   monitor_conf_t conf;
@@ -198,8 +198,7 @@ static double total_lag(monitor_t *m) {
     return NAN;
   double lag = 0;
   for (int i = 0; i < count && i < m->P; i++)
-    if (m->tb_parts[i].high_watermark >= 0)
-      lag += (double)(m->tb_parts[i].high_watermark - m->tb_parts[i].next_offset);
+    if (m->tb_parts[i].lag >= 0) lag += (double)m->tb_parts[i].lag;
   return lag;
 }
 
@@ -290,9 +289,8 @@ static void live_sample(monitor_t *m, monitor_sample_t *s) {
     if (s->ingest.connected >= 0) s->connected = s->ingest.connected;
     for (int i = 0; i < count && i < m->P; i++) {
       const ls_ingest_partition_t *const r = &m->raw_parts[i];
-      m->parts[i] = (monitor_part_t){r->partition,      r->next_offset,
-                                     r->high_watermark, r->high_watermark - r->next_offset,
-                                     r->queued_windows, r->paused};
+      m->parts[i] = (monitor_part_t){r->partition, r->next_offset,    r->high_watermark,
+                                     r->lag,       r->queued_windows, r->paused};
     }
     s->n_parts = count < m->P ? count : m->P;
     s->parts = m->parts;
@@ -308,7 +306,7 @@ static int health_reasons(const monitor_t *m, const monitor_sample_t *s, monitor
                      n++ ? "," : "", s->heartbeat_age_s, m->conf.health_stall_s);
   }
   if (s->has_ingest && s->connected == 0) {
-    char text[320];
+    char text[sizeof s->ingest.watch_error + 64];
     snprintf(text, sizeof text, "the consumer has not reached the cluster for %.1f s: %s",
              (double)s->ingest.disconnected_ms / 1e3, s->ingest.watch_error);
     monitor_text_add(why, "%s", n++ ? "," : "");
@@ -402,10 +400,11 @@ static ls_err_t targets_init(monitor_t *m) {
   ls_err_t const err = train_conf_targets(c, feat, &O);
   static const char *const names[TB_TARGET_SCALARS] = {"loss", "baseline", "ratio"};
   for (int j = 0; j < m->O && err == LS_OK; j++) {
-    m->tg_mine[j] = (monitor_target_t){feat[j], NAN, NAN, NAN, NAN, NAN, NAN};
+    m->tg_mine[j] = (monitor_target_t){feat[j], "", NAN, NAN, NAN, NAN, NAN, NAN};
+    train_conf_feature_name(c, feat[j], m->tg_mine[j].name, sizeof m->tg_mine[j].name);
     for (int k = 0; k < TB_TARGET_SCALARS; k++)
-      snprintf(m->tb_tags[j * TB_TARGET_SCALARS + k], TB_TAG_MAX, "target_%d/%s", feat[j],
-               names[k]);
+      snprintf(m->tb_tags[j * TB_TARGET_SCALARS + k], TB_TAG_MAX, "target_%s/%s",
+               m->tg_mine[j].name, names[k]);
   }
   free(feat);
   return err;

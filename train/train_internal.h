@@ -18,6 +18,14 @@ struct ls_train_conf_s {
   char brokers[512];
   char topic[256];
   int format; /* ls_format_t */
+  /* json, avro records (issue 26): ls_record_spec_t's. */
+  char fields[1024], key_field[256], time_field[256];
+  int time_unit;               /* ls_time_unit_t */
+  char avro_schema[1024];      /* a FILE */
+  char avro_schema_id[32];     /* none, any or N */
+  char feature_names[1024];    /* "" = fields', else the indexes */
+  char dead_letter_topic[256]; /* "" = none */
+  char group[256];             /* "" = lstream-TOPIC-RUNID */
   int features, window, batch, hidden, layers;
   int optimizer; /* 0 adam, 1 adamw */
   double lr, beta1, beta2, eps, weight_decay, clip;
@@ -67,6 +75,15 @@ struct ls_train_conf_s {
   int predictions_commit_ms;
   int64_t predictions_buffer;
 };
+
+/* For json and avro, features := the number of fields (an error when it
+ * was given otherwise, or no fields were); a feature_names list must name
+ * every feature. */
+ls_err_t train_conf_resolve(ls_train_conf_t *c);
+
+/* Feature f's name: feature_names' item f, else (json, avro) the path of
+ * field f, else its index; into buf [size]. */
+const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, size_t size);
 
 /* The target features of c's targets key, ascending, into feat [features];
  * *O receives their count. */
