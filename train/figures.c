@@ -290,6 +290,10 @@ const double *figures_alpha(const figures_t *f) {
   return f->alpha;
 }
 
+void figures_moments(const figures_t *f, int j, double *m) {
+  m[0] = f->spy[j], m[1] = f->spp[j], m[2] = (double)f->k[j];
+}
+
 /* The calibration's snapshot section (LS_SNAPSHOT_SECTION_CALIBRATION,
  * rank 0's), version 1: spy f64 [O], spp f64 [O], k i64 [O], O the model's
  * targets (format 4's container section 10 is read as this). */
