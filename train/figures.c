@@ -144,7 +144,7 @@ static int row_terms(figures_t *f, const prep_t *p, const float *pred, size_t r)
   int ok = 1;
   for (int j = 0; j < f->O; j++) {
     size_t const o = r * (size_t)f->O + (size_t)j;
-    double const pr = pred[o], y = p->y[o], next = p->next[o];
+    double const pr = pred[o], y = p->target[o], next = p->next[o];
     double const fc = p->base[o] + f->alpha[j] * p->scale[o] * pr;
     double *const e = f->err + (size_t)j * V_PER;
     e[V_LOSS] = (pr - y) * (pr - y);
