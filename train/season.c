@@ -37,6 +37,10 @@
 #define MIX_WINDOW 1024.0
 /* Doubles of a target block before w. */
 #define HEAD 11
+/* Records of a series before its linear path learns: the normaliser's
+ * change scale, the rows' unit, is then within about 12% (a few first
+ * records scaled by a scale of one or two changes are no rows to keep). */
+#define WARM 32
 /* Rows per weight the linear path learns before it forecasts. */
 #define YOUNG 2
 /* Rows alpha's prior at 1 is worth. */
@@ -260,7 +264,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     /* The last record's features and this record's change: one more row
      * of the least squares, refitted now. */
     double *const zl = m + HEAD + K;
-    if (m[9] != 0.0 && t >= 1) {
+    if (m[9] != 0.0 && t >= WARM) {
       double const prev = value_at(s, ring, t, t - 1);
       learn_row(s, m, zl, clampv(s, (now - prev) / m[10]));
       solve_w(s, m);
