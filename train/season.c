@@ -15,8 +15,10 @@
  *   then       z_last [K], A [K, K], b [K]: the last record's features and
  *              the forgotten sums                      (with the linear path)
  *   then       floats, two to a double: the ring of its last R raw values
- *              (record u at u % R) and, with --season auto, the
- *              autocorrelation sums of its changes at lags 0..season_max
+ *              (record u at u % R); with --season auto, the
+ *              autocorrelation sums of its changes at lags 0..season_max;
+ *              per season slot its profile (season_max floats: the
+ *              change at each phase, averaged over about SEASON_AVG seasons)
  */
 #include "season.h"
 
