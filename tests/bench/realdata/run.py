@@ -175,7 +175,7 @@ def train_set(lstream, bootstrap, ds, topic, fmt, opts, extra, n=None, seeds=(No
         r["vs_best"] = tail / r[best]
         r["spread"] = max(finals) / min(finals) - 1 if min(finals) > 0 else float("inf")
         against, bound = criterion(ds, B)
-        r["criterion"] = "%s <= %.3g" % (against, bound)
+        r["criterion"] = "%s <= %.4g" % (against, bound)
         ratio = r["vs_last"] if against == "last" else r["vs_best"]
         ok = all(_finite(x) for x in finals) and _finite(mse) and ratio <= bound
         if len(finals) > 1 and r["length"] >= 1000:
