@@ -19,6 +19,16 @@ static ls_train_conf_t *conf_with(const char *season, const char *linear) {
   return c;
 }
 
+/* The seasons of one target as --season and --linear say (never NULL). */
+static season_t *season_with(const char *season, const char *linear) {
+  ls_train_conf_t *c = conf_with(season, linear);
+  season_t *s = NULL;
+  cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
+  cr_assert_not_null(s);
+  ls_train_conf_destroy(c);
+  return s;
+}
+
 /* A standard normal draw from counter i (Box-Muller on splitmix64). */
 static double gauss(uint64_t i) {
   double const u = ((double)(base_mix64(2 * i) >> 11) + 0.5) / 9007199254740992.0;
@@ -76,10 +86,7 @@ Test(season, off) {
 
 /* A noisy cycle of 24 records is found as such; a random walk has none. */
 Test(season, found_from_the_changes) {
-  ls_train_conf_t *c = conf_with("auto", "false");
-  season_t *s = NULL;
-  cr_assert_eq(season_new(c, 1, &s), LS_OK);
-  cr_assert_not_null(s);
+  season_t *const s = season_with("auto", "false");
   enum { N = 3000 };
   double *const x = malloc(N * sizeof *x), *const w = malloc(N * sizeof *w);
   double walk = 0.0;
@@ -92,16 +99,12 @@ Test(season, found_from_the_changes) {
   cr_expect_eq(season_period(s, m2, 0), 0);
   free(m1), free(m2), free(x), free(w);
   season_free(s);
-  ls_train_conf_destroy(c);
 }
 
 /* On an AR(2) series the linear path's one-step forecasts reach the
  * noise's variance: it contains AR(p). */
 Test(season, linear_path_learns_an_autoregression) {
-  ls_train_conf_t *c = conf_with("none", "true");
-  season_t *s = NULL;
-  cr_assert_eq(season_new(c, 1, &s), LS_OK);
-  cr_assert_not_null(s);
+  season_t *const s = season_with("none", "true");
   enum { N = 6000 };
   double *const x = calloc(N, sizeof *x), *const a = calloc(N, sizeof *a);
   for (int t = 2; t < N; t++)
@@ -117,5 +120,4 @@ Test(season, linear_path_learns_an_autoregression) {
   cr_expect_lt(se / n, 1.1, "MSE %g, noise variance 1", se / n);
   free(m), free(x), free(a);
   season_free(s);
-  ls_train_conf_destroy(c);
 }
