@@ -166,7 +166,16 @@ ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int part
                LS_BROKER_MAX_PARTITIONS);
   char what[300];
   snprintf(what, sizeof what, "creating topic '%s' with %d partitions", topic, partitions);
-  return broker_result(rd_kafka_mock_topic_create(broker->mock, topic, partitions, 1), what);
+  LS_FORWARD_IF_ERROR(
+      broker_result(rd_kafka_mock_topic_create(broker->mock, topic, partitions, 1), what));
+  /* The mock draws each partition's leader at random (rd_jitter over its
+   * replicas, which are the first min(3, N) brokers whatever the factor
+   * asked): then with 2 brokers and 4 partitions, 1 run in 16 has broker 1
+   * lead nothing, and a test that takes it down tests nothing. Partition p
+   * is led by broker 1 + p % N instead, the same every run. */
+  for (int p = 0; broker->n_brokers > 1 && p < partitions; p++)
+    LS_FORWARD_IF_ERROR(ls_broker_set_leader(broker, topic, p, 1 + p % broker->n_brokers));
+  return LS_OK;
 }
 
 ls_err_t ls_broker_set_down(ls_broker_t *broker, int broker_id) {

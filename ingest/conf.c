@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/kvfile.h"
 #include "base/value.h"
 #include "kafka_util.h"
@@ -34,6 +36,12 @@ static const base_key_t keys[] = {
     KEY("dead_letter_topic", dead_letter_topic, BASE_V_STR(0), NULL),
     KEY("format", format, BASE_V_CHOICE(ls_format_names), "f32"),
     KEY("features", features, BASE_V_INT(1, LS_FEATURES_MAX), "1"),
+    KEY("fields", fields, BASE_V_STR(0), NULL),
+    KEY("key_field", key_field, BASE_V_STR(0), NULL),
+    KEY("time_field", time_field, BASE_V_STR(0), NULL),
+    KEY("time_unit", time_unit, BASE_V_CHOICE(ls_time_unit_names), "auto"),
+    KEY("avro_schema", avro_schema, BASE_V_STR(0), NULL),
+    KEY("avro_schema_id", avro_schema_id, BASE_V_STR(0), "none"),
     KEY("window", window, BASE_V_INT(1, LS_WINDOW_MAX), "16"),
     KEY("queue_windows", queue_windows, BASE_V_I64(1, INT32_MAX), "4096"),
     KEY("buffer_records", buffer_records, BASE_V_I64(2, (double)(INT64_MAX / 4)), "16777216"),
@@ -56,28 +64,64 @@ enum { N_KEYS = sizeof keys / sizeof keys[0] };
 void ls_ingest_settings_init(ls_ingest_settings_t *s) {
   if (s == NULL) return;
   memset(s, 0, sizeof *s);
-  /* The table's defaults are checked by the tests (ingest test_conf). */
-  (void)base_keys_defaults(keys, N_KEYS, s);
+  /* The table's defaults (checked by the tests: ingest test_conf). The
+   * caller owns the settings' strings (ls_ingest_conf_set_settings copies
+   * them): a text default is pointed to, never allocated here. */
+  for (int i = 0; i < N_KEYS; i++) {
+    if (keys[i].def == NULL) continue;
+    if (keys[i].value.kind == BASE_STR && keys[i].value.size == 0)
+      *(const char **)((char *)s + keys[i].offset) = keys[i].def;
+    else
+      (void)base_key_set(&keys[i], s, keys[i].def);
+  }
+}
+
+/* The settings' strings, each malloc'ed in a conf's copy. */
+static const char **strings_of(ls_ingest_settings_t *s, int i) {
+  const char **const all[] = {&s->topic,         &s->dead_letter_topic, &s->fields,
+                              &s->key_field,     &s->time_field,        &s->avro_schema,
+                              &s->avro_schema_id};
+  return i < (int)(sizeof all / sizeof all[0]) ? all[i] : NULL;
 }
 
 void ingest_settings_free(ls_ingest_settings_t *s) {
-  free((char *)s->topic);
-  free((char *)s->dead_letter_topic);
-  s->topic = s->dead_letter_topic = NULL;
+  const char **str;
+  for (int i = 0; (str = strings_of(s, i)) != NULL; i++) {
+    free((char *)*str);
+    *str = NULL;
+  }
 }
 
 ls_err_t ingest_settings_copy(ls_ingest_settings_t *dst, const ls_ingest_settings_t *src) {
   *dst = *src;
-  dst->topic = src->topic != NULL && src->topic[0] ? strdup(src->topic) : NULL;
-  dst->dead_letter_topic = src->dead_letter_topic != NULL && src->dead_letter_topic[0]
-                               ? strdup(src->dead_letter_topic)
-                               : NULL;
-  if ((dst->topic == NULL) != (src->topic == NULL || !src->topic[0]) ||
-      (dst->dead_letter_topic == NULL) !=
-          (src->dead_letter_topic == NULL || !src->dead_letter_topic[0])) {
+  const char **str;
+  int nomem = 0;
+  for (int i = 0; (str = strings_of(dst, i)) != NULL; i++) {
+    const char *const from = *str; /* src's, copied with *dst */
+    *str = from != NULL && from[0] ? strdup(from) : NULL;
+    nomem |= from != NULL && from[0] && *str == NULL;
+  }
+  if (nomem) {
     ingest_settings_free(dst);
     return ls_error_set(LS_ERR_NOMEM, "out of memory for the ingest settings");
   }
+  return LS_OK;
+}
+
+ls_err_t ingest_avro_schema_id(const char *text, int64_t *id) {
+  static const base_value_t ids = BASE_V_I64(0, INT32_MAX);
+  if (text == NULL || !strcmp(text, "none")) {
+    *id = LS_AVRO_PLAIN;
+    return LS_OK;
+  }
+  if (!strcmp(text, "any")) {
+    *id = LS_AVRO_ANY_ID;
+    return LS_OK;
+  }
+  LS_RETURN_IF(base_value_parse(&ids, text, id) != 0, LS_ERR_INVALID_ARG,
+               "avro_schema_id '%s': expected none (plain Avro binary), any (Confluent's "
+               "framing, any schema id) or a schema id 0..2147483647 (that framing, that id)",
+               text);
   return LS_OK;
 }
 
@@ -201,7 +245,14 @@ ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out) {
   ls_ingest_conf_t *const c = calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "ls_ingest_conf_new: out of memory");
   c->kafka = rd_kafka_conf_new();
-  ls_ingest_settings_init(&c->s);
+  ls_ingest_settings_t d; /* the defaults, their strings the table's */
+  ls_ingest_settings_init(&d);
+  ls_err_t const err = ingest_settings_copy(&c->s, &d); /* the conf owns its copy */
+  if (err != LS_OK) {
+    rd_kafka_conf_destroy(c->kafka);
+    free(c);
+    return err;
+  }
   *out = c;
   return LS_OK;
 }
@@ -356,6 +407,62 @@ ls_err_t ingest_conf_kafka(const ls_ingest_conf_t *conf, int consumer, rd_kafka_
 /* ------------------------------------------------------------------------ */
 /* Metadata                                                                  */
 
+/* 1 when md lists topic. */
+static int listed(const struct rd_kafka_metadata *md, const char *topic) {
+  for (int i = 0; i < md->topic_cnt; i++)
+    if (!strcmp(md->topics[i].topic, topic)) return 1;
+  return 0;
+}
+
+ls_err_t ingest_topics_check(rd_kafka_t *rk, int timeout_ms, const char *topic, const char *what,
+                             const char *dead_letters) {
+  const struct rd_kafka_metadata *md = NULL;
+  /* librdkafka asks one broker: one that is down answers at once with a
+   * transport error, and the next request may go to another (a cluster
+   * with a broker down still lists its topics). Until timeout_ms. */
+  int64_t const until = base_now_ms() + timeout_ms;
+  rd_kafka_resp_err_t kerr;
+  for (;;) {
+    int64_t const left = until - base_now_ms();
+    kerr = rd_kafka_metadata(rk, 1, NULL, &md, left > 1 ? (int)left : 1);
+    if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR || base_now_ms() >= until ||
+        (kerr != RD_KAFKA_RESP_ERR__TRANSPORT && kerr != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN))
+      break;
+    struct timespec const pause = {0, 100 * 1000000L};
+    nanosleep(&pause, NULL);
+  }
+  LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot read the metadata of topic '%s': listing the cluster's topics failed "
+               "within %d ms: %s (is bootstrap.servers right, and a broker up?)",
+               topic, timeout_ms, rd_kafka_err2str(kerr));
+  const char *const missing = !listed(md, topic) ? topic
+                              : dead_letters != NULL && dead_letters[0] && !listed(md, dead_letters)
+                                  ? dead_letters
+                                  : NULL;
+  if (missing == NULL) {
+    rd_kafka_metadata_destroy(md);
+    return LS_OK;
+  }
+  char names[600] = "";
+  size_t at = 0;
+  int shown = 0;
+  for (int i = 0; i < md->topic_cnt && at < sizeof names; i++) {
+    const char *const name = md->topics[i].topic;
+    if (name[0] == '_' && name[1] == '_') continue; /* Kafka's own */
+    if (shown++ == 20) {
+      at += (size_t)snprintf(names + at, sizeof names - at, ", ...");
+      break;
+    }
+    at += (size_t)snprintf(names + at, sizeof names - at, "%s'%s'", at ? ", " : "", name);
+  }
+  rd_kafka_metadata_destroy(md);
+  return ls_error_set(LS_ERR_KAFKA,
+                      "%s '%s' does not exist; the cluster's topics: %s. lstream never "
+                      "creates topics: check the name, or create it first",
+                      missing == topic ? what : "the dead-letter topic", missing,
+                      shown ? names : "none");
+}
+
 static void log_to_store(const rd_kafka_t *rk, int level, const char *fac, const char *msg) {
   kafka_log_store(rd_kafka_opaque(rk), level, fac, msg);
 }
@@ -377,6 +484,15 @@ ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count
     rd_kafka_conf_destroy(k);
     kafka_log_destroy(&log);
     return ls_error_set(LS_ERR_KAFKA, "cannot create a Kafka client: %s", errstr);
+  }
+  /* Every topic first, which creates none (asking for one by name may, on a
+   * broker that creates topics on demand): lstream never creates a topic. */
+  ls_err_t err = ingest_topics_check(rk, conf->s.start_timeout_ms, conf->s.topic, "the topic",
+                                     conf->s.dead_letter_topic);
+  if (err != LS_OK) {
+    rd_kafka_destroy(rk);
+    kafka_log_destroy(&log);
+    return err;
   }
   rd_kafka_topic_t *const rkt = rd_kafka_topic_new(rk, conf->s.topic, NULL);
   const struct rd_kafka_metadata *md = NULL;

@@ -48,6 +48,15 @@ void ingest_settings_free(ls_ingest_settings_t *s);
  * ingest_settings_free). */
 ls_err_t ingest_settings_copy(ls_ingest_settings_t *dst, const ls_ingest_settings_t *src);
 
+/* LS_OK when the cluster (rk's) has topic, and dead_letters unless NULL;
+ * else an error naming the missing one (topic as `what`) and the topics
+ * that exist. Asks for every topic: that creates none. */
+ls_err_t ingest_topics_check(rd_kafka_t *rk, int timeout_ms, const char *topic, const char *what,
+                             const char *dead_letters);
+
+/* An avro_schema_id setting (none, any, N) as ls_record_spec_t's. */
+ls_err_t ingest_avro_schema_id(const char *text, int64_t *id);
+
 /* A copy of conf's librdkafka properties for a new client; for a consumer
  * with lstream's defaults added: group.id (unless set), no offset commits or
  * stores, partition EOF events. The caller owns *out. */

@@ -3,12 +3,14 @@
  * consumer thread, and the public calls that are not the queues'. The
  * design and the rooms are described in ingest/consumer_internal.h.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "consumer_internal.h"
+#include "window.h"
 
 /* ------------------------------------------------------------------------ */
 /* The thread                                                                */
@@ -95,10 +97,8 @@ static void on_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *op
 
 static void on_dead_letter_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
   ls_ingest_t *const ing = opaque;
-  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    ing->dead_letters++;
-    return;
-  }
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  ing->dead_letters--; /* counted when handed to the producer */
   ing->dead_letter_errors++;
   consumer_warn(ing, WARN_DEAD_LETTER, "a record for dead-letter topic '%s' was not delivered: %s",
                 ing->s.dead_letter_topic, rd_kafka_err2str(m->err));
@@ -161,6 +161,53 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   return LS_OK;
 }
 
+/* The contents of an Avro schema FILE (at most 1 MiB), malloc'ed. */
+static ls_err_t read_schema(const char *path, char **out) {
+  FILE *const f = fopen(path, "rb");
+  LS_RETURN_IF(f == NULL, LS_ERR_IO, "cannot read the Avro schema %s: %s", path, strerror(errno));
+  size_t const cap = 1 << 20;
+  char *const text = malloc(cap + 1);
+  size_t const n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
+  int const bad = ferror(f);
+  fclose(f);
+  if (text == NULL || bad || n > cap) {
+    free(text);
+    return ls_error_set(text == NULL ? LS_ERR_NOMEM : LS_ERR_IO,
+                        "cannot read the Avro schema %s (%s)", path,
+                        bad ? "a read error" : "over 1 MiB, or no memory");
+  }
+  text[n] = '\0';
+  *out = text;
+  return LS_OK;
+}
+
+/* The windower of the settings' record spec; for json and avro, F is the
+ * number of fields. */
+static ls_err_t windower_make(ls_ingest_t *ing) {
+  const ls_ingest_settings_t *const s = &ing->s;
+  ls_record_spec_t spec;
+  ls_record_spec_init(&spec);
+  spec.format = s->format;
+  int const named = s->format == LS_FORMAT_JSON || s->format == LS_FORMAT_AVRO;
+  spec.features = named ? 0 : s->features;
+  spec.fields = s->fields;
+  spec.key_field = s->key_field;
+  spec.time_field = s->time_field;
+  spec.time_unit = s->time_unit;
+  LS_FORWARD_IF_ERROR(ingest_avro_schema_id(s->avro_schema_id, &spec.avro_schema_id));
+  char *schema = NULL;
+  if (s->format == LS_FORMAT_AVRO) {
+    LS_RETURN_IF(s->avro_schema == NULL, LS_ERR_INVALID_ARG,
+                 "--format avro needs the writer's schema: --avro-schema FILE");
+    LS_FORWARD_IF_ERROR(read_schema(s->avro_schema, &schema));
+  }
+  spec.avro_schema = schema;
+  ls_err_t const err = ls_windower_new_spec(&ing->w, &spec, s->window);
+  free(schema);
+  if (err == LS_OK) ing->s.features = ing->w->F;
+  return err;
+}
+
 ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   LS_RETURN_IF(out == NULL || conf == NULL, LS_ERR_INVALID_ARG,
                "ls_ingest_new: out and conf must not be NULL");
@@ -180,7 +227,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   atomic_init(&ing->tap_n, 0);
   atomic_init(&ing->stop, 0);
   ls_err_t err = copy_conf(ing, conf);
-  if (err == LS_OK) err = ls_windower_new(&ing->w, ing->s.format, ing->s.features, ing->s.window);
+  if (err == LS_OK) err = windower_make(ing);
   if (err == LS_OK) err = ls_windower_set_max_abs(ing->w, ing->s.max_abs);
   if (err == LS_OK) err = ls_windower_set_reset_gap(ing->w, ing->s.reset_gap_ms);
   if (err == LS_OK)

@@ -40,17 +40,29 @@ void consumer_warn(ls_ingest_t *ing, int kind, const char *fmt, ...) {
 /* ------------------------------------------------------------------------ */
 /* Failing, publishing                                                       */
 
-void consumer_fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...) {
+static void fail_v(ls_ingest_t *ing, int now, ls_err_t err, const char *fmt, va_list ap) {
   pthread_mutex_lock(&ing->lock);
   if (ing->err == LS_OK) {
     ing->err = err;
-    va_list ap;
-    va_start(ap, fmt);
+    ing->err_now = now;
     vsnprintf(ing->errmsg, sizeof ing->errmsg, fmt, ap);
-    va_end(ap);
   }
   pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);
+}
+
+void consumer_fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(ing, 0, err, fmt, ap);
+  va_end(ap);
+}
+
+void consumer_fail_now(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(ing, 1, err, fmt, ap);
+  va_end(ap);
 }
 
 int64_t consumer_buffered(const ls_ingest_t *ing) {

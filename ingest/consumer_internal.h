@@ -8,6 +8,9 @@
  *   consumer_core.c    warnings, failure, counters, partitions and pausing
  *   consumer_queue.c   the queues of windows, the memory bound, the
  *                      trainer's takes and releases
+ *   consumer_leaders.c the partitions' leaders: each listed in the metadata
+ *                      and reached at its advertised address, or an error
+ *                      naming the partitions that are not
  *   consumer_start.c   start positions, restoring series, the assignment
  *   consumer_record.c  the record path: messages to windows, held-back
  *                      messages, events, rejections and dead letters
@@ -105,7 +108,18 @@ typedef struct part_s {
   int64_t pub_next; /* next, as published by consumer_publish */
   int pub_paused;   /* queue_paused, as published */
   int64_t high;     /* the high watermark of the last good watch (or read at start) */
+  /* Consumer thread: the check of its first records against the format. */
+  int probed, probe_failed;         /* of its first PROBE_RECORDS records, those that did
+                                       not decode */
+  int probe_by[LS_REJECT__COUNT];   /* per reason */
+  unsigned char probe_sample[1024]; /* the first that did not decode, its first bytes */
+  size_t probe_sample_len;          /* its whole length */
+  char probe_why[160];              /* and why */
 } part_t;
+
+/* The records of each partition checked against the declared format; a
+ * run stops when half of them or more do not decode. */
+#define PROBE_RECORDS 100
 
 /* The watch's thread and what it found (ingest/consumer_watch.c). */
 typedef struct consumer_watch_s {
@@ -115,9 +129,9 @@ typedef struct consumer_watch_s {
   pthread_cond_t wake;
   int quit;
   /* Under the consumer's lock: */
-  int connected; /* see ls_ingest_stats_t */
-  int64_t ok_ms; /* base_now_ms() of the last good watch */
-  char error[160];
+  int connected;   /* see ls_ingest_stats_t */
+  int64_t ok_ms;   /* base_now_ms() of the last good watch */
+  char error[512]; /* why the last one failed; "" when connected */
 } consumer_watch_t;
 
 /* The tap's records (consumer_tap.c): two of these, one the consumer
@@ -130,7 +144,7 @@ typedef struct tap_buf_s {
 } tap_buf_t;
 
 /* Kinds of rate-limited warning: one per rejection reason, then these. */
-enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN__COUNT };
+enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN_WATCH, WARN__COUNT };
 
 typedef struct warn_state_s {
   int64_t last_ms; /* when the last one went out; -1 never */
@@ -178,6 +192,8 @@ struct ls_ingest_s {
   atomic_int stop;
   int at_end;
   ls_err_t err;
+  int err_now; /* err is returned before the windows queued (the records are not of their
+                  format: none of them may train) */
   char errmsg[1024];
   ls_ingest_stats_t published;
 
@@ -200,6 +216,14 @@ void consumer_warn(ls_ingest_t *ing, int kind, const char *fmt, ...)
 
 /* Records the consumer thread's failure for ls_ingest_next. */
 void consumer_fail(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* consumer_fail, and the error is returned at once, before any window
+ * still queued. */
+void consumer_fail_now(ls_ingest_t *ing, ls_err_t err, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -252,6 +276,18 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v);
 int consumer_make_room(ls_ingest_t *ing, int64_t growth);
 
 /* ------------------------------------------------------------------------ */
+/* consumer_leaders.c                                                        */
+
+/* Checks, within timeout_ms, that every partition of the consumer has a
+ * leader in the topic's metadata (waiting for one while an election or a
+ * topic's creation goes on) and that this host connects to each leader's
+ * advertised address (once per broker, all at once). LS_OK, or
+ * LS_ERR_KAFKA naming the first partition that has none, with every
+ * partition in its case (the same broker's) and the broker and address;
+ * advice adds the causes to look for and the bound's name. */
+ls_err_t consumer_check_leaders(ls_ingest_t *ing, int timeout_ms, int advice);
+
+/* ------------------------------------------------------------------------ */
 /* consumer_start.c                                                          */
 
 /* Reads each partition's watermarks and turns its start into an offset,
@@ -289,8 +325,9 @@ void consumer_tap_free(ls_ingest_t *ing);
  * partitions' high watermarks are those read at start until it reports. */
 ls_err_t consumer_watch_start(ls_ingest_t *ing);
 
-/* Stops the watch thread (waiting for a request in flight, at most
- * watch.interval.ms); safe when it never started. */
+/* Stops the watch thread (waiting for a round in flight: at most
+ * watch.interval.ms, twice that while a leader cannot be reached); safe
+ * when it never started. */
 void consumer_watch_stop(ls_ingest_t *ing);
 
 /* The watch's fields of the stats (the caller holds lock). */

@@ -199,7 +199,9 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
   ing->waiting = -1;
   window_node_t *const head = part != NULL ? part->head : ing->head;
   ls_err_t err = LS_OK;
-  if (head != NULL) {
+  if (ing->err != LS_OK && ing->err_now) {
+    err = ls_error_set(ing->err, "%s", ing->errmsg);
+  } else if (head != NULL) {
     window_node_t *const node = dequeue_locked(ing, &ing->parts[head->part]);
     *win = &node->win;
     *what = LS_NEXT_WINDOW;

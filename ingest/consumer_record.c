@@ -7,31 +7,33 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "consumer_internal.h"
+#include "window.h"
 
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
 /* What went wrong with a rejected record, for its warning. */
 static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_message_t *m,
-                          int64_t timestamp, char *buf, size_t size) {
+                          char *buf, size_t size) {
   switch (r) {
   case LS_REJECT_SIZE:
-    snprintf(buf, size, "the value (%zu bytes) is not %d %s values", m->len, ing->s.features,
-             ls_format2str(ing->s.format));
-    return;
   case LS_REJECT_PARSE:
-    snprintf(buf, size, "the value '%.*s' does not parse as %d csv numbers",
-             (int)(m->len < 40 ? m->len : 40), m->payload ? (const char *)m->payload : "",
-             ing->s.features);
-    return;
-  case LS_REJECT_NONFINITE: snprintf(buf, size, "the value holds NaN or Inf"); return;
+  case LS_REJECT_NONFINITE:
+  case LS_REJECT_FIELD:
+  case LS_REJECT_TYPE:
+  case LS_REJECT_TIME: snprintf(buf, size, "%s", ls_windower_why(ing->w)); return;
   case LS_REJECT_BACKWARDS:
-    snprintf(buf, size, "its time %" PRId64 " ms is before the series' last record", timestamp);
+    snprintf(buf, size, "its event time is before the series' last record");
     return;
   case LS_REJECT_KEY:
-    snprintf(buf, size, "the key is %zu bytes (1..%d allowed)", m->key_len, LS_KEY_MAX);
+    snprintf(buf, size, "the key is %zu bytes (1..%d allowed)%s", m->key_len, LS_KEY_MAX,
+             ing->s.key_field == NULL && m->key_len == 0 &&
+                     (ing->s.format == LS_FORMAT_JSON || ing->s.format == LS_FORMAT_AVRO)
+                 ? ": the record has no Kafka key (name the key's field: --key-field PATH)"
+                 : "");
     return;
   case LS_REJECT_PARTITION:
     snprintf(buf, size, "the series was first seen on another partition");
@@ -55,8 +57,10 @@ static void printable_key(const rd_kafka_message_t *m, char *buf, size_t size) {
 
 static void dead_letter(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t r,
                         int64_t timestamp) {
-  char source[96];
+  char source[96], partition[16], offset[24];
   snprintf(source, sizeof source, "%s/%" PRId32 "/%" PRId64, ing->s.topic, m->partition, m->offset);
+  snprintf(partition, sizeof partition, "%" PRId32, m->partition);
+  snprintf(offset, sizeof offset, "%" PRId64, m->offset);
   rd_kafka_resp_err_t err;
   for (;;) {
     err = rd_kafka_producev(
@@ -64,10 +68,13 @@ static void dead_letter(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject
         RD_KAFKA_V_VALUE(m->payload, m->len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
         RD_KAFKA_V_HEADER("lstream-reject-reason", ls_reject2str(r), -1),
+        RD_KAFKA_V_HEADER("lstream-partition", partition, -1),
+        RD_KAFKA_V_HEADER("lstream-offset", offset, -1),
         RD_KAFKA_V_HEADER("lstream-source", source, -1), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || atomic_load(&ing->stop)) break;
     rd_kafka_poll(ing->dlq, BATCH_WAIT_MS); /* the local queue is full: let it drain */
   }
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) ing->dead_letters++;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     ing->dead_letter_errors++;
     consumer_warn(ing, WARN_DEAD_LETTER, "cannot copy %s to dead-letter topic '%s': %s", source,
@@ -78,14 +85,65 @@ static void dead_letter(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject
 static void on_reject(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t r,
                       int64_t timestamp) {
   if (ing->warn_cb != NULL) {
-    char detail[160], key[48];
-    reject_detail(ing, r, m, timestamp, detail, sizeof detail);
+    char detail[300], key[48];
+    reject_detail(ing, r, m, detail, sizeof detail);
     printable_key(m, key, sizeof key);
     consumer_warn(ing, r,
                   "rejected record partition %" PRId32 " offset %" PRId64 " key '%s' (%s): %s",
                   m->partition, m->offset, key, ls_reject2str(r), detail);
   }
   if (ing->dlq != NULL) dead_letter(ing, m, r, timestamp);
+}
+
+/* 1 for the reasons of a record that is not of the declared format. */
+static int undecoded(ls_reject_t r) {
+  return r == LS_REJECT_SIZE || r == LS_REJECT_PARSE || r == LS_REJECT_FIELD ||
+         r == LS_REJECT_TYPE || r == LS_REJECT_TIME;
+}
+
+/* Fails the consumer at once: half or more of part's first records are not
+ * of the declared format. */
+static void probe_fail(ls_ingest_t *ing, const part_t *part) {
+  char looks[400], by[200] = "";
+  ls_value_describe(part->probe_sample,
+                    part->probe_sample_len < sizeof part->probe_sample ? part->probe_sample_len
+                                                                       : sizeof part->probe_sample,
+                    looks, sizeof looks);
+  size_t at = 0;
+  for (int r = 1; r < LS_REJECT__COUNT; r++)
+    if (part->probe_by[r] > 0 && at < sizeof by)
+      at += (size_t)snprintf(by + at, sizeof by - at, "%s%s %d", at ? ", " : "",
+                             ls_reject2str((ls_reject_t)r), part->probe_by[r]);
+  consumer_fail_now(ing, LS_ERR_CORRUPT,
+                    "topic '%s' partition %" PRId32 ": %d of its first %d records are not %s "
+                    "records as declared (%s; the first: %s); they look like %s. Nothing was "
+                    "trained on them",
+                    ing->s.topic, part->id, part->probe_failed, part->probed,
+                    ls_format2str(ing->s.format), by, part->probe_why, looks);
+}
+
+/* Counts one of part's first records for the check against the format;
+ * returns -1 when the run must stop (failed). */
+static int probe(ls_ingest_t *ing, part_t *part, const rd_kafka_message_t *m, ls_reject_t r) {
+  if (part->probed >= PROBE_RECORDS) return 0;
+  part->probed++;
+  if (undecoded(r)) {
+    if (part->probe_failed++ == 0) {
+      size_t const n = m->len < sizeof part->probe_sample ? m->len : sizeof part->probe_sample;
+      if (n > 0) memcpy(part->probe_sample, m->payload, n);
+      part->probe_sample_len = m->len;
+      snprintf(part->probe_why, sizeof part->probe_why, "%s", ls_windower_why(ing->w));
+    }
+    part->probe_by[r]++;
+  }
+  /* Half of the first PROBE_RECORDS: nothing the rest could do saves it. */
+  if (2 * part->probe_failed >= PROBE_RECORDS ||
+      (part->probed < PROBE_RECORDS && part->next >= part->end && part->end != INT64_MAX &&
+       2 * part->probe_failed >= part->probed)) {
+    probe_fail(ing, part);
+    return -1;
+  }
+  return 0;
 }
 
 /* Handles one record of part. Returns 0, or -1 when the thread must stop. */
@@ -121,10 +179,11 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     return -1;
   }
   if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
+  if (probe(ing, part, m, ing->w->decoded) != 0) return -1;
   if (r == LS_REJECT_NONE && ing->s.tap) { /* before its window is queued */
     ls_windower_record_t acc;
     ls_windower_last(ing->w, &acc);
-    if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, timestamp) != 0)
+    if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, acc.time) != 0)
       return -1;
   }
   if (win != NULL && consumer_enqueue(ing, part, win) != 0) return -1;

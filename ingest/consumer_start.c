@@ -3,18 +3,12 @@
  * watermarks, offsets looked up by time, the series a snapshot restores,
  * the assignment.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "consumer_internal.h"
+#include "kafka_util.h"
 #include "window.h" /* the windower's series: a restored one's id, for the tap */
 
 /* ------------------------------------------------------------------------ */
@@ -30,12 +24,12 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     ls_start_t const s = conf->partitions[i].start;
     int64_t low = 0, high = 0;
     rd_kafka_resp_err_t const kerr =
-        rd_kafka_query_watermark_offsets(ing->rk, ing->s.topic, p->id, &low, &high, timeout);
+        kafka_watermarks(ing->rk, ing->s.topic, p->id, timeout, &low, &high);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
       err = ls_error_set(LS_ERR_KAFKA,
-                         "topic '%s' partition %" PRId32 ": cannot read its watermarks: %s "
-                         "(does the partition exist? is bootstrap.servers right?)",
-                         ing->s.topic, p->id, rd_kafka_err2str(kerr));
+                         "topic '%s' partition %" PRId32 ": cannot read its watermarks from its "
+                         "leader within %d ms (start.timeout.ms): %s",
+                         ing->s.topic, p->id, timeout, rd_kafka_err2str(kerr));
       break;
     }
     p->end = ing->s.stop_at_end ? high : INT64_MAX;
@@ -76,8 +70,14 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
                            ing->s.topic, t->partition, rd_kafka_err2str(perr));
         break;
       }
+      /* Only an answer within the watermarks is taken: -1 (no record at or
+       * after the time), an offset written since, or a partition the reply
+       * left out (librdkafka then leaves the time itself in t->offset)
+       * all start at the low watermark, skipping by time, which reads the
+       * same records. */
       part_t *const p = consumer_part(ing, t->partition);
-      if (t->offset >= 0) p->start = p->assign_at = p->next = t->offset;
+      if (p != NULL && t->offset >= p->start && t->offset <= p->high)
+        p->start = p->assign_at = p->next = t->offset;
     }
   }
   rd_kafka_topic_partition_list_destroy(times);
@@ -104,7 +104,7 @@ static ls_err_t tap_restored(ls_ingest_t *ing, const ls_inflight_t *in) {
                (int)in->key_len, in->key);
   for (int r = 0; r < in->rows; r++) {
     ls_windower_record_t const rec = {s->id, in->key, in->key_len,
-                                      in->x + (size_t)r * (size_t)ing->s.features};
+                                      in->x + (size_t)r * (size_t)ing->s.features, in->times[r]};
     LS_RETURN_IF(consumer_tap_push(ing, &rec, in->partition, in->offsets[r], in->times[r]) != 0,
                  LS_ERR_NOMEM, "no memory for the restored records in the tap");
   }
@@ -170,80 +170,8 @@ static ls_err_t assign(ls_ingest_t *ing) {
   return LS_OK;
 }
 
-/* Connects to host:port within timeout_ms: 0, or -1 with the reason in why. */
-static int tcp_probe(const char *host, int port, int timeout_ms, char *why, size_t size) {
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-  char service[16];
-  snprintf(service, sizeof service, "%d", port);
-  int const gai = getaddrinfo(host, service, &hints, &res);
-  snprintf(why, size, "%s", gai != 0 ? gai_strerror(gai) : "no address");
-  int ok = -1;
-  for (const struct addrinfo *ai = res; ai != NULL && ok != 0; ai = ai->ai_next) {
-    int const fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    int err = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      socklen_t len = sizeof err;
-      int const r = poll(&p, 1, timeout_ms);
-      if (r != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
-    }
-    close(fd);
-    if (err == 0)
-      ok = 0;
-    else
-      snprintf(why, size, "%s", err == ETIMEDOUT ? "no answer" : strerror(err));
-  }
-  if (res != NULL) freeaddrinfo(res);
-  return ok;
-}
-
-/* Each partition's leader, at the address its broker advertises, must be
- * reachable from here: librdkafka's offset queries wait on an unreachable
- * leader forever, whatever their timeout. Each leader is probed once, not
- * once per partition: a burst of connections overflows a small listen
- * backlog (the mock broker's is 5), and every dropped SYN then costs the
- * client connections made meanwhile a second or more of TCP retransmission. */
-static ls_err_t probe_leaders(ls_ingest_t *ing, int timeout_ms) {
-  rd_kafka_topic_t *const rkt = rd_kafka_topic_new(ing->rk, ing->s.topic, NULL);
-  const struct rd_kafka_metadata *md = NULL;
-  if (rkt == NULL ||
-      rd_kafka_metadata(ing->rk, 0, rkt, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-    md = NULL; /* what follows reports it */
-  /* probed[b]: 0 not yet, 1 reachable, -1 not (why[b] says why) */
-  signed char *const probed = md != NULL ? calloc((size_t)md->broker_cnt + 1, 1) : NULL;
-  char(*const why)[128] = md != NULL ? calloc((size_t)md->broker_cnt + 1, sizeof *why) : NULL;
-  ls_err_t err = md != NULL && (probed == NULL || why == NULL)
-                     ? ls_error_set(LS_ERR_NOMEM, "probing the leaders of topic '%s'", ing->s.topic)
-                     : LS_OK;
-  for (int t = 0; md != NULL && t < md->topic_cnt && err == LS_OK; t++)
-    for (int p = 0; p < md->topics[t].partition_cnt && err == LS_OK; p++) {
-      const rd_kafka_metadata_partition_t *const mp = &md->topics[t].partitions[p];
-      for (int b = 0; consumer_part(ing, mp->id) != NULL && b < md->broker_cnt; b++) {
-        const rd_kafka_metadata_broker_t *const br = &md->brokers[b];
-        if (br->id != mp->leader) continue;
-        if (probed[b] == 0)
-          probed[b] =
-              tcp_probe(br->host, br->port, timeout_ms, why[b], sizeof why[b]) == 0 ? 1 : -1;
-        if (probed[b] > 0) continue;
-        err = ls_error_set(LS_ERR_KAFKA,
-                           "topic '%s' partition %" PRId32 ": its leader, broker %" PRId32
-                           ", advertises %s:%d, which this host cannot reach (%s): is that "
-                           "broker down, or is the address it advertises (advertised.listeners) "
-                           "one that only other hosts reach? Every rank must reach every "
-                           "broker's advertised address",
-                           ing->s.topic, mp->id, br->id, br->host, br->port, why[b]);
-        break;
-      }
-    }
-  free(probed), free(why);
-  if (md != NULL) rd_kafka_metadata_destroy(md);
-  if (rkt != NULL) rd_kafka_topic_destroy(rkt);
-  return err;
-}
-
 ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
-  LS_FORWARD_IF_ERROR(probe_leaders(ing, conf->s.start_timeout_ms));
+  LS_FORWARD_IF_ERROR(consumer_check_leaders(ing, conf->s.start_timeout_ms, 1));
   LS_FORWARD_IF_ERROR(resolve(ing, conf));
   LS_FORWARD_IF_ERROR(restore(ing, conf));
   return assign(ing);

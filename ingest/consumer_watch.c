@@ -7,7 +7,9 @@
  * partition) and each partition's lag (high watermark - next offset). The
  * fetches' own watermarks would not do: a partition paused for
  * backpressure fetches nothing, so its lag would freeze exactly when it
- * grows.
+ * grows. A round that fails says which partitions cannot be read and why
+ * (their leader's broker and address: consumer_leaders.c), in the stats and
+ * in a warning.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,26 +18,45 @@
 #include "base/clock.h"
 #include "consumer_internal.h"
 
-/* Records one watch's result under the consumer's lock. */
-static void watch_record(ls_ingest_t *ing, const rd_kafka_topic_partition_list_t *list,
-                         rd_kafka_resp_err_t err) {
+/* Whether a watch's round reached every partition's leader: NO_ERROR
+ * only when the call and every partition succeeded with an offset (a
+ * partition the replies left out keeps its -1). */
+static rd_kafka_resp_err_t watch_answered(const rd_kafka_topic_partition_list_t *list,
+                                          rd_kafka_resp_err_t err) {
   for (int i = 0; i < list->cnt && err == RD_KAFKA_RESP_ERR_NO_ERROR; i++)
-    if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) err = list->elems[i].err;
+    err = list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR ? list->elems[i].err
+          : list->elems[i].offset < 0                      ? RD_KAFKA_RESP_ERR__BAD_MSG
+                                                           : RD_KAFKA_RESP_ERR_NO_ERROR;
+  return err;
+}
+
+/* Records one watch's result under the consumer's lock: connected with
+ * list's high watermarks, or (why not "") not, why saying so. */
+static void watch_record(ls_ingest_t *ing, const rd_kafka_topic_partition_list_t *list,
+                         const char *why) {
   pthread_mutex_lock(&ing->lock);
   consumer_watch_t *const w = &ing->watch;
-  w->connected = err == RD_KAFKA_RESP_ERR_NO_ERROR;
+  w->connected = why[0] == '\0';
+  snprintf(w->error, sizeof w->error, "%s", why);
   if (w->connected) {
     w->ok_ms = base_now_ms();
-    w->error[0] = '\0';
     for (int i = 0; i < list->cnt; i++) {
       part_t *const part = consumer_part(ing, list->elems[i].partition);
-      if (part != NULL && list->elems[i].offset >= 0) part->high = list->elems[i].offset;
+      if (part != NULL) part->high = list->elems[i].offset;
     }
-  } else {
-    snprintf(w->error, sizeof w->error, "cannot reach the leaders of topic '%s': %s", ing->s.topic,
-             rd_kafka_err2str(err));
   }
   pthread_mutex_unlock(&ing->lock);
+}
+
+/* Why a round failed, into why: the partitions whose leaders are missing
+ * or out of reach, by name (consumer_check_leaders, within the interval),
+ * else what librdkafka said. */
+static void watch_why(ls_ingest_t *ing, rd_kafka_resp_err_t err, char *why, size_t size) {
+  if (consumer_check_leaders(ing, ing->s.watch_interval_ms, 0) != LS_OK)
+    snprintf(why, size, "%s", ls_last_error());
+  else
+    snprintf(why, size, "cannot reach the leaders of topic '%s': %s", ing->s.topic,
+             rd_kafka_err2str(err));
 }
 
 /* Waits until `deadline_ms` (base_now_ms) or quit; returns quit. */
@@ -69,7 +90,14 @@ static void *watch_main(void *arg) {
       list->elems[i].offset = RD_KAFKA_OFFSET_END; /* as a timestamp: the latest offset */
       list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
     }
-    watch_record(ing, list, rd_kafka_offsets_for_times(ing->rk, list, interval));
+    rd_kafka_resp_err_t const err =
+        watch_answered(list, rd_kafka_offsets_for_times(ing->rk, list, interval));
+    char why[sizeof ing->watch.error] = "";
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      watch_why(ing, err, why, sizeof why);
+      consumer_warn(ing, WARN_WATCH, "%s (asked again every %d ms)", why, interval);
+    }
+    watch_record(ing, list, why);
   }
   rd_kafka_topic_partition_list_destroy(list);
   return NULL;
@@ -127,7 +155,14 @@ ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int 
   pthread_mutex_lock(&ing->lock);
   for (int i = 0; i < n && i < ing->n_parts; i++) {
     const part_t *const p = &ing->parts[i];
-    out[i] = (ls_ingest_partition_t){p->id, p->pub_next, p->high, (int64_t)atomic_load(&p->n),
+    /* One read of both under the lock; a watch answered before the last
+     * fetch is behind what was read: the high watermark is at least that. */
+    int64_t const high = p->high < 0 ? -1 : p->high > p->pub_next ? p->high : p->pub_next;
+    out[i] = (ls_ingest_partition_t){p->id,
+                                     p->pub_next,
+                                     high,
+                                     high < 0 ? -1 : high - p->pub_next,
+                                     (int64_t)atomic_load(&p->n),
                                      p->pub_paused};
   }
   pthread_mutex_unlock(&ing->lock);

@@ -68,13 +68,13 @@ ls_err_t kafka_check_topic(const char *topic) {
 }
 
 /* Whether md lists one topic with partitions, each with a leader when
- * `leaders`: NO_ERROR, or what is wrong. */
-static rd_kafka_resp_err_t metadata_ready(const struct rd_kafka_metadata *md, int leaders) {
+ * *(int *)leaders: NO_ERROR, or what is wrong. */
+static rd_kafka_resp_err_t metadata_ready(const struct rd_kafka_metadata *md, void *leaders) {
   if (md->topic_cnt != 1) return RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
   const struct rd_kafka_metadata_topic *const t = &md->topics[0];
   if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) return t->err;
   if (t->partition_cnt < 1) return RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
-  for (int i = 0; leaders && i < t->partition_cnt; i++)
+  for (int i = 0; *(const int *)leaders && i < t->partition_cnt; i++)
     if (t->partitions[i].err != RD_KAFKA_RESP_ERR_NO_ERROR || t->partitions[i].leader < 0)
       return t->partitions[i].err != RD_KAFKA_RESP_ERR_NO_ERROR
                  ? t->partitions[i].err
@@ -82,24 +82,50 @@ static rd_kafka_resp_err_t metadata_ready(const struct rd_kafka_metadata *md, in
   return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
-                                        int leaders, int32_t *partitions) {
+rd_kafka_resp_err_t kafka_wait_metadata_for(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                            kafka_metadata_ready_fn ready, void *opaque,
+                                            const struct rd_kafka_metadata **out) {
+  *out = NULL;
   double const deadline = base_now_s() + timeout_ms / 1000.0;
   rd_kafka_resp_err_t last = RD_KAFKA_RESP_ERR__TIMED_OUT;
-  for (;;) {
+  for (int asked = 0;; asked = 1) {
     int const left_ms = (int)((deadline - base_now_s()) * 1000.0);
-    if (left_ms <= 0) return last;
+    if (left_ms <= 0 && asked) return last;
     const struct rd_kafka_metadata *md = NULL;
-    last = rd_kafka_metadata(rk, 0, rkt, &md, left_ms);
+    last = rd_kafka_metadata(rk, 0, rkt, &md, left_ms > 0 ? left_ms : 1);
     if (last == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      last = metadata_ready(md, leaders);
-      *partitions = md->topic_cnt == 1 ? md->topics[0].partition_cnt : 0;
-      rd_kafka_metadata_destroy(md);
+      if (*out != NULL) rd_kafka_metadata_destroy(*out);
+      *out = md;
+      last = ready(md, opaque);
       if (last == RD_KAFKA_RESP_ERR_NO_ERROR) return last;
     }
     struct timespec const ts = {0, 100 * 1000 * 1000}; /* e.g. while a topic is created */
     nanosleep(&ts, NULL);
   }
+}
+
+rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                        int leaders, int32_t *partitions) {
+  const struct rd_kafka_metadata *md = NULL;
+  rd_kafka_resp_err_t const err =
+      kafka_wait_metadata_for(rk, rkt, timeout_ms, metadata_ready, &leaders, &md);
+  if (md != NULL) {
+    *partitions = md->topic_cnt == 1 ? md->topics[0].partition_cnt : 0;
+    rd_kafka_metadata_destroy(md);
+  }
+  return err;
+}
+
+rd_kafka_resp_err_t kafka_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                     int timeout_ms, int64_t *low, int64_t *high) {
+  int64_t lo = -1, hi = -1;
+  rd_kafka_resp_err_t const err =
+      rd_kafka_query_watermark_offsets(rk, topic, partition, &lo, &hi, timeout_ms);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return err;
+  if (lo < 0 || hi < lo) return RD_KAFKA_RESP_ERR__BAD_MSG;
+  *low = lo;
+  *high = hi;
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 void kafka_log_init(kafka_log_t *log) {

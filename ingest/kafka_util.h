@@ -32,6 +32,26 @@ ls_err_t kafka_conf_new(const char *brokers, const char *const *extra, int n_ext
 rd_kafka_resp_err_t kafka_wait_metadata(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
                                         int leaders, int32_t *partitions);
 
+/* Whether a metadata reply is the one waited for: NO_ERROR, or what it lacks. */
+typedef rd_kafka_resp_err_t (*kafka_metadata_ready_fn)(const struct rd_kafka_metadata *md,
+                                                       void *opaque);
+
+/* kafka_wait_metadata with the caller's test: asks until ready accepts a
+ * reply or timeout_ms has passed (at least one request). *out receives the
+ * last reply read, accepted or not (NULL if none came; free it with
+ * rd_kafka_metadata_destroy). Returns NO_ERROR, or the last thing wrong. */
+rd_kafka_resp_err_t kafka_wait_metadata_for(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                            kafka_metadata_ready_fn ready, void *opaque,
+                                            const struct rd_kafka_metadata **out);
+
+/* A partition's watermarks from its leader (rd_kafka_query_watermark_offsets),
+ * trusted only when the leader answered both: NO_ERROR with
+ * 0 <= *low <= *high, else the error. librdkafka passes an answer without
+ * an offset (-1) through as a watermark with NO_ERROR; that is
+ * RD_KAFKA_RESP_ERR__BAD_MSG here, never an empty partition. */
+rd_kafka_resp_err_t kafka_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                     int timeout_ms, int64_t *low, int64_t *high);
+
 /* The last warning or error librdkafka logged for one client handle.
  * librdkafka calls log callbacks from its own threads: access is locked. */
 typedef struct kafka_log_s {

@@ -255,7 +255,8 @@ static ls_err_t produce_run_begin(produce_run_t *run, ls_producer_t *producer,
     run->opts = *opts;
   else
     ls_produce_opts_default(&run->opts);
-  run->size = (size_t)features * LS_CSV_VALUE_MAX; /* covers f32's 4 bytes a value too */
+  /* Covers f32's 4 bytes a value, and a tick's names, key and time. */
+  run->size = (size_t)features * (LS_CSV_VALUE_MAX + 16) + LS_KEY_MAX + 128;
   run->buf = malloc(run->size);
   LS_RETURN_IF(run->buf == NULL, LS_ERR_NOMEM, "produce: allocating a %zu-byte record buffer",
                run->size);
@@ -275,8 +276,12 @@ static int produce_run_progress(produce_run_t *run, double now) {
 static ls_err_t produce_run_send(produce_run_t *run, const char *key, size_t key_len,
                                  int64_t timestamp_ms, const float *values) {
   size_t len = 0;
-  LS_FORWARD_IF_ERROR(
-      ls_record_encode(run->opts.format, values, run->features, run->buf, run->size, &len));
+  if (run->opts.encoder != NULL)
+    LS_FORWARD_IF_ERROR(ls_decoder_encode(run->opts.encoder, key, key_len, timestamp_ms, values,
+                                          run->buf, run->size, &len));
+  else
+    LS_FORWARD_IF_ERROR(
+        ls_record_encode(run->opts.format, values, run->features, run->buf, run->size, &len));
   /* Pace: record i leaves no earlier than start + i / rate. */
   bool const paced = run->opts.rate > 0.0;
   if (paced) {
@@ -461,4 +466,37 @@ ls_err_t ls_csv_replay(const char *path, ls_producer_t *producer, const ls_produ
   free(values);
   fclose(f);
   return err;
+}
+
+ls_err_t ls_ticks_spec(ls_format_t format, int F, ls_ticks_t *out) {
+  LS_RETURN_IF(out == NULL || F < 1 || F > LS_FEATURES_MAX ||
+                   (format != LS_FORMAT_JSON && format != LS_FORMAT_AVRO),
+               LS_ERR_INVALID_ARG,
+               "ls_ticks_spec: json or avro, F in [1, %d] (got %s, %d), out not NULL",
+               LS_FEATURES_MAX, ls_format2str(format), F);
+  static const char *const names[] = {"px", "qty", "bid", "ask"};
+  size_t at = 0, sat = 0;
+  sat += (size_t)snprintf(out->schema, sizeof out->schema,
+                          "{\"type\":\"record\",\"name\":\"Tick\",\"fields\":["
+                          "{\"name\":\"sym\",\"type\":\"string\"},"
+                          "{\"name\":\"ts\",\"type\":\"long\"}");
+  for (int f = 0; f < F; f++) {
+    char name[16];
+    if (f < 4)
+      snprintf(name, sizeof name, "%s", names[f]);
+    else
+      snprintf(name, sizeof name, "f%d", f);
+    at += (size_t)snprintf(out->fields + at, sizeof out->fields - at, "%s%s", f ? "," : "", name);
+    sat += (size_t)snprintf(out->schema + sat, sizeof out->schema - sat,
+                            ",{\"name\":\"%s\",\"type\":\"float\"}", name);
+  }
+  snprintf(out->schema + sat, sizeof out->schema - sat, "]}");
+  ls_record_spec_init(&out->spec);
+  out->spec.format = format;
+  out->spec.features = F;
+  out->spec.fields = out->fields;
+  out->spec.key_field = "sym";
+  out->spec.time_field = "ts";
+  out->spec.avro_schema = format == LS_FORMAT_AVRO ? out->schema : NULL;
+  return LS_OK;
 }

@@ -475,7 +475,7 @@ ls_err_t ls_publisher_new(const ls_publisher_conf_t *c, ls_publisher_t **out) {
   for (int32_t q = 0; err == LS_OK && q < p->partitions; q++) { /* where ours will land */
     int64_t lo = 0;
     rd_kafka_resp_err_t const kerr =
-        rd_kafka_query_watermark_offsets(p->rk, c->topic, q, &lo, &p->next[q], c->timeout_ms);
+        kafka_watermarks(p->rk, c->topic, q, c->timeout_ms, &lo, &p->next[q]);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR)
       err = ls_error_set(LS_ERR_KAFKA, "topic '%s' partition %d: its high watermark: %s", c->topic,
                          (int)q, rd_kafka_err2str(kerr));

@@ -30,8 +30,7 @@ static ls_err_t back_assign(rd_kafka_t *rk, const char *topic, int32_t n, const 
   ls_err_t err = LS_OK;
   for (int32_t q = 0; q < n && err == LS_OK; q++) {
     int64_t lo = 0, hi = 0;
-    rd_kafka_resp_err_t const kerr =
-        rd_kafka_query_watermark_offsets(rk, topic, q, &lo, &hi, timeout_ms);
+    rd_kafka_resp_err_t const kerr = kafka_watermarks(rk, topic, q, timeout_ms, &lo, &hi);
     if (kerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
       err = ls_error_set(LS_ERR_KAFKA, "reading back topic '%s': partition %d's watermarks: %s",
                          topic, (int)q, rd_kafka_err2str(kerr));

@@ -11,7 +11,8 @@
  *        number is [+-]digits[.digits][(e|E)[+-]digits] (digits on at least
  *        one side of the point), or nan/inf/infinity in any case (which decode
  *        and are then rejected as NONFINITE). No hexadecimal, no empty field,
- *        no trailing comma, at most LS_CSV_NUMBER_MAX characters per number.
+ *        no trailing comma, at most NUMBER_TEXT_MAX characters per number
+ *        (ingest/number.c parses them).
  *        Parsing and printing use the "C" locale whatever the process set.
  *
  * Rejection precedence for csv: a field count other than F is SIZE, then the
@@ -20,7 +21,8 @@
  */
 #include "lstream/ingest.h"
 
-#include <errno.h>
+#include "number.h"
+
 #include <float.h>
 #include <locale.h>
 #include <math.h>
@@ -28,10 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-/* The longest number text a csv field may hold (bytes, without spaces). */
-#define LS_CSV_NUMBER_MAX 63
 
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
@@ -46,13 +44,19 @@ const char *ls_reject2str(ls_reject_t reason) {
   case LS_REJECT_KEY: return "key";
   case LS_REJECT_PARTITION: return "partition";
   case LS_REJECT_RANGE: return "range";
+  case LS_REJECT_FIELD: return "field";
+  case LS_REJECT_TYPE: return "type";
+  case LS_REJECT_TIME: return "time";
   case LS_REJECT__COUNT: break;
   }
   return "unknown";
 }
 
-const char *const ls_format_names[LS_FORMAT__COUNT + 1] = {
-    [LS_FORMAT_F32] = "f32", [LS_FORMAT_CSV] = "csv", [LS_FORMAT__COUNT] = NULL};
+const char *const ls_format_names[LS_FORMAT__COUNT + 1] = {[LS_FORMAT_F32] = "f32",
+                                                           [LS_FORMAT_CSV] = "csv",
+                                                           [LS_FORMAT_JSON] = "json",
+                                                           [LS_FORMAT_AVRO] = "avro",
+                                                           [LS_FORMAT__COUNT] = NULL};
 
 ls_err_t ls_format_parse(const char *name, ls_format_t *out) {
   LS_RETURN_IF(name == NULL || out == NULL, LS_ERR_INVALID_ARG,
@@ -75,7 +79,7 @@ const char *ls_format2str(ls_format_t fmt) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* The "C" locale, for strtof and snprintf whatever setlocale() did.        */
+/* The "C" locale, for snprintf whatever setlocale() did.                   */
 
 static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
@@ -131,111 +135,6 @@ static void f32_encode(const float *values, int F, unsigned char *p) {
 static int is_blank(char c) {
   return c == ' ' || c == '\t';
 }
-static int is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
-/* A decimal number as scanned: (-1)^neg * mant * 10^exp10, exactly when
- * exact (at most 19 significant digits and an exponent below 10^6). */
-typedef struct decimal_s {
-  int neg, exact;
-  uint64_t mant;
-  int64_t exp10;
-} decimal_t;
-
-/* Scans the digits at s[*i..n) into d (frac: they follow the point);
- * returns how many there were. */
-static size_t scan_digits(const char *s, size_t n, size_t *i, decimal_t *d, int frac) {
-  size_t const start = *i;
-  for (; *i < n && is_digit(s[*i]); (*i)++) {
-    if (d->mant < UINT64_C(1000000000000000000)) { /* 10^18: one more digit fits */
-      d->mant = d->mant * 10 + (uint64_t)(s[*i] - '0');
-      d->exp10 -= frac;
-    } else {
-      d->exact = 0; /* the 20th significant digit and beyond: strtof rounds */
-    }
-  }
-  return *i - start;
-}
-
-/* 1 if s[0..n) is exactly a decimal number by the grammar above, scanned
- * into d. */
-static int csv_scan_decimal(const char *s, size_t n, decimal_t *d) {
-  *d = (decimal_t){0, 1, 0, 0};
-  size_t i = 0;
-  if (i < n && (s[i] == '+' || s[i] == '-')) d->neg = s[i++] == '-';
-  size_t digits = scan_digits(s, n, &i, d, 0);
-  if (i < n && s[i] == '.') {
-    i++;
-    digits += scan_digits(s, n, &i, d, 1);
-  }
-  if (digits == 0) return 0;
-  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-    i++;
-    int const neg = i < n && s[i] == '-';
-    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-    size_t const start = i;
-    int64_t e = 0;
-    for (; i < n && is_digit(s[i]); i++)
-      if (e < 1000000) e = e * 10 + (s[i] - '0');
-    if (i == start) return 0;
-    if (e >= 1000000) d->exact = 0;
-    d->exp10 += neg ? -e : e;
-  }
-  return i == n;
-}
-
-/* Clinger's fast path: when mant < 2^53 and |exp10| <= 22, mant and
- * 10^|exp10| are exact doubles, so one IEEE multiply or divide gives the
- * correctly rounded double. Rounding that to float is the correctly rounded
- * float unless the double sits exactly halfway between two floats (the
- * decimal may be just off that midpoint): then it returns 0 and strtof
- * decides. */
-static int csv_fast_float(const decimal_t *d, float *out) {
-  static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-  if (!d->exact || d->mant > (UINT64_C(1) << 53) || d->exp10 < -22 || d->exp10 > 22) return 0;
-  double v = (double)d->mant;
-  v = d->exp10 < 0 ? v / pow10[-d->exp10] : v * pow10[d->exp10];
-  float const f = (float)v;
-  if ((double)f != v && isfinite(f)) {
-    float const other = nextafterf(f, (double)f < v ? INFINITY : -INFINITY);
-    if (isfinite(other) && ((double)f + (double)other) / 2 == v) return 0;
-  }
-  *out = d->neg ? -f : f;
-  return 1;
-}
-
-/* 1 if s[0..n) is [+-]nan, [+-]inf or [+-]infinity, in any case. */
-static int csv_is_nonfinite_word(const char *s, size_t n) {
-  if (n > 0 && (s[0] == '+' || s[0] == '-')) {
-    s++;
-    n--;
-  }
-  return (n == 3 && (!strncasecmp(s, "nan", 3) || !strncasecmp(s, "inf", 3))) ||
-         (n == 8 && !strncasecmp(s, "infinity", 8));
-}
-
-/* Parses one trimmed field s[0..n) into *out. */
-static ls_reject_t csv_parse_number(const char *s, size_t n, float *out) {
-  if (csv_is_nonfinite_word(s, n)) return LS_REJECT_NONFINITE;
-  decimal_t d;
-  if (n > LS_CSV_NUMBER_MAX || !csv_scan_decimal(s, n, &d)) return LS_REJECT_PARSE;
-  if (csv_fast_float(&d, out)) return isfinite(*out) ? LS_REJECT_NONE : LS_REJECT_NONFINITE;
-  char text[LS_CSV_NUMBER_MAX + 1];
-  memcpy(text, s, n);
-  text[n] = '\0';
-  errno = 0;
-  char *end = NULL;
-  float const v = strtof(text, &end);
-  if (end != text + n) return LS_REJECT_PARSE;
-  /* ERANGE with an infinite result is overflow; underflow rounds to a
-   * subnormal or zero, which is a finite value we keep. */
-  if (!isfinite(v)) return LS_REJECT_NONFINITE;
-  *out = v;
-  return LS_REJECT_NONE;
-}
 
 static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
   /* One line ending ("\n" or "\r\n") after the last number is allowed. */
@@ -249,7 +148,6 @@ static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
   if (fields != (size_t)F) return LS_REJECT_SIZE;
 
   ls_reject_t worst = LS_REJECT_NONE;
-  locale_t const previous = use_c_locale();
   size_t start = 0;
   for (int f = 0; f < F; f++) {
     size_t end = start;
@@ -260,7 +158,7 @@ static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
       a++;
     while (b > a && is_blank(s[b - 1]))
       b--;
-    ls_reject_t const r = csv_parse_number(s + a, b - a, &out[f]);
+    ls_reject_t const r = number_parse_float(s + a, b - a, 0, &out[f]);
     if (r == LS_REJECT_PARSE) {
       worst = r;
       break;
@@ -268,7 +166,6 @@ static ls_reject_t csv_decode(const char *s, size_t len, int F, float *out) {
     if (r != LS_REJECT_NONE) worst = r;
     start = end + 1;
   }
-  restore_locale(previous);
   return worst;
 }
 
@@ -333,6 +230,11 @@ ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf
     *len = (size_t)F * 4;
     return LS_OK;
   case LS_FORMAT_CSV: return csv_encode(values, F, buf, size, len);
+  case LS_FORMAT_JSON:
+  case LS_FORMAT_AVRO:
+    return ls_error_set(LS_ERR_INVALID_ARG,
+                        "ls_record_encode: %s records have named fields (see ls_decoder_new)",
+                        ls_format2str(fmt));
   case LS_FORMAT__COUNT: break;
   }
   return ls_error_set(LS_ERR_INVALID_ARG, "ls_record_encode: unknown format %d", (int)fmt);
@@ -344,6 +246,8 @@ ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int
   switch (fmt) {
   case LS_FORMAT_F32: return f32_decode(value, len, F, out);
   case LS_FORMAT_CSV: return csv_decode(value, len, F, out);
+  case LS_FORMAT_JSON: /* named fields: ls_decoder_decode */
+  case LS_FORMAT_AVRO:
   case LS_FORMAT__COUNT: break;
   }
   return LS_REJECT_PARSE;

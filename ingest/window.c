@@ -218,18 +218,21 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 /* ------------------------------------------------------------------------ */
 /* Windower                                                                  */
 
-ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
-  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
+ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec, int T) {
+  LS_RETURN_IF(out == NULL || spec == NULL, LS_ERR_INVALID_ARG,
+               "ls_windower_new_spec: out and spec must not be NULL");
   *out = NULL;
-  LS_RETURN_IF((unsigned)fmt >= LS_FORMAT__COUNT, LS_ERR_INVALID_ARG,
-               "ls_windower_new: unknown format %d", (int)fmt);
-  LS_RETURN_IF(F < 1 || F > LS_FEATURES_MAX, LS_ERR_INVALID_ARG,
-               "windower: features F=%d is outside [1, %d]", F, LS_FEATURES_MAX);
   LS_RETURN_IF(T < 1 || T > LS_WINDOW_MAX, LS_ERR_INVALID_ARG,
                "windower: window T=%d is outside [1, %d]", T, LS_WINDOW_MAX);
+  ls_decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(ls_decoder_new(&dec, spec));
   ls_windower_t *const w = calloc(1, sizeof *w);
-  LS_RETURN_IF(w == NULL, LS_ERR_NOMEM, "windower: out of memory");
-  w->fmt = fmt;
+  if (w == NULL) {
+    ls_decoder_destroy(dec);
+    return ls_error_set(LS_ERR_NOMEM, "windower: out of memory");
+  }
+  int const F = ls_decoder_features(dec);
+  w->dec = dec;
   w->F = F;
   w->T = T;
   w->max_abs = INFINITY;
@@ -249,6 +252,19 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
   return LS_OK;
 }
 
+ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
+  LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "ls_windower_new: out is NULL");
+  *out = NULL;
+  LS_RETURN_IF(fmt != LS_FORMAT_F32 && fmt != LS_FORMAT_CSV, LS_ERR_INVALID_ARG,
+               "ls_windower_new: format %s needs its fields (ls_windower_new_spec)",
+               ls_format2str(fmt));
+  ls_record_spec_t spec;
+  ls_record_spec_init(&spec);
+  spec.format = fmt;
+  spec.features = F;
+  return ls_windower_new_spec(out, &spec, T);
+}
+
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
   table_free(&w->series);
@@ -259,7 +275,12 @@ void ls_windower_destroy(ls_windower_t *w) {
   free(w->ones);
   free(w->partial_mask);
   free(w->gap), free(w->gap_x);
+  ls_decoder_destroy(w->dec);
   free(w);
+}
+
+const char *ls_windower_why(const ls_windower_t *w) {
+  return w != NULL ? ls_decoder_why(w->dec) : "";
 }
 
 /* Points w->view at a window of series s whose rows are x [T+1, F],
@@ -329,13 +350,11 @@ ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms) {
   return LS_OK;
 }
 
-/* Decodes rec's value into out [F]: LS_REJECT_NONE, or why not (SIZE,
- * PARSE, NONFINITE, RANGE). */
-static ls_reject_t decode_value(const ls_windower_t *w, const ls_record_t *rec, float *out) {
-  ls_reject_t const r = ls_record_decode(w->fmt, rec->value, rec->value_len, w->F, out);
+/* The magnitude check after a value decoded: RANGE beyond max_abs. */
+static ls_reject_t check_range(const ls_windower_t *w, ls_reject_t r, const float *x) {
   if (r != LS_REJECT_NONE) return r;
   for (int f = 0; f < w->F; f++)
-    if (fabsf(out[f]) > w->max_abs) return LS_REJECT_RANGE;
+    if (fabsf(x[f]) > w->max_abs) return LS_REJECT_RANGE;
   return LS_REJECT_NONE;
 }
 
@@ -457,6 +476,13 @@ ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max
   return LS_OK;
 }
 
+/* 1 for the reasons of a value that does not decode (its key may be
+ * unknown then: json, avro). */
+static int undecoded(ls_reject_t r) {
+  return r == LS_REJECT_SIZE || r == LS_REJECT_PARSE || r == LS_REJECT_FIELD ||
+         r == LS_REJECT_TYPE || r == LS_REJECT_TIME;
+}
+
 ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                              const ls_window_t **complete) {
   if (w == NULL || rec == NULL || complete == NULL || (rec->key == NULL && rec->key_len > 0) ||
@@ -467,32 +493,38 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   }
   *complete = NULL;
   w->last = NULL;
+  w->decoded = LS_REJECT_NONE;
   w->stats.records++;
-  if (rec->key_len == 0 || rec->key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
-
-  uint64_t const hash = base_key_hash(rec->key, rec->key_len);
-  series_t *s = (series_t *)window_table_find(&w->series, hash, rec->key, rec->key_len);
+  /* The value first: for json and avro it holds the key and the time. */
+  ls_decoded_t got;
+  w->decoded = ls_decoder_decode(w->dec, rec, w->scratch, &got);
+  ls_reject_t const r = check_range(w, w->decoded, w->scratch);
+  if (got.key == NULL && undecoded(r)) return reject(w, r);
+  if (got.key_len == 0 || got.key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
+  int64_t const t = got.time;
+  uint64_t const hash = base_key_hash(got.key, got.key_len);
+  series_t *s = (series_t *)window_table_find(&w->series, hash, got.key, got.key_len);
   int const F = w->F;
-  ls_reject_t const r = decode_value(w, rec, w->scratch);
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    if (rec->timestamp >= 0 && rec->timestamp < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
-    window_next_row(w, s, rec->timestamp, complete);
+    if (t >= 0 && t < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
+    window_next_row(w, s, t, complete);
     memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
     ls_err_t const err =
-        window_series_add(w, hash, rec->key, rec->key_len, rec->partition, w->scratch, 0, &s);
+        window_series_add(w, hash, got.key, got.key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {
       w->stats.records--;
       return LS_REJECT__COUNT;
     }
   }
   const ls_window_t *done = NULL; /* (a record that closes a window after a gap completes none) */
-  window_accept_row(w, s, rec->offset, rec->timestamp, &done);
+  window_accept_row(w, s, rec->offset, t, &done);
   if (done != NULL) *complete = done;
   w->last = s; /* (eviction below spares s) */
+  w->last_time = t;
   if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
   return LS_REJECT_NONE;
 }
@@ -502,12 +534,12 @@ ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out) {
                "ls_windower_last: w and out must not be NULL");
   const series_t *const s = w->last;
   if (s == NULL) {
-    *out = (ls_windower_record_t){-1, NULL, 0, NULL};
+    *out = (ls_windower_record_t){-1, NULL, 0, NULL, -1};
     return LS_OK;
   }
   /* The record is the last row filled: count - 1 (the carry happens on the next push). */
   *out = (ls_windower_record_t){s->id, s->k.key, s->k.key_len,
-                                s->x + (size_t)(s->count - 1) * (size_t)w->F};
+                                s->x + (size_t)(s->count - 1) * (size_t)w->F, w->last_time};
   return LS_OK;
 }
 

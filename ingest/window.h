@@ -56,7 +56,7 @@ typedef struct series_s {
 } series_t;
 
 struct ls_windower_s {
-  ls_format_t fmt;
+  ls_decoder_t *dec; /* the records' format: values, and (json, avro) key and time */
   int F, T;
   float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
   table_t series;    /* of series_t, in order of first appearance */
@@ -74,6 +74,9 @@ struct ls_windower_s {
   float *gap_x;        /* [T+1, F] its records */
   ls_window_stats_t stats;
   const series_t *last; /* the series of the record the last push accepted, or NULL */
+  int64_t last_time;    /* its event time */
+  ls_reject_t decoded;  /* the last push's value as decoded, before the key's and the
+                           partition's checks: LS_REJECT_NONE or why not */
 };
 
 /* The item of key, or NULL. */

@@ -31,10 +31,47 @@ static const base_key_t keys[] = {
      NULL, LS_KEY_RUN},
     {"topic", "topic to read (required)", F(topic), BASE_V_STR(S(topic)), NULL,
      LS_KEY_DATA | LS_KEY_FIXED},
-    {"format", "record values: f32 (F little-endian floats) or csv", F(format),
-     BASE_V_CHOICE(ls_format_names), "f32", LS_KEY_DATA | LS_KEY_FIXED},
-    {"features", "F, values per record", F(features), BASE_V_INT(1, LS_FEATURES_MAX), "1",
-     LS_KEY_DATA | LS_KEY_FIXED},
+    {"format",
+     "record values: f32 (F little-endian floats), csv, json (objects; --fields) or avro "
+     "(--avro-schema, --fields)",
+     F(format), BASE_V_CHOICE(ls_format_names), "f32", LS_KEY_DATA | LS_KEY_FIXED},
+    {"features", "F, values per record (json, avro: the number of fields)", F(features),
+     BASE_V_INT(1, LS_FEATURES_MAX), "1", LS_KEY_DATA | LS_KEY_FIXED},
+    {"fields",
+     "json, avro: the fields to train on, in order, as paths (names separated by dots into "
+     "nested objects, [N] an array's element): px,qty or quote.bid,levels[0].px",
+     F(fields), BASE_V_STR(S(fields)), NULL, LS_KEY_DATA | LS_KEY_FIXED},
+    {"key_field",
+     "json, avro: the path of the series key (a string or a number); empty: the "
+     "Kafka key",
+     F(key_field), BASE_V_STR(S(key_field)), NULL, LS_KEY_DATA | LS_KEY_FIXED},
+    {"time_field",
+     "json, avro: the path of the event time (a number since the epoch, or an ISO 8601 string "
+     "with a zone such as 2024-01-02T14:30:00.123Z); empty: the Kafka timestamp",
+     F(time_field), BASE_V_STR(S(time_field)), NULL, LS_KEY_DATA | LS_KEY_FIXED},
+    {"time_unit",
+     "a numeric time field's unit: s, ms, us, ns, or auto (by magnitude: below 1e11 s, 1e14 ms, "
+     "1e17 us, else ns)",
+     F(time_unit), BASE_V_CHOICE(ls_time_unit_names), "auto", LS_KEY_DATA | LS_KEY_FIXED},
+    {"avro_schema", "avro: a FILE holding the writer's schema (the contract: no registry is asked)",
+     F(avro_schema), BASE_V_STR(S(avro_schema)), NULL, LS_KEY_DATA | LS_KEY_NOTED},
+    {"avro_schema_id",
+     "avro: none (plain Avro binary), any (Confluent's framing: a 0 byte and a 4-byte schema "
+     "id), or an id N (that framing, records of another id rejected)",
+     F(avro_schema_id), BASE_V_STR(S(avro_schema_id)), "none", LS_KEY_DATA | LS_KEY_NOTED},
+    {"feature_names",
+     "names of the F features, comma separated, for the per-target figures (summary, /metrics, "
+     "TensorBoard); empty: the fields' paths (json, avro), else the indexes",
+     F(feature_names), BASE_V_STR(S(feature_names)), NULL, LS_KEY_RUN},
+    {"dead_letter_topic",
+     "copy every rejected record there, with headers lstream-reject-reason, lstream-partition "
+     "and lstream-offset (the topic must exist); empty: none",
+     F(dead_letter_topic), BASE_V_STR(S(dead_letter_topic)), NULL, LS_KEY_RUN},
+    {"group",
+     "the consumer group the offsets of each snapshot are committed to (for Kafka's lag tools; "
+     "lstream resumes from its snapshots); empty: lstream-TOPIC-RUN, RUN the run's id (kept in "
+     "the snapshot directory)",
+     F(group), BASE_V_STR(S(group)), NULL, LS_KEY_RUN},
     {"window", "T, time steps per window (TBPTT length)", F(window), BASE_V_INT(1, LS_WINDOW_MAX),
      "16", LS_KEY_MODEL | LS_KEY_FIXED},
     {"batch", "B, windows (of distinct series) per step", F(batch), BASE_V_INT(1, 1 << 20), "64",
@@ -211,11 +248,89 @@ const ls_train_key_t *ls_train_conf_keys(void) {
   return list;
 }
 
+/* The key, spelled with underscores or (as on the command line) dashes. */
+static const base_key_t *find_key(const char *key) {
+  return base_keys_find(keys, n_keys, key);
+}
+
+/* The index of a key of the table (one that exists). */
+static size_t find_key_index(const char *key) {
+  return (size_t)(find_key(key) - keys);
+}
+
 /* The table's defaults; none given. */
 static void conf_defaults(ls_train_conf_t *c) {
   memset(c, 0, sizeof *c);
   /* The defaults are the table's (checked by the tests: test_train_conf). */
   (void)base_keys_defaults(keys, n_keys, c);
+}
+
+/* The item i of a comma-separated list into buf (blanks around it
+ * dropped); NULL when the list has fewer. */
+static const char *list_item(const char *list, int i, char *buf, size_t size) {
+  const char *s = list;
+  for (int k = 0; k < i; k++) {
+    s = strchr(s, ',');
+    if (s == NULL) return NULL;
+    s++;
+  }
+  while (*s == ' ' || *s == '\t')
+    s++;
+  size_t n = strcspn(s, ",");
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+    n--;
+  snprintf(buf, size, "%.*s", (int)n, s);
+  return buf;
+}
+
+static int list_count(const char *list) {
+  int n = 1;
+  for (const char *s = list; *s; s++)
+    n += *s == ',';
+  return n;
+}
+
+ls_err_t train_conf_resolve(ls_train_conf_t *c) {
+  int const named = c->format == LS_FORMAT_JSON || c->format == LS_FORMAT_AVRO;
+  int const features_key = (int)(find_key_index("features"));
+  if (named) {
+    LS_RETURN_IF(c->fields[0] == '\0', LS_ERR_INVALID_ARG,
+                 "--format %s needs --fields: the record's fields to train on, in order (such "
+                 "as --fields px,qty)",
+                 ls_format2str((ls_format_t)c->format));
+    int const n = list_count(c->fields);
+    LS_RETURN_IF(c->given[features_key] && c->features != n, LS_ERR_INVALID_ARG,
+                 "--features %d, but --fields names %d: leave --features out (it is the number "
+                 "of fields)",
+                 c->features, n);
+    LS_RETURN_IF(n > LS_FEATURES_MAX, LS_ERR_INVALID_ARG, "--fields names %d, at most %d", n,
+                 LS_FEATURES_MAX);
+    c->features = n;
+  } else {
+    LS_RETURN_IF(c->fields[0] || c->key_field[0] || c->time_field[0], LS_ERR_INVALID_ARG,
+                 "--fields, --key-field and --time-field read json and avro records, not %s "
+                 "(--format json or avro; --feature-names names the features of any format)",
+                 ls_format2str((ls_format_t)c->format));
+  }
+  LS_RETURN_IF(c->feature_names[0] && list_count(c->feature_names) != c->features,
+               LS_ERR_INVALID_ARG, "--feature-names names %d features, the records hold %d",
+               list_count(c->feature_names), c->features);
+  /* Names label figures in JSON, Prometheus' text and TensorBoard's tags. */
+  for (const char *p = c->feature_names[0] ? c->feature_names : c->fields; *p; p++)
+    LS_RETURN_IF(*p == '"' || *p == '\\' || (unsigned char)*p < 0x20, LS_ERR_INVALID_ARG,
+                 "feature names and fields may not hold quotes, backslashes or control "
+                 "characters ('%s')",
+                 c->feature_names[0] ? c->feature_names : c->fields);
+  return LS_OK;
+}
+
+const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, size_t size) {
+  int const named = c->format == LS_FORMAT_JSON || c->format == LS_FORMAT_AVRO;
+  if (c->feature_names[0] && list_item(c->feature_names, f, buf, size) != NULL && buf[0])
+    return buf;
+  if (named && c->fields[0] && list_item(c->fields, f, buf, size) != NULL && buf[0]) return buf;
+  snprintf(buf, size, "%d", f);
+  return buf;
 }
 
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O) {
@@ -283,11 +398,6 @@ ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src) {
     }
   }
   return LS_OK;
-}
-
-/* The key, spelled with underscores or (as on the command line) dashes. */
-static const base_key_t *find_key(const char *key) {
-  return base_keys_find(keys, n_keys, key);
 }
 
 ls_err_t ls_train_conf_set(ls_train_conf_t *c, const char *key, const char *value) {

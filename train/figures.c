@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "season.h"
+
 /* Entries of the timeline before pairs are merged. */
 #define TIMELINE_MAX 65536
 /* Forecasts the calibration's averages reach back (FINDINGS.md 4.3). */
@@ -41,8 +43,11 @@ struct figures_s {
   int64_t t_min, t_max;       /* this rank's records' event times; t_max < 0: none */
 };
 
-ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
+ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out) {
   *out = NULL;
+  /* With the linear path, each series' mixing weights are its calibration
+   * (season.h): the run-wide one would shrink a young series' forecasts. */
+  int const calibrate = c->calibrate && !season_linear(c);
   figures_t *const f = calloc(1, sizeof *f);
   LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
   f->O = O, f->calibrate = calibrate;
@@ -60,6 +65,9 @@ ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out) {
   }
   for (int j = 0; j < O; j++) {
     f->step[j].feature = f->total[j].feature = f->tail[j].feature = feat[j];
+    train_conf_feature_name(c, feat[j], f->step[j].name, sizeof f->step[j].name);
+    memcpy(f->total[j].name, f->step[j].name, sizeof f->step[j].name);
+    memcpy(f->tail[j].name, f->step[j].name, sizeof f->step[j].name);
     f->alpha[j] = calibrate ? 0.0 : 1.0; /* no forecast has paid off yet: the last value */
   }
   *out = f;
@@ -284,6 +292,10 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
 
 const double *figures_alpha(const figures_t *f) {
   return f->alpha;
+}
+
+void figures_moments(const figures_t *f, int j, double *m) {
+  m[0] = f->spy[j], m[1] = f->spp[j], m[2] = (double)f->k[j];
 }
 
 /* The calibration's snapshot section (LS_SNAPSHOT_SECTION_CALIBRATION,

@@ -21,9 +21,9 @@ typedef struct figures_s figures_t;
  * rows scored, the rows left out (not finite), 6 per target. */
 #define FIG_V(O) (2 + 6 * (O))
 
-/* Figures of O targets (the features feat [O]); calibrate: fit alpha (else
- * alpha = 1). */
-ls_err_t figures_new(int O, const int *feat, int calibrate, figures_t **out);
+/* Figures of O targets (the features feat [O], named as the
+ * configuration c names them); calibrate: fit alpha (else alpha = 1). */
+ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out);
 void figures_free(figures_t *f); /* accepts NULL */
 
 /* Scores the step prepared in p from the predictions pred [T, n, O] made
@@ -48,6 +48,11 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum);
 /* Per target [O], the factor the step's forecasts scale their predicted
  * change by (data units: base + alpha * scale * prediction). */
 const double *figures_alpha(const figures_t *f);
+
+/* Target j's calibration moments into m [3]: the averages of p y and of
+ * p p that alpha = clamp(m[0] / m[1], 0, 1) comes from, and the forecasts
+ * they have seen. */
+void figures_moments(const figures_t *f, int j, double *m);
 
 /* The calibration into a snapshot, and back (a resumed run then forecasts
  * the same). */

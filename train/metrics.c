@@ -229,7 +229,12 @@ static void sample(monitor_text_t *t, const char *name, int64_t rank, const char
                    const char *label_value, double v) {
   if (isnan(v)) return;
   monitor_text_add(t, "%s{rank=\"%lld\"", name, (long long)rank);
-  if (label != NULL) monitor_text_add(t, ",%s=\"%s\"", label, label_value);
+  if (label != NULL) { /* the value escaped as the text format wants: \\, \", \n */
+    monitor_text_add(t, ",%s=\"", label);
+    for (const char *c = label_value; *c; c++)
+      monitor_text_add(t, *c == '\\' ? "\\\\" : *c == '"' ? "\\\"" : *c == '\n' ? "\\n" : "%c", *c);
+    monitor_text_add(t, "\"");
+  }
   if (isinf(v))
     monitor_text_add(t, "} %s\n", v > 0 ? "+Inf" : "-Inf");
   else if (fabs(v) < 9e15 && v == (double)(int64_t)v)
@@ -254,11 +259,9 @@ static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor
     }
     break;
   case TARGET:
-    for (int j = 0; j < s->n_targets; j++) {
-      char id[24];
-      snprintf(id, sizeof id, "%lld", (long long)s->targets[j].feature);
-      sample(t, m->name, s->rank, "target", id, value_at(&s->targets[j], m->offset, m->ctype, 0));
-    }
+    for (int j = 0; j < s->n_targets; j++)
+      sample(t, m->name, s->rank, "target", s->targets[j].name,
+             value_at(&s->targets[j], m->offset, m->ctype, 0));
     break;
   }
 }

@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "http.h"
+#include "page.h"
 #include "snapshots.h"
 #include "tensorboard.h"
 #include "train_internal.h"
@@ -29,7 +30,7 @@
 /* TensorBoard scalars of a step: the run's, then 3 per target feature. */
 #define TB_RUN_SCALARS    7
 #define TB_TARGET_SCALARS 3
-#define TB_TAG_MAX        48
+#define TB_TAG_MAX        96
 
 struct monitor_s {
   monitor_conf_t conf;
@@ -62,6 +63,7 @@ struct monitor_s {
 
   /* The HTTP thread. */
   http_server_t *http;
+  page_t *page;                     /* the live page's history and forecasts (with http) */
   ls_ingest_partition_t *raw_parts; /* [P] */
   monitor_part_t *parts;            /* [P] */
   monitor_target_t *tg_http;        /* [O] */
@@ -196,8 +198,7 @@ static double total_lag(monitor_t *m) {
     return NAN;
   double lag = 0;
   for (int i = 0; i < count && i < m->P; i++)
-    if (m->tb_parts[i].high_watermark >= 0)
-      lag += (double)(m->tb_parts[i].high_watermark - m->tb_parts[i].next_offset);
+    if (m->tb_parts[i].lag >= 0) lag += (double)m->tb_parts[i].lag;
   return lag;
 }
 
@@ -258,6 +259,8 @@ ls_err_t monitor_step(monitor_t *m, const ls_step_stats_t *st) {
   LS_RETURN_IF(m == NULL || st == NULL, LS_ERR_INVALID_ARG, "monitor_step: m or st is NULL");
   double const now = base_now_s();
   account(m, st, now);
+  if (m->page != NULL && st->windows > 0)
+    page_step(m->page, &m->mine, (double)base_wall_ms() / 1e3);
   ls_err_t const err = m->tb != NULL && st->windows > 0 ? tb_step(m, st, now) : LS_OK;
   if (now - m->published_at >= MONITOR_PUBLISH_S || st->snapshot_committed >= 0) publish(m, now);
   return err;
@@ -286,9 +289,8 @@ static void live_sample(monitor_t *m, monitor_sample_t *s) {
     if (s->ingest.connected >= 0) s->connected = s->ingest.connected;
     for (int i = 0; i < count && i < m->P; i++) {
       const ls_ingest_partition_t *const r = &m->raw_parts[i];
-      m->parts[i] = (monitor_part_t){r->partition,      r->next_offset,
-                                     r->high_watermark, r->high_watermark - r->next_offset,
-                                     r->queued_windows, r->paused};
+      m->parts[i] = (monitor_part_t){r->partition, r->next_offset,    r->high_watermark,
+                                     r->lag,       r->queued_windows, r->paused};
     }
     s->n_parts = count < m->P ? count : m->P;
     s->parts = m->parts;
@@ -304,7 +306,7 @@ static int health_reasons(const monitor_t *m, const monitor_sample_t *s, monitor
                      n++ ? "," : "", s->heartbeat_age_s, m->conf.health_stall_s);
   }
   if (s->has_ingest && s->connected == 0) {
-    char text[320];
+    char text[sizeof s->ingest.watch_error + 64];
     snprintf(text, sizeof text, "the consumer has not reached the cluster for %.1f s: %s",
              (double)s->ingest.disconnected_ms / 1e3, s->ingest.watch_error);
     monitor_text_add(why, "%s", n++ ? "," : "");
@@ -338,7 +340,7 @@ static void health_text(const monitor_t *m, const monitor_sample_t *s, monitor_t
   free(why.text);
 }
 
-static void render(void *opaque, http_page_t page, http_reply_t *out) {
+static void render(void *opaque, const http_request_t *req, http_reply_t *out) {
   monitor_t *const m = opaque;
   monitor_sample_t s;
   live_sample(m, &s);
@@ -346,7 +348,11 @@ static void render(void *opaque, http_page_t page, http_reply_t *out) {
   int status = 200;
   s.healthy = health_reasons(m, &s, &discard) == 0;
   free(discard.text);
-  if (page == HTTP_METRICS) {
+  if (req->page == HTTP_OTHER) {
+    (void)page_render(m->page, req, &s, out); /* status 0 where it is not the page's */
+    return;
+  }
+  if (req->page == HTTP_METRICS) {
     monitor_metrics_text(&s, &text);
     out->type = "text/plain; version=0.0.4; charset=utf-8";
   } else {
@@ -394,10 +400,11 @@ static ls_err_t targets_init(monitor_t *m) {
   ls_err_t const err = train_conf_targets(c, feat, &O);
   static const char *const names[TB_TARGET_SCALARS] = {"loss", "baseline", "ratio"};
   for (int j = 0; j < m->O && err == LS_OK; j++) {
-    m->tg_mine[j] = (monitor_target_t){feat[j], NAN, NAN, NAN, NAN, NAN, NAN};
+    m->tg_mine[j] = (monitor_target_t){feat[j], "", NAN, NAN, NAN, NAN, NAN, NAN};
+    train_conf_feature_name(c, feat[j], m->tg_mine[j].name, sizeof m->tg_mine[j].name);
     for (int k = 0; k < TB_TARGET_SCALARS; k++)
-      snprintf(m->tb_tags[j * TB_TARGET_SCALARS + k], TB_TAG_MAX, "target_%d/%s", feat[j],
-               names[k]);
+      snprintf(m->tb_tags[j * TB_TARGET_SCALARS + k], TB_TAG_MAX, "target_%s/%s",
+               m->tg_mine[j].name, names[k]);
   }
   free(feat);
   return err;
@@ -431,6 +438,18 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   return targets_init(m);
 }
 
+/* The live page, fed the trainer's forecasts. */
+static ls_err_t page_open(monitor_t *m) {
+  int *const feat = calloc((size_t)(m->O > 0 ? m->O : 1), sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d targets", m->O);
+  for (int j = 0; j < m->O; j++)
+    feat[j] = (int)m->tg_mine[j].feature;
+  ls_err_t const err = page_new(m->O, feat, &m->page);
+  free(feat);
+  if (err == LS_OK) train_watch_forecasts(m->tr, page_forecasts, m->page);
+  return err;
+}
+
 ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **out) {
   LS_RETURN_IF(conf == NULL || tr == NULL || out == NULL, LS_ERR_INVALID_ARG,
                "monitor_new: conf, tr and out must not be NULL");
@@ -455,6 +474,7 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
   }
   if (err == LS_OK && m->tb_dir != NULL && m->view->rank == 0)
     err = tb_writer_new(m->tb_dir, m->mine.steps + 1, &m->tb);
+  if (err == LS_OK && m->http_spec != NULL) err = page_open(m);
   if (err == LS_OK && m->http_spec != NULL)
     err = http_server_new(m->http_spec, m->view->rank, render, m, &m->http);
   if (err != LS_OK) {
@@ -468,6 +488,8 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
 void monitor_destroy(monitor_t *m) {
   if (m == NULL) return;
   http_server_destroy(m->http); /* no page is rendered after this */
+  if (m->page != NULL) train_watch_forecasts(m->tr, NULL, NULL);
+  page_free(m->page);
   tb_writer_destroy(m->tb);
   pthread_mutex_destroy(&m->lock);
   free(m->http_spec), free(m->tb_dir);

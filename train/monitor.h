@@ -52,9 +52,11 @@ typedef struct monitor_part_s {
 
 /* One target feature's figures, in the data's own units (the calibrated
  * forecasts and the last value's against the raw next values), as
- * /metrics shows them with a target="feature" label. */
+ * /metrics shows them with a target="NAME" label (the feature's name:
+ * --feature-names, the fields' paths, else its index). */
 typedef struct monitor_target_s {
   int64_t feature;       /* the target's feature index */
+  char name[64];         /* its name (the label's value) */
   double loss, baseline; /* the last step's MSE of the forecasts, of the last value */
   double ratio;          /* loss / baseline */
   double loss_smooth, baseline_smooth, ratio_smooth; /* over about the last 100 steps */

@@ -180,8 +180,8 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
     double *const value = pr->b_base + (size_t)b * (size_t)pr->O; /* in place */
     for (int j = 0; j < pr->O; j++) {
       size_t const o = (size_t)b * (size_t)pr->O + (size_t)j;
-      double const fc = pr->b_lin[o] + pr->b_beta[o] * (double)pr->b_pred[o];
-      value[j] = pr->b_base[o] + alpha[j] * pr->b_scale[o] * fc;
+      float const fc = prep_mix(pr->b_lin[o], pr->b_beta[o], pr->b_pred[o]);
+      value[j] = pr->b_base[o] + alpha[j] * pr->b_scale[o] * (double)fc;
     }
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));

@@ -40,6 +40,7 @@ struct predict_s {
 
   /* Where forecasts go (predict_out.c). */
   ls_format_t format;
+  char (*names)[64];   /* [O] json, avro: the targets' names, the forecast's fields */
   ls_publisher_t *pub; /* NULL without a topic */
   int32_t Q;           /* the topic's partitions */
   char run[17];        /* the run's id (header lstream-run): hex */

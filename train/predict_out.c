@@ -1,7 +1,8 @@
 /*
  * Where forecasts go (train/predict.h, predict_internal.h): the
  * predictions topic (a transactional publisher: key the series, value the
- * target features' forecasts in the input's format, headers saying what
+ * target features' forecasts in the input's format (a JSON object for
+ * json and avro input), headers saying what
  * the forecast is), the CSV file, and, resuming, what a previous run of
  * the same snapshot directory left in the topic and the file.
  */
@@ -219,14 +220,54 @@ static ls_err_t open_file(predict_t *pr, const int64_t *lengths, int world_was) 
 /* ------------------------------------------------------------------------ */
 /* The topic                                                                 */
 
-/* The forecast's value in the input's format: O float32 or O numbers. */
-static ls_err_t encode_value(predict_t *pr, const double *value, size_t *len) {
-  size_t const need = (size_t)pr->O * 32;
-  if (pr->buf_cap < need) {
-    char *const b = realloc(pr->buf, need);
-    LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for a forecast");
-    pr->buf = b, pr->buf_cap = need;
+/* Makes room for need bytes of a message's value. */
+static ls_err_t buf_room(predict_t *pr, size_t need) {
+  if (pr->buf_cap >= need) return LS_OK;
+  char *const b = realloc(pr->buf, need);
+  LS_RETURN_IF(b == NULL, LS_ERR_NOMEM, "no memory for a forecast");
+  pr->buf = b, pr->buf_cap = need;
+  return LS_OK;
+}
+
+/* JSON input (and Avro's, which has no schema for forecasts): one object,
+ * {"key":K,"partition":P,"offset":O,"time":MS,"kind":"next","step":S,
+ * "forecast":{"NAME":V,...}}, each target under its field's name (NaN or
+ * Inf: null). */
+static ls_err_t encode_json(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
+                            size_t *len) {
+  LS_FORWARD_IF_ERROR(buf_room(pr, 200 + 6 * si->key_len + (size_t)pr->O * (64 + 32)));
+  char *const b = pr->buf;
+  size_t n = (size_t)sprintf(b, "{\"key\":\"");
+  for (size_t i = 0; i < si->key_len; i++) {
+    unsigned char const c = (unsigned char)si->key[i];
+    if (c == '"' || c == '\\')
+      b[n++] = '\\', b[n++] = (char)c;
+    else if (c < 0x20)
+      n += (size_t)sprintf(b + n, "\\u%04x", c);
+    else
+      b[n++] = (char)c;
   }
+  n += (size_t)sprintf(b + n,
+                       "\",\"partition\":%d,\"offset\":%lld,\"time\":%lld,\"kind\":\"%s\","
+                       "\"step\":%lld,\"forecast\":{",
+                       (int)fc->partition, (long long)fc->offset, (long long)fc->time,
+                       kind_names[fc->kind == PREDICT_EVAL], (long long)fc->step);
+  for (int j = 0; j < pr->O; j++)
+    n += (size_t)sprintf(b + n, isfinite(fc->value[j]) ? "%s\"%s\":%.17g" : "%s\"%s\":null",
+                         j ? "," : "", pr->names[j], fc->value[j]);
+  n += (size_t)sprintf(b + n, "}}");
+  *len = n;
+  return LS_OK;
+}
+
+/* The forecast's value in the input's format: O float32, O numbers, or a
+ * JSON object. */
+static ls_err_t encode_value(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
+                             size_t *len) {
+  if (pr->names != NULL) return encode_json(pr, fc, si, len);
+  size_t const need = (size_t)pr->O * 32;
+  LS_FORWARD_IF_ERROR(buf_room(pr, need));
+  const double *const value = fc->value;
   size_t n = 0;
   for (int j = 0; j < pr->O; j++) {
     if (pr->format == LS_FORMAT_F32) {
@@ -261,7 +302,7 @@ static size_t decimal(char *buf, int64_t v) {
 static ls_err_t publish(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
                         volatile sig_atomic_t *stop) {
   size_t len = 0;
-  LS_FORWARD_IF_ERROR(encode_value(pr, fc->value, &len));
+  LS_FORWARD_IF_ERROR(encode_value(pr, fc, si, &len));
   char part[24], off[24], tm[24], step[24];
   const char *const kind = kind_names[fc->kind == PREDICT_EVAL];
   ls_header_t const h[6] = {{"lstream-partition", part, decimal(part, fc->partition)},
@@ -349,6 +390,12 @@ static void tx_id(const predict_t *pr, int r, char *buf, size_t size) {
 ls_err_t predict_out_open(predict_t *pr) {
   const ls_train_conf_t *const c = pr->v->conf;
   pr->format = (ls_format_t)c->format;
+  if (pr->format == LS_FORMAT_JSON || pr->format == LS_FORMAT_AVRO) {
+    pr->names = calloc((size_t)pr->O, sizeof *pr->names);
+    LS_RETURN_IF(pr->names == NULL, LS_ERR_NOMEM, "no memory for %d names", pr->O);
+    for (int j = 0; j < pr->O; j++)
+      train_conf_feature_name(c, pr->p->feat[j], pr->names[j], sizeof pr->names[j]);
+  }
   LS_FORWARD_IF_ERROR(run_id(pr));
   if (c->predictions_out[0] != '\0')
     file_path(pr, pr->v->rank, pr->v->world, pr->path, sizeof pr->path);
@@ -367,7 +414,7 @@ void predict_out_close(predict_t *pr) {
   for (size_t i = 0; i < pr->seen.n; i++)
     free(pr->seen_key[i]);
   base_keymap_free(&pr->seen);
-  free(pr->seen_key), free(pr->seen_off), free(pr->seen_open), free(pr->buf);
+  free(pr->seen_key), free(pr->seen_off), free(pr->seen_open), free(pr->buf), free(pr->names);
   free(pr->back_from), free(pr->row), free(pr->row_value), free(pr->row_x);
 }
 

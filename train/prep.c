@@ -175,7 +175,7 @@ void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred) {
         season_learn(p->sea, st->model, j, p->a[o], (double)p->target[o], (double)pred[o]);
         learned = 1;
       }
-      pred[o] = (float)(p->lin[o] + p->beta[j] * (double)pred[o]);
+      pred[o] = prep_mix(p->lin[o], p->beta[j], pred[o]);
     }
   }
   for (int j = 0; learned && j < O; j++)

@@ -72,6 +72,13 @@ ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const 
  * what the figures need; padding rows are zero, masked and not consumed. */
 ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st);
 
+/* The model's forecast in target units from the linear path's share lin,
+ * the LSTM's weight beta and its output p: a float, as the engine's outputs
+ * (the trainer, the serving path and `lstream predict` alike). */
+static inline float prep_mix(double lin, double beta, float p) {
+  return (float)(lin + beta * (double)p);
+}
+
 /* After the step's forward: the linear path and the mixing of window b's
  * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs),
  * and pred becomes the model's forecasts, lin + beta pred. */

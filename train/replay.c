@@ -186,14 +186,14 @@ ls_err_t replay_save(const replay_t *r, ls_snapshot_t *snap) {
   return LS_OK;
 }
 
-ls_err_t replay_load(replay_t *r, const ls_snapshot_t *snap) {
+ls_err_t replay_load(replay_t *r, const ls_snapshot_t *snap, int *cut) {
   size_t cap = 0, entry = 0;
   ls_snapshot_memory_shape(snap, &cap, &entry);
-  LS_RETURN_IF(cap != r->cap || entry != r->E, LS_ERR_INVALID_ARG,
-               "the snapshot's replay memories hold %zu windows of %zu floats per partition, this "
-               "run's %zu of %zu: resume with the same window, model, targets, replay_memory and "
-               "partitions, or --resume none",
-               cap, entry, r->cap, r->E);
+  *cut = 0;
+  LS_RETURN_IF(entry != r->E || cap == 0, LS_ERR_INVALID_ARG,
+               "the snapshot's replay memories hold windows of %zu floats, this run's %zu: "
+               "resume with the same window, model and targets, or --resume none",
+               entry, r->E);
   for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
     int32_t p = -1;
     int64_t offset = 0, filled = 0, next = 0;
@@ -202,8 +202,20 @@ ls_err_t replay_load(replay_t *r, const ls_snapshot_t *snap) {
     LS_FORWARD_IF_ERROR(ls_snapshot_get_memory(snap, i, &filled, &next, &e));
     memory_t *const m = memory_of(r, p);
     if (m == NULL) continue;
-    m->filled = filled, m->next = next;
-    memcpy(m->e, e, r->cap * r->E * sizeof(float));
+    if (cap == r->cap) {
+      m->filled = filled, m->next = next;
+      memcpy(m->e, e, r->cap * r->E * sizeof(float));
+      continue;
+    }
+    /* Another number of partitions shares replay_memory out (the topic
+     * gained some): the newest windows that fit, oldest first. */
+    int64_t const keep = filled < (int64_t)r->cap ? filled : (int64_t)r->cap;
+    for (int64_t k = 0; k < keep; k++) {
+      size_t const from = (size_t)((next - keep + k) % (int64_t)cap + (int64_t)cap) % cap;
+      memcpy(m->e + (size_t)k * r->E, e + from * r->E, r->E * sizeof(float));
+    }
+    m->filled = keep, m->next = keep % (int64_t)r->cap;
+    *cut = 1;
   }
   return LS_OK;
 }

@@ -53,9 +53,12 @@ const float *replay_c0(const replay_t *r);
 
 /* The memories into a snapshot whose partitions are this rank's, in order
  * (after ls_snapshot_set_memory_shape with replay_shape's), and back from a
- * loaded one (its partitions, any order; those of other ranks ignored). */
+ * loaded one (its partitions, any order; those of other ranks ignored).
+ * A snapshot of another number of partitions (a topic that gained some:
+ * replay_memory shared out differently) gives each memory its newest
+ * windows that fit; *cut is then 1. */
 void replay_shape(const replay_t *r, size_t *cap, size_t *entry);
 ls_err_t replay_save(const replay_t *r, ls_snapshot_t *snap);
-ls_err_t replay_load(replay_t *r, const ls_snapshot_t *snap);
+ls_err_t replay_load(replay_t *r, const ls_snapshot_t *snap, int *cut);
 
 #endif /* LSTREAM_TRAIN_REPLAY_H */

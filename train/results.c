@@ -77,7 +77,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
-  enum { N = 13 };
+  enum { N = 15 };
   double v[N + LS_REJECT__COUNT] = {(double)out->series,
                                     out->wait_s,
                                     out->comm_s,
@@ -90,7 +90,9 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
                                     (double)pc.published,
                                     (double)pc.skipped,
                                     (double)pc.rows,
-                                    (double)pc.waits};
+                                    (double)pc.waits,
+                                    (double)is.w.records,
+                                    (double)is.dead_letters};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
@@ -103,6 +105,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->predictions_next = (int64_t)v[7], out->predictions_eval = (int64_t)v[8];
   out->predictions_published = (int64_t)v[9], out->predictions_skipped = (int64_t)v[10];
   out->predictions_rows = (int64_t)v[11], out->predictions_waits = (int64_t)v[12];
+  out->read = (int64_t)v[13], out->dead_letters = (int64_t)v[14];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     out->rejected += out->rejected_by[r] = (int64_t)v[N + r];

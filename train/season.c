@@ -91,13 +91,21 @@ ls_err_t season_parse(const char *text, int season_max, int *slots, int *periods
   return LS_OK;
 }
 
+/* Both need the normalised change target (their units). */
+static int season_units(const ls_train_conf_t *c) {
+  return c->normalize == 0 && c->target == 0;
+}
+
+int season_linear(const ls_train_conf_t *c) {
+  return season_units(c) && c->linear;
+}
+
 ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   *out = NULL;
   int slots = 0, periods[SEASON_SLOTS_MAX];
   LS_FORWARD_IF_ERROR(season_parse(c->season, c->season_max, &slots, periods));
-  /* Both need the normalised change target (their units). */
-  int const on = c->normalize == 0 && c->target == 0;
-  int const linear = on && c->linear;
+  int const on = season_units(c);
+  int const linear = season_linear(c);
   slots = on ? slots : 0;
   if (!linear && slots == 0) return LS_OK;
   season_t *const s = calloc(1, sizeof *s);

@@ -46,6 +46,9 @@ typedef struct season_s season_t;
  * [SEASON_SLOTS_MAX] (0: auto). */
 ls_err_t season_parse(const char *text, int season_max, int *slots, int *periods);
 
+/* Whether c has the linear path (linear, with normalised change targets). */
+int season_linear(const ls_train_conf_t *c);
+
 /* The seasons and linear path of O targets as c says (NULL in *out when
  * neither is on: then nothing of this file runs). */
 ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out);

@@ -45,8 +45,15 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   ls_ingest_settings_t is;
   ls_ingest_settings_init(&is);
   is.topic = c->topic;
+  is.dead_letter_topic = c->dead_letter_topic;
   is.format = (ls_format_t)c->format;
   is.features = c->features;
+  is.fields = c->fields;
+  is.key_field = c->key_field;
+  is.time_field = c->time_field;
+  is.time_unit = (ls_time_unit_t)c->time_unit;
+  is.avro_schema = c->avro_schema;
+  is.avro_schema_id = c->avro_schema_id;
   is.window = c->window;
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
@@ -72,8 +79,19 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   int const tenth = c->deadline_ms / 10, fetch_wait = tenth < 1 ? 1 : tenth > 500 ? 500 : tenth;
   snprintf(servers, sizeof servers, "fetch.wait.max.ms=%d", fetch_wait);
   if (err == LS_OK && !c->until) err = ls_ingest_conf_set_kafka(ic, servers);
+  /* The group the snapshots' offsets are committed to: --group, else a
+   * -X group.id, else one of this run's own (its id outlives restarts with
+   * a snapshot directory), so that lag tools never mix runs. */
+  char group[600];
+  if (c->group[0])
+    snprintf(group, sizeof group, "group.id=%s", c->group);
+  else
+    snprintf(group, sizeof group, "group.id=lstream-%s-%016llx", c->topic,
+             (unsigned long long)tr->v.run);
+  if (err == LS_OK) err = ls_ingest_conf_set_kafka(ic, group);
   for (int i = 0; i < c->n_kafka && err == LS_OK; i++)
-    err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
+    if (!c->group[0] || strncmp(c->kafka[i], "group.id=", 9) != 0)
+      err = ls_ingest_conf_set_kafka(ic, c->kafka[i]);
   int32_t count = 0;
   if (err == LS_OK) err = ls_ingest_topic_partitions(ic, &count);
   if (err == LS_OK) err = pick_partitions(tr, count);
@@ -111,11 +129,7 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
                            K,         c->until,     c->deadline_ms, on_idle, tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
-  /* With the linear path, each series' mixing weights are its calibration
-   * (season.h): the run-wide one would shrink a young series' forecasts. */
-  int const linear = season_features(tr->prep->sea) > 0;
-  LS_FORWARD_IF_ERROR(
-      figures_new(tr->prep->O, tr->prep->feat, c->calibrate && !linear, &tr->v.fig));
+  LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, season_width(tr->prep->sea)));
   tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
@@ -168,11 +182,6 @@ static ls_err_t bind_comm(ls_trainer_t *tr) {
       tr->conf.overlap == 2 || (tr->conf.overlap == 0 && comm_kind(tr->v.comm) == COMM_NCCL);
   int const sums = tr->v.world > 1 || (tr->conf.comm_always && comm_kind(tr->v.comm) != COMM_NONE);
   tr->overlap = sums && want && tr->conf.accumulate == 1;
-  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
-           tr->conf.overlap == 2 && tr->conf.accumulate > 1 && tr->v.world > 1
-               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
-                 "step); "
-               : "");
   return tr->overlap ? ls_engine_set_grad_hook(tr->v.eng, grads_ready, tr) : LS_OK;
 }
 
@@ -252,7 +261,8 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
 
   ls_snapshot_t *snap = NULL;
   int64_t steps = 0, updates = 0;
-  err = shape_of(c, &tr->v.shape);
+  err = train_conf_resolve(&tr->conf);
+  if (err == LS_OK) err = shape_of(c, &tr->v.shape);
   if (err == LS_OK) err = train_snaps_new(&tr->v, &tr->snaps);
   if (err == LS_OK) err = open_comm(tr);
   if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
@@ -260,11 +270,14 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
    * depends on them is read again. */
   if (err == LS_OK && snap != NULL) {
     err = train_snaps_settle(tr->snaps, &tr->conf, &snap);
+    if (err == LS_OK) err = train_conf_resolve(&tr->conf);
     if (err == LS_OK) err = shape_of(c, &tr->v.shape);
     if (err == LS_OK) err = train_snaps_check_shape(tr->snaps, snap);
     tr->T = c->window;
     tr->opt = optim_of(c);
   }
+  /* The run's id before the consumer: its group is named after it. */
+  if (err == LS_OK) err = train_run_choose(snap, &tr->v);
   if (err == LS_OK) err = open_ingest(tr, snap);
   if (err == LS_OK) err = open_engine(tr);
   if (err == LS_OK) err = bind_comm(tr);
@@ -272,7 +285,12 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = ls_series_table_new(tr->v.eng, 1024, &tr->v.series);
   if (err == LS_OK) err = alloc_buffers(tr);
   if (err == LS_OK && snap != NULL) err = train_snaps_apply(tr->snaps, snap, &steps, &updates);
-  if (err == LS_OK) err = train_run_choose(snap, &tr->v);
+  /* What starting did, for the log: the resume's note (once applied). */
+  snprintf(tr->note, sizeof tr->note, "%s%s", train_snaps_note(tr->snaps),
+           c->overlap == 2 && c->accumulate > 1 && tr->v.world > 1
+               ? "overlap is off: it needs --accumulate 1 (the sums wait for an update's last "
+                 "step); "
+               : "");
   if (err == LS_OK) err = predict_new(&tr->v, tr->prep, tr->v.fig, &tr->v.pred);
   if (err == LS_OK && tr->v.pred != NULL) err = predict_resume(tr->v.pred, snap);
   if (err == LS_OK) err = train_snaps_open(tr->snaps);

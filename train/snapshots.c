@@ -361,7 +361,13 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(series), 0, S, h, c));
   }
   LS_FORWARD_IF_ERROR(figures_load(s->v->fig, snap));
-  if (s->v->rep != NULL) LS_FORWARD_IF_ERROR(replay_load(s->v->rep, snap));
+  int cut = 0;
+  if (s->v->rep != NULL) LS_FORWARD_IF_ERROR(replay_load(s->v->rep, snap, &cut));
+  size_t const at = strlen(s->note);
+  if (cut)
+    snprintf(s->note + at, sizeof s->note - at,
+             "; the topic's partitions are not the snapshot's: each replay memory keeps its newest "
+             "windows that fit");
   ls_snapshot_info_t info;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(snap, &info));
   *steps = info.step;

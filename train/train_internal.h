@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lstream/ingest.h"
 #include "lstream/train.h"
 
 /* The most keys of the option table (train/conf.c). */
@@ -17,6 +18,14 @@ struct ls_train_conf_s {
   char brokers[512];
   char topic[256];
   int format; /* ls_format_t */
+  /* json, avro records (issue 26): ls_record_spec_t's. */
+  char fields[1024], key_field[256], time_field[256];
+  int time_unit;               /* ls_time_unit_t */
+  char avro_schema[1024];      /* a FILE */
+  char avro_schema_id[32];     /* none, any or N */
+  char feature_names[1024];    /* "" = fields', else the indexes */
+  char dead_letter_topic[256]; /* "" = none */
+  char group[256];             /* "" = lstream-TOPIC-RUNID */
   int features, window, batch, hidden, layers;
   int optimizer; /* 0 adam, 1 adamw */
   double lr, beta1, beta2, eps, weight_decay, clip;
@@ -70,6 +79,15 @@ struct ls_train_conf_s {
   int64_t predictions_buffer;
 };
 
+/* For json and avro, features := the number of fields (an error when it
+ * was given otherwise, or no fields were); a feature_names list must name
+ * every feature. */
+ls_err_t train_conf_resolve(ls_train_conf_t *c);
+
+/* Feature f's name: feature_names' item f, else (json, avro) the path of
+ * field f, else its index; into buf [size]. */
+const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, size_t size);
+
 /* The target features of c's targets key, ascending, into feat [features];
  * *O receives their count. */
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
@@ -110,6 +128,28 @@ void train_conf_free_kafka(ls_train_conf_t *c);
 struct train_view_s;
 struct train_snaps_s;
 const struct train_view_s *train_view_of(const ls_trainer_t *tr);
+
+/* A step's forecasts of its trained targets, for a watcher (the live page,
+ * train/page.c): the test-then-train forecasts behind the step's loss, in
+ * the data's units. wins [n] are the step's windows; row t of window b is
+ * at r = t * n + b of the [T, n, ...] buffers. */
+typedef struct train_forecasts_s {
+  const ls_window_t *const *wins;
+  int n, T, O;
+  const float *mask;   /* [T, n] */
+  const int64_t *time; /* [T, n] the target's event time */
+  const double *base;  /* [T, n, O] forecast = base + alpha * scale * pred */
+  const double *scale; /* [T, n, O] */
+  const float *pred;   /* [T, n, O] */
+  const float *next;   /* [T, n, O] the actual */
+  const double *alpha; /* [O] */
+  int64_t step;        /* the steps trained before this one */
+} train_forecasts_t;
+typedef void (*train_forecasts_fn)(void *opaque, const train_forecasts_t *fc);
+
+/* fn (NULL: none) is called on the trainer's thread after every step's
+ * forward with its forecasts (trainer.c). */
+void train_watch_forecasts(ls_trainer_t *tr, train_forecasts_fn fn, void *opaque);
 struct train_snaps_s *train_snaps_of(const ls_trainer_t *tr);
 int64_t train_heartbeat_ms(const ls_trainer_t *tr);
 

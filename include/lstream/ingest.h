@@ -3,10 +3,14 @@
  *
  * Records (README, Architecture: "Records"): key = series id (1..255
  * bytes); value by format:
- *   LS_FORMAT_F32  F little-endian IEEE-754 float32 values (4F bytes)
- *   LS_FORMAT_CSV  F decimal numbers separated by commas
- * Event time = the Kafka message timestamp. Writing into Kafka (the
- * embedded broker, the feed, producers) is lstream/produce.h.
+ *   LS_FORMAT_F32   F little-endian IEEE-754 float32 values (4F bytes)
+ *   LS_FORMAT_CSV   F decimal numbers separated by commas
+ *   LS_FORMAT_JSON  a JSON object; the F values are fields named by paths
+ *   LS_FORMAT_AVRO  an Avro record of a given schema (plain binary or
+ *                   Confluent's framing); the values are fields, by name
+ * Series key = the Kafka key, and event time = the Kafka message timestamp,
+ * unless (json, avro) a key field or a time field is named. Writing into
+ * Kafka (the embedded broker, the feed, producers) is lstream/produce.h.
  */
 #ifndef LSTREAM_INGEST_H
 #define LSTREAM_INGEST_H
@@ -24,9 +28,15 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
-typedef enum ls_format_e { LS_FORMAT_F32 = 0, LS_FORMAT_CSV = 1, LS_FORMAT__COUNT } ls_format_t;
+typedef enum ls_format_e {
+  LS_FORMAT_F32 = 0,
+  LS_FORMAT_CSV = 1,
+  LS_FORMAT_JSON = 2,
+  LS_FORMAT_AVRO = 3,
+  LS_FORMAT__COUNT
+} ls_format_t;
 
-/* The formats' names by value ("f32", "csv"), NULL after the last: the one
+/* The formats' names by value ("f32", "csv", "json", "avro"), NULL after the last: the one
  * list of them, which ls_format_parse, ls_format2str and every option that
  * takes a format read. A format is valid when 0 <= fmt < LS_FORMAT__COUNT. */
 LS_API extern const char *const ls_format_names[LS_FORMAT__COUNT + 1];
@@ -47,6 +57,11 @@ typedef enum ls_reject_e {
   LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
   LS_REJECT_PARTITION, /* series already seen on another partition */
   LS_REJECT_RANGE,     /* holds a value beyond the bound on magnitudes (max.abs) */
+  LS_REJECT_FIELD,     /* json, avro: a field named (value, key or time) is missing or null */
+  LS_REJECT_TYPE,      /* json, avro: a field of the wrong type (a string where a number
+                          belongs, an object as a key, ...) */
+  LS_REJECT_TIME,      /* json, avro: the time field does not read as a time (an ISO 8601
+                          string without a zone, a date that does not exist, before 1970) */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -74,6 +89,110 @@ LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, ch
 LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
                                     float *out);
 
+/* One Kafka record as a decoder and the windower see it. */
+typedef struct ls_record_s {
+  const void *key; /* series key (any bytes) */
+  size_t key_len;
+  const void *value; /* encoded values */
+  size_t value_len;
+  int32_t partition;
+  int64_t offset;
+  int64_t timestamp; /* event time, ms since the epoch; < 0 = unknown (not checked) */
+} ls_record_t;
+
+/* The units of a numeric time field: auto (by magnitude: below 1e11
+ * seconds, below 1e14 ms, below 1e17 us, else ns), s, ms, us, ns. */
+typedef enum ls_time_unit_e {
+  LS_TIME_AUTO = 0,
+  LS_TIME_S,
+  LS_TIME_MS,
+  LS_TIME_US,
+  LS_TIME_NS,
+  LS_TIME__COUNT
+} ls_time_unit_t;
+
+/* Their names by value ("auto", "s", "ms", "us", "ns"), NULL after the last. */
+LS_API extern const char *const ls_time_unit_names[LS_TIME__COUNT + 1];
+
+/* What a record is: its format and, for json and avro, where its values,
+ * series key and event time are. A path names a field: names separated by
+ * dots into nested objects (records), [N] an array's element N:
+ * "px", "quote.bid", "levels[0].px". */
+typedef struct ls_record_spec_s {
+  ls_format_t format;
+  int features;             /* F; json, avro: the number of fields (0: take it from them) */
+  const char *fields;       /* json, avro: the F values' paths, comma separated, in order */
+  const char *key_field;    /* json, avro: the series key's path (a string, or a number's
+                               text); NULL or "": the Kafka key */
+  const char *time_field;   /* json, avro: the event time's path: a number of time_unit
+                               since the epoch, or an ISO 8601 string with a zone
+                               ("2024-01-02T14:30:00.123Z", "+01:00"); NULL or "": the Kafka
+                               timestamp */
+  ls_time_unit_t time_unit; /* of a numeric time field */
+  const char *avro_schema;  /* avro: the writer's schema, JSON text (required) */
+  int64_t avro_schema_id;   /* avro: LS_AVRO_PLAIN: plain binary; LS_AVRO_ANY_ID: Confluent's
+                               framing (a 0 byte, the schema id in 4 bytes big-endian), any
+                               id; an id >= 0: that framing, with that id only */
+} ls_record_spec_t;
+
+#define LS_AVRO_PLAIN  (-1)
+#define LS_AVRO_ANY_ID (-2)
+
+/* Fills spec with format f32, 1 feature, no fields, time unit auto, plain
+ * Avro binary. */
+LS_API void ls_record_spec_init(ls_record_spec_t *spec);
+
+/* A record decoder: the spec checked (fields parsed, the Avro schema read
+ * and each path found in it) and what decoding needs, made once. Not
+ * thread-safe: one thread decodes. */
+typedef struct ls_decoder_s ls_decoder_t;
+
+/* Creates a decoder; the spec's strings are copied. An error names what is
+ * wrong (a bad path, a field the schema lacks, a schema that does not
+ * parse). */
+LS_API ls_err_t ls_decoder_new(ls_decoder_t **out, const ls_record_spec_t *spec);
+
+/* Frees a decoder; accepts NULL. */
+LS_API void ls_decoder_destroy(ls_decoder_t *d);
+
+/* F: the values per record. */
+LS_API int ls_decoder_features(const ls_decoder_t *d);
+
+/* Encodes a record of d's spec (json, avro; for benchmarks and tests):
+ * values x [F], the key (json, avro with a key field: that field, a
+ * string) and the time (ms; json: an ISO 8601 string, avro: the field's
+ * long, or string) into buf [size], *len bytes. Avro with Confluent's
+ * framing takes the spec's id (0 for any). Only paths of one name encode. */
+LS_API ls_err_t ls_decoder_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
+                                  const float *x, char *buf, size_t size, size_t *len);
+
+/* What ls_decoder_decode found besides the values. */
+typedef struct ls_decoded_s {
+  const void *key; /* the series key: rec's, or the key field's (valid until the next
+                      call); NULL when the key field could not be read */
+  size_t key_len;
+  int64_t time; /* event time in ms: rec's timestamp, or the time field's; -1 unknown */
+} ls_decoded_t;
+
+/* Decodes rec's value into x [F] (partly written on rejection) and *out:
+ * LS_REJECT_NONE, or why not: SIZE, PARSE, NONFINITE (f32, csv: as
+ * ls_record_decode), PARSE (not a JSON object, a truncated one, not a
+ * record of the schema), FIELD, TYPE, TIME. The key is read even when a
+ * value is rejected, where it can be. Invalid arguments are PARSE. */
+LS_API ls_reject_t ls_decoder_decode(ls_decoder_t *d, const ls_record_t *rec, float *x,
+                                     ls_decoded_t *out);
+
+/* The last rejection of d, for messages ("field 'px' is a string"); "" when
+ * the last decode accepted. */
+LS_API const char *ls_decoder_why(const ls_decoder_t *d);
+
+/* What value [len] looks like, for a message about records that are not of
+ * their declared format: "JSON objects with fields sym (string), px
+ * (number)", "CSV text of 3 numbers", "binary of 8 bytes (2 float32 of
+ * plausible size)", "Avro with Confluent's framing (schema id 4)", ...,
+ * with a hint of the options that read it; into buf [size]. */
+LS_API void ls_value_describe(const void *value, size_t len, char *buf, size_t size);
+
 /* ------------------------------------------------------------------------ */
 /* Windows                                                                   */
 
@@ -99,8 +218,9 @@ typedef struct ls_window_s {
   const float *x;         /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
                              rows past n_targets are zero */
   const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
-  const int64_t *times;   /* [T+1] event times (ms) of the rows' records: the Kafka
-                             timestamps; -1 for padding rows and unknown times */
+  const int64_t *times;   /* [T+1] event times (ms) of the rows' records (the Kafka
+                             timestamps, or their time field's); -1 for padding rows
+                             and unknown times */
   const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
@@ -110,17 +230,6 @@ typedef struct ls_window_s {
 typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);
 /* Receives a window completed while restoring (valid during the call). */
 typedef ls_err_t (*ls_window_fn)(void *opaque, const ls_window_t *win);
-
-/* One Kafka record as the windower sees it. */
-typedef struct ls_record_s {
-  const void *key; /* series key (any bytes) */
-  size_t key_len;
-  const void *value; /* encoded values */
-  size_t value_len;
-  int32_t partition;
-  int64_t offset;
-  int64_t timestamp; /* event time, ms since the epoch; < 0 = unknown (not checked) */
-} ls_record_t;
 
 /* Counters of a windower (and of a consumer, below). */
 typedef struct ls_window_stats_s {
@@ -144,9 +253,18 @@ typedef struct ls_window_stats_s {
  * thread pushes. */
 typedef struct ls_windower_s ls_windower_t;
 
-/* Creates a windower for records of F features in format fmt and windows
- * of T steps. */
+/* Creates a windower for records of F features in format fmt (f32 or csv)
+ * and windows of T steps. */
 LS_API ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T);
+
+/* The same for records of any format: spec as ls_decoder_new takes it
+ * (for json and avro: the key and time it names replace the Kafka key and
+ * timestamp in everything below). */
+LS_API ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec, int T);
+
+/* Why the last push rejected a record it could not decode (its decoder's
+ * ls_decoder_why), for messages; "" otherwise. */
+LS_API const char *ls_windower_why(const ls_windower_t *w);
 
 /* Frees a windower; accepts NULL. */
 LS_API void ls_windower_destroy(ls_windower_t *w);
@@ -187,14 +305,15 @@ LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
 /* The record the last ls_windower_push accepted (not rejected, not
  * skipped below a skip rule): its series' id (as in its windows), the
- * series' key (NUL-terminated, valid as long as the windower) and its
- * decoded values x [F] (valid until the next push). series = -1, key and
+ * series' key (NUL-terminated, valid as long as the windower), its
+ * decoded values x [F] (valid until the next push) and event time. series = -1, key and
  * x NULL when the last push accepted none. */
 typedef struct ls_windower_record_s {
   int64_t series;
   const char *key;
   size_t key_len;
   const float *x;
+  int64_t time; /* its event time (ms; -1 unknown) */
 } ls_windower_record_t;
 LS_API ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out);
 
@@ -281,10 +400,22 @@ typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
  * (the table in ingest/conf.c; the shared ones are the trainer's). */
 typedef struct ls_ingest_settings_s {
   const char *topic;             /* [topic] the topic to read (required) */
-  const char *dead_letter_topic; /* [dead_letter_topic] copy rejected records there,
-                                    with the header lstream-reject-reason (NULL: none) */
-  ls_format_t format;            /* [format] f32 | csv (f32) */
-  int features;                  /* [features] F, values per record, 1..LS_FEATURES_MAX (1) */
+  const char *dead_letter_topic; /* [dead_letter_topic] copy rejected records there, with
+                                    the headers lstream-reject-reason, lstream-partition,
+                                    lstream-offset and lstream-source (NULL: none) */
+  ls_format_t format;            /* [format] f32 | csv | json | avro (f32) */
+  int features;                  /* [features] F, values per record, 1..LS_FEATURES_MAX (1);
+                                    json, avro: taken from fields */
+  const char *fields;            /* [fields] json, avro: the values' paths (ls_record_spec_t) */
+  const char *key_field;         /* [key_field] json, avro: the series key's path (NULL: the
+                                    Kafka key) */
+  const char *time_field;        /* [time_field] json, avro: the event time's path (NULL:
+                                    the Kafka timestamp) */
+  ls_time_unit_t time_unit;      /* [time_unit] auto | s | ms | us | ns (auto) */
+  const char *avro_schema;       /* [avro_schema] avro: a FILE holding the writer's schema */
+  const char *avro_schema_id;    /* [avro_schema_id] avro: none (plain binary), any
+                                    (Confluent's framing, any id) or an id N (that framing,
+                                    id N only) (none) */
   int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (16) */
   int64_t queue_windows;         /* [queue_windows] most complete windows queued per
                                     partition (4096) */
@@ -371,7 +502,8 @@ typedef struct ls_ingest_stats_s {
   int64_t peak_memory_records; /* the most memory_records ever reached */
   int64_t pauses;              /* times partitions were paused (backpressure) */
   int paused;                  /* partitions paused for backpressure now */
-  int64_t dead_letters;        /* rejected records copied to the dead-letter topic */
+  int64_t dead_letters;        /* rejected records copied to the dead-letter topic (handed to
+                                  its producer, less those it failed to deliver) */
   int64_t dead_letter_errors;  /* copies that could not be delivered */
   int64_t kafka_errors;        /* client errors librdkafka retries */
   int64_t progress_done;       /* offsets consumed since the start positions */
@@ -381,16 +513,21 @@ typedef struct ls_ingest_stats_s {
                                   none ran yet); 0: it failed (watch_error says why); -1:
                                   no watch (watch.interval.ms = 0) */
   int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
-  char watch_error[160];       /* why the last watch failed; "" when connected */
+  char watch_error[512];       /* why the last watch failed (the partitions that cannot
+                                  be read, their leader and its address, when that is
+                                  why); "" when connected */
 } ls_ingest_stats_t;
 
-/* One partition of a running consumer. lag = high_watermark - next_offset:
- * the records the cluster holds that the consumer has not read yet. */
+/* One partition of a running consumer, its fields read together. */
 typedef struct ls_ingest_partition_s {
   int32_t partition;
   int64_t next_offset;    /* the next offset the consumer reads (one past the last record
                              it handled; its start position before any) */
-  int64_t high_watermark; /* from the last good watch, or read at start; -1 unknown */
+  int64_t high_watermark; /* from the last good watch, or read at start, and at least
+                             next_offset (the consumer read that far: a watch older than its
+                             last fetch is behind it); -1 unknown */
+  int64_t lag;            /* high_watermark - next_offset: the records the cluster holds that
+                             the consumer has not read yet, never negative; -1 unknown */
   int64_t queued_windows; /* windows of it waiting for the trainer */
   int paused;             /* paused for backpressure (its queue is full) */
 } ls_ingest_partition_t;
@@ -415,13 +552,18 @@ typedef struct ls_ingest_s ls_ingest_t;
  * fetched held back, in order) and resumed once the trainer took half of
  * it; when memory (buffer.records) is full every partition is paused until
  * the trainer drains it below 3/4. Nothing is ever dropped; a bound that
- * nothing the trainer takes can relieve is an error. Each partition's
- * leader must be reachable at its advertised address: the consumer first
- * connects to it (within start.timeout.ms) and fails, naming the
- * partition, the broker and the address, when it cannot (an outage later
- * only warns). Records before a timestamp start are skipped (a broker that
- * cannot look offsets up by time, as librdkafka's mock, answers "none":
- * the consumer starts at the low watermark and skips). The conf is copied. */
+ * nothing the trainer takes can relieve is an error. Start positions and
+ * a replay's end come only from each partition's leader, so every
+ * partition must have a leader in the metadata, reachable at its
+ * advertised address: the consumer first connects to each leader (within
+ * start.timeout.ms) and fails, naming the partitions, the broker and the
+ * address, when it cannot; a partition without a leader fails once
+ * start.timeout.ms has passed without one. None is ever taken for empty.
+ * An outage later only warns, naming the partitions that cannot be read
+ * (and the stats' watch_error says so). Records before a timestamp start
+ * are skipped (a broker that cannot look offsets up by time, as
+ * librdkafka's mock, answers "none": the consumer starts at the low
+ * watermark and skips). The conf is copied. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
 /* Stops the thread, closes the clients (flushing dead letters, for up to

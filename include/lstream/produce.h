@@ -63,9 +63,11 @@ LS_API void ls_broker_destroy(ls_broker_t *broker);
 LS_API const char *ls_broker_bootstrap(const ls_broker_t *broker);
 
 /* Creates topic (Kafka's naming rule: 1..249 of [a-zA-Z0-9._-]) with
- * partitions partitions, leaders spread over the brokers. Replication
- * factor 1 is asked for, though the mock lists every broker as a replica
- * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA. */
+ * partitions partitions, partition p led by broker 1 + p % n_brokers (the
+ * same every run: the mock alone draws leaders at random). Replication
+ * factor 1 is asked for, though the mock lists up to 3 brokers as replicas
+ * (it does not replicate anyway). An existing name fails with LS_ERR_KAFKA.
+ * Topics auto-created by a client's request keep the mock's random leaders. */
 LS_API ls_err_t ls_broker_topic_create(ls_broker_t *broker, const char *topic, int partitions);
 
 /* Takes broker broker_id down (its listener and connections close) or brings
@@ -213,6 +215,8 @@ typedef int (*ls_progress_fn)(void *opaque, int64_t done, int64_t total);
 
 typedef struct ls_produce_opts_s {
   ls_format_t format;      /* record value format (default LS_FORMAT_F32) */
+  ls_decoder_t *encoder;   /* json, avro: encodes each record (ls_decoder_encode: its key and
+                              time go into the value too); NULL: f32, csv */
   double rate;             /* records per second, 0 = as fast as possible */
   ls_progress_fn progress; /* may be NULL */
   void *progress_opaque;
@@ -224,6 +228,18 @@ typedef struct ls_produce_stats_s {
   double seconds;  /* from the first send to the end of the flush */
   int stopped;     /* 1 if progress asked to stop */
 } ls_produce_stats_t;
+
+/* Ticks as a market feed sends them, for benchmarks and demonstrations: a
+ * json or avro record spec of F values named px, qty, bid, ask (then f4,
+ * f5, ...), the series key in the field sym and the event time in ts (json:
+ * an ISO 8601 string, ~120 bytes at F = 4; avro: a long of ms, floats, plain
+ * binary). Its strings are the struct's own. */
+typedef struct ls_ticks_s {
+  ls_record_spec_t spec;
+  char fields[LS_FEATURES_MAX * 8];
+  char schema[LS_FEATURES_MAX * 48 + 256];
+} ls_ticks_t;
+LS_API ls_err_t ls_ticks_spec(ls_format_t format, int F, ls_ticks_t *out);
 
 /* Fills opts with the defaults above. */
 LS_API void ls_produce_opts_default(ls_produce_opts_t *opts);

@@ -567,6 +567,22 @@ LS_API ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *
 LS_API ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n,
                                           const char *path);
 
+/* A tensor a module above adds to the states' export: F64 [rows, cols],
+ * rows being every series in the export's order, or what the module says
+ * (about: a line for the file's __metadata__, under the tensor's name). */
+typedef struct ls_export_tensor_s {
+  const char *name; /* at most 63 bytes, not one of the states' names */
+  size_t rows, cols;
+  const double *data; /* [rows, cols] */
+  const char *about;  /* plain text, or NULL */
+} ls_export_tensor_t;
+
+/* ls_snapshot_export_states with the tensors extra [n_extra] (at most 8)
+ * after the states' own. */
+LS_API ls_err_t ls_snapshot_export_states_with(const ls_snapshot_t *const *parts, int n,
+                                               const ls_export_tensor_t *extra, int n_extra,
+                                               const char *path);
+
 /* ------------------------------------------------------------------------ */
 /* Background writer                                                         */
 

@@ -150,6 +150,8 @@ LS_API const ls_train_key_t *ls_train_conf_keys(void);
  * own units (the calibrated forecast against the raw next value). */
 typedef struct ls_target_figures_s {
   int feature;         /* the target's feature index */
+  char name[64];       /* its name: feature_names', the fields' paths (json, avro), else the
+                          index */
   double count;        /* targets */
   double loss_sum;     /* model, normalised units */
   double baseline_sum; /* last value, normalised units */
@@ -209,11 +211,14 @@ typedef struct ls_train_summary_s {
   const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
                                              next summary or the trainer's end) */
   double compute_s, wait_s, elapsed_s;
-  double comm_s;    /* blocked in the step's sums across ranks (a rank's mean): the
-                       all-reduce and waiting for the slowest rank; with nccl the
-                       gradient sum runs on the GPU without blocking, so only the
-                       step figures' sum and the wait count */
-  int64_t rejected; /* records the consumer rejected (all reasons) */
+  double comm_s;        /* blocked in the step's sums across ranks (a rank's mean): the
+                           all-reduce and waiting for the slowest rank; with nccl the
+                           gradient sum runs on the GPU without blocking, so only the
+                           step figures' sum and the wait count */
+  int64_t read;         /* records the consumers read in this run (accepted or rejected; a
+                           resume's records in flight not counted), all ranks */
+  int64_t rejected;     /* records the consumer rejected (all reasons) */
+  int64_t dead_letters; /* rejected records copied to the dead-letter topic, all ranks */
   int64_t rejected_by[LS_REJECT__COUNT]; /* per reason (ls_reject_t) */
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all

@@ -76,7 +76,7 @@ Test(conf, keys) {
     cr_expect_eq(ls_ingest_conf_set(c, good[i][0], good[i][1]), LS_OK, "%s=%s: %s", good[i][0],
                  good[i][1], ls_last_error());
   const char *const bad[][2] = {
-      {"format", "json"},  {"features", "0"},      {"features", "4x"},      {"window", "-1"},
+      {"format", "xml"},   {"features", "0"},      {"features", "4x"},      {"window", "-1"},
       {"window", "65537"}, {"queue.windows", "0"}, {"buffer.records", "1"}, {"stop", "maybe"},
       {"flush", "1"},      {"features", ""}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

@@ -687,8 +687,11 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   /* One warning per reason: the second size rejection was rate limited. */
   pthread_mutex_lock(&warned.lock);
   cr_expect_eq(warned.rejected, 7, "last: %s", warned.last);
-  for (int k = 1; k < LS_REJECT__COUNT; k++)
+  /* (field, type and time are the JSON and Avro reasons: none in csv.) */
+  for (int k = 1; k <= LS_REJECT_RANGE; k++)
     cr_expect_eq(warned.per_reason[k], 1, "reason %s", ls_reject2str((ls_reject_t)k));
+  for (int k = LS_REJECT_RANGE + 1; k < LS_REJECT__COUNT; k++)
+    cr_expect_eq(warned.per_reason[k], 0, "reason %s", ls_reject2str((ls_reject_t)k));
   pthread_mutex_unlock(&warned.lock);
 
   int count[LS_REJECT__COUNT] = {0};
@@ -755,6 +758,108 @@ Test(consumer, fetch_errors_lose_and_duplicate_nothing) {
   failover_check(&r);
 }
 
+/* The leaders of "lost" (4 partitions, 8 series, 10 steps each): the
+ * embedded broker puts partition p on broker 1 + p % 2, so broker 2 leads
+ * 1 and 3. */
+static void lost_rig(rig_t *r, const char *stop) {
+  rig_new(r, 2, "lost", 4, 8, 10, 4, stop);
+  rig_produce(r, 4, 0, r->w.K);
+  add_partitions(r->c, 4, LS_START_BEGINNING);
+}
+
+static ls_err_t consumer_try(const ls_ingest_conf_t *c, char *msg, size_t size) {
+  ls_ingest_t *ing = NULL;
+  ls_err_t const err = ls_ingest_new(&ing, c);
+  snprintf(msg, size, "%s", err != LS_OK ? ls_last_error() : "");
+  ls_ingest_destroy(ing);
+  return err;
+}
+
+/* A replay's end comes only from every partition's leader: one that this
+ * host cannot reach, or no leader at all, is an error naming the
+ * partitions, never an empty partition; the leaderless one after
+ * start.timeout.ms (an election may end meanwhile). */
+Test(consumer, a_leader_out_of_reach_or_missing_is_an_error_naming_partitions) {
+  rig_t r;
+  lost_rig(&r, "end");
+  char msg[1024];
+  /* With the default start.timeout.ms (10 s): librdkafka connects to one
+   * bootstrap broker at a time, and when its first pick is the broker that
+   * is down it tries the next only a second later. */
+  cr_assert_eq(ls_broker_set_down(r.b, 2), LS_OK);
+  cr_expect_eq(consumer_try(r.c, msg, sizeof msg), LS_ERR_KAFKA);
+  cr_expect(strstr(msg, "cannot read topic 'lost' partitions 1, 3: their leader, broker 2, "
+                        "advertises 127.0.0.1:") != NULL,
+            "%s", msg);
+  cr_expect(strstr(msg, "which this host cannot reach (Connection refused)") != NULL, "%s", msg);
+  cr_assert_eq(ls_broker_set_up(r.b, 2), LS_OK);
+  cr_assert_eq(ls_broker_set_leader(r.b, "lost", 2, -1), LS_OK);
+  rig_set(&r, "start.timeout.ms", "3000"); /* waited in full: no leader comes */
+  double const t0 = now_s();
+  cr_expect_eq(consumer_try(r.c, msg, sizeof msg), LS_ERR_KAFKA);
+  cr_expect_geq(now_s() - t0, 3.0, "the election was not waited for (start.timeout.ms)");
+  cr_expect(strstr(msg, "cannot read topic 'lost' partition 2: no leader") != NULL, "%s", msg);
+  /* Led again: the replay reads every record. */
+  cr_assert_eq(ls_broker_set_leader(r.b, "lost", 2, 1), LS_OK);
+  rig_start(&r);
+  take(r.ing, &r.got, -1);
+  expect_world(&r.w, &r.got, NULL);
+  expect_clean_end(r.ing, (int64_t)r.w.S * r.w.K);
+  rig_free(&r);
+}
+
+/* Counts the warnings that name partitions 1 and 3 and their leader. */
+static void on_unreadable(void *opaque, const char *message) {
+  warnings_t *const w = opaque;
+  pthread_mutex_lock(&w->lock);
+  if (strstr(message, "cannot read topic 'lost' partitions 1, 3: their leader, broker 2") != NULL)
+    w->rejected++;
+  pthread_mutex_unlock(&w->lock);
+}
+
+static int connected_is(const ls_ingest_stats_t *st, int64_t want) {
+  return st->connected == want;
+}
+
+static int disconnected_naming(const ls_ingest_stats_t *st, int64_t partitions_1_3) {
+  const char *const want = partitions_1_3 ? "partitions 1, 3: their leader, broker 2, advertises"
+                                          : "partition 2: no leader";
+  return st->connected == 0 && strstr(st->watch_error, want) != NULL;
+}
+
+/* Live, a leader lost mid-run: the watch says which partitions it cannot
+ * read (the stats behind /health, and a warning), and that they are read
+ * again once the leader is back. */
+Test(consumer, watch_names_the_partitions_it_cannot_read) {
+  rig_t r;
+  lost_rig(&r, "never");
+  rig_set(&r, "watch.interval.ms", "100");
+  rig_set(&r, "warn.interval.ms", "0"); /* every failed round warns */
+  warnings_t warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_unreadable, &warned), LS_OK);
+  rig_start(&r);
+  cr_assert_eq(ls_broker_set_down(r.b, 2), LS_OK);
+  ls_ingest_stats_t st = wait_stats(r.ing, disconnected_naming, 1, "partitions 1 and 3 named");
+  cr_expect(strstr(st.watch_error, "cannot read topic 'lost' partitions 1, 3") != NULL, "%s",
+            st.watch_error);
+  /* The watch warns (never held back: warn.interval.ms 0) before it
+   * records a round, so the round just seen has warned. */
+  pthread_mutex_lock(&warned.lock);
+  cr_expect_gt(warned.rejected, 0, "no warning named partitions 1 and 3");
+  pthread_mutex_unlock(&warned.lock);
+  cr_assert_eq(ls_broker_set_up(r.b, 2), LS_OK);
+  st = wait_stats(r.ing, connected_is, 1, "the leaders to be reached again");
+  cr_expect_str_empty(st.watch_error);
+  cr_assert_eq(ls_broker_set_leader(r.b, "lost", 2, -1), LS_OK);
+  wait_stats(r.ing, disconnected_naming, 0, "partition 2 named leaderless");
+  cr_assert_eq(ls_broker_set_leader(r.b, "lost", 2, 1), LS_OK);
+  wait_stats(r.ing, connected_is, 1, "partition 2 to be read again");
+  /* Every record arrives: 8 series of 10 steps, 2 windows of 4 each. */
+  take(r.ing, &r.got, 8 * 2);
+  expect_world(&r.w, &r.got, NULL);
+  rig_free(&r);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Backpressure                                                              */
 
@@ -784,10 +889,6 @@ static void wait_partitions(ls_ingest_t *ing, int64_t high, int64_t lag, const c
     struct timespec const tick = {0, 5 * 1000 * 1000};
     nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
   }
-}
-
-static int connected_is(const ls_ingest_stats_t *st, int64_t want) {
-  return st->connected == want;
 }
 
 Test(consumer, watch_reports_lag_and_connection) {

@@ -38,8 +38,8 @@ static uint32_t next_bits(uint32_t *state) {
 }
 
 Test(record, names) {
-  const char *const expected[] = {"none",      "size", "parse",     "nonfinite",
-                                  "backwards", "key",  "partition", "range"};
+  const char *const expected[] = {"none",      "size",  "parse", "nonfinite", "backwards", "key",
+                                  "partition", "range", "field", "type",      "time"};
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     cr_expect_str_eq(ls_reject2str((ls_reject_t)r), expected[r]);
   cr_expect_str_eq(ls_reject2str(LS_REJECT__COUNT), "unknown");
@@ -269,7 +269,7 @@ Test(record, round_trip_bit_exact) {
       v[f] = float_of(b);
     }
     if (n == 0) v[0] = float_of(0x7f7fffffu), v[1] = float_of(0x80000001u);
-    for (int fmt = 0; fmt < LS_FORMAT__COUNT; fmt++) {
+    for (int fmt = 0; fmt <= LS_FORMAT_CSV; fmt++) { /* json, avro: tests/ingest/test_decode.c */
       char buf[F * LS_CSV_VALUE_MAX];
       size_t len = 0;
       cr_assert_eq(ls_record_encode((ls_format_t)fmt, v, F, buf, sizeof buf, &len), LS_OK);

@@ -17,7 +17,9 @@ set(kinds unit e2e mpi emu gpu)
 # Labels a test may add to its kind.
 #   slow  over ~30 s on the 2-core CI machine (`ctest -LE slow` leaves them)
 #   lint  checks of the tree rather than of the code's behaviour
-set(extras slow lint)
+#   kafka the real Apache Kafka broker (tests/kafka); kafka_cluster its
+#         three-node cluster (left out of the sanitizer suite)
+set(extras slow lint kafka kafka_cluster)
 
 if(NOT CTEST OR NOT BUILD)
   message(FATAL_ERROR "usage: cmake -DCTEST=ctest -DBUILD=<build dir> -P check_labels.cmake")

@@ -9,6 +9,8 @@
 #   wait_step PID STEP [METRICS]  waits (up to 120 s) until trainer PID, writing
 #                            --metrics METRICS ($work/metrics), printed a step >= STEP;
 #                            returns 1 if it exits first or never does
+#   wait_for WHAT SECONDS COMMAND...  polls COMMAND every 0.1 s until it succeeds,
+#                            failing with WHAT after SECONDS
 #   mpi_env                  environment for mpirun tests (root, oversubscription, LSan)
 # Needs $lstream set before it is sourced.
 work=$(mktemp -d)
@@ -49,6 +51,16 @@ wait_step() {
     sleep 0.05
   done
   return 1
+}
+
+wait_for() {
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || fail "waited ${limit} s for $what"
+    sleep 0.1
+  done
 }
 
 mpi_env() {

@@ -61,7 +61,8 @@ EXPECTED = [
     "lstream_snapshot_age_seconds", "lstream_healthy", "lstream_nonfinite_steps",
     "lstream_lag_seconds",
 ]
-REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range"}
+REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range", "field", "type",
+           "time"}
 # Per target feature (label target="feature"), in the data's units: each
 # ratio family and the loss and baseline families it divides.
 TARGET_RATIOS = {

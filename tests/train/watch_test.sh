@@ -23,17 +23,6 @@ here=$(dirname "$0")
 source "$here/lib.sh"
 check() { /usr/bin/python3 "$here/watch_check.py" "$@"; }
 
-# wait_for WHAT SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds.
-wait_for() {
-  local what=$1 limit=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || fail "waited ${limit} s for $what"
-    sleep 0.1
-  done
-}
-
 # The URL a rank prints ("rank 0 serves http://127.0.0.1:PORT/metrics ...").
 url_in() { sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
 status_of() { curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "$@"; }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "cli.h"
@@ -30,6 +31,7 @@ typedef struct bench_args_s {
   int window, features, from_memory, series;
   int64_t records;
   cli_kafka_props_t props;
+  char schema_path[64]; /* avro from a topic: the ticks' schema, for the consumer; removed after */
 } bench_args_t;
 
 static void print_result(const bench_args_t *a, int64_t records, double seconds, int64_t windows) {
@@ -56,10 +58,28 @@ static void records_free(records_t *r) {
   free(r->keys);
 }
 
+/* The record spec of a's format: json and avro are ticks (ls_ticks_spec),
+ * their key and time in the value. */
+static ls_err_t spec_of(const bench_args_t *a, ls_ticks_t *t) {
+  if (a->format == LS_FORMAT_JSON || a->format == LS_FORMAT_AVRO)
+    return ls_ticks_spec(a->format, a->features, t);
+  ls_record_spec_init(&t->spec);
+  t->spec.format = a->format;
+  t->spec.features = a->features;
+  return LS_OK;
+}
+
 static int records_make(const bench_args_t *a, records_t *r) {
   int const F = a->features, K = a->series;
   int64_t const N = a->records;
-  size_t const per = a->format == LS_FORMAT_F32 ? 4 * (size_t)F : LS_CSV_VALUE_MAX * (size_t)F;
+  size_t const per =
+      a->format == LS_FORMAT_F32 ? 4 * (size_t)F : (LS_CSV_VALUE_MAX + 16) * (size_t)F + 64;
+  ls_ticks_t ticks;
+  ls_decoder_t *enc = NULL;
+  ls_err_t e = spec_of(a, &ticks);
+  if (e == LS_OK) e = ls_decoder_new(&enc, &ticks.spec);
+  if (e != LS_OK)
+    return cli_fail(e, "bench ingest: cannot encode %s records", ls_format2str(a->format));
   r->arena = malloc((size_t)N * per);
   r->at = malloc(((size_t)N + 1) * sizeof *r->at);
   r->keys = malloc((size_t)K * sizeof *r->keys);
@@ -77,10 +97,14 @@ static int records_make(const bench_args_t *a, records_t *r) {
   for (int64_t i = 0; i < N && err == LS_OK; i++) {
     err = ls_feed_value(feed, (int)(i % K), i / K, v, NULL);
     size_t len = 0;
-    if (err == LS_OK) err = ls_record_encode(a->format, v, F, r->arena + r->at[i], per, &len);
+    if (err == LS_OK)
+      err = ls_decoder_encode(enc, r->keys[i % K], strlen(r->keys[i % K]),
+                              INT64_C(1704067200000) + 1000 * (i / K), v, r->arena + r->at[i], per,
+                              &len);
     r->at[i + 1] = r->at[i] + len;
   }
   ls_feed_destroy(feed);
+  ls_decoder_destroy(enc);
   free(v);
   if (err != LS_OK) return cli_fail(err, "cannot generate %" PRId64 " records", N);
   return CLI_EXIT_OK;
@@ -90,7 +114,9 @@ static int records_make(const bench_args_t *a, records_t *r) {
 static double records_pass(const bench_args_t *a, const records_t *r, int64_t *windows,
                            ls_err_t *err) {
   ls_windower_t *w = NULL;
-  *err = ls_windower_new(&w, a->format, a->features, a->window);
+  ls_ticks_t ticks;
+  *err = spec_of(a, &ticks);
+  if (*err == LS_OK) *err = ls_windower_new_spec(&w, &ticks.spec, a->window);
   if (*err != LS_OK) return 0.0;
   int64_t n_windows = 0;
   int const K = a->series;
@@ -139,17 +165,38 @@ static void print_warning(void *opaque, const char *message) {
 
 /* The consumer's configuration: every partition from its beginning, to the
  * high watermarks. */
-static int conf_make(const bench_args_t *a, ls_ingest_conf_t **out) {
+static int conf_make(bench_args_t *a, ls_ingest_conf_t **out) {
   ls_ingest_settings_t s;
   ls_ingest_settings_init(&s);
   s.topic = a->topic;
   s.format = a->format;
   s.features = a->features;
+  ls_ticks_t ticks;
+  char *const schema_path = a->schema_path;
+  int fd = -1;
+  if (a->format == LS_FORMAT_JSON || a->format == LS_FORMAT_AVRO) {
+    ls_err_t const e = ls_ticks_spec(a->format, a->features, &ticks);
+    if (e != LS_OK) return cli_fail(e, "bench ingest");
+    s.fields = ticks.fields, s.key_field = "sym", s.time_field = "ts";
+  }
+  if (a->format == LS_FORMAT_AVRO) { /* the consumer reads its schema from a file */
+    snprintf(schema_path, sizeof a->schema_path, "/tmp/lstream-bench-schema-XXXXXX");
+    fd = mkstemp(schema_path);
+    size_t const n = strlen(ticks.schema);
+    if (fd < 0 || write(fd, ticks.schema, n) != (ssize_t)n) {
+      if (fd >= 0) close(fd), unlink(schema_path);
+      schema_path[0] = '\0';
+      return cli_fail(LS_ERR_IO, "bench ingest: cannot write the ticks' schema to %s", schema_path);
+    }
+    close(fd);
+    s.avro_schema = schema_path;
+  }
   s.window = a->window;
   s.stop_at_end = 1;
   s.queue_windows = 4096;
   ls_ingest_conf_t *c = NULL;
   ls_err_t err = ls_ingest_conf_new(&c);
+  if (err == LS_OK) err = ls_ingest_conf_set_settings(c, &s);
   char servers[1024];
   snprintf(servers, sizeof servers, "bootstrap.servers=%s", a->brokers);
   if (err == LS_OK) err = ls_ingest_conf_set_settings(c, &s);
@@ -170,7 +217,7 @@ static int conf_make(const bench_args_t *a, ls_ingest_conf_t **out) {
   return CLI_EXIT_OK;
 }
 
-static int bench_topic(const bench_args_t *a) {
+static int bench_topic(bench_args_t *a) {
   ls_ingest_conf_t *c = NULL;
   int rc = conf_make(a, &c);
   if (rc != CLI_EXIT_OK) return rc;
@@ -178,6 +225,7 @@ static int bench_topic(const bench_args_t *a) {
   ls_ingest_t *ing = NULL;
   ls_err_t err = ls_ingest_new(&ing, c);
   ls_ingest_conf_destroy(c);
+  if (a->schema_path[0]) unlink(a->schema_path); /* read by ls_ingest_new */
   if (err != LS_OK) return cli_fail(err, "bench ingest: cannot start consuming '%s'", a->topic);
   cli_progress_t bar;
   cli_progress_init(&bar, "ingest", "records");
@@ -227,7 +275,8 @@ int cmd_bench_ingest(int argc, char **argv) {
        .kind = CLI_VALUE,
        .dst = &a.format,
        .value = BASE_V_CHOICE(ls_format_names),
-       .help = "record values: f32 or csv"},
+       .help = "record values: f32, csv, or json or avro ticks\n"
+               "(`lstream produce --format json|avro`'s)"},
       {.name = "window",
        .arg = "T",
        .kind = CLI_VALUE,
@@ -272,11 +321,11 @@ int cmd_bench_ingest(int argc, char **argv) {
   };
   cli_spec_t const spec = {
       "bench ingest",
-      "--brokers ADDR --topic NAME [--format f32|csv]\n"
+      "--brokers ADDR --topic NAME [--format f32|csv|json|avro]\n"
       "                            [--window T] [--features F] [-X key=value]...\n"
       "                            [--kafka-config FILE]\n"
       "       lstream bench ingest --from-memory [--records N] [--series K]\n"
-      "                            [--format f32|csv] [--window T] [--features F]",
+      "                            [--format f32|csv|json|avro] [--window T] [--features F]",
       ABOUT,
       opts,
       NULL,

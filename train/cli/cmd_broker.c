@@ -36,8 +36,10 @@ static void broker_on_signal(int sig) {
   "cluster, or a lost leader, for tests.\n"
 
 #define EPILOG                                                                                     \
-  "A broker taken down stays the leader of its partitions: with --outage 1 and\n"                  \
-  "--brokers 2, clients bootstrap through broker 2 and cannot reach broker 1's.\n"                 \
+  "Partition p of a --topic is led by broker 1 + p % N, the same every run. A\n"                   \
+  "broker taken down stays the leader of its partitions: with --outage 1 and\n"                    \
+  "--brokers 2, clients bootstrap through broker 2 and cannot reach broker 1's\n"                  \
+  "(partitions 0, 2, ...).\n"                                                                      \
   "\n"                                                                                             \
   "Limits of the mock: about 5 MiB of record batches per partition (the oldest are\n"              \
   "dropped silently beyond that: use many partitions and lz4 for big topics, and\n"                \

@@ -81,8 +81,13 @@ static int produce_parse(int argc, char **argv, produce_args_t *a) {
                "topics (the embedded broker does) creates it"},
       {.name = "format", .arg = "F", .kind = CLI_VALUE, .dst = &a->opts.format,
        .value = BASE_V_CHOICE(ls_format_names),
-       .help = "value format: f32 (F little-endian float32) or\n"
-               "csv (F decimal numbers separated by commas)"},
+       .help = "value format: f32 (F little-endian float32), csv\n"
+               "(F decimal numbers separated by commas), or ticks as\n"
+               "a feed sends them: json ({\"sym\":KEY,\"ts\":ISO 8601,\n"
+               "\"px\":..,\"qty\":..,\"bid\":..,\"ask\":..,\"f4\":..}) or avro\n"
+               "(the same fields, ts in ms, plain binary; the schema:\n"
+               "ls_ticks_spec); read them with --fields px,... --key-field\n"
+               "sym --time-field ts"},
       {.name = "rate", .arg = "R", .kind = CLI_VALUE, .dst = &a->opts.rate,
        .value = BASE_V_DBL(0.0, 1e9), .help = "at most R records/s; 0: as fast as possible"},
       {.short_name = 'X', .arg = "key=value", .kind = CLI_CALL, .dst = &a->props,
@@ -172,6 +177,15 @@ int cmd_produce(int argc, char **argv) {
   ls_err_t err = LS_OK;
   if (rc == CLI_EXIT_OK && a.csv == NULL && (err = ls_feed_new(&feed, &a.feed)) != LS_OK)
     rc = cli_fail(err, "bad feed options");
+  /* json and avro: ticks (ls_ticks_spec), key and time in the value. */
+  ls_ticks_t ticks;
+  ls_decoder_t *encoder = NULL;
+  if (rc == CLI_EXIT_OK && (a.opts.format == LS_FORMAT_JSON || a.opts.format == LS_FORMAT_AVRO)) {
+    err = ls_ticks_spec(a.opts.format, a.feed.features, &ticks);
+    if (err == LS_OK) err = ls_decoder_new(&encoder, &ticks.spec);
+    if (err != LS_OK) rc = cli_fail(err, "cannot encode %s ticks", ls_format2str(a.opts.format));
+    a.opts.encoder = encoder;
+  }
   if (rc == CLI_EXIT_OK &&
       (err = ls_producer_new(&producer, a.brokers, a.topic, (const char *const *)a.props.items,
                              a.props.n)) != LS_OK)
@@ -204,6 +218,7 @@ int cmd_produce(int argc, char **argv) {
   }
   ls_producer_destroy(producer);
   ls_feed_destroy(feed);
+  ls_decoder_destroy(encoder);
   cli_kafka_props_free(&a.props);
   return rc;
 }

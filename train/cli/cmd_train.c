@@ -420,7 +420,7 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   printf("rejected");
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
-  printf("\n");
+  printf(" read=%lld dead_letters=%lld\n", (long long)s->read, (long long)s->dead_letters);
   if (s->predictions_next + s->predictions_eval + s->predictions_rows > 0)
     printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld waits=%lld\n",
            (long long)s->predictions_next, (long long)s->predictions_eval,
@@ -430,12 +430,19 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
       fprintf(stderr,
-              "lstream train: feature %d: final MSE %.4g, last value %.4g (data units): the "
+              "lstream train: feature %s: final MSE %.4g, last value %.4g (data units): the "
               "model's error is %.3f of the last value's (over the last fifth of event time)\n",
-              t->feature, mse(t->mse_sum, t->count), mse(t->base_sum, t->count),
+              t->name, mse(t->mse_sum, t->count), mse(t->base_sum, t->count),
               t->mse_sum / t->base_sum);
   }
   return 0;
+}
+
+/* 1 for a replay (--until end). */
+static int until_end(const train_args_t *a) {
+  char until[16] = "";
+  ls_train_conf_get(a->conf, "until", until, sizeof until);
+  return !strcmp(until, "end");
 }
 
 /* Runs a trainer to its end with the log lg, then the summary and the
@@ -466,6 +473,11 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   ls_train_summary_t sum;
   if (print_summary(tr, lg, *rank, &sum) != 0)
     rc = cli_fail(LS_ERR_STATE, "no summary: %s", ls_last_error());
+  else if (rc == CLI_EXIT_OK && until_end(a) && sum.read > 0 && sum.rejected == sum.read)
+    rc = cli_fail(LS_ERR_CORRUPT,
+                  "every one of the %lld records read was rejected (see the summary's rejected "
+                  "line): nothing trained; check --format, --features and --fields",
+                  (long long)sum.read);
   else if (a->series_path != NULL && write_series(tr, a->series_path, &sum) != CLI_EXIT_OK)
     rc = CLI_EXIT_FAIL;
   if (a->params_path != NULL && *rank == 0 && write_params(tr, a->params_path) != CLI_EXIT_OK)

@@ -67,9 +67,10 @@ static void metrics_targets(FILE *out, const ls_step_stats_t *s) {
   for (int j = 0; j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->target[j];
     fprintf(out,
-            "%s{\"feature\":%d,\"count\":%.0f,\"loss\":%s,\"baseline\":%s,\"mse_data\":%s,"
+            "%s{\"feature\":%d,\"name\":\"%s\",\"count\":%.0f,\"loss\":%s,\"baseline\":%s,\"mse_"
+            "data\":%s,"
             "\"baseline_data\":%s}",
-            j ? "," : "", t->feature, t->count,
+            j ? "," : "", t->feature, t->name, t->count,
             json_num(n[0], sizeof n[0], "%.9g", report_mean(t->loss_sum, t->count)),
             json_num(n[1], sizeof n[1], "%.9g", report_mean(t->baseline_sum, t->count)),
             json_num(n[2], sizeof n[2], "%.9g", report_mean(t->mse_sum, t->count)),
@@ -125,10 +126,10 @@ void report_summary(FILE *out, const ls_train_summary_t *s) {
   for (int j = 0; j < s->targets; j++) {
     const ls_target_figures_t *const a = &s->target[j], *const t = &s->tail_target[j];
     fprintf(out,
-            "target feature=%d count=%.0f mse=%.6g baseline=%.6g mse_data=%.9g "
+            "target feature=%d name=%s count=%.0f mse=%.6g baseline=%.6g mse_data=%.9g "
             "baseline_data=%.9g ratio=%.4f final_count=%.0f final_mse=%.6g final_baseline=%.6g "
             "final_mse_data=%.9g final_baseline_data=%.9g final_ratio=%.4f\n",
-            a->feature, a->count, report_mean(a->loss_sum, a->count),
+            a->feature, a->name, a->count, report_mean(a->loss_sum, a->count),
             report_mean(a->baseline_sum, a->count), report_mean(a->mse_sum, a->count),
             report_mean(a->base_sum, a->count), a->base_sum > 0 ? a->mse_sum / a->base_sum : 0.0,
             t->count, report_mean(t->loss_sum, t->count), report_mean(t->baseline_sum, t->count),

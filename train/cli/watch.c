@@ -65,8 +65,10 @@ int cli_watch_start(cli_watch_t *w, ls_trainer_t *tr, int quiet) {
   int rank = 0, world = 1;
   ls_trainer_rank(tr, &rank, &world);
   if (!quiet && w->conf.http != NULL)
-    fprintf(stderr, "lstream train: rank %d serves %s/metrics and %s/health\n", rank,
-            monitor_url(w->mon), monitor_url(w->mon));
+    fprintf(stderr,
+            "lstream train: rank %d serves %s/metrics and %s/health\n"
+            "lstream train: rank %d's live page: %s/\n",
+            rank, monitor_url(w->mon), monitor_url(w->mon), rank, monitor_url(w->mon));
   return CLI_EXIT_OK;
 }
 
