@@ -23,8 +23,10 @@ struct audit_s {
   int stateless;
   float *h, *c;         /* [L, H] the series' state */
   double *norm;         /* [F, LS_NORM_STATS] its normaliser */
+  double *model;        /* [ls_series_stats_t.model_n] its seasons and linear path (NULL: none) */
   float *x, *pred;      /* [T, I], [T, O] a window's */
   double *base, *scale; /* [T, O] */
+  double *lin, *beta;   /* [T, O] the linear path's share, the LSTM's weight (season.h) */
 };
 
 /* The run's configuration from a snapshot's settings section. */
@@ -115,6 +117,16 @@ static ls_err_t series_state(audit_t *a, ls_snapshot_t *snap, size_t at) {
   LS_RETURN_IF(!a->h || !a->c || !a->norm, LS_ERR_NOMEM, "no memory for a series' state");
   memcpy(a->h, h, row * sizeof *h), memcpy(a->c, c, row * sizeof *c);
   memcpy(a->norm, st.norm, F * LS_NORM_STATS * sizeof *a->norm);
+  size_t const X = season_width(a->p->sea);
+  LS_RETURN_IF(st.model_n != X, LS_ERR_CORRUPT,
+               "the snapshot's series keep %zu doubles of seasons and linear path, its settings "
+               "make %zu",
+               st.model_n, X);
+  if (X > 0) {
+    a->model = malloc(X * sizeof *a->model);
+    LS_RETURN_IF(a->model == NULL, LS_ERR_NOMEM, "no memory for a series' linear path");
+    memcpy(a->model, st.model, X * sizeof *a->model);
+  }
   a->info.norm_n = *st.norm_n;
   a->info.last_offset = si.last_offset;
   return LS_OK;
@@ -143,7 +155,9 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   a->pred = malloc(T * (size_t)a->p->O * sizeof *a->pred);
   a->base = malloc(T * (size_t)a->p->O * sizeof *a->base);
   a->scale = malloc(T * (size_t)a->p->O * sizeof *a->scale);
-  LS_RETURN_IF(!a->x || !a->pred || !a->base || !a->scale, LS_ERR_NOMEM,
+  a->lin = malloc(T * (size_t)a->p->O * sizeof *a->lin);
+  a->beta = malloc(T * (size_t)a->p->O * sizeof *a->beta);
+  LS_RETURN_IF(!a->x || !a->pred || !a->base || !a->scale || !a->lin || !a->beta, LS_ERR_NOMEM,
                "no memory for a window of %zu records", T);
   return LS_OK;
 }
@@ -181,8 +195,8 @@ void audit_free(audit_t *a) {
   figures_free(a->fig);
   prep_free(a->p);
   ls_train_conf_destroy(a->conf);
-  free(a->h), free(a->c), free(a->norm), free(a->x), free(a->pred), free(a->base);
-  free(a->scale);
+  free(a->h), free(a->c), free(a->norm), free(a->model), free(a->x), free(a->pred);
+  free(a->base), free(a->scale), free(a->lin), free(a->beta);
   free(a);
 }
 
@@ -194,17 +208,20 @@ void audit_info(const audit_t *a, audit_info_t *out) {
 static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   prep_t *const p = a->p;
   int const I = p->I, O = p->O;
-  for (int t = 0; t < n; t++)
-    LS_FORWARD_IF_ERROR(prep_record(p, &a->info.norm_n, a->norm, x + (size_t)t * (size_t)p->F,
-                                    a->x + (size_t)t * (size_t)I, a->base + (size_t)t * (size_t)O,
-                                    a->scale + (size_t)t * (size_t)O));
+  for (int t = 0; t < n; t++) {
+    size_t const o = (size_t)t * (size_t)O;
+    LS_FORWARD_IF_ERROR(prep_record(p, &a->info.norm_n, a->norm, a->model,
+                                    x + (size_t)t * (size_t)p->F, a->x + (size_t)t * (size_t)I,
+                                    a->base + o, a->scale + o, a->lin + o, a->beta + o, NULL));
+  }
   LS_FORWARD_IF_ERROR(
       ls_engine_set_state(a->eng, 1, a->stateless ? NULL : a->h, a->stateless ? NULL : a->c));
   LS_FORWARD_IF_ERROR(ls_engine_forward(a->eng, n, 1, a->x, NULL, NULL, NULL, NULL));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
   for (size_t o = 0; o < (size_t)n * (size_t)O; o++)
-    out[o] = a->base[o] + alpha[o % (size_t)O] * a->scale[o] * (double)a->pred[o];
+    out[o] = a->base[o] + alpha[o % (size_t)O] * a->scale[o] *
+                              (double)prep_mix(a->lin[o], a->beta[o], a->pred[o]);
   return LS_OK;
 }
 

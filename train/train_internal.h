@@ -63,6 +63,9 @@ struct ls_train_conf_s {
   int inputs;               /* 0 level,change; 1 level */
   char targets[1024];       /* "all" or a list of features such as 0,3 */
   int calibrate;            /* 0 false, 1 true */
+  char season[64];          /* auto | none | periods such as 24,168 (issue 24) */
+  int season_max;           /* the longest season, records */
+  int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int replay;               /* replay updates per step */
   int replay_batch;         /* windows per replay update, over all partitions */
   int replay_memory;        /* windows kept for replay, over all partitions */
@@ -106,6 +109,12 @@ ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf,
  * not know, are appended to note. */
 ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
                           char *note, size_t note_size);
+
+/* A snapshot that keeps no settings (format 4): the options that came
+ * later and changed training take the values it was trained with, unless
+ * given (then refused when they differ). */
+ls_err_t train_conf_adopt_earlier(ls_train_conf_t *c, const char *path, char *note,
+                                  size_t note_size);
 
 /* "topic, format, ...": the fixed keys, for messages. */
 const char *train_conf_fixed_names(void);

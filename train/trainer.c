@@ -134,6 +134,8 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   LS_FORWARD_IF_ERROR(ls_engine_forward(eng, tr->T, n, p->x, p->y, p->mask, NULL, &count));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->pred, NULL, NULL));
   if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
+  for (int b = 0; b < n; b++) /* the linear path learns; tr->pred becomes the model's forecast */
+    prep_learn(p, b, &tr->st[b], tr->pred);
   if (tr->watch != NULL) watch_step(tr, wins, n); /* before the calibration moves */
   LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->st, v + V__N + SNAP_V__N));
   LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));

@@ -8,7 +8,9 @@ forecasts of step S in PREDICTIONS.csv (made with that snapshot's model),
 runs `lstream predict` on the series' records and requires each of those
 forecasts, as text, to be the trainer's. Then `lstream export --states` of
 the newest snapshot: each series' calibration factor (alpha) is the one
-predict used, clamp(p y / p p, 0, 1) of the exported moments, and its
+predict used, clamp(p y / p p, 0, 1) of the exported moments (1 where the
+moments are all zero: with the linear path, each series' mixing weights
+calibrate and the run-wide factor stays 1), and its
 normaliser's count the records predict skipped. Exits 1 on a difference.
 """
 import csv
@@ -97,6 +99,8 @@ def main():
     i = keys.index(key)
     m = t["calibration"]
     want = [min(1.0, max(0.0, m[j, 0] / m[j, 1])) if m[j, 1] > 0 else 0.0 for j in range(len(m))]
+    if not m.any():  # no run-wide calibration (the linear path's mixing)
+        want = [1.0] * len(m)
     if t["alpha"].shape != (len(keys), len(m)) or not all((t["alpha"] == want).all(axis=1)):
         fail(f"export: alpha {t['alpha'][:2]} is not each series' clamp(p y / p p) {want}")
     if list(t["alpha"][i]) != alpha:
