@@ -66,8 +66,16 @@ enum { N_KEYS = sizeof keys / sizeof keys[0] };
 void ls_ingest_settings_init(ls_ingest_settings_t *s) {
   if (s == NULL) return;
   memset(s, 0, sizeof *s);
-  /* The table's defaults are checked by the tests (ingest test_conf). */
-  (void)base_keys_defaults(keys, N_KEYS, s);
+  /* The table's defaults (checked by the tests: ingest test_conf). The
+   * caller owns the settings' strings (ls_ingest_conf_set_settings copies
+   * them): a text default is pointed to, never allocated here. */
+  for (int i = 0; i < N_KEYS; i++) {
+    if (keys[i].def == NULL) continue;
+    if (keys[i].value.kind == BASE_STR && keys[i].value.size == 0)
+      *(const char **)((char *)s + keys[i].offset) = keys[i].def;
+    else
+      (void)base_key_set(&keys[i], s, keys[i].def);
+  }
 }
 
 /* The settings' strings, each malloc'ed in a conf's copy. */
@@ -239,7 +247,14 @@ ls_err_t ls_ingest_conf_new(ls_ingest_conf_t **out) {
   ls_ingest_conf_t *const c = calloc(1, sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "ls_ingest_conf_new: out of memory");
   c->kafka = rd_kafka_conf_new();
-  ls_ingest_settings_init(&c->s);
+  ls_ingest_settings_t d; /* the defaults, their strings the table's */
+  ls_ingest_settings_init(&d);
+  ls_err_t const err = ingest_settings_copy(&c->s, &d); /* the conf owns its copy */
+  if (err != LS_OK) {
+    rd_kafka_conf_destroy(c->kafka);
+    free(c);
+    return err;
+  }
   *out = c;
   return LS_OK;
 }

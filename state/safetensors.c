@@ -29,6 +29,9 @@ typedef struct tensor_s {
   const char *dtype; /* "F32", "F64" or "I64" */
 } tensor_t;
 
+/* The most tensors a module adds to the states' export. */
+#define LS_EXPORT_EXTRA_MAX 8
+
 static size_t dtype_bytes(const tensor_t *t) {
   return t->dtype == NULL || !strcmp(t->dtype, "F32") ? 4 : 8;
 }
@@ -172,7 +175,8 @@ ls_err_t ls_snapshot_export_model(const ls_snapshot_t *s, const char *path) {
 
 /* The states' metadata: step, layout, partitions and keys of the parts'
  * series, in order, into meta (a JSON object). */
-static void states_meta(const ls_snapshot_t *const *parts, int n, text_t *meta) {
+static void states_meta(const ls_snapshot_t *const *parts, int n, const ls_export_tensor_t *extra,
+                        int n_extra, text_t *meta) {
   text_t keys = {0};
   text_add(&keys, "[");
   text_add(meta,
@@ -195,13 +199,47 @@ static void states_meta(const ls_snapshot_t *const *parts, int n, text_t *meta) 
     text_add_bytes(meta, keys.p, keys.len);
   else
     meta->failed = 1;
+  for (int i = 0; i < n_extra; i++)
+    if (extra[i].about != NULL) {
+      text_add(meta, ",\"%s\":", extra[i].name);
+      text_add_bytes(meta, extra[i].about, strlen(extra[i].about));
+    }
   text_add(meta, "}");
   free(keys.p);
 }
 
 ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, const char *path) {
+  return ls_snapshot_export_states_with(parts, n, NULL, 0, path);
+}
+
+/* The tensors extra [n_extra] checked. */
+static ls_err_t check_extra(const ls_export_tensor_t *extra, int n_extra) {
+  static const char *const taken[] = {"h", "c", "norm_n", "norm", "errors"};
+  LS_RETURN_IF(n_extra < 0 || n_extra > LS_EXPORT_EXTRA_MAX || (n_extra > 0 && extra == NULL),
+               LS_ERR_INVALID_ARG, "%d extra tensors (at most %d) at %p", n_extra,
+               LS_EXPORT_EXTRA_MAX, (const void *)extra);
+  for (int i = 0; i < n_extra; i++) {
+    const ls_export_tensor_t *const t = &extra[i];
+    LS_RETURN_IF(t->name == NULL || t->name[0] == '\0' || strlen(t->name) > 63 ||
+                     strpbrk(t->name, "\"\\") != NULL || t->data == NULL || t->rows == 0 ||
+                     t->cols == 0,
+                 LS_ERR_INVALID_ARG,
+                 "extra tensor %d: a name of 1 to 63 bytes without quotes, data and a shape of "
+                 "at least [1, 1]",
+                 i);
+    for (size_t k = 0; k < sizeof taken / sizeof taken[0]; k++)
+      LS_RETURN_IF(!strcmp(t->name, taken[k]), LS_ERR_INVALID_ARG,
+                   "extra tensor '%s': a name the states use", t->name);
+  }
+  return LS_OK;
+}
+
+ls_err_t ls_snapshot_export_states_with(const ls_snapshot_t *const *parts, int n,
+                                        const ls_export_tensor_t *extra, int n_extra,
+                                        const char *path) {
   LS_RETURN_IF(parts == NULL || path == NULL || n < 1, LS_ERR_INVALID_ARG,
                "parts or path is NULL, or %d parts", n);
+  LS_FORWARD_IF_ERROR(check_extra(extra, n_extra));
   size_t S = 0;
   for (int i = 0; i < n; i++) {
     LS_RETURN_IF(parts[i] == NULL, LS_ERR_INVALID_ARG, "part %d is NULL", i);
@@ -216,7 +254,7 @@ ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, con
   const void **const pieces = malloc(5 * (size_t)n * sizeof *pieces);
   size_t *const counts = malloc(5 * (size_t)n * sizeof *counts);
   text_t meta = {0};
-  states_meta(parts, n, &meta);
+  states_meta(parts, n, extra, n_extra, &meta);
   ls_err_t err = LS_OK;
   if (pieces == NULL || counts == NULL || meta.failed) {
     err = ls_error_set(LS_ERR_NOMEM, "%s: no memory for the metadata of %zu series", path, S);
@@ -231,14 +269,22 @@ ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n, con
         pieces[k * n + i] = src[k], counts[k * n + i] = cnt[k];
     }
     size_t const L = (size_t)parts[0]->shape.num_layers, H = (size_t)parts[0]->shape.hidden_size;
-    tensor_t const ts[5] = {
+    tensor_t ts[5 + LS_EXPORT_EXTRA_MAX] = {
         {"h", 3, {S, L, H}, n, pieces, counts, NULL, 0, "F32"},
         {"c", 3, {S, L, H}, n, pieces + n, counts + n, NULL, 0, "F32"},
         {"norm_n", 1, {S, 0, 0}, n, pieces + 2 * n, counts + 2 * n, NULL, 0, "I64"},
         {"norm", 3, {S, F, LS_NORM_STATS}, n, pieces + 3 * n, counts + 3 * n, NULL, 0, "F64"},
         {"errors", 3, {S, O, 2}, n, pieces + 4 * n, counts + 4 * n, NULL, 0, "F64"}};
     /* Without host-side state (F = 0): h and c only. */
-    err = write_safetensors(path, ts, F > 0 ? 5 : 2, meta.p);
+    int const k = F > 0 ? 5 : 2;
+    for (int i = 0; i < n_extra; i++) {
+      tensor_t *const t = &ts[k + i];
+      snprintf(t->name, sizeof t->name, "%s", extra[i].name);
+      t->ndim = 2, t->dims[0] = extra[i].rows, t->dims[1] = extra[i].cols;
+      t->one = extra[i].data, t->one_n = extra[i].rows * extra[i].cols;
+      t->n_src = 1, t->src = &t->one, t->src_n = &t->one_n, t->dtype = "F64";
+    }
+    err = write_safetensors(path, ts, k + n_extra, meta.p);
   }
   free(pieces);
   free(counts);

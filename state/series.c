@@ -47,6 +47,8 @@ struct ls_series_table_s {
   int64_t *serve;  /* [cap, LS_SERVE_FIELDS] */
   double *pending; /* [cap, O] */
   double *tail;    /* [cap, F] */
+  size_t X;        /* the trainer's doubles per slot (ls_series_table_keep_model); 0 none */
+  double *model;   /* [cap, X] */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -86,7 +88,7 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
   free(t->norm_n), free(t->norm), free(t->errors), free(t->zero_row), free(t->parts);
-  free(t->serve), free(t->pending), free(t->tail);
+  free(t->serve), free(t->pending), free(t->tail), free(t->model);
   free(t);
 }
 
@@ -110,6 +112,7 @@ static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->serve, old, cap, LS_SERVE_FIELDS * sizeof(int64_t)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->pending, old, cap, (size_t)t->O * sizeof(double)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->tail, old, cap, (size_t)t->F * sizeof(double)));
+  if (t->X > 0) LS_FORWARD_IF_ERROR(grow_zeroed(&t->model, old, cap, t->X * sizeof(double)));
   return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
@@ -141,6 +144,23 @@ ls_err_t ls_series_table_keep_stats(ls_series_table_t *t, int features, int targ
 void ls_series_table_stats_shape(const ls_series_table_t *t, int *features, int *targets) {
   if (features != NULL) *features = t != NULL ? t->F : 0;
   if (targets != NULL) *targets = t != NULL ? t->O : 0;
+}
+
+ls_err_t ls_series_table_keep_model(ls_series_table_t *t, size_t doubles) {
+  LS_RETURN_IF(t == NULL, LS_ERR_INVALID_ARG, "table is NULL");
+  LS_RETURN_IF(t->count > 0 || t->F == 0 || t->X > 0, LS_ERR_STATE,
+               "keep the trainer's per-series state on an empty table that keeps stats, once");
+  LS_RETURN_IF(doubles > ((size_t)1 << 24), LS_ERR_INVALID_ARG,
+               "%zu doubles of per-series state: at most 2^24", doubles);
+  t->X = doubles;
+  ls_err_t const err =
+      doubles > 0 ? grow_zeroed(&t->model, 0, t->cap, doubles * sizeof(double)) : LS_OK;
+  if (err != LS_OK) t->X = 0;
+  return err;
+}
+
+size_t ls_series_table_model_width(const ls_series_table_t *t) {
+  return t != NULL ? t->X : 0;
 }
 
 /* The list of partition p, made when new. */
@@ -203,6 +223,7 @@ static ls_err_t clear_slot(ls_series_table_t *t, size_t s) {
   memset(t->serve + s * LS_SERVE_FIELDS, 0, LS_SERVE_FIELDS * sizeof(int64_t));
   memset(t->pending + s * (size_t)t->O, 0, (size_t)t->O * sizeof(double));
   memset(t->tail + s * (size_t)t->F, 0, (size_t)t->F * sizeof(double));
+  if (t->X > 0) memset(t->model + s * t->X, 0, t->X * sizeof(double));
   return LS_OK;
 }
 
@@ -351,6 +372,8 @@ static ls_err_t evict_slot(ls_series_table_t *t, int64_t s) {
              (size_t)t->O * sizeof(double));
       memcpy(t->tail + (size_t)s * (size_t)t->F, t->tail + last * (size_t)t->F,
              (size_t)t->F * sizeof(double));
+      if (t->X > 0)
+        memcpy(t->model + (size_t)s * t->X, t->model + last * t->X, t->X * sizeof(double));
     }
   }
   t->count--;
@@ -405,7 +428,9 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
                              t->errors + i * (size_t)t->O * 2,
                              t->serve + i * LS_SERVE_FIELDS,
                              t->pending + i * (size_t)t->O,
-                             t->tail + i * (size_t)t->F};
+                             t->tail + i * (size_t)t->F,
+                             t->X > 0 ? t->model + i * t->X : NULL,
+                             t->X};
   return LS_OK;
 }
 
@@ -419,6 +444,10 @@ ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stat
   memcpy(dst->serve, src->serve, LS_SERVE_FIELDS * sizeof(int64_t));
   memcpy(dst->pending, src->pending, (size_t)O * sizeof(double));
   memcpy(dst->tail, src->tail, (size_t)F * sizeof(double));
+  LS_RETURN_IF(dst->model_n != src->model_n, LS_ERR_INVALID_ARG,
+               "series stats copy: %zu doubles of per-series model state into %zu", src->model_n,
+               dst->model_n);
+  if (src->model_n > 0) memcpy(dst->model, src->model, src->model_n * sizeof(double));
   return LS_OK;
 }
 
@@ -459,6 +488,7 @@ ls_err_t ls_series_table_digest(ls_series_table_t *t, uint64_t *digest) {
     d = base_fnv1a(d, t->serve + s * LS_SERVE_FIELDS, LS_SERVE_FIELDS * sizeof(int64_t));
     d = base_fnv1a(d, t->pending + s * (size_t)t->O, (size_t)t->O * sizeof(double));
     d = base_fnv1a(d, t->tail + s * (size_t)t->F, (size_t)t->F * sizeof(double));
+    if (t->X > 0) d = base_fnv1a(d, t->model + s * t->X, t->X * sizeof(double));
   }
   free(h), free(c);
   if (err == LS_OK) *digest = d;

@@ -39,7 +39,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->h), free(s->c);
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
-  free(s->serve), free(s->pending), free(s->tail), free(s->predict);
+  free(s->serve), free(s->pending), free(s->tail), free(s->predict), free(s->smodel);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   snap_free_inflight(s);
   for (int i = 0; i < LS_SNAPSHOT_MODULE_SECTIONS; i++)
@@ -54,6 +54,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->adam_steps = 0;
   s->series = s->key_bytes = s->parts = 0;
   s->stats_F = s->stats_O = 0;
+  s->model_X = 0;
   s->has_calib = 0;
   s->has_serve = 0;
   s->predict_Q = s->predict_W = 0;
@@ -107,6 +108,9 @@ static ls_err_t reserve_optional(ls_snapshot_t *s) {
                                (size_t)s->stats_O * sizeof(double), "forecasts"));
     LS_FORWARD_IF_ERROR(
         ensure(&s->tail, &s->have_tail, cs, (size_t)s->stats_F * sizeof(double), "records"));
+    if (s->model_X > 0)
+      LS_FORWARD_IF_ERROR(
+          ensure(&s->smodel, &s->have_smodel, cs, s->model_X * sizeof(double), "series models"));
   }
   if (s->mem_cap > 0) {
     LS_RETURN_IF(s->mem_entry > SIZE_MAX / sizeof(float) / s->mem_cap, LS_ERR_NOMEM,
@@ -253,6 +257,7 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
     memset(st.serve, 0, LS_SERVE_FIELDS * sizeof(int64_t));
     memset(st.pending, 0, (size_t)s->stats_O * sizeof(double));
     memset(st.tail, 0, (size_t)s->stats_F * sizeof(double));
+    if (st.model_n > 0) memset(st.model, 0, st.model_n * sizeof(double));
   }
   return LS_OK;
 }
@@ -281,8 +286,10 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
   LS_FORWARD_IF_ERROR(check_engine_shape(s, ls_series_table_engine(tab), 0));
   int F = 0, O = 0;
   ls_series_table_stats_shape(tab, &F, &O);
-  if (s->series == 0 && s->stats_F == 0 && F > 0)
+  if (s->series == 0 && s->stats_F == 0 && F > 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_stats_shape(s, F, O));
+    LS_FORWARD_IF_ERROR(ls_snapshot_set_model_width(s, ls_series_table_model_width(tab)));
+  }
   LS_RETURN_IF(F != s->stats_F || O != s->stats_O, LS_ERR_INVALID_ARG,
                "the table keeps state of %d features and %d targets per series, the snapshot of "
                "%d and %d",
@@ -334,8 +341,25 @@ ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *s, int features, int targets
                targets);
   s->stats_F = features;
   s->stats_O = targets;
+  s->model_X = 0;
   s->has_serve = !none;
   return reserve_optional(s);
+}
+
+ls_err_t ls_snapshot_set_model_width(ls_snapshot_t *s, size_t doubles) {
+  LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
+  LS_RETURN_IF(s->series > 0, LS_ERR_STATE,
+               "the snapshot holds series: set the layout of their state before adding any");
+  LS_RETURN_IF(doubles > 0 && s->stats_F == 0, LS_ERR_STATE,
+               "per-series model state needs a stats layout: set that first");
+  LS_RETURN_IF(doubles > ((size_t)1 << 24), LS_ERR_INVALID_ARG,
+               "%zu doubles of per-series state: at most 2^24", doubles);
+  s->model_X = doubles;
+  return reserve_optional(s);
+}
+
+size_t ls_snapshot_model_width(const ls_snapshot_t *s) {
+  return s != NULL ? s->model_X : 0;
 }
 
 void ls_snapshot_stats_shape(const ls_snapshot_t *s, int *features, int *targets) {
@@ -352,7 +376,9 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
                              s->errors + i * (size_t)s->stats_O * 2,
                              s->serve + i * LS_SERVE_FIELDS,
                              s->pending + i * (size_t)s->stats_O,
-                             s->tail + i * (size_t)s->stats_F};
+                             s->tail + i * (size_t)s->stats_F,
+                             s->model_X > 0 ? s->smodel + i * s->model_X : NULL,
+                             s->model_X};
   return LS_OK;
 }
 

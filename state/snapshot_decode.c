@@ -65,7 +65,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
    * the shuffle flag; version 5 adds module sections with theirs. */
   int const v4 = snap_get_u32(f->data + 8) == 4;
   uint32_t const allowed = v4 ? (uint32_t)SNAP_FLAG_SHUFFLED : (uint32_t)SNAP_FLAG_KNOWN;
-  int const own = id >= SNAP_META && id <= SNAP_PREDICT;
+  int const own = id >= SNAP_META && id <= SNAP_SERIES_MODEL;
   if (!(own || (!v4 && snap_is_module(id))) || (flags & ~allowed) != 0 ||
       (own && (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0))
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
@@ -298,6 +298,24 @@ static ls_err_t check_meta_inflight(const snap_file_t *f, const snap_meta_t *m) 
   return LS_OK;
 }
 
+/* The meta's layouts of the series' state, memory, calibration and
+ * forecasts' bookkeeping, for what a writer makes. */
+static ls_err_t check_meta_layouts(const snap_file_t *f, const snap_meta_t *m) {
+  if ((m->stats_F == 0) != (m->stats_O == 0) || m->stats_F > (1u << 16) ||
+      m->stats_O > m->stats_F || (m->mem_cap == 0) != (m->mem_entry == 0) ||
+      m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model ||
+      m->has_serve > (m->stats_F > 0) || m->predict_Q > (1u << 20) || m->predict_W > (1u << 20) ||
+      (m->predict_Q + m->predict_W > 0 && !m->has_model) || m->model_X > (1u << 24) ||
+      (m->model_X > 0 && m->stats_F == 0))
+    return CORRUPT("%s: meta: series state of %u features and %u targets (forecasts %u), a "
+                   "memory of %llu entries of %llu floats, calibration %u, forecasts' "
+                   "bookkeeping of %u and %u values, %u doubles of series model are not possible",
+                   f->name, m->stats_F, m->stats_O, m->has_serve, (unsigned long long)m->mem_cap,
+                   (unsigned long long)m->mem_entry, m->has_calib, m->predict_Q, m->predict_W,
+                   m->model_X);
+  return LS_OK;
+}
+
 /* The bytes m's content takes (row: L H floats, n parameters); in double:
  * S * row may overflow 64 bits in a damaged file. */
 static double meta_content_bytes(const snap_meta_t *m, uint64_t row, size_t n) {
@@ -305,7 +323,7 @@ static double meta_content_bytes(const snap_meta_t *m, uint64_t row, size_t n) {
   return S * (53.0 + 8.0 * (double)row) + (double)m->key_bytes +
          S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
          S * 8.0 * (LS_SERVE_FIELDS + m->stats_O + m->stats_F) * m->has_serve +
-         8.0 * ((double)m->predict_Q + (double)m->predict_W) +
+         S * 8.0 * m->model_X + 8.0 * ((double)m->predict_Q + (double)m->predict_W) +
          (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
          (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
          (double)m->in_series * 57.0 + (double)m->in_key_bytes +
@@ -341,16 +359,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                    f->name, (unsigned long long)S, (unsigned long long)m->key_bytes,
                    (unsigned long long)m->parts);
   LS_FORWARD_IF_ERROR(check_meta_inflight(f, m));
-  if ((m->stats_F == 0) != (m->stats_O == 0) || m->stats_F > (1u << 16) ||
-      m->stats_O > m->stats_F || (m->mem_cap == 0) != (m->mem_entry == 0) ||
-      m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model ||
-      m->has_serve > (m->stats_F > 0) || m->predict_Q > (1u << 20) || m->predict_W > (1u << 20) ||
-      (m->predict_Q + m->predict_W > 0 && !m->has_model))
-    return CORRUPT("%s: meta: series state of %u features and %u targets (forecasts %u), a "
-                   "memory of %llu entries of %llu floats, calibration %u, forecasts' "
-                   "bookkeeping of %u and %u values are not possible",
-                   f->name, m->stats_F, m->stats_O, m->has_serve, (unsigned long long)m->mem_cap,
-                   (unsigned long long)m->mem_entry, m->has_calib, m->predict_Q, m->predict_W);
+  LS_FORWARD_IF_ERROR(check_meta_layouts(f, m));
   double const need = meta_content_bytes(m, row, n);
   if (need > 0x1p62 || (lim->max_alloc != 0 && need > (double)lim->max_alloc))
     return CORRUPT("%s: meta: content of %.0f bytes exceeds the limit of %llu", f->name, need,
@@ -367,6 +376,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .stats_O = (int)m->stats_O,
                           .has_calib = (int)m->has_calib,
                           .has_serve = (int)m->has_serve,
+                          .model_X = (size_t)m->model_X,
                           .predict_Q = (int)m->predict_Q,
                           .predict_W = (int)m->predict_W,
                           .mem_cap = (size_t)m->mem_cap,
@@ -524,6 +534,7 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
    * agree on them). */
   if (err == LS_OK) err = ls_snapshot_set_stats_shape(s, (int)m->stats_F, (int)m->stats_O);
   s->has_serve = (int)m->has_serve; /* 0: no serve section, zeros once decoded */
+  if (err == LS_OK) err = ls_snapshot_set_model_width(s, (size_t)m->model_X);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, (int)m->in_F);
   if (err == LS_OK && series)

@@ -13,13 +13,13 @@ const char *snap_section_name(uint32_t id) {
   static const char *const names[] = {
       "?",        "meta",          "model",    "optimizer", "keys",        "counts",
       "states",   "partitions",    "shards",   "norm",      "calibration", "memory",
-      "inflight", "inflight_rows", "activity", "serve",     "predict"};
+      "inflight", "inflight_rows", "activity", "serve",     "predict",     "series_model"};
   /* Module sections by the ids state.h allots (their content is theirs). */
   if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
   if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
   if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
-  return id <= SNAP_PREDICT ? names[id] : names[0];
+  return id <= SNAP_SERIES_MODEL ? names[id] : names[0];
 }
 
 int snap_is_module(uint32_t id) {
@@ -105,6 +105,8 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                   {{s->serve, S * LS_SERVE_FIELDS * 8, 0},
                                    {s->pending, S * (size_t)s->stats_O * 8, 0},
                                    {s->tail, S * (size_t)s->stats_F * 8, 0}}};
+  case SNAP_SERIES_MODEL:
+    return (snap_section_spans_t){id, 1, {{s->smodel, S * s->model_X * 8, 0}}};
   case SNAP_PREDICT:
     return (snap_section_spans_t){
         id, 1, {{s->predict, ((size_t)s->predict_Q + (size_t)s->predict_W) * 8, 0}}};
@@ -165,6 +167,7 @@ int snap_shard_ids(const ls_snapshot_t *s, int own_only, uint32_t ids[SNAP_SHARD
   ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_ACTIVITY, ids[n++] = SNAP_STATES;
   if (s->stats_F > 0) ids[n++] = SNAP_NORM;
   if (s->stats_F > 0 && s->has_serve) ids[n++] = SNAP_SERVE;
+  if (s->stats_F > 0 && s->model_X > 0) ids[n++] = SNAP_SERIES_MODEL;
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
@@ -200,6 +203,7 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u64(m + 144, (uint64_t)s->info.updates);
   snap_put_u32(m + 152, (uint32_t)(s->has_model ? s->predict_Q : 0));
   snap_put_u32(m + 156, (uint32_t)(s->has_model ? s->predict_W : 0));
+  snap_put_u32(m + 160, (uint32_t)(s->stats_F > 0 ? s->model_X : 0));
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -225,5 +229,6 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u64(m + 136),
                        (int64_t)snap_get_u64(m + 144),
                        snap_get_u32(m + 152),
-                       snap_get_u32(m + 156)};
+                       snap_get_u32(m + 156),
+                       snap_get_u32(m + 160)};
 }

@@ -67,8 +67,9 @@
  *                 no in-flight sections), reserved u32, in-flight series Q
  *                 u64, their key bytes KQ u64, their rows R u64; updates
  *                 i64 (the trainer's, for the warm-up); (at 152) predict
- *                 PQ u32, predict W u32 (0, 0: no predict section); 32
- *                 reserved bytes
+ *                 PQ u32, predict W u32 (0, 0: no predict section); (at
+ *                 160) series model X u32 (0: no series_model section);
+ *                 28 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
  *  10 calibration (format 4 only) spy f64 [O], spp f64 [O], k i64 [O]
@@ -85,6 +86,9 @@
  *   9 norm        norm_n i64 [S], norm f64 [S, F, 4], errors f64 [S, G, 2]
  *  15 serve       serve i64 [S, 5], pending f64 [S, G], tail f64 [S, F]
  *                 (ls_series_stats_t)
+ *  17 series_model  model f64 [S, X]: the trainer's per-series state
+ *                 (ls_series_stats_t.model, opaque to state/; written since
+ *                 issue 24, absent before: X = 0)
  *   7 partitions  partition i32 [P], offset i64 [P] (its next unread record)
  *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
  *  12 inflight    key_len u8 [Q], then the keys, each followed by a NUL,
@@ -153,7 +157,8 @@ typedef enum snap_section_e {
   SNAP_INFLIGHT_ROWS,
   SNAP_ACTIVITY,
   SNAP_SERVE,
-  SNAP_PREDICT
+  SNAP_PREDICT,
+  SNAP_SERIES_MODEL
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -220,6 +225,8 @@ struct ls_snapshot_s {
   int64_t *serve;       /* [S, LS_SERVE_FIELDS] */
   double *pending;      /* [S, O] */
   double *tail;         /* [S, F] */
+  size_t model_X;       /* with stats: the trainer's doubles per series (0: none) */
+  double *smodel;       /* [S, X] */
 
   int has_calib;    /* with the model: calibration per target of the shape's O */
   double *calib;    /* [2 O]: spy [O], then spp [O] */
@@ -259,8 +266,8 @@ struct ls_snapshot_s {
 
   /* Bytes allocated for the optional arrays above (they keep them across
    * resets, as the others keep their capacity). */
-  size_t have_norm_n, have_norm, have_errors, have_serve, have_pending, have_tail, have_mem_filled,
-      have_mem_next, have_mem;
+  size_t have_norm_n, have_norm, have_errors, have_serve, have_pending, have_tail, have_smodel,
+      have_mem_filled, have_mem_next, have_mem;
 
   ls_snapshot_file_t file; /* what it was loaded from */
 };
@@ -399,6 +406,7 @@ typedef struct snap_meta_s {
   uint64_t in_series, in_key_bytes, in_rows;
   int64_t updates;
   uint32_t predict_Q, predict_W;
+  uint32_t model_X;
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */

@@ -454,8 +454,8 @@ static ls_err_t check_same_run(const ls_snapshot_t *part, const ls_snapshot_t *z
       memcmp(&part->shape, &zero->shape, sizeof zero->shape) != 0 ||
           part->info.seed != zero->info.seed || part->info.fingerprint != zero->info.fingerprint ||
           part->stats_F != zero->stats_F || part->stats_O != zero->stats_O ||
-          part->mem_cap != zero->mem_cap || part->mem_entry != zero->mem_entry ||
-          part->in_F != zero->in_F,
+          part->model_X != zero->model_X || part->mem_cap != zero->mem_cap ||
+          part->mem_entry != zero->mem_entry || part->in_F != zero->in_F,
       LS_ERR_CORRUPT,
       "shard %d of step %lld has another shape, seed, fingerprint, series state, memory layout "
       "or record width than shard 0",
@@ -519,6 +519,7 @@ static ls_err_t reshard(const ls_snapshot_manifest_t *m, ls_snapshot_t *zero, in
   LS_FORWARD_IF_ERROR(ls_snapshot_new(&zero->shape, 0, 0, &s));
   s->info = zero->info;
   ls_err_t err = ls_snapshot_set_stats_shape(s, zero->stats_F, zero->stats_O);
+  if (err == LS_OK) err = ls_snapshot_set_model_width(s, zero->model_X);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, zero->mem_cap, zero->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, zero->in_F);
   if (err == LS_OK) err = take_model(s, zero); /* with rank 0's module sections */

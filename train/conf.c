@@ -202,8 +202,22 @@ static const base_key_t keys[] = {
      "the features forecast: all, or a list such as 0,3 (the others are covariates, inputs only)",
      F(targets), BASE_V_STR(S(targets)), "all", LS_KEY_MODEL | LS_KEY_FIXED},
     {"calibrate",
-     "scale each target's predicted change by how much such changes paid off on past forecasts",
+     "scale each target's predicted change by how much such changes paid off on past forecasts "
+     "(without the linear path: with it, each series' mixing weights do)",
      F(calibrate), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"season",
+     "each series' season, whose lags join its inputs and linear path: auto (found from the "
+     "autocorrelation of the series' own changes, up to season_max), none, or up to 2 periods in "
+     "records such as 24 or 24,168 (needs normalize series, target delta)",
+     F(season), BASE_V_STR(S(season)), "auto", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"season_max",
+     "the longest season looked for or given, in records (each series keeps its last 2 x this "
+     "values per target)",
+     F(season_max), BASE_V_INT(4, 4096), "336", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"linear",
+     "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
+     "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
+     F(linear), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",
@@ -493,6 +507,18 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
   if (len + 1 < size) snprintf(note + len, size - len, fmt, a, b, c);
 }
 
+/* Options whose default changed training when they came: a snapshot
+ * written before them was trained as with these values (issue 24). */
+static const struct {
+  const char *key, *value;
+} earlier[] = {{"season", "none"}, {"linear", "false"}};
+
+static const char *earlier_value(const char *key) {
+  for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)
+    if (!strcmp(earlier[i].key, key)) return earlier[i].value;
+  return NULL;
+}
+
 /* The snapshot's value of one key against c's; key k's row. */
 static ls_err_t adopt_one(ls_train_conf_t *c, const base_key_t *k, const char *was,
                           const char *path, char *note, size_t note_size) {
@@ -547,10 +573,16 @@ ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, cons
     seen[k - keys] = 1;
     LS_FORWARD_IF_ERROR(adopt_one(c, k, was, path, note, note_size));
   }
-  /* Keys that came after the snapshot: it was trained as with their
-   * defaults (an option is added with the old behaviour as its default). */
+  /* Keys that came after the snapshot: it was trained as with their value
+   * before they existed (earlier_value: the old behaviour), or else their
+   * default (an option added with the old behaviour as its default). */
   for (size_t i = 0; i < n_keys; i++) {
     if (seen[i] || !(keys[i].flags & LS_KEY_FIXED) || keys[i].def == NULL) continue;
+    const char *const was = earlier_value(keys[i].name);
+    if (was != NULL) {
+      LS_FORWARD_IF_ERROR(adopt_one(c, &keys[i], was, path, note, note_size));
+      continue;
+    }
     ls_train_conf_t *const d = calloc(1, sizeof *d);
     LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory for a configuration");
     char def[1100], now[1100];
@@ -577,4 +609,13 @@ const char *train_conf_fixed_names(void) {
     if (keys[i].flags & LS_KEY_FIXED)
       at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", keys[i].name);
   return names;
+}
+
+ls_err_t train_conf_adopt_earlier(ls_train_conf_t *c, const char *path, char *note,
+                                  size_t note_size) {
+  for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++) {
+    const base_key_t *const k = find_key(earlier[i].key);
+    LS_FORWARD_IF_ERROR(adopt_one(c, k, earlier[i].value, path, note, note_size));
+  }
+  return LS_OK;
 }

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "season.h"
+
 /* Entries of the timeline before pairs are merged. */
 #define TIMELINE_MAX 65536
 /* Forecasts the calibration's averages reach back (FINDINGS.md 4.3). */
@@ -43,7 +45,9 @@ struct figures_s {
 
 ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out) {
   *out = NULL;
-  int const calibrate = c->calibrate;
+  /* With the linear path, each series' mixing weights are its calibration
+   * (season.h): the run-wide one would shrink a young series' forecasts. */
+  int const calibrate = c->calibrate && !season_linear(c);
   figures_t *const f = calloc(1, sizeof *f);
   LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
   f->O = O, f->calibrate = calibrate;
@@ -148,7 +152,7 @@ static int row_terms(figures_t *f, const prep_t *p, const float *pred, size_t r)
   int ok = 1;
   for (int j = 0; j < f->O; j++) {
     size_t const o = r * (size_t)f->O + (size_t)j;
-    double const pr = pred[o], y = p->y[o], next = p->next[o];
+    double const pr = pred[o], y = p->target[o], next = p->next[o];
     double const fc = p->base[o] + f->alpha[j] * p->scale[o] * pr;
     double *const e = f->err + (size_t)j * V_PER;
     e[V_LOSS] = (pr - y) * (pr - y);
@@ -288,6 +292,10 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
 
 const double *figures_alpha(const figures_t *f) {
   return f->alpha;
+}
+
+void figures_moments(const figures_t *f, int j, double *m) {
+  m[0] = f->spy[j], m[1] = f->spp[j], m[2] = (double)f->k[j];
 }
 
 /* The calibration's snapshot section (LS_SNAPSHOT_SECTION_CALIBRATION,

@@ -49,6 +49,11 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum);
  * change by (data units: base + alpha * scale * prediction). */
 const double *figures_alpha(const figures_t *f);
 
+/* Target j's calibration moments into m [3]: the averages of p y and of
+ * p p that alpha = clamp(m[0] / m[1], 0, 1) comes from, and the forecasts
+ * they have seen. */
+void figures_moments(const figures_t *f, int j, double *m);
+
 /* The calibration into a snapshot, and back (a resumed run then forecasts
  * the same). */
 ls_err_t figures_save(const figures_t *f, ls_snapshot_t *snap);

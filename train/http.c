@@ -24,11 +24,11 @@ struct http_server_s {
 /* Requests                                                                  */
 
 static enum MHD_Result answer(struct MHD_Connection *c, int status, const char *type, char *body,
-                              size_t len, const char *allow) {
+                              size_t len, const char *allow, int keep) {
   struct MHD_Response *const r = MHD_create_response_from_buffer(
-      len, body, body != NULL ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+      len, body, body != NULL && !keep ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
   if (r == NULL) {
-    free(body);
+    if (!keep) free(body);
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -43,7 +43,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, int status, const char *
 static enum MHD_Result answer_text(struct MHD_Connection *c, int status, const char *text,
                                    const char *allow) {
   char *const body = strdup(text);
-  return answer(c, status, "text/plain; charset=utf-8", body, body ? strlen(body) : 0, allow);
+  return answer(c, status, "text/plain; charset=utf-8", body, body ? strlen(body) : 0, allow, 0);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -51,21 +51,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   size_t *upload_data_size, void **con_cls) {
   http_server_t *const s = cls;
   (void)version, (void)upload_data, (void)upload_data_size, (void)con_cls;
-  http_page_t page;
-  if (!strcmp(url, "/metrics"))
-    page = HTTP_METRICS;
-  else if (!strcmp(url, "/health"))
-    page = HTTP_HEALTH;
-  else
-    return answer_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics or /health\n", NULL);
+  http_request_t const req = {!strcmp(url, "/metrics")  ? HTTP_METRICS
+                              : !strcmp(url, "/health") ? HTTP_HEALTH
+                                                        : HTTP_OTHER,
+                              url, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "series")};
   if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
     return answer_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: use GET\n",
                        "GET, HEAD");
   http_reply_t reply = {0};
-  s->render(s->opaque, page, &reply);
+  s->render(s->opaque, &req, &reply);
+  if (reply.status == 0)
+    return answer_text(c, MHD_HTTP_NOT_FOUND, "not found: try /, /metrics or /health\n", NULL);
   if (reply.body == NULL)
     return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
-  return answer(c, reply.status, reply.type, reply.body, reply.len, NULL);
+  return answer(c, reply.status, reply.type, reply.body, reply.len, NULL, reply.keep);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -9,8 +9,9 @@
  * A client that trickles a request a byte at a time stays within the
  * timeout: what bounds it is the per-address count, so that slow clients
  * from one address (80 in issue 23's probe) hold 16 slots and /health
- * still answers at once. GET and HEAD of the two paths; any other path is
- * 404, any other method 405.
+ * still answers at once. GET and HEAD of /metrics, /health and what the
+ * renderer serves (the live page, train/page.h); any other path is 404,
+ * any other method 405.
  */
 #ifndef LSTREAM_TRAIN_HTTP_H
 #define LSTREAM_TRAIN_HTTP_H
@@ -24,20 +25,28 @@
 #define HTTP_TIMEOUT_S       10
 #define HTTP_MEMORY_BYTES    (32 * 1024)
 
-typedef enum http_page_e { HTTP_METRICS, HTTP_HEALTH } http_page_t;
+typedef enum http_page_e { HTTP_METRICS, HTTP_HEALTH, HTTP_OTHER } http_page_t;
+
+/* A GET or HEAD request: its page, path and ?series= argument (NULL). */
+typedef struct http_request_s {
+  http_page_t page;
+  const char *url;
+  const char *series;
+} http_request_t;
 
 /* A response: status, content type (static), body (malloc'd: the server
- * frees it). */
+ * frees it; keep: static, not freed). */
 typedef struct http_reply_s {
   int status;
   const char *type;
   char *body;
   size_t len;
+  int keep;
 } http_reply_t;
 
 /* Renders a page on the server's thread; on failure it leaves body NULL
- * (the server answers 500). */
-typedef void (*http_render_fn)(void *opaque, http_page_t page, http_reply_t *out);
+ * (the server answers 500); status 0 for a path it does not serve (404). */
+typedef void (*http_render_fn)(void *opaque, const http_request_t *req, http_reply_t *out);
 
 typedef struct http_server_s http_server_t;
 

@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "http.h"
+#include "page.h"
 #include "snapshots.h"
 #include "tensorboard.h"
 #include "train_internal.h"
@@ -62,6 +63,7 @@ struct monitor_s {
 
   /* The HTTP thread. */
   http_server_t *http;
+  page_t *page;                     /* the live page's history and forecasts (with http) */
   ls_ingest_partition_t *raw_parts; /* [P] */
   monitor_part_t *parts;            /* [P] */
   monitor_target_t *tg_http;        /* [O] */
@@ -262,6 +264,8 @@ ls_err_t monitor_step(monitor_t *m, const ls_step_stats_t *st) {
   LS_RETURN_IF(m == NULL || st == NULL, LS_ERR_INVALID_ARG, "monitor_step: m or st is NULL");
   double const now = base_now_s();
   account(m, st, now);
+  if (m->page != NULL && st->windows > 0)
+    page_step(m->page, &m->mine, (double)base_wall_ms() / 1e3);
   ls_err_t const err = m->tb != NULL && st->windows > 0 ? tb_step(m, st, now) : LS_OK;
   /* A snapshot's outcome is shown at once (/health may turn on it). */
   if (now - m->published_at >= MONITOR_PUBLISH_S || st->snapshot_committed >= 0 ||
@@ -353,7 +357,7 @@ static void health_text(const monitor_t *m, const monitor_sample_t *s, monitor_t
   free(why.text);
 }
 
-static void render(void *opaque, http_page_t page, http_reply_t *out) {
+static void render(void *opaque, const http_request_t *req, http_reply_t *out) {
   monitor_t *const m = opaque;
   monitor_sample_t s;
   live_sample(m, &s);
@@ -361,7 +365,11 @@ static void render(void *opaque, http_page_t page, http_reply_t *out) {
   int status = 200;
   s.healthy = health_reasons(m, &s, &discard) == 0;
   free(discard.text);
-  if (page == HTTP_METRICS) {
+  if (req->page == HTTP_OTHER) {
+    (void)page_render(m->page, req, &s, out); /* status 0 where it is not the page's */
+    return;
+  }
+  if (req->page == HTTP_METRICS) {
     monitor_metrics_text(&s, &text);
     out->type = "text/plain; version=0.0.4; charset=utf-8";
   } else {
@@ -447,6 +455,18 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   return targets_init(m);
 }
 
+/* The live page, fed the trainer's forecasts. */
+static ls_err_t page_open(monitor_t *m) {
+  int *const feat = calloc((size_t)(m->O > 0 ? m->O : 1), sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d targets", m->O);
+  for (int j = 0; j < m->O; j++)
+    feat[j] = (int)m->tg_mine[j].feature;
+  ls_err_t const err = page_new(m->O, feat, &m->page);
+  free(feat);
+  if (err == LS_OK) train_watch_forecasts(m->tr, page_forecasts, m->page);
+  return err;
+}
+
 ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **out) {
   LS_RETURN_IF(conf == NULL || tr == NULL || out == NULL, LS_ERR_INVALID_ARG,
                "monitor_new: conf, tr and out must not be NULL");
@@ -471,6 +491,7 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
   }
   if (err == LS_OK && m->tb_dir != NULL && m->view->rank == 0)
     err = tb_writer_new(m->tb_dir, m->mine.steps + 1, &m->tb);
+  if (err == LS_OK && m->http_spec != NULL) err = page_open(m);
   if (err == LS_OK && m->http_spec != NULL)
     err = http_server_new(m->http_spec, m->view->rank, render, m, &m->http);
   if (err != LS_OK) {
@@ -484,6 +505,8 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
 void monitor_destroy(monitor_t *m) {
   if (m == NULL) return;
   http_server_destroy(m->http); /* no page is rendered after this */
+  if (m->page != NULL) train_watch_forecasts(m->tr, NULL, NULL);
+  page_free(m->page);
   tb_writer_destroy(m->tb);
   pthread_mutex_destroy(&m->lock);
   free(m->http_spec), free(m->tb_dir);

@@ -59,6 +59,14 @@ static ls_err_t grow_ps(predict_t *pr, int64_t slot) {
   return LS_OK;
 }
 
+/* s's serving normaliser and seasons from the trained ones (st). */
+static void sync_series(const predict_t *pr, pseries_t *s, const ls_series_stats_t *st) {
+  s->synced = 1;
+  s->norm_n = *st->norm_n;
+  memcpy(s->norm, st->norm, (size_t)pr->F * LS_NORM_STATS * sizeof *s->norm);
+  if (st->model_n > 0) memcpy(s->model, st->model, st->model_n * sizeof *s->model);
+}
+
 /* The serving state of slot, created (synced, with the trained state's
  * normaliser) on first use; the serving table grown to hold it. */
 static ls_err_t series_of(predict_t *pr, int64_t slot, pseries_t **out) {
@@ -70,9 +78,10 @@ static ls_err_t series_of(predict_t *pr, int64_t slot, pseries_t **out) {
     LS_RETURN_IF(s->norm == NULL, LS_ERR_NOMEM, "no memory for a serving normaliser");
     ls_series_stats_t st;
     LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
-    s->norm_n = *st.norm_n;
-    memcpy(s->norm, st.norm, (size_t)pr->F * LS_NORM_STATS * sizeof *s->norm);
-    s->synced = 1;
+    if (st.model_n > 0) s->model = malloc(st.model_n * sizeof *s->model);
+    LS_RETURN_IF(st.model_n > 0 && s->model == NULL, LS_ERR_NOMEM,
+                 "no memory for a serving linear path");
+    sync_series(pr, s, &st);
   }
   *out = s;
   return LS_OK;
@@ -171,7 +180,8 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
     double *const value = pr->b_base + (size_t)b * (size_t)pr->O; /* in place */
     for (int j = 0; j < pr->O; j++) {
       size_t const o = (size_t)b * (size_t)pr->O + (size_t)j;
-      value[j] = pr->b_base[o] + alpha[j] * pr->b_scale[o] * (double)pr->b_pred[o];
+      float const fc = prep_mix(pr->b_lin[o], pr->b_beta[o], pr->b_pred[o]);
+      value[j] = pr->b_base[o] + alpha[j] * pr->b_scale[o] * (double)fc;
     }
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
@@ -198,10 +208,11 @@ static ls_err_t serve_group(predict_t *pr, int finals, int synced, int64_t step,
       pseries_t *const s = &pr->ps[slot];
       if (!servable(pr, s, finals) || s->synced != synced) continue;
       size_t const r = (size_t)n;
-      LS_FORWARD_IF_ERROR(prep_record(pr->p, &s->norm_n, s->norm,
-                                      s->x + (size_t)s->adv * (size_t)pr->F,
-                                      pr->b_x + r * (size_t)pr->I, pr->b_base + r * (size_t)pr->O,
-                                      pr->b_scale + r * (size_t)pr->O));
+      LS_FORWARD_IF_ERROR(
+          prep_record(pr->p, &s->norm_n, s->norm, s->model, s->x + (size_t)s->adv * (size_t)pr->F,
+                      pr->b_x + r * (size_t)pr->I, pr->b_base + r * (size_t)pr->O,
+                      pr->b_scale + r * (size_t)pr->O, pr->b_lin + r * (size_t)pr->O,
+                      pr->b_beta + r * (size_t)pr->O, NULL));
       pr->b_slot[n++] = slot;
     }
     if (n == 0) break;
@@ -268,7 +279,7 @@ static ls_err_t on_evict(void *opaque, int64_t slot, int64_t moved) {
   if (dst < pr->cap_id_of && pr->id_of[dst] >= 0) pr->slot_of[pr->id_of[dst]] = -1;
   pseries_t gone = {0};
   if (dst < pr->cap_ps) gone = pr->ps[dst], pr->ps[dst] = (pseries_t){0};
-  free(gone.norm), free(gone.off), free(gone.time), free(gone.x);
+  free(gone.norm), free(gone.model), free(gone.off), free(gone.time), free(gone.x);
   size_t kept = 0; /* the evicted slot leaves the list to serve; the moved one is renamed */
   for (size_t i = 0; i < pr->n_dirty; i++)
     if (pr->dirty[i] != slot) pr->dirty[kept++] = pr->dirty[i] == moved ? slot : pr->dirty[i];
@@ -342,9 +353,7 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   if (!(pr->kinds & PREDICT_NEXT)) return LS_OK;
   pseries_t *s = NULL;
   LS_FORWARD_IF_ERROR(series_of(pr, slot, &s));
-  s->synced = 1;
-  s->norm_n = *st.norm_n;
-  memcpy(s->norm, st.norm, (size_t)pr->F * LS_NORM_STATS * sizeof *s->norm);
+  sync_series(pr, s, &st);
   if (pr->live) { /* the serving state goes through the records past the window again */
     pend_drop_below(s, w->last_offset);
     s->adv = s->head;
@@ -424,9 +433,12 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   pr->b_pred = malloc(B * (size_t)pr->O * sizeof *pr->b_pred);
   pr->b_base = malloc(B * (size_t)pr->O * sizeof *pr->b_base);
   pr->b_scale = malloc(B * (size_t)pr->O * sizeof *pr->b_scale);
-  ls_err_t err = pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale
-                     ? LS_OK
-                     : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
+  pr->b_lin = malloc(B * (size_t)pr->O * sizeof *pr->b_lin);
+  pr->b_beta = malloc(B * (size_t)pr->O * sizeof *pr->b_beta);
+  ls_err_t err =
+      pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale && pr->b_lin && pr->b_beta
+          ? LS_OK
+          : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
   if (err == LS_OK && (pr->kinds & PREDICT_NEXT))
     err = ls_state_table_new(v->eng, 1024, &pr->serve);
   if (err == LS_OK) err = predict_out_open(pr);
@@ -444,11 +456,12 @@ void predict_free(predict_t *pr) {
   predict_out_close(pr);
   for (size_t i = 0; i < pr->cap_ps; i++) {
     pseries_t *const s = &pr->ps[i];
-    free(s->norm), free(s->off), free(s->time), free(s->x);
+    free(s->norm), free(s->model), free(s->off), free(s->time), free(s->x);
   }
   (void)ls_series_table_on_evict(pr->v->series, NULL, NULL);
   free(pr->ps), free(pr->slot_of), free(pr->id_of), free(pr->state_row), free(pr->dirty);
   free(pr->b_slot), free(pr->b_x), free(pr->b_pred), free(pr->b_base), free(pr->b_scale);
+  free(pr->b_lin), free(pr->b_beta);
   ls_state_table_destroy(pr->serve);
   free(pr);
 }

@@ -19,6 +19,8 @@ typedef struct pseries_s {
   int dirty;      /* in the list of series with records to serve */
   int64_t norm_n; /* its serving normaliser: the trained one and the records served */
   double *norm;   /* [F, LS_NORM_STATS] */
+  double *model;  /* [ls_series_stats_t.model_n] its serving seasons and linear path (NULL:
+                     none) */
   /* Records read from its trained boundary on, in order: [head, n); those
    * before adv are in its serving state. */
   int64_t head, adv, n, cap;
@@ -74,10 +76,11 @@ struct predict_s {
   int64_t *dirty;   /* [n_dirty] slots with records to serve */
   size_t n_dirty, cap_dirty;
   /* One serving batch of at most B series: slots, inputs [B, I], predictions
-   * [B, O], per target base and scale [B, O]. */
+   * [B, O], per target base, scale and linear forecast [B, O]. */
   int64_t *b_slot;
   float *b_x, *b_pred;
-  double *b_base, *b_scale;
+  double *b_base, *b_scale, *b_lin, *b_beta; /* [B, O]: the linear path's share, the LSTM's
+                                                weight (season.h) */
 };
 
 /* A forecast to send out. */

@@ -12,10 +12,14 @@
 
 #include "lstream/ingest.h"
 #include "lstream/state.h"
+#include "season.h"
 #include "train_internal.h"
 
 typedef struct prep_s {
-  int T, B, F, I, O; /* I = 2F with change inputs, else F; O targets */
+  int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
+  int I0;            /* the inputs before the seasons' */
+  season_t *sea;     /* seasons and the linear path (NULL: neither) */
+  int K;             /* the linear path's features per target (0: none) */
   int *feat;         /* [O] the target features */
   ls_norm_conf_t norm;
   int raw;    /* normalize none: raw levels and changes, targets unscaled */
@@ -24,9 +28,15 @@ typedef struct prep_s {
   /* The step being prepared, n windows: buffers [T, n, ...] (row t of
    * window b at t * n + b). */
   float *x;             /* [T, n, I] inputs */
-  float *y;             /* [T, n, O] targets, normalised */
+  float *target;        /* [T, n, O] targets, normalised */
+  float *y;             /* [T, n, O] what the LSTM trains on: target - lin */
+  double *lin;          /* [T, n, O] the linear path's forecasts (0 without it) */
+  double *a;            /* [T, n, O] its forecasts before the mixing (season.h) */
+  int64_t *rec;         /* [T, n] row t's record in its series (from 0) */
+  double *beta;         /* [O] scratch: the LSTM's weights in a series' forecast */
   float *mask;          /* [T, n] */
-  double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * prediction */
+  double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * (prediction
+                           + lin) */
   double *scale;        /* [T, n, O] */
   double *last;         /* [T, n, O] the last value in target units ((x[t] - base) / scale) */
   float *cur;           /* [T, n, O] x[t] of each target feature, raw */
@@ -47,17 +57,31 @@ void prep_free(prep_t *p); /* accepts NULL */
 /* Starts a step of n windows. */
 void prep_begin(prep_t *p, int n);
 
-/* One record x [F] of a series through its normaliser (n, stats): the
- * model's input row in [I] and, per target j, what turns a prediction into
- * the data's units: forecast = base[j] + alpha * scale[j] * prediction.
- * Uses p's scratch (not during prep_window). */
-ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, const float *x, float *in, double *base,
-                     double *scale);
+/* One record x [F] of a series through its normaliser (n, stats) and its
+ * seasons (model: ls_series_stats_t.model): the model's input row in [I]
+ * and, per target j, what turns a prediction into the data's units:
+ * forecast = base[j] + alpha * scale[j] * (lin[j] + beta[j] prediction),
+ * and the linear path's forecast a [O] (may be NULL). Uses p's scratch
+ * (not during prep_window). */
+ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
+                     double *base, double *scale, double *lin, double *beta, double *a);
 
 /* Row b of the step: consumes window w's input rows 0..n_targets-1 into its
  * series' normaliser st (each record once: row 0 of a series' next window
  * is this one's last target, consumed then) and writes inputs, targets and
  * what the figures need; padding rows are zero, masked and not consumed. */
 ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st);
+
+/* The model's forecast in target units from the linear path's share lin,
+ * the LSTM's weight beta and its output p: a float, as the engine's outputs
+ * (the trainer, the serving path and `lstream predict` alike). */
+static inline float prep_mix(double lin, double beta, float p) {
+  return (float)(lin + beta * (double)p);
+}
+
+/* After the step's forward: the linear path and the mixing of window b's
+ * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs),
+ * and pred becomes the model's forecasts, lin + beta pred. */
+void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred);
 
 #endif /* LSTREAM_TRAIN_PREP_H */

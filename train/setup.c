@@ -16,6 +16,7 @@
 #include "lstream/state.h"
 #include "predict.h"
 #include "prep.h"
+#include "season.h"
 #include "replay.h"
 #include "snapshots.h"
 #include "steps.h"
@@ -137,6 +138,7 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
+  LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, season_width(tr->prep->sea)));
   tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
   tr->st = calloc(B, sizeof *tr->st);
   tr->gather = calloc(B, sizeof *tr->gather);
@@ -232,15 +234,19 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   return ls_engine_new(&ec, &tr->v.eng);
 }
 
-/* The model's shape: I inputs per record (F levels, and F changes), O
- * targets (the targets key). */
+/* The model's shape: I inputs per record (F levels, and F changes, and
+ * the seasons' lags: season.h), O targets (the targets key). */
 static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   int *const feat = calloc((size_t)c->features, sizeof *feat);
   LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
   int O = 0;
-  ls_err_t const err = train_conf_targets(c, feat, &O);
+  season_t *sea = NULL;
+  ls_err_t err = train_conf_targets(c, feat, &O);
   free(feat);
-  *shape = (ls_shape_t){c->inputs == 0 ? 2 * c->features : c->features, c->hidden, c->layers, O};
+  if (err == LS_OK) err = season_new(c, O, &sea);
+  int const I = (c->inputs == 0 ? 2 * c->features : c->features) + season_inputs(sea);
+  season_free(sea);
+  *shape = (ls_shape_t){I, c->hidden, c->layers, O};
   return err;
 }
 

@@ -229,6 +229,8 @@ ls_err_t train_snaps_settle(train_snaps_t *s, ls_train_conf_t *conf, ls_snapshot
   char note[1024] = "";
   if (err == LS_OK && has == LS_OK)
     err = train_conf_adopt(conf, text, len, s->path, note, sizeof note);
+  else if (err == LS_OK)
+    err = train_conf_adopt_earlier(conf, s->path, note, sizeof note);
   if (err == LS_OK) s->fingerprint = fingerprint(conf);
   ls_snapshot_info_t info;
   if (err == LS_OK) err = check_loaded(s, *snap, s->path, &info);

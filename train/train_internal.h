@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lstream/ingest.h"
 #include "lstream/train.h"
 
 /* The most keys of the option table (train/conf.c). */
@@ -65,6 +66,9 @@ struct ls_train_conf_s {
   int inputs;               /* 0 level,change; 1 level */
   char targets[1024];       /* "all" or a list of features such as 0,3 */
   int calibrate;            /* 0 false, 1 true */
+  char season[64];          /* auto | none | periods such as 24,168 (issue 24) */
+  int season_max;           /* the longest season, records */
+  int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int replay;               /* replay updates per step */
   int replay_batch;         /* windows per replay update, over all partitions */
   int replay_memory;        /* windows kept for replay, over all partitions */
@@ -111,6 +115,12 @@ ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf,
 ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
                           char *note, size_t note_size);
 
+/* A snapshot that keeps no settings (format 4): the options that came
+ * later and changed training take the values it was trained with, unless
+ * given (then refused when they differ). */
+ls_err_t train_conf_adopt_earlier(ls_train_conf_t *c, const char *path, char *note,
+                                  size_t note_size);
+
 /* "topic, format, ...": the fixed keys, for messages. */
 const char *train_conf_fixed_names(void);
 void train_conf_free_kafka(ls_train_conf_t *c);
@@ -123,6 +133,28 @@ void train_conf_free_kafka(ls_train_conf_t *c);
 struct train_view_s;
 struct train_snaps_s;
 const struct train_view_s *train_view_of(const ls_trainer_t *tr);
+
+/* A step's forecasts of its trained targets, for a watcher (the live page,
+ * train/page.c): the test-then-train forecasts behind the step's loss, in
+ * the data's units. wins [n] are the step's windows; row t of window b is
+ * at r = t * n + b of the [T, n, ...] buffers. */
+typedef struct train_forecasts_s {
+  const ls_window_t *const *wins;
+  int n, T, O;
+  const float *mask;   /* [T, n] */
+  const int64_t *time; /* [T, n] the target's event time */
+  const double *base;  /* [T, n, O] forecast = base + alpha * scale * pred */
+  const double *scale; /* [T, n, O] */
+  const float *pred;   /* [T, n, O] */
+  const float *next;   /* [T, n, O] the actual */
+  const double *alpha; /* [O] */
+  int64_t step;        /* the steps trained before this one */
+} train_forecasts_t;
+typedef void (*train_forecasts_fn)(void *opaque, const train_forecasts_t *fc);
+
+/* fn (NULL: none) is called on the trainer's thread after every step's
+ * forward with its forecasts (trainer.c). */
+void train_watch_forecasts(ls_trainer_t *tr, train_forecasts_fn fn, void *opaque);
 struct train_snaps_s *train_snaps_of(const ls_trainer_t *tr);
 int64_t train_heartbeat_ms(const ls_trainer_t *tr);
 

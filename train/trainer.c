@@ -91,6 +91,29 @@ static ls_err_t update(ls_trainer_t *tr, ls_step_stats_t *st) {
   return LS_OK;
 }
 
+/* The step's forecasts to the watcher (train_watch_forecasts). */
+static void watch_step(ls_trainer_t *tr, const ls_window_t *const *wins, int n) {
+  const prep_t *const p = tr->prep;
+  train_forecasts_t const fc = {wins,
+                                n,
+                                tr->T,
+                                p->O,
+                                p->mask,
+                                p->time,
+                                p->base,
+                                p->scale,
+                                tr->pred,
+                                p->next,
+                                figures_alpha(tr->v.fig),
+                                tr->sum.steps};
+  tr->watch(tr->watch_opaque, &fc);
+}
+
+void train_watch_forecasts(ls_trainer_t *tr, train_forecasts_fn fn, void *opaque) {
+  tr->watch = fn;
+  tr->watch_opaque = opaque;
+}
+
 /* This rank's part of a step over its n windows: their rows normalised,
  * gather, forward, the figures of its forecasts, backward (accumulating
  * gradient sums), scatter, replay memory, bookkeeping. v receives its sums. */
@@ -111,6 +134,9 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   LS_FORWARD_IF_ERROR(ls_engine_forward(eng, tr->T, n, p->x, p->y, p->mask, NULL, &count));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->pred, NULL, NULL));
   if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
+  for (int b = 0; b < n; b++) /* the linear path learns; tr->pred becomes the model's forecast */
+    prep_learn(p, b, &tr->st[b], tr->pred);
+  if (tr->watch != NULL) watch_step(tr, wins, n); /* before the calibration moves */
   LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->st, v + V__N + SNAP_V__N));
   LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
   if (!tr->conf.stateless) LS_FORWARD_IF_ERROR(ls_engine_scatter_state(eng, states, n, slots));

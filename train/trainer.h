@@ -54,6 +54,8 @@ struct ls_trainer_s {
   volatile sig_atomic_t *stop; /* the run's stop flag (forecasts waiting for room see it) */
   char note[2560];             /* what resuming and the comm setup did, for the program to print */
   atomic_int_fast64_t beat_ms; /* base_now_ms() at the step loop's last turn */
+  train_forecasts_fn watch;    /* the step's forecasts to a watcher (the live page), or NULL */
+  void *watch_opaque;
 };
 
 /* What every rank contributes to a step, summed across ranks: these, then

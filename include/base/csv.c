@@ -3,6 +3,10 @@
  */
 #include "base/csv.h"
 
+#include <stdlib.h>
+
+#include "lstream/error.h"
+
 /* The length of the valid UTF-8 sequence at p (left bytes from p), or 0
  * when the byte at p starts none (NUL counts as none: it is escaped). */
 static size_t utf8_len(const unsigned char *p, size_t left) {
@@ -46,4 +50,90 @@ int base_csv_field(FILE *f, const void *s, size_t n) {
   }
   if (quote) fputc('"', f);
   return ferror(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+
+/* Appends byte c to the record's buffer. */
+static int put(base_csv_reader_t *r, size_t *len, char c) {
+  if (*len == r->cap) {
+    size_t const cap = r->cap ? 2 * r->cap : 256;
+    char *const b = realloc(r->buf, cap);
+    if (b == NULL) return -1;
+    r->buf = b, r->cap = cap;
+  }
+  r->buf[(*len)++] = c;
+  return 0;
+}
+
+/* Starts a field at len. */
+static int start_field(base_csv_reader_t *r, size_t len) {
+  if (r->n == r->cap_at) {
+    size_t const cap = r->cap_at ? 2 * r->cap_at : 16;
+    size_t *const a = realloc(r->at, cap * sizeof *a);
+    if (a == NULL) return -1;
+    r->at = a, r->cap_at = cap;
+  }
+  r->at[r->n++] = len;
+  return 0;
+}
+
+ls_err_t base_csv_next(base_csv_reader_t *r, FILE *f, int *got) {
+  LS_RETURN_IF(r == NULL || f == NULL || got == NULL, LS_ERR_INVALID_ARG,
+               "base_csv_next: r, f or got is NULL");
+  *got = 0;
+  if (r->next_line == 0) r->next_line = 1;
+  r->line = r->next_line;
+  r->n = 0;
+  size_t len = 0;
+  int c = getc(f), quoted = 0;
+  if (c == EOF) {
+    LS_RETURN_IF(ferror(f), LS_ERR_IO, "line %lld: read error", (long long)r->line);
+    return LS_OK;
+  }
+  int bad = start_field(r, 0);
+  for (; !bad; c = getc(f)) {
+    if (c == EOF) {
+      LS_RETURN_IF(quoted, LS_ERR_INVALID_ARG,
+                   "line %lld: a quoted field is not closed at the end of the file",
+                   (long long)r->line);
+      break;
+    }
+    if (c == '\n') r->next_line++;
+    if (quoted && c == '"') {
+      int const d = getc(f);
+      if (d == '"') {
+        bad = put(r, &len, '"');
+        continue;
+      }
+      quoted = 0;
+      if (d != EOF) ungetc(d, f);
+    } else if (quoted) {
+      bad = put(r, &len, (char)c);
+    } else if (c == '"') {
+      quoted = 1;
+    } else if (c == ',') {
+      bad = put(r, &len, '\0') || start_field(r, len);
+    } else if (c == '\n') {
+      break;
+    } else if (c != '\r') {
+      bad = put(r, &len, (char)c);
+    }
+  }
+  LS_RETURN_IF(bad || put(r, &len, '\0'), LS_ERR_NOMEM, "no memory for a CSV record of %zu bytes",
+               len);
+  LS_RETURN_IF(ferror(f), LS_ERR_IO, "line %lld: read error", (long long)r->line);
+  *got = 1;
+  return LS_OK;
+}
+
+const char *base_csv_get(const base_csv_reader_t *r, size_t i) {
+  return r != NULL && i < r->n ? r->buf + r->at[i] : "";
+}
+
+void base_csv_reader_free(base_csv_reader_t *r) {
+  if (r == NULL) return;
+  free(r->buf), free(r->at);
+  *r = (base_csv_reader_t){0};
 }

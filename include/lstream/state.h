@@ -155,6 +155,9 @@ typedef struct ls_series_stats_s {
   double *tail;    /* [F] the record after its last trained window's inputs (that window's
                       last target, LS_SERVE_TAIL_TIME its event time): a replay's last
                       forecast follows it */
+  double *model;   /* [model_n] the trainer's own per-series state (train/season.c: its
+                      seasons, recent values and linear path), opaque here; NULL when none */
+  size_t model_n;  /* doubles in model; 0: none (ls_series_table_keep_model) */
 } ls_series_stats_t;
 
 /* A series' forecasts going out (train/predict.c), serve[]: the record
@@ -171,7 +174,7 @@ enum {
 };
 
 /* Copies one series' host-side state (every field) from src to dst, both
- * of F features and O targets. */
+ * of F features and O targets and of the same model_n. */
 LS_API ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stats_t *src,
                                      int features, int targets);
 
@@ -181,6 +184,13 @@ LS_API ls_err_t ls_series_table_keep_stats(ls_series_table_t *tab, int features,
 
 /* The F and O kept (0, 0 when none). */
 LS_API void ls_series_table_stats_shape(const ls_series_table_t *tab, int *features, int *targets);
+
+/* Keeps, from now on, beside the stats, per series `doubles` doubles of the
+ * trainer's own state (ls_series_stats_t.model; zero for a new series):
+ * they live, move, are evicted, digested, snapshotted and re-sharded with
+ * their series. Call it on an empty table that keeps stats. */
+LS_API ls_err_t ls_series_table_keep_model(ls_series_table_t *tab, size_t doubles);
+LS_API size_t ls_series_table_model_width(const ls_series_table_t *tab); /* 0 when none */
 
 /* The host-side state of the series at slot (a table that keeps it). */
 LS_API ls_err_t ls_series_table_stats(ls_series_table_t *tab, int64_t slot, ls_series_stats_t *out);
@@ -308,6 +318,12 @@ LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i, ls
 LS_API ls_err_t ls_snapshot_set_stats_shape(ls_snapshot_t *snap, int features, int targets);
 LS_API void ls_snapshot_stats_shape(const ls_snapshot_t *snap, int *features, int *targets);
 LS_API ls_err_t ls_snapshot_series_stats(ls_snapshot_t *snap, size_t i, ls_series_stats_t *out);
+/* The doubles of the trainer's per-series state (ls_series_stats_t.model),
+ * on a snapshot with a stats layout and without series (0: none; a reset
+ * and a new stats layout clear it; ls_snapshot_add_series_table adopts the
+ * table's). */
+LS_API ls_err_t ls_snapshot_set_model_width(ls_snapshot_t *snap, size_t doubles);
+LS_API size_t ls_snapshot_model_width(const ls_snapshot_t *snap);
 
 /* Each partition's replay memory: set the layout, `cap` entries of `entry`
  * floats per partition, on a snapshot without partitions (0, 0: none; a
@@ -550,6 +566,22 @@ LS_API ls_err_t ls_snapshot_export_model(const ls_snapshot_t *snap, const char *
  * "partitions" (a JSON array). */
 LS_API ls_err_t ls_snapshot_export_states(const ls_snapshot_t *const *parts, int n,
                                           const char *path);
+
+/* A tensor a module above adds to the states' export: F64 [rows, cols],
+ * rows being every series in the export's order, or what the module says
+ * (about: a line for the file's __metadata__, under the tensor's name). */
+typedef struct ls_export_tensor_s {
+  const char *name; /* at most 63 bytes, not one of the states' names */
+  size_t rows, cols;
+  const double *data; /* [rows, cols] */
+  const char *about;  /* plain text, or NULL */
+} ls_export_tensor_t;
+
+/* ls_snapshot_export_states with the tensors extra [n_extra] (at most 8)
+ * after the states' own. */
+LS_API ls_err_t ls_snapshot_export_states_with(const ls_snapshot_t *const *parts, int n,
+                                               const ls_export_tensor_t *extra, int n_extra,
+                                               const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Background writer                                                         */

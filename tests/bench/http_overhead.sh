@@ -15,25 +15,7 @@
 #        RECORDS (4097)
 set -euo pipefail
 build=${1:-build}
-lstream="$build/lstream"
-[ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
-ROUNDS=${ROUNDS:-5} THREADS=${THREADS:-1} B=${B:-64} F=${F:-4} H=${H:-64} L=${L:-1} T=${T:-32}
-SERIES=${SERIES:-512} RECORDS=${RECORDS:-4097}
-. "$(dirname "$0")/lib.sh"
-bench_broker --topic bench:16
-"$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
-  --records-per-series "$RECORDS" --generator sine --seed 1 2>/dev/null
-args=(train --brokers "$bootstrap" --topic bench --features "$F" --window "$T" --batch "$B"
-  --hidden "$H" --layers "$L" --threads "$THREADS" --until end --quiet)
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-
-# "windows/s CPU-seconds-per-1000-windows" of a run's output and its time file.
-figures() {
-  local w
-  w=$(sed -n 's/^summary.* windows=\([0-9]*\) .*/\1/p' "$1")
-  awk -v w="$w" -v wps="$(sed -n 's/^summary.* windows_per_s=\([0-9.]*\).*/\1/p' "$1")" \
-    '{printf "%s %.4f\n", wps, ($1 + $2) / w * 1000}' "$2"
-}
+. "$(dirname "$0")/served_lib.sh"
 
 # A run with --http and a scraper every second.
 served() {
@@ -69,7 +51,6 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r: windows_per_s without=${a% *} with=${b% *}" \
     "cpu_s_per_1000_windows without=${a#* } with=${b#* } scrapes=$(cat "$work/scrapes")"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 awk -v a="$(median "${w0[@]}")" -v b="$(median "${w1[@]}")" -v ca="$(median "${c0[@]}")" \
   -v cb="$(median "${c1[@]}")" -v s="$(median $(cat "$work/scrape_times"))" -v r="$ROUNDS" \
   -v shape="B=$B F=$F H=$H L=$L T=$T threads=$THREADS" 'BEGIN {

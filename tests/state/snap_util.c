@@ -41,8 +41,8 @@ static void fill_d(double *v, size_t n, uint32_t *s) {
 }
 
 /* Host-side state of series i, calibration (rank 0) and replay memories:
- * the layouts SU_STATS_F, SU_STATS_O, SU_MEM_CAP x SU_MEM_ENTRY. */
-enum { SU_STATS_F = 3, SU_STATS_O = 2, SU_MEM_CAP = 3, SU_MEM_ENTRY = 5 };
+ * the layouts SU_STATS_F, SU_STATS_O, SU_MODEL_X, SU_MEM_CAP x SU_MEM_ENTRY. */
+enum { SU_STATS_F = 3, SU_STATS_O = 2, SU_MODEL_X = 7, SU_MEM_CAP = 3, SU_MEM_ENTRY = 5 };
 
 /* Series in flight, one of each partition of snap with 1..9 rows (keys
  * "in-RANK-I" of 1..255 bytes), F = SU_IN_F. */
@@ -80,6 +80,7 @@ static void fill_extra(ls_snapshot_t *snap, int rank, uint32_t *s) {
       st.serve[k] = (int64_t)(next(s) % 1000000) - (k == LS_SERVE_TIME);
     fill_d(st.pending, SU_STATS_O, s);
     fill_d(st.tail, SU_STATS_F, s);
+    fill_d(st.model, st.model_n, s);
   }
   float mem[SU_MEM_CAP * SU_MEM_ENTRY];
   for (size_t i = 0; i < ls_snapshot_partition_count(snap); i++) {
@@ -120,6 +121,7 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
   cr_assert_eq(ls_snapshot_set_info(snap, &info), LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_snapshot_set_stats_shape(snap, SU_STATS_F, SU_STATS_O), LS_OK, "%s",
                ls_last_error());
+  cr_assert_eq(ls_snapshot_set_model_width(snap, SU_MODEL_X), LS_OK, "%s", ls_last_error());
   cr_assert_eq(ls_snapshot_set_memory_shape(snap, SU_MEM_CAP, SU_MEM_ENTRY), LS_OK, "%s",
                ls_last_error());
   if (rank == 0) {
@@ -179,6 +181,8 @@ void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   ls_snapshot_stats_shape(src, &F, &O);
   ls_snapshot_memory_shape(src, &cap, &entry);
   cr_assert_eq(ls_snapshot_set_stats_shape(dst, F, O), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_snapshot_set_model_width(dst, ls_snapshot_model_width(src)), LS_OK, "%s",
+               ls_last_error());
   cr_assert_eq(ls_snapshot_set_memory_shape(dst, cap, entry), LS_OK, "%s", ls_last_error());
   for (size_t i = 0; i < ls_snapshot_series_count(src); i++) {
     ls_series_info_t si;
@@ -236,7 +240,9 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
   ls_snapshot_stats_shape(b, &Fb, &Ob);
   ls_snapshot_memory_shape(a, &ca, &ea);
   ls_snapshot_memory_shape(b, &cb, &eb);
-  cr_assert(Fa == Fb && Oa == Ob && ca == cb && ea == eb, "layouts differ");
+  cr_assert(Fa == Fb && Oa == Ob && ca == cb && ea == eb &&
+                ls_snapshot_model_width(a) == ls_snapshot_model_width(b),
+            "layouts differ");
   for (size_t i = 0; Fa > 0 && i < ls_snapshot_series_count(a); i++) {
     ls_series_stats_t x, y;
     cr_assert_eq(ls_snapshot_series_stats((ls_snapshot_t *)a, i, &x), LS_OK);
@@ -251,6 +257,10 @@ static void expect_same_extra(const ls_snapshot_t *a, const ls_snapshot_t *b) {
     cr_assert_arr_eq(x.pending, y.pending, (size_t)Oa * sizeof(double),
                      "series %zu: pending forecast differs", i);
     cr_assert_arr_eq(x.tail, y.tail, (size_t)Fa * sizeof(double), "series %zu: tail differs", i);
+    cr_assert(x.model_n == y.model_n, "series %zu: model widths differ", i);
+    if (x.model_n > 0)
+      cr_assert_arr_eq(x.model, y.model, x.model_n * sizeof(double), "series %zu: model differs",
+                       i);
   }
   for (size_t i = 0; ca > 0 && i < ls_snapshot_partition_count(a); i++) {
     int64_t fa, na, fb, nb;

@@ -40,9 +40,9 @@ static void round_trip(int world, const ls_snapshot_conf_t *conf) {
     ls_snapshot_file_t file;
     cr_assert_eq(ls_snapshot_get_file(back, &file), LS_OK);
     /* meta, [model, optimizer], keys, counts, activity, states, norm,
-     * serve, partitions, memory, inflight, inflight_rows, [two module
-     * sections: bytes, floats] */
-    cr_assert_eq(file.n_sections, r == 0 ? 15 : 11);
+     * serve, series_model, partitions, memory, inflight, inflight_rows,
+     * [two module sections: bytes, floats] */
+    cr_assert_eq(file.n_sections, r == 0 ? 16 : 12);
     for (int i = 0; i < file.n_sections; i++) {
       const char *const name = file.sections[i].name;
       int const floats = !strcmp(name, "model") || !strcmp(name, "optimizer") ||

@@ -41,15 +41,7 @@ source "$(dirname "$0")/lib.sh"
 mpi_env
 check="/usr/bin/python3 $(dirname "$0")/predictions_check.py"
 
-# One thread: a small shape; the checks need bits, not speed.
-args=(train --brokers BOOTSTRAP --topic src --features 2 --window 8 --batch 16 --hidden 16
-  --lr 0.005 --quiet --threads 1)
-start() {
-  start_broker --topic src:4 "$@"
-  args[2]=$bootstrap
-}
-produce() { "$lstream" produce --brokers "$bootstrap" --topic src --features 2 --generator sine \
-  --noise 0.05 --seed 5 "$@" >/dev/null; }
+source "$(dirname "$0")/forecasts_lib.sh"
 
 # Waits (up to 120 s) until topic $1 holds at least $2 forecasts of kind next.
 wait_forecasts() {

@@ -200,6 +200,45 @@ Test(conf, reported_unknown_and_later_options) {
   ls_train_conf_destroy(was);
 }
 
+/* A snapshot that predates the seasons and the linear path (issue 24) was
+ * trained without them: it resumes so, whatever their defaults; given
+ * otherwise, they are refused. */
+Test(conf, earlier_snapshots_resume_as_trained) {
+  ls_train_conf_t *const was = conf_new();
+  char text[8192], note[1024] = "", v[64];
+  size_t len = 0;
+  settings_of(was, text, sizeof text, &len);
+  for (const char *key = "\nseason="; key != NULL;
+       key = strcmp(key, "\nseason=") == 0 ? "\nlinear=" : NULL) {
+    char *const at = strstr(text, key);
+    cr_assert_not_null(at, "%s", key);
+    char *const end = strchr(at + 1, '\n');
+    memmove(at, end, strlen(end) + 1);
+  }
+  len = strlen(text);
+  ls_train_conf_t *c = conf_new();
+  cr_expect_eq(train_conf_adopt(c, text, len, "SNAP", note, sizeof note), LS_OK, "%s",
+               ls_last_error());
+  get(c, "season", v, sizeof v);
+  cr_expect_str_eq(v, "none");
+  get(c, "linear", v, sizeof v);
+  cr_expect_str_eq(v, "false");
+  ls_train_conf_destroy(c);
+  c = conf_new();
+  cr_assert_eq(ls_train_conf_set(c, "season", "auto"), LS_OK);
+  ls_error_clear();
+  cr_expect_eq(train_conf_adopt(c, text, len, "SNAP", note, sizeof note), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "season=none") != NULL, "%s", ls_last_error());
+  ls_train_conf_destroy(c);
+  /* Format 4 kept no settings: the same. */
+  c = conf_new();
+  cr_expect_eq(train_conf_adopt_earlier(c, "SNAP", note, sizeof note), LS_OK);
+  get(c, "linear", v, sizeof v);
+  cr_expect_str_eq(v, "false");
+  ls_train_conf_destroy(c);
+  ls_train_conf_destroy(was);
+}
+
 /* Doubles go to the last bit: a value that prints alike at 9 digits is
  * still another value. */
 Test(conf, doubles_to_the_last_bit) {

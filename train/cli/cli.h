@@ -28,6 +28,8 @@ int cmd_produce(int argc, char **argv); /* lstream produce (train/cli/cmd_produc
 int cmd_train(int argc, char **argv);   /* lstream train (train/cli/cmd_train.c) */
 int cmd_inspect(int argc, char **argv); /* lstream inspect (train/cli/cmd_snapshot.c) */
 int cmd_export(int argc, char **argv);  /* lstream export (train/cli/cmd_snapshot.c) */
+int cmd_report(int argc, char **argv);  /* lstream report (train/cli/cmd_report.c) */
+int cmd_predict(int argc, char **argv); /* lstream predict (train/cli/cmd_predict.c) */
 
 /* `lstream bench engine ...` (train/cli/cmd_bench_engine.c). */
 int cmd_bench_engine(int argc, char **argv);
@@ -67,7 +69,7 @@ typedef struct cli_opt_s {
 /* spec.positional for a command that dispatches to subcommands: parsing
  * stops at its first positional argument (cli_args_t.sub). */
 #define CLI_SUBCOMMAND     (-1)
-#define CLI_MAX_POSITIONAL 4
+#define CLI_MAX_POSITIONAL 64
 
 /* A command: its name ("train", "bench engine"), the rest of its usage line,
  * text before and after its options in the help, its options. */
@@ -146,6 +148,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* path = arg when it is a snapshot (it holds a manifest), else the newest
+ * good snapshot under arg (said on note), those passed over reported on
+ * stderr; CLI_EXIT_OK or an exit code after a message
+ * (train/cli/cmd_snapshot.c). */
+int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t size, FILE *note);
 
 /* Median of n doubles (sorts the array in place). */
 double cli_median(double *v, int n);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audit.h"
 #include "cli.h"
 #include "lstream/state.h"
 
@@ -21,9 +22,7 @@ static void print_rejected(void *opaque, const char *path, ls_err_t err, const c
   cli_log(CLI_WARN, logger, "passed over %s: %s: %s", path, ls_err2str(err), why);
 }
 
-/* path = arg when it is a snapshot (it holds a manifest), else the newest
- * good snapshot under arg, reporting those passed over. */
-static int resolve(const char *cmd, const char *arg, char *path, size_t size) {
+int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t size, FILE *note) {
   char manifest[PATH_MAX];
   struct stat st;
   snprintf(manifest, sizeof manifest, "%s/manifest", arg);
@@ -34,7 +33,7 @@ static int resolve(const char *cmd, const char *arg, char *path, size_t size) {
   ls_err_t const err = ls_snapshot_find_latest(arg, print_rejected, (void *)cmd, path, size);
   if (err != LS_OK) return cli_fail(err, "%s: no snapshot to read", arg);
   if (path[0] == '\0') return cli_fail(LS_OK, "%s: no snapshot there (nor a manifest)", arg);
-  printf("%s: latest good snapshot is %s\n", arg, path);
+  fprintf(note, "%s: latest good snapshot is %s\n", arg, path);
   return CLI_EXIT_OK;
 }
 
@@ -125,7 +124,7 @@ int cmd_inspect(int argc, char **argv) {
   if (parsed != CLI_EXIT_OK) return parsed == CLI_DONE ? CLI_EXIT_OK : parsed;
   if (args.n != 1) return cli_usage_error("inspect", "expected one SNAPSHOT");
   char path[PATH_MAX];
-  int rc = resolve("inspect", args.pos[0], path, sizeof path);
+  int rc = cli_snapshot_resolve("inspect", args.pos[0], path, sizeof path, stdout);
   if (rc != CLI_EXIT_OK) return rc;
   ls_snapshot_manifest_t *man = NULL;
   ls_err_t err = ls_snapshot_manifest_read(path, &man);
@@ -179,7 +178,51 @@ int cmd_inspect(int argc, char **argv) {
 /* ------------------------------------------------------------------------ */
 /* export                                                                    */
 
-/* Writes the states of every shard of the snapshot at path. */
+/* The calibration of the snapshot's forecasts as export tensors: alpha
+ * [S, O] (each series' factor: the run's, per target) and calibration
+ * [O, 3] into t [2], their data into *buf (malloc'd); *n = 0 for a
+ * snapshot without settings (format 4: its calibration is not exported). */
+static int calibration_tensors(ls_snapshot_t *const *parts, int world, ls_export_tensor_t *t,
+                               int *n, double **buf) {
+  int F = 0, O = 0;
+  size_t S = 0;
+  ls_snapshot_stats_shape(parts[0], &F, &O);
+  for (int r = 0; r < world; r++)
+    S += ls_snapshot_series_count(parts[r]);
+  *n = 0;
+  *buf = NULL;
+  uint32_t version = 0;
+  const void *data = NULL;
+  size_t len = 0;
+  if (O < 1 || S == 0 ||
+      ls_snapshot_get_section(parts[0], LS_SNAPSHOT_SECTION_SETTINGS, &version, &data, &len) !=
+          LS_OK) {
+    printf("(no calibration exported: a snapshot of format 4 or without series)\n");
+    return CLI_EXIT_OK;
+  }
+  double *const b = malloc(((size_t)O * 4 + S * (size_t)O) * sizeof *b);
+  if (b == NULL) return cli_fail(LS_ERR_NOMEM, "no memory for the calibration");
+  double *const alpha = b, *const moments = b + O, *const each = b + 4 * (size_t)O;
+  ls_err_t const err = audit_calibration(parts[0], O, alpha, moments);
+  if (err != LS_OK) {
+    free(b);
+    return cli_fail(err, "cannot read the snapshot's calibration");
+  }
+  for (size_t s = 0; s < S; s++)
+    memcpy(each + s * (size_t)O, alpha, (size_t)O * sizeof *alpha);
+  t[0] = (ls_export_tensor_t){"alpha", S, (size_t)O, each,
+                              "each series' calibration factor per target: forecast = base + "
+                              "alpha * scale * prediction (the run's, the same for every series)"};
+  t[1] = (ls_export_tensor_t){"calibration", (size_t)O, 3, moments,
+                              "per target: the averages of p y and p p (alpha = clamp(their "
+                              "ratio, 0, 1)), the forecasts they have seen"};
+  *n = 2;
+  *buf = b;
+  return CLI_EXIT_OK;
+}
+
+/* Writes the states of every shard of the snapshot at path, with the
+ * calibration. */
 static int export_states(const char *path, const char *out) {
   ls_snapshot_manifest_t *man = NULL;
   ls_err_t err = ls_snapshot_manifest_read(path, &man);
@@ -191,15 +234,18 @@ static int export_states(const char *path, const char *out) {
   err = parts ? LS_OK : LS_ERR_NOMEM;
   for (int r = 0; r < world && err == LS_OK; r++)
     err = ls_snapshot_load_shard(man, r, &parts[r]);
-  int rc = CLI_EXIT_OK;
-  if (err != LS_OK)
-    rc = cli_fail(err, "cannot load %s", path);
-  else if ((err = ls_snapshot_export_states((const ls_snapshot_t *const *)parts, world, out)) !=
-           LS_OK)
+  int rc = err != LS_OK ? cli_fail(err, "cannot load %s", path) : CLI_EXIT_OK;
+  ls_export_tensor_t extra[2];
+  int n_extra = 0;
+  double *buf = NULL;
+  if (rc == CLI_EXIT_OK) rc = calibration_tensors(parts, world, extra, &n_extra, &buf);
+  if (rc == CLI_EXIT_OK &&
+      (err = ls_snapshot_export_states_with((const ls_snapshot_t *const *)parts, world, extra,
+                                            n_extra, out)) != LS_OK)
     rc = cli_fail(err, "cannot export the states");
   for (int r = 0; parts && r < world; r++)
     ls_snapshot_destroy(parts[r]);
-  free(parts);
+  free(parts), free(buf);
   ls_snapshot_manifest_destroy(man);
   return rc;
 }
@@ -222,11 +268,13 @@ int cmd_export(int argc, char **argv) {
        .help = "every rank's series states h, c [S, L, H]; a trainer's\n"
                "snapshot also has each series' normaliser: norm_n [S]\n"
                "(I64, records consumed), norm [S, F, 4] (F64: location,\n"
-               "variance, mean square change, last value per feature)\n"
-               "and errors [S, O, 2] (F64: the model's and the last\n"
-               "value's squared errors per target, data units); and in\n"
-               "__metadata__ \"keys\" (a JSON array of strings, key byte b\n"
-               "as code point b) and \"partitions\" (a JSON array)"},
+               "variance, mean square change, last value per feature),\n"
+               "errors [S, O, 2] (F64: the model's and the last value's\n"
+               "squared errors per target, data units), alpha [S, O]\n"
+               "(F64: each series' calibration factor per target, the\n"
+               "run's) and calibration [O, 3] (F64: its moments); and\n"
+               "in __metadata__ \"keys\" (a JSON array of strings, key\n"
+               "byte b as code point b) and \"partitions\" (a JSON array)"},
       {0},
   };
   cli_spec_t const spec = {
@@ -245,7 +293,7 @@ int cmd_export(int argc, char **argv) {
   if (model_out == NULL && states_out == NULL)
     return cli_usage_error("export", "nothing to do: give --safetensors FILE and/or --states FILE");
   char path[PATH_MAX];
-  int rc = resolve("export", snapshot, path, sizeof path);
+  int rc = cli_snapshot_resolve("export", snapshot, path, sizeof path, stdout);
   if (rc != CLI_EXIT_OK) return rc;
   if (model_out != NULL) {
     ls_snapshot_manifest_t *man = NULL;

@@ -18,6 +18,8 @@ static const cli_command_t commands[] = {
     {"produce", "write a synthetic market feed (or a CSV file) into a Kafka topic", cmd_produce},
     {"inspect", "verify and describe a snapshot", cmd_inspect},
     {"export", "write a snapshot's model and states as safetensors files", cmd_export},
+    {"report", "evaluate a run's forecasts: measures, plots, an HTML page", cmd_report},
+    {"predict", "a series' forecasts from a snapshot, as the trainer made them", cmd_predict},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

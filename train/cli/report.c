@@ -104,9 +104,20 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
 }
 
 void report_summary(FILE *out, const ls_train_summary_t *s) {
+  /* The headline: the forecasts as they go out (data units, calibrated),
+   * against the last value, the mean over the targets of their ratios. */
+  double whole = 0.0, final = 0.0;
+  int n = 0;
+  for (int j = 0; j < s->targets; j++) {
+    const ls_target_figures_t *const a = &s->target[j], *const t = &s->tail_target[j];
+    if (!(a->base_sum > 0 && t->base_sum > 0)) continue;
+    whole += a->mse_sum / a->base_sum, final += t->mse_sum / t->base_sum, n++;
+  }
+  fprintf(out, "forecast final_ratio=%.4f ratio=%.4f targets=%d units=data\n",
+          n > 0 ? final / n : 0.0, n > 0 ? whole / n : 0.0, n);
   fprintf(out,
-          "loss mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g final_count=%.0f "
-          "final_ratio=%.4f final_from_ms=%lld\n",
+          "loss units=normalised mse=%.6g baseline=%.6g final_mse=%.6g final_baseline=%.6g "
+          "final_count=%.0f final_ratio=%.4f final_from_ms=%lld\n",
           report_mean(s->loss_sum, s->count), report_mean(s->baseline_sum, s->count),
           report_mean(s->tail_loss_sum, s->tail_count),
           report_mean(s->tail_baseline_sum, s->tail_count), s->tail_count,

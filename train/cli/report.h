@@ -31,8 +31,11 @@ void report_free(report_t *r);
  * time_s: seconds into the run. */
 void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s);
 
-/* The summary's "loss" line (normalised units) and one "target" line per
- * target feature (normalised and data units, whole run and final). */
+/* The summary's headline "forecast" line (the forecasts going out against
+ * the last value, data units, the mean of the targets' ratios, final and
+ * whole run), its "loss" line (what the model trains on: normalised units,
+ * before the calibration and the linear path's mixing) and one "target"
+ * line per target feature (normalised and data units, whole run and final). */
 void report_summary(FILE *out, const ls_train_summary_t *s);
 
 /* The mean of sum over count, 0 without any. */

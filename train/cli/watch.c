@@ -64,9 +64,11 @@ int cli_watch_start(cli_watch_t *w, ls_trainer_t *tr, int quiet) {
   if (err != LS_OK) return cli_fail(err, "cannot start watching the run");
   int rank = 0, world = 1;
   ls_trainer_rank(tr, &rank, &world);
-  if (!quiet && w->conf.http != NULL)
+  if (!quiet && w->conf.http != NULL) {
     cli_log(CLI_INFO, "lstream train", "rank %d serves %s/metrics and %s/health", rank,
             monitor_url(w->mon), monitor_url(w->mon));
+    cli_log(CLI_INFO, "lstream train", "rank %d's live page: %s/", rank, monitor_url(w->mon));
+  }
   return CLI_EXIT_OK;
 }
 

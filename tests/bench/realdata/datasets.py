@@ -19,12 +19,30 @@ set is read from a package installed on this machine.
                1 series x 468
     temps      python3-vega-datasets (seattle-temps.csv, sf-temps.csv): hourly
                temperatures (deg F) of 2010, 2 series x 8,759
-  source "pypi": PyPI only (benchmarks outside CI)
+    co2        (above) monthly, a trend and a yearly season: 468 points
+    airpass    r-base-core (datasets::AirPassengers): monthly, 144, trend x
+               season; lynx (datasets::lynx): yearly, 114, a ~10-year
+               cycle; nottem (datasets::nottem): monthly, 240 (the holdout)
+    sunyear    r-base-core (datasets::sunspot.year): yearly sunspot numbers
+               1700-1988, 1 series x 289, a cycle of about 11 years
+  source "pypi": PyPI only (benchmarks outside CI); each package's data
+  files are in its wheel (nothing is downloaded at run time)
     taylor     pmdarima (datasets/taylor.py): half-hourly electricity demand
                (MW), England and Wales, June-August 2000, 1 series x 4,032
     msft       pmdarima (datasets/data/msft.tar.gz): MSFT daily open, high,
                low, close, volume 1986-2017, 1 series x 7,983 x 5 features
                (volume around 1e7..1e9); target: the close
+    wineind    pmdarima (datasets/wineind.py): monthly Australian wine sales
+               1980-1994, 1 series x 176, a trend and a strong yearly season
+    tmy        pvlib (data/723170TYA.CSV, 703165TY.csv): typical
+               meteorological years, hourly, of Greensboro NC and Sand Point
+               AK, 2 series x 8,760 x 2 features (dry-bulb temperature C,
+               global horizontal irradiance W/m2), a daily cycle; both targets
+    glucose    bokeh_sampledata (_data/CGM.csv.gz): a continuous glucose
+               monitor every 5 minutes, March-August 2010, 1 series x ~52,000
+               (mg/dL), a weak daily cycle
+    stocks     bokeh_sampledata (_data/stocks.csv.gz): daily adjusted closes
+               of AAPL, GOOG, IBM, MSFT 2000-2013, 4 series x 2,148-3,270
 
 Usage as a program (for the producer and the harness):
   datasets.py list                 name, source, series, length, features
@@ -32,9 +50,11 @@ Usage as a program (for the producer and the harness):
                                    lines series,time_ms,v1,...,vF (the input
                                    of `lstream produce --csv`)
 
-PyPI sets are found in the pmdarima package of any interpreter: import
-pmdarima from this one, else $LSTREAM_PMDARIMA_DIR (its datasets/ folder),
-else /work/venv-*/lib/python3*/site-packages/pmdarima/datasets.
+PyPI sets are found in the package of any interpreter: imported from this
+one, else $LSTREAM_PMDARIMA_DIR (pmdarima's datasets/ folder) or
+$LSTREAM_PYPI_SITE (a site-packages folder holding them), else
+/work/venv-*/lib/python3*/site-packages. `pip install --no-deps pmdarima
+pvlib bokeh_sampledata` into a venv is enough: only their data files are read.
 """
 import ast
 import csv
@@ -124,20 +144,31 @@ def _year_ms(t):
     return ms - ms[0] + SHIFT_TO_MS if ms[0] <= 0 else ms
 
 
-def _pmdarima_dir():
-    try:
-        import pmdarima.datasets as pd_ds  # noqa: F401
-        return os.path.dirname(pd_ds.__file__)
-    except ImportError:
-        pass
+def _package_dir(sub):
+    """The folder `sub` (such as pmdarima/datasets) of a PyPI package, found
+    without importing the package (its dependencies need not be there)."""
+    import importlib.util
+    top = sub.split("/")[0]
+    spec = importlib.util.find_spec(top)
+    if spec is not None and spec.submodule_search_locations:
+        d = os.path.join(os.path.dirname(list(spec.submodule_search_locations)[0]), sub)
+        if os.path.isdir(d):
+            return d
     env = os.environ.get("LSTREAM_PMDARIMA_DIR")
-    if env and os.path.isdir(env):
+    if top == "pmdarima" and env and os.path.isdir(env):
         return env
-    hits = sorted(glob.glob("/work/venv-*/lib/python3*/site-packages/pmdarima/datasets"))
+    site = os.environ.get("LSTREAM_PYPI_SITE")
+    if site and os.path.isdir(os.path.join(site, sub)):
+        return os.path.join(site, sub)
+    hits = sorted(glob.glob("/work/venv-*/lib/python3*/site-packages/" + sub))
     if hits:
         return hits[0]
-    raise RuntimeError("pmdarima not found: pip install --no-deps pmdarima into a venv "
-                       "and set LSTREAM_PMDARIMA_DIR to its pmdarima/datasets folder")
+    raise RuntimeError("%s not found: pip install --no-deps %s into a venv and set "
+                       "LSTREAM_PYPI_SITE to its site-packages folder" % (top, top))
+
+
+def _pmdarima_dir():
+    return _package_dir("pmdarima/datasets")
 
 
 def _pmdarima_array(module):
@@ -245,6 +276,84 @@ def load_msft():
                    _one("MSFT", t, v), "MSFT daily open/high/low/close/volume, 1986-2017")
 
 
+def load_sunyear():
+    return _r_single("sunyear", "sunspot.year", 11, "yearly sunspot numbers, 1700-1988")
+
+
+def load_wineind():
+    v = _pmdarima_array("wineind")
+    t = np.array([_ms(dt.datetime(1980 + i // 12, 1 + i % 12, 1)) for i in range(len(v))])
+    return Dataset("wineind", "pypi", "pmdarima", 12, ["sales"], [0], _one("wineind", t, v),
+                   "monthly Australian wine sales (litres), 1980-1994")
+
+
+def _tmy(path):
+    """A TMY3 file: hourly (dry-bulb C, GHI W/m2), laid on the hours of 2001
+    (a typical year's months come from different years)."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))[2:]
+    head = list(csv.reader(open(path, newline="")))[1]
+    ti, gi = head.index("Dry-bulb (C)"), head.index("GHI (W/m^2)")
+    v = np.array([[float(r[ti]), float(r[gi])] for r in rows])
+    t = _ms(dt.datetime(2001, 1, 1, 1)) + np.arange(len(v), dtype=np.int64) * 3600000
+    return t, v
+
+
+def load_tmy():
+    d = _package_dir("pvlib/data")
+    series = {}
+    for key, fname in (("greensboro", "723170TYA.CSV"), ("sandpoint", "703165TY.csv")):
+        t, v = _tmy(os.path.join(d, fname))
+        series[key] = (t, v.astype(np.float32))
+    return Dataset("tmy", "pypi", "pvlib", 24, ["temp_c", "ghi"], [0, 1], series,
+                   "hourly typical meteorological years of two US stations: temperature, irradiance")
+
+
+def _bokeh_csv(fname):
+    import gzip
+    path = os.path.join(_package_dir("bokeh_sampledata/_data"), fname)
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def load_glucose():
+    rows = _bokeh_csv("CGM.csv.gz")
+    t = np.array([_ms(dt.datetime.strptime(r["datetime"], "%Y-%m-%d %H:%M:%S")) for r in rows])
+    v = np.array([float(r["glucose"]) for r in rows])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    keep = np.concatenate([[True], np.diff(t) > 0])  # a repeated minute would go back
+    return Dataset("glucose", "pypi", "bokeh_sampledata", 288, ["glucose"], [0],
+                   _one("cgm", t[keep], v[keep]),
+                   "continuous glucose monitor every 5 minutes (mg/dL), 2010")
+
+
+def load_stocks():
+    rows = _bokeh_csv("stocks.csv.gz")
+    series = {}
+    for key in ("AAPL", "GOOG", "IBM", "MSFT"):
+        sel = [r for r in rows if r["Ticker"] == key]
+        t = np.array([_ms(dt.datetime.strptime(r["Date"], "%Y-%m-%d")) for r in sel], np.int64)
+        v = np.array([float(r["Adj Close"]) for r in sel])
+        o = np.argsort(t)
+        series[key] = (t[o], v[o].astype(np.float32).reshape(-1, 1))
+    return Dataset("stocks", "pypi", "bokeh_sampledata", 5, ["adj_close"], [0], series,
+                   "daily adjusted closes of AAPL, GOOG, IBM, MSFT, 2000-2013")
+
+
+def load_airpass():
+    return _r_single("airpass", "AirPassengers", 12,
+                     "monthly airline passengers 1949-1960 (thousands), trend x season")
+
+
+def load_lynx():
+    return _r_single("lynx", "lynx", 10, "yearly Canadian lynx trappings 1821-1934, a ~10-year cycle")
+
+
+def load_nottem():
+    return _r_single("nottem", "nottem", 12, "monthly mean air temperature at Nottingham 1920-1939")
+
+
 LOADERS = {
     "eustock": load_eustock,
     "temps": load_temps,
@@ -254,12 +363,30 @@ LOADERS = {
     "co2": load_co2,
     "taylor": load_taylor,
     "msft": load_msft,
+    "sunyear": load_sunyear,
+    "wineind": load_wineind,
+    "tmy": load_tmy,
+    "glucose": load_glucose,
+    "stocks": load_stocks,
+    "airpass": load_airpass,
+    "lynx": load_lynx,
+    "nottem": load_nottem,
 }
 # Which sets come from Debian packages (CI may use them) and which from PyPI.
-DEBIAN = ["eustock", "temps", "weather", "sunspots", "treering", "co2"]
-PYPI = ["taylor", "msft"]
-# The acceptance table's sets (fixed before any model was tried).
-ACCEPTANCE = ["eustock", "msft", "weather", "sunspots", "treering", "taylor"]
+DEBIAN = ["eustock", "temps", "weather", "sunspots", "treering", "co2", "sunyear", "airpass",
+          "lynx", "nottem"]
+PYPI = ["taylor", "msft", "wineind", "tmy", "glucose", "stocks"]
+# The acceptance table's sets: issue 17's six (fixed before any model was
+# tried), then issue 24's (chosen by kind before lstream ran on them: hourly
+# and 5-minute data with a daily cycle, monthly trend and season, a short
+# series, a yearly cycle, another price).
+ACCEPTANCE = ["eustock", "msft", "weather", "sunspots", "treering", "taylor",
+              "tmy", "glucose", "co2", "wineind", "sunyear", "stocks"]
+# Sets of the kinds above that no default was measured on before it was
+# chosen (run once, after: a check that the defaults generalise).
+HOLDOUT = ["airpass", "lynx", "nottem"]
+# Prices (random walks): their acceptance is against the last value.
+PRICES = {"eustock", "msft", "stocks"}
 
 
 def load(name):

@@ -1,0 +1,373 @@
+/*
+ * Seasons and the linear path (train/season.h).
+ *
+ * A series' state, per target, in ls_series_stats_t.model (doubles):
+ *   [0]        its season P (0: none)
+ *   [1]        rows the linear path learned
+ *   [2, 7)     the mixing's sums of a a, a p, p p, a y, p y (a = w . z the
+ *              linear path's forecast, p the LSTM's, y the target),
+ *              forgotten over MIX_WINDOW rows
+ *   [7], [8]   the mixing weights alpha, beta: the forecast is alpha a +
+ *              beta p
+ *   [9]        1 once the last record's features are in z_last
+ *   [10]       the change scale they were made with
+ *   [11, 11+K) w, the linear path's weights           (with the linear path)
+ *   then       z_last [K], A [K, K], b [K]: the last record's features and
+ *              the forgotten sums                      (with the linear path)
+ *   then       floats, two to a double: the ring of its last R raw values
+ *              (record u at u % R); with --season auto, the
+ *              autocorrelation sums of its changes at lags 0..season_max;
+ *              per season slot its profile (season_max floats: the
+ *              change at each phase, averaged over about SEASON_AVG seasons)
+ */
+#include "season.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The recent changes the linear path sees. */
+#define RECENT 12
+/* Records the linear path's sums reach back (1/N forgotten per row). */
+#define LIN_WINDOW 1024.0
+/* Ridge on the linear path's normal equations: one prior row per weight,
+ * at zero (the forecast starts at the last value). */
+#define RIDGE 1.0
+/* Records the autocorrelation sums reach back. */
+#define ACF_WINDOW 2048.0
+/* Rows the mixing's sums reach back. */
+#define MIX_WINDOW 1024.0
+/* Doubles of a target block before w. */
+#define HEAD 11
+/* Records of a series before its linear path learns: the normaliser's
+ * change scale, the rows' unit, is then within about 12% (a few first
+ * records scaled by a scale of one or two changes are no rows to keep). */
+#define WARM 32
+/* Rows per weight the linear path learns before it forecasts. */
+#define YOUNG 2
+/* Rows alpha's prior at 1 is worth. */
+#define MIX_PRIOR 32.0
+/* The shortest season looked for (shorter lags are the changes'
+ * short-range correlation, which the recent changes carry). */
+#define SEASON_MIN 4
+/* Seasons a seasonal profile averages over (about). */
+#define SEASON_AVG 16.0
+
+struct season_s {
+  int O, slots, pmax, linear, K;
+  int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
+  int autos;                     /* find the season (one slot) */
+  int R, acf_n;                  /* ring length; autocorrelation lags (0 without auto) */
+  int prof_n;                    /* floats of a slot's seasonal profile */
+  size_t head, per;              /* doubles before the floats; per target */
+  double clip;                   /* the normaliser's clamp */
+  double *A, *y, *z;             /* [K, K], [K], [K] scratch */
+};
+
+ls_err_t season_parse(const char *text, int season_max, int *slots, int *periods) {
+  memset(periods, 0, SEASON_SLOTS_MAX * sizeof *periods);
+  *slots = 0;
+  if (!strcmp(text, "none")) return LS_OK;
+  if (!strcmp(text, "auto")) {
+    *slots = 1;
+    return LS_OK;
+  }
+  const char *s = text;
+  while (*s) {
+    char *end = NULL;
+    long const p = strtol(s, &end, 10);
+    LS_RETURN_IF(end == s || (*end != ',' && *end != '\0') || p < 2 || p > season_max ||
+                     *slots == SEASON_SLOTS_MAX,
+                 LS_ERR_INVALID_ARG,
+                 "season '%s': auto, none, or up to %d periods in [2, season_max %d] such as 24 "
+                 "or 24,168",
+                 text, SEASON_SLOTS_MAX, season_max);
+    periods[(*slots)++] = (int)p;
+    s = *end ? end + 1 : end;
+    LS_RETURN_IF(*end == ',' && *s == '\0', LS_ERR_INVALID_ARG,
+                 "season '%s' ends with a comma: give its periods such as 24 or 24,168", text);
+  }
+  LS_RETURN_IF(*slots == 0, LS_ERR_INVALID_ARG, "season '%s' names no period", text);
+  return LS_OK;
+}
+
+/* Both need the normalised change target (their units). */
+static int season_units(const ls_train_conf_t *c) {
+  return c->normalize == 0 && c->target == 0;
+}
+
+int season_linear(const ls_train_conf_t *c) {
+  return season_units(c) && c->linear;
+}
+
+ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
+  *out = NULL;
+  int slots = 0, periods[SEASON_SLOTS_MAX];
+  LS_FORWARD_IF_ERROR(season_parse(c->season, c->season_max, &slots, periods));
+  int const on = season_units(c);
+  int const linear = season_linear(c);
+  slots = on ? slots : 0;
+  if (!linear && slots == 0) return LS_OK;
+  season_t *const s = calloc(1, sizeof *s);
+  LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for the seasons");
+  s->O = O, s->slots = slots, s->linear = linear;
+  memcpy(s->periods, periods, sizeof s->periods);
+  s->autos = slots == 1 && periods[0] == 0;
+  s->pmax = 0;
+  for (int i = 0; i < slots; i++)
+    s->pmax = periods[i] > s->pmax ? periods[i] : s->pmax;
+  if (s->autos) s->pmax = c->season_max;
+  s->K = linear ? RECENT + 1 + 5 * slots + 1 : 0;
+  s->R = 2 * s->pmax + 1 > RECENT + 1 ? 2 * s->pmax + 1 : RECENT + 1;
+  s->acf_n = s->autos ? s->pmax + 1 : 0;
+  s->head = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
+  s->prof_n = s->pmax; /* per slot */
+  s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->prof_n + 1) / 2;
+  s->clip = 10.0; /* ls_norm_conf_init's */
+  s->A = malloc((size_t)(s->K > 0 ? s->K * s->K : 1) * sizeof *s->A);
+  s->y = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->y);
+  s->z = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->z);
+  if (s->A == NULL || s->y == NULL || s->z == NULL) {
+    season_free(s);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for the linear path");
+  }
+  *out = s;
+  return LS_OK;
+}
+
+void season_free(season_t *s) {
+  if (s == NULL) return;
+  free(s->A), free(s->y), free(s->z);
+  free(s);
+}
+
+size_t season_width(const season_t *s) {
+  return s != NULL ? s->per * (size_t)s->O : 0;
+}
+int season_inputs(const season_t *s) {
+  return s != NULL ? 2 * s->slots * s->O : 0;
+}
+int season_features(const season_t *s) {
+  return s != NULL ? s->K : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+
+static void learn_row(const season_t *s, double *m, const double *z, double y);
+static void solve_w(const season_t *s, double *m);
+
+static double clampv(const season_t *s, double v) {
+  return v > s->clip ? s->clip : v < -s->clip ? -s->clip : v;
+}
+
+/* The ring and autocorrelation sums of target block m. */
+static float *ring_of(const season_t *s, double *m) {
+  return (float *)(void *)(m + s->head);
+}
+
+/* Record u of the series from the ring (t its newest); NAN when it is not
+ * there (before the first, or out of the ring). */
+static double value_at(const season_t *s, const float *ring, int64_t t, int64_t u) {
+  if (u < 0 || u > t || t - u >= s->R) return NAN;
+  return ring[u % s->R];
+}
+
+/* The autocorrelation sums after record t (its change d = x[t] - x[t-1]),
+ * and the season they point to: the shortest local maximum of the
+ * autocorrelation within 85% of the highest, over lags seen in three seasons
+ * at least, above a bar that falls with the records seen; the season in
+ * place changes only for a clearly better one, or for a shorter one it is
+ * a multiple of (a harmonic). */
+static void find_season(const season_t *s, double *m, const float *ring, int64_t t) {
+  if (t < 1) return;
+  float *const acf = (float *)(void *)(m + s->head) + s->R;
+  double const d = (double)ring[t % s->R] - (double)ring[(t - 1) % s->R];
+  for (int k = 0; k < s->acf_n && t - k >= 1; k++) {
+    double const dk = (double)ring[(t - k) % s->R] - (double)ring[(t - k - 1) % s->R];
+    double const w = fmax(1.0 / (double)(t - k), 1.0 / ACF_WINDOW);
+    acf[k] += (float)(w * (d * dk - (double)acf[k]));
+  }
+  if (!(acf[0] > 0.0f)) return;
+  double const bar = 0.25 + 2.0 / sqrt(fmin((double)t, ACF_WINDOW));
+  int const top = (int)(t / 3 < s->pmax ? t / 3 : s->pmax); /* three seasons seen */
+  double best = -1.0;
+  for (int k = SEASON_MIN; k < top; k++)
+    best = fmax(best, acf[k] / acf[0]);
+  if (best < bar) return;
+  int pick = 0;
+  for (int k = SEASON_MIN; k < top && pick == 0; k++)
+    if (acf[k] >= acf[k - 1] && acf[k] >= acf[k + 1] && acf[k] / acf[0] >= 0.85 * best) pick = k;
+  int const now = (int)m[0];
+  if (pick == 0 || pick == now) return;
+  int const rest = now > 0 ? now % pick : 0;
+  int const harmonic = pick < now && (rest <= 1 || pick - rest <= 1);
+  if (now == 0 || acf[pick] > acf[now] + 0.1f * acf[0] ||
+      (harmonic && acf[pick] >= 0.85f * acf[now])) {
+    m[0] = pick; /* a new season: its profile starts anew */
+    memset(acf + s->acf_n, 0, (size_t)s->prof_n * sizeof *acf);
+  }
+}
+
+/* Slot i's seasonal profile of period P after record t: per phase, the
+ * changes at that phase, exponentially averaged over the last few seasons
+ * (a running mean over the first SEASON_AVG); returns the profile's
+ * change for record t + 1 (NAN before a season was seen). */
+static double profile(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
+  float *const prof = ring_of(s, m) + s->R + s->acf_n + (size_t)i * (size_t)s->prof_n;
+  if (t >= 1) {
+    double const d = (double)ring[t % s->R] - (double)ring[(t - 1) % s->R];
+    double const g = fmax(1.0 / (double)((t - 1) / P + 1), 1.0 / SEASON_AVG);
+    float *const e = &prof[t % P];
+    *e += (float)(g * (d - (double)*e));
+  }
+  return t + 1 > P ? (double)prof[(t + 1) % P] : NAN;
+}
+
+void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
+                   const double *ds, const double *ls, const float *level, float *in, double *lin,
+                   double *beta, double *araw) {
+  int const K = s->K, S = s->slots;
+  for (int j = 0; j < s->O; j++) {
+    double *const m = model + (size_t)j * s->per;
+    float *const ring = ring_of(s, m);
+    int const f = feat[j];
+    ring[t % s->R] = x[f];
+    if (s->autos) find_season(s, m, ring, t);
+    double const sc = ds[f], now = x[f];
+    double *const zz = s->z; /* scratch */
+    int at = 0;
+    if (s->linear) {
+      for (int k = 0; k < RECENT; k++) {
+        double const a = value_at(s, ring, t, t - k), b = value_at(s, ring, t, t - k - 1);
+        zz[at++] = isnan(a) || isnan(b) ? 0.0 : clampv(s, (a - b) / sc);
+      }
+      zz[at++] = level[f];
+    }
+    for (int i = 0; i < S; i++) {
+      int const P = s->autos ? (int)m[0] : s->periods[i];
+      double v[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+      int one = 0, two = 0; /* the values one and two seasons back are there */
+      if (P > 0) {
+        double const a1 = value_at(s, ring, t, t + 1 - P), a0 = value_at(s, ring, t, t - P);
+        double const b1 = value_at(s, ring, t, t + 1 - 2 * P), b0 = value_at(s, ring, t, t - 2 * P);
+        double const e = profile(s, m, ring, i, P, t);
+        one = !isnan(a1), two = !isnan(b1);
+        v[0] = one ? clampv(s, (a1 - now) / sc) : 0.0;
+        v[1] = two ? clampv(s, (b1 - now) / sc) : 0.0;
+        v[2] = one && !isnan(a0) ? clampv(s, (a1 - a0) / sc) : 0.0;
+        v[3] = two && !isnan(b0) ? clampv(s, (b1 - b0) / sc) : 0.0;
+        v[4] = isnan(e) ? 0.0 : clampv(s, e / sc);
+      }
+      for (int q = 0; q < 5; q++)
+        if (s->linear) zz[at++] = v[q];
+      /* The model's inputs: the values one and two seasons back, as levels. */
+      double const lv = level[f], r = sc / ls[f];
+      in[(j * S + i) * 2 + 0] = one ? (float)clampv(s, lv + v[0] * r) : 0.0f;
+      in[(j * S + i) * 2 + 1] = two ? (float)clampv(s, lv + v[1] * r) : 0.0f;
+    }
+    if (!s->linear) {
+      lin[j] = 0.0, beta[j] = 1.0;
+      continue;
+    }
+    zz[at++] = 1.0;
+    /* The last record's features and this record's change: one more row
+     * of the least squares, refitted now. */
+    double *const zl = m + HEAD + K;
+    if (m[9] != 0.0 && t >= WARM) {
+      double const prev = value_at(s, ring, t, t - 1);
+      learn_row(s, m, zl, clampv(s, (now - prev) / m[10]));
+      solve_w(s, m);
+    }
+    memcpy(zl, zz, (size_t)K * sizeof *zl);
+    m[9] = 1.0, m[10] = sc;
+    /* Until it has seen YOUNG rows per weight, the linear path forecasts no
+     * change (a least squares of fewer rows is mostly noise). */
+    double a = 0.0;
+    for (int k = 0; k < K && m[1] >= YOUNG * K; k++)
+      a += m[HEAD + k] * zz[k];
+    lin[j] = m[7] * a;
+    beta[j] = m[8];
+    if (araw != NULL) araw[j] = a;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The linear path's least squares and the mixing                            */
+
+/* One row (features z [K], target y) into block m's forgotten sums. */
+static void learn_row(const season_t *s, double *m, const double *z, double y) {
+  int const K = s->K;
+  double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+  double const keep = 1.0 - 1.0 / LIN_WINDOW;
+  for (int u = 0; u < K; u++) {
+    for (int v = 0; v < K; v++)
+      A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
+    b[u] = keep * b[u] + z[u] * y;
+  }
+  m[1] += 1.0;
+}
+
+/* Block m's weights from its sums: Cholesky of A + RIDGE I (positive
+ * definite), then two triangular solves; kept as they were if it is not. */
+static void solve_w(const season_t *s, double *m) {
+  int const K = s->K;
+  const double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+  double *const L = s->A, *const y = s->y, *const w = m + HEAD;
+  for (int p = 0; p < K; p++)
+    for (int q = 0; q <= p; q++) {
+      double v = A[p * K + q] + (p == q ? RIDGE : 0.0);
+      for (int k = 0; k < q; k++)
+        v -= L[p * K + k] * L[q * K + k];
+      if (p == q && !(v > 0.0)) return; /* not finite */
+      L[p * K + q] = p == q ? sqrt(v) : v / L[q * K + q];
+    }
+  for (int p = 0; p < K; p++) {
+    double v = b[p];
+    for (int k = 0; k < p; k++)
+      v -= L[p * K + k] * y[k];
+    y[p] = v / L[p * K + p];
+  }
+  for (int p = K - 1; p >= 0; p--) {
+    double v = y[p];
+    for (int k = p + 1; k < K; k++)
+      v -= L[k * K + p] * w[k];
+    w[p] = v / L[p * K + p];
+  }
+}
+
+void season_learn(season_t *s, double *model, int j, double a, double y, double p) {
+  if (!s->linear) return;
+  double *const m = model + (size_t)j * s->per;
+  double const g = fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW);
+  double const v[5] = {a * a, a * p, p * p, a * y, p * y};
+  for (int k = 0; k < 5; k++)
+    m[2 + k] += g * (v[k] - m[2 + k]);
+}
+
+void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta) {
+  const double *const m = model + (size_t)j * s->per;
+  *alpha = s->linear ? m[7] : 0.0;
+  *beta = s->linear ? m[8] : 1.0;
+}
+
+void season_solve(season_t *s, double *model, int j) {
+  if (!s->linear) return;
+  /* The mixing weights: least squares of y on (a, p), alpha pulled towards
+   * 1 (the linear path is a least-squares fit itself) by a prior worth
+   * MIX_PRIOR rows, each clamped to [0, 1]. */
+  double *const m = model + (size_t)j * s->per;
+  double const aa = m[2], ap = m[3], pp = m[4], ay = m[5], py = m[6];
+  /* alpha's prior: 1, worth MIX_PRIOR rows of the sums (means over n). */
+  double const n = fmin(fmax(m[1], 1.0), MIX_WINDOW), k = MIX_PRIOR / n * aa + 1e-12;
+  double const e = 1e-3 * pp + 1e-12;
+  double const det = (aa + k) * (pp + e) - ap * ap;
+  if (!(det > 0.0)) return;
+  m[7] = fmin(1.0, fmax(0.0, ((pp + e) * (ay + k) - ap * py) / det));
+  m[8] = fmin(1.0, fmax(0.0, ((aa + k) * py - ap * (ay + k)) / det));
+}
+
+int season_period(const season_t *s, const double *model, int j) {
+  if (s == NULL || s->slots == 0) return 0;
+  return s->autos ? (int)model[(size_t)j * s->per] : s->periods[0];
+}

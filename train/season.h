@@ -1,0 +1,87 @@
+/*
+ * Seasons and the linear path (train/ internal; issue 24).
+ *
+ * Per series and target feature, beside its normaliser: the series' recent
+ * raw values (a ring of 2 season_max + 1), its season (given by --season,
+ * or found online from the autocorrelation of its own changes: --season
+ * auto), and a linear autoregression on its recent and seasonal lags fitted
+ * by exponentially forgotten least squares (LSTNet's autoregressive
+ * highway). What a record gives, in the target's units (its change over
+ * the series' change scale ds, as the model's target):
+ *   inputs  per season slot P: the values one and two seasons back,
+ *           x[t+1-P] and x[t+1-2P], normalised as the level input is (zero
+ *           while the series is younger than its lags, or has no season)
+ *   z       the linear path's features: the last R changes, the normalised
+ *           level, and per season s1 = (x[t+1-P] - x[t]) / ds, s2 =
+ *           (x[t+1-2P] - x[t]) / ds, c1 = (x[t+1-P] - x[t-P]) / ds, c2 =
+ *           (x[t+1-2P] - x[t-2P]) / ds: the seasonal naive forecast's change
+ *           and the change one and two seasons ago; 1
+ *   lin     alpha w . z, the linear path's share of the forecast
+ * The forecast is alpha a + beta p, a = w . z the linear path's and p the
+ * LSTM's, alpha and beta in [0, 1] per series and target: the least
+ * squares of the targets on the past forecasts of both (both 0 before any:
+ * a young series starts at the last value, and the LSTM's output counts
+ * once it has earned its weight on the series; on a random walk both stay
+ * near 0). The linear path is an online least squares of the targets on
+ * its features, refitted at every record (it matches an online AR(p) on
+ * the same lags); the LSTM trains on what it leaves, y - alpha a, and the
+ * mixing weights are fitted on both forecasts together. The state lives in ls_series_stats_t.model:
+ * snapshots, re-sharding and eviction carry it with its series.
+ */
+#ifndef LSTREAM_TRAIN_SEASON_H
+#define LSTREAM_TRAIN_SEASON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train_internal.h"
+
+/* The most seasons --season may give. */
+#define SEASON_SLOTS_MAX 2
+
+typedef struct season_s season_t;
+
+/* Parses --season's text: "auto", "none" or up to SEASON_SLOTS_MAX periods
+ * in [2, season_max], such as "24" or "24,168": *slots (0: none), periods
+ * [SEASON_SLOTS_MAX] (0: auto). */
+ls_err_t season_parse(const char *text, int season_max, int *slots, int *periods);
+
+/* Whether c has the linear path (linear, with normalised change targets). */
+int season_linear(const ls_train_conf_t *c);
+
+/* The seasons and linear path of O targets as c says (NULL in *out when
+ * neither is on: then nothing of this file runs). */
+ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out);
+void season_free(season_t *s); /* accepts NULL */
+
+size_t season_width(const season_t *s); /* doubles per series (ls_series_table_keep_model) */
+int season_inputs(const season_t *s);   /* model inputs it adds: 4 slots O */
+int season_features(const season_t *s); /* K, the linear path's features per target */
+
+/* Record t (from 0) of a series, just consumed by its normaliser: x [F] its
+ * values, feat [O] the target features, ds [F] the change scales and
+ * level [F] the normalised levels the normaliser gave. Updates the series'
+ * state `model` (ring, season) and writes the inputs in [season_inputs],
+ * per target the linear path's share of the forecast lin [O] (alpha a),
+ * the LSTM's weight beta [O] and, unless NULL, the linear path's forecast
+ * a [O]; ls [F] are the level scales. The linear path first learns the row
+ * the record completes (the last record's features, its change) and is
+ * refitted: a pure online least squares of the targets on the features. */
+void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
+                   const double *ds, const double *ls, const float *level, float *in, double *lin,
+                   double *beta, double *a);
+
+/* The mixing learns one row of target j: the linear path's forecast a, the
+ * normalised target y and the LSTM's output p. */
+void season_learn(season_t *s, double *model, int j, double a, double y, double p);
+
+/* After a window's rows were learned: target j's mixing weights. */
+void season_solve(season_t *s, double *model, int j);
+
+/* Target j's mixing weights now: forecast = alpha a + beta p. */
+void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta);
+
+/* Target j's season now (0: none): for the tests and --series-out. */
+int season_period(const season_t *s, const double *model, int j);
+
+#endif /* LSTREAM_TRAIN_SEASON_H */
