@@ -49,6 +49,8 @@ static const base_key_t keys[] = {
     KEY("flush", flush, BASE_V_CHOICE(bools), "false"),
     KEY("max_abs", max_abs, BASE_V_DBL(1e-30, 3.5e38), "1e18"),
     KEY("reset_gap_ms", reset_gap_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
+    KEY("max_future_ms", max_future_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "3600000"),
+    KEY("late_ms", late_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "60000"),
     KEY("series_idle_ms", series_idle_ms, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
     KEY("max_series", max_series, BASE_V_I64(0, (double)(INT64_MAX / 4)), "0"),
     KEY("tap", tap, BASE_V_CHOICE(bools), "false"),

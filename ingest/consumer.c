@@ -230,6 +230,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   if (err == LS_OK) err = windower_make(ing);
   if (err == LS_OK) err = ls_windower_set_max_abs(ing->w, ing->s.max_abs);
   if (err == LS_OK) err = ls_windower_set_reset_gap(ing->w, ing->s.reset_gap_ms);
+  if (err == LS_OK) err = ls_windower_set_time_bounds(ing->w, ing->s.max_future_ms, ing->s.late_ms);
   if (err == LS_OK)
     err = ls_windower_set_eviction(ing->w, ing->s.series_idle_ms, ing->s.max_series);
   if (err == LS_OK) err = client_new(ing, conf, RD_KAFKA_CONSUMER, &ing->rk);

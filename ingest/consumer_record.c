@@ -24,10 +24,9 @@ static void reject_detail(const ls_ingest_t *ing, ls_reject_t r, const rd_kafka_
   case LS_REJECT_NONFINITE:
   case LS_REJECT_FIELD:
   case LS_REJECT_TYPE:
-  case LS_REJECT_TIME: snprintf(buf, size, "%s", ls_windower_why(ing->w)); return;
+  case LS_REJECT_TIME:
   case LS_REJECT_BACKWARDS:
-    snprintf(buf, size, "its event time is before the series' last record");
-    return;
+  case LS_REJECT_FUTURE: snprintf(buf, size, "%s", ls_windower_why(ing->w)); return;
   case LS_REJECT_KEY:
     snprintf(buf, size, "the key is %zu bytes (1..%d allowed)%s", m->key_len, LS_KEY_MAX,
              ing->s.key_field == NULL && m->key_len == 0 &&

@@ -47,6 +47,7 @@ const char *ls_reject2str(ls_reject_t reason) {
   case LS_REJECT_FIELD: return "field";
   case LS_REJECT_TYPE: return "type";
   case LS_REJECT_TIME: return "time";
+  case LS_REJECT_FUTURE: return "future";
   case LS_REJECT__COUNT: break;
   }
   return "unknown";

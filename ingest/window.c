@@ -24,6 +24,15 @@
  * each comes back with its first row as its buffer's row 0, and its later
  * rows are pushed again in offset order, re-forming the same windows.
  *
+ * Event times (ls_windower_set_time_bounds): a record stamped beyond the
+ * wall clock plus the bound on the future is rejected before its series is
+ * looked at, so one bad stamp never becomes a series' clock; the clock is
+ * read only for a record past its last reading's bound (never, for data in
+ * the past). A record stamped before its series' last by no more than the
+ * bound on lateness is accepted with the series' last time: a series'
+ * times never go back, so gaps, eviction and step formation see them in
+ * order.
+ *
  * A gap (ls_windower_set_reset_gap): a record whose event time is more than
  * the bound after its series' last one first closes what the series holds
  * as a partial window (copied to the windower's gap buffer, since the new
@@ -34,9 +43,11 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/keymap.h"
 
 /* ------------------------------------------------------------------------ */
@@ -280,7 +291,7 @@ void ls_windower_destroy(ls_windower_t *w) {
 }
 
 const char *ls_windower_why(const ls_windower_t *w) {
-  return w != NULL ? ls_decoder_why(w->dec) : "";
+  return w == NULL ? "" : w->why[0] ? w->why : ls_decoder_why(w->dec);
 }
 
 /* Points w->view at a window of series s whose rows are x [T+1, F],
@@ -348,6 +359,46 @@ ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms) {
                (long long)gap_ms);
   w->reset_gap = gap_ms;
   return LS_OK;
+}
+
+/* LS_ERR_INVALID_ARG naming fn unless w is not NULL and the bounds a and b
+ * (named so) are >= 0. */
+static ls_err_t check_bounds(const ls_windower_t *w, const char *fn, const char *a_name, int64_t a,
+                             const char *b_name, int64_t b) {
+  LS_RETURN_IF(w == NULL || a < 0 || b < 0, LS_ERR_INVALID_ARG,
+               "%s: w must not be NULL, %s (%lld) and %s (%lld) must be >= 0", fn, a_name,
+               (long long)a, b_name, (long long)b);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_set_time_bounds(ls_windower_t *w, int64_t max_future_ms, int64_t late_ms) {
+  LS_FORWARD_IF_ERROR(check_bounds(w, "ls_windower_set_time_bounds", "max_future_ms", max_future_ms,
+                                   "late_ms", late_ms));
+  w->max_future = max_future_ms;
+  w->late_ms = late_ms;
+  return LS_OK;
+}
+
+/* 1 when event time t lies more than the bound ahead of the wall clock. */
+static int beyond_future(ls_windower_t *w, int64_t t) {
+  if (w->max_future <= 0 || t < 0 || t - w->max_future <= w->clock_ms) return 0;
+  w->clock_ms = base_wall_ms(); /* the last reading is behind t's bound: read it again */
+  return t - w->max_future > w->clock_ms;
+}
+
+/* Rejects a record for its event time t (FUTURE or BACKWARDS against the
+ * series' last time `last`), saying why in w->why. */
+static ls_reject_t reject_time(ls_windower_t *w, ls_reject_t r, int64_t t, int64_t last) {
+  if (r == LS_REJECT_FUTURE)
+    snprintf(w->why, sizeof w->why,
+             "its time %lld ms is more than max.future.ms=%lld ahead of this machine's clock "
+             "(%lld)",
+             (long long)t, (long long)w->max_future, (long long)w->clock_ms);
+  else
+    snprintf(w->why, sizeof w->why,
+             "its time %lld ms is more than late.ms=%lld before the series' last record (%lld)",
+             (long long)t, (long long)w->late_ms, (long long)last);
+  return reject(w, r);
 }
 
 /* The magnitude check after a value decoded: RANGE beyond max_abs. */
@@ -467,10 +518,8 @@ int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len
 }
 
 ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held) {
-  LS_RETURN_IF(w == NULL || idle_ms < 0 || max_held < 0, LS_ERR_INVALID_ARG,
-               "ls_windower_set_eviction: w must not be NULL, idle_ms (%lld) and max_held (%lld) "
-               "must be >= 0",
-               (long long)idle_ms, (long long)max_held);
+  LS_FORWARD_IF_ERROR(
+      check_bounds(w, "ls_windower_set_eviction", "idle_ms", idle_ms, "max_held", max_held));
   w->idle_ms = idle_ms;
   w->max_held = max_held;
   return LS_OK;
@@ -494,6 +543,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   *complete = NULL;
   w->last = NULL;
   w->decoded = LS_REJECT_NONE;
+  w->why[0] = '\0';
   w->stats.records++;
   /* The value first: for json and avro it holds the key and the time. */
   ls_decoded_t got;
@@ -501,18 +551,25 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   ls_reject_t const r = check_range(w, w->decoded, w->scratch);
   if (got.key == NULL && undecoded(r)) return reject(w, r);
   if (got.key_len == 0 || got.key_len > LS_KEY_MAX) return reject(w, LS_REJECT_KEY);
-  int64_t const t = got.time;
+  int64_t t = got.time;
   uint64_t const hash = base_key_hash(got.key, got.key_len);
   series_t *s = (series_t *)window_table_find(&w->series, hash, got.key, got.key_len);
   int const F = w->F;
   if (s != NULL) {
     if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
-    if (t >= 0 && t < s->last_time) return reject(w, LS_REJECT_BACKWARDS);
+    if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, s->last_time);
+    if (t >= 0 && t < s->last_time) {
+      if (s->last_time - t > w->late_ms)
+        return reject_time(w, LS_REJECT_BACKWARDS, t, s->last_time);
+      t = s->last_time; /* late within the bound: held at the series' last */
+      w->stats.late++;
+    }
     window_next_row(w, s, t, complete);
     memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
+    if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, -1);
     ls_err_t const err =
         window_series_add(w, hash, got.key, got.key_len, rec->partition, w->scratch, 0, &s);
     if (err != LS_OK) {

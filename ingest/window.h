@@ -58,11 +58,14 @@ typedef struct series_s {
 struct ls_windower_s {
   ls_decoder_t *dec; /* the records' format: values, and (json, avro) key and time */
   int F, T;
-  float max_abs;     /* a value of larger magnitude is rejected (RANGE) */
-  table_t series;    /* of series_t, in order of first appearance */
-  int64_t reset_gap; /* ms: a larger jump in a series' event time restarts it; <= 0 never */
-  int64_t idle_ms;   /* a series this much older than its partition's newest is evicted; 0 no */
-  int64_t max_held;  /* the most series a partition holds; 0 no bound */
+  float max_abs;      /* a value of larger magnitude is rejected (RANGE) */
+  table_t series;     /* of series_t, in order of first appearance */
+  int64_t reset_gap;  /* ms: a larger jump in a series' event time restarts it; <= 0 never */
+  int64_t max_future; /* ms: a record stamped further ahead of the wall clock is rejected; 0 no */
+  int64_t late_ms;    /* ms: a record this much before its series' last is kept (held); 0 no */
+  int64_t clock_ms;   /* the wall clock at its last reading (read when a record passes it) */
+  int64_t idle_ms;    /* a series this much older than its partition's newest is evicted; 0 no */
+  int64_t max_held;   /* the most series a partition holds; 0 no bound */
   int64_t next_id;
   wpart_t **parts; /* [n_parts], by ascending id */
   size_t n_parts, parts_cap;
@@ -77,6 +80,7 @@ struct ls_windower_s {
   int64_t last_time;    /* its event time */
   ls_reject_t decoded;  /* the last push's value as decoded, before the key's and the
                            partition's checks: LS_REJECT_NONE or why not */
+  char why[160];        /* why the last push rejected its record for its time, or "" */
 };
 
 /* The item of key, or NULL. */

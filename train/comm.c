@@ -5,6 +5,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "base/clock.h"
 
 #ifdef LSTREAM_HAVE_MPI
 #include <mpi.h>
@@ -23,10 +26,11 @@ struct comm_s {
   comm_kind_t kind;
   int rank, world, local_rank;
   ls_engine_t *eng;
-  float *grad; /* the engine's gradient buffer */
-  size_t n;    /* its floats */
-  int started; /* sums started since the last finish */
-  int always;  /* sum even on one rank (comm_set_always) */
+  float *grad;      /* the engine's gradient buffer */
+  size_t n;         /* its floats */
+  int started;      /* sums started since the last finish */
+  int always;       /* sum even on one rank (comm_set_always) */
+  double timeout_s; /* the bound on a wait for sums */
 #ifdef LSTREAM_HAVE_MPI
   MPI_Request *req; /* (cap_req) the started sums (mpi) */
   int cap_req;
@@ -119,6 +123,53 @@ static ls_err_t nccl_load(void) {
                  (c)->nccl != NULL ? nccl.last_error((c)->nccl) : "");                             \
   } while (0)
 
+/* Ends the communicator after a failure: its kernels stop (a sum a peer
+ * never joins is dropped), so the streams after them can go on. */
+static void nccl_abort(comm_t *c) {
+  if (c->nccl != NULL) (void)nccl.abort(c->nccl);
+  c->nccl = NULL;
+  c->failed = 1;
+}
+
+/* Waits until everything queued on the sums' stream is done, polling the
+ * stream and the communicator's asynchronous error, at most c->timeout_s:
+ * on an error or the timeout the communicator is aborted and the wait
+ * fails, naming `what`. The one wait for sums: a blocking synchronisation
+ * would wait for ever for a peer that is gone. */
+static ls_err_t nccl_wait(comm_t *c, const char *what) {
+  LS_RETURN_IF(c->nccl == NULL, LS_ERR_STATE,
+               "comm nccl: %s: the communicator was aborted after a failure", what);
+  double const t0 = base_now_s();
+  useconds_t pause = 10; /* doubling to 1 ms: a sum that is almost done costs little */
+  for (;;) {
+    cudaError_t const q = cudaStreamQuery(c->stream);
+    if (q == cudaSuccess) return LS_OK;
+    if (q != cudaErrorNotReady) {
+      nccl_abort(c);
+      return ls_error_set(LS_ERR_BACKEND, "comm nccl: %s: %s", what, cudaGetErrorString(q));
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t const rc = nccl.async_error(c->nccl, &async);
+    if (rc != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+      ls_err_t const err = ls_error_set(
+          LS_ERR_BACKEND, "comm nccl: %s: %s: %s (a peer gone?); the communicator was aborted",
+          what, nccl.error_string(rc != ncclSuccess ? rc : async), nccl.last_error(c->nccl));
+      nccl_abort(c);
+      return err;
+    }
+    double const waited = base_now_s() - t0;
+    if (waited > c->timeout_s) {
+      nccl_abort(c);
+      return ls_error_set(LS_ERR_BACKEND,
+                          "comm nccl: %s did not end within %.1f s (--comm-timeout-ms): a peer "
+                          "gone or hung?; the communicator was aborted",
+                          what, c->timeout_s);
+    }
+    usleep(pause);
+    if (pause < 1000) pause *= 2;
+  }
+}
+
 /* The communicator, its stream and events, on the engine's device. */
 static ls_err_t nccl_bind(comm_t *c, ls_engine_t *eng) {
   LS_RETURN_IF(ls_engine_device(eng) != LS_DEVICE_CUDA, LS_ERR_UNSUPPORTED,
@@ -154,6 +205,7 @@ ls_err_t comm_new(comm_kind_t kind, comm_t **out) {
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the comm backend");
   c->kind = kind;
   c->world = 1;
+  c->timeout_s = COMM_TIMEOUT_S;
   ls_err_t err = LS_OK;
   switch (kind) {
   case COMM_NONE: break;
@@ -199,11 +251,11 @@ void comm_destroy(comm_t *c) {
 #ifdef LSTREAM_HAVE_NCCL
   /* Teardown cannot report errors: each step is tried whatever came before.
    * Sums started and never finished, or a failed call, mean a peer may be
-   * gone: abort the communicator rather than wait for them. */
-  if (c->nccl != NULL && (c->failed || c->started > 0)) {
-    (void)nccl.abort(c->nccl);
-    c->nccl = NULL;
-  }
+   * gone: abort the communicator rather than wait for them; the last sums
+   * are waited for as always, bounded (a wait that fails aborts). Then the
+   * stream holds nothing that can wait for ever. */
+  if (c->nccl != NULL && (c->failed || c->started > 0)) nccl_abort(c);
+  if (c->nccl != NULL && c->stream != NULL) (void)nccl_wait(c, "the last gradient sums");
   if (c->stream != NULL) (void)cudaStreamSynchronize(c->stream);
   if (c->nccl != NULL) (void)nccl.destroy(c->nccl);
   if (c->ready != NULL) (void)cudaEventDestroy(c->ready);
@@ -228,6 +280,10 @@ comm_kind_t comm_kind(const comm_t *c) {
 
 void comm_set_always(comm_t *c, int on) {
   if (c != NULL) c->always = on != 0;
+}
+
+void comm_set_timeout(comm_t *c, double seconds) {
+  if (c != NULL && seconds > 0) c->timeout_s = seconds;
 }
 
 ls_err_t comm_gpu(const comm_t *c, int *index) {
@@ -292,6 +348,8 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream) 
 #endif
   case COMM_NCCL:
 #ifdef LSTREAM_HAVE_NCCL
+    LS_RETURN_IF(c->nccl == NULL, LS_ERR_STATE,
+                 "comm nccl: gradient all-reduce: the communicator was aborted after a failure");
     CUDA_TRY(cudaEventRecord(c->ready, (cudaStream_t)stream), "recording the gradient's event");
     CUDA_TRY(cudaStreamWaitEvent(c->stream, c->ready, 0), "ordering the all-reduce");
     NCCL_TRY(c,
@@ -345,12 +403,16 @@ ls_err_t comm_grads_finish(comm_t *c) {
   return ls_error_set(LS_ERR_STATE, "sums started on a backend without them");
 }
 
-ls_err_t comm_sync(comm_t *c) {
+ls_err_t comm_wait(comm_t *c) {
   LS_RETURN_IF(c == NULL, LS_ERR_INVALID_ARG, "comm is NULL");
 #ifdef LSTREAM_HAVE_NCCL
-  if (c->stream != NULL) CUDA_TRY(cudaStreamSynchronize(c->stream), "waiting for the all-reduce");
+  if (c->kind == COMM_NCCL && c->stream != NULL) return nccl_wait(c, "the gradient sums");
 #endif
   return LS_OK;
+}
+
+ls_err_t comm_sync(comm_t *c) {
+  return comm_wait(c);
 }
 
 ls_err_t comm_sum_grads(comm_t *c) {

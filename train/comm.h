@@ -9,7 +9,20 @@
  *         broadcast over MPI; rank -> GPU by local rank (the engine's
  *         device_index); the sums run on a stream of their own, ordered
  *         after the engine's work and before its next step with events, so
- *         the host never waits. Step figures (doubles) go over MPI.
+ *         the host does not wait for them as they run. Step figures
+ *         (doubles) go over MPI.
+ *
+ * A peer that is gone (or hung) never joins a sum, and NCCL's kernels wait
+ * for it for ever, with everything ordered after them: the engine's next
+ * step, a cudaStreamSynchronize, cudaFree at teardown. So with nccl the
+ * host never blocks on a sum's stream: comm_wait polls the stream and the
+ * communicator's asynchronous error, and on an error, or no end within
+ * comm_set_timeout's bound, aborts the communicator (which ends its
+ * kernels) and fails, naming what it waited for. The trainer calls
+ * comm_wait before it hands the engine work that may wait on the host for
+ * something queued after sums (an upload waits for its staging buffer's
+ * last copy) and before it reads from the engine: so no host wait is ever
+ * behind a sum that is not known to be done.
  *
  * Use: comm_new, create the engine on device comm_local_rank (CUDA), then
  * comm_bind it. A gradient sum is started per range — comm_grads_start, in
@@ -17,6 +30,9 @@
  * comm_grads_finish before the optimizer reads the buffer. comm_sum_grads
  * does both for the whole buffer.
  */
+/* How long a wait for sums may go without them ending, by default (NCCL
+ * itself has no bound; PyTorch's is 10 minutes too). */
+#define COMM_TIMEOUT_S 600.0
 #ifndef LSTREAM_TRAIN_COMM_H
 #define LSTREAM_TRAIN_COMM_H
 
@@ -43,6 +59,8 @@ comm_kind_t comm_kind(const comm_t *c);
  * with nccl, the whole NCCL path (communicator, its stream and events, a
  * sum per segment) on one GPU, for tests. Set before comm_bind. */
 void comm_set_always(comm_t *c, int on);
+/* The bound on a wait for sums (seconds, > 0; COMM_TIMEOUT_S by default). */
+void comm_set_timeout(comm_t *c, double seconds);
 
 /* The GPU this rank should use for its engine: the one of its local rank
  * among the GPUs of its host, or the only one it sees where the launcher
@@ -64,10 +82,15 @@ ls_err_t comm_grads_start(comm_t *c, size_t offset, size_t count, void *stream);
  * backward, for a rank that has no backward to run. */
 ls_err_t comm_grads_start_segments(comm_t *c);
 /* Completes every started sum (mpi: waits; nccl: orders the engine's stream
- * after them). A no-op when none was started. */
+ * after them and checks the communicator's error). A no-op when none was
+ * started. */
 ls_err_t comm_grads_finish(comm_t *c);
-/* Blocks the host until every finished sum is done (nccl: its stream; mpi:
- * finish already waited). For timing. */
+/* Waits until every finished sum is done (nccl: its stream, polled with the
+ * communicator's error, bounded: on an error or the timeout the
+ * communicator is aborted and an error returned; mpi, none: finish already
+ * waited). Before the host waits on the engine for work the sums precede. */
+ls_err_t comm_wait(comm_t *c);
+/* comm_wait, for timing. */
 ls_err_t comm_sync(comm_t *c);
 /* Both, for the whole gradient buffer. */
 ls_err_t comm_sum_grads(comm_t *c);

@@ -132,6 +132,16 @@ static const base_key_t keys[] = {
      "its state (h, c) from zero at its next window; what it held before the gap trains as a "
      "partial window; 0: never",
      F(reset_gap_ms), BASE_V_I64(0, 1e15), "0", LS_KEY_DATA | LS_KEY_NOTED},
+    {"max_future_ms",
+     "reject a record stamped more than this many ms ahead of this machine's clock (reason "
+     "future), leaving its series' clock as it was: one bad stamp never rejects the records "
+     "after it; 0: no bound",
+     F(max_future_ms), BASE_V_I64(0, 1e15), "3600000", LS_KEY_DATA | LS_KEY_NOTED},
+    {"late_ms",
+     "a record stamped before its series' last by at most this many ms (a clock stepped back) "
+     "is trained in its place, its event time held at the series' last; one later still is "
+     "rejected (reason backwards); 0: every such record is rejected",
+     F(late_ms), BASE_V_I64(0, 1e15), "60000", LS_KEY_DATA | LS_KEY_NOTED},
     {"deadline_ms",
      "live: fire a partial step this long after it began (sooner when nothing ready can join it); "
      "the consumer's fetches wait a tenth of it at most",
@@ -154,6 +164,10 @@ static const base_key_t keys[] = {
      "true: run the gradient sums even on one rank (with nccl: the NCCL path on one GPU, for "
      "tests)",
      F(comm_always), BASE_V_CHOICE(bools), "false", LS_KEY_RUN},
+    {"comm_timeout_ms",
+     "with nccl: how long a wait for the gradient sums may go without them ending (a peer gone "
+     "or hung) before the communicator is aborted and the run fails, naming it",
+     F(comm_timeout_ms), BASE_V_INT(1, 86400000), "600000", LS_KEY_RUN},
     {"max_steps", "stop after this many steps in all, resumed ones included; 0 = no limit",
      F(max_steps), BASE_V_I64(0, 1e15), "0", LS_KEY_RUN},
     {"snapshot_dir", "directory of snapshots; empty = none", F(snapshot_dir),
@@ -234,6 +248,11 @@ static const base_key_t keys[] = {
      "forecasts held for the predictions topic (a broker outage fills it, then training pauses; "
      "nothing is dropped)",
      F(predictions_buffer), BASE_V_I64(1, 1e9), "1048576", LS_KEY_RUN},
+    {"health_snapshot_failures",
+     "with --snapshot-dir and --http: /health answers 503 once this many snapshots in a row have "
+     "failed (a full or read-only disk), long before the newest one's age passes "
+     "--health-snapshot-age; a commit ends the run of failures",
+     F(health_snapshot_failures), BASE_V_INT(1, 1000000), "3", LS_KEY_RUN},
 };
 #undef F
 #undef S

@@ -132,7 +132,8 @@ ls_err_t http_server_new(const char *spec, int offset, http_render_fn render, vo
       MHD_USE_AUTO_INTERNAL_THREAD | (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                           (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-                          (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                          (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                          (unsigned)HTTP_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
                           (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                           (size_t)HTTP_MEMORY_BYTES, MHD_OPTION_END);
   if (s->d == NULL) {

@@ -2,11 +2,16 @@
  * A small HTTP server for /metrics and /health (train/ internal):
  * libmicrohttpd with one internal thread polling every connection
  * (non-blocking sockets), so a slow or idle client holds a connection slot,
- * never the thread. Limits: HTTP_MAX_CONNECTIONS at once, HTTP_TIMEOUT_S of
- * inactivity before a connection is closed, HTTP_MEMORY_BYTES per
- * connection (a larger request head is refused). GET and HEAD of
- * /metrics, /health and what the renderer serves (the live page, train/
- * page.h); any other path is 404, any other method 405.
+ * never the thread. Limits: HTTP_MAX_CONNECTIONS at once, HTTP_PER_ADDRESS
+ * of them from one client address (the next is closed as it is accepted),
+ * HTTP_TIMEOUT_S of inactivity before a connection is closed,
+ * HTTP_MEMORY_BYTES per connection (a larger request head is refused).
+ * A client that trickles a request a byte at a time stays within the
+ * timeout: what bounds it is the per-address count, so that slow clients
+ * from one address (80 in issue 23's probe) hold 16 slots and /health
+ * still answers at once. GET and HEAD of /metrics, /health and what the
+ * renderer serves (the live page, train/page.h); any other path is 404,
+ * any other method 405.
  */
 #ifndef LSTREAM_TRAIN_HTTP_H
 #define LSTREAM_TRAIN_HTTP_H
@@ -15,7 +20,8 @@
 
 #include "lstream/error.h"
 
-#define HTTP_MAX_CONNECTIONS 64
+#define HTTP_MAX_CONNECTIONS 256
+#define HTTP_PER_ADDRESS     16
 #define HTTP_TIMEOUT_S       10
 #define HTTP_MEMORY_BYTES    (32 * 1024)
 

@@ -48,15 +48,32 @@ void monitor_text_add(monitor_text_t *t, const char *fmt, ...) {
   }
 }
 
+/* The length of the UTF-8 sequence at p (2..4; p[0] >= 0x80), or 0 when
+ * it is not one (a stray continuation byte, a byte UTF-8 never uses, a
+ * sequence cut short). */
+static int utf8_length(const unsigned char *p) {
+  unsigned const c = p[0];
+  int const n = c >= 0xc2 && c <= 0xdf   ? 2
+                : c >= 0xe0 && c <= 0xef ? 3
+                : c >= 0xf0 && c <= 0xf4 ? 4
+                                         : 0;
+  for (int i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  return n;
+}
+
 void monitor_text_json(monitor_text_t *t, const char *s) {
   monitor_text_add(t, "\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    int const n = *p >= 0x80 ? utf8_length(p) : 1;
     if (*p == '"' || *p == '\\')
       monitor_text_add(t, "\\%c", *p);
     else if (*p < 0x20)
       monitor_text_add(t, "\\u%04x", *p);
+    else if (n == 0) /* not UTF-8: the replacement character, so the JSON stays valid */
+      monitor_text_add(t, "\\ufffd");
     else
-      monitor_text_add(t, "%c", *p);
+      monitor_text_add(t, "%.*s", n, (const char *)p), p += n - 1;
   }
   monitor_text_add(t, "\"");
 }
@@ -151,6 +168,8 @@ static const metric_t metrics[] = {
    "Records the rank's consumer read: accepted, rejected and skipped."},
   {"lstream_consumer_records_rejected_total", COUNTER, REASON, S(I64, ingest.w.rejected),
    "Records rejected, by reason; never trained on."},
+  {"lstream_consumer_records_late_total", COUNTER, ONE, S(I64, ingest.w.late),
+   "Records stamped before their series' last within --late-ms: trained, their time held."},
   {"lstream_series_evicted_total", COUNTER, ONE, S(I64, ingest.w.evicted),
    "Series the consumer forgot (--series-idle, --max-series); their partial windows dropped."},
   {"lstream_series_evicted_records_total", COUNTER, ONE, S(I64, ingest.w.evicted_records),
@@ -192,6 +211,9 @@ static const metric_t metrics[] = {
    "Snapshots due while the previous one was still being written."},
   {"lstream_snapshot_failures_total", COUNTER, ONE, S(I64, snapshot_failures),
    "Snapshot writes and commits of the rank's writer that failed."},
+  {"lstream_snapshot_failures_in_row", GAUGE, ONE, S(I64, snapshots_failed_in_row),
+   "Snapshots that failed since the last one committed (/health: 503 at "
+   "--health-snapshot-failures)."},
   {"lstream_snapshot_last_step", GAUGE, ONE, S(F64, snapshot_step),
    "Step of the newest snapshot this run committed."},
   {"lstream_snapshot_age_seconds", GAUGE, ONE, S(F64, snapshot_age_s),

@@ -124,7 +124,12 @@ static void account_targets(monitor_t *m, const ls_step_stats_t *st) {
 static void account_snapshot(monitor_t *m, const ls_step_stats_t *st, double now) {
   monitor_sample_t *const s = &m->mine;
   s->snapshots_skipped += st->snapshot_skipped;
+  if (st->snapshot_committed < 0 && st->snapshot_error != NULL) { /* (a commit may warn too) */
+    s->snapshots_failed_in_row++;
+    snprintf(s->snapshot_error, sizeof s->snapshot_error, "%s", st->snapshot_error);
+  }
   if (st->snapshot_committed >= 0) {
+    s->snapshots_failed_in_row = 0;
     s->snapshots++;
     s->snapshot_step = (double)st->snapshot_committed;
     s->snapshot_at_s = now;
@@ -262,7 +267,10 @@ ls_err_t monitor_step(monitor_t *m, const ls_step_stats_t *st) {
   if (m->page != NULL && st->windows > 0)
     page_step(m->page, &m->mine, (double)base_wall_ms() / 1e3);
   ls_err_t const err = m->tb != NULL && st->windows > 0 ? tb_step(m, st, now) : LS_OK;
-  if (now - m->published_at >= MONITOR_PUBLISH_S || st->snapshot_committed >= 0) publish(m, now);
+  /* A snapshot's outcome is shown at once (/health may turn on it). */
+  if (now - m->published_at >= MONITOR_PUBLISH_S || st->snapshot_committed >= 0 ||
+      st->snapshot_error != NULL)
+    publish(m, now);
   return err;
 }
 
@@ -316,6 +324,14 @@ static int health_reasons(const monitor_t *m, const monitor_sample_t *s, monitor
     monitor_text_add(why, "%s\"the newest snapshot is %.0f s old (bound %.0f s)\"", n++ ? "," : "",
                      s->snapshot_age_s, m->conf.health_snapshot_s);
   }
+  int const in_row = m->view->conf->health_snapshot_failures;
+  if (s->snapshots_on && s->snapshots_failed_in_row >= in_row) {
+    char text[320];
+    snprintf(text, sizeof text, "the last %lld snapshots failed (bound %d in a row), the last: %s",
+             (long long)s->snapshots_failed_in_row, in_row, s->snapshot_error);
+    monitor_text_add(why, "%s", n++ ? "," : "");
+    monitor_text_json(why, text);
+  }
   return n;
 }
 
@@ -335,6 +351,7 @@ static void health_text(const monitor_t *m, const monitor_sample_t *s, monitor_t
     monitor_text_add(out, "\"snapshot_age_seconds\":null,");
   else
     monitor_text_add(out, "\"snapshot_age_seconds\":%.3f,", s->snapshot_age_s);
+  monitor_text_add(out, "\"snapshots_failed_in_row\":%lld,", (long long)s->snapshots_failed_in_row);
   monitor_text_add(out, "\"reasons\":[%s]}\n", why.text != NULL ? why.text : "");
   if (why.nomem) out->nomem = 1;
   free(why.text);

@@ -87,10 +87,12 @@ typedef struct monitor_sample_s {
   double state_bytes; /* memory of their states (h and c, all layers) */
   int snapshots_on;   /* snapshot_dir is set */
   int64_t snapshots, snapshots_skipped, snapshot_failures;
-  double snapshot_step;    /* the newest committed by this run (NaN: none yet) */
-  double snapshot_at_s;    /* base_now_s() of its commit, or of the start before one */
-  double snapshot_seconds; /* the last snapshot job's time (NaN: none yet) */
-  double snapshot_bytes;   /* the newest committed snapshot's files (NaN: none yet) */
+  int64_t snapshots_failed_in_row; /* failed since the last commit (or the start) */
+  char snapshot_error[192];        /* the last failure's message, "" before one */
+  double snapshot_step;            /* the newest committed by this run (NaN: none yet) */
+  double snapshot_at_s;            /* base_now_s() of its commit, or of the start before one */
+  double snapshot_seconds;         /* the last snapshot job's time (NaN: none yet) */
+  double snapshot_bytes;           /* the newest committed snapshot's files (NaN: none yet) */
   /* Read at scrape time. */
   int has_ingest;           /* the rank reads partitions */
   ls_ingest_stats_t ingest; /* its consumer's counters (zero without) */

@@ -311,16 +311,21 @@ static ls_err_t publish(predict_t *pr, const forecast_t *fc, const ls_series_inf
                             {"lstream-kind", kind, 4},
                             {"lstream-step", step, decimal(step, fc->step)},
                             {"lstream-run", pr->run, 16}};
-  for (int queued = 0; !queued;) {
+  /* The stop flag matters only to a send that found no room: a stop while
+   * forecasts go out (SIGTERM in a rolling restart) finishes the step and
+   * takes the last snapshot; a stop while the buffer stays full (a broker
+   * down) cannot wait for room, and fails. */
+  for (;;) {
+    int queued = 0;
+    LS_FORWARD_IF_ERROR(ls_publisher_send(pr->pub, si->key, si->key_len, pr->buf, len,
+                                          fc->time > 0 ? fc->time : 0, h, 6, ROOM_WAIT_MS,
+                                          &queued));
+    if (queued) return LS_OK;
     LS_RETURN_IF(stop != NULL && *stop, LS_ERR_STATE,
                  "stopped while the predictions topic '%s' was full (its forecasts are "
                  "made again when the run resumes)",
                  pr->v->conf->predictions_topic);
-    LS_FORWARD_IF_ERROR(ls_publisher_send(pr->pub, si->key, si->key_len, pr->buf, len,
-                                          fc->time > 0 ? fc->time : 0, h, 6, ROOM_WAIT_MS,
-                                          &queued));
   }
-  return LS_OK;
 }
 
 ls_err_t predict_emit(predict_t *pr, const forecast_t *fc, volatile sig_atomic_t *stop) {

@@ -77,7 +77,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
-  enum { N = 15 };
+  enum { N = 16 };
   double v[N + LS_REJECT__COUNT] = {(double)out->series,
                                     out->wait_s,
                                     out->comm_s,
@@ -92,7 +92,8 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
                                     (double)pc.rows,
                                     (double)pc.waits,
                                     (double)is.w.records,
-                                    (double)is.dead_letters};
+                                    (double)is.dead_letters,
+                                    (double)is.w.late};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
@@ -106,6 +107,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->predictions_published = (int64_t)v[9], out->predictions_skipped = (int64_t)v[10];
   out->predictions_rows = (int64_t)v[11], out->predictions_waits = (int64_t)v[12];
   out->read = (int64_t)v[13], out->dead_letters = (int64_t)v[14];
+  out->late = (int64_t)v[15];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     out->rejected += out->rejected_by[r] = (int64_t)v[N + r];

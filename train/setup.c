@@ -40,6 +40,11 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   LS_RETURN_IF(c->brokers[0] == '\0', LS_ERR_INVALID_ARG,
                "no brokers: give --brokers HOST:PORT (e.g. the address `lstream broker` prints)");
   LS_RETURN_IF(c->topic[0] == '\0', LS_ERR_INVALID_ARG, "no topic: give --topic NAME");
+  LS_RETURN_IF(!strcmp(c->predictions_topic, c->topic), LS_ERR_INVALID_ARG,
+               "--predictions-topic '%s' is the topic trained on: every forecast would come back "
+               "as a record to train on and forecast again (a feedback loop); publish the "
+               "forecasts to another topic",
+               c->predictions_topic);
   ls_start_t start;
   LS_FORWARD_IF_ERROR(ls_start_parse(c->start, &start));
   ls_ingest_settings_t is;
@@ -58,6 +63,8 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
   is.reset_gap_ms = c->reset_gap_ms;
+  is.max_future_ms = c->max_future_ms;
+  is.late_ms = c->late_ms;
   is.series_idle_ms = c->series_idle_ms;
   is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down
                                   must not hold up the end of a run */
@@ -160,6 +167,7 @@ static ls_err_t open_comm(ls_trainer_t *tr) {
   }
   LS_FORWARD_IF_ERROR(comm_new(kind, &tr->v.comm));
   comm_set_always(tr->v.comm, tr->conf.comm_always);
+  comm_set_timeout(tr->v.comm, tr->conf.comm_timeout_ms / 1e3);
   tr->v.rank = comm_rank(tr->v.comm);
   tr->v.world = comm_world(tr->v.comm);
   return LS_OK;

@@ -39,6 +39,8 @@ struct ls_train_conf_s {
   int stateless;
   double max_abs;         /* records holding a value of larger magnitude are rejected (range) */
   int64_t reset_gap_ms;   /* a larger jump in a series' event time restarts its state; 0 never */
+  int64_t max_future_ms;  /* records stamped further ahead of the wall clock: rejected; 0 no */
+  int64_t late_ms;        /* records this much before their series' last: kept, held; 0 no */
   int64_t series_idle_ms; /* evict a series idle this long (event time); 0 never */
   int64_t max_series;     /* the most series held over all partitions; 0 no bound */
   int deadline_ms;
@@ -48,7 +50,8 @@ struct ls_train_conf_s {
   int comm;        /* 0 auto, 1 none, 2 mpi, 3 nccl */
   int overlap;     /* start each segment's gradient sum during backward: 0 auto, 1 false, 2 true */
   int comm_always; /* run the gradient sums even on one rank */
-  int64_t max_steps; /* stop after this many steps in all (resumed ones included); 0 = no limit */
+  int comm_timeout_ms; /* the bound on a wait for NCCL's sums (a peer gone) */
+  int64_t max_steps;   /* stop after this many steps in all (resumed ones included); 0 = no limit */
   char snapshot_dir[1024];
   int64_t snapshot_every;   /* steps; 0 = off */
   double snapshot_interval; /* seconds; 0 = off */
@@ -77,6 +80,8 @@ struct ls_train_conf_s {
   int predictions;             /* bit 0 next, bit 1 eval */
   int predictions_commit_ms;
   int64_t predictions_buffer;
+  /* Watching a run (issue 23). */
+  int health_snapshot_failures; /* /health: 503 after this many snapshots in a row failed */
 };
 
 /* For json and avro, features := the number of fields (an error when it

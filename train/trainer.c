@@ -177,6 +177,9 @@ static ls_err_t replay_updates(ls_trainer_t *tr, ls_step_stats_t *st) {
   for (int round = 0; round < tr->conf.replay; round++) {
     int n = 0;
     double count = 0.0;
+    /* The last update's sums are done before this one's uploads, which may
+     * wait on the host for an upload queued behind them. */
+    LS_FORWARD_IF_ERROR(comm_wait(tr->v.comm));
     replay_gather(r, (uint64_t)tr->conf.seed, tr->sum.steps, round, &n);
     if (n > 0) {
       LS_FORWARD_IF_ERROR(ls_engine_set_state(eng, n, replay_h0(r), replay_c0(r)));
@@ -236,6 +239,7 @@ static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *s
 static ls_err_t read_last(ls_trainer_t *tr) {
   if (!tr->fetched) return LS_OK;
   float norm = 0.0f;
+  LS_FORWARD_IF_ERROR(comm_wait(tr->v.comm)); /* the figures come after the update's sums */
   LS_FORWARD_IF_ERROR(ls_engine_read_figures(tr->v.eng, NULL, &norm));
   if (tr->has_pend && tr->pend.updated) {
     tr->pend.grad_norm = norm;
@@ -288,6 +292,7 @@ static ls_err_t end_run(ls_trainer_t *tr, ls_err_t err, int ended, ls_step_cb cb
   }
   if (err == LS_OK && ended && tr->v.pred != NULL)
     err = predict_finish(tr->v.pred, tr->sum.steps, tr->stop);
+  if (err == LS_OK) err = comm_wait(tr->v.comm); /* before the snapshot reads the model */
   int const together = err == LS_OK;
   if (err == LS_OK) err = train_snaps_final(tr->snaps, tr->sum.steps, tr->acc_steps != 0);
   if (err == LS_OK && tr->v.pred != NULL) err = predict_close(tr->v.pred, 10000);
@@ -320,6 +325,10 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       err = steps_form(tr->steps, stop, &n, &tr->sum.wait_s);
     double const c0 = base_now_s();
     guard_scan(&tr->guard, NULL, 0); /* no window of this rank in the step yet */
+    /* The last step's sums are done (or their peer is gone: an error, not a
+     * wait for ever) before the host waits on the engine (comm.h); every
+     * rank waits here, as every rank runs the same sums. */
+    if (err == LS_OK) err = comm_wait(tr->v.comm);
     if (err == LS_OK && n > 0) err = compute_step(tr, n, v);
     /* A rank without windows starts the same sums, in the same order, on
      * its zero gradient. */
@@ -345,6 +354,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
     memset(&st, 0, sizeof st);
     st.grad_norm = -1.0f;
     if (v[V_WINDOWS] > 0 && (err = after_sums(tr, v, &st)) != LS_OK) break;
+    if (v[V__N + SNAP_V_DUE] > 0 && (err = comm_wait(tr->v.comm)) != LS_OK) break; /* as above */
     err = train_snaps_after_step(tr->snaps, v + V__N, tr->sum.steps, tr->acc_steps != 0,
                                  v[V_WINDOWS] > 0, &st);
     if (err != LS_OK) break;

@@ -62,6 +62,7 @@ typedef enum ls_reject_e {
                           belongs, an object as a key, ...) */
   LS_REJECT_TIME,      /* json, avro: the time field does not read as a time (an ISO 8601
                           string without a zone, a date that does not exist, before 1970) */
+  LS_REJECT_FUTURE,    /* event time beyond the wall clock + the bound on the future */
   LS_REJECT__COUNT
 } ls_reject_t;
 
@@ -240,6 +241,8 @@ typedef struct ls_window_stats_s {
   int64_t series;                     /* distinct series seen */
   int64_t buffered;                   /* records held for windows not yet complete */
   int64_t resets;                     /* gaps that restarted a series (reset_gap) */
+  int64_t late;                       /* records accepted late: their event time before
+                                         their series' last, within late_ms, held at it */
   int64_t evicted;                    /* series evicted (ls_windower_set_eviction); the
                                          series held now: series - evicted */
   int64_t evicted_records;            /* records the evicted series held, never trained */
@@ -272,8 +275,11 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 /* Validates and buffers one record. Checks, in this order: the key (1..255
  * bytes: KEY), the partition (a series stays on the partition it was first
  * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE, then RANGE: a
- * value of magnitude above the windower's bound), the time (not before the
- * series' last accepted record: BACKWARDS). A rejected record changes
+ * value of magnitude above the windower's bound), the time (not beyond the
+ * bound on the future: FUTURE; not before the series' last accepted record
+ * by more than the bound on lateness: BACKWARDS; a record late within it is
+ * accepted with its series' last time: ls_windower_set_time_bounds). A
+ * rejected record changes
  * nothing but the counters. When the record completes a window, *complete
  * points at it (valid until the next call on w), else NULL. Returns the
  * reason, LS_REJECT_NONE when accepted. Invalid arguments, and no memory
@@ -295,6 +301,25 @@ LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
  * record completes no window itself then. Counted in stats.resets. */
 LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 
+/* The bounds on event times (ms; 0, a new windower's: none), so that no
+ * series dies of one bad stamp:
+ * - max_future_ms: a record stamped more than this after the wall clock of
+ *   the machine reading it is rejected (FUTURE) and leaves its series'
+ *   clock as it was (as Kafka's brokers since 3.6 refuse records stamped
+ *   log.message.timestamp.after.max.ms ahead of theirs). The wall clock,
+ *   not the partition's newest record: a partition's first record has no
+ *   newest to be measured against, and a live topic's records cannot come
+ *   from the future of the moment they are read; historical data never
+ *   meets the bound, so a replay depends on when it runs only through
+ *   records stamped beyond it.
+ * - late_ms: a record stamped before its series' last accepted one by at
+ *   most this much (a producer's clock stepped back) is accepted, in offset
+ *   order as every record, with its event time held at the series' last
+ *   (counted in stats.late); one later than that is rejected (BACKWARDS).
+ *   0: every record before its series' last is rejected. */
+LS_API ls_err_t ls_windower_set_time_bounds(ls_windower_t *w, int64_t max_future_ms,
+                                            int64_t late_ms);
+
 /* Bounds the series held (0: no bound, a new windower's): after a record
  * is accepted, its partition forgets each series idle for longer than
  * idle_ms (its last event time that much before the partition's newest)
@@ -305,9 +330,10 @@ LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
 /* The record the last ls_windower_push accepted (not rejected, not
  * skipped below a skip rule): its series' id (as in its windows), the
- * series' key (NUL-terminated, valid as long as the windower), its
- * decoded values x [F] (valid until the next push) and event time. series = -1, key and
- * x NULL when the last push accepted none. */
+ * series' key (NUL-terminated, valid as long as the windower), its decoded
+ * values x [F] (valid until the next push) and its event time as accepted
+ * (a late record's held at its series' last). series = -1, key and x NULL
+ * when the last push accepted none. */
 typedef struct ls_windower_record_s {
   int64_t series;
   const char *key;
@@ -429,6 +455,9 @@ typedef struct ls_ingest_settings_s {
   double max_abs;                /* [max_abs] ls_windower_set_max_abs (1e18: squared
                                     differences, 4e36, stay finite in float32) */
   int64_t reset_gap_ms;          /* [reset_gap_ms] ls_windower_set_reset_gap; 0 none (0) */
+  int64_t max_future_ms;         /* [max_future_ms] ls_windower_set_time_bounds'
+                                    max_future_ms; 0 none (3600000) */
+  int64_t late_ms;               /* [late_ms] its late_ms; 0 none (60000) */
   int64_t series_idle_ms;        /* [series_idle_ms] ls_windower_set_eviction's idle_ms (0) */
   int64_t max_series;            /* [max_series] its max_held, per partition; 0 none (0) */
   int tap;                       /* [tap] true (1): also hand every accepted record, as it

@@ -223,6 +223,8 @@ typedef struct ls_train_summary_s {
   int64_t nonfinite_steps;   /* steps whose loss or gradient was not finite: updates skipped */
   int64_t resets;            /* series restarted by a gap in event time (reset_gap_ms), all
                                 ranks */
+  int64_t late;              /* records stamped before their series' last, within late_ms:
+                                trained with its time */
   int64_t evicted;           /* series the consumers forgot (series_idle_ms, max_series) */
   int64_t evicted_records;   /* records those series held in partial windows: never trained */
   int64_t evicted_states;    /* series states (h, c, normaliser, counts) the trainers forgot */

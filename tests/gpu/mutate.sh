@@ -55,6 +55,8 @@ nccl_count_in_bytes ~~ train/comm.c ~~ 0 ~~ c->grad + offset, count, ncclFloat ~
 nccl_wrong_range ~~ train/comm.c ~~ 0 ~~ nccl.all_reduce(c->grad + offset, c->grad + offset, ~~ nccl.all_reduce(c->grad, c->grad, ~~ every segment sums the start of the buffer
 nccl_id_not_sent ~~ train/comm.c ~~ 0 ~~   if (c->world > 1) {\n    int const rc = MPI_Bcast(&id ~~   if (0) {\n    int const rc = MPI_Bcast(&id ~~ rank 0's NCCL id is not broadcast
 nccl_always_ignored ~~ train/comm.c ~~ 0 ~~ if ((c->world == 1 && !c->always) || count == 0) ~~ if (c->world == 1 || count == 0) ~~ comm_always does not force the sums on one rank
+nccl_wait_blocks ~~ train/comm.c ~~ 0 ~~ return nccl_wait(c, "the gradient sums"); ~~ return cudaStreamSynchronize(c->stream) == cudaSuccess ? LS_OK : LS_ERR_BACKEND; ~~ the wait for sums blocks on their stream instead of polling it with a time limit
+nccl_no_wait_in_replay ~~ train/trainer.c ~~ 0 ~~     LS_FORWARD_IF_ERROR(comm_wait(tr->v.comm));\n ~~  ~~ a replay update's uploads may wait behind the last update's sums
 EOF
 }
 

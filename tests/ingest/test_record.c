@@ -38,8 +38,9 @@ static uint32_t next_bits(uint32_t *state) {
 }
 
 Test(record, names) {
-  const char *const expected[] = {"none",      "size",  "parse", "nonfinite", "backwards", "key",
-                                  "partition", "range", "field", "type",      "time"};
+  const char *const expected[] = {"none",      "size", "parse",     "nonfinite",
+                                  "backwards", "key",  "partition", "range",
+                                  "field",     "type", "time",      "future"};
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     cr_expect_str_eq(ls_reject2str((ls_reject_t)r), expected[r]);
   cr_expect_str_eq(ls_reject2str(LS_REJECT__COUNT), "unknown");

@@ -4,14 +4,16 @@
  * partial windows, their masks and their order, every rejection reason
  * leaving the series untouched, the bound on magnitudes, a table of many series, the
  * records a series holds (ls_windower_pending_of, _each_pending), restoring series in flight
- * (a resume re-forms exactly the windows of an uninterrupted run) and gaps in event time
- * (reset.gap.ms).
+ * (a resume re-forms exactly the windows of an uninterrupted run), gaps in event time
+ * (reset.gap.ms) and the bounds on event times (a stamp in the future rejected without
+ * touching its series, a late one held at its series' last).
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lstream/ingest.h"
 
@@ -215,6 +217,61 @@ Test(window, rejections_leave_series_untouched) {
   cr_expect_eq(st.rejected[LS_REJECT_NONFINITE], 1);
   cr_expect_eq(st.rejected[LS_REJECT_SIZE], 1);
   cr_expect_eq(st.series, 2);
+  ls_windower_destroy(w);
+}
+
+/* The bounds on event times: a record stamped beyond the wall clock + 1 h
+ * is rejected (FUTURE) whether its series is new or not, and leaves the
+ * series' clock alone (year 2500 once, then the series goes on); one
+ * stamped within 1 min before its series' last is accepted with the
+ * series' last time (counted late), one earlier still is rejected
+ * (BACKWARDS). */
+Test(window, time_bounds_keep_series_alive) {
+  int const T = 4;
+  ls_windower_t *const w = windower(T);
+  cr_assert_eq(ls_windower_set_time_bounds(w, 3600000, 60000), LS_OK);
+  cr_expect_eq(ls_windower_set_time_bounds(w, -1, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_time_bounds(NULL, 0, 0), LS_ERR_INVALID_ARG);
+  int64_t const now = (int64_t)time(NULL) * 1000, year2500 = INT64_C(16725225600000);
+  int64_t const t0 = now - 86400000; /* a day ago */
+  const ls_window_t *win = NULL;
+  /* A new series stamped in 2500: not created; its next record is its first. */
+  cr_expect_eq(push(w, "n", 1, 0, 0, 0, year2500, &win), LS_REJECT_FUTURE, "a first record");
+  cr_expect_eq(push(w, "n", 1, 0, 0, 1, t0, &win), LS_REJECT_NONE);
+  /* Within the hour ahead (a producer's clock running fast) passes. */
+  cr_expect_eq(push(w, "n", 1, 1, 0, 2, now + 1800000, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "n", 1, 2, 0, 3, now + 7200000, &win), LS_REJECT_FUTURE, "2 h ahead");
+  /* Series s: steps 0, 1; 2500; step 2 goes on as if it had not been. */
+  cr_expect_eq(push(w, "s", 0, 0, 0, 10, t0, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "s", 0, 1, 0, 11, t0 + 1000, &win), LS_REJECT_NONE);
+  cr_expect_eq(push(w, "s", 0, 9, 0, 12, year2500, &win), LS_REJECT_FUTURE);
+  cr_expect_eq(push(w, "s", 0, 2, 0, 13, t0 + 2000, &win), LS_REJECT_NONE);
+  /* A clock stepped back 30 s: accepted, its time held at t0 + 2000. */
+  cr_expect_eq(push(w, "s", 0, 3, 0, 14, t0 + 2000 - 30000, &win), LS_REJECT_NONE, "30 s late");
+  ls_windower_record_t last;
+  cr_assert_eq(ls_windower_last(w, &last), LS_OK);
+  cr_expect_eq(last.time, t0 + 2000, "a late record's time is held at its series' last");
+  cr_expect_eq(push(w, "s", 0, 9, 0, 15, t0 + 2000 - 60001, &win), LS_REJECT_BACKWARDS,
+               "beyond the bound on lateness");
+  cr_expect_eq(push(w, "s", 0, 4, 0, 16, t0 + 2500, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win, "steps 0..4 of s make a window: the rejected records took no row");
+  int64_t const times[] = {t0, t0 + 1000, t0 + 2000, t0 + 2000, t0 + 2500};
+  int64_t const offsets[] = {10, 11, 13, 14, 16};
+  for (int t = 0; t <= T; t++) {
+    cr_expect_eq(win->x[t * F], value_of(0, t), "row %d", t);
+    cr_expect_eq(win->times[t], times[t], "row %d's time", t);
+    cr_expect_eq(win->offsets[t], offsets[t], "row %d's offset", t);
+  }
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.rejected[LS_REJECT_FUTURE], 3);
+  cr_expect_eq(st.rejected[LS_REJECT_BACKWARDS], 1);
+  cr_expect_eq(st.late, 1);
+  cr_expect_eq(st.series, 2);
+  /* Without a bound on lateness a record before its series' last is rejected. */
+  cr_assert_eq(ls_windower_set_time_bounds(w, 0, 0), LS_OK);
+  cr_expect_eq(push(w, "s", 0, 5, 0, 17, t0 + 2499, &win), LS_REJECT_BACKWARDS);
+  cr_expect_eq(push(w, "s", 0, 5, 0, 18, year2500, &win), LS_REJECT_NONE, "no bound on the future");
   ls_windower_destroy(w);
 }
 

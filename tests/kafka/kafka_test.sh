@@ -61,7 +61,7 @@ produce() { # TOPIC ARGS...
     --noise 0.05 --seed 5 "$@" >/dev/null
 }
 # The address a trainer's --http serves, from its stderr FILE (empty if none).
-http_url() { sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
+http_url() { sed -n 's/.* lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
 
 # The predictions topic's counts: $committed (read_committed), $all
 # (read_uncommitted) and $open (partitions with a transaction open).
@@ -303,7 +303,7 @@ failover)
   wait $pid || { cat "$work/live.err" >&2; fail "the trainer exited $? after SIGTERM"; }
   grep '^predictions' "$work/live.out"
   echo "what the trainer reported of the failover:"
-  sed -n 's/^lstream train: //p' "$work/live.err" | grep -v '^rank 0 serves\|^snapshot of step' | cut -c1-160 |
+  sed -n 's/^[^ ]* [A-Z]* lstream train: //p' "$work/live.err" | grep -v '^rank 0 serves\|^snapshot of step' | cut -c1-160 |
     sort | uniq -c | sort -rn | head -n 8
   "$here/kafka.sh" restart "$cluster" "$leader"
   $check "$bootstrap" "$src" "$preds" --features 2 --expect next || fail "forecasts lost or twice"

@@ -15,12 +15,18 @@
 #             byte-identical
 #   live      live, a producer writing, the trainer killed 3 times and
 #             resumed: a next forecast after every record, each once
+#   term      live, a producer writing, the trainer stopped with SIGTERM 3
+#             times while forecasts go out (a rolling restart), then once
+#             the feed is done: each run exits 0 with a final snapshot of
+#             its last step, the next resumes from that step (redoing none),
+#             and every record's next forecast is in the topic once
 #   mpi       mpirun -np 2, csv records, one target feature: each rank
 #             publishes its own series' forecasts (as csv), each once, every
 #             record's
 #   outage    live, the broker taken down and brought back while forecasts
 #             go out: none lost, none twice
-#   bad_topic a predictions topic that cannot be written fails at start
+#   bad_topic a predictions topic that cannot be written fails at start, and
+#             so does the source topic itself (a feedback loop)
 #   run_id    two trainers with one snapshot directory path (deleted between
 #             them) are two lineages: the second publishes every forecast
 #   evict     a replay with --max-series 60 over 300 keys in 3 waves (the
@@ -54,6 +60,16 @@ while time.time() < end:
     time.sleep(0.2)
 sys.exit(f'FAIL: {topic} holds {n} messages after 120 s, {want} expected')
 EOF
+}
+
+# live_trainer NAME N: a live trainer publishing to topic preds, a snapshot
+# into $dir every N steps, in the background ($pid); its output in
+# $work/NAME.out and .err, its steps in $work/metrics.
+live_trainer() {
+  rm -f "$work/metrics"
+  "$lstream" "${args[@]}" --deadline-ms 50 --predictions-topic preds --snapshot-dir "$dir" \
+    --snapshot-every "$2" --metrics "$work/metrics" >"$work/$1.out" 2>"$work/$1.err" &
+  pid=$!
 }
 
 case "$case_name" in
@@ -173,10 +189,7 @@ live)
   produce --series 8 --records-per-series 300 --rate 400 &
   producer=$!
   for i in 1 2 3 4; do
-    rm -f "$work/metrics"
-    "$lstream" "${args[@]}" --deadline-ms 50 --predictions-topic preds --snapshot-dir "$dir" \
-      --snapshot-every 4 --metrics "$work/metrics" >"$work/live$i.out" 2>"$work/live$i.err" &
-    pid=$!
+    live_trainer live$i 4
     if [ $i -lt 4 ]; then
       wait_step $pid $((3 * i)) || { cat "$work/live$i.err" >&2; fail "run $i stopped"; }
       sleep 0.$((RANDOM % 5))
@@ -190,6 +203,39 @@ live)
   wait $pid || { cat "$work/live4.err" >&2; fail "the last run exited $?"; }
   grep -q 'resumed from' "$work/live4.err" || fail "the last run did not resume"
   grep '^predictions' "$work/live4.out"
+  $check "$bootstrap" src preds --features 2 --expect next || fail "forecasts lost or twice"
+  ;;
+term)
+  start --topic preds:2
+  dir=$work/snaps
+  # 8 series x 1500 records at 400 records/s: about 30 s of records flowing.
+  produce --series 8 --records-per-series 1500 --rate 400 &
+  producer=$!
+  trap 'kill $producer 2>/dev/null || true; cleanup' EXIT # a failure stops the feed too
+  last=-1 # (resumed_from_step without a snapshot)
+  for i in 1 2 3 4; do
+    live_trainer term$i 100000
+    if [ $i -lt 4 ]; then
+      # A few steps in, records still arriving and forecasts going out.
+      wait_step $pid $((last + 3)) || { cat "$work/term$i.err" >&2; fail "run $i stopped"; }
+      kill -0 $producer 2>/dev/null || fail "the feed ended before run $i was stopped"
+    else
+      wait $producer
+      wait_forecasts preds 12000
+    fi
+    kill -TERM $pid
+    rc=0
+    wait $pid || rc=$?
+    [ $rc = 0 ] || { cat "$work/term$i.err" >&2; fail "run $i exited $rc after SIGTERM"; }
+    steps=$(field "$work/term$i.out" summary steps)
+    resumed=$(field "$work/term$i.out" snapshots resumed_from_step)
+    echo "run $i: resumed from step $resumed, stopped at step $steps"
+    [ "$resumed" = "$last" ] || fail "run $i resumed from step $resumed, not $last: steps redone"
+    newest=$(sed -n 's/^snap-0*\([0-9][0-9]*\)$/\1/p' "$dir/latest")
+    [ "$newest" = "$steps" ] ||
+      fail "run $i: the newest snapshot is of step ${newest:-none}, not its last step $steps"
+    last=$steps
+  done
   $check "$bootstrap" src preds --features 2 --expect next || fail "forecasts lost or twice"
   ;;
 mpi) # with csv records and one target feature of the two
@@ -236,6 +282,14 @@ bad_topic)
   grep -q "topic 'no such/topic' cannot be written" "$work/b.err" || {
     cat "$work/b.err" >&2
     fail "the error does not say which topic and why"
+  }
+  # The source topic itself: a feedback loop, refused before anything is read.
+  if "$lstream" "${args[@]}" --until end --predictions-topic src >"$work/b.out" 2>"$work/b.err"; then
+    fail "the source topic was accepted as the predictions topic"
+  fi
+  grep -q "predictions-topic 'src' is the topic trained on.*feedback loop" "$work/b.err" || {
+    cat "$work/b.err" >&2
+    fail "the error does not say that the predictions topic is the source"
   }
   ;;
 *) fail "unknown case $case_name" ;;

@@ -103,7 +103,7 @@ live)
   }
   url=
   for _ in $(seq 600); do
-    url=$(sed -n "s/^lstream train: rank 0's live page: \(http[^ ]*\)\/$/\1/p" "$work/train.err")
+    url=$(sed -n "s/.* lstream train: rank 0's live page: \(http[^ ]*\)\/$/\1/p" "$work/train.err")
     [ -n "$url" ] && ready && break
     kill -0 $trainer 2>/dev/null || { cat "$work/train.err" >&2; fail "the trainer exited"; }
     sleep 0.1
@@ -119,8 +119,9 @@ live)
     --window-size=1280,1400 --screenshot="$keep/live/live.png" "$url/" 2>"$work/chromium.err" ||
     fail "chromium's screenshot failed: $(tail -n 3 "$work/chromium.err")"
   kill -INT $trainer $producer
-  wait $trainer || fail "the trainer did not end cleanly on SIGINT"
-  /usr/bin/python3 "$here/page_check.py" "$keep/live" || fail "the live page is not as it should be"
+  wait $trainer || fail "the trainer exited $? on SIGINT: $(tail -n 5 "$work/train.err")"
+  /usr/bin/python3 "$here/page_check.py" "$keep/live" ||
+    fail "the live page is not as it should be (the trainer's log: $(tail -n 5 "$work/train.err"))"
   ;;
 *)
   fail "unknown case $case_name"

@@ -65,6 +65,17 @@
 #                restarts from a zero state: it trains bit for bit as if the
 #                records after the gap were another series' (raw levels in and
 #                out, so that nothing else carries over), and is counted
+#   clock        bad event times (issue 23): series A's record 40 stamped in
+#                year 2500 is rejected (reason future) and A goes on; its
+#                records 60..88 stamped 30 s back (a clock stepped back) are
+#                trained, their time held (late=29); every other record is
+#                trained, and a run stopped by --max-steps and resumed ends
+#                bit-identical to the uninterrupted one
+#   logs         every line on stderr has an ISO 8601 UTC time and a level:
+#                as text (TIME LEVEL LOGGER: MESSAGE), and with --log-format
+#                json one JSON object a line (time, level, logger, msg; rank
+#                under mpirun, each rank's lines naming it): step lines, the
+#                final figures, a rejected record's warning, an error
 #   evict        --max-series 60 and --series-idle-ms: 300 keys in 3 waves (each
 #                key's 9 records together: 2 windows and a carry) train
 #                every target once while at most 60 series are held; the
@@ -335,7 +346,7 @@ PY
   [ "$(field "$work/b" summary rejected)" = 0 ] || fail "--max-abs 3.4e38 still rejected it"
   bad=$(field "$work/b" summary nonfinite)
   [ "$bad" -ge 1 ] || fail "no step was found non-finite"
-  n=$(grep -c "warning: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
+  n=$(grep -c "WARN lstream train: step [0-9]*: the \(loss\|gradient\) is not finite: its update is skipped.*series S3 partition [01] offsets [0-9]*\.\.[0-9]*, |value| 3e+38" "$work/b.err" || true)
   [ "$n" = "$bad" ] || fail "$bad non-finite steps, $n reported with S3: $(cat "$work/b.err")"
   for key in mse baseline final_mse; do
     awk -v x="$(field "$work/b" loss $key)" 'BEGIN { exit !(x + 0 == x && x < 1e30) }' ||
@@ -359,7 +370,7 @@ PY
     finite "$work/s.safetensors" || fail "$snap holds a non-finite parameter"
   done
   echo "$(ls -d "$work"/sb/snap-* | wc -l) snapshots, every parameter finite"
-  grep warning "$work/b.err"
+  grep WARN "$work/b.err"
   ;;
 outage)
   start_broker --topic out:2
@@ -390,8 +401,8 @@ outage)
     sleep 0.1
   done
   kill -USR1 "$broker_pid"
-  for _ in $(seq 600); do grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" && break; sleep 0.1; done
-  grep -q 'warning: .*Kafka\|warning: librdkafka' "$work/err" ||
+  for _ in $(seq 600); do grep -q 'WARN lstream train: .*Kafka\|WARN lstream train: librdkafka' "$work/err" && break; sleep 0.1; done
+  grep -q 'WARN lstream train: .*Kafka\|WARN lstream train: librdkafka' "$work/err" ||
     fail "no Kafka warning in the log 60 s into the outage: $(cat "$work/err")"
   t0=$(date +%s.%N)
   kill -TERM $live
@@ -531,14 +542,15 @@ unreachable)
     --hidden 4 --http 127.0.0.1:0 --log-every 1000000 >/dev/null 2>"$work/live.err" &
   live=$!
   wait_for "the live run's server" 60 grep -q 'serves http' "$work/live.err"
-  url=$(sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$work/live.err")
+  url=$(sed -n 's/.* lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$work/live.err")
   health_is() { [ "$(curl -s -o "$work/health" -w '%{http_code}' --max-time 10 "$url/health")" = "$1" ]; }
   health_names() { health_is 503 && grep -q "$unreadable" "$work/health"; }
   wait_for "/health to answer 200 with both brokers up" 60 health_is 200
   kill -USR1 "$broker_pid"
   wait_for "/health to answer 503 naming the partitions (last: $(cat "$work/health"))" 60 health_names
   echo "503: $(cat "$work/health")"
-  wait_for "a warning naming the partitions" 60 grep -q "warning: $unreadable" "$work/live.err"
+  wait_for "a warning naming the partitions" 60 grep -q "WARN lstream train: $unreadable" \
+    "$work/live.err"
   kill -TERM $live
   wait $live || fail "the live run exited $? on SIGTERM: $(tail -5 "$work/live.err")"
   ;;
@@ -648,6 +660,61 @@ gap)
   # Without the bound the state carries across the gap: another model.
   train "$work/carry" --topic one "${args[@]/3600000/0}" >/dev/null
   [ "$(field "$work/carry" digest params)" != "$a" ] || fail "the gap made no difference"
+  ;;
+clock)
+  start_broker --topic clk:1
+  t0=1700000000000
+  for i in $(seq 0 99); do
+    ta=$((t0 + i * 1000))
+    [ "$i" = 40 ] && ta=16725225600000                      # year 2500
+    [ "$i" -ge 60 ] && [ "$i" -le 88 ] && ta=$((ta - 30000)) # 1..29 s before A's last
+    echo "A,$ta,$i.5"
+    echo "B,$((t0 + i * 1000 + 500)),$((100 - i)).5"
+  done >"$work/clk.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic clk --csv "$work/clk.csv" >/dev/null
+  args=(--topic clk --features 1 --window 8 --batch 2 --hidden 4 --threads 1)
+  train "$work/plain" "${args[@]}" >/dev/null
+  grep -E '^(summary|rejected|series)' "$work/plain"
+  [ "$(field "$work/plain" rejected future)" = 1 ] || fail "the year-2500 record not rejected"
+  [ "$(field "$work/plain" rejected backwards)" = 0 ] || fail "records rejected as backwards"
+  [ "$(field "$work/plain" series late)" = 29 ] || fail "not 29 records trained late"
+  # 99 records of A and 100 of B: 98 + 99 targets.
+  [ "$(field "$work/plain" summary records)" = 197 ] ||
+    fail "$(field "$work/plain" summary records) targets trained, not 197"
+  train "$work/stopped" "${args[@]}" --snapshot-dir "$work/snaps" --max-steps 5 >/dev/null
+  train "$work/resumed" "${args[@]}" --snapshot-dir "$work/snaps" >/dev/null
+  [ "$(field "$work/resumed" snapshots resumed_from_step)" = 5 ] || fail "no resume from step 5"
+  [ "$(field "$work/resumed" digest params)" = "$(field "$work/plain" digest params)" ] &&
+    [ "$(field "$work/resumed" digest states)" = "$(field "$work/plain" digest states)" ] ||
+    fail "stopped and resumed, the model differs from the uninterrupted run's"
+  ;;
+logs)
+  start_broker --topic lg:2
+  t0=1700000000000
+  for i in $(seq 0 40); do
+    echo "A,$((t0 + i * 1000)),$i.5"
+    echo "B,$((t0 + i * 1000)),$((40 - i)).5"
+  done >"$work/lg.csv"
+  # Warnings on both partitions (so on each rank under mpirun): a record of
+  # keys K0..K7 (murmur2 puts them on both) stamped in year 2500 (rejected,
+  # reason future).
+  for k in 0 1 2 3 4 5 6 7; do echo "K$k,16725225600000,1.5"; done >>"$work/lg.csv"
+  "$lstream" produce --brokers "$bootstrap" --topic lg --csv "$work/lg.csv" >/dev/null
+  args=(train --brokers "$bootstrap" --topic lg --features 1 --window 4 --batch 2
+    --hidden 4 --until end --log-every 1 --snapshot-every 5)
+  "$lstream" "${args[@]}" --snapshot-dir "$work/s1" >/dev/null 2>"$work/text.err" ||
+    fail "text: exit $?"
+  "$lstream" "${args[@]}" --snapshot-dir "$work/s2" --log-format json >/dev/null \
+    2>"$work/json.err" || fail "json: exit $?"
+  # An error, in each format (a bad value: the usage error's line).
+  "$lstream" "${args[@]}" --window 0 2>>"$work/text.err" && fail "--window 0 accepted"
+  "$lstream" "${args[@]}" --log-format json --window 0 2>>"$work/json.err" &&
+    fail "--window 0 accepted"
+  mpi_env
+  mpirun -np 2 "$lstream" "${args[@]}" --snapshot-dir "$work/s3" --log-format json \
+    >/dev/null 2>"$work/mpi.err" || fail "mpirun: exit $?"
+  /usr/bin/python3 "$(dirname "$0")/logs_check.py" "$work/text.err" "$work/json.err" \
+    "$work/mpi.err" || { cat "$work/text.err"; fail "the log lines are wrong"; }
   ;;
 evict)
   start_broker --topic ev:2

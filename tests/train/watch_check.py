@@ -16,6 +16,13 @@
                                    a 64 KiB header); a scrape meanwhile is
                                    answered at once; the bad ones and a slow
                                    one are refused or dropped (timeout)
+  slow URL                         80 clients from another address
+                                   (127.0.0.2) each sending a request a
+                                   byte every 0.2 s, never finishing it,
+                                   reconnecting when dropped: once every
+                                   one has sent 3 bytes or been dropped,
+                                   20 /health requests from 127.0.0.1 are
+                                   each answered within 1 s
   tensorboard DIR METRICS FROM     TensorBoard's own reader (the tensorboard
                                    package) over the event files of a run
                                    killed and resumed from the snapshot of
@@ -62,7 +69,7 @@ EXPECTED = [
     "lstream_lag_seconds",
 ]
 REASONS = {"size", "parse", "nonfinite", "backwards", "key", "partition", "range", "field", "type",
-           "time"}
+           "time", "future"}
 # Per target feature (label target="feature"), in the data's units: each
 # ratio family and the loss and baseline families it divides.
 TARGET_RATIOS = {
@@ -185,6 +192,120 @@ def check_clients(url):
         s.close()
     print(f"clients: {answers}; a scrape beside 8 slow and 3 bad clients took "
           f"{took * 1e3:.1f} ms")
+
+
+ATTACKERS = 80
+ATTACKER_ADDRESS = "127.0.0.2"  # loopback: any 127.x address reaches the server
+TRICKLE_S = 0.2                 # a byte per client this often: far inside any idle timeout
+HEALTH_BOUND_S = 1.0            # issue 23's requirement for /health under the attack
+PROBES = 20
+
+
+class Attacker:
+    """A client that sends a request one byte at a time and never ends it;
+    dropped by the server, it connects again."""
+
+    REQUEST = b"GET /health HTTP/1.1\r\nHost: slow\r\nX-Slow: " + b"a" * 4096
+
+    def __init__(self, addr):
+        self.addr, self.sock, self.sent, self.dropped = addr, None, 0, 0
+
+    def connect(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.bind((ATTACKER_ADDRESS, 0))
+        try:
+            s.connect(self.addr)
+        except BlockingIOError:
+            pass  # completes in the kernel; sends wait for it
+        self.sock, self.sent = s, 0
+
+    def trickle(self):
+        """One more byte; a connection the server closed is replaced."""
+        try:
+            if self.sock.recv(1, socket.MSG_PEEK) == b"":
+                raise ConnectionResetError
+        except (BlockingIOError, OSError) as e:
+            if not isinstance(e, BlockingIOError):
+                self.drop()
+                return
+        try:
+            self.sent += self.sock.send(self.REQUEST[self.sent % len(self.REQUEST):][:1])
+        except BlockingIOError:
+            pass  # not connected yet
+        except OSError:
+            self.drop()
+
+    def drop(self):
+        self.sock.close()
+        self.dropped += 1
+        self.connect()
+
+
+def probe(url, limit):
+    """Seconds until /health's status line arrived (a new connection each)."""
+    host, port = url.split("//")[1].rsplit(":", 1)
+    t0 = time.monotonic()
+    s = socket.create_connection((host, int(port)), timeout=limit)
+    try:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        line = s.recv(64).split(b"\r\n")[0]
+    except OSError as e:
+        line = repr(e).encode()
+    finally:
+        s.close()
+    took = time.monotonic() - t0
+    if not line.startswith(b"HTTP/1.1 200") and not line.startswith(b"HTTP/1.1 503"):
+        fail(f"/health beside {ATTACKERS} slow clients: {line!r} after {took:.2f} s")
+    return took
+
+
+def check_slow(url):
+    import threading
+
+    host, port = url.split("//")[1].rsplit(":", 1)
+    attackers = [Attacker((host, int(port))) for _ in range(ATTACKERS)]
+    for a in attackers:
+        a.connect()
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            for a in attackers:
+                a.trickle()
+            stop.wait(TRICKLE_S)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        # The attack in full force before the first probe: every client
+        # holds a connection the server accepted (3 bytes sent on it), or
+        # was dropped by the server at least once. 60 s: a loaded machine.
+        deadline = time.monotonic() + 60
+        while not all(a.sent >= 3 or a.dropped for a in attackers):
+            if time.monotonic() > deadline:
+                fail("the slow clients did not get going in 60 s")
+            time.sleep(0.05)
+        times = []
+        for _ in range(PROBES):
+            # A probe that waits for a connection slot waits until the
+            # server drops a slow client (never, or its idle timeout):
+            # 5 s tells that apart from an answer within the bound.
+            times.append(probe(url, 5.0))
+        held = sum(1 for a in attackers if a.sent >= 3)
+        dropped = sum(a.dropped for a in attackers)
+    finally:
+        stop.set()
+        t.join()
+        for a in attackers:
+            a.sock.close()
+    times.sort()
+    print(f"slow: {ATTACKERS} slow clients from {ATTACKER_ADDRESS} ({held} connections held, "
+          f"{dropped} dropped by the server); /health answered in median "
+          f"{times[len(times) // 2] * 1e3:.1f} ms, max {times[-1] * 1e3:.1f} ms over {PROBES}")
+    if times[-1] > HEALTH_BOUND_S:
+        fail(f"/health took {times[-1]:.2f} s beside {ATTACKERS} slow clients (bound "
+             f"{HEALTH_BOUND_S} s)")
 
 
 # ---------------------------------------------------------------------------
@@ -310,6 +431,8 @@ def main():
         check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","))
     elif what == "clients":
         check_clients(sys.argv[2])
+    elif what == "slow":
+        check_slow(sys.argv[2])
     elif what == "tensorboard":
         check_tensorboard(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

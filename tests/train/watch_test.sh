@@ -9,6 +9,14 @@
 #                JSON reason while the broker is down (lstream broker takes
 #                SIGUSR1/SIGUSR2), 200 once it is back; the per-target
 #                figures (data units) labelled target=0 and 1
+#   slow         a live run with --http: 80 clients from another address
+#                trickling a request a byte at a time (watch_check.py slow)
+#                do not keep /health from answering within 1 s
+#   snapfail     a live run with --http and snapshots, records flowing: /health
+#                200 while snapshots commit; the snapshot directory replaced
+#                by a file, 503 once 2 snapshots in a row have failed
+#                (--health-snapshot-failures 2), naming the last failure;
+#                the directory back, 200 again after the next commit
 #   tensorboard  a replay with --tensorboard and snapshots, killed with
 #                SIGKILL past a snapshot, resumed to the end; TensorBoard's own
 #                reader (the tensorboard package from PyPI, installed into the
@@ -24,7 +32,7 @@ source "$here/lib.sh"
 check() { /usr/bin/python3 "$here/watch_check.py" "$@"; }
 
 # The URL a rank prints ("rank 0 serves http://127.0.0.1:PORT/metrics ...").
-url_in() { sed -n 's/^lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
+url_in() { sed -n 's/.* lstream train: rank 0 serves \(http[^ ]*\)\/metrics .*/\1/p' "$1"; }
 status_of() { curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "$@"; }
 health_is() { [ "$(status_of "$url/health")" = "$1" ]; }
 
@@ -63,6 +71,51 @@ print("503:", h["reasons"])' "$work/body" || fail "the 503 body: $(cat "$work/bo
   kill -USR2 "$broker_pid"
   wait_for "/health to answer 200 again" 120 health_is 200
   echo "200 again: $(cat "$work/body")"
+  kill -TERM "$train_pid"
+  wait "$train_pid" || fail "the trainer exited $? after SIGTERM: $(tail -3 "$work/train.err")"
+  ;;
+slow)
+  start_broker --topic live:2
+  "$lstream" produce --brokers "$bootstrap" --topic live --series 4 --features 1 \
+    --records-per-series 200 --generator sine --seed 3 >/dev/null
+  "$lstream" train --brokers "$bootstrap" --topic live --features 1 --window 8 --batch 4 \
+    --hidden 4 --http 127.0.0.1:0 --log-every 1000000 >"$work/train.out" 2>"$work/train.err" &
+  train_pid=$!
+  wait_for "the server's address" 60 grep -q 'serves http' "$work/train.err"
+  url=$(url_in "$work/train.err")
+  check slow "$url"
+  kill -TERM "$train_pid"
+  wait "$train_pid" || fail "the trainer exited $? after SIGTERM: $(tail -3 "$work/train.err")"
+  ;;
+snapfail)
+  start_broker --topic sf:2
+  # 4 series at 200 records/s for a minute: steps, and snapshots due, all along.
+  "$lstream" produce --brokers "$bootstrap" --topic sf --series 4 --features 1 \
+    --records-per-series 3000 --rate 200 --generator sine --seed 3 >/dev/null 2>&1 &
+  producer=$!
+  trap 'kill $producer 2>/dev/null || true; cleanup' EXIT
+  "$lstream" train --brokers "$bootstrap" --topic sf --features 1 --window 4 --batch 4 \
+    --hidden 4 --deadline-ms 50 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" \
+    --snapshot-every 2 --health-snapshot-failures 2 >"$work/train.out" 2>"$work/train.err" &
+  train_pid=$!
+  wait_for "the server's address" 60 grep -q 'serves http' "$work/train.err"
+  url=$(url_in "$work/train.err")
+  committed() { grep -c 'snapshot of step [0-9]* committed' "$work/train.err" || true; }
+  failed() { grep -c 'snapshot of step [0-9]* failed' "$work/train.err" || true; }
+  committed_over() { [ "$(committed)" -gt "$1" ]; }
+  failed_over() { [ "$(failed)" -gt "$1" ]; }
+  wait_for "a snapshot committed" 60 committed_over 0
+  health_is 200 || fail "/health while snapshots commit: $(cat "$work/body")"
+  mv "$work/snaps" "$work/snaps.away" && echo "not a directory" >"$work/snaps"
+  wait_for "2 snapshots to fail" 60 failed_over 1
+  health_is 503 || fail "/health after $(failed) snapshots failed: $(cat "$work/body")"
+  grep -q '"the last [0-9]* snapshots failed (bound 2 in a row), the last: snapshot of step' \
+    "$work/body" || fail "/health does not name the failed snapshots: $(cat "$work/body")"
+  echo "503: $(cat "$work/body")"
+  now=$(committed)
+  rm "$work/snaps" && mv "$work/snaps.away" "$work/snaps"
+  wait_for "a snapshot committed again" 60 committed_over "$now"
+  health_is 200 || fail "/health after a commit: $(cat "$work/body")"
   kill -TERM "$train_pid"
   wait "$train_pid" || fail "the trainer exited $? after SIGTERM: $(tail -3 "$work/train.err")"
   ;;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "base/value.h"
+#include "log.h" /* cli_log: every line on stderr */
 #include "lstream/error.h"
 
 /* Exit codes of every subcommand. */

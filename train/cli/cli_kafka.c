@@ -17,7 +17,7 @@
 static int props_append(cli_kafka_props_t *props, const char *kv, const char *origin) {
   const char *const eq = strchr(kv, '=');
   if (eq == NULL || eq == kv) {
-    fprintf(stderr, "lstream: %s: '%s' is not a Kafka property of the form key=value\n", origin,
+    cli_log(CLI_ERROR, "lstream", "%s: '%s' is not a Kafka property of the form key=value", origin,
             kv);
     return CLI_EXIT_USAGE;
   }

@@ -15,27 +15,29 @@
 #endif
 
 int cli_fail(ls_err_t err, const char *fmt, ...) {
+  char what[1024];
   va_list ap;
-  fputs("lstream: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   const char *detail = ls_last_error();
   if (err != LS_OK)
-    fprintf(stderr, ": %s%s%s\n", ls_err2str(err), detail[0] ? ": " : "", detail);
+    cli_log(CLI_ERROR, "lstream", "%s: %s%s%s", what, ls_err2str(err), detail[0] ? ": " : "",
+            detail);
   else
-    fputc('\n', stderr);
+    cli_log(CLI_ERROR, "lstream", "%s", what);
   return CLI_EXIT_FAIL;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
+  char what[1024], logger[64];
   char const *const sep = cmd[0] ? " " : "";
-  fprintf(stderr, "lstream%s%s: ", sep, cmd);
+  va_list ap;
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  fprintf(stderr, " (try `lstream%s%s --help`)\n", sep, cmd);
+  snprintf(logger, sizeof logger, "lstream%s%s", sep, cmd);
+  cli_log(CLI_ERROR, logger, "%s (try `%s --help`)", what, logger);
   return CLI_EXIT_USAGE;
 }
 

@@ -172,7 +172,7 @@ int cmd_bench_comm(int argc, char **argv) {
     if (err != LS_OK) rc = cli_fail(err, "cannot open the comm backend");
   }
   if (rc == CLI_EXIT_OK && comm_rank(c) == 0 && !up)
-    fprintf(stderr, "lstream bench comm: one rank: the sums are no-ops (run it under mpirun)\n");
+    cli_log(CLI_WARN, "lstream bench comm", "one rank: the sums are no-ops (run it under mpirun)");
   for (int i = 0; rc == CLI_EXIT_OK && i < n_shapes; i++)
     rc = bench_one(c, &sh[i], device, reps, warmup);
   comm_destroy(c);

@@ -160,7 +160,7 @@ static int bench_from_memory(const bench_args_t *a) {
 /* From a topic                                                              */
 
 static void print_warning(void *opaque, const char *message) {
-  fprintf(stderr, "lstream: warning: %s\n", message);
+  cli_log(CLI_WARN, "lstream bench ingest", "%s", message);
 }
 
 /* The consumer's configuration: every partition from its beginning, to the
@@ -248,7 +248,7 @@ static int bench_topic(bench_args_t *a) {
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     rejected += st.w.rejected[r];
   if (rejected > 0)
-    fprintf(stderr, "lstream: bench ingest: %" PRId64 " of %" PRId64 " records were rejected\n",
+    cli_log(CLI_WARN, "lstream bench ingest", "%" PRId64 " of %" PRId64 " records were rejected",
             rejected, st.w.records);
   print_result(a, st.w.records, seconds, st.w.windows);
   return CLI_EXIT_OK;

@@ -100,14 +100,14 @@ static rd_kafka_t *client(live_t *l, rd_kafka_type_t type, const char *const *kv
   rd_kafka_conf_set(c, "bootstrap.servers", l->bootstrap, err, sizeof err);
   for (int i = 0; i < n; i += 2)
     if (rd_kafka_conf_set(c, kv[i], kv[i + 1], err, sizeof err) != RD_KAFKA_CONF_OK) {
-      fprintf(stderr, "lstream: bench live: %s\n", err);
+      cli_log(CLI_ERROR, "lstream bench live", "%s", err);
       rd_kafka_conf_destroy(c);
       return NULL;
     }
   rd_kafka_conf_set_opaque(c, l);
   if (type == RD_KAFKA_PRODUCER) rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
   rd_kafka_t *const rk = rd_kafka_new(type, c, err, sizeof err);
-  if (rk == NULL) fprintf(stderr, "lstream: bench live: %s\n", err);
+  if (rk == NULL) cli_log(CLI_ERROR, "lstream bench live", "%s", err);
   return rk;
 }
 

@@ -100,14 +100,14 @@ static void broker_toggle_some(ls_broker_t *broker, int n_brokers, int which, in
   for (int id = first; id <= last; id++) {
     ls_err_t const err = down ? ls_broker_set_down(broker, id) : ls_broker_set_up(broker, id);
     if (err != LS_OK)
-      fprintf(stderr, "lstream broker: cannot bring broker %d %s: %s\n", id, down ? "down" : "up",
-              ls_last_error());
+      cli_log(CLI_ERROR, "lstream broker", "cannot bring broker %d %s: %s", id,
+              down ? "down" : "up", ls_last_error());
   }
   if (which > 0)
-    fprintf(stderr, "lstream broker: broker %d is %s\n", which,
+    cli_log(CLI_INFO, "lstream broker", "broker %d is %s", which,
             down ? "down (SIGUSR1)" : "up (SIGUSR2)");
   else
-    fprintf(stderr, "lstream broker: %d broker(s) %s\n", n_brokers, down ? "down" : "up");
+    cli_log(CLI_INFO, "lstream broker", "%d broker(s) %s", n_brokers, down ? "down" : "up");
 }
 
 /* Blocks SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 and installs their handler,
@@ -179,9 +179,8 @@ int cmd_broker(int argc, char **argv) {
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
 
   if (outage > n_brokers) {
-    fprintf(stderr, "lstream broker: --outage %d: there are brokers 1..%d only\n", outage,
-            n_brokers);
-    return CLI_EXIT_USAGE;
+    return cli_usage_error("broker", "--outage %d: there are brokers 1..%d only", outage,
+                           n_brokers);
   }
   sigset_t old;
   broker_catch_signals(&old);
@@ -201,13 +200,13 @@ int cmd_broker(int argc, char **argv) {
   }
   printf("%s\n", bootstrap);
   fflush(stdout);
-  fprintf(stderr, "lstream broker: %d broker(s) at %s, %d topic(s) created; stop with Ctrl-C\n",
+  cli_log(CLI_INFO, "lstream broker", "%d broker(s) at %s, %d topic(s) created; stop with Ctrl-C",
           n_brokers, bootstrap, topics.n);
 
   broker_wait_for_signal(broker, n_brokers, outage, &old);
 
   if (bootstrap_file != NULL) unlink(bootstrap_file);
   ls_broker_destroy(broker);
-  fprintf(stderr, "lstream broker: stopped (%s)\n", strsignal(broker_stop));
+  cli_log(CLI_INFO, "lstream broker", "stopped (%s)", strsignal(broker_stop));
   return CLI_EXIT_OK;
 }

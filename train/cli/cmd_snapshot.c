@@ -17,8 +17,9 @@
 #define SHOWN_PARTITIONS 8
 
 static void print_rejected(void *opaque, const char *path, ls_err_t err, const char *why) {
-  fprintf(stderr, "lstream %s: passed over %s: %s: %s\n", (const char *)opaque, path,
-          ls_err2str(err), why);
+  char logger[64];
+  snprintf(logger, sizeof logger, "lstream %s", (const char *)opaque);
+  cli_log(CLI_WARN, logger, "passed over %s: %s: %s", path, ls_err2str(err), why);
 }
 
 int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t size, FILE *note) {

@@ -53,23 +53,31 @@ static const char *rejected_text(const int64_t *rejected, char *buf, size_t size
   return len ? buf : "0";
 }
 
-/* The consumer's warnings (Kafka's errors, rejected records), as they come. */
+#define LOGGER "lstream train"
+
+/* The consumer's warnings (Kafka's errors, rejected records), as they come
+ * (from the consumer's thread or librdkafka's). */
 static void on_warning(void *opaque, const char *message) {
-  const char *const rank = opaque;
-  fprintf(stderr, "lstream train: %s%s%swarning: %s\n", rank ? "rank " : "", rank ? rank : "",
-          rank ? ": " : "", message);
+  (void)opaque;
+  cli_log(CLI_WARN, LOGGER, "%s", message);
 }
 
 static void print_line(run_log_t *lg, int64_t step, double now) {
   double const dt = now - lg->last_t > 0 ? now - lg->last_t : 1e-9;
   double const busy = lg->wait_s + lg->compute_s;
-  char rejected[256];
-  fprintf(stderr, "step=%lld windows=%lld loss=%.6g baseline=%.6g", (long long)step,
-          (long long)lg->windows, mse(lg->loss, lg->count), mse(lg->base, lg->count));
-  report_log_fields(&lg->targets, stderr);
-  fprintf(stderr, " windows_per_s=%.0f records_per_s=%.0f wait=%.3f rejected=%s\n",
-          lg->windows / dt, lg->records / dt, busy > 0 ? lg->wait_s / busy : 0.0,
-          rejected_text(lg->rejected, rejected, sizeof rejected));
+  char rejected[256], *text = NULL;
+  size_t len = 0;
+  FILE *const f = open_memstream(&text, &len); /* report.c writes the targets' fields */
+  if (f != NULL) {
+    fprintf(f, "step=%lld windows=%lld loss=%.6g baseline=%.6g", (long long)step,
+            (long long)lg->windows, mse(lg->loss, lg->count), mse(lg->base, lg->count));
+    report_log_fields(&lg->targets, f);
+    fprintf(f, " windows_per_s=%.0f records_per_s=%.0f wait=%.3f rejected=%s", lg->windows / dt,
+            lg->records / dt, busy > 0 ? lg->wait_s / busy : 0.0,
+            rejected_text(lg->rejected, rejected, sizeof rejected));
+    if (fclose(f) == 0) cli_log(CLI_INFO, LOGGER, "%s", text);
+    free(text);
+  }
   lg->steps = lg->windows = lg->records = 0;
   lg->loss = lg->base = lg->count = lg->wait_s = lg->compute_s = 0;
   lg->last_t = now;
@@ -87,15 +95,13 @@ static void snapshot_events(const run_log_t *lg, const ls_step_stats_t *s) {
     snprintf(durable, sizeof durable, "no snapshot is durable yet, %.1f s into the run",
              s->durable_age_s);
   if (!lg->quiet && s->snapshot_committed >= 0)
-    fprintf(stderr, "lstream train: snapshot of step %lld committed\n",
-            (long long)s->snapshot_committed);
+    cli_log(CLI_INFO, LOGGER, "snapshot of step %lld committed", (long long)s->snapshot_committed);
   if (!lg->quiet && s->snapshot_skipped)
-    fprintf(stderr,
-            "lstream train: step %lld: snapshot skipped, the previous one is still being "
-            "written (snapshot every fewer steps, or a lower --snapshot-level); %s\n",
+    cli_log(CLI_WARN, LOGGER,
+            "step %lld: snapshot skipped, the previous one is still being written (snapshot "
+            "every fewer steps, or a lower --snapshot-level); %s",
             (long long)s->step, durable);
-  if (s->snapshot_error != NULL)
-    fprintf(stderr, "lstream train: warning: %s; %s\n", s->snapshot_error, durable);
+  if (s->snapshot_error != NULL) cli_log(CLI_WARN, LOGGER, "%s; %s", s->snapshot_error, durable);
 }
 
 static int on_step(void *opaque, const ls_step_stats_t *s) {
@@ -117,7 +123,7 @@ static int on_step(void *opaque, const ls_step_stats_t *s) {
   memcpy(lg->rejected, s->rejected, sizeof lg->rejected);
   if (lg->metrics != NULL) report_metrics_line(lg->metrics, s, now - lg->t0);
   if (s->nonfinite_note != NULL) /* every rank: each names its own suspect window */
-    fprintf(stderr, "lstream train: warning: %s\n", s->nonfinite_note);
+    cli_log(CLI_WARN, LOGGER, "%s", s->nonfinite_note);
   int const due =
       lg->log_every > 0 ? lg->steps >= lg->log_every : now - lg->last_t >= lg->interval_s;
   if (!lg->quiet && due) print_line(lg, s->step, now);
@@ -299,6 +305,16 @@ static int program_opts(train_args_t *a, cli_opt_t *o) {
        .def = "one line per second",
        .help = "a log line every N steps"},
       {.name = "quiet", .kind = CLI_FLAG, .dst = &a->quiet, .help = "only the summary"},
+      {.name = "log-format",
+       .arg = "text|json",
+       .kind = CLI_CALL,
+       .call = cli_log_format_opt,
+       .def = "text",
+       .help = "log lines on stderr, each with an ISO 8601 UTC time and\n"
+               "a level: text (TIME LEVEL lstream train: MESSAGE), or\n"
+               "json, one object a line for log shippers (time, level,\n"
+               "logger, rank under mpirun, msg); the summary on stdout\n"
+               "keeps its format"},
   };
   memcpy(o, program, sizeof program);
   int const n = (int)(sizeof program / sizeof program[0]);
@@ -414,9 +430,10 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   printf("digest params=%016llx states=%016llx\n", (unsigned long long)dp, (unsigned long long)ds);
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
-  printf("series held=%lld evicted=%lld evicted_records=%lld evicted_states=%lld resets=%lld\n",
+  printf("series held=%lld evicted=%lld evicted_records=%lld evicted_states=%lld resets=%lld "
+         "late=%lld\n",
          (long long)s->series, (long long)s->evicted, (long long)s->evicted_records,
-         (long long)s->evicted_states, (long long)s->resets);
+         (long long)s->evicted_states, (long long)s->resets, (long long)s->late);
   printf("rejected");
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
@@ -429,9 +446,9 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   for (int j = 0; !lg->quiet && j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
-      fprintf(stderr,
-              "lstream train: feature %s: final MSE %.4g, last value %.4g (data units): the "
-              "model's error is %.3f of the last value's (over the last fifth of event time)\n",
+      cli_log(CLI_INFO, LOGGER,
+              "feature %s: final MSE %.4g, last value %.4g (data units): the model's error is "
+              "%.3f of the last value's (over the last fifth of event time)",
               t->name, mse(t->mse_sum, t->count), mse(t->base_sum, t->count),
               t->mse_sum / t->base_sum);
   }
@@ -456,7 +473,7 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   int world = 1;
   ls_trainer_rank(tr, rank, &world);
   if (*rank == 0 && ls_trainer_note(tr)[0] != '\0')
-    fprintf(stderr, "lstream train: %s\n", ls_trainer_note(tr));
+    cli_log(CLI_INFO, LOGGER, "%s", ls_trainer_note(tr));
   int const rc_watch = cli_watch_start(lg->watch, tr, lg->quiet);
   if (rc_watch != CLI_EXIT_OK) return rc_watch;
   lg->quiet |= *rank != 0; /* rank 0 prints; the figures it prints are every rank's */
@@ -492,12 +509,11 @@ int cmd_train(int argc, char **argv) {
   int mpi_up = 0, rank = 0;
   ls_trainer_t *tr = NULL;
   int rc = train_parse(argc, argv, &a);
-  /* Under mpirun, warnings say which rank they come from. */
+  /* Under mpirun, every line says which rank it comes from. */
   const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
   if (rank_env == NULL) rank_env = getenv("PMIX_RANK");
-  if (rc == CLI_EXIT_OK)
-    ls_train_conf_set_warn_cb(a.conf, on_warning,
-                              ls_train_launched_ranks() > 1 ? (void *)rank_env : NULL);
+  if (ls_train_launched_ranks() > 1 && rank_env != NULL) cli_log_set_rank(atoi(rank_env));
+  if (rc == CLI_EXIT_OK) ls_train_conf_set_warn_cb(a.conf, on_warning, NULL);
   lg.log_every = a.log_every;
   lg.quiet = a.quiet;
   lg.watch = &a.watch;

@@ -64,6 +64,6 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < n_commands; i++)
     if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - args.sub, argv + args.sub);
-  fprintf(stderr, "lstream: unknown command '%s' (try `lstream --help`)\n", cmd);
+  cli_log(CLI_ERROR, "lstream", "unknown command '%s' (try `lstream --help`)", cmd);
   return CLI_EXIT_USAGE;
 }

@@ -64,18 +64,18 @@ int cli_watch_start(cli_watch_t *w, ls_trainer_t *tr, int quiet) {
   if (err != LS_OK) return cli_fail(err, "cannot start watching the run");
   int rank = 0, world = 1;
   ls_trainer_rank(tr, &rank, &world);
-  if (!quiet && w->conf.http != NULL)
-    fprintf(stderr,
-            "lstream train: rank %d serves %s/metrics and %s/health\n"
-            "lstream train: rank %d's live page: %s/\n",
-            rank, monitor_url(w->mon), monitor_url(w->mon), rank, monitor_url(w->mon));
+  if (!quiet && w->conf.http != NULL) {
+    cli_log(CLI_INFO, "lstream train", "rank %d serves %s/metrics and %s/health", rank,
+            monitor_url(w->mon), monitor_url(w->mon));
+    cli_log(CLI_INFO, "lstream train", "rank %d's live page: %s/", rank, monitor_url(w->mon));
+  }
   return CLI_EXIT_OK;
 }
 
 void cli_watch_step(cli_watch_t *w, const ls_step_stats_t *st) {
   if (w->mon == NULL) return;
   if (monitor_step(w->mon, st) != LS_OK && !w->warned) {
-    fprintf(stderr, "lstream train: warning: %s (training goes on)\n", ls_last_error());
+    cli_log(CLI_WARN, "lstream train", "%s (training goes on)", ls_last_error());
     w->warned = 1;
   }
 }

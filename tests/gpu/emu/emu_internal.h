@@ -72,9 +72,10 @@ void shared_close(unsigned block);
 void shared_done(void);
 bool shared_fault(uintptr_t x, char *msg, size_t size);
 
-/* Device operations (streams.cpp). */
-void drain_all(void);
-void drain_stream(cudaStream_t s); /* everything queued on s so far (NULL: all) */
+/* Device operations (streams.cpp), for a call `what` that blocks until
+ * they have run (a problem if one never can). */
+void drain_all(const char *what);
+void drain_stream(cudaStream_t s, const char *what); /* what s holds so far (NULL: all) */
 /* cudaSuccess, or (a problem, the captures invalidated) the error of a
  * call named `what` that a running stream capture forbids. */
 cudaError_t capture_forbids(const char *what);

@@ -11,6 +11,18 @@
  * through a host buffer and MPI_Iallreduce, waited for with a time limit
  * (a sum the other ranks never join is reported, not a hang). Communicators
  * are blocking (config.blocking = 1 is what lstream asks).
+ *
+ * A lost peer (EMU_NCCL_PEER_LOST=K[:error|:hang]): from the K-th
+ * ncclAllReduce of the process on, no sum is ever joined by the other
+ * ranks. Each stays queued on its stream, which stops there, as a GPU's
+ * NCCL kernel spins waiting for a peer that is gone: a stream query says
+ * not ready, and a call that blocks on it (a synchronisation, a blocking
+ * copy, cudaFree) is a problem (it would wait for ever), until
+ * ncclCommAbort drops the sums and the stream goes on. With :error (the
+ * default) ncclCommGetAsyncError reports ncclRemoteError once a lost sum
+ * has been tried (NCCL's proxy finds the peer's connection closed); with
+ * :hang it reports nothing (a peer alive but stuck: only a time limit
+ * tells). One rank is enough to model it (--comm-always true).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,6 +53,30 @@ char const MAGIC[] = "lstream-emu-nccl";
 double const SUM_TIMEOUT_S = 120.0;
 /* Aborted communicators: queued work may still name them. */
 std::vector<ncclComm *> &aborted = *new std::vector<ncclComm *>;
+
+/* EMU_NCCL_PEER_LOST: the first all-reduce (1-based) the lost peer never
+ * joins (0: none), and whether the loss is reported as an error. */
+struct lost_t {
+  long from = 0;
+  bool error = true;
+};
+const lost_t &lost_peer(void) {
+  static const lost_t *const l = [] {
+    lost_t *const v = new lost_t; /* never destroyed: read until exit */
+    const char *const e = getenv("EMU_NCCL_PEER_LOST");
+    if (e != nullptr && *e) {
+      char *end = nullptr;
+      v->from = strtol(e, &end, 10);
+      if (!strcmp(end, ":hang"))
+        v->error = false;
+      else if (*end != '\0' && strcmp(end, ":error") != 0)
+        fprintf(stderr, "emu: EMU_NCCL_PEER_LOST=%s: want K, K:error or K:hang\n", e);
+    }
+    return v;
+  }();
+  return *l;
+}
+long all_reduces; /* ncclAllReduce calls so far */
 
 ncclResult_t fail(ncclComm *c, ncclResult_t r, const char *what) {
   emu::problem("NCCL: %s", what);
@@ -193,6 +229,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
   if (!mpi_types(type, op, &dt, &mop, &size))
     return fail(c, ncclInvalidArgument, "ncclAllReduce: a type or operation the emulation lacks");
   emu::count("ncclAllReduce");
+  all_reduces++;
   if (count == 0) return ncclSuccess;
   if (count > (size_t)1 << 31)
     return fail(c, ncclInvalidArgument, "ncclAllReduce: more elements than the emulation sums");
@@ -204,7 +241,19 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
              count, size, emu_device_range(send, count * size) ? "receive" : "send");
     return fail(c, ncclInvalidArgument, msg);
   }
-  emu::enqueue(stream, "ncclAllReduce", [=] { all_reduce(c, send, recv, count, dt, mop, size); });
+  std::function<bool()> joined; /* every rank's part is there: always, but for a lost peer */
+  if (lost_peer().from > 0 && all_reduces >= lost_peer().from) {
+    bool const error = lost_peer().error;
+    joined = [c, error] {
+      if (!c->aborted && error && c->async == ncclSuccess) {
+        c->async = ncclRemoteError;
+        c->last = "the emulated peer is gone (EMU_NCCL_PEER_LOST)";
+      }
+      return c->aborted; /* aborted: dropped (all_reduce does nothing) */
+    };
+  }
+  emu::enqueue(
+      stream, "ncclAllReduce", [=] { all_reduce(c, send, recv, count, dt, mop, size); }, joined);
   return ncclSuccess;
 }
 

@@ -329,7 +329,7 @@ cudaError_t cudaFree(void *p) {
   EMU_LOCK();
   count("cudaFree");
   if (capture_forbids("cudaFree") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
-  drain_all(); /* cudaFree synchronises the device */
+  drain_all("cudaFree"); /* cudaFree synchronises the device */
   cudaError_t const e = device_free(p, "cudaFree");
   return sticky != cudaSuccess ? sticky : e;
 }
@@ -366,7 +366,7 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
 cudaError_t cudaFreeHost(void *p) {
   EMU_LOCK();
   if (capture_forbids("cudaFreeHost") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
-  drain_all(); /* as cudaFree */
+  drain_all("cudaFreeHost"); /* as cudaFree */
   return host_free(p);
 }
 
@@ -418,7 +418,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
   enqueue(s, "cudaMemcpyAsync", [dst, src, n] { memmove(dst, src, n); });
   if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n)) {
     count("blocking copies"); /* into pageable memory: returns when done */
-    drain_stream(s);
+    drain_stream(s, "a copy into pageable host memory");
   }
   return sticky;
 }
@@ -426,7 +426,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
   EMU_LOCK();
   if (capture_forbids("cudaMemcpy") != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
-  drain_all();
+  drain_all("cudaMemcpy");
   cudaError_t const e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
   return e;
 }

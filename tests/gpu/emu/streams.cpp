@@ -12,6 +12,13 @@
  * yet or run too early: a missing wait gives a wrong result instead of
  * passing by luck. An event is a position in its stream's queue.
  *
+ * An operation may wait for something outside the stream (an all-reduce
+ * for its peers, another stream's event): while its ready() says no, its
+ * stream stops before it. A query then says not ready, as on a GPU; a call
+ * that blocks until the stream passes it (a synchronisation, a blocking
+ * copy, cudaFree) would wait for ever on a GPU, so it is a problem here
+ * (the emulated NCCL's lost peer: nccl.cpp).
+ *
  * Graphs: while a stream captures, what is queued on it is recorded in
  * its graph instead of run; launching the instantiated graph queues the
  * recorded operations again, in their order, on the launch's stream. A
@@ -32,6 +39,7 @@
 struct op_t {
   std::function<void()> fn;
   const char *what;
+  std::function<bool()> ready; /* empty: always; else it may run once this says so */
 };
 
 struct CUgraph_st {
@@ -82,6 +90,7 @@ void drain_to(CUstream_st *s, uint64_t pos) {
   s->running = true;
   window_enter();
   while (s->done < pos && !s->queue.empty()) {
+    if (s->queue.front().ready && !s->queue.front().ready()) break; /* waits for something */
     op_t const op = std::move(s->queue.front());
     s->queue.pop_front();
     const char *const outer = running_op;
@@ -93,6 +102,19 @@ void drain_to(CUstream_st *s, uint64_t pos) {
   }
   window_leave();
   s->running = false;
+}
+
+/* Runs the stream's operations until `pos` of them have run, for a call
+ * that blocks until then (`what`): an operation that can never run (a
+ * lost peer's sum) makes it a problem, as it would hang on a GPU. */
+bool block_to(CUstream_st *s, uint64_t pos, const char *what) {
+  drain_to(s, pos);
+  if (s->done >= pos) return true;
+  problem("%s waits for stream %d's %s, which never completes (on a GPU this would wait for "
+          "ever: poll with cudaStreamQuery or cudaEventQuery and give up, as NCCL's "
+          "ncclCommAbort allows)",
+          what, s->id, s->queue.empty() ? "work" : s->queue.front().what);
+  return false;
 }
 } // namespace
 
@@ -116,28 +138,29 @@ bool is_capturing(cudaStream_t s) {
   return s != nullptr && s->capture != nullptr;
 }
 
-void drain_all(void) {
+void drain_all(const char *what) {
   for (CUstream_st *s : streams)
-    drain_to(s, s->queued);
+    if (!block_to(s, s->queued, what)) return;
 }
 
-void drain_stream(cudaStream_t s) {
+void drain_stream(cudaStream_t s, const char *what) {
   if (s == nullptr)
-    drain_all();
+    drain_all(what);
   else
-    drain_to(s, s->queued);
+    block_to(s, s->queued, what);
 }
 
-void enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
+void enqueue(cudaStream_t s, const char *what, std::function<void()> fn,
+             std::function<bool()> ready) {
   EMU_LOCK();
   if (s != nullptr && s->capture != nullptr) { /* recorded, not run */
-    s->capture->ops.push_back(op_t{std::move(fn), what});
+    s->capture->ops.push_back(op_t{std::move(fn), what, std::move(ready)});
     count("captured operations");
     return;
   }
   if (s == nullptr && capture_forbids(what) != cudaSuccess) return;
   if (s == nullptr) { /* the legacy default stream: after all work, before any */
-    drain_all();
+    drain_all(what);
     window_enter();
     const char *const outer = running_op;
     running_op = what;
@@ -146,7 +169,7 @@ void enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
     window_leave();
     return;
   }
-  s->queue.push_back(op_t{std::move(fn), what});
+  s->queue.push_back(op_t{std::move(fn), what, std::move(ready)});
   s->queued++;
   if (!s->deferred) drain_to(s, s->queued);
 }
@@ -181,10 +204,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   count("cudaStreamSynchronize");
   if (capture_forbids("cudaStreamSynchronize") != cudaSuccess)
     return cudaErrorStreamCaptureUnsupported;
-  if (s == nullptr)
-    drain_all();
-  else
-    drain_to(s, s->queued);
+  drain_stream(s, "cudaStreamSynchronize");
   return sticky_error();
 }
 
@@ -206,7 +226,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
   CUstream_st *const es = e->stream;
   uint64_t const pos = e->pos;
   if (es == nullptr) return sticky_error(); /* never recorded, or complete */
-  enqueue(s, "cudaStreamWaitEvent", [es, pos] { drain_to(es, pos); });
+  enqueue(
+      s, "cudaStreamWaitEvent", [] {},
+      [es, pos] {
+        drain_to(es, pos);
+        return es->done >= pos;
+      });
   return sticky_error();
 }
 
@@ -230,7 +255,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (is_capturing(s) && capture_forbids("cudaEventRecord on a capturing stream") != cudaSuccess)
     return cudaErrorStreamCaptureUnsupported;
   if (s == nullptr) { /* the legacy stream: after everything queued so far */
-    drain_all();
+    drain_all("cudaEventRecord on the legacy stream");
     e->stream = nullptr;
   } else {
     e->stream = s;
@@ -245,7 +270,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (capture_forbids("cudaEventSynchronize") != cudaSuccess)
     return cudaErrorStreamCaptureUnsupported;
   if (e == nullptr) return cudaErrorInvalidResourceHandle;
-  if (e->stream != nullptr) drain_to(e->stream, e->pos);
+  if (e->stream != nullptr) block_to(e->stream, e->pos, "cudaEventSynchronize");
   return sticky_error();
 }
 
@@ -264,7 +289,7 @@ cudaError_t cudaDeviceSynchronize(void) {
   count("cudaDeviceSynchronize");
   if (capture_forbids("cudaDeviceSynchronize") != cudaSuccess)
     return cudaErrorStreamCaptureUnsupported;
-  drain_all();
+  drain_all("cudaDeviceSynchronize");
   return sticky_error();
 }
 
@@ -322,7 +347,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   count("graph launches");
   if (sticky_error() != cudaSuccess) return sticky_error();
   for (const op_t &op : exec->ops)
-    enqueue(s, op.what, op.fn);
+    enqueue(s, op.what, op.fn, op.ready);
   return sticky_error();
 }
 

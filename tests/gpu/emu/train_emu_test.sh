@@ -16,6 +16,14 @@
 #          segment's sum starts during backward) within 1e-5 of one CPU rank,
 #          streams eager/deferred then swapped: a missing event wait between
 #          the streams gives a wrong sum in one of the two
+#   peer_loss  one rank, --comm nccl --comm-always true, the emulated NCCL's
+#          peer lost at the 20th sum (step 2's replay updates): as NCCL
+#          reports it (EMU_NCCL_PEER_LOST=20:error) and silently, the sums
+#          never ending (20:hang): the run fails with exit 1 within the
+#          time it was given (--comm-timeout-ms 2000), naming the sums and
+#          the abort, and the emulator sees no host wait that would last for
+#          ever on a GPU (a synchronisation, a blocking copy or cudaFree
+#          behind the lost sum)
 set -euo pipefail
 lstream=$1
 emu=$2
@@ -43,7 +51,8 @@ args=("${base[@]}" --eps 1e-6)
 # against the CPU's polynomials): ~1e-6 of the largest parameter. A window
 # lost, a sum missing or done twice is ~1e-3.
 tol=1e-5
-"$lstream" "${args[@]}" --device cpu --params-out "$work/cpu.bin" >/dev/null || fail "cpu run: $?"
+[ "$case_name" = peer_loss ] || # (what the cases compare with)
+  "$lstream" "${args[@]}" --device cpu --params-out "$work/cpu.bin" >/dev/null || fail "cpu run: $?"
 
 # count REPORT... NAME: the sum of emulator counter NAME over the reports.
 count() {
@@ -111,6 +120,24 @@ nccl2)
     [ "$sums" -ge 1500 ] || fail "streams $streams: $sums NCCL sums over 2 ranks, want >= 1500"
     /usr/bin/python3 "$close" $tol "$work/cpu.bin" "$work/n2.bin" ||
       fail "2 ranks over NCCL (streams $streams) differ from one CPU rank"
+  done
+  ;;
+peer_loss)
+  for mode in error hang; do
+    rc=0
+    start=$SECONDS
+    EMU_NCCL_PEER_LOST=20:$mode timeout 120 "$emu" "${args[@]}" --device cuda --comm nccl \
+      --comm-always true --comm-timeout-ms 2000 >"$work/out" 2>"$work/err" || rc=$?
+    took=$((SECONDS - start))
+    # The emulator's own report of a wait for ever, renamed here: ctest fails
+    # a test whose output holds its marker, and a failure below shows it.
+    sed 's/EMU PROBLEM/emulator problem/' "$work/err" >"$work/err.txt"
+    echo "peer lost ($mode): exit $rc after $took s: $(grep -m1 'ERROR' "$work/err.txt" | cut -c1-240)"
+    ! grep -q "emulator problem" "$work/err.txt" ||
+      fail "peer lost ($mode): a host wait behind the lost sum: $(grep -m3 'emulator problem' "$work/err.txt")"
+    [ $rc = 1 ] || fail "peer lost ($mode): exit $rc, not 1 (124: it hung): $(tail -3 "$work/err.txt")"
+    grep -q "gradient sums.*aborted" "$work/err.txt" ||
+      fail "peer lost ($mode): the error does not name the sums and the abort: $(tail -3 "$work/err.txt")"
   done
   ;;
 *) fail "unknown case $case_name" ;;

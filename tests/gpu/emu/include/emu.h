@@ -20,6 +20,9 @@
  *   EMU_REPORT=FILE         counts of launches, calls and copies at exit (%p in
  *                           FILE: the process id)
  *   EMU_SMS=N               the device's multiprocessors (default 132)
+ *   EMU_NCCL_PEER_LOST=K[:error|:hang]  from the K-th ncclAllReduce on, a
+ *                           peer never joins: the sums stay queued until
+ *                           ncclCommAbort (tests/gpu/emu/nccl.cpp)
  * Every problem found prints "EMU PROBLEM: ..." on stderr and makes the
  * process exit with status 3 at the latest when it ends.
  */
@@ -78,8 +81,11 @@ void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Counts one `what`. */
 void count(const char *what);
 /* Queues fn on the stream (NULL: the legacy default stream) as one device
- * operation named `what`; it runs with device memory accessible. */
-void enqueue(cudaStream_t stream, const char *what, std::function<void()> fn);
+ * operation named `what`; it runs with device memory accessible. With
+ * `ready`, the stream stops before it while ready() says no (it waits for
+ * something outside the stream: a peer's part of a sum). */
+void enqueue(cudaStream_t stream, const char *what, std::function<void()> fn,
+             std::function<bool()> ready = nullptr);
 /* A sticky error raised by device work (or cudaSuccess). */
 cudaError_t sticky_error(void);
 } // namespace emu
