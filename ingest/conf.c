@@ -22,6 +22,7 @@
 
 static const char *const stops[] = {"never", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
+static const char *const recreated[] = {"refuse", "restart", NULL};
 
 /* The keys of ls_ingest_conf_set over ls_ingest_settings_t, with their
  * defaults: spelled as the trainer's options that set them (train/conf.c;
@@ -58,6 +59,7 @@ static const base_key_t keys[] = {
     KEY("start_timeout_ms", start_timeout_ms, BASE_V_INT(1, 3600 * 1000), "10000"),
     KEY("commit_timeout_ms", commit_timeout_ms, BASE_V_INT(1, 3600 * 1000), "5000"),
     KEY("watch_interval_ms", watch_interval_ms, BASE_V_INT(0, 3600 * 1000), "1000"),
+    KEY("topic_recreated", topic_recreated, BASE_V_CHOICE(recreated), "refuse"),
 };
 #undef KEY
 #undef F
@@ -330,8 +332,33 @@ ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
     conf->partitions = grown;
     conf->partitions_cap = cap;
   }
-  conf->partitions[conf->n_partitions++] = (ingest_partition_t){partition, start};
+  conf->partitions[conf->n_partitions++] = (ingest_partition_t){partition, start, 0, {-1, -1, 0}};
   return LS_OK;
+}
+
+ls_err_t ls_ingest_conf_set_mark(ls_ingest_conf_t *conf, int32_t partition,
+                                 const ls_ingest_mark_t *mark) {
+  LS_RETURN_IF(conf == NULL || mark == NULL, LS_ERR_INVALID_ARG,
+               "ls_ingest_conf_set_mark: conf and mark must not be NULL");
+  LS_RETURN_IF(mark->offset < -1 || mark->time < -1, LS_ERR_INVALID_ARG,
+               "partition %d: a mark's offset (%lld) and time (%lld) must be -1 or more",
+               (int)partition, (long long)mark->offset, (long long)mark->time);
+  for (int i = 0; i < conf->n_partitions; i++) {
+    ingest_partition_t *const p = &conf->partitions[i];
+    if (p->id != partition) continue;
+    LS_RETURN_IF(p->start.kind != LS_START_OFFSET || mark->offset >= p->start.value,
+                 LS_ERR_INVALID_ARG,
+                 "partition %d: a mark (offset %lld) needs a start offset past it (the offset "
+                 "after the record it marks)",
+                 (int)partition, (long long)mark->offset);
+    p->marked = 1;
+    p->mark = *mark;
+    return LS_OK;
+  }
+  return ls_error_set(LS_ERR_INVALID_ARG,
+                      "ls_ingest_conf_set_mark: partition %d was not added "
+                      "(ls_ingest_conf_add_partition first)",
+                      (int)partition);
 }
 
 /* Grows *buf (*cap elements of size bytes) to hold at least need. */

@@ -12,6 +12,8 @@
 typedef struct ingest_partition_s {
   int32_t id;
   ls_start_t start;
+  int marked;            /* resumed: a mark set (ls_ingest_conf_set_mark) */
+  ls_ingest_mark_t mark; /* the record the start follows; offset -1 none */
 } ingest_partition_t;
 
 /* A series in flight to restore (ls_ingest_conf_restore), its pointers

@@ -155,6 +155,7 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     ing->part_of_id[id] = -1;
   for (int i = 0; i < ing->n_parts; i++) {
     ing->parts[i].id = conf->partitions[i].id;
+    ing->parts[i].mark = conf->partitions[i].mark;
     atomic_init(&ing->parts[i].n, 0);
     ing->part_of_id[ing->parts[i].id] = i;
   }

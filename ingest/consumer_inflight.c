@@ -148,8 +148,8 @@ static ls_err_t pass_pending(void *opaque, const ls_inflight_t *s) {
   return p->fn(p->opaque, s);
 }
 
-ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next, ls_inflight_fn fn,
-                            void *opaque) {
+ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
+                            ls_ingest_mark_t *last, ls_inflight_fn fn, void *opaque) {
   LS_RETURN_IF(ing == NULL || next == NULL || fn == NULL, LS_ERR_INVALID_ARG,
                "ls_ingest_inflight: ing, next and fn must not be NULL");
   part_t *part;
@@ -170,6 +170,7 @@ ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next, 
   pass_t pass = {ing->w, wins, n, fn, opaque};
   if (err == LS_OK) err = ls_windower_each_pending(ing->w, partition, pass_pending, &pass);
   *next = part->next;
+  if (last != NULL) *last = part->mark;
   pthread_mutex_unlock(&ing->lock);
   pthread_mutex_unlock(&ing->hold);
   free(wins), free(g.offsets), free(g.times), free(g.x);

@@ -11,7 +11,9 @@
  *   consumer_leaders.c the partitions' leaders: each listed in the metadata
  *                      and reached at its advertised address, or an error
  *                      naming the partitions that are not
- *   consumer_start.c   start positions, restoring series, the assignment
+ *   consumer_start.c   start positions, the marks of resumed partitions
+ *                      checked (a topic re-created), restoring series, the
+ *                      assignment
  *   consumer_record.c  the record path: messages to windows, held-back
  *                      messages, events, rejections and dead letters
  *   consumer_watch.c   the watch: a thread asking the partitions' leaders for
@@ -94,6 +96,8 @@ typedef struct part_s {
   int64_t next;               /* offset after the last record handled */
   int64_t skip_time;          /* timestamp start: skip records before it, until one is not; -1 */
   int64_t assign_at;          /* the offset given to rd_kafka_assign (may be logical) */
+  ls_ingest_mark_t mark;      /* the last record handled (the conf's before any); offset -1 */
+  int restarted;              /* its mark not found: read from its beginning (topic_recreated) */
   int done;                   /* reached its end */
   int flushing;               /* done, partial windows still to queue */
   int queue_paused;           /* paused because its queue is full */
@@ -108,6 +112,7 @@ typedef struct part_s {
   int64_t pub_next; /* next, as published by consumer_publish */
   int pub_paused;   /* queue_paused, as published */
   int64_t high;     /* the high watermark of the last good watch (or read at start) */
+  int64_t low;      /* the low watermark read at start */
   /* Consumer thread: the check of its first records against the format. */
   int probed, probe_failed;         /* of its first PROBE_RECORDS records, those that did
                                        not decode */
@@ -297,6 +302,9 @@ ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf);
 
 /* ------------------------------------------------------------------------ */
 /* consumer_record.c                                                         */
+
+/* The digest of a record's key and value (ls_ingest_mark_t). */
+uint64_t consumer_mark_digest(const void *key, size_t key_len, const void *value, size_t len);
 
 /* Takes one message from librdkafka: handles it, or holds it back while
  * its partition's queue is full. Takes ownership of m. Returns 0, or -1

@@ -1,12 +1,14 @@
 /*
  * Where the consumer's partitions start (ingest/consumer_internal.h):
- * watermarks, offsets looked up by time, the series a snapshot restores,
- * the assignment.
+ * watermarks, offsets looked up by time, the marks of resumed partitions
+ * checked (is the topic the one the snapshot was taken from?), the series a
+ * snapshot restores, the assignment.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "consumer_internal.h"
 #include "kafka_util.h"
 #include "window.h" /* the windower's series: a restored one's id, for the tap */
@@ -14,8 +16,14 @@
 /* ------------------------------------------------------------------------ */
 /* Start positions                                                           */
 
-/* Reads each partition's watermarks and turns its start into an offset. */
-static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
+/* Why a resumed partition is not the one its mark was taken from, one per
+ * partition ("" while it is). */
+typedef char why_t[256];
+
+/* Reads each partition's watermarks and turns its start into an offset. A
+ * resumed partition (marked) whose start is past its high watermark has
+ * why[i] set instead of failing. */
+static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf, why_t *why) {
   int const timeout = conf->s.start_timeout_ms;
   rd_kafka_topic_partition_list_t *const times = rd_kafka_topic_partition_list_new(1);
   ls_err_t err = LS_OK;
@@ -34,10 +42,16 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     }
     p->end = ing->s.stop_at_end ? high : INT64_MAX;
     p->high = high;
+    p->low = low;
     p->skip_time = -1;
     switch (s.kind) {
     case LS_START_OFFSET:
-      if (s.value < low || s.value > high)
+      if (conf->partitions[i].marked && s.value > high)
+        snprintf(why[i], sizeof why[i],
+                 "the snapshot resumes at offset %" PRId64 ", but the partition ends at offset "
+                 "%" PRId64 " (its high watermark)",
+                 s.value, high);
+      else if (s.value < low || s.value > high)
         err = ls_error_set(LS_ERR_INVALID_ARG,
                            "topic '%s' partition %" PRId32 ": start offset %" PRId64
                            " is outside the watermarks [%" PRId64 ", %" PRId64
@@ -84,6 +98,148 @@ static ls_err_t resolve(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   return err;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The marks of resumed partitions                                           */
+
+/* Compares message m, read at part's mark, with the mark: why set when it
+ * is another record. */
+static void compare_mark(const part_t *part, const rd_kafka_message_t *m, char *why, size_t size) {
+  const ls_ingest_mark_t *const k = &part->mark;
+  rd_kafka_timestamp_type_t type;
+  int64_t const ts = rd_kafka_message_timestamp(m, &type);
+  int64_t const t = type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE || ts < 0 ? -1 : ts;
+  uint64_t const digest = consumer_mark_digest(m->key, m->key_len, m->payload, m->len);
+  if (m->offset != k->offset)
+    snprintf(why, size,
+             "the snapshot resumes after the record at offset %" PRId64 " (timestamp %" PRId64
+             "), but the partition holds no record there (the next is at offset %" PRId64 ")",
+             k->offset, k->time, m->offset);
+  else if (t != k->time || digest != k->digest)
+    snprintf(why, size,
+             "the snapshot resumes after the record at offset %" PRId64 " (timestamp %" PRId64
+             "), but the partition holds another record there (timestamp %" PRId64 "%s)",
+             k->offset, k->time, t, t == k->time ? ", another key or value" : "");
+}
+
+/* Reads the record at the mark of each resumed partition whose mark the
+ * watermarks do not settle (want[i]), within timeout_ms, and compares it
+ * (why). Assigns them for that, and unassigns them after: what was read
+ * is of an assignment since replaced, which librdkafka drops. */
+static ls_err_t read_marks(ls_ingest_t *ing, const int *want, why_t *why, int timeout_ms) {
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
+  int left = 0;
+  for (int i = 0; i < ing->n_parts; i++)
+    if (want[i]) {
+      rd_kafka_topic_partition_list_add(list, ing->s.topic, ing->parts[i].id)->offset =
+          ing->parts[i].mark.offset;
+      left++;
+    }
+  rd_kafka_resp_err_t const kerr =
+      left > 0 ? rd_kafka_assign(ing->rk, list) : RD_KAFKA_RESP_ERR_NO_ERROR;
+  rd_kafka_topic_partition_list_destroy(list);
+  if (left == 0) return LS_OK;
+  LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot assign the partitions of topic '%s' to read their snapshot's last "
+               "records: %s",
+               ing->s.topic, rd_kafka_err2str(kerr));
+  int *const done = calloc((size_t)ing->n_parts, sizeof *done);
+  LS_RETURN_IF(done == NULL, LS_ERR_NOMEM, "no memory for %d partitions", ing->n_parts);
+  int64_t const deadline = base_now_ms() + timeout_ms;
+  while (left > 0) {
+    int64_t const wait = deadline - base_now_ms();
+    if (wait <= 0) break;
+    ssize_t n = rd_kafka_consume_batch_queue(ing->rkq, 0, ing->batch, BATCH_MAX);
+    if (n == 0)
+      n = rd_kafka_consume_batch_queue(ing->rkq, wait < BATCH_WAIT_MS ? (int)wait : BATCH_WAIT_MS,
+                                       ing->batch, 1);
+    for (ssize_t j = 0; j < n; j++) {
+      rd_kafka_message_t *const m = ing->batch[j];
+      part_t *const part = m->rkt != NULL ? consumer_part(ing, m->partition) : NULL;
+      int const i = part != NULL ? (int)(part - ing->parts) : -1;
+      if (i >= 0 && want[i] && !done[i]) {
+        done[i] = 1;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+          compare_mark(part, m, why[i], sizeof why[i]);
+        else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+          snprintf(why[i], sizeof why[i],
+                   "the snapshot resumes after the record at offset %" PRId64
+                   ", but the partition ends at offset %" PRId64,
+                   part->mark.offset, m->offset);
+        else /* deleted by retention since the watermarks were read: not a re-creation */
+          done[i] = m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+                    m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE;
+        left -= done[i];
+      }
+      rd_kafka_message_destroy(m);
+    }
+  }
+  free(done);
+  rd_kafka_resp_err_t const uerr = rd_kafka_assign(ing->rk, NULL);
+  LS_RETURN_IF(left > 0, LS_ERR_KAFKA,
+               "topic '%s': could not read the record each resumed partition's snapshot ends "
+               "with within %d ms (start.timeout.ms; %d partition%s unanswered), to check that "
+               "the topic is the one the snapshot was taken from",
+               ing->s.topic, timeout_ms, left, left > 1 ? "s" : "");
+  LS_RETURN_IF(uerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "cannot unassign the partitions of topic '%s': %s", ing->s.topic,
+               rd_kafka_err2str(uerr));
+  return LS_OK;
+}
+
+/* A resumed partition is the one its snapshot was taken from when its high
+ * watermark is not below its start (resolve) and the record at its mark is
+ * the mark's, or gone to retention (the low watermark past it). One that is
+ * not (a topic deleted and re-created since: offsets from 0 again) fails
+ * the start, or with topic_recreated=restart is read from its beginning. */
+static ls_err_t check_marks(ls_ingest_t *ing, const ls_ingest_conf_t *conf, why_t *why) {
+  int *const want = calloc((size_t)ing->n_parts, sizeof *want);
+  LS_RETURN_IF(want == NULL, LS_ERR_NOMEM, "no memory for %d partitions", ing->n_parts);
+  for (int i = 0; i < ing->n_parts; i++) {
+    const part_t *const p = &ing->parts[i];
+    want[i] = conf->partitions[i].marked && why[i][0] == '\0' && p->mark.offset >= p->low;
+  }
+  ls_err_t const err = read_marks(ing, want, why, conf->s.start_timeout_ms);
+  free(want);
+  LS_FORWARD_IF_ERROR(err);
+  int first = -1, n = 0;
+  char ids[160] = "";
+  size_t at = 0;
+  for (int i = 0; i < ing->n_parts; i++) {
+    part_t *const p = &ing->parts[i];
+    if (why[i][0] == '\0') continue;
+    if (first < 0) first = i;
+    if (at < sizeof ids)
+      at += (size_t)snprintf(ids + at, sizeof ids - at, "%s%" PRId32, n ? ", " : "", p->id);
+    n++;
+    if (!ing->s.topic_recreated) continue;
+    p->restarted = 1;
+    p->start = p->next = p->low;
+    p->assign_at = RD_KAFKA_OFFSET_BEGINNING;
+    p->mark = (ls_ingest_mark_t){-1, -1, 0};
+  }
+  if (first < 0) return LS_OK;
+  char others[200] = "";
+  if (n > 1) snprintf(others, sizeof others, " (partitions %s are in that case)", ids);
+  const char *const topic = ing->s.topic;
+  int32_t const id = ing->parts[first].id;
+  if (!ing->s.topic_recreated)
+    return ls_error_set(
+        LS_ERR_CORRUPT,
+        "topic '%s' partition %" PRId32 ": %s%s: the topic was deleted and re-created since the "
+        "snapshot (its offsets count from 0 again), or lost records; its offsets are not the "
+        "snapshot's, so nothing was read. To read it from its beginning, the model kept and the "
+        "series of such partitions started over, give topic_recreated=restart "
+        "(--topic-recreated restart); to train anew, --resume none or another snapshot "
+        "directory",
+        topic, id, why[first], others);
+  consumer_warn(ing, WARN_LOG,
+                "topic '%s' partition %" PRId32 ": %s%s: the topic was deleted and re-created "
+                "since the snapshot; topic_recreated=restart: read from its beginning, what the "
+                "snapshot held in flight of it dropped",
+                topic, id, why[first], others);
+  return LS_OK;
+}
+
 /* Queues a window a restore re-formed. */
 static ls_err_t enqueue_restored(void *opaque, const ls_window_t *win) {
   ls_ingest_t *const ing = opaque;
@@ -122,7 +278,8 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   size_t n = 0;
   for (size_t i = 0; i < conf->n_restores; i++) {
     const ingest_restore_t *const r = &conf->restores[i];
-    if (consumer_part(ing, r->s.partition) == NULL) continue;
+    const part_t *const part = consumer_part(ing, r->s.partition);
+    if (part == NULL || part->restarted) continue;
     mine[n] = r->s;
     mine[n].key = conf->keys + r->key_at;
     mine[n].offsets = conf->row_offsets + r->row_at;
@@ -172,7 +329,12 @@ static ls_err_t assign(ls_ingest_t *ing) {
 
 ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   LS_FORWARD_IF_ERROR(consumer_check_leaders(ing, conf->s.start_timeout_ms, 1));
-  LS_FORWARD_IF_ERROR(resolve(ing, conf));
+  why_t *const why = calloc((size_t)ing->n_parts, sizeof *why);
+  LS_RETURN_IF(why == NULL, LS_ERR_NOMEM, "no memory for %d partitions", ing->n_parts);
+  ls_err_t err = resolve(ing, conf, why);
+  if (err == LS_OK) err = check_marks(ing, conf, why);
+  free(why);
+  LS_FORWARD_IF_ERROR(err);
   LS_FORWARD_IF_ERROR(restore(ing, conf));
   return assign(ing);
 }

@@ -163,7 +163,8 @@ ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int 
                                      high,
                                      high < 0 ? -1 : high - p->pub_next,
                                      (int64_t)atomic_load(&p->n),
-                                     p->pub_paused};
+                                     p->pub_paused,
+                                     p->restarted};
   }
   pthread_mutex_unlock(&ing->lock);
   return LS_OK;

@@ -19,6 +19,7 @@ const char *snap_section_name(uint32_t id) {
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
   if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
   if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
+  if (id == LS_SNAPSHOT_SECTION_MARKS) return "marks";
   return id <= SNAP_SERIES_MODEL ? names[id] : names[0];
 }
 

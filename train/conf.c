@@ -23,6 +23,7 @@ static const char *const target_kinds[] = {"delta", "level", NULL};
 static const char *const input_kinds[] = {"level,change", "level", NULL};
 /* ls_train_conf_t.predictions: index + 1 = bit 0 next, bit 1 eval. */
 static const char *const prediction_kinds[] = {"none", "next", "eval", "next,eval", NULL};
+static const char *const recreated_kinds[] = {"refuse", "restart", NULL};
 
 #define F(field) offsetof(ls_train_conf_t, field)
 #define S(field) sizeof(((ls_train_conf_t *)0)->field)
@@ -186,6 +187,12 @@ static const base_key_t keys[] = {
     {"resume",
      "latest (the newest good snapshot in snapshot_dir, if any), none, or a snapshot directory",
      F(resume), BASE_V_STR(S(resume)), "latest", LS_KEY_RUN},
+    {"topic_recreated",
+     "a resume whose topic is not the snapshot's any more (deleted and re-created: the record a "
+     "partition's snapshot ends with is not at its offset, or the partition ends before the "
+     "snapshot's offset): refuse (fail, naming the partition, its offset and why), or restart "
+     "(read such partitions from their beginning, the model kept, their series started over)",
+     F(topic_recreated), BASE_V_CHOICE(recreated_kinds), "refuse", LS_KEY_RUN},
     {"normalize",
      "series: each series' inputs and targets scaled by its own running location and scale; none: "
      "raw",

@@ -65,6 +65,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.reset_gap_ms = c->reset_gap_ms;
   is.max_future_ms = c->max_future_ms;
   is.late_ms = c->late_ms;
+  is.topic_recreated = c->topic_recreated;
   is.series_idle_ms = c->series_idle_ms;
   is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down
                                   must not hold up the end of a run */

@@ -35,6 +35,7 @@ struct train_snaps_s {
   double last_t;             /* when the last snapshot was taken (rank 0) */
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
+  ls_ingest_mark_t *marks;   /* [P] the last record read of each (train/marks.c) */
   int n;
   int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
   int64_t durable_step; /* the newest snapshot committed (or resumed from), -1 none */
@@ -97,7 +98,7 @@ void train_snaps_destroy(train_snaps_t *s) {
   if (s == NULL) return;
   ls_snapshotter_destroy(s->snapper);
   ls_snapshot_unlock(s->lock); /* after the last write */
-  free(s->parts), free(s->offsets);
+  free(s->parts), free(s->offsets), free(s->marks);
   free(s);
 }
 
@@ -201,9 +202,9 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 
 /* The module sections this version reads: a snapshot holding another that
  * it must not skip was written by a later version. */
-static const uint32_t known_sections[] = {LS_SNAPSHOT_SECTION_SETTINGS,
-                                          LS_SNAPSHOT_SECTION_CALIBRATION,
-                                          LS_SNAPSHOT_SECTION_PREDICT, LS_SNAPSHOT_SECTION_RUN};
+static const uint32_t known_sections[] = {
+    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION, LS_SNAPSHOT_SECTION_PREDICT,
+    LS_SNAPSHOT_SECTION_RUN, LS_SNAPSHOT_SECTION_MARKS};
 
 /* The settings section: "key=value\n" per fixed or noted option, in the
  * option table's order (train_conf_settings). Version 1. */
@@ -282,24 +283,35 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   return err;
 }
 
-/* Where partition p starts: the snapshot's resume offset when it has one,
- * else dflt. */
-static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start_t dflt) {
+/* Where partition p starts: the snapshot's resume offset when it has one
+ * (*resumed = 1), else dflt. */
+static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start_t dflt,
+                                  int *resumed) {
   size_t const n = snap != NULL ? ls_snapshot_partition_count(snap) : 0;
+  *resumed = 0;
   for (size_t i = 0; i < n; i++) {
     int32_t part = -1;
     int64_t offset = 0;
-    if (ls_snapshot_get_partition(snap, i, &part, &offset) == LS_OK && part == p)
+    if (ls_snapshot_get_partition(snap, i, &part, &offset) == LS_OK && part == p) {
+      *resumed = 1;
       return (ls_start_t){LS_START_OFFSET, offset};
+    }
   }
   return dflt;
 }
 
 ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
                             int P, ls_start_t start) {
-  for (int i = 0; i < P; i++)
-    LS_FORWARD_IF_ERROR(
-        ls_ingest_conf_add_partition(ic, parts[i], partition_start(snap, parts[i], start)));
+  for (int i = 0; i < P; i++) {
+    int resumed = 0;
+    ls_start_t const at = partition_start(snap, parts[i], start, &resumed);
+    LS_FORWARD_IF_ERROR(ls_ingest_conf_add_partition(ic, parts[i], at));
+    ls_ingest_mark_t mark = {-1, -1, 0};
+    if (resumed) LS_FORWARD_IF_ERROR(train_marks_get(snap, parts[i], &mark));
+    /* A mark past the start (a snapshot not of this lstream) is not checked. */
+    if (resumed && mark.offset >= at.value) mark = (ls_ingest_mark_t){-1, -1, 0};
+    if (resumed) LS_FORWARD_IF_ERROR(ls_ingest_conf_set_mark(ic, parts[i], &mark));
+  }
   /* The records in flight: the consumer forms the windows not yet trained
    * from them (the partitions resume past them). */
   size_t const n = snap != NULL ? ls_snapshot_inflight_count(snap) : 0;
@@ -315,6 +327,34 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
     LS_FORWARD_IF_ERROR(ls_ingest_conf_restore(ic, &in));
   }
   return LS_OK;
+}
+
+/* The partitions the consumer ing (NULL: none) restarted, their topic
+ * re-created: *out [*n] (malloc'ed) and their ids in text. */
+static ls_err_t restarted_partitions(ls_ingest_t *ing, int32_t **out, int *n, char *text,
+                                     size_t size) {
+  *out = NULL, *n = 0;
+  int count = 0;
+  if (ing == NULL) return LS_OK;
+  LS_FORWARD_IF_ERROR(ls_ingest_partitions(ing, NULL, 0, &count));
+  ls_ingest_partition_t *const parts = calloc(count > 0 ? (size_t)count : 1, sizeof *parts);
+  *out = calloc(count > 0 ? (size_t)count : 1, sizeof **out);
+  if (parts == NULL || *out == NULL) {
+    free(parts), free(*out);
+    *out = NULL;
+    return ls_error_set(LS_ERR_NOMEM, "no memory for %d partitions", count);
+  }
+  ls_err_t const err = ls_ingest_partitions(ing, parts, count, &count);
+  size_t at = 0;
+  for (int i = 0; i < count && err == LS_OK; i++) {
+    if (!parts[i].restarted) continue;
+    (*out)[(*n)++] = parts[i].partition;
+    if (at < size)
+      at += (size_t)snprintf(text + at, size - at, "%s%d", *n > 1 ? ", " : "",
+                             (int)parts[i].partition);
+  }
+  free(parts);
+  return err;
 }
 
 /* The series' host-side state (normaliser, error sums) from the snapshot's
@@ -343,22 +383,48 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
   LS_FORWARD_IF_ERROR(ls_engine_write_params(eng, model.params, model.n));
   LS_FORWARD_IF_ERROR(
       ls_engine_write_optimizer(eng, model.adam_m, model.adam_v, model.n, model.adam_steps));
+  /* The partitions the consumer restarted (their topic re-created): their
+   * series start over. */
+  char restarted[256] = "";
+  int32_t *gone = NULL;
+  int n_gone = 0;
+  LS_FORWARD_IF_ERROR(restarted_partitions(s->v->ing, &gone, &n_gone, restarted, sizeof restarted));
   /* The series in their order: the slots, and so the table, come out as
    * those of the run that wrote the snapshot. */
   size_t const S = ls_snapshot_series_count(snap);
-  for (size_t i = 0; i < S; i++) {
+  size_t kept = 0;
+  ls_err_t err = LS_OK;
+  for (size_t i = 0; i < S && err == LS_OK; i++) {
     ls_series_info_t si;
     int64_t slot = -1;
-    LS_FORWARD_IF_ERROR(ls_snapshot_get_series(snap, i, &si, NULL, NULL));
-    LS_FORWARD_IF_ERROR(ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot));
-    LS_FORWARD_IF_ERROR(ls_series_table_restore(series, slot, &si));
-    LS_FORWARD_IF_ERROR(apply_stats(series, snap, i, slot));
+    const float *h = NULL, *c = NULL;
+    err = ls_snapshot_get_series(snap, i, &si, &h, &c);
+    int drop = 0;
+    for (int k = 0; k < n_gone && err == LS_OK; k++)
+      drop |= gone[k] == si.partition;
+    if (err != LS_OK || drop) continue;
+    err = ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot);
+    if (err == LS_OK) err = ls_series_table_restore(series, slot, &si);
+    if (err == LS_OK) err = apply_stats(series, snap, i, slot);
+    if (err == LS_OK && n_gone > 0) /* else all at once below */
+      err = ls_state_table_write(ls_series_table_states(series), (size_t)slot, 1, h, c);
+    kept++;
   }
+  free(gone);
+  LS_FORWARD_IF_ERROR(err);
   LS_FORWARD_IF_ERROR(ls_series_table_restored(series));
-  if (S > 0) {
+  if (S > 0 && n_gone == 0) {
     const float *h = NULL, *c = NULL;
     LS_FORWARD_IF_ERROR(ls_snapshot_get_states(snap, &h, &c));
     LS_FORWARD_IF_ERROR(ls_state_table_write(ls_series_table_states(series), 0, S, h, c));
+  }
+  if (n_gone > 0) {
+    size_t const at = strlen(s->note);
+    snprintf(s->note + at, sizeof s->note - at,
+             "; topic '%s' re-created since the snapshot (--topic-recreated restart): partition%s "
+             "%s read from %s beginning, %zu of the snapshot's series started over",
+             s->v->conf->topic, n_gone > 1 ? "s" : "", restarted, n_gone > 1 ? "their" : "its",
+             S - kept);
   }
   LS_FORWARD_IF_ERROR(figures_load(s->v->fig, snap));
   int cut = 0;
@@ -393,7 +459,8 @@ ls_err_t train_snaps_open(train_snaps_t *s) {
   size_t const P = s->v->P > 0 ? (size_t)s->v->P : 1;
   s->parts = calloc(P, sizeof *s->parts);
   s->offsets = calloc(P, sizeof *s->offsets);
-  LS_RETURN_IF(s->parts == NULL || s->offsets == NULL, LS_ERR_NOMEM,
+  s->marks = calloc(P, sizeof *s->marks);
+  LS_RETURN_IF(s->parts == NULL || s->offsets == NULL || s->marks == NULL, LS_ERR_NOMEM,
                "no memory for snapshot offsets");
   return ls_snapshotter_new(c->snapshot_dir, &s->v->shape, &sc, &s->snapper);
 }
@@ -469,11 +536,13 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
     int64_t offset = 0; /* the next unread record: what is older is in flight, in the snapshot */
-    LS_FORWARD_IF_ERROR(ls_ingest_inflight(v->ing, v->parts[i], &offset, keep_inflight, snap));
+    LS_FORWARD_IF_ERROR(
+        ls_ingest_inflight(v->ing, v->parts[i], &offset, &s->marks[s->n], keep_inflight, snap));
     LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[i], offset));
     s->parts[s->n] = v->parts[i];
     s->offsets[s->n++] = offset;
   }
+  LS_FORWARD_IF_ERROR(train_marks_put(snap, s->n, s->parts, s->marks));
   if (v->rep != NULL) LS_FORWARD_IF_ERROR(replay_save(v->rep, snap));
   if (v->pred != NULL) LS_FORWARD_IF_ERROR(predict_save(v->pred, snap, &s->pred_mark));
   int busy = 0;

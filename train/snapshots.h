@@ -59,19 +59,29 @@ ls_err_t train_run_choose(const ls_snapshot_t *snap, train_view_t *v);
 /* Puts the view's run id into a snapshot being taken (its section). */
 ls_err_t train_run_put(const train_view_t *v, ls_snapshot_t *snap);
 
+/* train/marks.c. Each partition's mark (the last record read of it) into
+ * a snapshot being taken: n partitions parts [n], their marks [n]. */
+ls_err_t train_marks_put(ls_snapshot_t *snap, int n, const int32_t *parts,
+                         const ls_ingest_mark_t *marks);
+
+/* A loaded snapshot's mark of partition (offset -1 when it has none). */
+ls_err_t train_marks_get(const ls_snapshot_t *snap, int32_t partition, ls_ingest_mark_t *out);
+
 /* The loaded snapshot's model shape against the view's (computed from the
  * settled configuration). */
 ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap);
 
 /* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
- * it or else at start, and snap's series as skip rules. */
+ * it (with its mark, which the consumer checks) or else at start, and
+ * snap's records in flight to restore. */
 ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
                             int P, ls_start_t start);
 
 /* Applies a loaded snapshot: model and optimizer into the engine, the
  * series with their counts, states and host-side state into the series
- * table, the calibration, the replay memories; *steps and *updates receive
- * the run's counts at the snapshot. */
+ * table (but those of partitions the consumer restarted: a topic
+ * re-created), the calibration, the replay memories; *steps and *updates
+ * receive the run's counts at the snapshot. */
 ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps, int64_t *updates);
 
 /* Starts the background writer when snapshot_dir is set. */

@@ -56,8 +56,9 @@ struct ls_train_conf_s {
   int64_t snapshot_every;   /* steps; 0 = off */
   double snapshot_interval; /* seconds; 0 = off */
   int snapshot_keep, snapshot_level, snapshot_threads, snapshot_shuffle;
-  char resume[1024]; /* latest | none | a snapshot directory */
-  char **kafka;      /* "key=value" librdkafka properties */
+  char resume[1024];   /* latest | none | a snapshot directory */
+  int topic_recreated; /* a resumed topic re-created: 0 refuse, 1 restart its partitions */
+  char **kafka;        /* "key=value" librdkafka properties */
   int n_kafka;
   /* The model's inputs and targets (issue 17). */
   int normalize;            /* 0 series, 1 none */

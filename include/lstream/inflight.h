@@ -1,6 +1,7 @@
 /*
  * lstream: one series' records in flight, the type that ingest (which holds
- * them) and state (whose snapshots keep them) share.
+ * them) and state (whose snapshots keep them) share; and a partition's
+ * mark, the last record read of it.
  */
 #ifndef LSTREAM_INFLIGHT_H
 #define LSTREAM_INFLIGHT_H
@@ -29,6 +30,15 @@ typedef struct ls_inflight_s {
   const int64_t *offsets, *times; /* [rows], ascending offsets */
   const float *x;                 /* [rows, F] */
 } ls_inflight_t;
+
+/* The last record a partition's consumer handled (ls_ingest_inflight):
+ * what a snapshot keeps of a partition to know its topic again on a resume
+ * (a topic deleted and re-created counts its offsets from 0 again). */
+typedef struct ls_ingest_mark_s {
+  int64_t offset;  /* its offset; -1: none known */
+  int64_t time;    /* its Kafka timestamp (ms), -1 when it has none */
+  uint64_t digest; /* a 64-bit hash of its key and value */
+} ls_ingest_mark_t;
 
 #ifdef __cplusplus
 }

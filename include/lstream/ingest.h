@@ -413,10 +413,9 @@ LS_API ls_err_t ls_start_parse(const char *text, ls_start_t *out);
 typedef struct ls_ingest_conf_s ls_ingest_conf_t;
 
 /* Warnings the consumer does not stop for (rejected records, Kafka errors
- * librdkafka retries, librdkafka's own warnings), rate limited: at most one
- * per kind every warn.interval.ms, the message saying how many were
- * suppressed. Called from the consumer's thread or librdkafka's threads,
- * one call at a time. */
+ * librdkafka retries, librdkafka's own warnings), rate limited: one per kind
+ * every warn.interval.ms at most, saying how many were suppressed. Called
+ * from the consumer's thread or librdkafka's, one call at a time. */
 typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
 
 /* The consumer's lstream settings, typed: ls_ingest_conf_set sets one
@@ -470,6 +469,9 @@ typedef struct ls_ingest_settings_s {
                                     partitions' leaders for their high watermarks (one
                                     ListOffsets per leader, waiting at most this long): is
                                     the cluster reached, each partition's lag; 0 never (1000) */
+  int topic_recreated;           /* [topic_recreated] a partition failing ls_ingest_conf_set_mark's
+                                    check: refuse (0): ls_ingest_new fails, naming it | restart
+                                    (1): read from its beginning, nothing of it restored (refuse) */
 } ls_ingest_settings_t;
 
 /* Fills s with the defaults (no topic). */
@@ -511,6 +513,12 @@ LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t par
 LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
                                            void *opaque);
 
+/* Partition (added at a start offset) resumes after record mark (-1:
+ * unknown): ls_ingest_new checks the record (unless retention deleted it)
+ * and the high watermark; a topic re-created fails: see topic_recreated. */
+LS_API ls_err_t ls_ingest_conf_set_mark(ls_ingest_conf_t *conf, int32_t partition,
+                                        const ls_ingest_mark_t *mark);
+
 /* Adds a series in flight to restore (a snapshot's): copied; ls_ingest_new
  * restores those of the partitions the conf reads (ls_windower_restore;
  * others are ignored, so every rank may be given all of them) before it
@@ -531,20 +539,18 @@ typedef struct ls_ingest_stats_s {
   int64_t peak_memory_records; /* the most memory_records ever reached */
   int64_t pauses;              /* times partitions were paused (backpressure) */
   int paused;                  /* partitions paused for backpressure now */
-  int64_t dead_letters;        /* rejected records copied to the dead-letter topic (handed to
-                                  its producer, less those it failed to deliver) */
+  int64_t dead_letters;        /* rejected records copied to the dead-letter topic, less
+                                  those its producer failed to deliver */
   int64_t dead_letter_errors;  /* copies that could not be delivered */
   int64_t kafka_errors;        /* client errors librdkafka retries */
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */
-  int connected;               /* 1: the last watch reached every partition's leader (or
-                                  none ran yet); 0: it failed (watch_error says why); -1:
-                                  no watch (watch.interval.ms = 0) */
+  int connected;               /* 1: the last watch reached every partition's leader (or none
+                                  ran yet); 0: it failed (watch_error); -1: watch.interval.ms 0 */
   int64_t disconnected_ms;     /* 0 while connected, else ms since the last good watch */
-  char watch_error[512];       /* why the last watch failed (the partitions that cannot
-                                  be read, their leader and its address, when that is
-                                  why); "" when connected */
+  char watch_error[512];       /* why the last watch failed (the partitions it cannot read,
+                                  their leader and its address, if that is why); "" if none */
 } ls_ingest_stats_t;
 
 /* One partition of a running consumer, its fields read together. */
@@ -559,6 +565,7 @@ typedef struct ls_ingest_partition_s {
                              the consumer has not read yet, never negative; -1 unknown */
   int64_t queued_windows; /* windows of it waiting for the trainer */
   int paused;             /* paused for backpressure (its queue is full) */
+  int restarted;          /* read from its beginning: its mark's check failed (restart) */
 } ls_ingest_partition_t;
 
 /* What ls_ingest_next returned. */
@@ -655,14 +662,14 @@ LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *ou
  * handed out, windows queued or taken and not released, flushed ones
  * included), each through fn with all of those records; and *next, the
  * offset of its next unread record (one past the last record it handled,
- * its start position if none; messages held back while paused are unread).
- * A consumer started at *next with those series restored
- * (ls_ingest_conf_restore) forms exactly the windows not yet trained, in
- * the same per-partition order, whatever the records' age. Consistent while
- * the consumer runs: it waits for the batch of messages in hand
- * (milliseconds). Call from the thread that takes windows. */
+ * its start position if none; messages held back while paused are unread),
+ * and *last (unless NULL) that record's mark (the conf's if none; -1 none).
+ * A consumer started at *next with those series restored forms exactly the
+ * windows not yet trained, in the same per-partition order, whatever the
+ * records' age. Consistent while the consumer runs (it waits for the batch
+ * in hand, milliseconds). Call from the thread that takes windows. */
 LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
-                                   ls_inflight_fn fn, void *opaque);
+                                   ls_ingest_mark_t *last, ls_inflight_fn fn, void *opaque);
 
 /* Commits offsets [n] (next to read, Kafka's convention) of partitions [n]
  * (the conf's) to the conf's group.id, for Kafka's tools to show the lag;

@@ -352,6 +352,7 @@ enum {
   LS_SNAPSHOT_SECTION_CALIBRATION = 65, /* train/figures.c: the forecasts' calibration */
   LS_SNAPSHOT_SECTION_PREDICT = 66,     /* train/predict_out.c: the forecasts' bookkeeping */
   LS_SNAPSHOT_SECTION_RUN = 67,         /* train/snapshots.c: the run's id */
+  LS_SNAPSHOT_SECTION_MARKS = 68,       /* train/marks.c: each partition's last record read */
   LS_SNAPSHOT_SECTION_LAST = 1023
 };
 #define LS_SNAPSHOT_MODULE_SECTIONS 16 /* the most module sections in one shard */

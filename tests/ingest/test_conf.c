@@ -100,6 +100,7 @@ Test(conf, settings) {
   cr_expect_eq(s.queue_windows, 4096, "the trainer's default");
   cr_expect_eq(s.buffer_records, 16777216, "the trainer's default");
   cr_expect_eq(s.watch_interval_ms, 1000);
+  cr_expect_eq(s.topic_recreated, 0, "refuse, the trainer's default");
   cr_expect_null(s.topic);
   char topic[] = "ticks";
   s.topic = topic;

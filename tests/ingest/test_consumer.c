@@ -8,7 +8,9 @@
  * and injected fetch errors lose and duplicate nothing; a stalled trainer
  * keeps memory under its bound, and everything arrives after it resumes;
  * a consumer started from a snapshot (resume offsets, skip rules) forms
- * exactly the windows not trained yet; committed offsets read back.
+ * exactly the windows not trained yet, and one resumed on a topic deleted
+ * and re-created is refused or, asked, restarted; committed offsets read
+ * back.
  *
  * Every wait is on a condition with a generous deadline, never a fixed sleep.
  */
@@ -1246,8 +1248,8 @@ static void sim_snapshot(sim_t *m, int wait_paused) {
   snap->paused = st.paused;
   snap->unreleased = m->n_step;
   for (int p = 0; p < RS_PARTS; p++) {
-    cr_assert_eq(ls_ingest_inflight(m->ing, p, &snap->resume[p], keep_flight, snap), LS_OK, "%s",
-                 ls_last_error());
+    cr_assert_eq(ls_ingest_inflight(m->ing, p, &snap->resume[p], NULL, keep_flight, snap), LS_OK,
+                 "%s", ls_last_error());
     snap->unreleased += m->held[p] >= 0;
   }
 }
@@ -1440,14 +1442,15 @@ Test(consumer, inflight_keeps_the_overlap_record) {
   rig_start(&r);
   wait_stats(r.ing, records_reach, 5, "window 0's records");
   snap_t queued = {0}, out = {0}, released = {0};
-  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &queued.resume[0], keep_flight, &queued), LS_OK);
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &queued.resume[0], NULL, keep_flight, &queued), LS_OK);
   ls_next_t what;
   const ls_window_t *win = NULL;
   cr_assert_eq(ls_ingest_next(r.ing, (int)(WAIT_S * 1000), &what, &win), LS_OK);
   cr_assert_eq(what, LS_NEXT_WINDOW);
-  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &out.resume[0], keep_flight, &out), LS_OK);
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &out.resume[0], NULL, keep_flight, &out), LS_OK);
   ls_ingest_release(r.ing, win);
-  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &released.resume[0], keep_flight, &released), LS_OK);
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &released.resume[0], NULL, keep_flight, &released),
+               LS_OK);
   const snap_t *const all[] = {&queued, &out, &released};
   for (int i = 0; i < 3; i++) {
     cr_expect_eq(all[i]->resume[0], 5, "the next unread record");
@@ -1482,6 +1485,160 @@ Test(consumer, inflight_keeps_the_overlap_record) {
   ls_ingest_conf_destroy(c);
   free(queued.flights), free(out.flights), free(released.flights);
   rig_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A topic re-created under a snapshot                                       */
+
+/* A consumer of topic "again" on cluster b resumed as a snapshot would
+ * resume it: at offset `resume` after record `mark`, with the series in
+ * flight of snap; topic_recreated = policy. */
+static ls_ingest_conf_t *resumed_conf(const ls_broker_t *b, int64_t resume,
+                                      const ls_ingest_mark_t *mark, const snap_t *snap,
+                                      const char *policy) {
+  ls_ingest_conf_t *const c = consumer_conf(b, "again", 4, "never");
+  cr_assert_eq(ls_ingest_conf_set(c, "topic_recreated", policy), LS_OK, "%s", ls_last_error());
+  ls_start_t const start = {LS_START_OFFSET, resume};
+  cr_assert_eq(ls_ingest_conf_add_partition(c, 0, start), LS_OK);
+  cr_assert_eq(ls_ingest_conf_set_mark(c, 0, mark), LS_OK, "%s", ls_last_error());
+  for (int i = 0; i < snap->n_flights; i++) {
+    ls_inflight_t const in = flight_series(&snap->flights[i]);
+    cr_assert_eq(ls_ingest_conf_restore(c, &in), LS_OK, "%s", ls_last_error());
+  }
+  return c;
+}
+
+/* ls_ingest_new of conf c: the error it returns, its message in msg. */
+static ls_err_t try_new(ls_ingest_conf_t *c, ls_ingest_t **out, char *msg, size_t size) {
+  ls_err_t const err = ls_ingest_new(out, c);
+  snprintf(msg, size, "%s", ls_last_error());
+  ls_ingest_conf_destroy(c);
+  return err;
+}
+
+/* A consumer resumed at a snapshot's offset after its mark (the last record
+ * read): on the same topic it reads on; on the topic deleted and re-created
+ * (here: another cluster, its offsets from 0 again, other records), longer
+ * or shorter than the offset, it is refused, naming the partition, the
+ * offset and why; with topic_recreated=restart it reads the new topic from
+ * its beginning, none of the old records in flight restored: every new
+ * record once, none rejected. Without a mark (a snapshot of before), only
+ * a shorter topic is caught. */
+Test(consumer, a_recreated_topic_is_refused_or_restarted) {
+  rig_t r;
+  rig_new(&r, 1, "again", 1, 2, 9, 4, "never");
+  rig_produce(&r, 1, 0, 5); /* offsets 0..9: step k of series s at 2k + s */
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  wait_stats(r.ing, records_reach, 10, "the first records");
+  snap_t snap = {0};
+  ls_ingest_mark_t mark;
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &snap.resume[0], &mark, keep_flight, &snap), LS_OK);
+  cr_assert_eq(snap.resume[0], 10);
+  cr_expect_eq(mark.offset, 9);
+  cr_expect_eq(mark.time, time_of(4));
+  cr_expect_eq(snap.n_flights, 2, "both series' window 0 in flight");
+  ls_ingest_destroy(r.ing);
+  r.ing = NULL;
+
+  /* The same topic, 8 more records: read on, nothing restarted. */
+  rig_produce(&r, 1, 5, 9);
+  char msg[2048];
+  ls_ingest_t *ing = NULL;
+  cr_assert_eq(try_new(resumed_conf(r.b, 10, &mark, &snap, "refuse"), &ing, msg, sizeof msg), LS_OK,
+               "%s", msg);
+  ls_ingest_partition_t part;
+  int count = 0;
+  cr_assert_eq(ls_ingest_partitions(ing, &part, 1, &count), LS_OK);
+  cr_expect_eq(part.restarted, 0);
+  ls_ingest_stats_t st = wait_stats(ing, records_reach, 8, "the records after the snapshot");
+  cr_expect_eq(st.duplicates, 0, "the record read back to check the mark is not read twice");
+  gotlist_t g = {0};
+  take(ing, &g, 4); /* the restored windows 0, then each series' window 1 */
+  int ones = 0;
+  for (int i = 0; i < g.n; i++)
+    ones += g.w[i].index == 1 && g.w[i].first_offset == 8 + (g.w[i].key[10] - '0');
+  cr_expect_eq(ones, 2, "each series' window 1 starts at its step 4 (offset 8 + s)");
+  got_free(&g);
+  ls_ingest_destroy(ing);
+
+  /* Re-created longer (3 series x 8 steps: offset 9 holds step 3 of series
+   * 0) and shorter (4 records): refused. */
+  ls_broker_t *const longer = cluster(1, "again", 1), *const shorter = cluster(1, "again", 1);
+  rd_kafka_t *const pl = producer_new(longer), *const ps = producer_new(shorter);
+  world_t wl = world_new(3, 8, 4), ws = world_new(2, 2, 4);
+  produce_steps(pl, "again", &wl, 1, 0, 8);
+  produce_steps(ps, "again", &ws, 1, 0, 2);
+  ing = NULL;
+  cr_assert_eq(try_new(resumed_conf(longer, 10, &mark, &snap, "refuse"), &ing, msg, sizeof msg),
+               LS_ERR_CORRUPT, "%s", msg);
+  cr_expect_null(ing);
+  cr_expect(strstr(msg, "topic 'again' partition 0") && strstr(msg, "at offset 9") &&
+                strstr(msg, "another record there") && strstr(msg, "re-created") &&
+                strstr(msg, "topic_recreated=restart"),
+            "%s", msg);
+  cr_assert_eq(try_new(resumed_conf(shorter, 10, &mark, &snap, "refuse"), &ing, msg, sizeof msg),
+               LS_ERR_CORRUPT, "%s", msg);
+  cr_expect(strstr(msg, "partition 0: the snapshot resumes at offset 10, but the partition ends "
+                        "at offset 4") &&
+                strstr(msg, "re-created"),
+            "%s", msg);
+  /* A snapshot without a mark: the shorter topic is still refused, the
+   * longer one read on (what the mark is for). */
+  ls_ingest_mark_t const none = {-1, -1, 0};
+  cr_assert_eq(try_new(resumed_conf(shorter, 10, &none, &snap, "refuse"), &ing, msg, sizeof msg),
+               LS_ERR_CORRUPT, "%s", msg);
+  cr_assert_eq(try_new(resumed_conf(longer, 10, &none, &snap, "refuse"), &ing, msg, sizeof msg),
+               LS_OK, "%s", msg);
+  ls_ingest_destroy(ing);
+
+  /* Restart: the new topics read from their beginning, every record once. */
+  ls_broker_t *const both[] = {longer, shorter};
+  int64_t const records[] = {24, 4};
+  for (int i = 0; i < 2; i++) {
+    ing = NULL;
+    cr_assert_eq(try_new(resumed_conf(both[i], 10, &mark, &snap, "restart"), &ing, msg, sizeof msg),
+                 LS_OK, "%s", msg);
+    cr_assert_eq(ls_ingest_partitions(ing, &part, 1, &count), LS_OK);
+    cr_expect_eq(part.restarted, 1, "case %d", i);
+    st = wait_stats(ing, records_reach, records[i], "the re-created topic's records");
+    cr_expect_eq(st.w.records, records[i], "case %d", i);
+    cr_expect_eq(st.w.accepted, records[i], "case %d: none rejected (nothing old restored)", i);
+    cr_expect_eq(st.duplicates, 0, "case %d", i);
+    if (i == 0) { /* each new series' window 0 (steps 0..4), as a fresh start forms it */
+      take(ing, &g, 3);
+      expect_world(&wl, &g, NULL);
+      got_free(&g);
+    }
+    ls_ingest_destroy(ing);
+  }
+  rd_kafka_destroy(pl), rd_kafka_destroy(ps);
+  world_free(&wl), world_free(&ws);
+  ls_broker_destroy(longer), ls_broker_destroy(shorter);
+  free(snap.flights);
+  rig_free(&r);
+}
+
+Test(consumer, set_mark_bad_arguments) {
+  ls_ingest_conf_t *c = NULL;
+  cr_assert_eq(ls_ingest_conf_new(&c), LS_OK);
+  ls_ingest_mark_t const mark = {4, 1000, 7}, bad_time = {4, -2, 7}, bad_offset = {-2, 5, 7};
+  cr_expect_eq(ls_ingest_conf_set_mark(NULL, 0, &mark), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 0, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 0, &mark), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "partition 0 was not added") != NULL, "%s", ls_last_error());
+  ls_start_t const at5 = {LS_START_OFFSET, 5}, at4 = {LS_START_OFFSET, 4},
+                   begin = {LS_START_BEGINNING, 0};
+  cr_assert_eq(ls_ingest_conf_add_partition(c, 0, at5), LS_OK);
+  cr_assert_eq(ls_ingest_conf_add_partition(c, 1, at4), LS_OK);
+  cr_assert_eq(ls_ingest_conf_add_partition(c, 2, begin), LS_OK);
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 0, &bad_time), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 0, &bad_offset), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 1, &mark), LS_ERR_INVALID_ARG, "offset 4 starts at 4");
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 2, &mark), LS_ERR_INVALID_ARG, "not a start offset");
+  cr_expect_eq(ls_ingest_conf_set_mark(c, 0, &mark), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(ls_ingest_conf_set(c, "topic_recreated", "sometimes"), LS_ERR_INVALID_ARG);
+  ls_ingest_conf_destroy(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1634,10 +1791,10 @@ Test(consumer, resume_and_commit_bad_arguments) {
   rig_start(&r);
   int64_t offset;
   snap_t snap = {0};
-  cr_expect_eq(ls_ingest_inflight(NULL, 0, &offset, keep_flight, &snap), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_inflight(r.ing, 0, NULL, keep_flight, &snap), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_inflight(r.ing, 0, &offset, NULL, &snap), LS_ERR_INVALID_ARG);
-  cr_expect_eq(ls_ingest_inflight(r.ing, 3, &offset, keep_flight, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(NULL, 0, &offset, NULL, keep_flight, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 0, NULL, NULL, keep_flight, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 0, &offset, NULL, NULL, &snap), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_inflight(r.ing, 3, &offset, NULL, keep_flight, &snap), LS_ERR_INVALID_ARG);
   cr_expect(strstr(ls_last_error(), "partition 3") != NULL, "%s", ls_last_error());
   int32_t const part = 0, other = 3;
   int64_t const at = 1, negative = -1;

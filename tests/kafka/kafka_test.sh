@@ -28,11 +28,14 @@
 #              time deletes every record of the topic, its too, while no
 #              trainer runs; resumed, its window joins that record to its new
 #              ones: every record trained once
-#   partitions_added, topic_recreated   TODAY'S behaviour, defects of issue 23
-#              item 5 shown as they are (turn the checks around when it is
-#              fixed): partitions added live never read and the resume
-#              refused; a re-created topic resumed at the old offsets (records
-#              skipped, nothing said) or refused when shorter
+#   partitions_added  TODAY'S behaviour, a defect of issue 23 item 5 shown
+#              as it is (turn the checks around when it is fixed):
+#              partitions added live never read
+#   topic_recreated  a topic deleted and re-created under a snapshot
+#              directory, longer and shorter than the snapshot's offsets:
+#              the resume refused, naming the partition, offset and why;
+#              with --topic-recreated restart read from its beginning, every
+#              record trained once
 #   failover   (three nodes, replication 3) live, a producer writing, the
 #              node leading a forecasts partition and a source partition
 #              killed (SIGKILL) mid-run: every
@@ -434,36 +437,47 @@ partitions_added)
   echo "today: $(field "$work/again.out" rejected partition) records of keys that moved partition rejected"
   ;;
 topic_recreated)
-  # TODAY'S BEHAVIOUR (issue 23 item 5 open; turn these checks around when
-  # it is fixed): a topic deleted and re-created under a snapshot directory
-  # is resumed at the old offsets: with more records than before, those up
-  # to them are skipped silently; with fewer, the resume is refused.
+  # A topic deleted and re-created under a snapshot directory (issue 23
+  # item 5), with more records than before, then fewer: the resume is
+  # refused, naming the topic, a partition, the snapshot's offset and why;
+  # with --topic-recreated restart the new topic is read from its
+  # beginning, the model kept: every new record trained once.
   t=rc-$sfx
   rc=("${args[@]}" --topic "$t" --until end --quiet --snapshot-dir "$work/snaps")
+  recreate() { # RECORDS SEED
+    admin delete "$bootstrap" "$t"
+    admin create "$bootstrap" "$t:2"
+    produce "$t" --series 8 --records-per-series "$1" --seed "$2"
+  }
+  refused() { # NAME WHY
+    if "$lstream" "${rc[@]}" >"$work/$1.out" 2>"$work/$1.err"; then
+      fail "$1: the resume of a re-created topic was accepted"
+    fi
+    sed -n 's/^[^ ]* [A-Z]* //p' "$work/$1.err"
+    grep -q "topic '$t' partition [01]: .*$2.*re-created since the snapshot" "$work/$1.err" ||
+      fail "$1: the refusal does not say why: $(cat "$work/$1.err")"
+  }
+  # Of N records per series, a replay from the start trains all but each
+  # series' last (8 series): 8 (N - 1).
+  trained() { # NAME WANT
+    local got
+    got=$(field "$work/$1.out" summary records)
+    [ "$got" = "$2" ] || fail "$1: $got records trained, not $2"
+    echo "$1: $got records trained, every one once"
+  }
   admin create "$bootstrap" "$t:2"
   produce "$t" --series 8 --records-per-series 100
   run first "$lstream" "${rc[@]}"
-  first=$(field "$work/first.out" summary records)
-  admin delete "$bootstrap" "$t"
-  admin create "$bootstrap" "$t:2"
-  produce "$t" --series 8 --records-per-series 150 --seed 6
-  run again "$lstream" "${rc[@]}"
-  grep -q 'resumed from' "$work/again.err" || fail "the second run did not resume"
-  again=$(field "$work/again.out" summary records)
-  # Of 1,200 records, a replay from the start trains all but each series'
-  # last (8): 1,192.
-  [ "$again" -lt 1192 ] || fail "the re-created topic was read whole: issue 23 item 5 fixed?"
-  echo "today: of the re-created topic's 1200 records $again were trained (the first run: $first)"
-  grep -i 'topic\|recreat\|re-creat' "$work/again.err" || echo "today: and nothing said so"
-  admin delete "$bootstrap" "$t"
-  admin create "$bootstrap" "$t:2"
-  produce "$t" --series 8 --records-per-series 20 --seed 7
-  if "$lstream" "${rc[@]}" >"$work/short.out" 2>"$work/short.err"; then
-    fail "a resume past the re-created topic's end was accepted"
-  fi
-  cat "$work/short.err"
-  grep -q "start offset [0-9]* is outside the watermarks" "$work/short.err" ||
-    fail "the refusal changed: $(cat "$work/short.err")"
+  trained first 792
+  recreate 150 6
+  refused longer "the snapshot resumes after the record at offset [0-9]* (timestamp [0-9]*), but the partition holds another record there"
+  run longer_restart "$lstream" "${rc[@]}" --topic-recreated restart
+  grep 'lstream train: resumed' "$work/longer_restart.err"
+  trained longer_restart 1192
+  recreate 20 7
+  refused shorter "the snapshot resumes at offset [0-9]*, but the partition ends at offset [0-9]*"
+  run shorter_restart "$lstream" "${rc[@]}" --topic-recreated restart
+  trained shorter_restart 152
   ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -85,6 +85,14 @@
 #                bytes that are not UTF-8 (written by a real client): the
 #                --series-out CSV parses (Python's csv) and gives every key
 #                back, byte for byte, through its documented escapes
+#   recreated    a topic deleted and re-created under a snapshot directory (the
+#                embedded broker started again: the topic empty, its offsets
+#                from 0), longer than the snapshot's offsets, then shorter: the
+#                resume is refused, exit 1, naming the topic, the partition,
+#                the snapshot's offset and why; with --topic-recreated restart
+#                the new topic is read from its beginning, the model kept:
+#                every new record trained once, nothing rejected. The same
+#                topic resumes as before
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -750,6 +758,61 @@ evict)
     grep -q '^W0K0,[0-9]*,2,8,' "$work/series.csv" ||
       fail "$bound: W0K0 is not a new series: $(grep '^W0K0' "$work/series.csv")"
   done
+  ;;
+recreated)
+  start_broker --topic rc:2
+  rc() { # NAME ARGS...: a replay of topic rc with snapshots; its exit status
+    local name=$1 status=0
+    shift
+    "$lstream" train --brokers "$bootstrap" --topic rc --features 2 --window 8 --batch 16 \
+      --hidden 8 --until end --quiet --threads 1 --snapshot-dir "$work/snaps" "$@" \
+      >"$work/$name.out" 2>"$work/$name.err" || status=$?
+    return $status
+  }
+  feed() { # RECORDS SEED: 8 series on a new broker's topic rc
+    kill "$broker_pid" && wait "$broker_pid" 2>/dev/null || true
+    rm -f "$work/bootstrap" # start_broker waits for the new one's
+    start_broker --topic rc:2
+    "$lstream" produce --brokers "$bootstrap" --topic rc --series 8 --features 2 \
+      --records-per-series "$1" --generator sine --noise 0.05 --seed "$2" >/dev/null
+  }
+  # trained NAME WANT: the run trained WANT records (a replay from the start
+  # trains all but each series' last, which has no target), none rejected.
+  trained() {
+    local got
+    got=$(field "$work/$1.out" summary records)
+    [ "$got" = "$2" ] || fail "$1: $got records trained, not $2: $(cat "$work/$1.err")"
+    [ "$(field "$work/$1.out" summary rejected)" = 0 ] ||
+      fail "$1: records rejected: $(grep -E '^(summary|rejected)' "$work/$1.out")"
+  }
+  "$lstream" produce --brokers "$bootstrap" --topic rc --series 8 --features 2 \
+    --records-per-series 100 --generator sine --noise 0.05 --seed 5 >/dev/null
+  rc first || fail "the first run exited $?: $(cat "$work/first.err")"
+  trained first 792
+  rc same || fail "the same topic's resume exited $?: $(cat "$work/same.err")"
+  grep -q 'resumed from' "$work/same.err" || fail "no resume: $(cat "$work/same.err")"
+  # refused NAME WHY: the resume failed, naming the topic, a partition, an
+  # offset and WHY (a pattern).
+  refused() {
+    if rc "$1"; then fail "$1: the resume of a re-created topic was accepted"; fi
+    sed -n 's/^[^ ]* [A-Z]* //p' "$work/$1.err"
+    grep -q "topic 'rc' partition [01]: .*$2.*re-created since the snapshot" "$work/$1.err" ||
+      fail "$1: the refusal does not say why: $(cat "$work/$1.err")"
+    grep -q -- "--topic-recreated restart" "$work/$1.err" || fail "$1: no remedy named"
+  }
+  # Longer: 1,200 records; the record the snapshot ends with is another.
+  feed 150 6
+  refused longer "the snapshot resumes after the record at offset [0-9]* (timestamp [0-9]*), but the partition holds another record there"
+  rc longer_restart --topic-recreated restart || fail "the restart exited $?: $(cat "$work/longer_restart.err")"
+  grep 'lstream train: resumed' "$work/longer_restart.err"
+  grep -q "partitions 0, 1 read from their beginning, [0-9]* of the snapshot's series started over" \
+    "$work/longer_restart.err" || fail "the restart does not say so: $(cat "$work/longer_restart.err")"
+  trained longer_restart 1192
+  # Shorter: 160 records, fewer than the snapshot's offsets (about 600 each).
+  feed 20 7
+  refused shorter "the snapshot resumes at offset [0-9]*, but the partition ends at offset [0-9]*"
+  rc shorter_restart --topic-recreated restart || fail "the restart exited $?: $(cat "$work/shorter_restart.err")"
+  trained shorter_restart 152
   ;;
 keys)
   start_broker --topic keys:2
