@@ -106,14 +106,28 @@ snapfail)
   failed_over() { [ "$(failed)" -gt "$1" ]; }
   wait_for "a snapshot committed" 60 committed_over 0
   health_is 200 || fail "/health while snapshots commit: $(cat "$work/body")"
-  mv "$work/snaps" "$work/snaps.away" && echo "not a directory" >"$work/snaps"
+  # The directory and a file trade names in one step (renameat2's
+  # RENAME_EXCHANGE): the live trainer, snapshotting every 2 steps, must
+  # never find the name free (it would make the directory again).
+  exchange() {
+    /usr/bin/python3 - "$1" "$2" <<'PY' || fail "cannot exchange $1 and $2"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+if libc.renameat2(AT_FDCWD, sys.argv[1].encode(), AT_FDCWD, sys.argv[2].encode(),
+                  RENAME_EXCHANGE) != 0:
+    sys.exit(os.strerror(ctypes.get_errno()))
+PY
+  }
+  echo "not a directory" >"$work/snaps.file"
+  exchange "$work/snaps" "$work/snaps.file" # snaps: the file; snaps.file: the directory
   wait_for "2 snapshots to fail" 60 failed_over 1
   health_is 503 || fail "/health after $(failed) snapshots failed: $(cat "$work/body")"
   grep -q '"the last [0-9]* snapshots failed (bound 2 in a row), the last: snapshot of step' \
     "$work/body" || fail "/health does not name the failed snapshots: $(cat "$work/body")"
   echo "503: $(cat "$work/body")"
   now=$(committed)
-  rm "$work/snaps" && mv "$work/snaps.away" "$work/snaps"
+  exchange "$work/snaps" "$work/snaps.file"
   wait_for "a snapshot committed again" 60 committed_over "$now"
   health_is 200 || fail "/health after a commit: $(cat "$work/body")"
   kill -TERM "$train_pid"
