@@ -133,8 +133,10 @@ __device__ static void fwd_cells(const fwd_out_t &o, float *cst, const float *pa
     o.tcs[row * H + j] = tc;
     o.hs[row * H + j] = h;
     cst[i] = c;
+    float *const to = o.zn + b * K + Kx + j;
+    *to = h; /* this block's: a plain store (see persist_map) */
     for (int q = 0; q < C; q++)
-      persist_map(o.zn, C, q)[b * K + Kx + j] = h;
+      if (q != j0 / U) *persist_map(to, C, q) = h;
   }
 }
 
@@ -225,15 +227,8 @@ ls_err_t persist_forward(cuda_ctx_t *c, const persist_plan_t *plan, float *gates
 static persist_plan_t plan_for(int backward, int In, int H, const cudaDeviceProp *prop) {
   persist_plan_t p = {0, 0, 0};
   size_t const room = prop->sharedMemPerBlockOptin;
-  /* Clusters of two at least: on an H100 (2026-11-27, CUDA 13.5 code, driver
-   * 580) every single-block plan (C = 1, H <= 64) gave wrong, run-to-run
-   * different outputs (test_cuda_engine: relative errors 0.3 to 1e21;
-   * racecheck: h_t's store against the gates' reads at B = 460), which the
-   * emulator does not reproduce; clusters of two (H = 128) passed. Until
-   * the cause is found, C = 1 is not planned: such layers, and every layer
-   * before sm_90, take the per-step path. */
-  int const most = prop->major >= 9 ? PERSIST_MAX_CLUSTER : 0;
-  for (int C = 2; C <= most && p.cluster == 0; C *= 2) {
+  int const most = prop->major >= 9 ? PERSIST_MAX_CLUSTER : 1; /* clusters: sm_90 on */
+  for (int C = 1; C <= most && p.cluster == 0; C *= 2) {
     int const U = H / C;
     if (H % C != 0 || U > PERSIST_THREADS) continue;
     for (int fused = 4 * In <= H; fused >= 0 && p.cluster == 0; fused--) {

@@ -408,9 +408,9 @@ out:
 /* ------------------------------------------------------------------------ */
 /* sync                                                                      */
 
-/* A window whose backward's first cell kernel faults (H = 7, odd: the
- * per-step path, one cell kernel per time step); the error of the
- * first call that reports it. */
+/* A window whose backward's first cell kernel faults (the per-step path,
+ * LSTREAM_CUDA_PERSIST=0: one cell kernel per time step); the error of
+ * the first call that reports it. */
 static void faulting_window(int sync, char *msg, size_t size) {
   ls_engine_t *e[2] = {NULL, NULL};
   float x[MT * MB * MI], y[MT * MB * MO], out_y[MT * MB * MH];
@@ -423,7 +423,10 @@ static void faulting_window(int sync, char *msg, size_t size) {
     setenv("LSTREAM_CUDA_SYNC", "1", 1);
   else
     unsetenv("LSTREAM_CUDA_SYNC");
-  if (!pair_new(e, MT, MB)) return;
+  setenv("LSTREAM_CUDA_PERSIST", "0", 1);
+  int const made = pair_new(e, MT, MB);
+  unsetenv("LSTREAM_CUDA_PERSIST");
+  if (!made) return;
   emu_fail_kernel("lstm_cell_backward_kernel", 1);
   ls_err_t err = ls_engine_set_state(e[0], MB, NULL, NULL);
   if (err == LS_OK) err = ls_engine_forward(e[0], MT, MB, x, y, NULL, NULL, NULL);
