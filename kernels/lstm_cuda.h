@@ -337,16 +337,17 @@ __host__ __device__ static inline size_t persist_bwd_bytes(int Ka, int H, int U,
 
 /* The blocks of a cluster (C of them; C = 1: one block, no cluster
  * launched), in the persistent kernels: their barrier, a block's rank,
- * and p in the shared memory of block q, another block of the cluster
- * (clusters exist from sm_90 on; the plans keep C = 1 before). A block
- * writes its own shared memory with plain stores, never through
- * persist_map: given one store through "map_shared_rank(p, q), or p where
- * C = 1" for every block, CUDA 13.5's compiler made the C = 1 store a
- * shared::cluster store whose address lacked the shared window's base
- * (`add.s32 %r, 0, offset` where `smem` belongs), landing 1 KiB low on
- * sm_90 (on an H100 and an H200: wrong, run-to-run different results and
- * racecheck hazards between h_t's store and the bias's reads; the
- * emulator, compiling for the host, cannot show it). */
+ * and persist_put, v into *p of every block of the cluster (p in this
+ * block's shared memory). Clusters exist from sm_90 on; the plans keep
+ * C = 1 before. persist_put writes this block's word with a plain store
+ * and maps p only for the other blocks: given one store through
+ * "map_shared_rank(p, q), or p where C = 1" for every block, CUDA 13.5's
+ * compiler made the C = 1 store a shared::cluster store whose address
+ * lacked the shared window's base (`add.s32 %r, 0, offset` where `smem`
+ * belongs), landing 1 KiB low on sm_90 (on an H100 and an H200: wrong,
+ * run-to-run different results and racecheck hazards between h_t's store
+ * and the bias's reads; the emulator, compiling for the host, cannot show
+ * it; tests/gpu/check_ptx.py looks for such addresses). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 __device__ static inline void persist_sync(int) {
   __syncthreads();
@@ -354,8 +355,8 @@ __device__ static inline void persist_sync(int) {
 __device__ static inline int persist_rank(int) {
   return 0;
 }
-template <typename T> __device__ static inline T *persist_map(T *p, int, int) {
-  return p;
+template <typename T> __device__ static inline void persist_put(T *p, T v, int, int) {
+  *p = v;
 }
 #else
 __device__ static inline void persist_sync(int C) {
@@ -367,8 +368,10 @@ __device__ static inline void persist_sync(int C) {
 __device__ static inline int persist_rank(int C) {
   return C == 1 ? 0 : (int)cooperative_groups::this_cluster().block_rank();
 }
-template <typename T> __device__ static inline T *persist_map(T *p, int, int q) {
-  return cooperative_groups::this_cluster().map_shared_rank(p, (unsigned)q);
+template <typename T> __device__ static inline void persist_put(T *p, T v, int C, int rank) {
+  *p = v;
+  for (int q = 0; q < C; q++)
+    if (q != rank) *cooperative_groups::this_cluster().map_shared_rank(p, (unsigned)q) = v;
 }
 #endif
 

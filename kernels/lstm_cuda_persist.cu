@@ -113,7 +113,7 @@ template <int BC>
 __device__ static void fwd_cells(const fwd_out_t &o, float *cst, const float *part,
                                  const float *bias, int xproj, int r0, int nb, int B, int Kx, int H,
                                  int U, int j0, int C) {
-  int const KS = (int)blockDim.x / U, K = Kx + H;
+  int const KS = (int)blockDim.x / U, K = Kx + H, rank = j0 / U;
   for (int i = threadIdx.x; i < nb * U; i += blockDim.x) {
     int const b = i / U, u = i % U, j = j0 + u;
     size_t const row = (size_t)r0 + b;
@@ -133,10 +133,7 @@ __device__ static void fwd_cells(const fwd_out_t &o, float *cst, const float *pa
     o.tcs[row * H + j] = tc;
     o.hs[row * H + j] = h;
     cst[i] = c;
-    float *const to = o.zn + b * K + Kx + j;
-    *to = h; /* this block's: a plain store (see persist_map) */
-    for (int q = 0; q < C; q++)
-      if (q != j0 / U) *persist_map(to, C, q) = h;
+    persist_put(o.zn + b * K + Kx + j, h, C, rank);
   }
 }
 

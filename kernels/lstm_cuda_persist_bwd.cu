@@ -143,12 +143,8 @@ __device__ static void bwd_cells(const bwd_smem_t &m, const bwd_dims_t &d, const
     float dg[4], dc = m.dcs[i];
     cell_backward(g, s.tcs[(size_t)b * d.H + j], s.cs[(size_t)b * d.H + j], dh, &dc, dg);
     m.dcs[i] = dc;
-    for (int k = 0; k < 4; k++) {
-      float *const to = s.dgn + b * G + k * d.H + j;
-      *to = dg[k]; /* this block's: a plain store (see persist_map) */
-      for (int q = 0; q < d.C; q++)
-        if (q != d.rank) *persist_map(to, d.C, q) = dg[k];
-    }
+    for (int k = 0; k < 4; k++)
+      persist_put(s.dgn + b * G + k * d.H + j, dg[k], d.C, d.rank);
     for (int k = 0; k < 4; k++)
       s.dgates[(size_t)b * G + k * d.H + j] = dg[k];
   }
