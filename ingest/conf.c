@@ -336,6 +336,18 @@ ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
   return LS_OK;
 }
 
+ls_err_t ls_ingest_conf_set_growth(ls_ingest_conf_t *conf, int32_t known, int world, int rank) {
+  LS_RETURN_IF(conf == NULL || known < 0 || world < 0 || (world > 0 && (rank < 0 || rank >= world)),
+               LS_ERR_INVALID_ARG,
+               "ls_ingest_conf_set_growth: conf must not be NULL, known (%d) >= 0, world (%d) >= "
+               "0 and rank (%d) in [0, world)",
+               (int)known, world, rank);
+  conf->grow_known = known;
+  conf->grow_world = world;
+  conf->grow_rank = rank;
+  return LS_OK;
+}
+
 ls_err_t ls_ingest_conf_set_mark(ls_ingest_conf_t *conf, int32_t partition,
                                  const ls_ingest_mark_t *mark) {
   LS_RETURN_IF(conf == NULL || mark == NULL, LS_ERR_INVALID_ARG,

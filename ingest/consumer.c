@@ -55,7 +55,7 @@ static void *consumer_main(void *arg) {
   while (!failed && !atomic_load(&ing->stop)) {
     commit_results(ing);
     pthread_mutex_lock(&ing->hold);
-    failed = consumer_service(ing);
+    failed = consumer_grow(ing) != 0 || consumer_service(ing) != 0;
     pthread_mutex_unlock(&ing->hold);
     if (failed) break;
     consumer_publish(ing);
@@ -143,8 +143,15 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   ing->warn_cb = conf->warn_cb;
   ing->warn_opaque = conf->warn_opaque;
   ing->n_parts = conf->n_partitions;
-  ing->parts = calloc((size_t)ing->n_parts, sizeof *ing->parts);
+  /* Partitions added live go into room made now (consumer_internal.h). */
+  int const grow = conf->grow_world > 0 && !conf->s.stop_at_end;
+  ing->grow_world = grow ? conf->grow_world : 0;
+  ing->grow_rank = conf->grow_rank;
+  ing->grow_known = conf->grow_known;
+  ing->cap_parts = ing->n_parts + (grow ? GROW_PARTS : 0);
+  ing->parts = calloc((size_t)ing->cap_parts, sizeof *ing->parts);
   ing->batch = malloc(BATCH_MAX * sizeof *ing->batch);
+  ing->max_id = grow ? GROW_IDS - 1 : 0;
   for (int i = 0; i < ing->n_parts; i++)
     if (conf->partitions[i].id > ing->max_id) ing->max_id = conf->partitions[i].id;
   ing->part_of_id = malloc(((size_t)ing->max_id + 1) * sizeof *ing->part_of_id);
@@ -307,6 +314,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
   consumer_tap_free(ing);
   ls_windower_destroy(ing->w);
   free(ing->batch);
+  free(ing->adds);
   free(ing->part_of_id);
   free(ing->parts);
   ingest_settings_free(&ing->s);

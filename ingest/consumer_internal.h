@@ -13,11 +13,12 @@
  *                      naming the partitions that are not
  *   consumer_start.c   start positions, the marks of resumed partitions
  *                      checked (a topic re-created), restoring series, the
- *                      assignment
+ *                      assignment, partitions added live assigned
  *   consumer_record.c  the record path: messages to windows, held-back
  *                      messages, events, rejections and dead letters
  *   consumer_watch.c   the watch: a thread asking the partitions' leaders for
- *                      their high watermarks (connection, lag)
+ *                      their high watermarks (connection, lag), and the
+ *                      topic for its partition count (partitions added)
  *   consumer_inflight.c  what a snapshot keeps of a partition (ls_ingest_inflight)
  *   consumer_tap.c     the tap: accepted records handed to the trainer as
  *                      they come (ls_ingest_records), for live forecasts
@@ -66,6 +67,20 @@
 
 #include "conf.h"
 #include "lstream/ingest.h"
+
+/* Partitions added to the topic live (ls_ingest_conf_set_growth): at most
+ * GROW_PARTS more per consumer, of ids below GROW_IDS (their arrays are
+ * made that large at the start, so that they never move under the
+ * trainer's thread); the others are read after a restart. */
+#define GROW_PARTS 1024
+#define GROW_IDS   65536
+
+/* A partition the watch found added to the topic, for the consumer thread
+ * to assign (consumer_grow). */
+typedef struct grow_add_s {
+  int32_t id;
+  int64_t low, high; /* its watermarks when found */
+} grow_add_t;
 
 /* Messages asked of librdkafka per batch. */
 #define BATCH_MAX 4096
@@ -149,7 +164,15 @@ typedef struct tap_buf_s {
 } tap_buf_t;
 
 /* Kinds of rate-limited warning: one per rejection reason, then these. */
-enum { WARN_KAFKA = LS_REJECT__COUNT, WARN_LOG, WARN_DEAD_LETTER, WARN_WATCH, WARN__COUNT };
+enum {
+  WARN_KAFKA = LS_REJECT__COUNT,
+  WARN_LOG,
+  WARN_DEAD_LETTER,
+  WARN_WATCH,
+  WARN_MOVED,
+  WARN_ADDED,
+  WARN__COUNT
+};
 
 typedef struct warn_state_s {
   int64_t last_ms; /* when the last one went out; -1 never */
@@ -163,10 +186,16 @@ struct ls_ingest_s {
   rd_kafka_queue_t *rkq;     /* the consumer queue */
   rd_kafka_queue_t *commits; /* results of ls_ingest_commit_async, polled by the thread */
   rd_kafka_t *dlq;           /* dead-letter producer, or NULL */
-  part_t *parts;             /* [n_parts] */
-  int n_parts;
+  part_t *parts;             /* [cap_parts]: n_parts in use (more are added live only by the
+                                consumer thread, under hold and lock: the array never moves) */
+  atomic_int n_parts;
+  int cap_parts;
   int32_t *part_of_id; /* [max_id + 1]: index in parts, -1 if not ours */
   int32_t max_id;
+  /* Partitions added live (ls_ingest_conf_set_growth): those of ids >=
+   * grow_known with id % grow_world == grow_rank; grow_world 0: none. */
+  int32_t grow_world, grow_rank;
+  int32_t grow_known; /* the watch thread's: the topic's partitions it knows */
   ls_windower_t *w;
   pthread_t thread;
   int thread_started;
@@ -179,6 +208,7 @@ struct ls_ingest_s {
   int64_t dead_letters, dead_letter_errors;
   int64_t peak_memory;
   int n_paused; /* partitions paused now */
+  int64_t partitions_added;
 
   /* Changed by the consumer thread only under hold: each part's next and the
    * windower. */
@@ -201,6 +231,8 @@ struct ls_ingest_s {
                   format: none of them may train) */
   char errmsg[1024];
   ls_ingest_stats_t published;
+  grow_add_t *adds; /* [n_adds] found by the watch, not yet assigned */
+  int n_adds, cap_adds;
 
   /* Warnings, under warn_lock (librdkafka logs from its own threads). */
   pthread_mutex_t warn_lock;
@@ -300,6 +332,11 @@ ls_err_t consumer_check_leaders(ls_ingest_t *ing, int timeout_ms, int advice);
  * the partitions that have something to read. */
 ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf);
 
+/* Assigns the partitions the watch found added to the topic (the consumer
+ * thread, under hold), from their low watermarks, and says so. Returns 0,
+ * or -1 when the thread must stop (the failure recorded). */
+int consumer_grow(ls_ingest_t *ing);
+
 /* ------------------------------------------------------------------------ */
 /* consumer_record.c                                                         */
 
@@ -330,7 +367,9 @@ void consumer_tap_free(ls_ingest_t *ing);
 /* consumer_watch.c                                                          */
 
 /* Starts the watch thread (nothing with watch.interval.ms = 0); the
- * partitions' high watermarks are those read at start until it reports. */
+ * partitions' high watermarks are those read at start until it reports.
+ * With growth on, each round also reads the topic's partition count and
+ * hands the partitions added since, of this consumer, to consumer_grow. */
 ls_err_t consumer_watch_start(ls_ingest_t *ing);
 
 /* Stops the watch thread (waiting for a round in flight: at most

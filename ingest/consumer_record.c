@@ -96,6 +96,19 @@ static void on_reject(ls_ingest_t *ing, const rd_kafka_message_t *m, ls_reject_t
   if (ing->dlq != NULL) dead_letter(ing, m, r, timestamp);
 }
 
+/* A series went on on another partition (ls_windower_push): said, rate
+ * limited. */
+static void on_moved(ls_ingest_t *ing, const rd_kafka_message_t *m) {
+  if (ing->warn_cb == NULL) return;
+  char key[48];
+  printable_key(m, key, sizeof key);
+  consumer_warn(ing, WARN_MOVED,
+                "series '%s' moved from partition %" PRId32 " to partition %" PRId32
+                " (offset %" PRId64 "): the topic's partitions changed; its state goes on, what "
+                "it held on partition %" PRId32 " trained as a partial window",
+                key, ing->w->moved_from, m->partition, m->offset, ing->w->moved_from);
+}
+
 /* 1 for the reasons of a record that is not of the declared format. */
 static int undecoded(ls_reject_t r) {
   return r == LS_REJECT_SIZE || r == LS_REJECT_PARSE || r == LS_REJECT_FIELD ||
@@ -189,6 +202,7 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     return -1;
   }
   if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
+  if (r == LS_REJECT_NONE && ing->w->moved_from >= 0) on_moved(ing, m);
   if (probe(ing, part, m, ing->w->decoded) != 0) return -1;
   if (r == LS_REJECT_NONE && ing->s.tap) { /* before its window is queued */
     ls_windower_record_t acc;
@@ -196,7 +210,8 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, acc.time) != 0)
       return -1;
   }
-  if (win != NULL && consumer_enqueue(ing, part, win) != 0) return -1;
+  /* (a series that moved closes a window of its old partition) */
+  if (win != NULL && consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
   if (win == NULL) consumer_track_peak(ing);
   if (part->next >= part->end) consumer_part_finish(ing, part);
   return 0;

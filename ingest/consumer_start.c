@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "consumer_internal.h"
@@ -337,4 +338,73 @@ ls_err_t consumer_start(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   LS_FORWARD_IF_ERROR(err);
   LS_FORWARD_IF_ERROR(restore(ing, conf));
   return assign(ing);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Partitions added live                                                     */
+
+/* Makes part i of ing the added partition a, from its low watermark. */
+static void grow_part(ls_ingest_t *ing, int i, const grow_add_t *a) {
+  part_t *const p = &ing->parts[i];
+  *p = (part_t){.id = a->id, .end = INT64_MAX, .skip_time = -1, .mark = {-1, -1, 0}};
+  p->start = p->next = p->assign_at = p->pub_next = a->low;
+  p->low = a->low;
+  p->high = a->high;
+  atomic_init(&p->n, 0);
+  ing->part_of_id[a->id] = i;
+}
+
+int consumer_grow(ls_ingest_t *ing) {
+  pthread_mutex_lock(&ing->lock);
+  int const n = ing->n_adds;
+  grow_add_t *const adds = n > 0 ? malloc((size_t)n * sizeof *adds) : NULL;
+  if (adds != NULL) memcpy(adds, ing->adds, (size_t)n * sizeof *adds);
+  if (adds != NULL || n == 0) ing->n_adds = 0; /* else tried again on the next turn */
+  pthread_mutex_unlock(&ing->lock);
+  if (n == 0 || adds == NULL) return 0;
+  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(n);
+  char ids[256] = "", left[256] = "";
+  size_t at = 0, at_left = 0;
+  for (int k = 0; k < n; k++) {
+    const grow_add_t *const a = &adds[k];
+    if (consumer_part(ing, a->id) != NULL) continue;
+    if (ing->n_parts == ing->cap_parts || a->id > ing->max_id) {
+      if (at_left < sizeof left)
+        at_left += (size_t)snprintf(left + at_left, sizeof left - at_left, "%s%" PRId32,
+                                    at_left ? ", " : "", a->id);
+      continue;
+    }
+    int const i = ing->n_parts;
+    grow_part(ing, i, a);
+    pthread_mutex_lock(&ing->lock);
+    ing->n_parts = i + 1; /* the trainer's thread may name it from now on */
+    pthread_mutex_unlock(&ing->lock);
+    rd_kafka_topic_partition_list_add(list, ing->s.topic, a->id)->offset = a->low;
+    ing->partitions_added++;
+    if (at < sizeof ids)
+      at += (size_t)snprintf(ids + at, sizeof ids - at, "%s%" PRId32 "@%" PRId64, at ? ", " : "",
+                             a->id, a->low);
+  }
+  free(adds);
+  /* Added to the assignment: the others read on where they are. */
+  rd_kafka_error_t *const kerr = list->cnt > 0 ? rd_kafka_incremental_assign(ing->rk, list) : NULL;
+  int const added = list->cnt;
+  rd_kafka_topic_partition_list_destroy(list);
+  if (kerr != NULL) {
+    consumer_fail(ing, LS_ERR_KAFKA, "cannot assign the partitions added to topic '%s' (%s): %s",
+                  ing->s.topic, ids, rd_kafka_error_string(kerr));
+    rd_kafka_error_destroy(kerr);
+    return -1;
+  }
+  if (added > 0)
+    consumer_warn(ing, WARN_ADDED,
+                  "topic '%s' gained partitions: this consumer reads partition%s %s (partition@"
+                  "offset) from %s beginning",
+                  ing->s.topic, added > 1 ? "s" : "", ids, added > 1 ? "their" : "its");
+  if (at_left > 0)
+    consumer_warn(ing, WARN_LOG,
+                  "topic '%s' gained partitions %s, which this consumer cannot add while it runs "
+                  "(at most %d more, of ids below %d): a restart reads them",
+                  ing->s.topic, left, GROW_PARTS, GROW_IDS);
+  return 0;
 }

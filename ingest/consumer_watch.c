@@ -12,11 +12,13 @@
  * in a warning.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
 #include "consumer_internal.h"
+#include "kafka_util.h"
 
 /* Whether a watch's round reached every partition's leader: NO_ERROR
  * only when the call and every partition succeeded with an offset (a
@@ -77,15 +79,59 @@ static int watch_sleep(consumer_watch_t *w, int64_t deadline_ms) {
   return quit;
 }
 
+/* Growth (ls_ingest_conf_set_growth): reads the topic's partition count
+ * (rkt's metadata, within timeout_ms) and hands the partitions added since
+ * the last count, of this consumer, with their watermarks, to the
+ * consumer thread (consumer_grow). A partition whose watermarks do not
+ * come is asked for again next time. */
+static void watch_grow(ls_ingest_t *ing, rd_kafka_topic_t *rkt, int timeout_ms) {
+  int32_t count = 0;
+  if (kafka_wait_metadata(ing->rk, rkt, timeout_ms, 1, &count) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return; /* the round's watch says why */
+  for (int32_t id = ing->grow_known; id < count; id++) {
+    if (id % ing->grow_world == ing->grow_rank) {
+      grow_add_t a = {id, 0, 0};
+      if (kafka_watermarks(ing->rk, ing->s.topic, id, timeout_ms, &a.low, &a.high) !=
+          RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+      pthread_mutex_lock(&ing->lock);
+      if (ing->n_adds == ing->cap_adds) {
+        int const cap = ing->cap_adds ? 2 * ing->cap_adds : 16;
+        grow_add_t *const grown = realloc(ing->adds, (size_t)cap * sizeof *grown);
+        if (grown != NULL) ing->adds = grown, ing->cap_adds = cap;
+      }
+      int const kept = ing->n_adds < ing->cap_adds;
+      if (kept) ing->adds[ing->n_adds++] = a;
+      pthread_mutex_unlock(&ing->lock);
+      if (!kept) return; /* no memory: asked for again */
+    }
+    ing->grow_known = id + 1;
+  }
+}
+
+/* The list of the consumer's partitions as they are now (partitions added
+ * live join it). */
+static void watch_list(ls_ingest_t *ing, rd_kafka_topic_partition_list_t **list) {
+  int const n = ing->n_parts;
+  if (*list != NULL && (*list)->cnt == n) return;
+  if (*list != NULL) rd_kafka_topic_partition_list_destroy(*list);
+  *list = rd_kafka_topic_partition_list_new(n);
+  for (int i = 0; i < n; i++)
+    rd_kafka_topic_partition_list_add(*list, ing->s.topic, ing->parts[i].id);
+}
+
 static void *watch_main(void *arg) {
   ls_ingest_t *const ing = arg;
   int const interval = ing->s.watch_interval_ms;
-  rd_kafka_topic_partition_list_t *const list = rd_kafka_topic_partition_list_new(ing->n_parts);
-  for (int i = 0; i < ing->n_parts; i++)
-    rd_kafka_topic_partition_list_add(list, ing->s.topic, ing->parts[i].id);
+  rd_kafka_topic_t *const rkt =
+      ing->grow_world > 0 ? rd_kafka_topic_new(ing->rk, ing->s.topic, NULL) : NULL;
+  rd_kafka_topic_partition_list_t *list = NULL;
+  watch_list(ing, &list);
   int64_t next = base_now_ms() + interval;
   while (!watch_sleep(&ing->watch, next)) {
     next = base_now_ms() + interval;
+    if (rkt != NULL) watch_grow(ing, rkt, interval);
+    watch_list(ing, &list);
     for (int i = 0; i < list->cnt; i++) {
       list->elems[i].offset = RD_KAFKA_OFFSET_END; /* as a timestamp: the latest offset */
       list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -100,6 +146,7 @@ static void *watch_main(void *arg) {
     watch_record(ing, list, why);
   }
   rd_kafka_topic_partition_list_destroy(list);
+  if (rkt != NULL) rd_kafka_topic_destroy(rkt);
   return NULL;
 }
 

@@ -247,6 +247,7 @@ ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec,
   w->F = F;
   w->T = T;
   w->max_abs = INFINITY;
+  w->moved_from = -1;
   size_t const rows = (size_t)T + 1;
   w->scratch = malloc((size_t)F * sizeof(float));
   w->ones = malloc((size_t)T * sizeof(float));
@@ -339,6 +340,10 @@ static const ls_window_t *partial_view(ls_windower_t *w, series_t *s, int n, int
   for (int t = 0; t < T; t++)
     w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
   return window_view(w, s, x, offsets, t_of, n - 1, w->partial_mask);
+}
+
+const ls_window_t *window_partial(ls_windower_t *w, series_t *s, int n) {
+  return partial_view(w, s, n, 1);
 }
 
 static ls_reject_t reject(ls_windower_t *w, ls_reject_t reason) {
@@ -511,6 +516,28 @@ static void evict_after(ls_windower_t *w, series_t *s) {
     window_series_forget(w, p->lru_head, 1);
 }
 
+ls_err_t window_series_move(ls_windower_t *w, series_t **s, uint64_t hash, const void *key,
+                            size_t key_len, int32_t partition, int64_t t,
+                            const ls_window_t **closed) {
+  series_t *const old = *s;
+  int const n = old->count > 0 ? window_series_pending(old, w->T) : 0;
+  /* Copied to the gap buffer: the old series goes before the window is taken. */
+  if (n >= 2) *closed = window_partial(w, old, n);
+  int64_t const index = old->index, last = old->last_time;
+  int const gap = w->reset_gap > 0 && t >= 0 && last >= 0 && t - last > w->reset_gap;
+  int const reset = old->reset || gap;
+  w->moved_from = old->part->id;
+  window_series_forget(w, old, 0);
+  LS_FORWARD_IF_ERROR(window_series_add(w, hash, key, key_len, partition, w->scratch, index, s));
+  (*s)->last_time = last;
+  (*s)->reset = reset;
+  if (*closed != NULL) w->view.key = (*s)->k.key; /* the key's, as the old series' was */
+  w->stats.series--;                              /* the same series, on */
+  w->stats.moved++;
+  w->stats.resets += gap;
+  return LS_OK;
+}
+
 int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len) {
   const series_t *const s =
       (const series_t *)window_table_find(&w->series, base_key_hash(key, key_len), key, key_len);
@@ -542,6 +569,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   }
   *complete = NULL;
   w->last = NULL;
+  w->moved_from = -1;
   w->decoded = LS_REJECT_NONE;
   w->why[0] = '\0';
   w->stats.records++;
@@ -556,7 +584,6 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   series_t *s = (series_t *)window_table_find(&w->series, hash, got.key, got.key_len);
   int const F = w->F;
   if (s != NULL) {
-    if (s->part->id != rec->partition) return reject(w, LS_REJECT_PARTITION);
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, s->last_time);
     if (t >= 0 && t < s->last_time) {
@@ -565,8 +592,17 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
       t = s->last_time; /* late within the bound: held at the series' last */
       w->stats.late++;
     }
-    window_next_row(w, s, t, complete);
-    memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
+    if (s->part->id != rec->partition) { /* the key moved (the topic's partitions changed) */
+      if (window_series_move(w, &s, hash, got.key, got.key_len, rec->partition, t, complete) !=
+          LS_OK) {
+        w->stats.records--;
+        *complete = NULL;
+        return LS_REJECT__COUNT;
+      }
+    } else {
+      window_next_row(w, s, t, complete);
+      memcpy(s->x + (size_t)s->count * F, w->scratch, (size_t)F * sizeof(float));
+    }
   } else {
     if (r != LS_REJECT_NONE) return reject(w, r);
     if (beyond_future(w, t)) return reject_time(w, LS_REJECT_FUTURE, t, -1);

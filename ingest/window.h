@@ -41,7 +41,7 @@ typedef struct wpart_s {
  * window was just handed out and row T is still to be carried to row 0. */
 typedef struct series_s {
   keyed_t k;                            /* must stay first */
-  wpart_t *part;                        /* the partition it was first accepted on */
+  wpart_t *part;                        /* its partition (a key that moves is a new series) */
   struct series_s *prev, *next;         /* in part's list, while count > 0 */
   struct series_s *lru_prev, *lru_next; /* in part's list by last arrival */
   uint64_t hash;                        /* of its key */
@@ -77,6 +77,7 @@ struct ls_windower_s {
   float *gap_x;        /* [T+1, F] its records */
   ls_window_stats_t stats;
   const series_t *last; /* the series of the record the last push accepted, or NULL */
+  int32_t moved_from;   /* the partition the last push's series moved from, or -1 */
   int64_t last_time;    /* its event time */
   ls_reject_t decoded;  /* the last push's value as decoded, before the key's and the
                            partition's checks: LS_REJECT_NONE or why not */
@@ -93,6 +94,21 @@ wpart_t *window_part_find(const ls_windower_t *w, int32_t id);
  * [F] from `first`) to come, its windows numbered from index. */
 ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
                            int32_t partition, const float *first, int64_t index, series_t **out);
+
+/* Series *s (of key [key_len], hash) goes on on `partition`, another
+ * than its own, from a record of event time t whose values are in
+ * w->scratch: what it holds goes out as a partial window of its partition
+ * (*closed, with 2 rows or more; a lone row has no target and is dropped),
+ * and a series of its key, numbering its windows on, starts on partition
+ * from that record (its state is the key's: the trainer's series table
+ * keeps it). *s becomes the new series. Counted in stats.moved. */
+ls_err_t window_series_move(ls_windower_t *w, series_t **s, uint64_t hash, const void *key,
+                            size_t key_len, int32_t partition, int64_t t,
+                            const ls_window_t **closed);
+
+/* What series s holds, n (>= 2) rows, as a partial window copied to the
+ * windower's gap buffer (valid until the next push, or the next call). */
+const ls_window_t *window_partial(ls_windower_t *w, series_t *s, int n);
 
 /* Forgets series s as an eviction does (its records, its place in the
  * lists and the table), counting it as evicted when `counted`. */

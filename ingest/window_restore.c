@@ -102,9 +102,12 @@ static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, series_
   return LS_OK;
 }
 
-/* Entries of one key are incarnations of it (a series evicted, and back as
- * a new one): they may not overlap in offsets. */
-static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n) {
+/* Entries of one key are incarnations of it (a series evicted, and back
+ * as a new one; or moved to another partition): they may not overlap in
+ * offsets. An entry with a later one of its key on another partition,
+ * numbering its windows on (window_series_move), was left behind by a
+ * move: superseded[i] = 1. */
+static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n, unsigned char *superseded) {
   for (size_t i = 0; i < n; i++)
     for (size_t j = i + 1; j < n; j++) {
       const ls_inflight_t *const a = &in[i], *const b = &in[j];
@@ -115,8 +118,38 @@ static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n) {
                    "ls_windower_restore: series '%.*s' twice with overlapping records (two "
                    "incarnations of a key follow each other)",
                    (int)a->key_len, a->key);
+      if (a->partition != b->partition && a->index != b->index)
+        superseded[a->index < b->index ? i : j] = 1;
     }
   return LS_OK;
+}
+
+/* Restores a superseded entry alone: its rows pushed again, the windows
+ * they complete, then what it held when it moved as a partial window (as
+ * window_series_move closed it), through fn; the series is forgotten. */
+static ls_err_t restore_moved(ls_windower_t *w, const ls_inflight_t *in, ls_window_fn fn,
+                              void *opaque) {
+  series_t *s = NULL;
+  LS_FORWARD_IF_ERROR(window_series_add(w, base_key_hash(in->key, in->key_len), in->key,
+                                        in->key_len, in->partition, in->x, in->index, &s));
+  s->reset = in->reset;
+  const ls_window_t *win = NULL;
+  window_accept_row(w, s, in->offsets[0], in->times[0], &win);
+  ls_err_t err = LS_OK;
+  for (int r = 1; r < in->rows && err == LS_OK; r++) {
+    win = NULL;
+    window_next_row(w, s, in->times[r], &win);
+    if (win != NULL) err = fn(opaque, win);
+    memcpy(s->x + (size_t)s->count * w->F, in->x + (size_t)r * w->F, (size_t)w->F * sizeof(float));
+    win = NULL;
+    if (err == LS_OK) window_accept_row(w, s, in->offsets[r], in->times[r], &win);
+    if (win != NULL && err == LS_OK) err = fn(opaque, win);
+  }
+  int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
+  if (err == LS_OK && n >= 2) err = fn(opaque, window_partial(w, s, n));
+  window_series_forget(w, s, 0);
+  w->stats.series--; /* counted again by the entry that follows it */
+  return err;
 }
 
 ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
@@ -128,21 +161,26 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
     LS_FORWARD_IF_ERROR(window_inflight_check(&in[i], "ls_windower_restore"));
     rows += (size_t)in[i].rows;
   }
-  LS_FORWARD_IF_ERROR(check_incarnations(in, n));
   series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
   restored_t *const order = malloc((rows > 0 ? rows : 1) * sizeof *order);
-  ls_err_t err =
-      made && order ? LS_OK : ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  unsigned char *const moved = calloc(n > 0 ? n : 1, 1);
+  ls_err_t err = made && order && moved
+                     ? check_incarnations(in, n, moved)
+                     : ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
+  /* Those left behind by a move first, each alone (its key's later entry
+   * is on another partition, so its windows are its partition's alone). */
+  for (size_t i = 0; i < n && err == LS_OK; i++)
+    if (moved[i]) err = restore_moved(w, &in[i], fn, opaque);
   /* Every row, the first of each series too, in the order its partition
    * delivered them: series begin, and come last in their partition's order
    * of arrival (which eviction follows), as they did. */
   size_t k = 0;
   for (size_t i = 0; i < n && err == LS_OK; i++)
-    for (int r = 0; r < in[i].rows; r++)
+    for (int r = 0; r < in[i].rows && !moved[i]; r++)
       order[k++] = (restored_t){in[i].partition, r, in[i].offsets[r], i};
-  if (err == LS_OK) qsort(order, rows, sizeof *order, by_partition_offset);
+  if (err == LS_OK) qsort(order, k, sizeof *order, by_partition_offset);
   int const F = w->F;
-  for (size_t j = 0; j < rows && err == LS_OK; j++) {
+  for (size_t j = 0; j < k && err == LS_OK; j++) {
     size_t const i = order[j].i;
     const ls_inflight_t *const src = &in[i];
     int const r = order[j].r;
@@ -166,6 +204,6 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
         &w->series, base_key_hash(in[i].key, in[i].key_len), in[i].key, in[i].key_len);
     if (now == made[i]) made[i]->last_time = in[i].last_time;
   }
-  free(order), free(made);
+  free(order), free(made), free(moved);
   return err;
 }

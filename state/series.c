@@ -233,6 +233,13 @@ ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_
   LS_FORWARD_IF_ERROR(check_key(key, key_len));
   uint64_t const hash = base_key_hash(key, key_len);
   *slot = base_keymap_find(&t->index, hash, key, key_len);
+  if (*slot >= 0 && t->series[*slot].partition != partition) { /* it moved: it follows */
+    plist_t *list = NULL;
+    LS_FORWARD_IF_ERROR(plist_of(t, partition, &list));
+    plist_unlink(t, *slot);
+    t->series[*slot].partition = partition;
+    plist_append(t, list, *slot);
+  }
   if (*slot >= 0) return LS_OK;
   if (t->count == t->cap) LS_FORWARD_IF_ERROR(grow(t));
   char *copy = malloc(key_len + 1);

@@ -37,7 +37,9 @@ void replay_free(replay_t *r); /* accepts NULL */
 int replay_rows(const replay_t *r);
 
 /* Remembers row b of the step prepared in p (of partition `partition`,
- * one of this rank's), which started from h0, c0 [L, n, H] (the step's). */
+ * one of this rank's), which started from h0, c0 [L, n, H] (the step's).
+ * A partition added to the topic live has no memory until the next start:
+ * nothing is kept of it (its windows train once all the same). */
 ls_err_t replay_push(replay_t *r, int32_t partition, const prep_t *p, int b, const float *h0,
                      const float *c0);
 

@@ -111,10 +111,35 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
     err = ls_ingest_conf_set_settings(ic, &is);
   }
   if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, start);
+  /* Live, every partition: those added to the topic are read (p % world). */
+  if (err == LS_OK && !c->until && !strcmp(c->partitions, "all"))
+    err = ls_ingest_conf_set_growth(ic, count, tr->v.world, tr->v.rank);
   /* A rank with no partition (more ranks than partitions) only joins steps. */
   if (err == LS_OK && tr->v.P > 0) err = ls_ingest_new(&tr->v.ing, ic);
   ls_ingest_conf_destroy(ic);
   return err;
+}
+
+ls_err_t train_grow_partitions(ls_trainer_t *tr) {
+  int count = 0;
+  if (tr->v.ing == NULL || tr->conf.until) return LS_OK;
+  LS_FORWARD_IF_ERROR(ls_ingest_partitions(tr->v.ing, NULL, 0, &count));
+  if (count <= tr->v.P) return LS_OK;
+  ls_ingest_partition_t *const list = calloc((size_t)count, sizeof *list);
+  int32_t *const parts = realloc((void *)tr->v.parts, (size_t)count * sizeof *parts);
+  if (parts != NULL) tr->v.parts = parts;
+  ls_err_t err = list != NULL && parts != NULL
+                     ? ls_ingest_partitions(tr->v.ing, list, count, &count)
+                     : ls_error_set(LS_ERR_NOMEM, "no memory for %d partitions", count);
+  /* In the order they were added: ascending (the added ones come after the
+   * topic's count at the start). */
+  for (int i = tr->v.P; i < count && err == LS_OK; i++)
+    parts[i] = list[i].partition;
+  free(list);
+  LS_FORWARD_IF_ERROR(err);
+  tr->v.P = count;
+  steps_set_partitions(tr->steps, parts, count);
+  return LS_OK;
 }
 
 /* Live, while a step waits for windows: the forecasts of what was read. */

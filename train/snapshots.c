@@ -36,6 +36,7 @@ struct train_snaps_s {
   int32_t *parts;            /* [P] this rank's partitions in the pending snapshot */
   int64_t *offsets;          /* [P] their resume offsets */
   ls_ingest_mark_t *marks;   /* [P] the last record read of each (train/marks.c) */
+  int cap_parts;             /* their room */
   int n;
   int64_t resumed_step; /* the snapshot the run resumed from, -1 none */
   int64_t durable_step; /* the newest snapshot committed (or resumed from), -1 none */
@@ -304,7 +305,9 @@ ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, con
                             int P, ls_start_t start) {
   for (int i = 0; i < P; i++) {
     int resumed = 0;
-    ls_start_t const at = partition_start(snap, parts[i], start, &resumed);
+    /* One a snapshot lacks was added to the topic since: from its beginning. */
+    ls_start_t const at = partition_start(
+        snap, parts[i], snap != NULL ? (ls_start_t){LS_START_BEGINNING, 0} : start, &resumed);
     LS_FORWARD_IF_ERROR(ls_ingest_conf_add_partition(ic, parts[i], at));
     ls_ingest_mark_t mark = {-1, -1, 0};
     if (resumed) LS_FORWARD_IF_ERROR(train_marks_get(snap, parts[i], &mark));
@@ -444,6 +447,23 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
 /* ------------------------------------------------------------------------ */
 /* Taking snapshots                                                          */
 
+/* Room in parts, offsets and marks for the view's partitions (live,
+ * those added to the topic join them). */
+static ls_err_t room_for_partitions(train_snaps_t *s) {
+  int const P = s->v->P > 0 ? s->v->P : 1;
+  if (P <= s->cap_parts) return LS_OK;
+  int32_t *const parts = realloc(s->parts, (size_t)P * sizeof *parts);
+  if (parts != NULL) s->parts = parts;
+  int64_t *const offsets = realloc(s->offsets, (size_t)P * sizeof *offsets);
+  if (offsets != NULL) s->offsets = offsets;
+  ls_ingest_mark_t *const marks = realloc(s->marks, (size_t)P * sizeof *marks);
+  if (marks != NULL) s->marks = marks;
+  LS_RETURN_IF(parts == NULL || offsets == NULL || marks == NULL, LS_ERR_NOMEM,
+               "no memory for the snapshot offsets of %d partitions", P);
+  s->cap_parts = P;
+  return LS_OK;
+}
+
 ls_err_t train_snaps_open(train_snaps_t *s) {
   const ls_train_conf_t *const c = s->v->conf;
   s->pending = -1;
@@ -456,12 +476,7 @@ ls_err_t train_snaps_open(train_snaps_t *s) {
   sc.shuffle = c->snapshot_shuffle;
   sc.keep = c->snapshot_keep;
   sc.deferred = s->v->pred != NULL; /* committed once the forecasts before it are */
-  size_t const P = s->v->P > 0 ? (size_t)s->v->P : 1;
-  s->parts = calloc(P, sizeof *s->parts);
-  s->offsets = calloc(P, sizeof *s->offsets);
-  s->marks = calloc(P, sizeof *s->marks);
-  LS_RETURN_IF(s->parts == NULL || s->offsets == NULL || s->marks == NULL, LS_ERR_NOMEM,
-               "no memory for snapshot offsets");
+  LS_FORWARD_IF_ERROR(room_for_partitions(s));
   return ls_snapshotter_new(c->snapshot_dir, &s->v->shape, &sc, &s->snapper);
 }
 
@@ -533,6 +548,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   LS_FORWARD_IF_ERROR(ls_snapshot_set_memory_shape(snap, cap, entry));
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
   LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features));
+  LS_FORWARD_IF_ERROR(room_for_partitions(s));
   s->n = 0;
   for (int i = 0; i < v->P; i++) {
     int64_t offset = 0; /* the next unread record: what is older is in flight, in the snapshot */

@@ -25,7 +25,8 @@ typedef struct ahead_s {
 
 struct steps_s {
   steps_conf_t c;
-  ahead_t *ahead;            /* [P] replay */
+  ahead_t *ahead; /* [n_ahead] replay (the partitions at the start) */
+  int n_ahead;
   const ls_window_t **defer; /* live: windows waiting for a later step, in order */
   int n_defer, cap_defer;
   int n_live; /* live: windows in the step being formed */
@@ -46,6 +47,7 @@ ls_err_t steps_new(const steps_conf_t *conf, steps_t **out) {
   s->wins = calloc((size_t)conf->B, sizeof *s->wins);
   s->slots = calloc((size_t)conf->B, sizeof *s->slots);
   s->ahead = calloc(P, sizeof *s->ahead);
+  s->n_ahead = conf->P;
   ls_err_t err =
       s->wins && s->slots && s->ahead ? LS_OK : ls_error_set(LS_ERR_NOMEM, "no memory for steps");
   for (int i = 0; conf->replay && i < conf->P && err == LS_OK; i++)
@@ -61,7 +63,7 @@ ls_err_t steps_new(const steps_conf_t *conf, steps_t **out) {
 
 void steps_free(steps_t *s) {
   if (s == NULL) return;
-  for (int i = 0; s->ahead != NULL && i < s->c.P; i++) {
+  for (int i = 0; s->ahead != NULL && i < s->n_ahead; i++) {
     for (int k = 0; k < s->ahead[i].n; k++)
       ls_ingest_release(s->c.ing, s->ahead[i].w[k]);
     free(s->ahead[i].w);
@@ -265,6 +267,12 @@ int steps_idle(steps_t *s) {
 
 int steps_backlog(const steps_t *s) {
   return s->n_defer > 0;
+}
+
+void steps_set_partitions(steps_t *s, const int32_t *parts, int P) {
+  if (s->c.replay) return; /* a replay reads the partitions it started with */
+  s->c.parts = parts;
+  s->c.P = P;
 }
 
 void steps_hurry(steps_t *s, int hurry) {

@@ -54,6 +54,10 @@ void steps_free(steps_t *s); /* releases the windows it holds; accepts NULL */
  * data. Stops early when *stop (may be NULL) becomes non-zero. */
 ls_err_t steps_form(steps_t *s, volatile sig_atomic_t *stop, int *n, double *wait_s);
 
+/* Live: the rank's partitions are now parts [P] (those added to the topic
+ * joined them), which must outlive s. */
+void steps_set_partitions(steps_t *s, const int32_t *parts, int P);
+
 /* The step's windows [n] and their series' slots [n]. */
 const ls_window_t *const *steps_windows(const steps_t *s);
 const int64_t *steps_slots(const steps_t *s);

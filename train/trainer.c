@@ -321,6 +321,7 @@ ls_err_t ls_trainer_run(ls_trainer_t *tr, volatile sig_atomic_t *stop, ls_step_c
       err = read_last(tr);
       if (err == LS_OK && emit_last(tr, cb, opaque)) cb_stop = 1;
     }
+    if (err == LS_OK) err = train_grow_partitions(tr);
     if (err == LS_OK && !(stop && *stop) && !cb_stop)
       err = steps_form(tr->steps, stop, &n, &tr->sum.wait_s);
     double const c0 = base_now_s();

@@ -75,4 +75,9 @@ enum {
   V__N = V_REJECTED + LS_REJECT__COUNT
 };
 
+/* Live: the partitions the consumer added since (the topic gained some,
+ * ls_ingest_conf_set_growth) join the rank's: its view, its step
+ * formation, its snapshots (setup.c). Between steps. */
+ls_err_t train_grow_partitions(ls_trainer_t *tr);
+
 #endif

@@ -55,7 +55,7 @@ typedef enum ls_reject_e {
   LS_REJECT_NONFINITE, /* holds NaN or Inf */
   LS_REJECT_BACKWARDS, /* event time before the series' previous record */
   LS_REJECT_KEY,       /* key empty or longer than 255 bytes */
-  LS_REJECT_PARTITION, /* series already seen on another partition */
+  LS_REJECT_PARTITION, /* unused: a series may move partition (ls_windower_push) */
   LS_REJECT_RANGE,     /* holds a value beyond the bound on magnitudes (max.abs) */
   LS_REJECT_FIELD,     /* json, avro: a field named (value, key or time) is missing or null */
   LS_REJECT_TYPE,      /* json, avro: a field of the wrong type (a string where a number
@@ -246,6 +246,7 @@ typedef struct ls_window_stats_s {
   int64_t evicted;                    /* series evicted (ls_windower_set_eviction); the
                                          series held now: series - evicted */
   int64_t evicted_records;            /* records the evicted series held, never trained */
+  int64_t moved;                      /* series that went on on another partition */
 } ls_window_stats_t;
 
 /* The decode -> validate -> window pipeline for one consumer, without Kafka:
@@ -272,18 +273,16 @@ LS_API const char *ls_windower_why(const ls_windower_t *w);
 /* Frees a windower; accepts NULL. */
 LS_API void ls_windower_destroy(ls_windower_t *w);
 
-/* Validates and buffers one record. Checks, in this order: the key (1..255
- * bytes: KEY), the partition (a series stays on the partition it was first
- * accepted on: PARTITION), the value (SIZE, PARSE, NONFINITE, then RANGE: a
- * value of magnitude above the windower's bound), the time (not beyond the
- * bound on the future: FUTURE; not before the series' last accepted record
- * by more than the bound on lateness: BACKWARDS; a record late within it is
- * accepted with its series' last time: ls_windower_set_time_bounds). A
- * rejected record changes
- * nothing but the counters. When the record completes a window, *complete
- * points at it (valid until the next call on w), else NULL. Returns the
- * reason, LS_REJECT_NONE when accepted. Invalid arguments, and no memory
- * for a new series, count nowhere and return LS_REJECT__COUNT, with a
+/* Validates and buffers one record. Checks, in this order: the key (1..255 bytes: KEY), the value
+ * (SIZE, PARSE, NONFINITE, then RANGE: a value of magnitude above the windower's bound), the time
+ * (not beyond the bound on the future: FUTURE; not before the series' last accepted record by
+ * more than the bound on lateness: BACKWARDS; a record late within it is accepted with its
+ * series' last time: ls_windower_set_time_bounds). A rejected record changes nothing but the
+ * counters. A record on another partition than its series' moves it there (stats.moved): what it
+ * held goes out as a partial window of the old one (*complete; a lone record is dropped), its
+ * windows go on, numbered on. When it completes a window, *complete points at it (valid until the
+ * next call on w), else NULL. Returns the reason, LS_REJECT_NONE when accepted. Invalid
+ * arguments, and no memory for a new series, count nowhere and return LS_REJECT__COUNT, with a
  * message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
@@ -510,6 +509,13 @@ LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *set
 LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
                                              ls_start_t start);
 
+/* Live (stop=never), each watch round reads the topic's partition count;
+ * partitions of ids >= known with id % world == rank are read from their
+ * beginning, said in a warning (stats.partitions_added). At most 1024 more,
+ * ids below 65536 (others: a warning). world 0 (the default): none. */
+LS_API ls_err_t ls_ingest_conf_set_growth(ls_ingest_conf_t *conf, int32_t known, int world,
+                                          int rank);
+
 LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
                                            void *opaque);
 
@@ -543,6 +549,7 @@ typedef struct ls_ingest_stats_s {
                                   those its producer failed to deliver */
   int64_t dead_letter_errors;  /* copies that could not be delivered */
   int64_t kafka_errors;        /* client errors librdkafka retries */
+  int64_t partitions_added;    /* partitions added to the topic live and read (growth) */
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */
@@ -580,25 +587,20 @@ typedef enum ls_next_e {
 
 typedef struct ls_ingest_s ls_ingest_t;
 
-/* A consumer: assigns the conf's partitions at their start positions
- * (resolved now: an offset outside the watermarks fails here, naming them),
- * then consumes on a thread of its own, decodes, validates, windows, and
- * queues complete windows, one queue per partition. Backpressure: a
- * partition whose queue is full is paused alone (its records already
- * fetched held back, in order) and resumed once the trainer took half of
- * it; when memory (buffer.records) is full every partition is paused until
- * the trainer drains it below 3/4. Nothing is ever dropped; a bound that
- * nothing the trainer takes can relieve is an error. Start positions and
- * a replay's end come only from each partition's leader, so every
- * partition must have a leader in the metadata, reachable at its
- * advertised address: the consumer first connects to each leader (within
- * start.timeout.ms) and fails, naming the partitions, the broker and the
- * address, when it cannot; a partition without a leader fails once
- * start.timeout.ms has passed without one. None is ever taken for empty.
- * An outage later only warns, naming the partitions that cannot be read
- * (and the stats' watch_error says so). Records before a timestamp start
- * are skipped (a broker that cannot look offsets up by time, as
- * librdkafka's mock, answers "none": the consumer starts at the low
+/* A consumer: assigns the conf's partitions at their start positions (resolved now: an offset
+ * outside the watermarks fails here, naming them), then consumes on a thread of its own, decodes,
+ * validates, windows, and queues complete windows, one queue per partition. Backpressure: a
+ * partition whose queue is full is paused alone (its records already fetched held back, in order)
+ * and resumed once the trainer took half of it; when memory (buffer.records) is full every
+ * partition is paused until the trainer drains it below 3/4. Nothing is ever dropped; a bound
+ * that nothing the trainer takes can relieve is an error. Start positions and a replay's end come
+ * only from each partition's leader, so every partition must have a leader in the metadata,
+ * reachable at its advertised address: the consumer first connects to each leader (within
+ * start.timeout.ms) and fails, naming the partitions, the broker and the address, when it cannot;
+ * a partition without a leader fails once start.timeout.ms has passed without one. None is ever
+ * taken for empty. An outage later only warns, naming the partitions that cannot be read (and the
+ * stats' watch_error says so). Records before a timestamp start are skipped (a broker that cannot
+ * look offsets up by time, as librdkafka's mock, answers "none": the consumer starts at the low
  * watermark and skips). The conf is copied. */
 LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
 
@@ -656,18 +658,16 @@ LS_API ls_err_t ls_ingest_stats(ls_ingest_t *ing, ls_ingest_stats_t *out);
 LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *out, int n,
                                      int *count);
 
-/* What a snapshot keeps of partition `partition` (one of the conf's): every
- * series of it with records in flight (accepted, not yet in a window the
- * trainer has released: partial windows, the last target of each window
- * handed out, windows queued or taken and not released, flushed ones
- * included), each through fn with all of those records; and *next, the
- * offset of its next unread record (one past the last record it handled,
- * its start position if none; messages held back while paused are unread),
- * and *last (unless NULL) that record's mark (the conf's if none; -1 none).
- * A consumer started at *next with those series restored forms exactly the
- * windows not yet trained, in the same per-partition order, whatever the
- * records' age. Consistent while the consumer runs (it waits for the batch
- * in hand, milliseconds). Call from the thread that takes windows. */
+/* What a snapshot keeps of partition `partition` (one of the conf's): every series of it with
+ * records in flight (accepted, not yet in a window the trainer has released: partial windows, the
+ * last target of each window handed out, windows queued or taken and not released, flushed ones
+ * included), each through fn with all of those records; and *next, the offset of its next unread
+ * record (one past the last record it handled, its start position if none; messages held back
+ * while paused are unread), and *last (unless NULL) that record's mark (the conf's if none; -1
+ * none). A consumer started at *next with those series restored forms exactly the windows not yet
+ * trained, in the same per-partition order, whatever the records' age. Consistent while the
+ * consumer runs (it waits for the batch in hand, milliseconds). Call from the thread that takes
+ * windows. */
 LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
                                    ls_ingest_mark_t *last, ls_inflight_fn fn, void *opaque);
 

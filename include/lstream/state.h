@@ -98,7 +98,9 @@ LS_API ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_
 LS_API void ls_series_table_destroy(ls_series_table_t *tab);
 
 /* The slot of a series, adding it (with a zero state) when new.
- * key: 1..255 bytes. */
+ * key: 1..255 bytes. A series known on another partition moved (the topic
+ * gained partitions): it is the same series, of `partition` from now on
+ * (its state follows it into snapshots, re-sharding and eviction). */
 LS_API ls_err_t ls_series_table_slot(ls_series_table_t *tab, const void *key, size_t key_len,
                                      int32_t partition, int64_t *slot);
 

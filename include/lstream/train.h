@@ -228,6 +228,9 @@ typedef struct ls_train_summary_s {
   int64_t evicted;           /* series the consumers forgot (series_idle_ms, max_series) */
   int64_t evicted_records;   /* records those series held in partial windows: never trained */
   int64_t evicted_states;    /* series states (h, c, normaliser, counts) the trainers forgot */
+  int64_t moved;             /* series that went on on another partition of their rank (the
+                                topic gained partitions), their state kept, all ranks */
+  int64_t partitions_added;  /* partitions added to the topic live and read, all ranks */
   int threads;               /* CPU threads of this rank's engine (they decide the order of
                                 sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */

@@ -9,8 +9,8 @@
  * keeps memory under its bound, and everything arrives after it resumes;
  * a consumer started from a snapshot (resume offsets, skip rules) forms
  * exactly the windows not trained yet, and one resumed on a topic deleted
- * and re-created is refused or, asked, restarted; committed offsets read
- * back.
+ * and re-created is refused or, asked, restarted; partitions added to a
+ * live topic are read from their beginning; committed offsets read back.
  *
  * Every wait is on a condition with a generous deadline, never a fixed sleep.
  */
@@ -547,6 +547,57 @@ static void on_any_warning(void *opaque, const char *message) {
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Keeps the warning that names partitions added. */
+static void on_added(void *opaque, const char *message) {
+  warnings_t *const w = opaque;
+  pthread_mutex_lock(&w->lock);
+  if (strstr(message, "gained partitions") != NULL)
+    snprintf(w->last, sizeof w->last, "%s", message);
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* Partitions added to the topic while a live consumer runs (issue 23): the
+ * consumer reads partitions 0 and 1 of a 4-partition topic, told that the
+ * topic had 2 when they were chosen (the mock cluster cannot add
+ * partitions to a topic, so the count at its start stands for the count
+ * before); its watch finds 2 and 3, this consumer's by p % 1, and assigns
+ * them from their beginning, saying so: every window of every series
+ * exactly once, from records produced before and after. */
+Test(consumer, partitions_added_live_are_read_from_their_beginning) {
+  int const T = 3, S = 8, K = 13;
+  rig_t r;
+  rig_new(&r, 1, "grow", 4, S, K, T, "never");
+  rig_produce(&r, 4, 0, 7);
+  add_partitions(r.c, 2, LS_START_BEGINNING);
+  rig_set(&r, "watch_interval_ms", "50");
+  cr_assert_eq(ls_ingest_conf_set_growth(r.c, 2, 1, 0), LS_OK, "%s", ls_last_error());
+  cr_expect_eq(ls_ingest_conf_set_growth(r.c, 2, 2, 2), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_growth(NULL, 2, 1, 0), LS_ERR_INVALID_ARG);
+  warnings_t warn = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_added, &warn), LS_OK);
+  rig_start(&r);
+  take(r.ing, &r.got, 2 * S); /* steps 0..6: windows (0..3) and (3..6) of each series */
+  rig_produce(&r, 4, 7, K);
+  take(r.ing, &r.got, 4 * S); /* and (6..9), (9..12) */
+  expect_world(&r.w, &r.got, NULL);
+  ls_ingest_stats_t const st = stats_of(r.ing);
+  cr_expect_eq(st.partitions_added, 2);
+  cr_expect_eq(st.duplicates, 0);
+  cr_expect_eq(st.w.records, S * K);
+  ls_ingest_partition_t parts[4];
+  int count = 0;
+  cr_assert_eq(ls_ingest_partitions(r.ing, parts, 4, &count), LS_OK);
+  cr_assert_eq(count, 4);
+  for (int i = 0; i < 4; i++)
+    cr_expect(parts[i].partition == i && parts[i].next_offset == 2 * K, "partition %d at %lld",
+              (int)parts[i].partition, (long long)parts[i].next_offset);
+  pthread_mutex_lock(&warn.lock);
+  cr_expect(strstr(warn.last, "gained partitions") != NULL && strstr(warn.last, "2@0, 3@0"),
+            "the added partitions named: %s", warn.last);
+  pthread_mutex_unlock(&warn.lock);
+  rig_free(&r);
+}
+
 /* Reads n records of a topic's partition 0 with a plain librdkafka consumer;
  * returns how many carry the header lstream-reject-reason = reason. */
 static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__COUNT],
@@ -625,9 +676,10 @@ static void produce_csv(rd_kafka_t *p, const char *topic, world_t *w, int s, int
 
 /* Live mode, csv: series 0 (7 steps, partition 0) and series 1 (3 steps,
  * partition 1), interleaved with records rejected for every reason (size
- * twice). The record of series 0 on partition 1 is produced only once
- * series 0 was accepted on partition 0: across partitions the order of
- * arrival is not defined, so only then is "partition" the right verdict. */
+ * twice). A record of series 0 on partition 1, produced once series 0 was
+ * accepted on partition 0, is no rejection: the series moved there
+ * (issue 23; what it held, the last target of its last window, has no
+ * target of its own). */
 Test(consumer, every_rejection_counted_rest_untouched) {
   rig_t r;
   rig_new(&r, 1, "reject", 2, 2, 7, 2, "never");
@@ -670,7 +722,7 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   add_partitions(r.c, 2, LS_START_BEGINNING);
   rig_start(&r);
   wait_stats(r.ing, records_reach, 7 + 3 + n_bad, "the first records");
-  produce(r.p, "reject", 1, "series-0000", 11, "1,2,3,4", 4, time_of(9), NULL); /* partition */
+  produce(r.p, "reject", 1, "series-0000", 11, "1,2,3,4", 7, time_of(9), NULL); /* moved */
   producer_flush(r.p);
   ls_ingest_stats_t const st = wait_stats(r.ing, records_reach, 7 + 3 + n_bad + 1, "all records");
   take(r.ing, &r.got, 4); /* series 0: 7 steps, 3 windows; series 1: 3 steps, 1 window */
@@ -680,27 +732,31 @@ Test(consumer, every_rejection_counted_rest_untouched) {
   cr_expect_eq(st.w.rejected[LS_REJECT_NONFINITE], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_BACKWARDS], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_KEY], 2);
-  cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 1);
+  cr_expect_eq(st.w.rejected[LS_REJECT_PARTITION], 0);
   cr_expect_eq(st.w.rejected[LS_REJECT_RANGE], 1);
   cr_expect_eq(st.w.rejected[LS_REJECT_FUTURE], 1);
-  cr_expect_eq(st.w.accepted, 10);
+  cr_expect_eq(st.w.accepted, 11);
+  cr_expect_eq(st.w.moved, 1);
   cr_expect_eq(st.w.windows, 4);
-  ls_ingest_stats_t const dl = wait_stats(r.ing, dead_letters_reach, n_bad + 1, "dead letters");
-  cr_expect_eq(dl.dead_letters, n_bad + 1);
+  ls_ingest_stats_t const dl = wait_stats(r.ing, dead_letters_reach, n_bad, "dead letters");
+  cr_expect_eq(dl.dead_letters, n_bad);
   cr_expect_eq(dl.dead_letter_errors, 0);
   /* One warning per reason: the second size rejection was rate limited. */
   pthread_mutex_lock(&warned.lock);
-  cr_expect_eq(warned.rejected, 8, "last: %s", warned.last);
+  cr_expect_eq(warned.rejected, 7, "last: %s", warned.last);
   /* (field, type and time are the JSON and Avro reasons: none in csv.) */
   for (int k = 1; k < LS_REJECT__COUNT; k++)
     cr_expect_eq(warned.per_reason[k],
-                 k == LS_REJECT_FIELD || k == LS_REJECT_TYPE || k == LS_REJECT_TIME ? 0 : 1,
+                 k == LS_REJECT_FIELD || k == LS_REJECT_TYPE || k == LS_REJECT_TIME ||
+                         k == LS_REJECT_PARTITION
+                     ? 0
+                     : 1,
                  "reason %s", ls_reject2str((ls_reject_t)k));
   pthread_mutex_unlock(&warned.lock);
 
   int count[LS_REJECT__COUNT] = {0};
   size_t longest_key = 0;
-  read_dead_letters(r.b, n_bad + 1, count, &longest_key);
+  read_dead_letters(r.b, n_bad, count, &longest_key);
   for (int k = 1; k < LS_REJECT__COUNT; k++)
     cr_expect_eq(count[k], st.w.rejected[k], "dead letters for %s", ls_reject2str((ls_reject_t)k));
   cr_expect_eq(longest_key, LS_KEY_MAX + 1, "keys are copied whole");

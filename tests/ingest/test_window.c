@@ -6,7 +6,8 @@
  * records a series holds (ls_windower_pending_of, _each_pending), restoring series in flight
  * (a resume re-forms exactly the windows of an uninterrupted run), gaps in event time
  * (reset.gap.ms) and the bounds on event times (a stamp in the future rejected without
- * touching its series, a late one held at its series' last).
+ * touching its series, a late one held at its series' last), a series that moves partition
+ * (issue 23: the topic gained partitions) going on there, and restored so.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -184,7 +185,6 @@ Test(window, rejections_leave_series_untouched) {
   long_key[LS_KEY_MAX] = '\0'; /* 255 bytes is allowed */
   cr_expect_eq(push(w, long_key, 1, 0, 3, 2, 100, &win), LS_REJECT_NONE);
   cr_expect_eq(push(w, "", 1, 0, 3, 3, 100, &win), LS_REJECT_KEY);
-  cr_expect_eq(push(w, "s", 0, 99, 4, 4, 100, &win), LS_REJECT_PARTITION);
   cr_expect_eq(push(w, "s", 0, 99, 3, 5, 99, &win), LS_REJECT_BACKWARDS);
   float const nan_v[F] = {1, NAN};
   char buf[F * 4];
@@ -208,11 +208,11 @@ Test(window, rejections_leave_series_untouched) {
 
   ls_window_stats_t st;
   cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
-  cr_expect_eq(st.records, 11);
+  cr_expect_eq(st.records, 10);
   cr_expect_eq(st.accepted, 4);
   cr_expect_eq(st.rejected[LS_REJECT_NONE], 0);
   cr_expect_eq(st.rejected[LS_REJECT_KEY], 2);
-  cr_expect_eq(st.rejected[LS_REJECT_PARTITION], 1);
+  cr_expect_eq(st.rejected[LS_REJECT_PARTITION], 0);
   cr_expect_eq(st.rejected[LS_REJECT_BACKWARDS], 2);
   cr_expect_eq(st.rejected[LS_REJECT_NONFINITE], 1);
   cr_expect_eq(st.rejected[LS_REJECT_SIZE], 1);
@@ -838,4 +838,105 @@ Test(window, restore_incarnations_of_a_key) {
   ls_inflight_t bad[2] = {in[0], in[0]};
   cr_expect_eq(ls_windower_restore(w2, bad, 2, keep, &got), LS_ERR_INVALID_ARG);
   ls_windower_destroy(w), ls_windower_destroy(w2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A series that moves partition (the topic gained partitions)               */
+
+static int64_t offset_moved(int s, int k) {
+  return k < 5 ? 10 + k : k - 5; /* steps 0..4 on partition 1, then 5.. on partition 0 */
+}
+
+/* A key first on partition 1 (steps 0..4, T = 3: window 0 complete, steps
+ * 3 and 4 held) then on partition 0: its record there is accepted, not
+ * rejected; what it held goes out as a partial window of partition 1
+ * (steps 3, 4: one target), and its windows go on, numbered on, on
+ * partition 0 from step 5; counted as moved, not as a new series nor an
+ * eviction. */
+Test(window, a_series_that_moves_partition_goes_on) {
+  int const T = 3;
+  ls_windower_t *const w = windower(T);
+  const ls_window_t *win = NULL;
+  for (int k = 0; k < 5; k++) {
+    cr_assert_eq(push(w, "m", 0, k, 1, offset_moved(0, k), 1000 + k, &win), LS_REJECT_NONE);
+    if (k == 3) expect_window(win, "m", 0, 0, T, T, offset_moved);
+  }
+  cr_assert_eq(push(w, "m", 0, 5, 0, offset_moved(0, 5), 1005, &win), LS_REJECT_NONE,
+               "a record of the key on another partition");
+  cr_assert_not_null(win, "what it held, closed");
+  cr_expect_eq(win->partition, 1);
+  cr_expect_eq(win->index, 1);
+  cr_expect_eq(win->n_targets, 1);
+  cr_expect_str_eq(win->key, "m");
+  cr_expect(win->offsets[0] == 13 && win->offsets[1] == 14 && win->offsets[2] == -1);
+  cr_expect(win->x[0] == value_of(0, 3) && win->x[F] == value_of(0, 4));
+  int found = 0;
+  cr_expect_eq(pending_of(w, "m", &found), 1);
+  held_list_t held = {0};
+  cr_assert_eq(ls_windower_each_pending(w, 1, keep_held, &held), LS_OK);
+  cr_expect_eq(held.n, 0, "partition 1 holds nothing of it");
+  cr_assert_eq(ls_windower_each_pending(w, 0, keep_held, &held), LS_OK);
+  cr_expect_eq(held.n, 1, "partition 0 holds it");
+  for (int k = 6; k < 8; k++) {
+    cr_assert_eq(push(w, "m", 0, k, 0, offset_moved(0, k), 1000 + k, &win), LS_REJECT_NONE);
+    cr_expect_null(win);
+  }
+  cr_assert_eq(push(w, "m", 0, 8, 0, offset_moved(0, 8), 1008, &win), LS_REJECT_NONE);
+  cr_assert_not_null(win);
+  cr_expect(win->partition == 0 && win->index == 2 && win->n_targets == T);
+  cr_expect(win->first_offset == 0 && win->last_offset == 3 && win->x[0] == value_of(0, 5));
+  /* Back on partition 1: a lone record (the carry, 8) has no target. */
+  cr_assert_eq(push(w, "m", 0, 9, 1, 20, 1009, &win), LS_REJECT_NONE);
+  cr_expect_null(win);
+  /* Its time order holds across partitions. */
+  cr_expect_eq(push(w, "m", 0, 10, 0, 9, 1, &win), LS_REJECT_BACKWARDS);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.moved, 2);
+  cr_expect_eq(st.series, 1);
+  cr_expect_eq(st.evicted, 0);
+  cr_expect_eq(st.rejected[LS_REJECT_PARTITION], 0);
+  cr_expect_eq(st.buffered, 1);
+  ls_windower_destroy(w);
+}
+
+/* A snapshot taken after a key moved holds two entries of it: on its old
+ * partition the rows of the partial window it closed (in flight), on the
+ * new one what it holds, its windows numbered on. Restored, in either
+ * order of partitions, the old one's rows give its windows and that
+ * partial window again, and the new one goes on: the same windows as an
+ * uninterrupted run. T = 2. */
+Test(window, restore_a_series_that_moved) {
+  for (int order = 0; order < 2; order++) {
+    int32_t const from = order ? 0 : 2, to = order ? 2 : 0;
+    int64_t const old_off[4] = {10, 11, 12, 13}, new_off[1] = {5};
+    int64_t const old_t[4] = {100, 101, 102, 103}, new_t[1] = {104};
+    float const x[4 * F] = {1, -1, 2, -2, 3, -3, 4, -4};
+    /* Old: window 0 (10..12) in flight and the partial window 1 (12, 13);
+     * new: index 2, one row. */
+    ls_inflight_t const in[2] = {{"k", 1, from, 0, 103, 0, 4, old_off, old_t, x},
+                                 {"k", 1, to, 2, 104, 0, 1, new_off, new_t, x}};
+    ls_inflight_t const swapped[2] = {in[1], in[0]};
+    ls_windower_t *const w = windower(2);
+    seen_list_t got = {0};
+    cr_assert_eq(ls_windower_restore(w, order ? swapped : in, 2, keep, &got), LS_OK, "%s",
+                 ls_last_error());
+    cr_assert_eq(got.n, 2, "the old partition's window and partial window (order %d)", order);
+    cr_expect(got.w[0].index == 0 && got.w[0].n_targets == 2 && got.w[0].offsets[2] == 12);
+    cr_expect(got.w[1].index == 1 && got.w[1].n_targets == 1 && got.w[1].offsets[1] == 13);
+    ls_inflight_t k;
+    int found = 0;
+    cr_assert_eq(ls_windower_pending_of(w, "k", 1, &k, &found), LS_OK);
+    cr_assert(found && k.partition == to && k.rows == 1 && k.offsets[0] == 5 && k.index == 2,
+              "the key goes on on its new partition");
+    const ls_window_t *win = NULL;
+    cr_assert_eq(push(w, "k", 0, 1, to, 6, 105, &win), LS_REJECT_NONE);
+    cr_assert_eq(push(w, "k", 0, 2, to, 7, 106, &win), LS_REJECT_NONE);
+    cr_assert_not_null(win);
+    cr_expect(win->index == 2 && win->first_offset == 5 && win->partition == to);
+    held_list_t held = {0};
+    cr_assert_eq(ls_windower_each_pending(w, from, keep_held, &held), LS_OK);
+    cr_expect_eq(held.n, 0, "nothing left on the old partition");
+    ls_windower_destroy(w);
+  }
 }
