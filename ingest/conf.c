@@ -348,6 +348,12 @@ ls_err_t ls_ingest_conf_set_growth(ls_ingest_conf_t *conf, int32_t known, int wo
   return LS_OK;
 }
 
+ls_err_t ls_ingest_conf_set_arrivals(ls_ingest_conf_t *conf, int on) {
+  LS_RETURN_IF(conf == NULL, LS_ERR_INVALID_ARG, "ls_ingest_conf_set_arrivals: conf is NULL");
+  conf->arrivals = on != 0;
+  return LS_OK;
+}
+
 ls_err_t ls_ingest_conf_set_mark(ls_ingest_conf_t *conf, int32_t partition,
                                  const ls_ingest_mark_t *mark) {
   LS_RETURN_IF(conf == NULL || mark == NULL, LS_ERR_INVALID_ARG,

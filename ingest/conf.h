@@ -41,6 +41,7 @@ struct ls_ingest_conf_s {
   ls_ingest_warn_cb warn_cb;
   void *warn_opaque;
   int32_t grow_known, grow_world, grow_rank; /* ls_ingest_conf_set_growth; world 0: off */
+  int arrivals;                              /* ls_ingest_conf_set_arrivals */
 };
 
 /* Frees the strings of settings whose strings were malloc'ed, and clears

@@ -148,6 +148,7 @@ static ls_err_t copy_conf(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
   ing->grow_world = grow ? conf->grow_world : 0;
   ing->grow_rank = conf->grow_rank;
   ing->grow_known = conf->grow_known;
+  atomic_init(&ing->arrivals, conf->arrivals);
   ing->cap_parts = ing->n_parts + (grow ? GROW_PARTS : 0);
   ing->parts = calloc((size_t)ing->cap_parts, sizeof *ing->parts);
   ing->batch = malloc(BATCH_MAX * sizeof *ing->batch);

@@ -93,6 +93,7 @@ void consumer_publish_locked(ls_ingest_t *ing) {
   p->dead_letter_errors = ing->dead_letter_errors;
   p->kafka_errors = ing->kafka_errors;
   p->partitions_added = ing->partitions_added;
+  p->arrived = ing->arrived;
   int64_t done = 0;
   for (int i = 0; i < ing->n_parts; i++) {
     const part_t *const part = &ing->parts[i];

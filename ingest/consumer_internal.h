@@ -171,6 +171,7 @@ enum {
   WARN_WATCH,
   WARN_MOVED,
   WARN_ADDED,
+  WARN_ARRIVED,
   WARN__COUNT
 };
 
@@ -195,7 +196,9 @@ struct ls_ingest_s {
   /* Partitions added live (ls_ingest_conf_set_growth): those of ids >=
    * grow_known with id % grow_world == grow_rank; grow_world 0: none. */
   int32_t grow_world, grow_rank;
-  int32_t grow_known; /* the watch thread's: the topic's partitions it knows */
+  int32_t grow_known;  /* the watch thread's: the topic's partitions it knows */
+  atomic_int arrivals; /* count series new to the consumer (ls_ingest_conf_set_arrivals; set
+                          by the watch once the topic grew) */
   ls_windower_t *w;
   pthread_t thread;
   int thread_started;
@@ -209,6 +212,7 @@ struct ls_ingest_s {
   int64_t peak_memory;
   int n_paused; /* partitions paused now */
   int64_t partitions_added;
+  int64_t arrived; /* series new to the consumer while arrivals is on */
 
   /* Changed by the consumer thread only under hold: each part's next and the
    * windower. */

@@ -109,6 +109,22 @@ static void on_moved(ls_ingest_t *ing, const rd_kafka_message_t *m) {
                 key, ing->w->moved_from, m->partition, m->offset, ing->w->moved_from);
 }
 
+/* A series new to the consumer once the topic gained partitions: a new
+ * key, or one that moved from another consumer's partition (nothing here
+ * tells them apart): counted, said, rate limited. */
+static void on_arrived(ls_ingest_t *ing, const rd_kafka_message_t *m) {
+  ing->arrived++;
+  if (ing->warn_cb == NULL) return;
+  char key[48];
+  printable_key(m, key, sizeof key);
+  consumer_warn(ing, WARN_ARRIVED,
+                "series '%s' first seen on partition %" PRId32 " (offset %" PRId64
+                ") after topic '%s' grew: a new key, or one that moved from another "
+                "consumer's partition; it starts over here with a new state (what that consumer "
+                "held of it stays there until its series_idle_ms evicts it)",
+                key, m->partition, m->offset, ing->s.topic);
+}
+
 /* 1 for the reasons of a record that is not of the declared format. */
 static int undecoded(ls_reject_t r) {
   return r == LS_REJECT_SIZE || r == LS_REJECT_PARSE || r == LS_REJECT_FIELD ||
@@ -196,6 +212,7 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
   ls_record_t const rec = {m->key,       m->key_len, m->payload, m->len,
                            m->partition, m->offset,  timestamp};
   const ls_window_t *win = NULL;
+  int64_t const series = ing->w->stats.series;
   ls_reject_t const r = ls_windower_push(ing->w, &rec, &win);
   if (r == LS_REJECT__COUNT) {
     consumer_fail(ing, LS_ERR_NOMEM, "%s", ls_last_error());
@@ -203,6 +220,8 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
   }
   if (r != LS_REJECT_NONE) on_reject(ing, m, r, timestamp);
   if (r == LS_REJECT_NONE && ing->w->moved_from >= 0) on_moved(ing, m);
+  if (r == LS_REJECT_NONE && ing->w->stats.series > series && atomic_load(&ing->arrivals))
+    on_arrived(ing, m);
   if (probe(ing, part, m, ing->w->decoded) != 0) return -1;
   if (r == LS_REJECT_NONE && ing->s.tap) { /* before its window is queued */
     ls_windower_record_t acc;

@@ -88,6 +88,8 @@ static void watch_grow(ls_ingest_t *ing, rd_kafka_topic_t *rkt, int timeout_ms) 
   int32_t count = 0;
   if (kafka_wait_metadata(ing->rk, rkt, timeout_ms, 1, &count) != RD_KAFKA_RESP_ERR_NO_ERROR)
     return; /* the round's watch says why */
+  /* Grown: a key new here may have come from another consumer's partition. */
+  if (count > ing->grow_known) atomic_store(&ing->arrivals, 1);
   for (int32_t id = ing->grow_known; id < count; id++) {
     if (id % ing->grow_world == ing->grow_rank) {
       grow_add_t a = {id, 0, 0};

@@ -500,8 +500,13 @@ static ls_err_t decode_modules(const snap_file_t *f, int n, decoder_t *dec,
 static ls_err_t decode_shard_body(const snap_file_t *f, const snap_meta_t *m, int what,
                                   decoder_t *dec, const snap_limits_t *lim, ls_snapshot_t *s) {
   uint32_t ids[SNAP_SHARD_SECTIONS];
-  int const n = snap_shard_ids(s, 1, ids);
-  for (int i = 0; i < n; i++) {
+  int n = snap_shard_ids(s, 1, ids);
+  if (!(what & SNAP_DECODE_ALL)) { /* the module sections alone: they follow the container's */
+    n = 0;
+    while (1 + n < f->desc.n_sections && f->ids[1 + n] < LS_SNAPSHOT_SECTION_FIRST)
+      n++;
+  }
+  for (int i = 0; i < n && (what & SNAP_DECODE_ALL); i++) {
     int const model = ids[i] == SNAP_MODEL || ids[i] == SNAP_OPTIMIZER ||
                       ids[i] == SNAP_CALIBRATION || ids[i] == SNAP_PREDICT;
     if (!(what & (model ? SNAP_DECODE_MODEL : SNAP_DECODE_SERIES))) continue;

@@ -385,8 +385,14 @@ typedef struct snap_file_s {
 ls_err_t snap_file_parse(const uint8_t *data, size_t size, const char *name, uint32_t kind,
                          const snap_limits_t *lim, snap_file_t *out);
 
-/* What of a shard to decode. */
-enum { SNAP_DECODE_MODEL = 1, SNAP_DECODE_SERIES = 2, SNAP_DECODE_ALL = 3 };
+/* What of a shard to decode (the module sections always are: SECTIONS
+ * asks for them alone). */
+enum {
+  SNAP_DECODE_MODEL = 1,
+  SNAP_DECODE_SERIES = 2,
+  SNAP_DECODE_ALL = 3,
+  SNAP_DECODE_SECTIONS = 4
+};
 
 /* Decodes a parsed shard into a new snapshot: its meta, and the model
  * and/or series and partitions as `what` asks. */

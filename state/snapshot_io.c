@@ -447,6 +447,14 @@ ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *m, int rank, ls_sn
   return load_part(m, rank, SNAP_DECODE_ALL, out);
 }
 
+ls_err_t ls_snapshot_load_sections(const ls_snapshot_manifest_t *m, int rank, ls_snapshot_t **out) {
+  LS_RETURN_IF(m == NULL || out == NULL, LS_ERR_INVALID_ARG, "manifest or out is NULL");
+  *out = NULL;
+  LS_RETURN_IF(rank < 0 || rank >= m->world, LS_ERR_INVALID_ARG, "rank %d is not in [0, world %d)",
+               rank, (int)m->world);
+  return load_part(m, rank, SNAP_DECODE_SECTIONS, out);
+}
+
 /* Shard `part` and shard 0 (`zero`) come from one run: same shape, seed and
  * configuration fingerprint. */
 static ls_err_t check_same_run(const ls_snapshot_t *part, const ls_snapshot_t *zero) {

@@ -26,11 +26,13 @@
 /* ------------------------------------------------------------------------ */
 /* Setup                                                                     */
 
-/* Parses the partitions key against the topic's count; keeps this rank's. */
+/* Parses the partitions key against the topic's count; keeps this rank's
+ * (and the count). */
 static ls_err_t pick_partitions(ls_trainer_t *tr, int32_t count) {
   int32_t *const parts = calloc((size_t)count, sizeof *parts);
   LS_RETURN_IF(parts == NULL, LS_ERR_NOMEM, "no memory for %d partitions", (int)count);
   tr->v.parts = parts;
+  tr->v.topic_parts = count;
   return train_pick_partitions(tr->conf.partitions, count, tr->v.world, tr->v.rank, parts, &tr->v.P,
                                &tr->P_all);
 }
@@ -110,7 +112,7 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
     tr->max_held = (size_t)is.max_series;
     err = ls_ingest_conf_set_settings(ic, &is);
   }
-  if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, start);
+  if (err == LS_OK) err = train_snaps_ingest(snap, ic, tr->v.parts, tr->v.P, count, start);
   /* Live, every partition: those added to the topic are read (p % world). */
   if (err == LS_OK && !c->until && !strcmp(c->partitions, "all"))
     err = ls_ingest_conf_set_growth(ic, count, tr->v.world, tr->v.rank);
@@ -133,8 +135,10 @@ ls_err_t train_grow_partitions(ls_trainer_t *tr) {
                      : ls_error_set(LS_ERR_NOMEM, "no memory for %d partitions", count);
   /* In the order they were added: ascending (the added ones come after the
    * topic's count at the start). */
-  for (int i = tr->v.P; i < count && err == LS_OK; i++)
+  for (int i = tr->v.P; i < count && err == LS_OK; i++) {
     parts[i] = list[i].partition;
+    if (parts[i] >= tr->v.topic_parts) tr->v.topic_parts = parts[i] + 1;
+  }
   free(list);
   LS_FORWARD_IF_ERROR(err);
   tr->v.P = count;

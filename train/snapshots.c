@@ -277,6 +277,8 @@ ls_err_t train_snaps_find(train_snaps_t *s, ls_snapshot_t **snap) {
   err = ls_snapshot_manifest_read(path, &man);
   if (err == LS_OK) err = ls_snapshot_manifest_get(man, &at, &written);
   ls_snapshot_manifest_destroy(man);
+  if (err == LS_OK && written != s->v->world) /* re-sharded: each shard's marks of ours */
+    err = train_marks_gather(path, *snap, s->v->world, s->v->rank);
   size_t const len = strlen(s->note);
   snprintf(s->note + len, sizeof s->note - len,
            "resumed from %s (step %" PRId64 "; written by %d rank%s, resumed on %d)", path,
@@ -302,19 +304,24 @@ static ls_start_t partition_start(const ls_snapshot_t *snap, int32_t p, ls_start
 }
 
 ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
-                            int P, ls_start_t start) {
+                            int P, int32_t topic, ls_start_t start) {
+  int32_t known = 0;
+  if (snap != NULL) LS_FORWARD_IF_ERROR(train_marks_topic(snap, &known));
+  int grown = known > 0 && topic > known;
   for (int i = 0; i < P; i++) {
     int resumed = 0;
     /* One a snapshot lacks was added to the topic since: from its beginning. */
     ls_start_t const at = partition_start(
         snap, parts[i], snap != NULL ? (ls_start_t){LS_START_BEGINNING, 0} : start, &resumed);
     LS_FORWARD_IF_ERROR(ls_ingest_conf_add_partition(ic, parts[i], at));
+    grown |= snap != NULL && !resumed;
     ls_ingest_mark_t mark = {-1, -1, 0};
     if (resumed) LS_FORWARD_IF_ERROR(train_marks_get(snap, parts[i], &mark));
     /* A mark past the start (a snapshot not of this lstream) is not checked. */
     if (resumed && mark.offset >= at.value) mark = (ls_ingest_mark_t){-1, -1, 0};
     if (resumed) LS_FORWARD_IF_ERROR(ls_ingest_conf_set_mark(ic, parts[i], &mark));
   }
+  if (grown) LS_FORWARD_IF_ERROR(ls_ingest_conf_set_arrivals(ic, 1));
   /* The records in flight: the consumer forms the windows not yet trained
    * from them (the partitions resume past them). */
   size_t const n = snap != NULL ? ls_snapshot_inflight_count(snap) : 0;
@@ -558,7 +565,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
     s->parts[s->n] = v->parts[i];
     s->offsets[s->n++] = offset;
   }
-  LS_FORWARD_IF_ERROR(train_marks_put(snap, s->n, s->parts, s->marks));
+  LS_FORWARD_IF_ERROR(train_marks_put(snap, s->n, s->parts, s->marks, v->topic_parts));
   if (v->rep != NULL) LS_FORWARD_IF_ERROR(replay_save(v->rep, snap));
   if (v->pred != NULL) LS_FORWARD_IF_ERROR(predict_save(v->pred, snap, &s->pred_mark));
   int busy = 0;

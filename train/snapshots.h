@@ -60,22 +60,35 @@ ls_err_t train_run_choose(const ls_snapshot_t *snap, train_view_t *v);
 ls_err_t train_run_put(const train_view_t *v, ls_snapshot_t *snap);
 
 /* train/marks.c. Each partition's mark (the last record read of it) into
- * a snapshot being taken: n partitions parts [n], their marks [n]. */
+ * a snapshot being taken: n partitions parts [n], their marks [n], and
+ * topic, the topic's partitions the rank knows. */
 ls_err_t train_marks_put(ls_snapshot_t *snap, int n, const int32_t *parts,
-                         const ls_ingest_mark_t *marks);
+                         const ls_ingest_mark_t *marks, int32_t topic);
 
 /* A loaded snapshot's mark of partition (offset -1 when it has none). */
 ls_err_t train_marks_get(const ls_snapshot_t *snap, int32_t partition, ls_ingest_mark_t *out);
+
+/* The topic's partitions a loaded snapshot's run knew (0: unknown, a
+ * snapshot of before issue 23). */
+ls_err_t train_marks_topic(const ls_snapshot_t *snap, int32_t *topic);
+
+/* A re-sharded resume (snap, loaded from PATH for rank `rank` of `world`,
+ * holds rank 0's marks): the marks of every shard whose partitions are
+ * this rank's replace them, so that each is checked. */
+ls_err_t train_marks_gather(const char *path, ls_snapshot_t *snap, int world, int rank);
 
 /* The loaded snapshot's model shape against the view's (computed from the
  * settled configuration). */
 ls_err_t train_snaps_check_shape(const train_snaps_t *s, const ls_snapshot_t *snap);
 
 /* Adds this rank's partitions to ic, each where snap (NULL: none) resumes
- * it (with its mark, which the consumer checks) or else at start, and
- * snap's records in flight to restore. */
+ * it (with its mark, which the consumer checks) or else at start (one snap
+ * lacks: from its beginning), and snap's records in flight to restore.
+ * When the topic (topic partitions now) gained partitions since snap,
+ * series new to the consumer are counted as arrived (keys that moved from
+ * another rank's partitions among them: ls_ingest_conf_set_arrivals). */
 ls_err_t train_snaps_ingest(const ls_snapshot_t *snap, ls_ingest_conf_t *ic, const int32_t *parts,
-                            int P, ls_start_t start);
+                            int P, int32_t topic, ls_start_t start);
 
 /* Applies a loaded snapshot: model and optimizer into the engine, the
  * series with their counts, states and host-side state into the series

@@ -28,8 +28,10 @@ typedef struct train_view_s {
   ls_ingest_t *ing;     /* NULL on a rank without partitions */
   const int32_t *parts; /* [P] this rank's partitions, ascending */
   int P;
-  figures_t *fig;                /* the forecasts' calibration */
-  const int64_t *updates;        /* the trainer's count of updates asked (the warm-up's clock) */
+  int32_t topic_parts;    /* the topic's partitions this rank knows (at the start; live, grown to
+                             take in those added to it: its snapshots keep it, train/marks.c) */
+  figures_t *fig;         /* the forecasts' calibration */
+  const int64_t *updates; /* the trainer's count of updates asked (the warm-up's clock) */
   const int64_t *evicted_states; /* series states this rank's trainer forgot */
   replay_t *rep;                 /* the partitions' replay memories; NULL without replay */
   struct predict_s *pred;        /* forecasts going out; NULL without: a snapshot commits only once

@@ -82,10 +82,9 @@ LS_API const char *ls_format2str(ls_format_t fmt);
 LS_API ls_err_t ls_record_encode(ls_format_t fmt, const float *values, int F, char *buf,
                                  size_t size, size_t *len);
 
-/* Decodes a record value of exactly F values into out [F] (partly written
- * on rejection): LS_REJECT_NONE, or why not (SIZE, PARSE, NONFINITE). csv
- * takes spaces and tabs around each number and one trailing "\n" or
- * "\r\n" (ingest/record.c: the grammar). Invalid arguments (out NULL, F
+/* Decodes a record value of exactly F values into out [F] (partly written on rejection):
+ * LS_REJECT_NONE, or why not (SIZE, PARSE, NONFINITE). csv takes spaces and tabs around each number
+ * and one trailing "\n" or "\r\n" (ingest/record.c: the grammar). Invalid arguments (out NULL, F
  * outside [1, LS_FEATURES_MAX], value NULL with len > 0) are SIZE. */
 LS_API ls_reject_t ls_record_decode(ls_format_t fmt, const void *value, size_t len, int F,
                                     float *out);
@@ -175,11 +174,10 @@ typedef struct ls_decoded_s {
   int64_t time; /* event time in ms: rec's timestamp, or the time field's; -1 unknown */
 } ls_decoded_t;
 
-/* Decodes rec's value into x [F] (partly written on rejection) and *out:
- * LS_REJECT_NONE, or why not: SIZE, PARSE, NONFINITE (f32, csv: as
- * ls_record_decode), PARSE (not a JSON object, a truncated one, not a
- * record of the schema), FIELD, TYPE, TIME. The key is read even when a
- * value is rejected, where it can be. Invalid arguments are PARSE. */
+/* Decodes rec's value into x [F] (partly written on rejection) and *out: LS_REJECT_NONE, or why
+ * not: SIZE, PARSE, NONFINITE (f32, csv: as ls_record_decode), PARSE (not a JSON object, a
+ * truncated one, not a record of the schema), FIELD, TYPE, TIME. The key is read even when a value
+ * is rejected, where it can be. Invalid arguments are PARSE. */
 LS_API ls_reject_t ls_decoder_decode(ls_decoder_t *d, const ls_record_t *rec, float *x,
                                      ls_decoded_t *out);
 
@@ -187,11 +185,10 @@ LS_API ls_reject_t ls_decoder_decode(ls_decoder_t *d, const ls_record_t *rec, fl
  * the last decode accepted. */
 LS_API const char *ls_decoder_why(const ls_decoder_t *d);
 
-/* What value [len] looks like, for a message about records that are not of
- * their declared format: "JSON objects with fields sym (string), px
- * (number)", "CSV text of 3 numbers", "binary of 8 bytes (2 float32 of
- * plausible size)", "Avro with Confluent's framing (schema id 4)", ...,
- * with a hint of the options that read it; into buf [size]. */
+/* What value [len] looks like, for a message about records that are not of their declared format:
+ * "JSON objects with fields sym (string), px (number)", "CSV text of 3 numbers", "binary of 8 bytes
+ * (2 float32 of plausible size)", "Avro with Confluent's framing (schema id 4)", ..., with a hint
+ * of the options that read it; into buf [size]. */
 LS_API void ls_value_describe(const void *value, size_t len, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
@@ -292,12 +289,11 @@ LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
  * finite float passes). max_abs must be > 0; 3.4e38 or more is no bound. */
 LS_API ls_err_t ls_windower_set_max_abs(ls_windower_t *w, double max_abs);
 
-/* Sets the bound on a series' event-time gaps (ms; 0, a new windower's:
- * none): a record more than gap_ms after its series' last accepted one
- * first closes what the series holds as a partial window (masked, as a
- * flush's; a lone record, with no target, is dropped), then starts the
- * series' next window, marked reset (its state restarts from zero); the
- * record completes no window itself then. Counted in stats.resets. */
+/* Sets the bound on a series' event-time gaps (ms; 0, a new windower's: none): a record more than
+ * gap_ms after its series' last accepted one first closes what the series holds as a partial window
+ * (masked, as a flush's; a lone record, with no target, is dropped), then starts the series' next
+ * window, marked reset (its state restarts from zero); the record completes no window itself then.
+ * Counted in stats.resets. */
 LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 
 /* The bounds on event times (ms; 0, a new windower's: none), so that no
@@ -319,20 +315,18 @@ LS_API ls_err_t ls_windower_set_reset_gap(ls_windower_t *w, int64_t gap_ms);
 LS_API ls_err_t ls_windower_set_time_bounds(ls_windower_t *w, int64_t max_future_ms,
                                             int64_t late_ms);
 
-/* Bounds the series held (0: no bound, a new windower's): after a record
- * is accepted, its partition forgets each series idle for longer than
- * idle_ms (its last event time that much before the partition's newest)
- * and, beyond max_held series, the least recently active ones; in order of
- * their last records' arrival, the record's own series aside. An evicted
- * series' records in buffer are dropped (stats.evicted_records): its key,
- * if it comes back, starts a new series (window 0). */
+/* Bounds the series held (0: no bound, a new windower's): after a record is accepted, its partition
+ * forgets each series idle for longer than idle_ms (its last event time that much before the
+ * partition's newest) and, beyond max_held series, the least recently active ones; in order of
+ * their last records' arrival, the record's own series aside. An evicted series' records in buffer
+ * are dropped (stats.evicted_records): its key, if it comes back, starts a new series (window
+ * 0). */
 LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
-/* The record the last ls_windower_push accepted (not rejected, not
- * skipped below a skip rule): its series' id (as in its windows), the
- * series' key (NUL-terminated, valid as long as the windower), its decoded
- * values x [F] (valid until the next push) and its event time as accepted
- * (a late record's held at its series' last). series = -1, key and x NULL
- * when the last push accepted none. */
+/* The record the last ls_windower_push accepted (not rejected, not skipped below a skip rule): its
+ * series' id (as in its windows), the series' key (NUL-terminated, valid as long as the windower),
+ * its decoded values x [F] (valid until the next push) and its event time as accepted (a late
+ * record's held at its series' last). series = -1, key and x NULL when the last push accepted
+ * none. */
 typedef struct ls_windower_record_s {
   int64_t series;
   const char *key;
@@ -494,27 +488,31 @@ LS_API ls_err_t ls_ingest_conf_set_settings(ls_ingest_conf_t *conf, const ls_ing
 LS_API ls_err_t ls_ingest_conf_get_settings(const ls_ingest_conf_t *conf,
                                             ls_ingest_settings_t *out);
 
-/* Passes one librdkafka property through, "key=value" (as kcat -X), checked
- * now; SASL/SSL and the rest work this way; bootstrap.servers is needed.
- * Defaults a property replaces: group.id=lstream-ingest (needed to assign
- * partitions; no group is joined, offsets are committed only by
- * ls_ingest_commit), auto.offset.reset=error (a record deleted before it
- * was read fails the consumer), queued.min.messages=1000000 (ingest/conf.c
- * says why), session.timeout.ms = commit.timeout.ms (bounds a commit's
- * wait for a coordinator). enable.auto.commit, enable.auto.offset.store
- * (false) and enable.partition.eof (true) are fixed. */
+/* Passes one librdkafka property through, "key=value" (as kcat -X), checked now; SASL/SSL and the
+ * rest work this way; bootstrap.servers is needed. Defaults a property replaces:
+ * group.id=lstream-ingest (needed to assign partitions; no group is joined, offsets are committed
+ * only by ls_ingest_commit), auto.offset.reset=error (a record deleted before it was read fails the
+ * consumer), queued.min.messages=1000000 (ingest/conf.c says why), session.timeout.ms =
+ * commit.timeout.ms (bounds a commit's wait for a coordinator). enable.auto.commit,
+ * enable.auto.offset.store (false) and enable.partition.eof (true) are fixed. */
 LS_API ls_err_t ls_ingest_conf_set_kafka(ls_ingest_conf_t *conf, const char *setting);
 
 /* Adds a partition to consume (one a rank owns) and where it starts. */
 LS_API ls_err_t ls_ingest_conf_add_partition(ls_ingest_conf_t *conf, int32_t partition,
                                              ls_start_t start);
 
-/* Live (stop=never), each watch round reads the topic's partition count;
- * partitions of ids >= known with id % world == rank are read from their
- * beginning, said in a warning (stats.partitions_added). At most 1024 more,
- * ids below 65536 (others: a warning). world 0 (the default): none. */
+/* Live (stop=never), each watch round reads the topic's partition count; partitions of ids >= known
+ * with id % world == rank are read from their beginning, said in a warning
+ * (stats.partitions_added). At most 1024 more, ids below 65536 (others: a warning). world 0 (the
+ * default): none. */
 LS_API ls_err_t ls_ingest_conf_set_growth(ls_ingest_conf_t *conf, int32_t known, int world,
                                           int rank);
+
+/* Counts (stats.arrived) and says (a warning, at most one each 5 s) every series new to this
+ * consumer: once the topic gained partitions, a key that moved here from another consumer's
+ * partition cannot be told from a new one. On from the start (the trainer: the topic grew since
+ * its snapshot), or once the watch finds the topic grown (ls_ingest_conf_set_growth). */
+LS_API ls_err_t ls_ingest_conf_set_arrivals(ls_ingest_conf_t *conf, int on);
 
 LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_warn_cb cb,
                                            void *opaque);
@@ -550,6 +548,8 @@ typedef struct ls_ingest_stats_s {
   int64_t dead_letter_errors;  /* copies that could not be delivered */
   int64_t kafka_errors;        /* client errors librdkafka retries */
   int64_t partitions_added;    /* partitions added to the topic live and read (growth) */
+  int64_t arrived;             /* series new to this consumer once the topic grew: new keys, or
+                                  moved from another's partition (ls_ingest_conf_set_arrivals) */
   int64_t progress_done;       /* offsets consumed since the start positions */
   int64_t progress_total;      /* offsets from the start positions to the high
                                   watermarks read at start (stop=end), else -1 */

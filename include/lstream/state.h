@@ -507,6 +507,13 @@ LS_API ls_err_t ls_snapshot_path(const char *dir, int64_t step, char *buf, size_
 LS_API ls_err_t ls_snapshot_load_shard(const ls_snapshot_manifest_t *man, int rank,
                                        ls_snapshot_t **out);
 
+/* Loads the module sections of shard `rank` alone (and its info), verified
+ * as by ls_snapshot_load_shard: what a module that keeps each shard's own
+ * data in a section reads of every shard when a resume re-shards (which
+ * keeps rank 0's sections). */
+LS_API ls_err_t ls_snapshot_load_sections(const ls_snapshot_manifest_t *man, int rank,
+                                          ls_snapshot_t **out);
+
 /* Loads what rank `rank` of a `world`-rank run resumes from, out of the
  * snapshot at PATH (a snap-<step> directory) written by any number of ranks:
  * the model (from shard 0) and

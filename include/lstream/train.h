@@ -231,6 +231,9 @@ typedef struct ls_train_summary_s {
   int64_t moved;             /* series that went on on another partition of their rank (the
                                 topic gained partitions), their state kept, all ranks */
   int64_t partitions_added;  /* partitions added to the topic live and read, all ranks */
+  int64_t arrived;           /* series new to their rank once the topic gained partitions (live,
+                                or since the snapshot): new keys, or keys that moved from another
+                                rank's partition and start over (no rank can tell), all ranks */
   int threads;               /* CPU threads of this rank's engine (they decide the order of
                                 sums: other counts, other bits) */
   int64_t resumed_step;      /* the step of the snapshot the run resumed from, or -1 */

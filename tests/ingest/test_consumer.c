@@ -562,7 +562,11 @@ static void on_added(void *opaque, const char *message) {
  * partitions to a topic, so the count at its start stands for the count
  * before); its watch finds 2 and 3, this consumer's by p % 1, and assigns
  * them from their beginning, saying so: every window of every series
- * exactly once, from records produced before and after. */
+ * exactly once, from records produced before and after. The series of the
+ * added partitions (2, 3, 6 and 7: s % 4) are first seen once the watch
+ * found the topic grown: counted as arrived (new keys, or keys from another
+ * consumer's partitions), and those of 0 and 1 too when the watch came
+ * first. */
 Test(consumer, partitions_added_live_are_read_from_their_beginning) {
   int const T = 3, S = 8, K = 13;
   rig_t r;
@@ -573,6 +577,7 @@ Test(consumer, partitions_added_live_are_read_from_their_beginning) {
   cr_assert_eq(ls_ingest_conf_set_growth(r.c, 2, 1, 0), LS_OK, "%s", ls_last_error());
   cr_expect_eq(ls_ingest_conf_set_growth(r.c, 2, 2, 2), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_ingest_conf_set_growth(NULL, 2, 1, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_ingest_conf_set_arrivals(NULL, 1), LS_ERR_INVALID_ARG);
   warnings_t warn = {.lock = PTHREAD_MUTEX_INITIALIZER};
   cr_assert_eq(ls_ingest_conf_set_warn_cb(r.c, on_added, &warn), LS_OK);
   rig_start(&r);
@@ -582,6 +587,7 @@ Test(consumer, partitions_added_live_are_read_from_their_beginning) {
   expect_world(&r.w, &r.got, NULL);
   ls_ingest_stats_t const st = stats_of(r.ing);
   cr_expect_eq(st.partitions_added, 2);
+  cr_expect(st.arrived >= S / 2 && st.arrived <= S, "%lld series arrived", (long long)st.arrived);
   cr_expect_eq(st.duplicates, 0);
   cr_expect_eq(st.w.records, S * K);
   ls_ingest_partition_t parts[4];

@@ -429,7 +429,7 @@ partitions_added)
   grep -E '^(summary|series|rejected)' "$work/live.out"
   [ "$(field "$work/live.out" series partitions_added)" = 2 ] || fail "not 2 partitions added"
   [ "$(field "$work/live.out" summary rejected)" = 0 ] || fail "records rejected"
-  echo "live: the $new records of partitions 2 and 3, added live, read; $(field "$work/live.out" series moved) series moved"
+  echo "live: the $new records of partitions 2 and 3, added live, read; $(field "$work/live.out" series moved) series moved, $(field "$work/live.out" series arrived) new since the topic grew (arrived)"
   # The restart resumes all 4 (each replay memory keeping its newest
   # windows that fit, and saying so).
   "$lstream" "${p[@]}" --until end >"$work/again.out" 2>"$work/again.err" ||

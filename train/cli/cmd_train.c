@@ -431,10 +431,10 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
   printf("snapshots committed=%lld skipped=%lld resumed_from_step=%lld\n", (long long)s->snapshots,
          (long long)s->snapshots_skipped, (long long)s->resumed_step);
   printf("series held=%lld evicted=%lld evicted_records=%lld evicted_states=%lld resets=%lld "
-         "late=%lld moved=%lld partitions_added=%lld\n",
+         "late=%lld moved=%lld arrived=%lld partitions_added=%lld\n",
          (long long)s->series, (long long)s->evicted, (long long)s->evicted_records,
          (long long)s->evicted_states, (long long)s->resets, (long long)s->late,
-         (long long)s->moved, (long long)s->partitions_added);
+         (long long)s->moved, (long long)s->arrived, (long long)s->partitions_added);
   printf("rejected");
   for (int r = 1; r < LS_REJECT__COUNT; r++)
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
