@@ -163,6 +163,56 @@ Test(sections, per_shard_and_reshard) {
   free(dir);
 }
 
+/* What a module reads of every shard when a resume re-shards: each shard's
+ * own sections, checked against the manifest; a damaged shard refused. */
+Test(sections, every_shards_own) {
+  char *const dir = su_temp_dir();
+  write_with(dir, 3, put_later);
+  char path[PATH_MAX];
+  su_snap_path(path, dir, 10, NULL);
+  ls_snapshot_manifest_t *man = NULL;
+  cr_assert_eq(ls_snapshot_manifest_read(path, &man), LS_OK, "%s", ls_last_error());
+  for (int rank = 0; rank < 3; rank++) {
+    ls_snapshot_t *s = NULL;
+    cr_assert_eq(ls_snapshot_load_sections(man, rank, &s), LS_OK, "%s", ls_last_error());
+    uint32_t version = 0;
+    const void *data = NULL;
+    size_t bytes = 0;
+    cr_assert_eq(ls_snapshot_get_section(s, LS_SNAPSHOT_SECTION_SETTINGS, &version, &data, &bytes),
+                 LS_OK);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d's settings", rank);
+    cr_expect(bytes == strlen(want) && !memcmp(data, want, bytes), "rank %d: %.*s", rank,
+              (int)bytes, (const char *)data);
+    cr_expect_eq(ls_snapshot_get_section(s, LATER_OPTIONAL, &version, &data, &bytes), LS_OK);
+    cr_expect(bytes == sizeof floats && !memcmp(data, floats, bytes));
+    ls_snapshot_destroy(s);
+  }
+  ls_snapshot_t *s = (ls_snapshot_t *)0x1;
+  cr_expect_eq(ls_snapshot_load_sections(NULL, 0, &s), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_snapshot_load_sections(man, 0, NULL), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_snapshot_load_sections(man, 3, &s), LS_ERR_INVALID_ARG, "rank 3 of 3");
+  cr_expect_null(s, "out cleared on error");
+  cr_expect_eq(ls_snapshot_load_sections(man, -1, &s), LS_ERR_INVALID_ARG);
+  /* One byte of shard 1 flipped: refused, the others still load. */
+  char shard[PATH_MAX];
+  su_snap_path(shard, dir, 10, "shard-1");
+  FILE *const f = fopen(shard, "r+b");
+  cr_assert_not_null(f);
+  cr_assert_eq(fseek(f, 40, SEEK_SET), 0);
+  const int c = fgetc(f);
+  cr_assert_eq(fseek(f, 40, SEEK_SET), 0);
+  fputc(c ^ 0xff, f);
+  fclose(f);
+  cr_expect_neq(ls_snapshot_load_sections(man, 1, &s), LS_OK, "a damaged shard is refused");
+  cr_expect_null(s);
+  cr_expect_eq(ls_snapshot_load_sections(man, 2, &s), LS_OK, "%s", ls_last_error());
+  ls_snapshot_destroy(s);
+  ls_snapshot_manifest_destroy(man);
+  su_remove(dir);
+  free(dir);
+}
+
 /* The format-4 snapshot committed under golden/ loads, with no module
  * section. */
 Test(sections, format_4_loads) {
