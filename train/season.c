@@ -154,6 +154,14 @@ int season_features(const season_t *s) {
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
+/* AVX2 where the CPU has it (the same operations in the same order, no
+ * fused multiply-adds: the results are the generic build's, bit for bit). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEASON_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SEASON_CLONES
+#endif
+
 static void learn_row(const season_t *s, double *m, const double *z, double y);
 static void solve_w(const season_t *s, double *m);
 
@@ -182,18 +190,33 @@ static double value_at(const season_t *s, const float *ring, int64_t t, int64_t 
 static void find_season(const season_t *s, double *m, const float *ring, int64_t t) {
   if (t < 1) return;
   float *const acf = (float *)(void *)(m + s->head) + s->R;
-  double const d = (double)ring[t % s->R] - (double)ring[(t - 1) % s->R];
-  for (int k = 0; k < s->acf_n && t - k >= 1; k++) {
-    double const dk = (double)ring[(t - k) % s->R] - (double)ring[(t - k - 1) % s->R];
-    double const w = fmax(1.0 / (double)(t - k), 1.0 / ACF_WINDOW);
+  int const R = s->R;
+  /* Lag k pairs record t's change with record t - k's: ring slots i (t - k)
+   * and its predecessor, walked down without a division per lag; each
+   * lag's weight is 1 / (t - k) while that is above 1 / ACF_WINDOW. */
+  int i = (int)(t % R);
+  double const d = (double)ring[i] - (double)ring[i == 0 ? R - 1 : i - 1];
+  int const lags = t < (int64_t)s->acf_n ? (int)t : s->acf_n; /* t - k >= 1 */
+  for (int k = 0; k < lags; k++) {
+    int const prev = i == 0 ? R - 1 : i - 1;
+    double const dk = (double)ring[i] - (double)ring[prev];
+    int64_t const age = t - k;
+    double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
     acf[k] += (float)(w * (d * dk - (double)acf[k]));
+    i = prev;
   }
   if (!(acf[0] > 0.0f)) return;
   double const bar = 0.25 + 2.0 / sqrt(fmin((double)t, ACF_WINDOW));
   int const top = (int)(t / 3 < s->pmax ? t / 3 : s->pmax); /* three seasons seen */
+  /* The highest autocorrelation over the lags: the highest sum over
+   * acf[0] (> 0; a correctly rounded division keeps the order). */
   double best = -1.0;
-  for (int k = SEASON_MIN; k < top; k++)
-    best = fmax(best, acf[k] / acf[0]);
+  if (top > SEASON_MIN) {
+    float high = acf[SEASON_MIN];
+    for (int k = SEASON_MIN + 1; k < top; k++)
+      high = acf[k] > high ? acf[k] : high;
+    best = fmax(best, high / acf[0]);
+  }
   if (best < bar) return;
   int pick = 0;
   for (int k = SEASON_MIN; k < top && pick == 0; k++)
@@ -296,7 +319,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 /* The linear path's least squares and the mixing                            */
 
 /* One row (features z [K], target y) into block m's forgotten sums. */
-static void learn_row(const season_t *s, double *m, const double *z, double y) {
+SEASON_CLONES static void learn_row(const season_t *s, double *m, const double *z, double y) {
   int const K = s->K;
   double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
@@ -310,29 +333,59 @@ static void learn_row(const season_t *s, double *m, const double *z, double y) {
 
 /* Block m's weights from its sums: Cholesky of A + RIDGE I (positive
  * definite), then two triangular solves; kept as they were if it is not. */
-static void solve_w(const season_t *s, double *m) {
+/* w = (A + RIDGE I)^-1 b by Cholesky, A = L L^T, L kept by columns (L
+ * [q * K + p] = L_pq, p >= q). A column at a time: column q's entries
+ * below the diagonal are independent of each other, so they are updated
+ * together (vectors), each by the same terms in the same order (k = 0, 1,
+ * ...) as an entry at a time would be; so is the forward substitution. A
+ * refit per record: this was most of a training step's time on a topic of
+ * several features (tests/bench/train_vs_engine.sh). */
+SEASON_CLONES static void solve_w(const season_t *s, double *m) {
   int const K = s->K;
   const double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double *const L = s->A, *const y = s->y, *const w = m + HEAD;
-  for (int p = 0; p < K; p++)
-    for (int q = 0; q <= p; q++) {
-      double v = A[p * K + q] + (p == q ? RIDGE : 0.0);
-      for (int k = 0; k < q; k++)
-        v -= L[p * K + k] * L[q * K + k];
-      if (p == q && !(v > 0.0)) return; /* not finite */
-      L[p * K + q] = p == q ? sqrt(v) : v / L[q * K + q];
+  for (int q = 0; q < K; q++) {
+    double *restrict const col = L + (size_t)q * K;
+    for (int p = q; p < K; p++)
+      col[p] = A[p * K + q];
+    col[q] += RIDGE;
+    int k = 0;
+    for (; k + 4 <= q; k += 4) { /* four columns a pass, each term in turn */
+      const double *restrict const c0 = L + (size_t)k * K, *restrict const c1 = c0 + K;
+      const double *restrict const c2 = c1 + K, *restrict const c3 = c2 + K;
+      double const l0 = c0[q], l1 = c1[q], l2 = c2[q], l3 = c3[q];
+      for (int p = q; p < K; p++)
+        col[p] = col[p] - c0[p] * l0 - c1[p] * l1 - c2[p] * l2 - c3[p] * l3;
     }
-  for (int p = 0; p < K; p++) {
-    double v = b[p];
-    for (int k = 0; k < p; k++)
-      v -= L[p * K + k] * y[k];
-    y[p] = v / L[p * K + p];
+    for (; k < q; k++) {
+      const double *restrict const ck = L + (size_t)k * K;
+      double const lqk = ck[q];
+      for (int p = q; p < K; p++)
+        col[p] -= ck[p] * lqk;
+    }
+    if (!(col[q] > 0.0)) return; /* not finite */
+    double const lqq = sqrt(col[q]);
+    col[q] = lqq;
+    for (int p = q + 1; p < K; p++)
+      col[p] = col[p] / lqq;
   }
+  /* L y = b */
+  for (int p = 0; p < K; p++)
+    y[p] = b[p];
+  for (int k = 0; k < K; k++) {
+    const double *restrict const ck = L + (size_t)k * K;
+    double const yk = y[k] / ck[k];
+    y[k] = yk;
+    for (int p = k + 1; p < K; p++)
+      y[p] -= ck[p] * yk;
+  }
+  /* L^T w = y */
   for (int p = K - 1; p >= 0; p--) {
+    const double *const cp = L + (size_t)p * K;
     double v = y[p];
     for (int k = p + 1; k < K; k++)
-      v -= L[k * K + p] * w[k];
-    w[p] = v / L[p * K + p];
+      v -= cp[k] * w[k];
+    w[p] = v / cp[p];
   }
 }
 
