@@ -3,8 +3,37 @@
  */
 #include "prep.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Records x targets of a step worth a second thread: about 2 us of the
+ * seasons' and linear path's work each (a refit of K = 19 and 337
+ * autocorrelation lags), so 2,048 of them take ~4 ms, against ~50 us to
+ * start and join a thread. A step of a few live series stays on one. */
+#define PREP_THREAD_MIN 2048
+
+/* The most threads a step's preparation takes. */
+#define PREP_THREADS_MAX 64
+
+/* Scratch w's buffers for F features and O targets, and its seasons (sea:
+ * its own; NULL: none). */
+static ls_err_t scratch_new(prep_scratch_t *w, int F, int O, season_t *sea) {
+  size_t const f = (size_t)(F > 0 ? F : 1);
+  w->level = malloc(f * sizeof *w->level), w->chg = malloc(f * sizeof *w->chg);
+  w->s = malloc(f * sizeof *w->s), w->ds = malloc(f * sizeof *w->ds);
+  w->beta = malloc((size_t)(O > 0 ? O : 1) * sizeof *w->beta);
+  w->sea = sea;
+  LS_RETURN_IF(!w->level || !w->chg || !w->s || !w->ds || !w->beta, LS_ERR_NOMEM,
+               "no memory for a thread's scratch (%d features)", F);
+  return LS_OK;
+}
+
+static void scratch_free(prep_scratch_t *w, int own_sea) {
+  free(w->level), free(w->chg), free(w->s), free(w->ds), free(w->beta);
+  if (own_sea) season_free(w->sea);
+}
 
 ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
   *out = NULL;
@@ -23,7 +52,7 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
   if (err == LS_OK) err = season_new(c, p->O, &p->sea);
   p->I += season_inputs(p->sea);
   p->K = season_features(p->sea);
-  size_t const rows = (size_t)p->T * (size_t)B, F = (size_t)p->F;
+  size_t const rows = (size_t)p->T * (size_t)B;
   size_t const ro = rows * (size_t)(p->O > 0 ? p->O : 1);
   if (err == LS_OK) {
     p->x = malloc(rows * (size_t)p->I * sizeof *p->x);
@@ -32,7 +61,6 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->lin = calloc(ro, sizeof *p->lin);
     p->a = calloc(ro, sizeof *p->a);
     p->rec = malloc(rows * sizeof *p->rec);
-    p->beta = malloc((size_t)(p->O > 0 ? p->O : 1) * sizeof *p->beta);
     p->mask = malloc(rows * sizeof *p->mask);
     p->base = malloc(ro * sizeof *p->base);
     p->scale = malloc(ro * sizeof *p->scale);
@@ -40,13 +68,15 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->cur = malloc(ro * sizeof *p->cur);
     p->next = malloc(ro * sizeof *p->next);
     p->time = malloc(rows * sizeof *p->time);
-    p->level = malloc(F * sizeof *p->level), p->chg = malloc(F * sizeof *p->chg);
-    p->s = malloc(F * sizeof *p->s), p->ds = malloc(F * sizeof *p->ds);
-    if (!p->x || !p->y || !p->target || !p->lin || !p->a || !p->rec || !p->beta || !p->mask ||
-        !p->base || !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->level ||
-        !p->chg || !p->s || !p->ds)
+    p->scr = calloc(1, sizeof *p->scr);
+    if (!p->x || !p->y || !p->target || !p->lin || !p->a || !p->rec || !p->mask || !p->base ||
+        !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->scr)
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
+  }
+  if (err == LS_OK) {
+    p->threads = 1;
+    err = scratch_new(&p->scr[0], p->F, p->O, p->sea);
   }
   if (err == LS_OK) err = ls_norm_conf_check(&p->norm);
   if (err != LS_OK) {
@@ -60,11 +90,32 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
 void prep_free(prep_t *p) {
   if (p == NULL) return;
   free(p->feat), free(p->x), free(p->y), free(p->mask), free(p->base), free(p->scale);
-  free(p->target), free(p->lin), free(p->a), free(p->rec), free(p->beta);
+  free(p->target), free(p->lin), free(p->a), free(p->rec);
+  for (int k = 0; p->scr != NULL && k < (p->threads > 1 ? p->threads : 1); k++)
+    scratch_free(&p->scr[k], k > 0);
+  free(p->scr);
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
-  free(p->level), free(p->chg), free(p->s), free(p->ds);
   free(p);
+}
+
+ls_err_t prep_set_threads(prep_t *p, int threads) {
+  LS_RETURN_IF(p == NULL || threads < 1, LS_ERR_INVALID_ARG, "prep or threads (%d) invalid",
+               threads);
+  threads = threads < PREP_THREADS_MAX ? threads : PREP_THREADS_MAX;
+  if (threads <= p->threads) return LS_OK;
+  prep_scratch_t *const scr = realloc(p->scr, (size_t)threads * sizeof *scr);
+  LS_RETURN_IF(scr == NULL, LS_ERR_NOMEM, "no memory for %d threads' scratch", threads);
+  p->scr = scr;
+  for (int k = p->threads; k < threads; k++) {
+    memset(&scr[k], 0, sizeof scr[k]);
+    season_t *sea = NULL;
+    ls_err_t err = p->sea != NULL ? season_clone(p->sea, &sea) : LS_OK;
+    if (err == LS_OK) err = scratch_new(&scr[k], p->F, p->O, sea);
+    p->threads = k + 1; /* freed with the prep from now on */
+    LS_FORWARD_IF_ERROR(err);
+  }
+  return LS_OK;
 }
 
 void prep_begin(prep_t *p, int n) {
@@ -73,30 +124,33 @@ void prep_begin(prep_t *p, int n) {
   p->t_max = -1;
 }
 
-/* Consumes record x [F] into the normaliser (n, stats); p->level, chg, s,
- * ds receive what the model sees (raw: the record itself, its change, unit
- * scales). */
-static ls_err_t consume(prep_t *p, int64_t *n, double *stats, const float *x) {
+/* Consumes record x [F] into the normaliser (n, stats); w's level, chg,
+ * s, ds receive what the model sees (raw: the record itself, its change,
+ * unit scales). */
+static ls_err_t consume(const prep_t *p, prep_scratch_t *w, int64_t *n, double *stats,
+                        const float *x) {
   int64_t const t = *n;
-  ls_norm_row_t out = {p->level, p->chg, p->s, p->ds};
+  ls_norm_row_t out = {w->level, w->chg, w->s, w->ds};
   if (!p->raw) return ls_norm_consume(&p->norm, p->F, n, stats, x, &out);
   for (int f = 0; f < p->F; f++) { /* the previous value, before it is replaced */
     double const prev = stats[f * LS_NORM_STATS + 3];
-    p->level[f] = x[f];
-    p->chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
-    p->s[f] = p->ds[f] = 1.0;
+    w->level[f] = x[f];
+    w->chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
+    w->s[f] = w->ds[f] = 1.0;
   }
   return ls_norm_consume(&p->norm, p->F, n, stats, x, NULL);
 }
 
-ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
-                     double *base, double *scale, double *lin, double *beta, double *a) {
+/* prep_record with thread scratch w. */
+static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double *stats,
+                          double *model, const float *x, float *in, double *base, double *scale,
+                          double *lin, double *beta, double *a) {
   int const F = p->F;
-  LS_FORWARD_IF_ERROR(consume(p, n, stats, x));
-  memcpy(in, p->level, (size_t)F * sizeof *in);
-  if (p->change) memcpy(in + F, p->chg, (size_t)F * sizeof *in);
-  if (p->sea != NULL)
-    season_record(p->sea, model, *n - 1, x, p->feat, p->ds, p->s, p->level, in + p->I0, lin, beta,
+  LS_FORWARD_IF_ERROR(consume(p, w, n, stats, x));
+  memcpy(in, w->level, (size_t)F * sizeof *in);
+  if (p->change) memcpy(in + F, w->chg, (size_t)F * sizeof *in);
+  if (w->sea != NULL)
+    season_record(w->sea, model, *n - 1, x, p->feat, w->ds, w->s, w->level, in + p->I0, lin, beta,
                   a);
   for (int j = 0; p->sea == NULL && j < p->O; j++)
     lin[j] = 0.0, beta[j] = 1.0;
@@ -104,14 +158,19 @@ ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const 
     int const f = p->feat[j];
     double const loc = p->raw ? 0.0 : stats[f * LS_NORM_STATS];
     base[j] = p->delta ? (double)x[f] : loc;
-    scale[j] = p->delta ? p->ds[f] : p->s[f];
+    scale[j] = p->delta ? w->ds[f] : w->s[f];
   }
   return LS_OK;
 }
 
+ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
+                     double *base, double *scale, double *lin, double *beta, double *a) {
+  return record_on(p, &p->scr[0], n, stats, model, x, in, base, scale, lin, beta, a);
+}
+
 /* Target j of row r (= t * n + b), whose base and scale are in place: from
  * x[t] (cur) and x[t+1] (next). */
-static void target_row(prep_t *p, size_t r, int j, const float *cur, const float *next) {
+static void target_row(const prep_t *p, size_t r, int j, const float *cur, const float *next) {
   int const f = p->feat[j];
   size_t const o = r * (size_t)p->O + (size_t)j;
   double const base = p->base[o], scale = p->scale[o];
@@ -123,7 +182,9 @@ static void target_row(prep_t *p, size_t r, int j, const float *cur, const float
   p->next[o] = next[f];
 }
 
-ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st) {
+/* prep_window on thread scratch sc, the event times into sc's range. */
+static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_window_t *w,
+                          ls_series_stats_t *st) {
   int const T = p->T, F = p->F, I = p->I, O = p->O, n = p->B;
   for (int t = 0; t < T; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
@@ -143,16 +204,84 @@ ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
     p->rec[r] = *st->norm_n;
-    LS_FORWARD_IF_ERROR(prep_record(p, st->norm_n, st->norm, st->model, cur, p->x + r * I,
-                                    p->base + r * O, p->scale + r * O, p->lin + r * O, p->beta,
-                                    p->a + r * O));
+    LS_FORWARD_IF_ERROR(record_on(p, sc, st->norm_n, st->norm, st->model, cur, p->x + r * I,
+                                  p->base + r * O, p->scale + r * O, p->lin + r * O, sc->beta,
+                                  p->a + r * O));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {
-        p->t_min = w->times[k] < p->t_min ? w->times[k] : p->t_min;
-        p->t_max = w->times[k] > p->t_max ? w->times[k] : p->t_max;
+        sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;
+        sc->t_max = w->times[k] > sc->t_max ? w->times[k] : sc->t_max;
       }
+  }
+  return LS_OK;
+}
+
+/* The step's event-time range takes in thread scratch sc's. */
+static void take_times(prep_t *p, prep_scratch_t *sc) {
+  p->t_min = sc->t_min < p->t_min ? sc->t_min : p->t_min;
+  p->t_max = sc->t_max > p->t_max ? sc->t_max : p->t_max;
+}
+
+ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st) {
+  prep_scratch_t *const sc = &p->scr[0];
+  sc->t_min = INT64_MAX, sc->t_max = -1;
+  ls_err_t const err = window_on(p, sc, b, w, st);
+  take_times(p, sc);
+  return err;
+}
+
+/* One thread's windows [b0, b1) of the step; stops at the first error,
+ * keeping it (and its message: they are per thread) in the scratch. */
+typedef struct part_s {
+  prep_t *p;
+  prep_scratch_t *sc;
+} part_t;
+
+static void *run_part(void *opaque) {
+  part_t const *const pt = opaque;
+  prep_scratch_t *const sc = pt->sc;
+  sc->t_min = INT64_MAX, sc->t_max = -1, sc->err = LS_OK, sc->err_b = -1;
+  for (int b = sc->b0; b < sc->b1 && sc->err == LS_OK; b++) {
+    sc->err = window_on(pt->p, sc, b, pt->p->wins[b], &pt->p->st[b]);
+    if (sc->err != LS_OK) {
+      sc->err_b = b;
+      snprintf(sc->why, sizeof sc->why, "%s", ls_last_error());
+    }
+  }
+  return NULL;
+}
+
+ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_series_stats_t *st) {
+  LS_RETURN_IF(p == NULL || n < 0 || n > p->B || (n > 0 && (wins == NULL || st == NULL)),
+               LS_ERR_INVALID_ARG, "prep_windows: %d windows (at most %d) or NULL", n,
+               p == NULL ? 0 : p->B);
+  double const work = (double)n * p->T * (p->K > 0 ? p->O : 0);
+  int parts = work >= PREP_THREAD_MIN ? p->threads : 1;
+  parts = parts < n ? parts : (n > 0 ? n : 1);
+  p->wins = wins, p->st = st, p->threads_used = parts;
+  part_t pt[PREP_THREADS_MAX];
+  pthread_t tid[PREP_THREADS_MAX];
+  int started[PREP_THREADS_MAX];
+  for (int k = 0; k < parts; k++) {
+    pt[k] = (part_t){p, &p->scr[k]};
+    p->scr[k].b0 = (int)((long)n * k / parts), p->scr[k].b1 = (int)((long)n * (k + 1) / parts);
+    /* A thread that cannot start: its part runs on the caller after its own. */
+    started[k] = k > 0 && pthread_create(&tid[k], NULL, run_part, &pt[k]) == 0;
+  }
+  run_part(&pt[0]);
+  for (int k = 1; k < parts; k++) {
+    if (started[k])
+      pthread_join(tid[k], NULL);
+    else
+      run_part(&pt[k]);
+  }
+  /* As one thread would: the first failing window's error; the event
+   * times of the windows prepared. */
+  for (int k = 0; k < parts; k++) {
+    take_times(p, &p->scr[k]);
+    if (p->scr[k].err != LS_OK) return ls_error_set(p->scr[k].err, "%s", p->scr[k].why);
   }
   return LS_OK;
 }
@@ -163,7 +292,7 @@ void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred) {
   int learned = 0;
   for (int j = 0; j < O; j++) { /* the weights the window was forecast with */
     double alpha;
-    season_mix(p->sea, st->model, j, &alpha, &p->beta[j]);
+    season_mix(p->sea, st->model, j, &alpha, &p->scr[0].beta[j]);
   }
   for (int t = 0; t < p->T; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
@@ -175,7 +304,7 @@ void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred) {
         season_learn(p->sea, st->model, j, p->a[o], (double)p->target[o], (double)pred[o]);
         learned = 1;
       }
-      pred[o] = prep_mix(p->lin[o], p->beta[j], pred[o]);
+      pred[o] = prep_mix(p->lin[o], p->scr[0].beta[j], pred[o]);
     }
   }
   for (int j = 0; learned && j < O; j++)

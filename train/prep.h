@@ -15,6 +15,21 @@
 #include "season.h"
 #include "train_internal.h"
 
+/* What a thread preparing records needs of its own: the per-feature
+ * scratch, the mixing weights', the seasons' (season.h), and, over the
+ * windows it prepared, their event-time range and the first error. */
+typedef struct prep_scratch_s {
+  float *level, *chg; /* [F] */
+  double *s, *ds;     /* [F] */
+  double *beta;       /* [O] the LSTM's weights in a series' forecast */
+  season_t *sea;      /* its seasons' scratch: the prep's own for thread 0 (NULL: none) */
+  int64_t t_min, t_max;
+  int b0, b1; /* its windows of the step: [b0, b1) */
+  ls_err_t err;
+  int err_b;      /* the window it failed on */
+  char why[1024]; /* the error's message (messages are per thread) */
+} prep_scratch_t;
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -33,7 +48,6 @@ typedef struct prep_s {
   double *lin;          /* [T, n, O] the linear path's forecasts (0 without it) */
   double *a;            /* [T, n, O] its forecasts before the mixing (season.h) */
   int64_t *rec;         /* [T, n] row t's record in its series (from 0) */
-  double *beta;         /* [O] scratch: the LSTM's weights in a series' forecast */
   float *mask;          /* [T, n] */
   double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * (prediction
                            + lin) */
@@ -44,15 +58,24 @@ typedef struct prep_s {
   int64_t *time;        /* [T, n] event time of row t's target */
   int64_t t_min, t_max; /* event times of the step's records (inputs and targets); t_max < 0:
                            none */
-  /* Scratch per feature [F]. */
-  float *level, *chg;
-  double *s, *ds;
+  /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
+  prep_scratch_t *scr;
+  int threads;
+  int threads_used; /* by the last prep_windows */
+  /* Of the step being prepared by prep_windows. */
+  const ls_window_t *const *wins;
+  ls_series_stats_t *st;
 } prep_t;
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,
  * targets, normalize, target, inputs, norm_window). */
 ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out);
 void prep_free(prep_t *p); /* accepts NULL */
+
+/* Prepares steps' windows on up to `threads` threads (the caller's
+ * included; 1 at creation): each window's rows are the same whichever
+ * thread prepared them. */
+ls_err_t prep_set_threads(prep_t *p, int threads);
 
 /* Starts a step of n windows. */
 void prep_begin(prep_t *p, int n);
@@ -71,6 +94,12 @@ ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const 
  * is this one's last target, consumed then) and writes inputs, targets and
  * what the figures need; padding rows are zero, masked and not consumed. */
 ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st);
+
+/* prep_window of every window b of the step (wins [n], their series st
+ * [n]), on the prep's threads where the step is worth it (the seasons' and
+ * linear path's work per record: PREP_THREAD_MIN); the first error in
+ * window order is returned, as one thread would have met it. */
+ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_series_stats_t *st);
 
 /* The model's forecast in target units from the linear path's share lin,
  * the LSTM's weight beta and its output p: a float, as the engine's outputs

@@ -100,6 +100,19 @@ int season_linear(const ls_train_conf_t *c) {
   return season_units(c) && c->linear;
 }
 
+/* Gives s its scratch and hands it to *out, or frees it. */
+static ls_err_t with_scratch(season_t *s, season_t **out) {
+  s->A = malloc((size_t)(s->K > 0 ? s->K * s->K : 1) * sizeof *s->A);
+  s->y = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->y);
+  s->z = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->z);
+  if (s->A == NULL || s->y == NULL || s->z == NULL) {
+    season_free(s);
+    return ls_error_set(LS_ERR_NOMEM, "no memory for the linear path");
+  }
+  *out = s;
+  return LS_OK;
+}
+
 ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   *out = NULL;
   int slots = 0, periods[SEASON_SLOTS_MAX];
@@ -124,15 +137,16 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   s->prof_n = s->pmax; /* per slot */
   s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->prof_n + 1) / 2;
   s->clip = 10.0; /* ls_norm_conf_init's */
-  s->A = malloc((size_t)(s->K > 0 ? s->K * s->K : 1) * sizeof *s->A);
-  s->y = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->y);
-  s->z = malloc((size_t)(s->K > 0 ? s->K : 1) * sizeof *s->z);
-  if (s->A == NULL || s->y == NULL || s->z == NULL) {
-    season_free(s);
-    return ls_error_set(LS_ERR_NOMEM, "no memory for the linear path");
-  }
-  *out = s;
-  return LS_OK;
+  return with_scratch(s, out);
+}
+
+ls_err_t season_clone(const season_t *s, season_t **out) {
+  *out = NULL;
+  season_t *const c = malloc(sizeof *c);
+  LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the seasons");
+  *c = *s;
+  c->A = c->y = c->z = NULL;
+  return with_scratch(c, out);
 }
 
 void season_free(season_t *s) {

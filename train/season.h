@@ -52,6 +52,9 @@ int season_linear(const ls_train_conf_t *c);
 /* The seasons and linear path of O targets as c says (NULL in *out when
  * neither is on: then nothing of this file runs). */
 ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out);
+/* Another season_t like s, with scratch of its own (for another thread:
+ * season_record uses its season_t's scratch). */
+ls_err_t season_clone(const season_t *s, season_t **out);
 void season_free(season_t *s); /* accepts NULL */
 
 size_t season_width(const season_t *s); /* doubles per series (ls_series_table_keep_model) */

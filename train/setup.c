@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "comm.h"
@@ -166,6 +167,14 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
                            K,         c->until,     c->deadline_ms, on_idle, tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));
   LS_FORWARD_IF_ERROR(prep_new(c, tr->B, &tr->prep));
+  /* A step's windows are prepared on the engine's threads' count (the CPU
+   * engine's, resolved; with CUDA, the cores the rank may use). */
+  int threads = ls_engine_get_conf(tr->v.eng)->threads;
+  if (threads < 1) {
+    long const online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = online > 0 ? (int)online : 1;
+  }
+  LS_FORWARD_IF_ERROR(prep_set_threads(tr->prep, threads));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, season_width(tr->prep->sea)));

@@ -125,9 +125,9 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   prep_begin(p, n);
   for (int b = 0; b < n; b++) {
     LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, slots[b], &tr->st[b]));
-    LS_FORWARD_IF_ERROR(prep_window(p, b, wins[b], &tr->st[b]));
     tr->gather[b] = tr->conf.stateless || wins[b]->reset ? -1 : slots[b]; /* a gap: zero */
   }
+  LS_FORWARD_IF_ERROR(prep_windows(p, n, wins, tr->st));
   ls_state_table_t *const states = ls_series_table_states(tr->v.series);
   double count = 0.0;
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(eng, states, n, tr->gather));
