@@ -221,6 +221,10 @@ static const base_key_t keys[] = {
      "the longest season looked for or given, in records (each series keeps its last 2 x this "
      "values per target)",
      F(season_max), BASE_V_INT(4, 4096), "336", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"auto_seasons",
+     "with season auto, the seasons found per series and target: 1, or 2 (the second a multiple "
+     "of the first that the series follows clearly more closely, as a week beside a day)",
+     F(auto_seasons), BASE_V_INT(1, 2), "2", LS_KEY_MODEL | LS_KEY_FIXED},
     {"linear",
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
@@ -518,7 +522,7 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
  * written before them was trained as with these values (issue 24). */
 static const struct {
   const char *key, *value;
-} earlier[] = {{"season", "none"}, {"linear", "false"}};
+} earlier[] = {{"season", "none"}, {"linear", "false"}, {"auto_seasons", "1"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

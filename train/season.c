@@ -12,6 +12,9 @@
  *   [9]        1 once the last record's features are in z_last
  *   [10]       the change scale they were made with
  *   [11, 11+K) w, the linear path's weights           (with the linear path)
+ *              (features: the recent changes, the level, season slot 0's
+ *              five, 1, then slot 1's five: the last while slot 1 has no
+ *              season, its rows of A and b zero and its weights 0)
  *   then       z_last [K], A [K, K], b [K]: the last record's features and
  *              the forgotten sums                      (with the linear path)
  *   then       floats, two to a double: the ring of its last R raw values
@@ -19,6 +22,9 @@
  *              autocorrelation sums of its changes at lags 0..season_max;
  *              per season slot its profile (season_max floats: the
  *              change at each phase, averaged over about SEASON_AVG seasons)
+ *   [per - 1]  with --season auto and --auto-seasons 2: the second season
+ *              found (0: none), a multiple of the first; with one season
+ *              found the layout is the one before the second (issue 24)
  */
 #include "season.h"
 
@@ -52,13 +58,19 @@
 #define SEASON_MIN 4
 /* Seasons a seasonal profile averages over (about). */
 #define SEASON_AVG 16.0
+/* A second season found is a multiple of the first whose autocorrelation
+ * stands this much (of the variance) over the first's and over the
+ * multiples beside it (a week beside a day: 336 over 48, 288 and 384). */
+#define SECOND_MARGIN 0.05
 
 struct season_s {
   int O, slots, pmax, linear, K;
   int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
-  int autos;                     /* find the season (one slot) */
+  int autos;                     /* find the seasons (slot 0; slot 1 too with two slots) */
   int R, acf_n;                  /* ring length; autocorrelation lags (0 without auto) */
   int prof_n;                    /* floats of a slot's seasonal profile */
+  int second;                    /* slot 1 found (--season auto, --auto-seasons 2) */
+  int in_slots;                  /* slots whose lags are model inputs */
   size_t head, per;              /* doubles before the floats; per target */
   double clip;                   /* the normaliser's clamp */
   double *A, *y, *z;             /* [K, K], [K], [K] scratch */
@@ -126,6 +138,12 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   s->O = O, s->slots = slots, s->linear = linear;
   memcpy(s->periods, periods, sizeof s->periods);
   s->autos = slots == 1 && periods[0] == 0;
+  if (s->autos && on) slots = s->slots = c->auto_seasons;
+  s->second = s->autos && slots == 2;
+  /* A second season found feeds the linear path only: the model's inputs,
+   * and so its initial draws, stay those of one season (with the week's
+   * lags as inputs too, taylor's seeds spread 18% against 10%). */
+  s->in_slots = s->second ? 1 : slots;
   s->pmax = 0;
   for (int i = 0; i < slots; i++)
     s->pmax = periods[i] > s->pmax ? periods[i] : s->pmax;
@@ -135,8 +153,9 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->head = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
   s->prof_n = s->pmax; /* per slot */
-  s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->prof_n + 1) / 2;
-  s->clip = 10.0; /* ls_norm_conf_init's */
+  s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->prof_n + 1) / 2 +
+           s->second; /* the second season found */
+  s->clip = 10.0;     /* ls_norm_conf_init's */
   return with_scratch(s, out);
 }
 
@@ -159,7 +178,7 @@ size_t season_width(const season_t *s) {
   return s != NULL ? s->per * (size_t)s->O : 0;
 }
 int season_inputs(const season_t *s) {
-  return s != NULL ? 2 * s->slots * s->O : 0;
+  return s != NULL ? 2 * s->in_slots * s->O : 0;
 }
 int season_features(const season_t *s) {
   return s != NULL ? s->K : 0;
@@ -176,8 +195,8 @@ int season_features(const season_t *s) {
 #define SEASON_CLONES
 #endif
 
-static void learn_row(const season_t *s, double *m, const double *z, double y);
-static void solve_w(const season_t *s, double *m);
+static void learn_row(const season_t *s, double *m, int n, const double *z, double y);
+static void solve_w(const season_t *s, double *m, int n);
 
 static double clampv(const season_t *s, double v) {
   return v > s->clip ? s->clip : v < -s->clip ? -s->clip : v;
@@ -195,33 +214,28 @@ static double value_at(const season_t *s, const float *ring, int64_t t, int64_t 
   return ring[u % s->R];
 }
 
-/* The autocorrelation sums after record t (its change d = x[t] - x[t-1]),
- * and the season they point to: the shortest local maximum of the
- * autocorrelation within 85% of the highest, over lags seen in three seasons
- * at least, above a bar that falls with the records seen; the season in
- * place changes only for a clearly better one, or for a shorter one it is
- * a multiple of (a harmonic). */
-static void find_season(const season_t *s, double *m, const float *ring, int64_t t) {
-  if (t < 1) return;
-  float *const acf = (float *)(void *)(m + s->head) + s->R;
-  int const R = s->R;
-  /* Lag k pairs record t's change with record t - k's: ring slots i (t - k)
-   * and its predecessor, walked down without a division per lag; each
-   * lag's weight is 1 / (t - k) while that is above 1 / ACF_WINDOW. */
-  int i = (int)(t % R);
-  double const d = (double)ring[i] - (double)ring[i == 0 ? R - 1 : i - 1];
-  int const lags = t < (int64_t)s->acf_n ? (int)t : s->acf_n; /* t - k >= 1 */
-  for (int k = 0; k < lags; k++) {
-    int const prev = i == 0 ? R - 1 : i - 1;
-    double const dk = (double)ring[i] - (double)ring[prev];
-    int64_t const age = t - k;
-    double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
-    acf[k] += (float)(w * (d * dk - (double)acf[k]));
-    i = prev;
-  }
-  if (!(acf[0] > 0.0f)) return;
-  double const bar = 0.25 + 2.0 / sqrt(fmin((double)t, ACF_WINDOW));
-  int const top = (int)(t / 3 < s->pmax ? t / 3 : s->pmax); /* three seasons seen */
+/* Slot 1's season (second) and the linear path's sums and weights of its
+ * features set to P (0: none): what they learned of another season goes. */
+static void set_second(const season_t *s, double *m, int P) {
+  m[s->per - 1] = P;
+  float *const prof = ring_of(s, m) + s->R + s->acf_n + (size_t)s->prof_n;
+  memset(prof, 0, (size_t)s->prof_n * sizeof *prof);
+  if (!s->linear) return;
+  int const K = s->K, from = K - 5; /* slot 1's five features come last */
+  double *const w = m + HEAD, *const zl = w + K, *const A = zl + K, *const b = A + (size_t)K * K;
+  for (int u = 0; u < K; u++)
+    for (int v = u < from ? from : 0; v < K; v++)
+      A[u * K + v] = A[v * K + u] = 0.0;
+  for (int u = from; u < K; u++)
+    w[u] = zl[u] = b[u] = 0.0;
+}
+
+/* The first season from the autocorrelation sums acf (lags up to top; bar
+ * the least autocorrelation a season needs): the shortest local maximum
+ * within 85% of the highest; the season in place changes only for a
+ * clearly better one, or for a shorter one it is a multiple of (a
+ * harmonic). */
+static void find_first(const season_t *s, double *m, float *acf, double bar, int top) {
   /* The highest autocorrelation over the lags: the highest sum over
    * acf[0] (> 0; a correctly rounded division keeps the order). */
   double best = -1.0;
@@ -244,6 +258,59 @@ static void find_season(const season_t *s, double *m, const float *ring, int64_t
     m[0] = pick; /* a new season: its profile starts anew */
     memset(acf + s->acf_n, 0, (size_t)s->prof_n * sizeof *acf);
   }
+}
+
+/* The second season, after the first (P): the multiple of P (up to top)
+ * with the highest autocorrelation, if that is above the bar and stands
+ * SECOND_MARGIN over P's and over the multiples beside it (the next one
+ * seen, or beyond season_max: not one at the edge of the lags seen yet): a
+ * cycle of several of the first's, as a week of days, where the series
+ * repeats itself more closely than one season back. A mere multiple of a
+ * single season correlates no better than the season itself, so a series
+ * of one season keeps one. The second in place changes only for a clearly
+ * better one, and goes when the first changes to a season it is no
+ * multiple of. */
+static void find_second(const season_t *s, double *m, const float *acf, double bar, int top) {
+  int const P = (int)m[0], cur = (int)m[s->per - 1];
+  int const keep = cur > 0 && P > 0 && cur % P == 0 && cur > P ? cur : 0;
+  int pick = 0;
+  for (int k = 2 * P; P > 0 && k <= top; k += P)
+    if (pick == 0 || acf[k] > acf[pick]) pick = k;
+  double const e = SECOND_MARGIN * (double)acf[0];
+  int const clear = pick > 0 && acf[pick] / acf[0] >= bar && acf[pick] >= acf[P] + e &&
+                    acf[pick] >= acf[pick - P] + e &&
+                    (pick + P <= top ? acf[pick] >= acf[pick + P] + e : pick + P > s->pmax);
+  int want = keep;
+  if (clear && pick != keep && (keep == 0 || acf[pick] > acf[keep] + 0.1f * acf[0])) want = pick;
+  if (want != cur) set_second(s, m, want);
+}
+
+/* The autocorrelation sums after record t (its change d = x[t] - x[t-1]),
+ * and the seasons they point to, over lags seen in three seasons at least,
+ * above a bar that falls with the records seen. */
+static void find_season(const season_t *s, double *m, const float *ring, int64_t t) {
+  if (t < 1) return;
+  float *const acf = (float *)(void *)(m + s->head) + s->R;
+  int const R = s->R;
+  /* Lag k pairs record t's change with record t - k's: ring slots i (t - k)
+   * and its predecessor, walked down without a division per lag; each
+   * lag's weight is 1 / (t - k) while that is above 1 / ACF_WINDOW. */
+  int i = (int)(t % R);
+  double const d = (double)ring[i] - (double)ring[i == 0 ? R - 1 : i - 1];
+  int const lags = t < (int64_t)s->acf_n ? (int)t : s->acf_n; /* t - k >= 1 */
+  for (int k = 0; k < lags; k++) {
+    int const prev = i == 0 ? R - 1 : i - 1;
+    double const dk = (double)ring[i] - (double)ring[prev];
+    int64_t const age = t - k;
+    double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
+    acf[k] += (float)(w * (d * dk - (double)acf[k]));
+    i = prev;
+  }
+  if (!(acf[0] > 0.0f)) return;
+  double const bar = 0.25 + 2.0 / sqrt(fmin((double)t, ACF_WINDOW));
+  int const top = (int)(t / 3 < s->pmax ? t / 3 : s->pmax); /* three seasons seen */
+  find_first(s, m, acf, bar, top);
+  if (s->second) find_second(s, m, acf, bar, top);
 }
 
 /* Slot i's seasonal profile of period P after record t: per phase, the
@@ -282,7 +349,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
       zz[at++] = level[f];
     }
     for (int i = 0; i < S; i++) {
-      int const P = s->autos ? (int)m[0] : s->periods[i];
+      int const P = !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
       double v[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
       int one = 0, two = 0; /* the values one and two seasons back are there */
       if (P > 0) {
@@ -296,32 +363,40 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
         v[3] = two && !isnan(b0) ? clampv(s, (b1 - b0) / sc) : 0.0;
         v[4] = isnan(e) ? 0.0 : clampv(s, e / sc);
       }
+      if (s->linear && i == 1 && s->second) zz[at++] = 1.0; /* slot 1's five last */
       for (int q = 0; q < 5; q++)
         if (s->linear) zz[at++] = v[q];
+      if (i >= s->in_slots) continue;
       /* The model's inputs: the values one and two seasons back, as levels. */
       double const lv = level[f], r = sc / ls[f];
-      in[(j * S + i) * 2 + 0] = one ? (float)clampv(s, lv + v[0] * r) : 0.0f;
-      in[(j * S + i) * 2 + 1] = two ? (float)clampv(s, lv + v[1] * r) : 0.0f;
+      int const Si = s->in_slots;
+      in[(j * Si + i) * 2 + 0] = one ? (float)clampv(s, lv + v[0] * r) : 0.0f;
+      in[(j * Si + i) * 2 + 1] = two ? (float)clampv(s, lv + v[1] * r) : 0.0f;
     }
     if (!s->linear) {
       lin[j] = 0.0, beta[j] = 1.0;
       continue;
     }
-    zz[at++] = 1.0;
+    if (!s->second) zz[at++] = 1.0;
     /* The last record's features and this record's change: one more row
-     * of the least squares, refitted now. */
+     * of the least squares, refitted now (without a second season's
+     * features while there is none: they are 0). */
+    int const n = s->second && m[s->per - 1] == 0.0 ? K - 5 : K;
     double *const zl = m + HEAD + K;
     if (m[9] != 0.0 && t >= WARM) {
       double const prev = value_at(s, ring, t, t - 1);
-      learn_row(s, m, zl, clampv(s, (now - prev) / m[10]));
-      solve_w(s, m);
+      learn_row(s, m, n, zl, clampv(s, (now - prev) / m[10]));
+      solve_w(s, m, n);
     }
     memcpy(zl, zz, (size_t)K * sizeof *zl);
     m[9] = 1.0, m[10] = sc;
     /* Until it has seen YOUNG rows per weight, the linear path forecasts no
-     * change (a least squares of fewer rows is mostly noise). */
+     * change (a least squares of fewer rows is mostly noise). A second
+     * season's weights start at 0 and do not count: they never hold back
+     * the rest. */
     double a = 0.0;
-    for (int k = 0; k < K && m[1] >= YOUNG * K; k++)
+    int const young = YOUNG * (K - 5 * s->second);
+    for (int k = 0; k < n && m[1] >= young; k++)
       a += m[HEAD + k] * zz[k];
     lin[j] = m[7] * a;
     beta[j] = m[8];
@@ -332,21 +407,26 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 /* ------------------------------------------------------------------------ */
 /* The linear path's least squares and the mixing                            */
 
-/* One row (features z [K], target y) into block m's forgotten sums. */
-SEASON_CLONES static void learn_row(const season_t *s, double *m, const double *z, double y) {
+/* One row (features z [K], target y) into block m's forgotten sums: its
+ * first n features (the others are 0 and their sums stay 0). */
+SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
+                                    double y) {
   int const K = s->K;
   double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
-  for (int u = 0; u < K; u++) {
-    for (int v = 0; v < K; v++)
+  for (int u = 0; u < n; u++) {
+    for (int v = 0; v < n; v++)
       A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
     b[u] = keep * b[u] + z[u] * y;
   }
   m[1] += 1.0;
 }
 
-/* Block m's weights from its sums: Cholesky of A + RIDGE I (positive
- * definite), then two triangular solves; kept as they were if it is not. */
+/* Block m's first n weights from its sums: Cholesky of A + RIDGE I
+ * (positive definite), then two triangular solves; kept as they were if
+ * it is not. The others stay 0 (features that are 0 have weights 0, and
+ * leaving them out changes no bit of the rest: a Cholesky's leading block
+ * is the leading block's Cholesky). */
 /* w = (A + RIDGE I)^-1 b by Cholesky, A = L L^T, L kept by columns (L
  * [q * K + p] = L_pq, p >= q). A column at a time: column q's entries
  * below the diagonal are independent of each other, so they are updated
@@ -354,13 +434,13 @@ SEASON_CLONES static void learn_row(const season_t *s, double *m, const double *
  * ...) as an entry at a time would be; so is the forward substitution. A
  * refit per record: this was most of a training step's time on a topic of
  * several features (tests/bench/train_vs_engine.sh). */
-SEASON_CLONES static void solve_w(const season_t *s, double *m) {
+SEASON_CLONES static void solve_w(const season_t *s, double *m, int n) {
   int const K = s->K;
   const double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double *const L = s->A, *const y = s->y, *const w = m + HEAD;
-  for (int q = 0; q < K; q++) {
+  for (int q = 0; q < n; q++) {
     double *restrict const col = L + (size_t)q * K;
-    for (int p = q; p < K; p++)
+    for (int p = q; p < n; p++)
       col[p] = A[p * K + q];
     col[q] += RIDGE;
     int k = 0;
@@ -368,36 +448,36 @@ SEASON_CLONES static void solve_w(const season_t *s, double *m) {
       const double *restrict const c0 = L + (size_t)k * K, *restrict const c1 = c0 + K;
       const double *restrict const c2 = c1 + K, *restrict const c3 = c2 + K;
       double const l0 = c0[q], l1 = c1[q], l2 = c2[q], l3 = c3[q];
-      for (int p = q; p < K; p++)
+      for (int p = q; p < n; p++)
         col[p] = col[p] - c0[p] * l0 - c1[p] * l1 - c2[p] * l2 - c3[p] * l3;
     }
     for (; k < q; k++) {
       const double *restrict const ck = L + (size_t)k * K;
       double const lqk = ck[q];
-      for (int p = q; p < K; p++)
+      for (int p = q; p < n; p++)
         col[p] -= ck[p] * lqk;
     }
     if (!(col[q] > 0.0)) return; /* not finite */
     double const lqq = sqrt(col[q]);
     col[q] = lqq;
-    for (int p = q + 1; p < K; p++)
+    for (int p = q + 1; p < n; p++)
       col[p] = col[p] / lqq;
   }
   /* L y = b */
-  for (int p = 0; p < K; p++)
+  for (int p = 0; p < n; p++)
     y[p] = b[p];
-  for (int k = 0; k < K; k++) {
+  for (int k = 0; k < n; k++) {
     const double *restrict const ck = L + (size_t)k * K;
     double const yk = y[k] / ck[k];
     y[k] = yk;
-    for (int p = k + 1; p < K; p++)
+    for (int p = k + 1; p < n; p++)
       y[p] -= ck[p] * yk;
   }
   /* L^T w = y */
-  for (int p = K - 1; p >= 0; p--) {
+  for (int p = n - 1; p >= 0; p--) {
     const double *const cp = L + (size_t)p * K;
     double v = y[p];
-    for (int k = p + 1; k < K; k++)
+    for (int k = p + 1; k < n; k++)
       v -= cp[k] * w[k];
     w[p] = v / cp[p];
   }
@@ -434,7 +514,8 @@ void season_solve(season_t *s, double *model, int j) {
   m[8] = fmin(1.0, fmax(0.0, ((aa + k) * py - ap * (ay + k)) / det));
 }
 
-int season_period(const season_t *s, const double *model, int j) {
-  if (s == NULL || s->slots == 0) return 0;
-  return s->autos ? (int)model[(size_t)j * s->per] : s->periods[0];
+int season_period(const season_t *s, const double *model, int j, int i) {
+  if (s == NULL || i >= s->slots) return 0;
+  const double *const m = model + (size_t)j * s->per;
+  return !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
 }

@@ -4,7 +4,10 @@
  * Per series and target feature, beside its normaliser: the series' recent
  * raw values (a ring of 2 season_max + 1), its season (given by --season,
  * or found online from the autocorrelation of its own changes: --season
- * auto), and a linear autoregression on its recent and seasonal lags fitted
+ * auto; with --auto-seasons 2, the default, also a second one: a multiple
+ * of the first that the series follows clearly more closely, as a week of
+ * days, whose lags join the linear path only), and a linear autoregression
+ * on its recent and seasonal lags fitted
  * by exponentially forgotten least squares (LSTNet's autoregressive
  * highway). What a record gives, in the target's units (its change over
  * the series' change scale ds, as the model's target):
@@ -58,7 +61,7 @@ ls_err_t season_clone(const season_t *s, season_t **out);
 void season_free(season_t *s); /* accepts NULL */
 
 size_t season_width(const season_t *s); /* doubles per series (ls_series_table_keep_model) */
-int season_inputs(const season_t *s);   /* model inputs it adds: 4 slots O */
+int season_inputs(const season_t *s);   /* model inputs it adds: 2 slots O (found: 2 O) */
 int season_features(const season_t *s); /* K, the linear path's features per target */
 
 /* Record t (from 0) of a series, just consumed by its normaliser: x [F] its
@@ -84,7 +87,7 @@ void season_solve(season_t *s, double *model, int j);
 /* Target j's mixing weights now: forecast = alpha a + beta p. */
 void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta);
 
-/* Target j's season now (0: none): for the tests and --series-out. */
-int season_period(const season_t *s, const double *model, int j);
+/* Target j's season in slot i now (0: none): for the tests. */
+int season_period(const season_t *s, const double *model, int j, int i);
 
 #endif /* LSTREAM_TRAIN_SEASON_H */

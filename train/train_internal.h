@@ -69,6 +69,7 @@ struct ls_train_conf_s {
   int calibrate;            /* 0 false, 1 true */
   char season[64];          /* auto | none | periods such as 24,168 (issue 24) */
   int season_max;           /* the longest season, records */
+  int auto_seasons;         /* with season auto: the seasons found per target, 1 or 2 */
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int replay;               /* replay updates per step */
   int replay_batch;         /* windows per replay update, over all partitions */

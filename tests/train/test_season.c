@@ -19,14 +19,20 @@ static ls_train_conf_t *conf_with(const char *season, const char *linear) {
   return c;
 }
 
-/* The seasons of one target as --season and --linear say (never NULL). */
-static season_t *season_with(const char *season, const char *linear) {
+/* The seasons of one target as --season, --linear and --auto-seasons say
+ * (never NULL). */
+static season_t *season_found(const char *season, const char *linear, const char *found) {
   ls_train_conf_t *c = conf_with(season, linear);
+  cr_assert_eq(ls_train_conf_set(c, "auto_seasons", found), LS_OK, "%s", ls_last_error());
   season_t *s = NULL;
   cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
   cr_assert_not_null(s);
   ls_train_conf_destroy(c);
   return s;
+}
+
+static season_t *season_with(const char *season, const char *linear) {
+  return season_found(season, linear, "2");
 }
 
 /* A standard normal draw from counter i (Box-Muller on splitmix64). */
@@ -95,10 +101,51 @@ Test(season, found_from_the_changes) {
     walk += gauss((uint64_t)(t + N)), w[t] = walk;
   }
   double *const m1 = feed(s, x, N, NULL), *const m2 = feed(s, w, N, NULL);
-  cr_expect_eq(season_period(s, m1, 0), 24);
-  cr_expect_eq(season_period(s, m2, 0), 0);
+  cr_expect_eq(season_period(s, m1, 0, 0), 24);
+  cr_expect_eq(season_period(s, m1, 0, 1), 0, "a second season %d in a single one",
+               season_period(s, m1, 0, 1));
+  cr_expect_eq(season_period(s, m2, 0, 0), 0);
+  cr_expect_eq(season_period(s, m2, 0, 1), 0);
   free(m1), free(m2), free(x), free(w);
   season_free(s);
+}
+
+/* A day of 24 records in a week of 7 days whose last two are quieter (an
+ * hourly load): both seasons are found, the day first, the week second;
+ * the inputs stay those of one season (the week's lags feed the linear
+ * path). */
+Test(season, a_week_beside_a_day) {
+  season_t *const s = season_with("auto", "true");
+  cr_expect_eq(season_inputs(s), 2, "the model's inputs are the first season's two");
+  enum { N = 4000 };
+  double *const x = malloc(N * sizeof *x);
+  for (int t = 0; t < N; t++) {
+    int const weekend = (t / 24) % 7 >= 5;
+    x[t] = 100.0 + (weekend ? 3.0 : 10.0) * sin(6.283185307179586 * t / 24.0) + gauss((uint64_t)t);
+  }
+  double *const m = feed(s, x, N, NULL);
+  cr_expect_eq(season_period(s, m, 0, 0), 24, "%d", season_period(s, m, 0, 0));
+  cr_expect_eq(season_period(s, m, 0, 1), 168, "%d", season_period(s, m, 0, 1));
+  free(m), free(x);
+  season_free(s);
+}
+
+/* Until a second season is found its features are 0 and left out of the
+ * least squares: the linear path forecasts as with one season found, to
+ * the bit (the leading block's Cholesky is the whole one's). */
+Test(season, no_second_season_changes_nothing) {
+  season_t *const one = season_found("auto", "true", "1"), *const two = season_with("auto", "true");
+  enum { N = 3000 };
+  double *const x = malloc(N * sizeof *x), *const a1 = calloc(N, sizeof *a1);
+  double *const a2 = calloc(N, sizeof *a2);
+  for (int t = 0; t < N; t++)
+    x[t] = 100.0 + 10.0 * sin(6.283185307179586 * t / 24.0) + gauss((uint64_t)t);
+  double *const m1 = feed(one, x, N, a1), *const m2 = feed(two, x, N, a2);
+  cr_assert_eq(season_period(two, m2, 0, 1), 0);
+  cr_expect_arr_eq(a1, a2, N * sizeof *a1, "the linear path's forecasts differ");
+  cr_expect_gt(season_width(two), season_width(one), "the second season has its own state");
+  free(m1), free(m2), free(x), free(a1), free(a2);
+  season_free(one), season_free(two);
 }
 
 /* On an AR(2) series the linear path's one-step forecasts reach the

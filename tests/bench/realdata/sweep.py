@@ -24,6 +24,7 @@ import run
 # set-up before issue 17 (raw inputs, the next level, window 32, lr 1e-3).
 SETUPS = [
     ("defaults", []),
+    ("auto-seasons 1", ["--auto-seasons", "1"]),
     ("season none", ["--season", "none"]),
     ("linear false", ["--linear", "false"]),
     ("season none, linear false", ["--season", "none", "--linear", "false"]),
