@@ -151,8 +151,11 @@ garbage)
 lag)
   start_broker --topic json:2
   feed json json 4 50
+  # The log exists before the loop below reads it (the background job's
+  # redirection may come later: sed on a missing file ends this script).
+  : >"$work/live.err"
   "$lstream" train --brokers "$bootstrap" --topic json --window 8 --batch 4 --hidden 8 \
-    "${json[@]}" --http 127.0.0.1:0 --deadline-ms 50 >"$work/live.out" 2>"$work/live.err" &
+    "${json[@]}" --http 127.0.0.1:0 --deadline-ms 50 >"$work/live.out" 2>>"$work/live.err" &
   pid=$!
   for _ in $(seq 200); do
     port=$(sed -n 's/.*serves http:\/\/127.0.0.1:\([0-9]*\)\/metrics.*/\1/p' "$work/live.err" | head -n 1)

@@ -92,9 +92,12 @@ live)
   "$lstream" produce --brokers "$bootstrap" --topic live --series 6 --features 2 \
     --records-per-series 100000 --generator sine --seed 3 --rate 400 >/dev/null 2>&1 &
   producer=$!
+  # The log exists before the loop below reads it (the background job's
+  # redirection may come later: sed on a missing file ends this script).
+  : >"$work/train.err"
   "$lstream" train --brokers "$bootstrap" --topic live --features 2 --window 8 --batch 8 \
     --hidden 16 --threads 1 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" \
-    --snapshot-every 50 --log-every 1000000 >"$work/train.out" 2>"$work/train.err" &
+    --snapshot-every 50 --log-every 1000000 >"$work/train.out" 2>>"$work/train.err" &
   trainer=$!
   ready() {
     curl -s --max-time 5 "$url/api/history" |
