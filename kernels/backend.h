@@ -89,6 +89,24 @@ typedef struct ls_backend_ops_s {
   ls_err_t (*mse_loss)(void *ctx, double *loss, float *dpred, const float *pred,
                        const float *target, const float *mask, float scale, int N, int O);
 
+  /* The loss of every kind of column (kernels.h, ls_engine_set_loss) over N
+   * rows (loss_elem.h): column o is the squared error where tau[o] == 0 and
+   * the pinball loss of level tau[o] otherwise (tau [O], device). The mask
+   * is per row, mask [N] (mask_cols 1), or per element, mask [N, O]
+   * (mask_cols O); NULL = all 1. loss[0] = sum m * l and loss[1] = sum m,
+   * over every element (a row's mask counts O times), two doubles in device
+   * memory. dpred [N, O] = scale * d loss[0] / d pred, 0 where m == 0.
+   * mse_loss's results where every tau is 0 and the mask is per row, up to
+   * rounding (its row sums are float, these double). */
+  ls_err_t (*elem_loss)(void *ctx, double *loss, float *dpred, const float *pred,
+                        const float *target, const float *mask, int mask_cols, const float *tau,
+                        float scale, int N, int O);
+
+  /* elem_loss's loss column by column: col [O] (doubles, device) = the sum
+   * over rows of m * l of column o. */
+  ls_err_t (*loss_cols)(void *ctx, double *col, const float *pred, const float *target,
+                        const float *mask, int mask_cols, const float *tau, int N, int O);
+
   /* dy [N, H] = dpred [N, O] @ w [O, H]; dw [O, H] += dpred^T @ y;
    * db [O] += colsum(dpred). */
   ls_err_t (*head_backward)(void *ctx, float *dy, float *dw, float *db, const float *dpred,

@@ -113,7 +113,7 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
       {&e->params, e->n_params},     {&e->grads, e->n_params},
       {&e->adam_m, e->n_params},     {&e->adam_v, e->n_params},
       {&e->x, (Tm + 1) * Bm * I},    {&e->target, Tm * Bm * O},
-      {&e->mask, Tm * Bm},           {&e->gates, L * e->gates_stride},
+      {&e->mask, Tm * Bm * O},       {&e->gates, L * e->gates_stride},
       {&e->hs, L * e->hs_stride},    {&e->cs, L * e->hs_stride},
       {&e->tcs, L * e->tcs_stride},  {&e->pred, Tm * Bm * O},
       {&e->dpred, Tm * Bm * O},      {&e->dh, Tm * Bm * H},
@@ -124,12 +124,18 @@ ls_err_t ls_engine_new(const ls_engine_conf_t *conf, ls_engine_t **out) {
     err = engine_alloc(e, bufs[i].ptr, bufs[i].floats);
   if (err == LS_OK) err = ops->alloc(e->ctx, SCALARS * sizeof(double), (void **)&e->scalars);
   if (err == LS_OK) err = ops->alloc(e->ctx, sizeof(ls_optim_args_t), (void **)&e->optim_args);
+  if (err == LS_OK) err = engine_alloc(e, &e->tau, O); /* zero: every column squared error */
+  if (err == LS_OK) err = ops->alloc(e->ctx, O * sizeof(double), (void **)&e->col_loss);
   if (err == LS_OK && (e->scatter_rows = malloc(Bm * sizeof *e->scatter_rows)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the engine's %zu slot checks", Bm);
   e->last = calloc(Bm, sizeof *e->last);
   e->skip = calloc(Bm, sizeof *e->skip);
   if (err == LS_OK && (e->last == NULL || e->skip == NULL))
     err = ls_error_set(LS_ERR_NOMEM, "no memory for the rows of a batch of %zu", Bm);
+  e->tau_host = calloc(O, sizeof *e->tau_host); /* as e->tau */
+  e->col_count = calloc(O, sizeof *e->col_count);
+  if (err == LS_OK && (e->tau_host == NULL || e->col_count == NULL))
+    err = ls_error_set(LS_ERR_NOMEM, "no memory for the losses of %zu outputs", O);
   if (err != LS_OK) {
     ls_engine_destroy(e);
     return err;
@@ -147,7 +153,9 @@ void ls_engine_destroy(ls_engine_t *e) {
     if (bufs[i] != NULL) e->ops->free(e->ctx, bufs[i]);
   if (e->scalars != NULL) e->ops->free(e->ctx, e->scalars);
   if (e->optim_args != NULL) e->ops->free(e->ctx, e->optim_args);
-  free(e->last), free(e->skip), free(e->scatter_rows);
+  if (e->tau != NULL) e->ops->free(e->ctx, e->tau);
+  if (e->col_loss != NULL) e->ops->free(e->ctx, e->col_loss);
+  free(e->last), free(e->skip), free(e->scatter_rows), free(e->tau_host), free(e->col_count);
   e->ops->ctx_free(e->ctx);
   free(e);
 }
@@ -296,6 +304,7 @@ typedef struct graph_key_s {
   int T, B, seg, masked;
   uint32_t scale; /* loss_scale's bits */
   const void *target;
+  int elem; /* the loss is elem_loss's (engine_uses_elem_loss) */
 } graph_key_t;
 
 static ls_err_t graph_run(ls_engine_t *e, graph_key_t key, ls_err_t (*queue)(void *),
@@ -303,7 +312,7 @@ static ls_err_t graph_run(ls_engine_t *e, graph_key_t key, ls_err_t (*queue)(voi
   graph_key_t k;
   memset(&k, 0, sizeof k); /* padding included: keys compare bytewise */
   k.part = key.part, k.T = key.T, k.B = key.B, k.seg = key.seg, k.masked = key.masked;
-  k.scale = key.scale, k.target = key.target;
+  k.scale = key.scale, k.target = key.target, k.elem = key.elem;
   return e->ops->graph_run(e->ctx, &k, sizeof k, queue, opaque);
 }
 
@@ -342,7 +351,7 @@ typedef struct fwd_job_s {
   ls_engine_t *e;
   int T, B;
   const float *target; /* device, or NULL */
-  int masked;
+  int masked;          /* MASK_* */
 } fwd_job_t;
 
 static ls_err_t forward_queue(void *opaque) {
@@ -373,35 +382,27 @@ static ls_err_t forward_queue(void *opaque) {
    * trainer's: it scales the sum at the update), which then has nothing
    * of its own to compute there. */
   if (j->target == NULL) return LS_OK;
-  return ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, j->target, j->masked ? e->mask : NULL,
-                       1.0f, N, O);
+  return engine_loss_queue(e, j->target, j->masked, 1.0f, N);
 }
 
 /* The forward of a window whose inputs are in e->x: the LSTM stack, the
- * head and, with targets (device), the masked MSE (the host's mask, NULL =
- * all valid, uploaded to e->mask). */
-static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, const float *mask,
-                            double *loss_sum, double *count) {
-  size_t const N = (size_t)T * (size_t)B;
-  fwd_job_t job = {e, T, B, target, mask != NULL};
-  graph_key_t const key = {'F', T, B, 0, mask != NULL, 0, target};
+ * head and, with targets (device), the loss (the host's mask uploaded to
+ * e->mask; masked: MASK_*) whose count the host made (valid). */
+static ls_err_t forward_run(ls_engine_t *e, int T, int B, const float *target, int masked,
+                            double valid, double *loss_sum, double *count) {
+  fwd_job_t job = {e, T, B, target, masked};
+  graph_key_t const key = {'F', T, B, 0, masked, 0, target, engine_uses_elem_loss(e, masked)};
   LS_FORWARD_IF_ERROR(graph_run(e, key, forward_queue, &job));
-  double loss[2] = {0.0, 0.0}, valid = 0.0;
-  if (target != NULL) {
-    /* The loss is read back only when asked (it waits for the device); the
-     * count comes from the host's mask, as mse_loss counts. */
-    if (loss_sum != NULL)
-      LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, loss, e->scalars, sizeof loss));
-    for (size_t r = 0; r < N && mask != NULL; r++)
-      if (mask[r] != 0.0f) valid += mask[r];
-    valid = (mask != NULL ? valid : (double)N) * e->conf.shape.output_size;
-  }
+  /* The loss is read back only when asked (it waits for the device). */
+  double loss[2] = {0.0, 0.0};
+  if (target != NULL && loss_sum != NULL)
+    LS_FORWARD_IF_ERROR(e->ops->download(e->ctx, loss, e->scalars, sizeof loss));
   if (loss_sum != NULL) *loss_sum = loss[0];
-  if (count != NULL) *count = valid;
+  if (count != NULL) *count = target != NULL ? valid : 0.0;
   e->fwd_T = T;
   e->fwd_B = B;
   e->fwd_target = target;
-  e->fwd_masked = mask != NULL;
+  e->fwd_masked = masked;
   return LS_OK;
 }
 
@@ -420,7 +421,9 @@ ls_err_t ls_engine_forward(ls_engine_t *e, int T, int B, const float *x, const f
                                     N * (size_t)e->conf.shape.output_size * sizeof(float)));
   if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * sizeof(float)));
   mark_last(e, T, B, mask);
-  return forward_run(e, T, B, target != NULL ? e->target : NULL, mask, loss_sum, count);
+  double const valid = target != NULL ? engine_count_rows(e, N, mask) : 0.0;
+  return forward_run(e, T, B, target != NULL ? e->target : NULL,
+                     mask != NULL ? MASK_ROWS : MASK_NONE, valid, loss_sum, count);
 }
 
 ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, const float *mask,
@@ -439,7 +442,28 @@ ls_err_t ls_engine_forward_seq(ls_engine_t *e, int T, int B, const float *seq, c
   mark_last(e, T, B, mask);
   const float *target = NULL;
   LS_FORWARD_IF_ERROR(ops->seq_targets(e->ctx, &target, e->x, B, I));
-  return forward_run(e, T, B, target, mask, loss_sum, count);
+  return forward_run(e, T, B, target, mask != NULL ? MASK_ROWS : MASK_NONE,
+                     engine_count_rows(e, N, mask), loss_sum, count);
+}
+
+ls_err_t ls_engine_forward_elem(ls_engine_t *e, int T, int B, const float *x, const float *target,
+                                const float *mask, const int *lengths, double *loss_sum,
+                                double *count) {
+  LS_FORWARD_IF_ERROR(forward_begin(e, T, B));
+  LS_RETURN_IF(x == NULL, LS_ERR_INVALID_ARG, "inputs x are NULL");
+  LS_RETURN_IF(target == NULL && mask != NULL, LS_ERR_INVALID_ARG,
+               "a mask was given without targets");
+  double valid = 0.0;
+  LS_FORWARD_IF_ERROR(engine_mark_elems(e, T, B, target != NULL, mask, lengths, &valid));
+  size_t const N = (size_t)T * (size_t)B, O = (size_t)e->conf.shape.output_size;
+  const ls_backend_ops_t *const ops = e->ops;
+  LS_FORWARD_IF_ERROR(
+      ops->upload(e->ctx, e->x, x, N * (size_t)e->conf.shape.input_size * sizeof(float)));
+  if (target != NULL)
+    LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->target, target, N * O * sizeof(float)));
+  if (mask != NULL) LS_FORWARD_IF_ERROR(ops->upload(e->ctx, e->mask, mask, N * O * sizeof(float)));
+  return forward_run(e, T, B, target != NULL ? e->target : NULL,
+                     mask != NULL ? MASK_ELEMS : MASK_NONE, valid, loss_sum, count);
 }
 
 /* The device work of a backward, whole (seg -1) or one segment of the
@@ -458,8 +482,7 @@ static ls_err_t backward_head(ls_engine_t *e, float scale) {
   int const B = e->fwd_B, N = e->fwd_T * B;
   const ls_backend_ops_t *const ops = e->ops;
   if (scale != 1.0f)
-    LS_FORWARD_IF_ERROR(ops->mse_loss(e->ctx, e->scalars, e->dpred, e->pred, e->fwd_target,
-                                      e->fwd_masked ? e->mask : NULL, scale, N, O));
+    LS_FORWARD_IF_ERROR(engine_loss_queue(e, e->fwd_target, e->fwd_masked, scale, N));
   size_t off_w, off_b, cnt;
   (void)ls_param_locate(s, 0, LS_PARAM_HEAD_WEIGHT, &off_w, &cnt);
   (void)ls_param_locate(s, 0, LS_PARAM_HEAD_BIAS, &off_b, &cnt);
@@ -505,7 +528,8 @@ ls_err_t ls_engine_backward(ls_engine_t *e, float loss_scale) {
   LS_RETURN_IF(e->bwd_done, LS_ERR_STATE, "backward was already run for this forward");
   int const L = e->conf.shape.num_layers;
   bwd_job_t job = {e, loss_scale, -1};
-  graph_key_t key = {'B', e->fwd_T, e->fwd_B, -1, e->fwd_masked, 0, e->fwd_target};
+  int const elem = engine_uses_elem_loss(e, e->fwd_masked);
+  graph_key_t key = {'B', e->fwd_T, e->fwd_B, -1, e->fwd_masked, 0, e->fwd_target, elem};
   memcpy(&key.scale, &loss_scale, sizeof key.scale);
   if (e->grad_hook == NULL) {
     LS_FORWARD_IF_ERROR(graph_run(e, key, backward_queue, &job));
@@ -606,7 +630,7 @@ ls_err_t ls_engine_optimizer_step(ls_engine_t *e, const ls_optim_t *opt, float g
    * nothing is read back here. */
   ls_optim_args_t const args = {*opt, grad_scale};
   LS_FORWARD_IF_ERROR(e->ops->upload(e->ctx, e->optim_args, &args, sizeof args));
-  graph_key_t const key = {'O', 0, 0, 0, 0, 0, NULL};
+  graph_key_t const key = {'O', 0, 0, 0, 0, 0, NULL, 0};
   LS_FORWARD_IF_ERROR(graph_run(e, key, optimizer_queue, e));
   e->norm_scale = grad_scale;
   if (grad_norm != NULL) {

@@ -1,7 +1,8 @@
 /*
  * What the engine's files share (kernels/ internal): the engine's fields,
- * and the helpers the series-state tables (state_table.c) use. engine.c
- * orders a training step; state_table.c holds (h, c) per series.
+ * and the helpers the series-state tables (state_table.c) and the losses
+ * (engine_loss.c) use. engine.c orders a training step; state_table.c
+ * holds (h, c) per series; engine_loss.c the losses.
  */
 #ifndef LSTREAM_KERNELS_ENGINE_INTERNAL_H
 #define LSTREAM_KERNELS_ENGINE_INTERNAL_H
@@ -31,7 +32,7 @@ struct ls_engine_s {
    * call with (T, B) packs each layer's block densely as [T(+1), B, ...]. */
   float *x;        /* (Tm+1, Bm, I) inputs; a sequence window's targets in rows 1..T */
   float *target;   /* (Tm, Bm, O) targets given apart from the inputs */
-  float *mask;     /* (Tm, Bm) */
+  float *mask;     /* (Tm, Bm, O): per row (Tm, Bm) or per element */
   float *gates;    /* (L, Tm, Bm, 4H) activated gates */
   float *hs;       /* (L, Tm+1, Bm, H) hs[l][0] = h0 of layer l */
   float *cs;       /* (L, Tm+1, Bm, H) */
@@ -48,6 +49,10 @@ struct ls_engine_s {
   ls_optim_args_t *optim_args;                /* (1) the last update's arguments */
   size_t gates_stride, hs_stride, tcs_stride; /* floats per layer block */
 
+  /* The losses (ls_engine_set_loss), device memory. */
+  float *tau;       /* (O) each column's pinball level, 0 = squared error */
+  double *col_loss; /* (O) per-column loss sums (ls_engine_read_loss_cols) */
+
   float norm_scale;         /* grad_scale of the last optimizer step */
   float fetch_scale;        /* norm_scale when the figures were fetched */
   int fetched;              /* ls_engine_fetch_figures was called */
@@ -55,7 +60,10 @@ struct ls_engine_s {
   int state_B;              /* B whose initial state is in hs[l][0], cs[l][0]; -1 none */
   int fwd_T;                /* (T, B) of the last forward; 0 none */
   int fwd_B;
-  int fwd_masked;          /* last forward had a mask */
+  int fwd_masked;          /* the last forward's mask: MASK_NONE, MASK_ROWS or MASK_ELEMS */
+  float *tau_host;         /* [O] host: e->tau's values, each column's loss */
+  int pinball;             /* some column is pinball: every loss is elem_loss's */
+  double *col_count;       /* [O] host: per column, the last forward's count */
   int *last;               /* [Bm] host: per row of the last forward, its last valid step + 1 (the
                               hs index of the state it carries on: T for a full window, 0 for a row
                               with no valid target) */
@@ -68,6 +76,9 @@ struct ls_engine_s {
   void *grad_hook_opaque;
 };
 
+/* fwd_masked: the last forward had no mask, one per row or one per element. */
+enum { MASK_NONE = 0, MASK_ROWS = 1, MASK_ELEMS = 2 };
+
 /* scalars: where Adam's update count is, how many in all. */
 #define SCALAR_STEPS 4
 #define SCALARS      5
@@ -77,5 +88,22 @@ ls_err_t engine_alloc(ls_engine_t *e, float **ptr, size_t floats);
 
 /* LS_ERR_INVALID_ARG unless 1 <= B <= max_batch. */
 ls_err_t engine_check_batch(const ls_engine_t *e, int B);
+
+/* engine_loss.c: the losses of a forward (kernels.h, "Loss").
+ * engine_uses_elem_loss: 1 where a forward with this mask (MASK_*) takes
+ * elem_loss (a pinball column, or a mask per element), 0 where mse_loss,
+ * the masked MSE of before, bit for bit. engine_loss_queue: that loss of N
+ * rows (targets in device memory, the mask in e->mask) into e->scalars,
+ * and scale * d loss / d pred into e->dpred. engine_count_rows: the count
+ * of a forward with a row mask [N] (NULL: all valid) and each column's
+ * (e->col_count). engine_mark_elems: checks an element mask [T, B, O] and
+ * rows' lengths [B] (either NULL; targets: the forward has them), and
+ * sets each row's last step (e->last, e->fwd_partial), the columns' counts
+ * and *valid, the forward's. */
+int engine_uses_elem_loss(const ls_engine_t *e, int masked);
+ls_err_t engine_loss_queue(ls_engine_t *e, const float *target, int masked, float scale, int N);
+double engine_count_rows(ls_engine_t *e, size_t N, const float *mask);
+ls_err_t engine_mark_elems(ls_engine_t *e, int T, int B, int targets, const float *mask,
+                           const int *lengths, double *valid);
 
 #endif /* LSTREAM_KERNELS_ENGINE_INTERNAL_H */

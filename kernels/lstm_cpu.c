@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "loss_elem.h"
 #include "pool_cpu.h"
 #include "recur_cpu.h"
 
@@ -404,6 +405,56 @@ static ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pre
   return LS_OK;
 }
 
+/* Each column's loss (loss_elem.h: squared error or pinball), a mask per
+ * row (mask_cols 1) or per element (mask_cols O). */
+static ls_err_t elem_loss(void *ctx, double *loss, float *dpred, const float *pred,
+                          const float *target, const float *mask, int mask_cols, const float *tau,
+                          float scale, int N, int O) {
+  double sum = 0.0, valid = 0.0;
+  for (int r = 0; r < N; r++) {
+    const float *const p = pred + (size_t)r * O, *const y = target + (size_t)r * O;
+    const float *const me = mask != NULL && mask_cols > 1 ? mask + (size_t)r * O : NULL;
+    float const mr = mask != NULL && mask_cols == 1 ? mask[r] : 1.0f;
+    float *const d = dpred ? dpred + (size_t)r * O : NULL;
+    if (mr == 0.0f) { /* padding: exactly nothing, whatever pred holds */
+      if (d) memset(d, 0, (size_t)O * sizeof(float));
+      continue;
+    }
+    double row = 0.0, known = 0.0;
+    for (int o = 0; o < O; o++) {
+      float const m = me != NULL ? me[o] : 1.0f;
+      if (m == 0.0f) { /* not known: exactly nothing */
+        if (d) d[o] = 0.0f;
+        continue;
+      }
+      float g;
+      float const l = loss_elem(p[o] - y[o], tau[o], &g);
+      row += (double)(m * l);
+      known += m;
+      if (d) d[o] = scale * (mr * m) * g;
+    }
+    sum += (double)mr * row;
+    valid += (double)mr * known;
+  }
+  loss[0] = sum;
+  loss[1] = valid;
+  return LS_OK;
+}
+
+static ls_err_t loss_cols(void *ctx, double *col, const float *pred, const float *target,
+                          const float *mask, int mask_cols, const float *tau, int N, int O) {
+  memset(col, 0, (size_t)O * sizeof(double));
+  for (int r = 0; r < N; r++)
+    for (int o = 0; o < O; o++) {
+      size_t const i = (size_t)r * O + o;
+      float const m = mask == NULL ? 1.0f : mask_cols > 1 ? mask[i] : mask[r];
+      if (m == 0.0f) continue;
+      float g;
+      col[o] += (double)(m * loss_elem(pred[i] - target[i], tau[o], &g));
+    }
+  return LS_OK;
+}
+
 static ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
                               const float *y, const float *w, int N, int H, int O) {
   /* dy [N, H] = dpred [N, O] @ w [O, H]; dw [O, H] += dpred^T @ y (split
@@ -588,6 +639,8 @@ const ls_backend_ops_t ls_backend_cpu = {
     .head_forward = head_forward,
     .seq_targets = seq_targets,
     .mse_loss = mse_loss,
+    .elem_loss = elem_loss,
+    .loss_cols = loss_cols,
     .head_backward = head_backward,
     .optimizer_step = optimizer_step,
     .state_gather = state_gather,

@@ -4,9 +4,11 @@
  *
  * It mirrors lstm_cpu.c function for function (lstm_forward, lstm_backward,
  * lstm_cell_forward, lstm_cell_backward, head_forward, seq_targets, mse_loss,
- * head_backward, grad_norm_sq, adam_update, optimizer_step, state_gather,
- * state_scatter, fill_rows, colsum_add, graph_run), with the same arguments
- * in the same order; read the two side by side. Every float* is device memory; all work is queued
+ * elem_loss, loss_cols, head_backward, grad_norm_sq, adam_update,
+ * optimizer_step, state_gather, state_scatter, fill_rows, colsum_add,
+ * graph_run), with the same arguments in the same order; read the two side
+ * by side (elem_loss and loss_cols share one target's arithmetic with the
+ * CPU, loss_elem.h). Every float* is device memory; all work is queued
  * on the context's stream, and only download waits for it. This file holds
  * the table and the context; the primitives live in rooms (lstm_cuda.h
  * lists them).
@@ -198,6 +200,8 @@ const ls_backend_ops_t ls_backend_cuda = {
     .head_forward = head_forward,
     .seq_targets = seq_targets,
     .mse_loss = mse_loss,
+    .elem_loss = elem_loss,
+    .loss_cols = loss_cols,
     .head_backward = head_backward,
     .optimizer_step = optimizer_step,
     .state_gather = state_gather,

@@ -13,7 +13,7 @@
  *   lstm_cuda_persist.cu the persistent recurrent kernels: which layers
  *                        they fit (the plan), forward
  *   lstm_cuda_persist_bwd.cu  their backward
- *   lstm_cuda_head.cu    head, loss, optimizer
+ *   lstm_cuda_head.cu    head, losses, optimizer
  *   lstm_cuda_state.cu   series states: gather, scatter
  *   lstm_cuda_graph.cu   CUDA graphs: a step's work recorded once, replayed
  * lstm_cuda.cu uses every room, each room lstm_cuda_common.cu (and
@@ -58,7 +58,7 @@
 #define GRAPHS    16
 #define GRAPH_KEY 64
 /* The single-pass sums' tickets (last_block): one counter per kind of kernel. */
-enum { TICKET_LOSS, TICKET_NORM, TICKET_COLSUM, TICKET_PERSIST, TICKETS };
+enum { TICKET_LOSS, TICKET_NORM, TICKET_COLSUM, TICKET_PERSIST, TICKET_LOSS_COLS, TICKETS };
 
 /* How a layer's recurrence runs on the persistent kernels
  * (lstm_cuda_persist.cu); cluster == 0: it does not (the per-step path). */
@@ -85,7 +85,8 @@ typedef struct cuda_ctx_s {
   cublasHandle_t handle; /* bound to stream */
   void *blas_work;       /* cuBLAS' workspace */
   double *partials;      /* (2 * REDUCE_BLOCKS) first-pass sums of a reduction */
-  double *colsum;        /* (COLSUM_CHUNKS, max(4H, O)) first-pass column sums */
+  double *colsum;        /* (COLSUM_CHUNKS, max(4H, O)) first-pass column sums (colsum_add,
+                            loss_cols) */
   unsigned *tickets;     /* (TICKETS) blocks done of the running single-pass sum; 0 between */
   persist_plan_t fwd[2]; /* forward plans: [0] In = I (layer 0), [1] In = H */
   persist_plan_t bwd[2]; /* backward plans */
@@ -253,6 +254,29 @@ __device__ static inline void cell_backward(const float g[4], float tc, float c_
   d[2] = d_c * i * (1.0f - gt * gt);
   d[3] = dh * tc * o * (1.0f - o);
   *dc = d_c * f;
+}
+
+/* The two passes of a column sum over chunks of rows (colsum_kernel,
+ * loss_cols_kernel: blocks of 32 columns x 8 row lanes, blockIdx.y the
+ * chunk). colsum_part, in every thread: the 8 lanes' acc of column j (of n)
+ * into part[blockIdx.y, j]; sh: a shared double[8][33]. colsum_total, in
+ * the last block: column i's sum of the chunks' parts, in chunk order. */
+__device__ static inline void colsum_part(double acc, double (*sh)[33], double *part, int j,
+                                          int n) {
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    double s = 0.0;
+    for (int k = 0; k < 8; k++)
+      s += sh[k][threadIdx.x];
+    part[(size_t)blockIdx.y * n + j] = s;
+  }
+}
+__device__ static inline double colsum_total(const double *part, int i, int n) {
+  double s = 0.0;
+  for (int k = 0; k < (int)gridDim.y; k++)
+    s += ((const volatile double *)part)[(size_t)k * n + i];
+  return s;
 }
 
 /* rows [N, n] = b1 [n] (+ b2 [n], if not NULL) broadcast. */
@@ -447,6 +471,10 @@ ls_err_t head_forward(void *ctx, float *pred, const float *y, const float *w, co
 ls_err_t seq_targets(void *ctx, const float **target, const float *seq, int B, int In);
 ls_err_t mse_loss(void *ctx, double *loss, float *dpred, const float *pred, const float *target,
                   const float *mask, float scale, int N, int O);
+ls_err_t elem_loss(void *ctx, double *loss, float *dpred, const float *pred, const float *target,
+                   const float *mask, int mask_cols, const float *tau, float scale, int N, int O);
+ls_err_t loss_cols(void *ctx, double *col, const float *pred, const float *target,
+                   const float *mask, int mask_cols, const float *tau, int N, int O);
 ls_err_t head_backward(void *ctx, float *dy, float *dw, float *db, const float *dpred,
                        const float *y, const float *w, int N, int H, int O);
 ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,

@@ -144,19 +144,10 @@ __global__ static void colsum_kernel(float *a, float *b, double *part, unsigned 
   if (j < n)
     for (int r = r0 + threadIdx.y; r < r1; r += 8)
       acc += (double)rows[(size_t)r * n + j];
-  sh[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < n) {
-    double s = 0.0;
-    for (int k = 0; k < 8; k++)
-      s += sh[k][threadIdx.x];
-    part[(size_t)chunk * n + j] = s;
-  }
+  colsum_part(acc, sh, part, j, n);
   if (!last_block(ticket, &last)) return;
   for (int i = threadIdx.y * 32 + threadIdx.x; i < n; i += 32 * 8) {
-    double s = 0.0;
-    for (int k = 0; k < (int)gridDim.y; k++)
-      s += ((const volatile double *)part)[(size_t)k * n + i];
+    double const s = colsum_total(part, i, n);
     a[i] = (float)((double)a[i] + s);
     if (b != NULL) b[i] = (float)((double)b[i] + s);
   }

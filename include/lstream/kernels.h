@@ -19,11 +19,26 @@
  *                    weight_hh_l{k} [4H, H], bias_ih_l{k} [4H], bias_hh_l{k} [4H]
  *   then head.weight [O, H], head.bias [O].
  *
- * Loss: masked MSE. For a window with mask m [T, B] (1 = a real target,
- * 0 = padding) the loss sum is  sum_{t,b} m[t,b] * sum_o (pred - target)^2
- * and the count is  O * sum_{t,b} m[t,b]. PyTorch's mean-reduced MSE over
- * the valid targets is loss_sum / count. Positions with mask 0 contribute
- * exactly nothing to the loss or to any gradient.
+ * Loss. Each head output (column o of O) has its loss, set once for the
+ * engine (ls_engine_set_loss): the squared error (every column's by
+ * default) or the pinball (quantile) loss of a level tau in (0, 1). With
+ * d = pred - target (e = -d, the error target - pred):
+ *   squared error  l = d^2                      dl/dpred = 2 d
+ *   pinball(tau)   l = max(tau e, (tau - 1) e)  dl/dpred = -tau where e > 0,
+ *                                                          1 - tau where e < 0,
+ *                                                          0 at e = 0
+ * (at e = 0 the subgradient 0: PyTorch's of tau relu(e) + (1 - tau) relu(-e);
+ * torch.maximum's would be tau - 1/2). A mask m weighs each target: per row,
+ * m [T, B] (ls_engine_forward, ls_engine_forward_seq: the row's O targets),
+ * or per element, m [T, B, O] (ls_engine_forward_elem: 1 = a known target,
+ * 0 = not known yet or padding). The loss sum is sum m * l over every
+ * target and the count sum m over every target: O * sum_{t,b} m[t,b] with a
+ * row mask. With a row mask and every column squared error this is the
+ * masked MSE, sum_{t,b} m[t,b] * sum_o (pred - target)^2, whose
+ * loss_sum / count is PyTorch's mean-reduced MSE over the valid targets.
+ * Targets with mask 0 contribute exactly nothing to the loss or to any
+ * gradient (their values may be anything, NaN included).
+ * ls_engine_read_loss_cols gives the sums and counts column by column.
  *
  * Host pointers go in and out of every call; device memory stays inside the
  * engine, except for series-state tables (see the state section below).
@@ -185,6 +200,32 @@ typedef ls_err_t (*ls_grad_ready_fn)(void *opaque, int segment, size_t offset, s
 LS_API ls_err_t ls_engine_set_grad_hook(ls_engine_t *eng, ls_grad_ready_fn fn, void *opaque);
 
 /* ------------------------------------------------------------------------ */
+/* Loss                                                                      */
+
+typedef enum ls_loss_kind_e {
+  LS_LOSS_MSE = 0,    /* squared error (pred - target)^2 */
+  LS_LOSS_PINBALL = 1 /* pinball (quantile) loss of level tau */
+} ls_loss_kind_t;
+
+/* The loss of one head output (see the top of this file). */
+typedef struct ls_loss_col_s {
+  ls_loss_kind_t kind;
+  float tau; /* LS_LOSS_PINBALL: the quantile level, 0 < tau < 1; LS_LOSS_MSE: 0 */
+} ls_loss_col_t;
+
+/* Sets the loss of each head output: cols [n], n == O, copied (to the
+ * device too). cols NULL (with n 0) makes every column squared error again,
+ * a new engine's losses. For the forwards that follow (ls_engine_forward,
+ * _seq and _elem alike); the last forward can no longer be back-propagated
+ * or read (LS_ERR_STATE): run it again. A column of each kind may sit
+ * anywhere; with every column squared error and a row mask, forwards
+ * compute exactly what they did before losses could be set. */
+LS_API ls_err_t ls_engine_set_loss(ls_engine_t *eng, const ls_loss_col_t *cols, int n);
+
+/* The losses in use: cols [n], n == O. */
+LS_API ls_err_t ls_engine_get_loss(const ls_engine_t *eng, ls_loss_col_t *cols, int n);
+
+/* ------------------------------------------------------------------------ */
 /* One window                                                                */
 
 /* Sets the initial state of the next forward: h0, c0 [L, B, H] from host
@@ -192,7 +233,8 @@ LS_API ls_err_t ls_engine_set_grad_hook(ls_engine_t *eng, ls_grad_ready_fn fn, v
 LS_API ls_err_t ls_engine_set_state(ls_engine_t *eng, int B, const float *h0, const float *c0);
 
 /* Runs the LSTM stack, the head and (when target is not NULL) the masked
- * MSE over one window, keeping what backward needs.
+ * loss (the MSE unless ls_engine_set_loss said otherwise) over one window,
+ * keeping what backward needs.
  *   x      [T, B, I]  inputs
  *   target [T, B, O]  next-step targets, or NULL for predictions only
  *   mask   [T, B]     1 = valid target, 0 = padding; NULL = all valid
@@ -216,6 +258,29 @@ LS_API ls_err_t ls_engine_forward(ls_engine_t *eng, int T, int B, const float *x
 LS_API ls_err_t ls_engine_forward_seq(ls_engine_t *eng, int T, int B, const float *seq,
                                       const float *mask, double *loss_sum, double *count);
 
+/* ls_engine_forward with a target and a mask for every element: targets of
+ * the caller's, one per head output (several horizons, quantiles beside the
+ * mean), each known or not on its own.
+ *   x       [T, B, I]  inputs
+ *   target  [T, B, O]  targets, or NULL for predictions only
+ *   mask    [T, B, O]  per target: 1 = known, 0 = not known yet or padding
+ *                      (nothing to the loss or any gradient, whatever the
+ *                      target holds); any finite weight >= 0 (checked).
+ *                      NULL = all known. Only with a target.
+ *   lengths [B]        each row's real steps, 0..T: the row carries on its
+ *                      state after step lengths[b] - 1 (h0, c0 for 0; see
+ *                      ls_engine_read_outputs), and no target past them may
+ *                      be known (mask 0 there, checked). NULL = up to the
+ *                      row's last step with a known target (T without a
+ *                      mask), as ls_engine_forward takes it from its mask.
+ *                      Give it where a real step's targets may all be
+ *                      unknown (horizons past the records read so far).
+ * loss_sum and count as for ls_engine_forward: the count is the sum of the
+ * mask (T * B * O without one). */
+LS_API ls_err_t ls_engine_forward_elem(ls_engine_t *eng, int T, int B, const float *x,
+                                       const float *target, const float *mask, const int *lengths,
+                                       double *loss_sum, double *count);
+
 /* Back-propagates the last forward (which must have had a target):
  * ACCUMULATES d(loss_scale * loss_sum)/d(parameters) into the gradient
  * buffer, and keeps d/d(x), d/d(h0), d/d(c0) for ls_engine_read_input_grads.
@@ -228,11 +293,23 @@ LS_API ls_err_t ls_engine_backward(ls_engine_t *eng, float loss_scale);
  *   y [T, B, H] top-layer outputs, pred [T, B, O] head outputs,
  *   hT, cT [L, B, H] final states: each row's state after its last valid
  *   step (the last t with mask[t, b] != 0; step T without a mask; h0, c0
- *   for a row with no valid step), so that a padded window carries on the
- *   state after its last real record, never after padding.
+ *   for a row with no valid step; ls_engine_forward_elem: step
+ *   lengths[b] - 1, or the last with a known target), so that a padded
+ *   window carries on the state after its last real record, never after
+ *   padding.
  *   ls_engine_scatter_state stores the same states. */
 LS_API ls_err_t ls_engine_read_outputs(ls_engine_t *eng, float *y, float *pred, float *hT,
                                        float *cT);
+
+/* Each head output's share of the last forward's loss (a forward with
+ * targets): loss_sums [n] the sum of m * l over its targets, counts [n] the
+ * sum of its mask (either may be NULL), n == O. The loss sums are computed
+ * when asked, from the forward's outputs, targets and mask (on the device,
+ * which the call waits for): they add up to the forward's loss sum up to
+ * rounding (another order of the same terms); the counts add up to its
+ * count. For the loss per horizon or per quantile. */
+LS_API ls_err_t ls_engine_read_loss_cols(ls_engine_t *eng, double *loss_sums, double *counts,
+                                         int n);
 
 /* The initial state of the next (or last) forward, h0, c0 [L, B, H], as
  * set by ls_engine_set_state or ls_engine_gather_state (either may be NULL). */

@@ -25,7 +25,7 @@ build=$work/build
 mutants() {
   cat <<'EOF'
 barrier_block_sum ~~ kernels/lstm_cuda.h ~~ 0 ~~   sh[threadIdx.x] = v;\n  __syncthreads();\n ~~   sh[threadIdx.x] = v;\n ~~ block_sum's first barrier missing (a thread reads a slot before its writer ran)
-barrier_colsum ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~   __syncthreads();\n  if (threadIdx.y == 0 && j < n) { ~~   if (threadIdx.y == 0 && j < n) { ~~ colsum_partial_kernel's barrier missing
+barrier_colsum ~~ kernels/lstm_cuda.h ~~ 0 ~~   __syncthreads();\n  if (threadIdx.y == 0 && j < n) { ~~   if (threadIdx.y == 0 && j < n) { ~~ colsum_part's barrier missing (colsum_kernel's and loss_cols_kernel's first pass)
 gemm_ld_swapped ~~ kernels/lstm_cuda_common.cu ~~ 0 ~~ B, ldb, A, lda, &beta ~~ B, lda, A, ldb, &beta ~~ sgemm passes lda and ldb swapped
 gemm_dx_transpose ~~ kernels/lstm_cuda_layer.cu ~~ 2 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM transposes w_ih
 c_prev_off_by_one ~~ kernels/lstm_cuda_layer.cu ~~ 2 ~~ cs + t * BH, B, H)); ~~ cs + (t + 1) * BH, B, H)); ~~ backward's cell reads c_t for c_{t-1}
@@ -36,7 +36,10 @@ upload_staging_race ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~     CUDA_CHECK(cudaEv
 download_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaStreamSynchronize(c->stream));\n  if (pk >= 0) ~~   if (pk >= 0) ~~ download copies out its last chunk without waiting for it
 figures_no_wait ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~   CUDA_CHECK(cudaEventSynchronize(c->fetch_ev));\n ~~  ~~ fetch_wait reads the pinned figures without waiting for their copy
 alloc_not_zeroed ~~ kernels/lstm_cuda_memory.cu ~~ 0 ~~ cudaError_t const z = cudaMemsetAsync(p, 0, bytes, c->stream); ~~ cudaError_t const z = cudaSuccess; ~~ alloc returns memory that is not zeroed
-loss_padding_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     if (m == 0.0f) { ~~     if (m < 0.0f) { ~~ mse_loss_kernel trains on padding
+loss_padding_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     if (m == 0.0f) { /* padding ~~     if (m < 0.0f) { /* padding ~~ mse_loss_kernel trains on padding
+elem_unknown_counted ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~       if (m == 0.0f) { /* not known ~~       if (m < 0.0f) { /* not known ~~ elem_loss_kernel trains on unknown targets
+elem_row_mask_ignored ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~     float const mr = mask != NULL && mask_cols == 1 ? mask[r] : 1.0f; ~~     float const mr = 1.0f; ~~ elem_loss_kernel ignores a mask per row (pinball columns with ls_engine_forward)
+elem_level_of_column_0 ~~ kernels/lstm_cuda_head.cu ~~ 0 ~~ loss_elem(p[o] - y[o], tau[o], &g) ~~ loss_elem(p[o] - y[o], tau[0], &g) ~~ elem_loss_kernel takes column 0's loss for every column
 reduce_short ~~ kernels/lstm_cuda.h ~~ 0 ~~ b < blocks; b += THREADS ~~ b < blocks - 1; b += THREADS ~~ reduce_partials (the last block's sum of the loss and the gradient norm) leaves out the last block's part
 gemm_dx_transpose_persist ~~ kernels/lstm_cuda_layer.cu ~~ 1 ~~ sgemm(c, NoTrans, NoTrans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ sgemm(c, NoTrans, Trans, N, In, G, 1.0f, dgates, G, w_ih, In ~~ the dx GEMM after a persistent backward (input not fused) transposes w_ih
 persist_step_sync ~~ kernels/lstm_cuda_persist.cu ~~ 0 ~~       persist_sync(C); /* h_t is in every block's zn; zt may be written again */\n ~~  ~~ the persistent forward's barrier between time steps missing

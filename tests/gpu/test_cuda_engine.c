@@ -3,7 +3,10 @@
  * the same parameters and the same inputs; forward, backward and a few
  * clip + Adam/AdamW steps must agree, and state gather/scatter must copy
  * rows exactly; where O == I, the same window given as one sequence
- * (ls_engine_forward_seq) must agree too. Then the TF32 option
+ * (ls_engine_forward_seq) must agree too; and the losses per column
+ * (pinball levels beside squared error, a mask per target, rows' lengths,
+ * predictions equal to their targets: ls_engine_set_loss,
+ * ls_engine_forward_elem, ls_engine_read_loss_cols) on both. Then the TF32 option
  * (LS_PRECISION_TF32) against the CPU's fp32 at a few shapes, under a
  * looser bound (TF32_TOL), and evidence that it took effect.
  *
@@ -229,11 +232,22 @@ static void case_conf(const tcase_t *c, ls_device_t device, ls_precision_t preci
   conf->precision = precision;
 }
 
+/* A window of ls_engine_forward_elem: each engine's targets (NaN where
+ * unknown), the mask per target [T, B, O] and the rows' lengths [B]. */
+typedef struct elem_s {
+  float *target[2]; /* (T, B, O) [0] CUDA, [1] CPU */
+  float *mask;      /* (T, B, O) */
+  int *lengths;     /* (B) */
+  double *cols[2];  /* (2 O) the column figures: loss sums, counts */
+} elem_t;
+
 /* Forward + backward of the case's window on both engines, compared:
  * inputs x with the targets apart (NaN in padded rows when masked), or,
- * with seq, the window as one sequence (ls_engine_forward_seq, masked). */
+ * with seq, the window as one sequence (ls_engine_forward_seq, masked), or,
+ * with el, targets and a mask per target (ls_engine_forward_elem), the
+ * column figures compared too. */
 static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int masked,
-                      const float *seq, const char *ctx, ls_shape_t const *s) {
+                      const float *seq, const elem_t *el, const char *ctx, ls_shape_t const *s) {
   size_t const N = (size_t)c->T * c->B, S = (size_t)c->L * c->B * c->H;
   double loss[2] = {0, 0}, count[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
@@ -243,10 +257,14 @@ static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int 
     if (seq != NULL)
       MUST(ls_engine_forward_seq(e[k], c->T, c->B, seq, masked ? b->mask : NULL, &loss[k],
                                  &count[k]));
+    else if (el != NULL)
+      MUST(ls_engine_forward_elem(e[k], c->T, c->B, b->x, el->target[k], el->mask, el->lengths,
+                                  &loss[k], &count[k]));
     else
       MUST(ls_engine_forward(e[k], c->T, c->B, b->x, masked ? b->target_pad : b->target,
                              masked ? b->mask : NULL, &loss[k], &count[k]));
     MUST(ls_engine_read_outputs(e[k], b->y[k], b->pred[k], b->hT[k], b->cT[k]));
+    if (el != NULL) MUST(ls_engine_read_loss_cols(e[k], el->cols[k], el->cols[k] + c->O, c->O));
     MUST(ls_engine_backward(e[k], (float)(1.0 / count[k]))); /* the mean loss; count >= 1 */
     MUST(ls_engine_read_input_grads(e[k], b->dx[k], b->dh0[k], b->dc0[k]));
     MUST(ls_engine_read_grads(e[k], b->g[k], ls_engine_param_count(e[k])));
@@ -264,6 +282,12 @@ static int run_window(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, int 
   expect_close("dh0", ctx, b->dh0[0], b->dh0[1], S);
   expect_close("dc0", ctx, b->dc0[0], b->dc0[1], S);
   expect_close_flat("grad", ctx, s, b->g[0], b->g[1]);
+  for (int o = 0; el != NULL && o < c->O; o++) {
+    float const l0 = (float)el->cols[0][o], l1 = (float)el->cols[1][o];
+    expect_close("column loss sum", ctx, &l0, &l1, 1);
+    CHECK(el->cols[0][c->O + o] == el->cols[1][c->O + o], "%s: column %d counts %g (cuda), %g", ctx,
+          o, el->cols[0][c->O + o], el->cols[1][c->O + o]);
+  }
   return 0;
 out:
   return -1;
@@ -285,7 +309,7 @@ static int run_steps(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const
     /* The window of run_case (masked) already sits in the gradient buffers
      * for step 0; later steps run their own, unmasked then masked again, so
      * that padding rows must clear what the unmasked window left in dpred. */
-    if (step > 0 && run_window(e, c, b, step % 2 == 0, NULL, ctx, s) != 0) return -1;
+    if (step > 0 && run_window(e, c, b, step % 2 == 0, NULL, NULL, ctx, s) != 0) return -1;
     MUST(ls_engine_write_grads(e[0], b->g[1], n));
     float norm[2] = {0, 0};
     int64_t steps[2] = {0, 0};
@@ -383,8 +407,111 @@ static int run_seq(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const c
   uint32_t seed = c->seed * 40503u + 7u;
   memcpy(seq, b->x, NI * sizeof(float));
   fill(seq + NI, BI, &seed, 1.0f);
-  int const rc = run_window(e, c, b, 1, seq, ctx, s);
+  int const rc = run_window(e, c, b, 1, seq, NULL, ctx, s);
   free(seq);
+  return rc;
+}
+
+/* Column o's loss: squared error (0) or a pinball level, mixed for O >= 2. */
+static float elem_tau(int o) {
+  static const float taus[4] = {0.1f, 0.0f, 0.9f, 0.5f};
+  return taus[o % 4];
+}
+
+/* A window's mask per target [T, B, O] from the case's seed: about 25%
+ * unknown, 10% weights of 0.5, entry 0 known; every third row's last step
+ * unknown (T > 1). Lengths: T for even rows, each odd row's last step with
+ * a known target + 1. */
+static void elem_mask(const tcase_t *c, elem_t *el) {
+  uint32_t seed = c->seed * 97u + 5u;
+  size_t const O = (size_t)c->O;
+  for (int t = 0; t < c->T; t++)
+    for (int r = 0; r < c->B; r++)
+      for (size_t o = 0; o < O; o++) {
+        uint32_t const u = xorshift(&seed) % 20;
+        float m = u < 5 ? 0.0f : u < 7 ? 0.5f : 1.0f;
+        if (c->T > 1 && r % 3 == 1 && t == c->T - 1) m = 0.0f;
+        el->mask[((size_t)t * c->B + r) * O + o] = m;
+      }
+  el->mask[0] = 1.0f;
+  for (int r = 0; r < c->B; r++) {
+    int last = 0;
+    for (int t = 0; t < c->T; t++)
+      for (size_t o = 0; o < O; o++)
+        if (el->mask[((size_t)t * c->B + r) * O + o] != 0.0f) last = t + 1;
+    el->lengths[r] = r % 2 == 0 ? c->T : last;
+  }
+}
+
+/* Each engine's targets: the case's, NaN where unknown, and every fifth
+ * known one that engine's own prediction (a tie: an error of exactly 0, a 0
+ * gradient). A known target within 1e-3 of the CPU's prediction is moved
+ * to 1e-3 from it (in target_pad too, for the row mask's window): near the
+ * pinball loss's kink the side of an error is the engines' rounding, and
+ * the gradients 1 / count apart. */
+static int elem_targets(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, elem_t *el) {
+  size_t const NO = (size_t)c->T * c->B * c->O;
+  for (int k = 0; k < 2; k++) {
+    MUST(ls_engine_set_state(e[k], c->B, b->h0, b->c0));
+    MUST(ls_engine_forward_elem(e[k], c->T, c->B, b->x, NULL, NULL, el->lengths, NULL, NULL));
+    MUST(ls_engine_read_outputs(e[k], NULL, b->pred[k], NULL, NULL));
+  }
+  for (size_t i = 0; i < NO; i++) {
+    float t = b->target[i];
+    if (fabsf(t - b->pred[1][i]) < 1e-3f) t = b->pred[1][i] + (t < b->pred[1][i] ? -1e-3f : 1e-3f);
+    for (int k = 0; k < 2; k++)
+      el->target[k][i] = el->mask[i] == 0.0f ? NAN : i % 5 == 2 ? b->pred[k][i] : t;
+    if (!isnan(b->target_pad[i])) b->target_pad[i] = t; /* the row mask's window, after */
+  }
+  return 0;
+out:
+  return -1;
+}
+
+/* The losses per column on both engines (elem_tau): a window of
+ * ls_engine_forward_elem three times over (run directly, recorded, then
+ * replayed as graphs), then the case's row mask with the same losses (their
+ * kernel with a mask per row); squared error again after. */
+static int run_elem(ls_engine_t *const e[2], const tcase_t *c, bufs_t *b, const char *name,
+                    ls_shape_t const *s) {
+  size_t const NO = (size_t)c->T * c->B * c->O;
+  elem_t el = {
+      {malloc(NO * sizeof(float)), malloc(NO * sizeof(float))},
+      malloc(NO * sizeof(float)),
+      malloc((size_t)c->B * sizeof(int)),
+      {malloc(2 * (size_t)c->O * sizeof(double)), malloc(2 * (size_t)c->O * sizeof(double))}};
+  ls_loss_col_t *const cols = malloc((size_t)c->O * sizeof *cols);
+  char ctx[160];
+  int rc = -1;
+  if (!el.target[0] || !el.target[1] || !el.mask || !el.lengths || !el.cols[0] || !el.cols[1] ||
+      !cols) {
+    CHECK(0, "%s: no memory for the losses per column", name);
+    goto out;
+  }
+  for (int o = 0; o < c->O; o++)
+    cols[o] = (ls_loss_col_t){elem_tau(o) > 0.0f ? LS_LOSS_PINBALL : LS_LOSS_MSE, elem_tau(o)};
+  for (int k = 0; k < 2; k++)
+    MUST(ls_engine_set_loss(e[k], cols, c->O));
+  elem_mask(c, &el);
+  if (elem_targets(e, c, b, &el) != 0) goto out;
+  for (int round = 0; round < 3; round++) {
+    snprintf(ctx, sizeof ctx, "%s losses per column, round %d", name, round);
+    for (int k = 0; k < 2; k++)
+      MUST(ls_engine_zero_grads(e[k]));
+    if (run_window(e, c, b, 1, NULL, &el, ctx, s) != 0) goto out;
+  }
+  snprintf(ctx, sizeof ctx, "%s losses per column, a row mask", name);
+  for (int k = 0; k < 2; k++)
+    MUST(ls_engine_zero_grads(e[k]));
+  if (run_window(e, c, b, 1, NULL, NULL, ctx, s) != 0) goto out;
+  for (int k = 0; k < 2; k++) {
+    MUST(ls_engine_set_loss(e[k], NULL, 0));
+    MUST(ls_engine_zero_grads(e[k]));
+  }
+  rc = 0;
+out:
+  free(el.target[0]), free(el.target[1]), free(el.mask), free(el.lengths);
+  free(el.cols[0]), free(el.cols[1]), free(cols);
   return rc;
 }
 
@@ -516,7 +643,7 @@ static void run_case(const tcase_t *c, int index) {
   CHECK(!memcmp(b.p[0], b.p[1], n * sizeof(float)), "%s: initial parameters differ", name);
 
   fill_inputs(c, &b);
-  if (run_window(e, c, &b, 1, NULL, name, &s) != 0) goto out;
+  if (run_window(e, c, &b, 1, NULL, NULL, name, &s) != 0) goto out;
 
   /* Adam with L2 and clipping on even cases, AdamW without clipping on odd
    * ones; a tight clip bound on every third so that clipping engages. */
@@ -529,6 +656,7 @@ static void run_case(const tcase_t *c, int index) {
   if (run_steps(e, c, &b, &opt, name, &s, STEPS) != 0) goto out;
   if (run_skip(e, &b, &opt, name, &s, STEPS) != 0) goto out;
   if (c->O == c->I && run_seq(e, c, &b, name, &s) != 0) goto out;
+  if (run_elem(e, c, &b, name, &s) != 0) goto out;
   (void)run_state(e, c, &b, name);
 out:
   ls_engine_destroy(e[0]);
@@ -603,12 +731,12 @@ static void run_tf32_case(const tf32_case_t *tc, int index, int possible) {
   ls_engine_t *const fp_pair[2] = {fp, cpu}, *const tf_pair[2] = {tf, cpu};
   snprintf(ctx, sizeof ctx, "%s, cuda fp32", name);
   bound = TOL, worst_now = &worst, case_worst = 0.0;
-  if (run_window(fp_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
+  if (run_window(fp_pair, c, &b, 1, NULL, NULL, ctx, &s) != 0) goto out;
   double const fp_err = case_worst;
   MUST(ls_engine_zero_grads(cpu)); /* backward accumulates: the CPU runs the window again */
   snprintf(ctx, sizeof ctx, "%s, cuda tf32", name);
   bound = TF32_TOL, worst_now = &worst_tf32, case_worst = 0.0;
-  if (run_window(tf_pair, c, &b, 1, NULL, ctx, &s) != 0) goto out;
+  if (run_window(tf_pair, c, &b, 1, NULL, NULL, ctx, &s) != 0) goto out;
   double const tf_err = case_worst;
   ls_optim_t opt;
   ls_optim_init(&opt);

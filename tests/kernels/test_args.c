@@ -2,7 +2,8 @@
  * Bad arguments: every public kernels function refuses null pointers, zero
  * or out-of-range sizes, mismatched buffers and calls out of order with an
  * error code and a message, and never crashes; a non-finite gradient is
- * skipped when asked.
+ * skipped when asked; losses per column take levels in (0, 1) and masks
+ * per target finite weights >= 0, none known past a row's length.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -22,16 +23,21 @@
               ls_last_error(), word);                                                              \
   } while (0)
 
-static ls_engine_t *small_engine(void) {
+/* A CPU engine of this shape for batches up to B and windows up to T. */
+static ls_engine_t *shaped_engine(ls_shape_t shape, int B, int T) {
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
-  conf.shape = (ls_shape_t){2, 4, 2, 2};
-  conf.max_batch = 3;
-  conf.max_window = 5;
+  conf.shape = shape;
+  conf.max_batch = B;
+  conf.max_window = T;
   conf.threads = 1;
   ls_engine_t *e = NULL;
   cr_assert_eq(ls_engine_new(&conf, &e), LS_OK, "%s", ls_last_error());
   return e;
+}
+
+static ls_engine_t *small_engine(void) {
+  return shaped_engine((ls_shape_t){2, 4, 2, 2}, 3, 5);
 }
 
 Test(args, engine_conf) {
@@ -285,6 +291,110 @@ Test(args, state_tables) {
   ls_state_table_destroy(NULL);
   ls_engine_destroy(e);
   ls_engine_destroy(other);
+}
+
+/* The losses per column (ls_engine_set_loss, ls_engine_get_loss,
+ * ls_engine_forward_elem, ls_engine_read_loss_cols): levels, kinds, masks
+ * per target, rows' lengths, and the calls' order. */
+Test(args, losses) {
+  ls_engine_t *e = shaped_engine((ls_shape_t){2, 4, 1, 3}, 2, 3); /* O = 3, B <= 2, T <= 3 */
+  size_t const NO = 3 * 2 * 3;                                    /* T * B * O */
+  float x[12] = {0}, tgt[18] = {0}, mask[18], pred[18];
+  double sums[3], counts[3];
+  for (size_t i = 0; i < NO; i++)
+    mask[i] = 1.0f;
+  ls_loss_col_t q[3] = {{LS_LOSS_MSE, 0.0f}, {LS_LOSS_PINBALL, 0.5f}, {LS_LOSS_PINBALL, 0.9f}};
+
+  /* ls_engine_set_loss, ls_engine_get_loss */
+  EXPECT_ERR(ls_engine_set_loss(NULL, q, 3), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_set_loss(e, NULL, 3), LS_ERR_INVALID_ARG, "n=0");
+  EXPECT_ERR(ls_engine_set_loss(e, q, 2), LS_ERR_INVALID_ARG, "O=3");
+  EXPECT_ERR(ls_engine_set_loss(e, q, 4), LS_ERR_INVALID_ARG, "O=3");
+  q[0].tau = 0.5f;
+  EXPECT_ERR(ls_engine_set_loss(e, q, 3), LS_ERR_INVALID_ARG, "column 0");
+  q[0].tau = 0.0f;
+  float const bad_tau[] = {0.0f, 1.0f, -0.1f, 1.5f, NAN, INFINITY};
+  for (size_t k = 0; k < sizeof bad_tau / sizeof bad_tau[0]; k++) {
+    q[2].tau = bad_tau[k];
+    EXPECT_ERR(ls_engine_set_loss(e, q, 3), LS_ERR_INVALID_ARG, "(0, 1)");
+  }
+  q[2].tau = 0.9f;
+  q[1].kind = (ls_loss_kind_t)7;
+  EXPECT_ERR(ls_engine_set_loss(e, q, 3), LS_ERR_INVALID_ARG, "unknown loss kind 7");
+  q[1].kind = LS_LOSS_PINBALL;
+  ls_loss_col_t got[3];
+  cr_expect_eq(ls_engine_get_loss(e, got, 3), LS_OK);
+  cr_expect(got[1].kind == LS_LOSS_MSE && got[2].tau == 0.0f, "a refused loss was kept");
+  EXPECT_ERR(ls_engine_get_loss(NULL, got, 3), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_get_loss(e, NULL, 3), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_get_loss(e, got, 2), LS_ERR_INVALID_ARG, "O=3");
+  cr_assert_eq(ls_engine_set_loss(e, q, 3), LS_OK, "%s", ls_last_error());
+
+  /* ls_engine_forward_elem */
+  cr_assert_eq(ls_engine_set_state(e, 2, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_forward_elem(NULL, 3, 2, x, tgt, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "NULL");
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, NULL, tgt, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "NULL");
+  EXPECT_ERR(ls_engine_forward_elem(e, 4, 2, x, tgt, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "T=4");
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 3, x, tgt, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "B=3");
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, NULL, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "without targets");
+  int lengths[2] = {3, 4};
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, NULL, NULL), LS_ERR_INVALID_ARG,
+             "lengths[1]=4");
+  lengths[1] = -1;
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, NULL, NULL), LS_ERR_INVALID_ARG,
+             "lengths[1]=-1");
+  lengths[1] = 2;
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, NULL, lengths, NULL, NULL), LS_ERR_INVALID_ARG,
+             "give a mask");
+  /* t = 2, b = 1 is past row 1's 2 steps: its targets must be unknown. */
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, NULL, NULL), LS_ERR_INVALID_ARG,
+             "mask[t=2, b=1, o=0]");
+  for (int o = 0; o < 3; o++)
+    mask[(2 * 2 + 1) * 3 + o] = 0.0f;
+  float const bad_mask[] = {-1.0f, NAN, INFINITY};
+  for (size_t k = 0; k < sizeof bad_mask / sizeof bad_mask[0]; k++) {
+    mask[4] = bad_mask[k];
+    EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, NULL, NULL),
+               LS_ERR_INVALID_ARG, "mask[t=0, b=1, o=1]");
+  }
+  mask[4] = 1.0f;
+  double loss = -1.0, count = -1.0;
+  cr_expect_eq(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, &loss, &count), LS_OK, "%s",
+               ls_last_error());
+  cr_expect(loss >= 0.0 && count == (double)NO - 3, "loss %g count %g", loss, count);
+  /* Predictions only: lengths alone are fine, and no loss to read. */
+  cr_expect_eq(ls_engine_forward_elem(e, 3, 2, x, NULL, NULL, lengths, &loss, &count), LS_OK, "%s",
+               ls_last_error());
+  cr_expect(loss == 0.0 && count == 0.0, "a forward without targets: loss %g count %g", loss,
+            count);
+  EXPECT_ERR(ls_engine_read_loss_cols(e, sums, counts, 3), LS_ERR_STATE, "no targets");
+  EXPECT_ERR(ls_engine_backward(e, 1.0f), LS_ERR_STATE, "without targets");
+
+  /* ls_engine_read_loss_cols; a loss set after a forward */
+  cr_assert_eq(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, lengths, NULL, NULL), LS_OK);
+  EXPECT_ERR(ls_engine_read_loss_cols(NULL, sums, counts, 3), LS_ERR_INVALID_ARG, "NULL");
+  EXPECT_ERR(ls_engine_read_loss_cols(e, sums, counts, 2), LS_ERR_INVALID_ARG, "O=3");
+  cr_expect_eq(ls_engine_read_loss_cols(e, NULL, NULL, 3), LS_OK);
+  cr_expect_eq(ls_engine_read_loss_cols(e, sums, NULL, 3), LS_OK);
+  cr_expect_eq(ls_engine_read_loss_cols(e, NULL, counts, 3), LS_OK);
+  cr_expect(counts[0] == 5.0 && counts[1] == 5.0, "counts %g %g %g", counts[0], counts[1],
+            counts[2]);
+  cr_assert_eq(ls_engine_set_loss(e, NULL, 0), LS_OK);
+  EXPECT_ERR(ls_engine_read_loss_cols(e, sums, counts, 3), LS_ERR_STATE, "no completed forward");
+  EXPECT_ERR(ls_engine_backward(e, 1.0f), LS_ERR_STATE, "forward");
+  EXPECT_ERR(ls_engine_read_outputs(e, NULL, pred, NULL, NULL), LS_ERR_STATE, "forward");
+  /* A failed forward leaves none to read either. */
+  cr_assert_eq(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, NULL, NULL, NULL), LS_OK);
+  mask[0] = -1.0f;
+  EXPECT_ERR(ls_engine_forward_elem(e, 3, 2, x, tgt, mask, NULL, NULL, NULL), LS_ERR_INVALID_ARG,
+             "finite and >= 0");
+  EXPECT_ERR(ls_engine_read_loss_cols(e, sums, counts, 3), LS_ERR_STATE, "no completed forward");
+  ls_engine_destroy(e);
 }
 
 Test(args, cuda_without_backend) {

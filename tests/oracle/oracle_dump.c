@@ -5,6 +5,7 @@
  *
  *   oracle_dump --shape I,H,L,O,T,B --seed S --opt adam|adamw --steps K
  *               --clip C --lr LR --wd WD --out FILE [--threads N]
+ *               [--taus T0,...,T{O-1}] [--elem]
  *
  * What it does, all on the CPU engine:
  *   1. ls_engine_init_params(S); inputs x [T, B, I], targets [T, B, O],
@@ -19,6 +20,19 @@
  *      The oracle checks each step on its own (the gradient at the step's
  *      parameters, and the update given that gradient) as well as the whole
  *      trajectory: see torch_oracle.py for why both.
+ *
+ * The losses per column (kernels.h, "Loss"; torch_oracle.py --loss):
+ *   --taus  each head output's loss (ls_engine_set_loss): 0 = squared
+ *           error, else the pinball loss of that level;
+ *   --elem  a mask per target [T, B, O] (ls_engine_forward_elem) instead of
+ *           one per row: about 30% zeros, 10% weights of 0.5, target NaN
+ *           where the mask is 0; every third row's last two steps unknown,
+ *           every even row given lengths T (its state after step T - 1,
+ *           whatever its mask says), the others none.
+ * With either, every fifth target of the known ones (i % 5 == 2) is set to
+ * the engine's own prediction first (a predictions-only forward from the
+ * same state), so that those errors are exactly 0 (a tie: the pinball
+ * loss's gradient is 0 there); each tie is checked to hold in the forward.
  *
  * File format (all integers uint32 and all values float32, little-endian):
  *   magic "LSORACL1" (8 bytes), tensor count
@@ -39,6 +53,15 @@
  *   step_grad_norm [K]    gradient norm before clipping, per step
  *   step_grads [K,n]      gradient of each step, before clipping
  *   step_params [K,n]     parameters after each step (row K-1: the final ones)
+ * then, with --taus or --elem only:
+ *   taus [O]              each column's level, 0 = squared error
+ *   lengths [B]           the rows' lengths given (--elem; -1 = none given)
+ *   ties []               how many targets were set to their prediction
+ *   loss_cols [O]  count_cols [O]   ls_engine_read_loss_cols of the forward
+ *   step_pred [K,T,B,O]   the predictions of each optimizer step's forward
+ *                         (where each error's sign is lstream's: its side of
+ *                         the pinball loss's kink)
+ * and mask is [T,B,O] with --elem.
  *
  * Exit status: 0 on success, 1 on any error (message on stderr), 2 on a
  * usage error.
@@ -63,13 +86,17 @@ typedef struct args_s {
   float clip, lr, wd;
   int threads;
   const char *out;
+  const char *taus_arg; /* --taus, parsed once O is known */
+  float *taus;          /* (O) with --taus or --elem, else NULL */
+  int elem;             /* --elem */
+  int loss;             /* --taus or --elem: the dump holds the loss's tensors */
 } args_t;
 
 static int usage(const char *fmt, const char *value) {
   fputs("oracle_dump: ", stderr);
   fprintf(stderr, fmt, value);
   fputs("\nusage: oracle_dump --shape I,H,L,O,T,B --seed S --opt adam|adamw --steps K "
-        "--clip C --lr LR --wd WD --out FILE [--threads N]\n",
+        "--clip C --lr LR --wd WD --out FILE [--threads N] [--taus T0,...] [--elem]\n",
         stderr);
   return 2;
 }
@@ -120,6 +147,10 @@ static int parse_args(int argc, char **argv, args_t *a) {
   int have = 0;
   for (int i = 1; i < argc; i++) {
     const char *const opt = argv[i];
+    if (strcmp(opt, "--elem") == 0) {
+      a->elem = 1;
+      continue;
+    }
     if (i + 1 >= argc) return usage("option %s needs a value", opt);
     const char *const val = argv[++i];
     long v;
@@ -160,12 +191,28 @@ static int parse_args(int argc, char **argv, args_t *a) {
       have |= WD;
     } else if (strcmp(opt, "--out") == 0) {
       a->out = val;
+    } else if (strcmp(opt, "--taus") == 0) {
+      a->taus_arg = val;
     } else {
       return usage("unknown option %s", opt);
     }
   }
   if (have != ALL || a->decoupled < 0 || a->out == NULL)
-    return usage("%s", "every option but --threads is required");
+    return usage("%s", "every option but --threads, --taus and --elem is required");
+  a->loss = a->elem || a->taus_arg != NULL;
+  if (!a->loss) return 0;
+  a->taus = calloc((size_t)a->O, sizeof(float)); /* 0: squared error */
+  if (a->taus == NULL) return usage("%s", "no memory for the levels");
+  const char *p = a->taus_arg;
+  for (int o = 0; p != NULL && o < a->O; o++) {
+    char *end = NULL;
+    errno = 0;
+    double const v = strtod(p, &end);
+    if (errno != 0 || end == p || !(v >= 0.0 && v < 1.0) || *end != (o + 1 < a->O ? ',' : '\0'))
+      return usage("bad --taus '%s': want O levels in [0, 1) separated by commas", a->taus_arg);
+    a->taus[o] = (float)v;
+    p = end + 1;
+  }
   return 0;
 }
 
@@ -275,6 +322,12 @@ typedef struct bufs_s {
   float *h0, *c0, *hT, *cT, *dh0, *dc0; /* (L, B, H) */
   float *step_loss, *step_grad_norm;    /* (K) */
   float *step_grads, *step_params;      /* (K, n) */
+  /* The losses per column (--taus, --elem); mask is (T, B, O) with --elem. */
+  float *loss_cols, *count_cols; /* (O) */
+  float *step_pred;              /* (K, T, B, O) */
+  int *lengths;                  /* (B) the rows' lengths, -1 = none given */
+  int *tie;                      /* (T, B, O) 1 where the target was set to its prediction */
+  float ties;                    /* how many */
 } bufs_t;
 
 static void bufs_free(bufs_t *b) {
@@ -285,18 +338,19 @@ static void bufs_free(bufs_t *b) {
                         b->step_grads,  b->step_params};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     free(all[i]);
+  free(b->loss_cols), free(b->count_cols), free(b->lengths), free(b->tie), free(b->step_pred);
 }
 
 static int bufs_alloc(bufs_t *b, const args_t *a, size_t n) {
   size_t const TB = (size_t)a->T * (size_t)a->B, LBH = (size_t)a->L * a->B * a->H;
-  size_t const K = (size_t)a->steps;
+  size_t const K = (size_t)a->steps, M = a->elem ? (size_t)a->O : 1; /* mask per row */
   struct {
     float **p;
     size_t n;
   } const want[] = {
       {&b->params_init, n},    {&b->grads, n},          {&b->x, TB * a->I},
       {&b->dx, TB * a->I},     {&b->target, TB * a->O}, {&b->pred, TB * a->O},
-      {&b->mask, TB},          {&b->y, TB * a->H},      {&b->h0, LBH},
+      {&b->mask, TB * M},      {&b->y, TB * a->H},      {&b->h0, LBH},
       {&b->c0, LBH},           {&b->hT, LBH},           {&b->cT, LBH},
       {&b->dh0, LBH},          {&b->dc0, LBH},          {&b->step_loss, K},
       {&b->step_grad_norm, K}, {&b->step_grads, K * n}, {&b->step_params, K * n},
@@ -307,6 +361,15 @@ static int bufs_alloc(bufs_t *b, const args_t *a, size_t n) {
       fprintf(stderr, "oracle_dump: no memory for %zu floats\n", want[i].n);
       return -1;
     }
+  }
+  b->loss_cols = calloc((size_t)a->O, sizeof(float));
+  b->count_cols = calloc((size_t)a->O, sizeof(float));
+  b->lengths = calloc((size_t)a->B, sizeof(int));
+  b->tie = calloc(TB * a->O, sizeof(int));
+  b->step_pred = calloc((K > 0 ? K : 1) * TB * a->O, sizeof(float));
+  if (!b->loss_cols || !b->count_cols || !b->lengths || !b->tie || !b->step_pred) {
+    fprintf(stderr, "oracle_dump: no memory for the losses' buffers\n");
+    return -1;
   }
   return 0;
 }
@@ -323,6 +386,89 @@ static int fail(ls_err_t err, const char *what) {
     if (err_ != LS_OK) return fail(err_, #call);                                                   \
   } while (0)
 
+/* --elem's mask [T, B, O]: about 30% zeros and 10% weights of 0.5, entry 0
+ * a 1; every third row's last two steps unknown (T > 2). The rows'
+ * lengths: for an even seed, T for even rows (past their known targets in
+ * the rows with unknown steps) and each odd row's last step with a known
+ * target + 1; for an odd seed none (-1: the engine takes them from the
+ * mask). */
+static void fill_elem_mask(const args_t *a, bufs_t *b, uint64_t *state) {
+  size_t const O = (size_t)a->O;
+  for (int t = 0; t < a->T; t++)
+    for (int r = 0; r < a->B; r++)
+      for (size_t o = 0; o < O; o++) {
+        float const u = uniform(state, 0.0f, 1.0f);
+        float m = u < 0.3f ? 0.0f : u < 0.4f ? 0.5f : 1.0f;
+        if (a->T > 2 && r % 3 == 1 && t >= a->T - 2) m = 0.0f;
+        b->mask[((size_t)t * a->B + r) * O + o] = m;
+      }
+  b->mask[0] = 1.0f;
+  for (int r = 0; r < a->B; r++) {
+    int last = 0;
+    for (int t = 0; t < a->T; t++)
+      for (size_t o = 0; o < O; o++)
+        if (b->mask[((size_t)t * a->B + r) * O + o] != 0.0f) last = t + 1;
+    b->lengths[r] = a->seed % 2 ? -1 : r % 2 == 0 ? a->T : last;
+  }
+}
+
+/* The window's forward with targets, as the options say. */
+static ls_err_t forward(ls_engine_t *eng, const args_t *a, const bufs_t *b, const float *target,
+                        double *sum, double *cnt) {
+  if (!a->elem)
+    return ls_engine_forward(eng, a->T, a->B, b->x, target, target ? b->mask : NULL, sum, cnt);
+  return ls_engine_forward_elem(eng, a->T, a->B, b->x, target, target ? b->mask : NULL,
+                                b->lengths[0] >= 0 ? b->lengths : NULL, sum, cnt);
+}
+
+/* With --taus or --elem: the losses set, every fifth known target set to
+ * its prediction (a predictions-only forward from the same state), and the
+ * unknown ones (--elem) NaN. */
+static int plant_ties(ls_engine_t *eng, const args_t *a, bufs_t *b) {
+  size_t const NO = (size_t)a->T * a->B * a->O;
+  ls_loss_col_t *const cols = calloc((size_t)a->O, sizeof *cols);
+  if (cols == NULL) {
+    fprintf(stderr, "oracle_dump: no memory for the losses\n");
+    return 1;
+  }
+  for (int o = 0; o < a->O; o++)
+    cols[o] = (ls_loss_col_t){a->taus[o] > 0.0f ? LS_LOSS_PINBALL : LS_LOSS_MSE, a->taus[o]};
+  ls_err_t const err = ls_engine_set_loss(eng, cols, a->O);
+  free(cols);
+  CHECK(err);
+  CHECK(ls_engine_set_state(eng, a->B, b->h0, b->c0));
+  CHECK(forward(eng, a, b, NULL, NULL, NULL));
+  CHECK(ls_engine_read_outputs(eng, NULL, b->pred, NULL, NULL));
+  for (size_t i = 0; i < NO; i++) {
+    float const m = a->elem ? b->mask[i] : b->mask[i / (size_t)a->O];
+    b->tie[i] = m != 0.0f && i % 5 == 2;
+    if (b->tie[i]) b->target[i] = b->pred[i], b->ties++;
+    if (a->elem && m == 0.0f) b->target[i] = NAN;
+  }
+  return 0;
+}
+
+/* The ties planted hold in the forward that follows, whose column
+ * figures go to b. */
+static int check_ties(ls_engine_t *eng, const args_t *a, bufs_t *b) {
+  size_t const NO = (size_t)a->T * a->B * a->O;
+  for (size_t i = 0; i < NO; i++)
+    if (b->tie[i] && b->pred[i] != b->target[i]) {
+      fprintf(stderr, "oracle_dump: target %zu was set to its prediction %a, which is now %a\n", i,
+              (double)b->target[i], (double)b->pred[i]);
+      return 1;
+    }
+  double sums[64], counts[64]; /* O <= 64 with --taus */
+  if (a->O > 64) {
+    fprintf(stderr, "oracle_dump: --taus and --elem take O <= 64, not %d\n", a->O);
+    return 1;
+  }
+  CHECK(ls_engine_read_loss_cols(eng, sums, counts, a->O));
+  for (int o = 0; o < a->O; o++)
+    b->loss_cols[o] = (float)sums[o], b->count_cols[o] = (float)counts[o];
+  return 0;
+}
+
 /* Steps 1-3 of the header comment, into b. */
 static int run_engine(ls_engine_t *eng, const args_t *a, bufs_t *b, size_t n, float *loss_sum,
                       float *count) {
@@ -330,22 +476,29 @@ static int run_engine(ls_engine_t *eng, const args_t *a, bufs_t *b, size_t n, fl
   size_t const TB = (size_t)a->T * (size_t)a->B, LBH = (size_t)a->L * a->B * a->H;
   fill_uniform(b->x, TB * a->I, &rng, -1.0f, 1.0f);
   fill_uniform(b->target, TB * a->O, &rng, -1.0f, 1.0f);
-  fill_mask(b->mask, TB, &rng);
+  if (a->elem)
+    fill_elem_mask(a, b, &rng);
+  else
+    fill_mask(b->mask, TB, &rng);
   fill_uniform(b->h0, LBH, &rng, -0.5f, 0.5f);
   fill_uniform(b->c0, LBH, &rng, -0.5f, 0.5f);
 
+  for (int r = 0; r < a->B && !a->elem; r++)
+    b->lengths[r] = -1; /* none given (dumped with --taus) */
   CHECK(ls_engine_init_params(eng, a->seed));
   CHECK(ls_engine_read_params(eng, b->params_init, n));
+  if (a->loss && plant_ties(eng, a, b) != 0) return 1;
 
   double sum = 0.0, cnt = 0.0;
   CHECK(ls_engine_set_state(eng, a->B, b->h0, b->c0));
-  CHECK(ls_engine_forward(eng, a->T, a->B, b->x, b->target, b->mask, &sum, &cnt));
+  CHECK(forward(eng, a, b, b->target, &sum, &cnt));
   if (!(cnt > 0.0)) {
     fprintf(stderr, "oracle_dump: the forward counted %g valid targets; want > 0\n", cnt);
     return 1;
   }
   CHECK(ls_engine_backward(eng, (float)(1.0 / cnt)));
   CHECK(ls_engine_read_outputs(eng, b->y, b->pred, b->hT, b->cT));
+  if (a->loss && check_ties(eng, a, b) != 0) return 1;
   CHECK(ls_engine_read_grads(eng, b->grads, n));
   CHECK(ls_engine_read_input_grads(eng, b->dx, b->dh0, b->dc0));
   CHECK(ls_engine_zero_grads(eng));
@@ -360,7 +513,8 @@ static int run_engine(ls_engine_t *eng, const args_t *a, bufs_t *b, size_t n, fl
   opt.clip_norm = a->clip;
   for (int k = 0; k < a->steps; k++) {
     CHECK(ls_engine_set_state(eng, a->B, b->h0, b->c0));
-    CHECK(ls_engine_forward(eng, a->T, a->B, b->x, b->target, b->mask, &sum, &cnt));
+    CHECK(forward(eng, a, b, b->target, &sum, &cnt));
+    CHECK(ls_engine_read_outputs(eng, NULL, b->step_pred + (size_t)k * TB * a->O, NULL, NULL));
     CHECK(ls_engine_backward(eng, (float)(1.0 / cnt)));
     CHECK(ls_engine_read_grads(eng, b->step_grads + (size_t)k * n, n));
     CHECK(ls_engine_optimizer_step(eng, &opt, 1.0f, &b->step_grad_norm[k]));
@@ -397,7 +551,7 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
   ls_shape_t const shape = {a->I, a->H, a->L, a->O};
   size_t const T = (size_t)a->T, B = (size_t)a->B, L = (size_t)a->L, H = (size_t)a->H;
   /* config, optim; 4 layout entries per layer + 2 for the head; 20 more. */
-  uint32_t const n_tensors = 2 + (4 * (uint32_t)a->L + 2) + 20;
+  uint32_t const n_tensors = 2 + (4 * (uint32_t)a->L + 2) + 20 + (a->loss ? 6 : 0);
 
   writer_t w = {fopen(a->out, "wb"), a->out, 0};
   if (w.f == NULL) {
@@ -427,7 +581,10 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
   put_3d(&w, "x", T, B, (size_t)a->I, b->x);
   put_3d(&w, "target", T, B, (size_t)a->O, b->target);
   size_t const tb[2] = {T, B};
-  put_tensor(&w, "mask", 2, tb, b->mask);
+  if (a->elem)
+    put_3d(&w, "mask", T, B, (size_t)a->O, b->mask);
+  else
+    put_tensor(&w, "mask", 2, tb, b->mask);
   put_3d(&w, "h0", L, B, H, b->h0);
   put_3d(&w, "c0", L, B, H, b->c0);
   put_3d(&w, "y", T, B, H, b->y);
@@ -445,6 +602,23 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
   size_t const kn[2] = {(size_t)a->steps, n};
   put_tensor(&w, "step_grads", 2, kn, b->step_grads);
   put_tensor(&w, "step_params", 2, kn, b->step_params);
+  if (a->loss) {
+    float *const lengths = malloc(B * sizeof(float));
+    for (size_t r = 0; lengths != NULL && r < B; r++)
+      lengths[r] = (float)b->lengths[r];
+    if (lengths == NULL) {
+      fprintf(stderr, "oracle_dump: no memory for the lengths\n");
+      w.failed = 1;
+    }
+    put_1d(&w, "taus", (size_t)a->O, a->taus);
+    if (lengths != NULL) put_1d(&w, "lengths", B, lengths);
+    put_tensor(&w, "ties", 0, NULL, &b->ties);
+    put_1d(&w, "loss_cols", (size_t)a->O, b->loss_cols);
+    put_1d(&w, "count_cols", (size_t)a->O, b->count_cols);
+    size_t const kp[4] = {(size_t)a->steps, T, B, (size_t)a->O};
+    put_tensor(&w, "step_pred", 4, kp, b->step_pred);
+    free(lengths);
+  }
 
   if (fclose(w.f) != 0 && !w.failed) {
     fprintf(stderr, "oracle_dump: closing %s failed: %s\n", a->out, strerror(errno));
@@ -456,7 +630,10 @@ static int write_dump(const args_t *a, const bufs_t *b, size_t n, float loss_sum
 int main(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    free(a.taus);
+    return rc;
+  }
 
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
@@ -466,7 +643,10 @@ int main(int argc, char **argv) {
   conf.threads = a.threads;
   ls_engine_t *eng = NULL;
   ls_err_t const err = ls_engine_new(&conf, &eng);
-  if (err != LS_OK) return fail(err, "ls_engine_new");
+  if (err != LS_OK) {
+    free(a.taus);
+    return fail(err, "ls_engine_new");
+  }
   size_t const n = ls_engine_param_count(eng);
 
   bufs_t b;
@@ -477,5 +657,6 @@ int main(int argc, char **argv) {
   if (rc == 0) rc = write_dump(&a, &b, n, loss_sum, count);
   bufs_free(&b);
   ls_engine_destroy(eng);
+  free(a.taus);
   return rc;
 }

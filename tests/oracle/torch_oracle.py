@@ -24,10 +24,19 @@ the clip bound of the other two: their median, so that clipping engages in
 some steps and not in others), Adam with L2 weight decay and clipping, AdamW
 with decoupled weight decay and clipping.
 
+With --loss (ctest: torch_oracle_loss) the cases are LOSS_CASES instead:
+heads whose columns each take the squared error or the pinball loss of a
+level (kernels.h, "Loss"; ls_engine_set_loss), with a mask per target
+(ls_engine_forward_elem: unknown targets NaN, weights of 0.5, rows' lengths
+given or taken from the mask) or per row, and targets set to the engine's
+own predictions (ties, where the pinball gradient is 0); the same
+comparisons, plus the loss column by column (ls_engine_read_loss_cols) and
+its counts. See column_loss and SIDE_TOL for the kink.
+
 torch is required: without it the test FAILS (exit 1); it never skips.
 
 Usage: torch_oracle.py --dump PATH/oracle_dump [--keep DIR] [--float64]
-                       [--random N] [--random-seed S]
+                       [--random N] [--random-seed S] [--loss]
 """
 import argparse
 import os
@@ -95,6 +104,24 @@ FIXED_CASES = [
 ]
 RANDOM_CASES = 3
 RANDOM_SEED = 20240611  # the drawn cases are the same on every run
+
+# --loss (ctest torch_oracle_loss): the losses per column of kernels.h
+# (issue 25), as (I, H, L, O, T, B, seed, lr, taus, elem): taus each
+# column's level (0 = squared error, else pinball), elem a mask per target
+# (ls_engine_forward_elem; else one per row, ls_engine_forward). Heads laid
+# out as F features x horizons x (mean + quantiles); a pinball head with a
+# row mask; squared error alone with a mask per target; one target; a head
+# wide enough to split across 2 threads. Even seeds give lengths (some past
+# the rows' known targets), odd ones let the engine take them from the mask
+# (oracle_dump.c). Every case has ties (targets equal to the predictions).
+LOSS_CASES = [
+    (2, 8, 1, 6, 5, 4, 2, 1e-3, (0, .1, .9, 0, .1, .9), True),
+    (3, 16, 2, 9, 7, 5, 7, 1e-3, (0, .25, .75) * 3, True),
+    (4, 12, 2, 3, 9, 6, 10, 1e-3, (.1, .5, .9), False),
+    (2, 10, 3, 4, 6, 3, 31, 3e-3, (0, 0, 0, 0), True),
+    (1, 5, 1, 1, 3, 2, 4, 1e-3, (.3,), True),
+    (3, 40, 1, 36, 8, 7, 12, 1e-3, (0, .1, .9) * 12, True),
+]
 
 
 def draw_cases(n, seed):
@@ -186,25 +213,78 @@ class Model:
             for p, arr in zip(self.params, split_flat(flat, self.lay).values()):
                 p.copy_(torch.from_numpy(arr))
 
-    def loss(self, x, target, mask, h0, c0):
-        """Masked MSE of kernels.h: sum(mask * sum_o (pred - target)^2) / (O * sum(mask))."""
+    def loss(self, x, target, mask, h0, c0, taus=None, side_pred=None, side_tol=None):
+        """Masked MSE of kernels.h: sum(mask * sum_o (pred - target)^2) / (O * sum(mask));
+        with taus (--loss), kernels.h's loss of each column (see column_loss)."""
         y, (hT, cT) = self.lstm(x, (h0, c0))
         pred = self.head(y)
         O = pred.shape[-1]
+        if taus is not None:
+            loss = column_loss(self, pred, target, mask, taus, side_pred, side_tol)
+            return loss, y, pred, hT, cT
         loss = (((pred - target) ** 2).sum(-1) * mask).sum() / (O * mask.sum())
         return loss, y, pred, hT, cT
 
 
-def unpadded_final(model, x, mask, h0, c0):
+# The pinball loss has a kink where a prediction meets its target, and
+# lstream's and torch's predictions differ by rounding (~1e-7 of their
+# scale): an error that small may have one sign in lstream and the other in
+# torch, whose gradients then differ by 1 / count, all from rounding.
+# Training with pinball columns brings such errors about (the loss pulls
+# predictions onto targets; oracle_dump also plants exact ties). So torch
+# takes each error's side from lstream's predictions (the dump's pred and
+# step_pred), and requires it to be torch's own wherever torch's error is
+# beyond SIDE_TOL of the predictions' scale: the side is lstream's only
+# where rounding decides it.
+SIDE_TOL = 1e-5
+
+
+def column_loss(model, pred, target, mask, taus, side_pred, side_tol):
+    """kernels.h's loss with a loss per column: mask per row [T, B] or per
+    target [T, B, O] (0 = unknown: its target, NaN in the dump, is replaced
+    by 0, and its term by nothing), each column the squared error (tau 0) or
+    the pinball loss of level tau: with e = target - pred, tau e where e > 0,
+    (tau - 1) e where e < 0, 0 with a 0 gradient at e = 0 (PyTorch's
+    subgradient of tau relu(e) + (1 - tau) relu(-e); torch.maximum(tau e,
+    (tau - 1) e) would give tau - 1/2 there), the sign of e taken from
+    side_pred (lstream's predictions; see SIDE_TOL; side_tol None: no check).
+    Keeps the column sums and the exact ties (lstream's e == 0) on the model
+    (last_cols, last_ties)."""
+    m = mask if mask.dim() == 3 else mask.unsqueeze(-1).expand_as(pred)
+    known = m != 0
+    tgt = torch.where(known, target, torch.zeros_like(target))
+    side = torch.sign(tgt - torch.as_tensor(side_pred, dtype=pred.dtype))  # exact in float
+    e = tgt - pred
+    if side_tol is not None:
+        own = e.detach()
+        far = known & (own.abs() > side_tol * max(1.0, float(pred.detach().abs().max())))
+        wrong = far & (torch.sign(own) != side)
+        if bool(wrong.any()):
+            at = tuple(int(v) for v in torch.nonzero(wrong)[0])
+            raise ValueError(f"target {at}: lstream's error has the sign {float(side[at]):+g}, "
+                             f"torch's is {float(own[at]):.3g}")
+    tau = taus.to(pred.dtype)
+    pin = torch.where(side > 0, tau * e, torch.where(side < 0, (tau - 1) * e, torch.zeros_like(e)))
+    terms = m * torch.where(tau == 0, e * e, pin)
+    model.last_cols = terms.detach().sum((0, 1))
+    model.last_ties = int((known & (side == 0)).sum())
+    return terms.sum() / m.sum()
+
+
+def unpadded_final(model, x, mask, h0, c0, lengths=None):
     """Each row's final (h, c) as lstream carries it on: torch's LSTM run on
     the row's unpadded sequence, x[:last] with last = its last valid step + 1
     (h0, c0 for a row with none) -- the state after its last real record,
-    never after padding (issue 17, item 5)."""
+    never after padding (issue 17, item 5). A mask per target: a step is
+    valid with any known target; lengths (>= 0) given: last = lengths[b]."""
     hs, cs = [], []
     with torch.no_grad():
         for b in range(x.shape[1]):
-            valid = torch.nonzero(mask[:, b]).flatten()
+            row = mask[:, b] if mask.dim() == 2 else (mask[:, b] != 0).any(-1)
+            valid = torch.nonzero(row).flatten()
             last = int(valid[-1]) + 1 if len(valid) else 0
+            if lengths is not None and lengths[b] >= 0:
+                last = int(lengths[b])
             h, c = h0[:, b:b + 1], c0[:, b:b + 1]
             if last > 0:
                 _, (h, c) = model.lstm(x[:last, b:b + 1], (h, c))
@@ -256,15 +336,34 @@ def replay(d, dtype):
     model = Model(I, H, L, O, d["params_init"], dtype)
     x, h0, c0 = t("x", True), t("h0", True), t("c0", True)
     target, mask = t("target"), t("mask")
-    loss, y, pred, _, _ = model.loss(x, target, mask, h0, c0)
+    taus = torch.from_numpy(d["taus"]) if "taus" in d else None  # --loss dumps
+
+    def window_loss(model, x, h0, c0, step=-1, side_tol=SIDE_TOL):
+        """The loss; with --loss, the errors' sides those of lstream's
+        forward of the step (-1: the first forward)."""
+        if taus is None:
+            return model.loss(x, target, mask, h0, c0)
+        side = d["pred"] if step < 0 else d["step_pred"][step]
+        return model.loss(x, target, mask, h0, c0, taus, side, side_tol)
+
+    loss, y, pred, _, _ = window_loss(model, x, h0, c0)
     loss.backward()
-    hT, cT = unpadded_final(model, x, mask, h0, c0)
+    hT, cT = unpadded_final(model, x, mask, h0, c0, d.get("lengths"))
     for name, ref in (("y", y), ("pred", pred), ("hT", hT), ("cT", cT)):
         record(name, name, rel_err(d[name], ref.detach().numpy()))
-    valid = float(mask.sum()) * O
+    valid = float(mask.sum()) * (O if mask.dim() == 2 else 1)
     if float(d["count"]) != valid:
         raise ValueError(f"lstream counts {float(d['count'])} valid targets; torch {valid}")
     record("loss", "loss", rel_err(d["loss_sum"] / d["count"], loss.detach().numpy()))
+    if taus is not None:
+        if model.last_ties != int(d["ties"]):
+            raise ValueError(f"{int(d['ties'])} targets were set to lstream's predictions, "
+                             f"torch sees {model.last_ties} ties")
+        record("loss cols", "loss_cols", rel_err(d["loss_cols"], model.last_cols.numpy()))
+        m = mask if mask.dim() == 3 else mask.unsqueeze(-1).expand(-1, -1, O)
+        counts = m.sum((0, 1)).numpy()
+        if not np.array_equal(d["count_cols"], counts):
+            raise ValueError(f"lstream counts {d['count_cols']} per column; torch {counts}")
     grads = split_flat(d["grads"], model.lay)
     for p, (name, _) in zip(model.params, model.lay):
         record("dparams", name, rel_err(grads[name], p.grad.numpy()))
@@ -302,7 +401,7 @@ def replay(d, dtype):
     for k in range(steps):
         model.load(before)
         opt.zero_grad()
-        loss = model.loss(x.detach(), target, mask, h0, c0)[0]
+        loss = window_loss(model, x.detach(), h0, c0, k)[0]
         loss.backward()
         record("step loss", f"step {k}", rel_err(d["step_loss"][k], loss.item()))
         lgrads = split_flat(d["step_grads"][k], model.lay)
@@ -333,7 +432,7 @@ def replay(d, dtype):
     opt = optimizer(model)
     for k in range(steps):
         opt.zero_grad()
-        model.loss(x.detach(), target, mask, h0, c0)[0].backward()
+        window_loss(model, x.detach(), h0, c0, k, None)[0].backward()
         clip_or_norm(model)
         opt.step()
     if steps > 0:
@@ -347,10 +446,12 @@ def replay(d, dtype):
 # Driver
 
 def run_dump(dump, out, case, opt, clip, wd):
-    I, H, L, O, T, B, seed, lr = case
+    I, H, L, O, T, B, seed, lr = case[:8]
     cmd = [dump, "--shape", f"{I},{H},{L},{O},{T},{B}", "--seed", str(seed), "--opt", opt,
            "--steps", str(STEPS), "--clip", repr(clip), "--lr", repr(lr), "--wd", repr(wd),
            "--out", out]
+    if len(case) > 8:  # LOSS_CASES
+        cmd += ["--taus", ",".join(repr(float(t)) for t in case[8])] + ["--elem"] * case[9]
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {res.returncode}:\n"
@@ -377,19 +478,25 @@ def main():
                     help=f"cases drawn at random besides the fixed ones (default {RANDOM_CASES})")
     ap.add_argument("--random-seed", type=int, default=RANDOM_SEED, metavar="S",
                     help="seed of the drawn cases (default: fixed, so ctest runs are repeatable)")
+    ap.add_argument("--loss", action="store_true",
+                    help="the losses per column instead (LOSS_CASES: pinball columns, masks per "
+                         "target, lengths, ties)")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic sums; the machine is shared
     dtype = torch.float64 if args.float64 else torch.float32
     started = time.monotonic()
 
-    cases = FIXED_CASES + draw_cases(args.random, args.random_seed)
+    cases = LOSS_CASES if args.loss else FIXED_CASES + draw_cases(args.random, args.random_seed)
+    quantities = QUANTITIES + (["loss cols"] if args.loss else [])
     failures, rows, total_clipped, total_unclipped = [], [], 0, 0
     with tempfile.TemporaryDirectory(prefix="torch_oracle.") as tmp:
         outdir = args.keep or tmp
         os.makedirs(outdir, exist_ok=True)
         for ci, case in enumerate(cases):
-            I, H, L, O, T, B, seed, lr = case
+            I, H, L, O, T, B, seed, lr = case[:8]
             label = f"I{I} H{H} L{L} O{O} T{T} B{B} s{seed}"
+            if args.loss:
+                label += " elem" if case[9] else " rows"
             clip = None
             for run, opt, wd in (("adam", "adam", 0.0), ("adam+L2+clip", "adam", WEIGHT_DECAY),
                                  ("adamw+clip", "adamw", WEIGHT_DECAY)):
@@ -416,20 +523,21 @@ def main():
 
     # The table: worst error per quantity and run.
     short = {"step loss": "stploss", "step grads": "stgrads", "grad norm": "gnorm",
-             "step params": "stparams", "free params": "free"}
+             "step params": "stparams", "free params": "free",
+             "loss cols": "lcols"}
     print(f"torch {torch.__version__}, {'float64' if args.float64 else 'float32'} replay; "
           f"error = max|lstream - torch| / max|torch| per tensor, tolerance {TOL:g}")
     print(f"{'case':<32} {'run':<13} {'clip':>5} " +
-          " ".join(f"{short.get(q, q):>8}" for q in QUANTITIES))
-    worst = {q: 0.0 for q in QUANTITIES}
+          " ".join(f"{short.get(q, q):>8}" for q in quantities))
+    worst = {q: 0.0 for q in quantities}
     for label, run, clipped, errs in rows:
         cells = []
-        for q in QUANTITIES:
+        for q in quantities:
             err = errs.get(q, (float("nan"), ""))[0]
             worst[q] = max(worst[q], err)
             cells.append(f"{err:8.1e}")
         print(f"{label:<32} {run:<13} {clipped:>5} " + " ".join(cells))
-    print(f"{'worst':<32} {'':<13} {'':>5} " + " ".join(f"{worst[q]:8.1e}" for q in QUANTITIES))
+    print(f"{'worst':<32} {'':<13} {'':>5} " + " ".join(f"{worst[q]:8.1e}" for q in quantities))
     print(f"clipping engaged in {total_clipped} and not in {total_unclipped} of the clipped "
           f"runs' steps; {len(rows)} runs in {time.monotonic() - started:.1f} s")
     if rows and (total_clipped == 0 or total_unclipped == 0):
