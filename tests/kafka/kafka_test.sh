@@ -307,8 +307,10 @@ failover)
   wait $pid || { cat "$work/live.err" >&2; fail "the trainer exited $? after SIGTERM"; }
   grep '^predictions' "$work/live.out"
   echo "what the trainer reported of the failover:"
+  # (sed -n 1,8p, not head: head leaves early, and a sort still writing
+  # then dies of SIGPIPE, which pipefail makes this script's exit)
   sed -n 's/^[^ ]* [A-Z]* lstream train: //p' "$work/live.err" | grep -v '^rank 0 serves\|^snapshot of step' | cut -c1-160 |
-    sort | uniq -c | sort -rn | head -n 8
+    sort | uniq -c | sort -rn | sed -n 1,8p
   "$here/kafka.sh" restart "$cluster" "$leader"
   $check "$bootstrap" "$src" "$preds" --features 2 --expect next || fail "forecasts lost or twice"
   "$py" - "$work/health" "$t_kill" <<'EOF' || fail "/health did not hold through the failover"
