@@ -85,7 +85,7 @@ for s in $shapes; do
     ours+=("$ms") oth+=("$th")
     flops+=("$(echo "$out" | grep '^engine' | field gflops)")
     ms2+=("$(echo "$out" | grep '^engine' | field ms_per_step)")
-    gemm+=("$(echo "$out" | grep '^sgemm' | field gflops)")
+    gemm+=("$(echo "$out" | grep '^sgemm.*check=ok' | field gflops | sort -g | tail -n 1)")
     if [ -n "$py2" ]; then
       read -r ms th < <(torch_run "$py2" "$s")
       t2+=("$ms") t2th+=("$th")

@@ -3,12 +3,20 @@
  * initial state, forward, masked MSE, backward, clip + Adam) at given
  * shapes, and the machine's sgemm rate as the limit to compare with.
  */
-#include <cblas.h> /* the sgemm reference rate */
-#undef I           /* <complex.h>, via OpenBLAS' cblas.h, defines I */
-#include <dlfcn.h> /* the CUDA emulation's counters, when it runs us */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <cblas.h>  /* the sgemm reference rate */
+#undef I            /* <complex.h>, via OpenBLAS' cblas.h, defines I */
+#include <dlfcn.h>  /* the CUDA emulation's counters, when it runs us */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "cli.h"
@@ -35,11 +43,17 @@ static const bench_shape_t default_shapes[] = {
   "next-step targets, backward, the final states stored, global-norm clip + Adam over\n"           \
   "the summed gradient) and prints one line per shape:\n"                                          \
   "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"             \
-  "         timesteps_per_s=.. gflops=..\n"                                                        \
-  "then, on the CPU, the machine's single-precision GEMM rate (2048^3 sgemm) as\n"                 \
-  "the limit. A step ends by reading back the gradient norm, so on CUDA its work has\n"            \
-  "completed when its time is taken. On the CUDA emulation (tests/gpu/emu) a line\n"               \
-  "per shape also gives what one step launches (its time there means nothing):\n"                  \
+  "         timesteps_per_s=.. gflops=.. share=..\n"                                               \
+  "share: gflops over the machine's GEMM rate, on the CPU: an N^3 sgemm (OpenBLAS,\n"            \
+  "as many threads as the engine, its result checked), measured first:\n"                          \
+  "  sgemm device=cpu n=N threads=.. core=<OpenBLAS kernel> gflops=.. check=ok\n"               \
+  "OPENBLAS_CORETYPE (set on some machines to keep OpenBLAS on an older kernel)\n"                 \
+  "can hold OpenBLAS below the machine's widest instructions: where it is set, a\n"                \
+  "child process measures the line again without it (widest=1), and the faster\n"                  \
+  "checked line is the rate. A step ends by reading back the gradient norm, so on\n"               \
+  "CUDA its work has completed when its time is taken. On the CUDA emulation\n"                    \
+  "(tests/gpu/emu) a line per shape also gives what one step launches (its time\n"                 \
+  "there means nothing):\n"                                                                        \
   "  launches device=cuda B=.. ... kernels_and_gemms=.. host_launches=.. graphs=..\n"
 
 static const char *const devices[] = {"cpu", "cuda", NULL};     /* ls_device_t order */
@@ -79,19 +93,33 @@ static double step_flops(const bench_shape_t *s) {
   return 3.0 * f;
 }
 
-/* The machine's rate: every core (the CPU engine leaves OpenBLAS on one
- * thread, splitting its GEMMs itself). */
-static double sgemm_gflops(void) {
-  int const n = 2048;
-  openblas_set_num_threads(openblas_get_num_procs());
+/* The threads the engine takes by default: the cores this process may run
+ * on (a taskset or cgroup's, not the machine's). */
+static int cores_allowed(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long const online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? (int)online : 1;
+}
+
+/* The GEMM rate on `threads` threads (an n^3 sgemm, median of 3 after one
+ * untimed), 0 where memory is short; *ok: whether the product is right (a
+ * kernel that a core-type setting makes misbehave gives no rate to trust).
+ * A[i][k] = 1/(1 + (i+k) % 7) and B[k][j] = 1/(1 + (k+2j) % 5), so each
+ * checked element is a sum computed here in double. */
+static double sgemm_gflops(int n, int threads, int *ok) {
+  *ok = 0;
+  openblas_set_num_threads(threads);
   float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
         *c = malloc(sizeof(float) * n * n);
   if (!a || !b || !c) {
     free(a), free(b), free(c);
     return 0.0;
   }
-  for (long i = 0; i < (long)n * n; i++)
-    a[i] = b[i] = 1.0f / (float)(1 + i % 7), c[i] = 0.0f;
+  for (long i = 0; i < n; i++)
+    for (long k = 0; k < n; k++)
+      a[i * n + k] = 1.0f / (float)(1 + (i + k) % 7),
+                b[i * n + k] = 1.0f / (float)(1 + (i + 2 * k) % 5);
   double t[3];
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
   for (int r = 0; r < 3; r++) {
@@ -99,8 +127,89 @@ static double sgemm_gflops(void) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     t[r] = base_now_s() - t0;
   }
+  *ok = 1;
+  for (long e = 0; e < 64; e++) { /* 64 elements spread over C */
+    long const i = (e * 977) % n, j = (e * 1409 + 13) % n;
+    double want = 0.0;
+    for (long k = 0; k < n; k++)
+      want += (double)a[i * n + k] * (double)b[k * n + j];
+    if (!(fabs((double)c[i * n + j] - want) <= 1e-4 * fabs(want))) *ok = 0;
+  }
   free(a), free(b), free(c);
   return 2.0 * n * (double)n * n / cli_median(t, 3) / 1e9;
+}
+
+/* Prints the sgemm line measured here; returns its rate (0: not checked). */
+static double sgemm_line(int n, int threads) {
+  const char *const set = getenv("OPENBLAS_CORETYPE");
+  int const widest = set == NULL || set[0] == '\0';
+  int ok = 0;
+  double const g = sgemm_gflops(n, threads, &ok);
+  const char *const core = openblas_get_corename();
+  printf("sgemm device=cpu n=%d threads=%d core=%s%s gflops=%.1f check=%s\n", n, threads,
+         core != NULL ? core : "unknown", widest ? " widest=1" : "", g, ok ? "ok" : "FAILED");
+  fflush(stdout);
+  return ok ? g : 0.0;
+}
+
+extern char **environ;
+
+/* The sgemm line of a child process run without OPENBLAS_CORETYPE (read by
+ * OpenBLAS when it loads, so not changeable here); its rate, 0 where it could
+ * not be measured (said on stderr). */
+static double sgemm_widest(int n, int threads) {
+  char exe[PATH_MAX], nthreads[16], size[16];
+  ssize_t const len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) {
+    fprintf(stderr, "bench engine: cannot find this program (/proc/self/exe): %s\n",
+            strerror(errno));
+    return 0.0;
+  }
+  exe[len] = '\0';
+  snprintf(nthreads, sizeof nthreads, "%d", threads);
+  snprintf(size, sizeof size, "%d", n);
+  size_t n_env = 0;
+  while (environ[n_env] != NULL)
+    n_env++;
+  char **env = calloc(n_env + 1, sizeof *env);
+  int fd[2] = {-1, -1};
+  if (env == NULL || pipe(fd) != 0) {
+    fprintf(stderr, "bench engine: cannot start the sgemm child: %s\n", strerror(errno));
+    free(env);
+    return 0.0;
+  }
+  for (size_t i = 0, k = 0; i < n_env; i++)
+    if (strncmp(environ[i], "OPENBLAS_CORETYPE=", 18) != 0) env[k++] = environ[i];
+  char *const argv[] = {exe,         "bench",   "engine",   "--sgemm-only",
+                        "--threads", nthreads,  "--sgemm-n", size,
+                        NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fd[0]);
+  pid_t pid = 0;
+  int const spawned = posix_spawn(&pid, exe, &fa, NULL, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fd[1]);
+  free(env);
+  char line[512] = "";
+  FILE *const f = spawned == 0 ? fdopen(fd[0], "r") : NULL;
+  if (f == NULL || fgets(line, sizeof line, f) == NULL) line[0] = '\0';
+  if (f != NULL)
+    fclose(f);
+  else
+    close(fd[0]);
+  int status = 0;
+  if (spawned == 0) waitpid(pid, &status, 0);
+  const char *const at = strstr(line, "gflops=");
+  if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || at == NULL) {
+    fprintf(stderr, "bench engine: the sgemm without OPENBLAS_CORETYPE failed (%s)\n",
+            spawned != 0 ? strerror(spawned) : "no line");
+    return 0.0;
+  }
+  fputs(line, stdout);
+  fflush(stdout);
+  return strstr(line, "check=ok") != NULL ? atof(at + 7) : 0.0;
 }
 
 /* Deterministic pseudo-random fill in [-1, 1). */
@@ -151,8 +260,9 @@ static ls_err_t bench_launches(ls_engine_t *eng, const bench_shape_t *s, const b
   return LS_OK;
 }
 
+/* limit: the machine's GEMM rate (GFLOP/s; 0: none, no share printed). */
 static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t precision,
-                     int threads, int steps, int warmup) {
+                     int threads, int steps, int warmup, double limit) {
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
   conf.shape = (ls_shape_t){s->I, s->H, s->L, s->I};
@@ -190,11 +300,13 @@ static int bench_one(const bench_shape_t *s, ls_device_t device, ls_precision_t 
     goto done;
   }
   double const sec = cli_median(times, steps);
+  double const gflops = step_flops(s) / sec / 1e9;
   printf("engine device=%s precision=%s B=%d I=%d H=%d L=%d T=%d ms_per_step=%.3f "
-         "timesteps_per_s=%.0f gflops=%.1f\n",
+         "timesteps_per_s=%.0f gflops=%.1f",
          device == LS_DEVICE_CPU ? "cpu" : "cuda", precision == LS_PRECISION_TF32 ? "tf32" : "fp32",
-         s->B, s->I, s->H, s->L, s->T, sec * 1e3, (double)s->B * s->T / sec,
-         step_flops(s) / sec / 1e9);
+         s->B, s->I, s->H, s->L, s->T, sec * 1e3, (double)s->B * s->T / sec, gflops);
+  if (limit > 0.0) printf(" share=%.2f", gflops / limit);
+  printf("\n");
   if (device == LS_DEVICE_CUDA && (err = bench_launches(eng, s, &d)) != LS_OK)
     rc = cli_fail(err, "training step failed");
   fflush(stdout);
@@ -207,7 +319,8 @@ done:
 
 int cmd_bench_engine(int argc, char **argv) {
   shapes_t shapes = {.n = 0};
-  int steps = 10, warmup = 2, threads = 0, no_sgemm = 0;
+  int steps = 10, warmup = 2, threads = 0, no_sgemm = 0, sgemm_only = 0,
+      sgemm_n = 2048;
   ls_device_t device = LS_DEVICE_CPU;
   ls_precision_t precision = LS_PRECISION_FP32;
   cli_opt_t const opts[] = {
@@ -255,14 +368,24 @@ int cmd_bench_engine(int argc, char **argv) {
       {.name = "no-sgemm",
        .kind = CLI_FLAG,
        .dst = &no_sgemm,
-       .help = "skip the sgemm reference line"},
+       .help = "skip the sgemm reference line (and the share)"},
+      {.name = "sgemm-only",
+       .kind = CLI_FLAG,
+       .dst = &sgemm_only,
+       .help = "print the sgemm reference line only"},
+      {.name = "sgemm-n",
+       .arg = "N",
+       .kind = CLI_VALUE,
+       .dst = &sgemm_n,
+       .value = BASE_V_INT(16, 16384),
+       .help = "the reference sgemm's size (N^3)"},
       {0},
   };
   cli_spec_t const spec = {
       "bench engine",
       "[--device cpu|cuda] [--precision fp32|tf32]\n"
       "                            [--shape B,I,H,L,T]... [--steps N] [--warmup N]\n"
-      "                            [--threads N] [--no-sgemm]",
+      "                            [--threads N] [--no-sgemm | --sgemm-only] [--sgemm-n N]",
       ABOUT,
       opts,
       NULL,
@@ -270,6 +393,19 @@ int cmd_bench_engine(int argc, char **argv) {
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
+  if (no_sgemm && sgemm_only)
+    return cli_usage_error("bench engine", "--no-sgemm and --sgemm-only exclude each other");
+  int const blas_threads = threads > 0 ? threads : cores_allowed();
+  if (sgemm_only) return sgemm_line(sgemm_n, blas_threads) > 0.0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  double limit = 0.0;
+  if (!no_sgemm && device == LS_DEVICE_CPU) {
+    const char *const set = getenv("OPENBLAS_CORETYPE");
+    limit = sgemm_line(sgemm_n, blas_threads);
+    if (set != NULL && set[0] != '\0') {
+      double const widest = sgemm_widest(sgemm_n, blas_threads);
+      limit = widest > limit ? widest : limit;
+    }
+  }
   int n_shapes = shapes.n;
   bench_shape_t *const sh = shapes.v;
   if (n_shapes == 0) {
@@ -278,10 +414,8 @@ int cmd_bench_engine(int argc, char **argv) {
     memcpy(sh, default_shapes, (size_t)n_shapes * sizeof default_shapes[0]);
   }
   for (int i = 0; i < n_shapes; i++) {
-    int const one = bench_one(&sh[i], device, precision, threads, steps, warmup);
+    int const one = bench_one(&sh[i], device, precision, threads, steps, warmup, limit);
     if (one != CLI_EXIT_OK) return one;
   }
-  if (!no_sgemm && device == LS_DEVICE_CPU)
-    printf("sgemm device=cpu n=2048 gflops=%.1f\n", sgemm_gflops());
   return CLI_EXIT_OK;
 }
