@@ -96,6 +96,7 @@ typedef struct window_node_s {
                                         out); in the pool: next */
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
+  int64_t seq;                       /* its number in its partition (part_t seq) */
   char key[LS_KEY_MAX + 1];
   float *x;         /* [T+1, F] */
   float *mask;      /* [T] */
@@ -111,6 +112,7 @@ typedef struct part_s {
   int64_t next;               /* offset after the last record handled */
   int64_t skip_time;          /* timestamp start: skip records before it, until one is not; -1 */
   int64_t assign_at;          /* the offset given to rd_kafka_assign (may be logical) */
+  int64_t seq;                /* the number of its next window queued: 0, 1, ... */
   ls_ingest_mark_t mark;      /* the last record handled (the conf's before any); offset -1 */
   int restarted;              /* its mark not found: read from its beginning (topic_recreated) */
   int done;                   /* reached its end */

@@ -52,6 +52,7 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   node->win.times = node->times;
   node->win.offsets = node->offsets;
   node->part = (int)(part - ing->parts);
+  node->seq = part->seq++; /* (the consumer thread's: it alone queues) */
   node->next = node->pnext = NULL;
   pthread_mutex_lock(&ing->lock);
   node->prev = ing->tail;
