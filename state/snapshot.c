@@ -23,6 +23,7 @@ ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitio
   s->row = (size_t)shape->num_layers * (size_t)shape->hidden_size;
   s->new_seg = -1;
   s->book_gen = -1;
+  s->seg_hint = -1;
   ls_err_t const err = snap_reserve(s, series, 16 * series, partitions);
   if (err != LS_OK) {
     ls_snapshot_destroy(s);
@@ -66,7 +67,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->in_series = s->in_key_bytes = s->in_rows = 0;
   s->in_windows = s->n_segs = 0;
   s->newseg.n = s->newseg.rows = 0;
-  s->new_seg = -1;
+  s->new_seg = s->seg_hint = -1;
   s->book_gen = -1; /* (the book stays: a staging snapshot's is its writer's) */
   s->n_modules = 0; /* their buffers are kept */
   memset(&s->file, 0, sizeof s->file);

@@ -134,8 +134,10 @@ typedef struct out_file_s {
   uint32_t file_crc; /* once written: the whole-file checksum in its last 4 bytes */
 } out_file_t;
 
-static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
-  o->crc = base_crc32c(o->crc, data, n);
+/* Writes n bytes; with `crc`, into the whole-file checksum (a frame's go
+ * in at its end, its own checksum combined: one pass over its bytes). */
+static ls_err_t out_write_crc(out_file_t *o, const void *data, size_t n, int crc) {
+  if (crc) o->crc = base_crc32c(o->crc, data, n);
   o->offset += n;
   const uint8_t *p = data;
   while (n > 0) {
@@ -147,6 +149,10 @@ static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
     n -= (size_t)w;
   }
   return LS_OK;
+}
+
+static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
+  return out_write_crc(o, data, n, 1);
 }
 
 /* Feeds n bytes to the open frame (mode ZSTD_e_end: and closes it),
@@ -161,7 +167,7 @@ static ls_err_t compress_feed(snap_encoder_t *e, out_file_t *o, const void *src,
                  ZSTD_getErrorName(left));
     *crc = base_crc32c(*crc, e->out, ob.pos);
     *stored += ob.pos;
-    LS_FORWARD_IF_ERROR(out_write(o, e->out, ob.pos));
+    LS_FORWARD_IF_ERROR(out_write_crc(o, e->out, ob.pos, 0));
     if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return LS_OK;
   }
 }
@@ -179,19 +185,18 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_secti
   for (int i = 0; i < sec->n; i++) {
     const uint8_t *const src = sec->span[i].ptr;
     size_t const bytes = sec->span[i].bytes;
-    raw_crc = base_crc32c(raw_crc, src, bytes);
-    if (!(shuffled && sec->span[i].floats)) {
-      LS_FORWARD_IF_ERROR(compress_feed(e, o, src, bytes, ZSTD_e_continue, &stored_crc, &stored));
-      continue;
-    }
+    int const shuffle = shuffled && sec->span[i].floats;
+    /* A block at a time, checksummed and compressed while in cache. */
     for (size_t at = 0; at < bytes; at += SNAP_SHUFFLE_BLOCK) {
       size_t const len = bytes - at < SNAP_SHUFFLE_BLOCK ? bytes - at : SNAP_SHUFFLE_BLOCK;
-      snap_shuffle4(e->block, src + at, len / 4);
-      LS_FORWARD_IF_ERROR(
-          compress_feed(e, o, e->block, len, ZSTD_e_continue, &stored_crc, &stored));
+      raw_crc = base_crc32c(raw_crc, src + at, len);
+      if (shuffle) snap_shuffle4(e->block, src + at, len / 4);
+      LS_FORWARD_IF_ERROR(compress_feed(e, o, shuffle ? e->block : src + at, len, ZSTD_e_continue,
+                                        &stored_crc, &stored));
     }
   }
   LS_FORWARD_IF_ERROR(compress_feed(e, o, NULL, 0, ZSTD_e_end, &stored_crc, &stored));
+  o->crc = base_crc32c_combine(o->crc, stored_crc, stored);
   snap_put_u32(entry + 0, sec->id);
   snap_put_u32(entry + 4, (shuffled ? SNAP_FLAG_SHUFFLED : 0) | entry_flags);
   snap_put_u64(entry + 8, offset);

@@ -343,7 +343,9 @@ struct ls_snapshot_s {
   snap_book_t *book;     /* its writer's (a staging snapshot's), else NULL; not owned */
   int64_t book_gen;      /* the book's generation its references were made in; -1 */
   size_t book_hint;      /* the book's partition last looked up */
-  base_rows_t gather;    /* a series put together (scratch) */
+  int64_t seg_hint;      /* the segments entry last looked up (of seg_hint_number), -1 */
+  uint64_t seg_hint_number;
+  base_rows_t gather; /* a series put together (scratch) */
 
   /* Module sections (ls_snapshot_put_section), in the order put. */
   int n_modules;

@@ -238,9 +238,16 @@ static void book_drop(snap_book_t *b, uint64_t number) {
 /* The entry of segment `number` in s's segments, appended from the book's
  * the first time. */
 static ls_err_t entry_of(ls_snapshot_t *s, uint64_t number, int64_t *g) {
+  /* (a series' windows run in seq order: mostly the segment of the last) */
+  if (s->seg_hint >= 0 && s->seg_hint_number == number) {
+    *g = s->seg_hint;
+    return LS_OK;
+  }
   for (size_t i = s->n_segs; i-- > 0;)
-    if (entry_get(s->segs, i).number == number && (int64_t)i != s->new_seg) {
-      *g = (int64_t)i;
+    if (snap_get_u64(s->segs + i * SNAP_SEG_ENTRY_BYTES + 8) == number &&
+        (int64_t)i != s->new_seg) {
+      *g = s->seg_hint = (int64_t)i;
+      s->seg_hint_number = number;
       return LS_OK;
     }
   int64_t const at = book_entry(s->book, number);
@@ -251,7 +258,8 @@ static ls_err_t entry_of(ls_snapshot_t *s, uint64_t number, int64_t *g) {
   LS_FORWARD_IF_ERROR(reserve_entries(&s->segs, &s->cap_segs, s->n_segs + 1));
   seg_entry_t const e = entry_get(s->book->segs, (size_t)at);
   entry_put(s->segs, s->n_segs, &e);
-  *g = (int64_t)s->n_segs++;
+  *g = s->seg_hint = (int64_t)s->n_segs++;
+  s->seg_hint_number = number;
   return LS_OK;
 }
 

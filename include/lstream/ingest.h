@@ -668,12 +668,12 @@ LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *ou
  * none). A consumer started at *next with those series restored forms exactly the windows not yet
  * trained, in the same per-partition order, whatever the records' age. Consistent while the
  * consumer runs (it waits for the batch in hand, milliseconds). Call from the thread that takes
- * windows. _parts: the same series in parts, nothing copied: windows with their seqs, rows held. */
+ * windows. _parts: partitions [n] (next, last [n]), series in parts: windows (seq), rows held. */
 LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
                                    ls_ingest_mark_t *last, ls_inflight_fn fn, void *opaque);
-LS_API ls_err_t ls_ingest_inflight_parts(ls_ingest_t *ing, int32_t partition, int64_t *next,
-                                         ls_ingest_mark_t *last, ls_inflight_parts_fn fn,
-                                         void *opaque);
+LS_API ls_err_t ls_ingest_inflight_parts(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                         int64_t *next, ls_ingest_mark_t *last,
+                                         ls_inflight_parts_fn fn, void *opaque);
 
 /* Commits offsets [n] (next to read, Kafka's convention) of partitions [n] (the conf's) to the
  * conf's group.id, for Kafka's tools to show the lag; informational: lstream resumes from its

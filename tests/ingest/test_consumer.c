@@ -1583,7 +1583,8 @@ Test(consumer, inflight_parts_are_windows_by_seq) {
   wait_stats(r.ing, records_reach, 14, "the records");
   int64_t next = -1;
   parts_seen_t a = {0}, b = {0};
-  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 0, &next, NULL, keep_parts, &a), LS_OK, "%s",
+  int32_t const part0 = 0;
+  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 1, &part0, &next, NULL, keep_parts, &a), LS_OK, "%s",
                ls_last_error());
   cr_expect_eq(next, 14);
   cr_assert_eq(a.series, 1);
@@ -1606,7 +1607,7 @@ Test(consumer, inflight_parts_are_windows_by_seq) {
   cr_assert_eq(ls_ingest_next(r.ing, (int)(WAIT_S * 1000), &what, &win), LS_OK);
   cr_assert_eq(what, LS_NEXT_WINDOW);
   ls_ingest_release(r.ing, win);
-  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 0, &next, NULL, keep_parts, &b), LS_OK);
+  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 1, &part0, &next, NULL, keep_parts, &b), LS_OK);
   cr_assert_eq(b.series, 1);
   cr_assert_eq(b.windows[0], 2);
   cr_expect(b.seq[0][0] == 1 && b.seq[0][1] == 2 && b.first[0][0] == 4);
