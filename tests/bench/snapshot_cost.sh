@@ -13,13 +13,13 @@
 #           snapshot keeps. The step time: the run's wall seconds from the
 #           end of its first step (which waits for the look-ahead to fill)
 #           to the end of its last, over its steps (from --metrics).
-#   live    `lstream produce --rate RATE` writes SERIES series into a new
-#           topic of 16 partitions while `train` (live) reads it, from the
-#           start, for DURATION s; RATE is more than the trainer trains, so
-#           it always has a step to take (the wait share printed says how
-#           nearly) and its queues fill as the feed runs ahead. The step
-#           time: the wall seconds over the steps between WARMUP s and
-#           DURATION s.
+#   live    `train` without --until reads the same topic from its start, as
+#           a trainer catching up on a backlog: always a step to take (the
+#           wait share printed says how nearly), steps formed as live ones
+#           are, its queues full; stopped after DURATION s. (A feed written
+#           beside it would have to outrun the trainer on the same two
+#           cores.) The step time: the wall seconds over the steps between
+#           WARMUP s and DURATION s.
 #
 # So what a snapshot holds up on the trainer's thread (filling it, the
 # consumer held meanwhile) and what its writer thread takes from the engine's
@@ -35,7 +35,7 @@
 #
 # Usage: tests/bench/snapshot_cost.sh [BUILD_DIR]
 #   env: ROUNDS (3) EVERY (10) SERIES (512) RECORDS (4097) F (4) STEPS (0: the
-#        whole topic) RATE (60000 records/s) DURATION (40 s) WARMUP (10 s)
+#        whole topic) DURATION (20 s) WARMUP (5 s)
 #        MODES ("replay live") BASELINE (none) SNAP_ARGS (more options for the runs
 #        with snapshots, e.g. "--snapshot-level -50")
 set -euo pipefail
@@ -45,14 +45,10 @@ lstream="$build/lstream"
 bins=("$lstream")
 [ -z "${BASELINE:-}" ] || bins+=("$BASELINE")
 ROUNDS=${ROUNDS:-3} EVERY=${EVERY:-10} SERIES=${SERIES:-512} RECORDS=${RECORDS:-4097} F=${F:-4}
-STEPS=${STEPS:-0} RATE=${RATE:-60000} DURATION=${DURATION:-40} WARMUP=${WARMUP:-10}
+STEPS=${STEPS:-0} DURATION=${DURATION:-20} WARMUP=${WARMUP:-5}
 MODES=${MODES:-replay live}
 . "$(dirname "$0")/lib.sh"
-# A topic for each live run: live1, live2, ... (runs are numbered across modes).
-modes=($MODES)
-topics=(--topic bench:16)
-for n in $(seq $((2 * ROUNDS * ${#bins[@]} * ${#modes[@]}))); do topics+=(--topic "live$n:16"); done
-bench_broker "${topics[@]}"
+bench_broker --topic bench:16
 "$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
   --records-per-series "$RECORDS" --generator sine --seed 1 >/dev/null 2>&1
 
@@ -80,9 +76,8 @@ PY
 # snaps OUT: "committed/skipped" of a run's summary.
 snaps() { sed -n 's/^snapshots committed=\([0-9]*\) skipped=\([0-9]*\).*/\1\/\2/p' "$1"; }
 
-# run N BIN MODE SNAP: run number N (its files, its live topic) (SNAP = 1:
-# with snapshots); prints "step_ms cpu_ms wait_share windows_per_step
-# committed/skipped".
+# run N BIN MODE SNAP: run number N (its files) (SNAP = 1: with snapshots);
+# prints "step_ms cpu_ms wait_share windows_per_step committed/skipped".
 run() {
   local n=$1 bin=$2 mode=$3 snap=$4 extra=()
   rm -rf "$work/snaps"
@@ -95,11 +90,7 @@ run() {
     echo "$(figures "$work/m.$n" "$work/cpu.$n" 0 1e9) $(snaps "$work/out.$n")"
     return
   fi
-  "$lstream" produce --brokers "$bootstrap" --topic "live$n" --series "$SERIES" --features "$F" \
-    --records-per-series $((RATE * DURATION / SERIES)) --rate "$RATE" --generator sine \
-    --seed "$r" >/dev/null 2>&1 &
-  local producer=$!
-  "$bin" train --brokers "$bootstrap" --topic "live$n" --features "$F" --metrics "$work/m.$n" \
+  "$bin" train --brokers "$bootstrap" --topic bench --features "$F" --metrics "$work/m.$n" \
     --quiet "${extra[@]}" >"$work/out.$n" 2>"$work/err.$n" &
   trainer_pid=$!
   # Its CPU time (user and system seconds) at WARMUP s and at DURATION s.
@@ -110,8 +101,6 @@ run() {
   cpu_of >>"$work/cpu.$n"
   kill -TERM $trainer_pid && wait $trainer_pid || true
   trainer_pid=
-  kill $producer 2>/dev/null || true
-  wait $producer 2>/dev/null || true
   echo "$(figures "$work/m.$n" "$work/cpu.$n" "$WARMUP" "$DURATION") $(snaps "$work/out.$n")"
 }
 
