@@ -299,6 +299,7 @@ void ls_ingest_destroy(ls_ingest_t *ing) {
       rd_kafka_message_destroy(part->stash[k]);
     free(part->stash);
     free_nodes(part->out);
+    free(part->flight);
   }
   if (ing->rkq != NULL) rd_kafka_queue_destroy(ing->rkq);
   if (ing->commits != NULL) rd_kafka_queue_destroy(ing->commits);

@@ -96,12 +96,21 @@ typedef struct window_node_s {
                                         out); in the pool: next */
   struct window_node_s *pnext;       /* its partition's queue */
   int part;                          /* index in parts */
+  int64_t seq;                       /* its number in its partition (part_t seq) */
   char key[LS_KEY_MAX + 1];
   float *x;         /* [T+1, F] */
   float *mask;      /* [T] */
   int64_t *times;   /* [T+1] */
   int64_t *offsets; /* [T+1] */
 } window_node_t;
+
+/* A window in flight, as a partition's ring of them keeps it (part_t
+ * flight): what a snapshot reads of it without reading the window. */
+typedef struct flight_s {
+  const window_node_t *node;  /* NULL once released */
+  int64_t seq, series, index; /* its seq; its ls_window_t's */
+  int rows, reset;            /* n_targets + 1; its reset */
+} flight_t;
 
 typedef struct part_s {
   int32_t id;
@@ -122,6 +131,11 @@ typedef struct part_s {
   window_node_t *head, *tail;
   window_node_t *out; /* handed out, not yet released (freed by destroy) */
   int64_t n_out;
+  int64_t seq;         /* the number of its next window queued: 0, 1, ... */
+  flight_t *flight;    /* [cap_flight] ring: window seq at seq % cap_flight, for the seqs in
+                          [flight_head, seq) (queued, handed out or released since) */
+  int64_t flight_head; /* the oldest seq maybe in flight */
+  int64_t cap_flight;  /* a power of two */
   atomic_int_fast64_t n;
   int ended;        /* done and every window queued: LS_NEXT_END once the queue is empty */
   int64_t pub_next; /* next, as published by consumer_publish */
@@ -309,6 +323,11 @@ void consumer_part_finish(ls_ingest_t *ing, part_t *part);
  * partition's queue has room and that memory fits. Returns 0, or -1 when
  * out of memory. */
 int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v);
+
+/* Where node keeps its rows (offsets and times [T+1], x [T+1, F]), from
+ * its address alone (nothing read). */
+void consumer_node_rows(const ls_ingest_t *ing, window_node_t *node, int64_t **offsets,
+                        int64_t **times, float **x);
 
 /* Makes room for growth more records in memory, waiting for the trainer if
  * need be. Called with hold held, which it lets go of while it waits.

@@ -13,17 +13,49 @@
 /* ------------------------------------------------------------------------ */
 /* The queues of windows                                                     */
 
+void consumer_node_rows(const ls_ingest_t *ing, window_node_t *node, int64_t **offsets,
+                        int64_t **times, float **x) {
+  size_t const rows = (size_t)ing->s.window + 1;
+  *times = (int64_t *)(node + 1);
+  *offsets = *times + rows;
+  *x = (float *)(*offsets + rows);
+}
+
 static window_node_t *node_new(const ls_ingest_t *ing) {
   size_t const rows = (size_t)ing->s.window + 1;
   window_node_t *const node =
       malloc(sizeof *node + 2 * rows * sizeof(int64_t) +
              (rows * (size_t)ing->s.features + (size_t)ing->s.window) * sizeof(float));
   if (node == NULL) return NULL;
-  node->times = (int64_t *)(node + 1);
-  node->offsets = node->times + rows;
-  node->x = (float *)(node->offsets + rows);
+  consumer_node_rows(ing, node, &node->offsets, &node->times, &node->x);
   node->mask = node->x + rows * (size_t)ing->s.features;
   return node;
+}
+
+/* Enters node as the partition's next window in flight (its seq); the
+ * caller holds lock. Returns 0, or -1 when out of memory. */
+static int flight_push(part_t *part, window_node_t *node) {
+  if (part->seq - part->flight_head == part->cap_flight) { /* full: twice the room */
+    int64_t const cap = part->cap_flight ? 2 * part->cap_flight : 256;
+    flight_t *const f = malloc((size_t)cap * sizeof *f);
+    if (f == NULL) return -1;
+    for (int64_t s = part->flight_head; s < part->seq; s++)
+      f[s & (cap - 1)] = part->flight[s & (part->cap_flight - 1)];
+    free(part->flight);
+    part->flight = f, part->cap_flight = cap;
+  }
+  node->seq = part->seq++;
+  part->flight[node->seq & (part->cap_flight - 1)] = (flight_t){
+      node, node->seq, node->win.series, node->win.index, node->win.n_targets + 1, node->win.reset};
+  return 0;
+}
+
+/* The window node leaves flight (released); the caller holds lock. */
+static void flight_release(part_t *part, const window_node_t *node) {
+  int64_t const mask = part->cap_flight - 1;
+  part->flight[node->seq & mask].node = NULL;
+  while (part->flight_head < part->seq && part->flight[part->flight_head & mask].node == NULL)
+    part->flight_head++;
 }
 
 int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
@@ -54,6 +86,13 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   node->part = (int)(part - ing->parts);
   node->next = node->pnext = NULL;
   pthread_mutex_lock(&ing->lock);
+  if (flight_push(part, node) != 0) {
+    pthread_mutex_unlock(&ing->lock);
+    free(node);
+    consumer_fail(ing, LS_ERR_NOMEM, "out of memory for the windows in flight of partition %d",
+                  (int)part->id);
+    return -1;
+  }
   node->prev = ing->tail;
   if (ing->tail != NULL)
     ing->tail->next = node;
@@ -243,6 +282,7 @@ void ls_ingest_release(ls_ingest_t *ing, const ls_window_t *win) {
     part->out = node->next;
   if (node->next != NULL) node->next->prev = node->prev;
   part->n_out--;
+  flight_release(part, node);
   if (ing->n_pool < ing->s.queue_windows * ing->n_parts) {
     node->next = ing->pool;
     ing->pool = node;

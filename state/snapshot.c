@@ -21,6 +21,9 @@ ls_err_t ls_snapshot_new(const ls_shape_t *shape, size_t series, size_t partitio
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "no memory for a snapshot");
   s->shape = *shape;
   s->row = (size_t)shape->num_layers * (size_t)shape->hidden_size;
+  s->new_seg = -1;
+  s->book_gen = -1;
+  s->seg_hint = -1;
   ls_err_t const err = snap_reserve(s, series, 16 * series, partitions);
   if (err != LS_OK) {
     ls_snapshot_destroy(s);
@@ -42,6 +45,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->serve), free(s->pending), free(s->tail), free(s->predict), free(s->smodel);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   snap_free_inflight(s);
+  snap_free_refs(s);
   for (int i = 0; i < LS_SNAPSHOT_MODULE_SECTIONS; i++)
     free(s->modules[i].data);
   free(s);
@@ -61,25 +65,12 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->mem_cap = s->mem_entry = 0;
   s->in_F = 0;
   s->in_series = s->in_key_bytes = s->in_rows = 0;
+  s->in_windows = s->n_segs = 0;
+  s->newseg.n = s->newseg.rows = 0;
+  s->new_seg = s->seg_hint = -1;
+  s->book_gen = -1; /* (the book stays: a staging snapshot's is its writer's) */
   s->n_modules = 0; /* their buffers are kept */
   memset(&s->file, 0, sizeof s->file);
-}
-
-/* *p = a block of `count` elements of `size` bytes, keeping its content;
- * count may be 0. */
-static ls_err_t grow_array(void *p, size_t count, size_t size, const char *what) {
-  void **const slot = p;
-  LS_RETURN_IF(count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory", count, what);
-  void *const q = realloc(*slot, count ? count * size : 1);
-  LS_RETURN_IF(q == NULL, LS_ERR_NOMEM, "no memory for %zu %s", count, what);
-  *slot = q;
-  return LS_OK;
-}
-
-/* The next capacity for `need` elements: at least double the current one. */
-static size_t next_cap(size_t cap, size_t need) {
-  if (need <= cap) return cap;
-  return need > 2 * cap ? need : 2 * cap;
 }
 
 /* *p holds at least count elements of `size` bytes (keeping its content);
@@ -88,7 +79,7 @@ static ls_err_t ensure(void *p, size_t *have, size_t count, size_t size, const c
   LS_RETURN_IF(size != 0 && count > SIZE_MAX / size, LS_ERR_NOMEM, "%zu %s do not fit in memory",
                count, what);
   if (count * size <= *have && *(void **)p != NULL) return LS_OK;
-  LS_FORWARD_IF_ERROR(grow_array(p, count, size, what));
+  LS_FORWARD_IF_ERROR(snap_grow(p, count, size, what));
   *have = count * size;
   return LS_OK;
 }
@@ -125,31 +116,31 @@ static ls_err_t reserve_optional(ls_snapshot_t *s) {
 }
 
 ls_err_t snap_reserve(ls_snapshot_t *s, size_t series, size_t key_bytes, size_t parts) {
-  size_t const cs = next_cap(s->cap_series, series);
+  size_t const cs = snap_next_cap(s->cap_series, series);
   if (cs != s->cap_series || s->key_len == NULL) {
     LS_RETURN_IF(s->row != 0 && cs > SIZE_MAX / sizeof(float) / s->row, LS_ERR_NOMEM,
                  "states of %zu series do not fit in memory", cs);
-    LS_FORWARD_IF_ERROR(grow_array(&s->key_len, cs, sizeof *s->key_len, "key lengths"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->key_off, cs, sizeof *s->key_off, "key offsets"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->partition, cs, sizeof *s->partition, "partitions"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->windows, cs, sizeof *s->windows, "window counts"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->last_time, cs, sizeof *s->last_time, "event times"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->active, cs, sizeof *s->active, "activity counts"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->records, cs, sizeof *s->records, "record counts"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->last_off, cs, sizeof *s->last_off, "offsets"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->h, cs * s->row, sizeof *s->h, "h state floats"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->c, cs * s->row, sizeof *s->c, "c state floats"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->key_len, cs, sizeof *s->key_len, "key lengths"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->key_off, cs, sizeof *s->key_off, "key offsets"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->partition, cs, sizeof *s->partition, "partitions"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->windows, cs, sizeof *s->windows, "window counts"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->last_time, cs, sizeof *s->last_time, "event times"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->active, cs, sizeof *s->active, "activity counts"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->records, cs, sizeof *s->records, "record counts"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->last_off, cs, sizeof *s->last_off, "offsets"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->h, cs * s->row, sizeof *s->h, "h state floats"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->c, cs * s->row, sizeof *s->c, "c state floats"));
     s->cap_series = cs;
   }
-  size_t const ck = next_cap(s->cap_keys, key_bytes);
+  size_t const ck = snap_next_cap(s->cap_keys, key_bytes);
   if (ck != s->cap_keys || s->keys == NULL) {
-    LS_FORWARD_IF_ERROR(grow_array(&s->keys, ck, 1, "key bytes"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->keys, ck, 1, "key bytes"));
     s->cap_keys = ck;
   }
-  size_t const cp = next_cap(s->cap_parts, parts);
+  size_t const cp = snap_next_cap(s->cap_parts, parts);
   if (cp != s->cap_parts || s->part_id == NULL) {
-    LS_FORWARD_IF_ERROR(grow_array(&s->part_id, cp, sizeof *s->part_id, "partitions"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->part_offset, cp, sizeof *s->part_offset, "offsets"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->part_id, cp, sizeof *s->part_id, "partitions"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->part_offset, cp, sizeof *s->part_offset, "offsets"));
     s->cap_parts = cp;
   }
   return reserve_optional(s);
@@ -177,9 +168,9 @@ ls_err_t snap_model_buffers(ls_snapshot_t *s, size_t n) {
                s->shape.input_size, s->shape.hidden_size, s->shape.num_layers, s->shape.output_size,
                count);
   if (s->params == NULL) {
-    LS_FORWARD_IF_ERROR(grow_array(&s->params, n, sizeof(float), "parameters"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->adam_m, n, sizeof(float), "Adam moments"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->adam_v, n, sizeof(float), "Adam moments"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->params, n, sizeof(float), "parameters"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->adam_m, n, sizeof(float), "Adam moments"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->adam_v, n, sizeof(float), "Adam moments"));
   }
   s->n = n;
   return LS_OK;
@@ -393,14 +384,14 @@ ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t 
 ls_err_t snap_legacy_alloc(ls_snapshot_t *s, int calib, int n_from, int n_lengths) {
   size_t const O = (size_t)s->shape.output_size, n = (size_t)n_from + (size_t)n_lengths;
   if (calib) {
-    LS_FORWARD_IF_ERROR(grow_array(&s->calib, 2 * O, sizeof(double), "calibration moments"));
-    LS_FORWARD_IF_ERROR(grow_array(&s->calib_k, O, sizeof(int64_t), "calibration counts"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->calib, 2 * O, sizeof(double), "calibration moments"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->calib_k, O, sizeof(int64_t), "calibration counts"));
     memset(s->calib, 0, 2 * O * sizeof(double));
     memset(s->calib_k, 0, O * sizeof(int64_t));
     s->has_calib = 1;
   }
   if (n > 0) {
-    LS_FORWARD_IF_ERROR(grow_array(&s->predict, n, sizeof(int64_t), "offsets"));
+    LS_FORWARD_IF_ERROR(snap_grow(&s->predict, n, sizeof(int64_t), "offsets"));
     memset(s->predict, 0, n * sizeof(int64_t));
   }
   s->predict_Q = n_from, s->predict_W = n_lengths;

@@ -52,7 +52,10 @@ ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
 }
 
 static const char *kind_name(uint32_t kind) {
-  return kind == SNAP_KIND_SHARD ? "shard" : kind == SNAP_KIND_MANIFEST ? "manifest" : "?";
+  return kind == SNAP_KIND_SHARD      ? "shard"
+         : kind == SNAP_KIND_MANIFEST ? "manifest"
+         : kind == SNAP_KIND_SEGMENT  ? "segment"
+                                      : "?";
 }
 
 /* Checks a table entry against its neighbours and the file. */
@@ -65,7 +68,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
    * the shuffle flag; version 5 adds module sections with theirs. */
   int const v4 = snap_get_u32(f->data + 8) == 4;
   uint32_t const allowed = v4 ? (uint32_t)SNAP_FLAG_SHUFFLED : (uint32_t)SNAP_FLAG_KNOWN;
-  int const own = id >= SNAP_META && id <= SNAP_SERIES_MODEL;
+  int const own = id >= SNAP_META && id <= SNAP_SEGMENT_ROWS;
   if (!(own || (!v4 && snap_is_module(id))) || (flags & ~allowed) != 0 ||
       (own && (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0))
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
@@ -103,24 +106,23 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   if (version == 3)
     return CORRUPT("%s: format version 3, written by an lstream that kept no forecasts going out "
                    "(no serve or predict section) or no records in flight in the layout of "
-                   "version 4 (the two lines of version 3 differ); this build reads version %d "
-                   "only: train afresh (--resume none, or another --snapshot-dir) or resume with "
-                   "the lstream that wrote it",
-                   name, SNAP_VERSION);
+                   "version 4 (the two lines of version 3 differ); this build reads versions %d "
+                   "to %d: train afresh (--resume none, or another --snapshot-dir) or resume "
+                   "with the lstream that wrote it",
+                   name, SNAP_VERSION_OLDEST, SNAP_VERSION);
   if (version == 2)
-    return CORRUPT(
-        "%s: format version 2, written by an lstream that kept no records in flight "
-        "(its resume offsets stayed at a quiet series' oldest record, which retention "
-        "may have deleted); this build reads versions 4 and %d only: train afresh (--resume "
-        "none, or another --snapshot-dir) or resume with the lstream that wrote it",
-        name, SNAP_VERSION);
+    return CORRUPT("%s: format version 2, written by an lstream that kept no records in flight "
+                   "(its resume offsets stayed at a quiet series' oldest record, which retention "
+                   "may have deleted); this build reads versions %d to %d: train afresh (--resume "
+                   "none, or another --snapshot-dir) or resume with the lstream that wrote it",
+                   name, SNAP_VERSION_OLDEST, SNAP_VERSION);
   if (version == 1)
     return CORRUPT("%s: format version 1, written by an lstream without the per-series "
-                   "normaliser, calibration and replay memory; this build reads version %d only: "
-                   "train afresh (--resume none, or another --snapshot-dir) or resume with the "
-                   "lstream that wrote it",
-                   name, SNAP_VERSION);
-  if (version != SNAP_VERSION && version != SNAP_VERSION_OLDEST)
+                   "normaliser, calibration and replay memory; this build reads versions %d to "
+                   "%d: train afresh (--resume none, or another --snapshot-dir) or resume with "
+                   "the lstream that wrote it",
+                   name, SNAP_VERSION_OLDEST, SNAP_VERSION);
+  if (version > SNAP_VERSION || version < SNAP_VERSION_OLDEST)
     return CORRUPT("%s: format version %u, this build reads versions %d to %d (written by a "
                    "later lstream? resume with it)",
                    name, version, SNAP_VERSION_OLDEST, SNAP_VERSION);
@@ -287,14 +289,15 @@ static void decoder_destroy(decoder_t *d) {
 /* The meta's in-flight counts and update count, for what a writer makes. */
 static ls_err_t check_meta_inflight(const snap_file_t *f, const snap_meta_t *m) {
   if (m->in_F > (1u << 16) || m->in_series > (1ull << 40) || m->in_rows > (1ull << 40) ||
-      m->in_key_bytes < 2 * m->in_series || m->in_key_bytes > 256 * m->in_series ||
-      m->in_rows < m->in_series || (m->in_F == 0 && m->in_series + m->in_rows > 0) ||
-      m->updates < 0)
-    return CORRUPT("%s: meta: %llu series in flight of %u features with %llu rows and %llu key "
-                   "bytes, %lld updates are not possible",
+      m->in_windows > (1ull << 40) || m->in_key_bytes < 2 * m->in_series ||
+      m->in_key_bytes > 256 * m->in_series || m->in_rows + m->in_windows < m->in_series ||
+      (m->in_F == 0 && m->in_series + m->in_rows + m->in_windows > 0) ||
+      (m->segs == 0) != (m->in_windows == 0) || m->segs > m->in_windows || m->updates < 0)
+    return CORRUPT("%s: meta: %llu series in flight of %u features with %llu rows, %llu windows "
+                   "by reference in %u segments and %llu key bytes, %lld updates are not possible",
                    f->name, (unsigned long long)m->in_series, m->in_F,
-                   (unsigned long long)m->in_rows, (unsigned long long)m->in_key_bytes,
-                   (long long)m->updates);
+                   (unsigned long long)m->in_rows, (unsigned long long)m->in_windows, m->segs,
+                   (unsigned long long)m->in_key_bytes, (long long)m->updates);
   return LS_OK;
 }
 
@@ -326,8 +329,9 @@ static double meta_content_bytes(const snap_meta_t *m, uint64_t row, size_t n) {
          S * 8.0 * m->model_X + 8.0 * ((double)m->predict_Q + (double)m->predict_W) +
          (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
          (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
-         (double)m->in_series * 57.0 + (double)m->in_key_bytes +
-         (double)m->in_rows * (16.0 + 4.0 * m->in_F);
+         (double)m->in_series * 65.0 + (double)m->in_key_bytes +
+         (double)m->in_rows * (16.0 + 4.0 * m->in_F) + (double)m->in_windows * 16.0 +
+         (double)m->segs * SNAP_SEG_ENTRY_BYTES;
 }
 
 static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limits_t *lim,
@@ -336,6 +340,7 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   snap_section_spans_t const sec = {SNAP_META, 1, {{raw, sizeof raw, 0}}};
   LS_FORWARD_IF_ERROR(decode_section(f, 0, &sec, dec, lim));
   *m = snap_meta_unpack(raw);
+  if (snap_get_u32(f->data + 8) < 6) m->segs = 0, m->in_windows = 0; /* (reserved before) */
   if (ls_shape_check(&m->shape) != LS_OK)
     return CORRUPT("%s: meta: shape I=%d H=%d L=%d O=%d is not valid", f->name, m->shape.input_size,
                    m->shape.hidden_size, m->shape.num_layers, m->shape.output_size);
@@ -384,7 +389,9 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .in_F = (int)m->in_F,
                           .in_series = (size_t)m->in_series,
                           .in_key_bytes = (size_t)m->in_key_bytes,
-                          .in_rows = (size_t)m->in_rows};
+                          .in_rows = (size_t)m->in_rows,
+                          .in_windows = (size_t)m->in_windows,
+                          .n_segs = (size_t)m->segs};
   uint32_t ids[SNAP_SHARD_SECTIONS];
   int const count = 1 + snap_shard_ids(&sizing, 1, ids);
   int modules = 0; /* the module sections after the container's */
@@ -545,6 +552,13 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
   if (err == LS_OK && series)
     err =
         snap_reserve_inflight(s, (size_t)m->in_series, (size_t)m->in_key_bytes, (size_t)m->in_rows);
+  if (err == LS_OK && series) err = snap_reserve_refs(s, (size_t)m->in_windows);
+  if (err == LS_OK && series)
+    err = snap_grow(&s->segs, (size_t)m->segs, SNAP_SEG_ENTRY_BYTES, "segment entries");
+  if (err == LS_OK && series) { /* (a file before format 6 has no windows by reference) */
+    s->cap_segs = (size_t)m->segs;
+    memset(s->in_wins, 0, (size_t)m->in_series * sizeof *s->in_wins);
+  }
   if (err == LS_OK && m->has_model && (what & SNAP_DECODE_MODEL)) {
     err = snap_model_buffers(s, (size_t)m->n);
     s->has_model = 1;
@@ -564,6 +578,8 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
     s->in_series = (size_t)m->in_series;
     s->in_key_bytes = (size_t)m->in_key_bytes;
     s->in_rows = (size_t)m->in_rows;
+    s->in_windows = (size_t)m->in_windows;
+    s->n_segs = (size_t)m->segs;
   }
   s->info = (ls_snapshot_info_t){f->step, m->seed, m->fingerprint, f->world, f->rank, m->updates};
   *out = s;
@@ -636,4 +652,42 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
   }
   *shards = out;
   return LS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Segments                                                                  */
+
+ls_err_t snap_decode_sections(const snap_file_t *f, const int *at, const snap_section_spans_t *secs,
+                              int n) {
+  snap_limits_t const lim = {0, 0};
+  decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
+  ls_err_t err = LS_OK;
+  for (int k = 0; k < n && err == LS_OK; k++)
+    err = decode_section(f, at[k], &secs[k], dec, &lim);
+  decoder_destroy(dec);
+  return err;
+}
+
+ls_err_t snap_decode_segment_list(const snap_file_t *f, uint8_t **segs, size_t *n) {
+  *segs = NULL, *n = 0;
+  snap_limits_t const lim = {0, 0};
+  decoder_t *dec = NULL;
+  LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
+  snap_meta_t m;
+  ls_err_t err = read_meta(f, dec, &lim, &m);
+  int at = -1;
+  for (int i = 1; err == LS_OK && i < f->desc.n_sections; i++)
+    if (f->ids[i] == SNAP_SEGMENTS) at = i;
+  if (err == LS_OK && at > 0) {
+    size_t const bytes = (size_t)m.segs * SNAP_SEG_ENTRY_BYTES;
+    *segs = malloc(bytes > 0 ? bytes : 1);
+    snap_section_spans_t const sec = {SNAP_SEGMENTS, 1, {{*segs, bytes, 0}}};
+    err = *segs == NULL ? ls_error_set(LS_ERR_NOMEM, "no memory for %u segment entries", m.segs)
+                        : decode_section(f, at, &sec, dec, &lim);
+    if (err == LS_OK) *n = m.segs;
+  }
+  decoder_destroy(dec);
+  if (err != LS_OK) free(*segs), *segs = NULL, *n = 0;
+  return err;
 }

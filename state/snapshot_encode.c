@@ -1,7 +1,7 @@
 /*
  * Writing snapshot files (snapshot_format.h, "Encoding"): the streaming
- * encoder of shards and manifests, each section one zstd frame, checksummed
- * as it goes.
+ * encoder of shards, manifests and segments, each section one zstd frame,
+ * checksummed as it goes; and the directories they go into.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,41 @@
 
 /* Compressed bytes handed to write() at a time. */
 #define OUT_BYTES (1u << 20)
+
+/* ------------------------------------------------------------------------ */
+/* Directories                                                               */
+
+ls_err_t snap_make_dirs(const char *dir) {
+  char buf[PATH_MAX];
+  LS_RETURN_IF(strlen(dir) >= sizeof buf, LS_ERR_INVALID_ARG, "path %s is too long", dir);
+  strcpy(buf, dir);
+  for (char *p = buf + 1;; p++) {
+    int const end = *p == '\0';
+    if (*p != '/' && !end) continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return ls_error_set(LS_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
+    if (end) break;
+    *p = '/';
+  }
+  struct stat st;
+  LS_RETURN_IF(stat(dir, &st) != 0 || !S_ISDIR(st.st_mode), LS_ERR_IO, "%s: not a directory", dir);
+  return LS_OK;
+}
+
+static ls_err_t fsync_path(const char *path, int flags) {
+  int const fd = open(path, flags | O_CLOEXEC);
+  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open to fsync: %s", path, strerror(errno));
+  int const r = fsync(fd);
+  int const e = errno;
+  close(fd);
+  LS_RETURN_IF(r != 0, LS_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
+  return LS_OK;
+}
+
+ls_err_t snap_fsync_dir(const char *dir) {
+  return fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Encoding                                                                  */
@@ -96,10 +131,13 @@ typedef struct out_file_s {
   const char *path;
   uint64_t offset;
   uint32_t crc;
+  uint32_t file_crc; /* once written: the whole-file checksum in its last 4 bytes */
 } out_file_t;
 
-static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
-  o->crc = base_crc32c(o->crc, data, n);
+/* Writes n bytes; with `crc`, into the whole-file checksum (a frame's go
+ * in at its end, its own checksum combined: one pass over its bytes). */
+static ls_err_t out_write_crc(out_file_t *o, const void *data, size_t n, int crc) {
+  if (crc) o->crc = base_crc32c(o->crc, data, n);
   o->offset += n;
   const uint8_t *p = data;
   while (n > 0) {
@@ -111,6 +149,10 @@ static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
     n -= (size_t)w;
   }
   return LS_OK;
+}
+
+static ls_err_t out_write(out_file_t *o, const void *data, size_t n) {
+  return out_write_crc(o, data, n, 1);
 }
 
 /* Feeds n bytes to the open frame (mode ZSTD_e_end: and closes it),
@@ -125,7 +167,7 @@ static ls_err_t compress_feed(snap_encoder_t *e, out_file_t *o, const void *src,
                  ZSTD_getErrorName(left));
     *crc = base_crc32c(*crc, e->out, ob.pos);
     *stored += ob.pos;
-    LS_FORWARD_IF_ERROR(out_write(o, e->out, ob.pos));
+    LS_FORWARD_IF_ERROR(out_write_crc(o, e->out, ob.pos, 0));
     if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return LS_OK;
   }
 }
@@ -143,19 +185,18 @@ static ls_err_t write_section(snap_encoder_t *e, out_file_t *o, const snap_secti
   for (int i = 0; i < sec->n; i++) {
     const uint8_t *const src = sec->span[i].ptr;
     size_t const bytes = sec->span[i].bytes;
-    raw_crc = base_crc32c(raw_crc, src, bytes);
-    if (!(shuffled && sec->span[i].floats)) {
-      LS_FORWARD_IF_ERROR(compress_feed(e, o, src, bytes, ZSTD_e_continue, &stored_crc, &stored));
-      continue;
-    }
+    int const shuffle = shuffled && sec->span[i].floats;
+    /* A block at a time, checksummed and compressed while in cache. */
     for (size_t at = 0; at < bytes; at += SNAP_SHUFFLE_BLOCK) {
       size_t const len = bytes - at < SNAP_SHUFFLE_BLOCK ? bytes - at : SNAP_SHUFFLE_BLOCK;
-      snap_shuffle4(e->block, src + at, len / 4);
-      LS_FORWARD_IF_ERROR(
-          compress_feed(e, o, e->block, len, ZSTD_e_continue, &stored_crc, &stored));
+      raw_crc = base_crc32c(raw_crc, src + at, len);
+      if (shuffle) snap_shuffle4(e->block, src + at, len / 4);
+      LS_FORWARD_IF_ERROR(compress_feed(e, o, shuffle ? e->block : src + at, len, ZSTD_e_continue,
+                                        &stored_crc, &stored));
     }
   }
   LS_FORWARD_IF_ERROR(compress_feed(e, o, NULL, 0, ZSTD_e_end, &stored_crc, &stored));
+  o->crc = base_crc32c_combine(o->crc, stored_crc, stored);
   snap_put_u32(entry + 0, sec->id);
   snap_put_u32(entry + 4, (shuffled ? SNAP_FLAG_SHUFFLED : 0) | entry_flags);
   snap_put_u64(entry + 8, offset);
@@ -195,17 +236,21 @@ static ls_err_t write_sections(snap_encoder_t *e, out_file_t *o, uint32_t kind, 
   memcpy(tail + 16, SNAP_END_MAGIC, 8);
   LS_FORWARD_IF_ERROR(out_write(o, tail, SNAP_TAIL_BYTES - 4));
   uint8_t crc[4];
+  o->file_crc = o->crc;
   snap_put_u32(crc, o->crc);
   return out_write(o, crc, sizeof crc);
 }
 
-/* Creates path, writes it, fsyncs and closes it; removes it on failure. */
+/* Creates path, writes it, fsyncs and closes it; removes it on failure.
+ * *size and *crc (unless NULL): its bytes and whole-file checksum. */
 static ls_err_t write_file(snap_encoder_t *e, const char *path, uint32_t kind, int64_t step,
                            int32_t world, int32_t rank, const snap_section_spans_t *secs,
-                           const uint32_t *entry_flags, int n) {
-  out_file_t o = {open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), path, 0, 0};
+                           const uint32_t *entry_flags, int n, uint64_t *size, uint32_t *crc) {
+  out_file_t o = {open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), path, 0, 0, 0};
   LS_RETURN_IF(o.fd < 0, LS_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
   ls_err_t err = write_sections(e, &o, kind, step, world, rank, secs, entry_flags, n);
+  if (size != NULL) *size = o.offset;
+  if (crc != NULL) *crc = o.file_crc;
   if (err == LS_OK && fsync(o.fd) != 0)
     err = ls_error_set(LS_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
   if (close(o.fd) != 0 && err == LS_OK)
@@ -225,7 +270,7 @@ ls_err_t snap_write_shard_file(snap_encoder_t *e, const ls_snapshot_t *s, const 
     flags[1 + i] = snap_entry_flags(s, ids[i]);
   }
   return write_file(e, path, SNAP_KIND_SHARD, s->info.step, s->info.world, s->info.rank, secs,
-                    flags, 1 + n);
+                    flags, 1 + n, NULL, NULL);
 }
 
 ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t step, int32_t world,
@@ -241,7 +286,29 @@ ls_err_t snap_write_manifest_file(snap_encoder_t *e, const char *path, int64_t s
     snap_put_u64(p + 24, shards[r].partitions);
   }
   snap_section_spans_t const sec = {SNAP_SHARDS, 1, {{list, bytes, 0}}};
-  ls_err_t const err = write_file(e, path, SNAP_KIND_MANIFEST, step, world, 0, &sec, NULL, 1);
+  ls_err_t const err =
+      write_file(e, path, SNAP_KIND_MANIFEST, step, world, 0, &sec, NULL, 1, NULL, NULL);
   free(list);
   return err;
+}
+
+ls_err_t snap_write_segment_file(snap_encoder_t *e, const snap_segment_t *g, int64_t step,
+                                 int32_t world, int32_t rank, const char *path, uint64_t *size,
+                                 uint32_t *crc) {
+  uint8_t meta[SNAP_SEG_META_BYTES] = {0};
+  snap_put_u32(meta, (uint32_t)g->F);
+  snap_put_u64(meta + 8, g->n);
+  snap_put_u64(meta + 16, g->rows);
+  snap_put_u64(meta + 24, g->writer);
+  snap_put_u64(meta + 32, g->number);
+  size_t const R = g->rows;
+  snap_section_spans_t const secs[3] = {
+      {SNAP_SEGMENT, 1, {{meta, sizeof meta, 0}}},
+      {SNAP_SEGMENT_WINDOWS, 1, {{g->win, g->n * SNAP_SEG_WIN * sizeof(int64_t), 0}}},
+      {SNAP_SEGMENT_ROWS,
+       3,
+       {{g->offsets, R * sizeof(int64_t), 0},
+        {g->times, R * sizeof(int64_t), 0},
+        {g->x, R * (size_t)g->F * sizeof(float), 1}}}};
+  return write_file(e, path, SNAP_KIND_SEGMENT, step, world, rank, secs, NULL, 3, size, crc);
 }

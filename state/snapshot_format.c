@@ -10,17 +10,36 @@
 #include "snapshot_format.h"
 
 const char *snap_section_name(uint32_t id) {
-  static const char *const names[] = {
-      "?",        "meta",          "model",    "optimizer", "keys",        "counts",
-      "states",   "partitions",    "shards",   "norm",      "calibration", "memory",
-      "inflight", "inflight_rows", "activity", "serve",     "predict",     "series_model"};
+  static const char *const names[] = {"?",
+                                      "meta",
+                                      "model",
+                                      "optimizer",
+                                      "keys",
+                                      "counts",
+                                      "states",
+                                      "partitions",
+                                      "shards",
+                                      "norm",
+                                      "calibration",
+                                      "memory",
+                                      "inflight",
+                                      "inflight_rows",
+                                      "activity",
+                                      "serve",
+                                      "predict",
+                                      "series_model",
+                                      "inflight_windows",
+                                      "segments",
+                                      "segment",
+                                      "segment_windows",
+                                      "segment_rows"};
   /* Module sections by the ids state.h allots (their content is theirs). */
   if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
   if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
   if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
   if (id == LS_SNAPSHOT_SECTION_MARKS) return "marks";
-  return id <= SNAP_SERIES_MODEL ? names[id] : names[0];
+  return id <= SNAP_SEGMENT_ROWS ? names[id] : names[0];
 }
 
 int snap_is_module(uint32_t id) {
@@ -129,6 +148,11 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                   {{s->in_offsets, s->in_rows * 8, 0},
                                    {s->in_times, s->in_rows * 8, 0},
                                    {s->in_x, s->in_rows * (size_t)s->in_F * f, 1}}};
+  case SNAP_INFLIGHT_WINDOWS:
+    return (snap_section_spans_t){
+        id, 2, {{s->in_wins, s->in_series * 8, 0}, {s->in_refs, s->in_windows * SNAP_REF * 8, 0}}};
+  case SNAP_SEGMENTS:
+    return (snap_section_spans_t){id, 1, {{s->segs, s->n_segs * SNAP_SEG_ENTRY_BYTES, 0}}};
   case SNAP_PARTITIONS:
     return (snap_section_spans_t){id, 2, {{s->part_id, P * 4, 0}, {s->part_offset, P * 8, 0}}};
   default: {
@@ -172,6 +196,7 @@ int snap_shard_ids(const ls_snapshot_t *s, int own_only, uint32_t ids[SNAP_SHARD
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
+  if (s->in_F > 0 && s->in_windows > 0) ids[n++] = SNAP_INFLIGHT_WINDOWS, ids[n++] = SNAP_SEGMENTS;
   for (int i = 0; !own_only && i < s->n_modules; i++)
     ids[n++] = s->modules[i].id;
   return n;
@@ -205,6 +230,8 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u32(m + 152, (uint32_t)(s->has_model ? s->predict_Q : 0));
   snap_put_u32(m + 156, (uint32_t)(s->has_model ? s->predict_W : 0));
   snap_put_u32(m + 160, (uint32_t)(s->stats_F > 0 ? s->model_X : 0));
+  snap_put_u32(m + 164, (uint32_t)(s->in_F > 0 && s->in_windows > 0 ? s->n_segs : 0));
+  snap_put_u64(m + 168, s->in_F > 0 ? s->in_windows : 0);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -231,5 +258,7 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        (int64_t)snap_get_u64(m + 144),
                        snap_get_u32(m + 152),
                        snap_get_u32(m + 156),
-                       snap_get_u32(m + 160)};
+                       snap_get_u32(m + 160),
+                       snap_get_u32(m + 164),
+                       snap_get_u64(m + 168)};
 }

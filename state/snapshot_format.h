@@ -3,11 +3,15 @@
  * snapshot modules (snapshot.c: the in-memory content; snapshot_format.c:
  * what writing and reading one file share; snapshot_encode.c: writing one;
  * snapshot_decode.c: reading and verifying one; snapshot_io.c: directories,
- * commit, load; snapshot_lock.c: one trainer per directory; snapshotter.c:
- * the background writer; safetensors.c: export). Not a public header.
+ * commit, load; snapshot_inflight.c and snapshot_segment.c: the records in
+ * flight, in the shard and by reference; snapshot_lock.c: one trainer per
+ * directory; snapshotter.c: the background writer; safetensors.c: export).
+ * Not a public header.
  *
- * Format, version 5; version 4 is read too (the same layout without module
- * sections: every section of a version-4 file is the container's own);
+ * Format, version 6; versions 5 (no records in flight by reference: no
+ * inflight_windows or segments section, and no segment files) and 4 (the
+ * layout of 5 without module sections: every section of a version-4 file
+ * is the container's own) are read too;
  * versions 1 to 3 are refused with a message saying why: 1 has no
  * normaliser, calibration or replay memory; 2 has no records in flight, its
  * resume offsets pinned at a quiet series' oldest record; 3 has no
@@ -18,8 +22,8 @@
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 5 (4 for files written before module sections)
- *     12 kind       u32 1 = shard, 2 = manifest
+ *     8  version    u32 6 (5 before segments, 4 before module sections)
+ *     12 kind       u32 1 = shard, 2 = manifest, 3 = segment
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
  *     24 step       i64
@@ -69,7 +73,9 @@
  *                 i64 (the trainer's, for the warm-up); (at 152) predict
  *                 PQ u32, predict W u32 (0, 0: no predict section); (at
  *                 160) series model X u32 (0: no series_model section);
- *                 28 reserved bytes
+ *                 (at 164) segments G u32, (at 168) windows by reference W
+ *                 u64 (0, 0: no inflight_windows or segments section);
+ *                 16 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
  *  10 calibration (format 4 only) spy f64 [O], spp f64 [O], k i64 [O]
@@ -96,6 +102,17 @@
  *                 time, reset, rows: i64 [Q, 5] (the rows sum to R)
  *  13 inflight_rows  offset i64 [R], event time i64 [R], values f32 [R, FI]
  *                 (the series' rows one after the other)
+ *  18 inflight_windows  per series its windows by reference i64 [Q] (they
+ *                 sum to W), then per window the segment (its index in
+ *                 segments) and the window's seq: i64 [W, 2]. A series'
+ *                 records in flight are the rows of its windows, in order,
+ *                 then its own rows in inflight_rows (0 of them when it
+ *                 has windows), a row two of them share kept once
+ *  19 segments    the segment files it references, each in the shard's
+ *                 snapshot directory as seg-r<rank>-<writer, 16 hex
+ *                 digits>-<number, 12 digits>: writer u64, number u64,
+ *                 windows u64, size u64, file crc u32 (the file's last 4
+ *                 bytes), reserved u32 (40 bytes each) [G]
  *  64..1023 module sections (format 5), after the container's, in the
  *                 order put: opaque to state/, encoded by their modules
  *                 (state.h, LS_SNAPSHOT_SECTION_*); a reader keeps those it
@@ -103,6 +120,15 @@
  * Manifest sections:
  *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
  *                 partitions u64 (32 bytes each)
+ * Segment sections (a segment file: windows in flight, written once by the
+ * snapshot writer that first kept them, named in its header's step, world
+ * and rank; the windows new since its last segment, in the order kept):
+ *  20 segment     F u32, reserved u32, windows N u64, rows R u64, writer
+ *                 u64, number u64 (40 bytes)
+ *  21 segment_windows  per window partition, seq, rows: i64 [N, 3] (the
+ *                 rows sum to R; (partition, seq) once each)
+ *  22 segment_rows  offset i64 [R], event time i64 [R], values f32 [R, F]
+ *                 (the windows' rows one after the other)
  * Byte shuffling (flag bit 0 of a section) splits each 64 KiB block of a
  * float array (the last block shorter) into 4 planes: byte 0 of every
  * float, then byte 1, ...; raw_crc is over the unshuffled bytes.
@@ -114,6 +140,7 @@
 #include <stdint.h>
 
 #include "base/crc32c.h" /* base_crc32c: the checksum of sections and files */
+#include "base/rows.h"   /* base_rows_t: a series in flight put together */
 #include "lstream/state.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -121,18 +148,23 @@
 #endif
 
 enum {
-  SNAP_VERSION = 5,
+  SNAP_VERSION = 6,
   SNAP_VERSION_OLDEST = 4, /* the oldest version read */
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
+  SNAP_KIND_SEGMENT = 3,
   SNAP_HEADER_BYTES = 40,
   SNAP_ENTRY_BYTES = 40,
   SNAP_TAIL_BYTES = 32,
   SNAP_META_BYTES = 192,
-  SNAP_OWN_SECTIONS = 15, /* the most container sections after meta */
+  SNAP_OWN_SECTIONS = 17, /* the most container sections after meta */
   SNAP_SHARD_SECTIONS = SNAP_OWN_SECTIONS + LS_SNAPSHOT_MODULE_SECTIONS, /* and modules' */
   SNAP_IN_META = 5, /* int64 per series in flight */
   SNAP_SHARD_ENTRY_BYTES = 32,
+  SNAP_SEG_ENTRY_BYTES = 40,      /* a segments entry */
+  SNAP_SEG_META_BYTES = 40,       /* a segment's section 20 */
+  SNAP_REF = 2,                   /* int64 per window by reference */
+  SNAP_SEG_WIN = 3,               /* int64 per window of a segment */
   SNAP_SHUFFLE_BLOCK = 64 * 1024, /* bytes shuffled together */
   SNAP_FLAG_SHUFFLED = 1,
   SNAP_FLAG_REQUIRED = 2,
@@ -158,7 +190,12 @@ typedef enum snap_section_e {
   SNAP_ACTIVITY,
   SNAP_SERVE,
   SNAP_PREDICT,
-  SNAP_SERIES_MODEL
+  SNAP_SERIES_MODEL,
+  SNAP_INFLIGHT_WINDOWS,
+  SNAP_SEGMENTS,
+  SNAP_SEGMENT,
+  SNAP_SEGMENT_WINDOWS,
+  SNAP_SEGMENT_ROWS
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -194,6 +231,44 @@ void snap_put_u32(uint8_t *p, uint32_t v);
 void snap_put_u64(uint8_t *p, uint64_t v);
 uint32_t snap_get_u32(const uint8_t *p);
 uint64_t snap_get_u64(const uint8_t *p);
+
+/* A segment's windows (format: segment sections 20..22): those a
+ * staging snapshot writes (a new segment), or those a loaded one reads. */
+typedef struct snap_segment_s {
+  int F;                   /* floats of a row */
+  uint64_t writer, number; /* its name's */
+  size_t n, cap;           /* windows */
+  int64_t *win;            /* [n, SNAP_SEG_WIN]: partition, seq, rows */
+  size_t *row_at;          /* [n] each window's first row (read ones) */
+  size_t *order;           /* [n] the windows by (partition, seq) (read ones) */
+  size_t rows, cap_rows;
+  int64_t *offsets, *times; /* [rows] */
+  float *x;                 /* [rows, F] */
+} snap_segment_t;
+
+/* What a snapshot writer's segments hold (snapshot_segment.c): the
+ * segments alive (DIR/segments/seg-r<rank>-<writer>-<number>, the writer's
+ * own link to each, kept while its latest snapshot references it) and, per
+ * partition, which of them holds a window of a given seq. */
+typedef struct snap_book_part_s {
+  int32_t partition;
+  int64_t written; /* its highest seq in a segment; -1 none */
+  size_t n, cap;
+  int64_t *hi;      /* [n] ascending: segment number[k] holds those of its windows of seq in
+                       (hi[k-1], hi[k]] that were in flight when it was written */
+  uint64_t *number; /* [n] */
+} snap_book_part_t;
+
+typedef struct snap_book_s {
+  uint64_t writer;    /* random: names its segments apart from any other run's */
+  uint64_t next;      /* the number of its next segment */
+  int64_t generation; /* changes whenever the book does */
+  int swept;          /* segments left by earlier runs deleted (at its first shard) */
+  snap_book_part_t *parts;
+  size_t n_parts, cap_parts;
+  uint8_t *segs; /* [n_segs, SNAP_SEG_ENTRY_BYTES]: the segments alive, by number */
+  size_t n_segs, cap_segs;
+} snap_book_t;
 
 /* The content of one rank's part (include/lstream/state.h). Arrays have
  * room for cap_series series, cap_parts partitions and cap_keys key bytes. */
@@ -254,6 +329,23 @@ struct ls_snapshot_s {
   size_t in_rows, cap_in_rows;
   int64_t *in_offsets, *in_times; /* [R] */
   float *in_x;                    /* [R, in_F] */
+  /* ... and by reference (format 6; snapshot_segment.c): series i's rows
+   * are those of its in_wins[i] windows, in segment files, then its own
+   * (its in_meta rows may then be 0). A loaded snapshot holds none: its
+   * series are put back together from the segments. */
+  int64_t *in_wins;                  /* [Q] (room as in_meta) */
+  int64_t *in_refs;                  /* [W, SNAP_REF]: segment (index in segs), seq */
+  size_t in_windows, cap_in_windows; /* W */
+  uint8_t *segs;                     /* [G, SNAP_SEG_ENTRY_BYTES]: the segments referenced */
+  size_t n_segs, cap_segs;
+  int new_seg;           /* the entry of the segment written with it (newseg), -1 none */
+  snap_segment_t newseg; /* its windows new since the writer's last segment */
+  snap_book_t *book;     /* its writer's (a staging snapshot's), else NULL; not owned */
+  int64_t book_gen;      /* the book's generation its references were made in; -1 */
+  size_t book_hint;      /* the book's partition last looked up */
+  int64_t seg_hint;      /* the segments entry last looked up (of seg_hint_number), -1 */
+  uint64_t seg_hint_number;
+  base_rows_t gather; /* a series put together (scratch) */
 
   /* Module sections (ls_snapshot_put_section), in the order put. */
   int n_modules;
@@ -272,6 +364,13 @@ struct ls_snapshot_s {
   ls_snapshot_file_t file; /* what it was loaded from */
 };
 
+/* *p (a pointer to an array) holds `count` elements of `size` bytes, its
+ * content kept; count may be 0 (snapshot_inflight.c). */
+ls_err_t snap_grow(void *p, size_t count, size_t size, const char *what);
+
+/* The next capacity for `need` elements: at least double `cap`. */
+size_t snap_next_cap(size_t cap, size_t need);
+
 /* Makes room for `series` series, `key_bytes` key bytes and `parts`
  * partitions (growing by doubling at least). */
 ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t parts);
@@ -280,12 +379,17 @@ ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size
  * `rows` rows (snapshot_inflight.c). */
 ls_err_t snap_reserve_inflight(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t rows);
 
+/* Appends series `in` in flight, of `windows` windows by reference (their
+ * references the caller's to append: snapshot_segment.c) before its rows
+ * (then maybe none) (snapshot_inflight.c). */
+ls_err_t snap_add_series_inflight(ls_snapshot_t *snap, const ls_inflight_t *in, size_t windows);
+
 /* Frees the in-flight arrays (snapshot_inflight.c). */
 void snap_free_inflight(ls_snapshot_t *snap);
 
-/* Checks the in-flight series' keys, values and row counts against R and
- * sets their key offsets and first rows; LS_ERR_CORRUPT naming `name`
- * (snapshot_inflight.c). */
+/* Checks the in-flight series' keys, values, row counts and windows by
+ * reference against R, W and G and sets their key offsets and first rows;
+ * LS_ERR_CORRUPT naming `name` (snapshot_inflight.c). */
 ls_err_t snap_index_inflight(ls_snapshot_t *snap, const char *name);
 
 /* Allocates the model buffers (once) and checks n against the shape. */
@@ -351,8 +455,10 @@ ls_err_t snap_write_manifest_file(snap_encoder_t *enc, const char *path, int64_t
                                   int32_t world, const ls_snapshot_shard_t *shards);
 
 /* ls_snapshot_write_shard and ls_snapshot_commit with a given encoder (the
- * background writer keeps one). */
-ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *snap, const char *dir);
+ * background writer keeps one); a shard holding windows by reference
+ * writes its new segment and links its segments first (its writer's book
+ * changes). */
+ls_err_t snap_write_shard(snap_encoder_t *enc, ls_snapshot_t *snap, const char *dir);
 ls_err_t snap_commit(snap_encoder_t *enc, const char *dir, int64_t step, int world, int keep);
 
 /* ------------------------------------------------------------------------ */
@@ -413,6 +519,8 @@ typedef struct snap_meta_s {
   int64_t updates;
   uint32_t predict_Q, predict_W;
   uint32_t model_X;
+  uint32_t segs;       /* G */
+  uint64_t in_windows; /* W */
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */
@@ -430,9 +538,74 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
 ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
 
 /* ------------------------------------------------------------------------ */
-/* Directories (snapshot_io.c)                                               */
+/* Records in flight by reference (snapshot_segment.c)                      */
 
-/* Creates dir and its parents as needed. */
+/* Room for `windows` windows by reference (snapshot_inflight.c). */
+ls_err_t snap_reserve_refs(ls_snapshot_t *snap, size_t windows);
+
+/* Frees the arrays of the records in flight by reference (not the book)
+ * (snapshot_inflight.c). */
+void snap_free_refs(ls_snapshot_t *snap);
+
+/* A book for a new writer (a random writer id), and freeing one. */
+ls_err_t snap_book_init(snap_book_t *book);
+void snap_book_free(snap_book_t *book);
+
+/* Frees a segment's arrays; it is then empty (F kept) (snapshot_inflight.c). */
+void snap_segment_free(snap_segment_t *seg);
+
+/* The name of segment `number` of writer `writer` and rank `rank`. */
+void snap_segment_name(char name[64], int rank, uint64_t writer, uint64_t number);
+
+/* Writes snap's new segment (if it has one) as its writer's
+ * DIR/segments/seg-..., fsynced, enters it in the book, and links every
+ * segment snap references into `tmp` (its snapshot's temporary directory,
+ * which exists). */
+ls_err_t snap_segments_put(snap_encoder_t *enc, ls_snapshot_t *snap, const char *dir,
+                           const char *tmp);
+
+/* After snap's shard is written: the writer's segments snap does not
+ * reference are deleted from DIR/segments and the book (no later
+ * snapshot of the writer will reference them; earlier snapshots keep
+ * their own links); at the first, so are the segments earlier runs left
+ * there. */
+ls_err_t snap_segments_sweep(snap_book_t *book, const ls_snapshot_t *snap, const char *dir);
+
+/* A loaded shard's series in flight by reference put back together from
+ * the segment files in its snapshot directory `dir` (written by `rank`). */
+ls_err_t snap_segments_resolve(ls_snapshot_t *snap, const char *dir, int rank);
+
+/* Checks that the segment files a parsed shard references are in `dir`,
+ * intact, and the ones it was written with. */
+ls_err_t snap_segments_check(const snap_file_t *f, const char *dir);
+
+/* Creates dir and its parents as needed (snapshot_encode.c). */
 ls_err_t snap_make_dirs(const char *dir);
+
+/* fsyncs a directory (its entries made durable) (snapshot_encode.c). */
+ls_err_t snap_fsync_dir(const char *dir);
+
+/* Writes a segment file at path (fsynced): its size and whole-file
+ * checksum into *size and *crc (snapshot_encode.c). */
+ls_err_t snap_write_segment_file(snap_encoder_t *enc, const snap_segment_t *seg, int64_t step,
+                                 int32_t world, int32_t rank, const char *path, uint64_t *size,
+                                 uint32_t *crc);
+
+/* Decodes sections at [n] of a parsed file into secs [n] (each one's spans
+ * adding up to its raw size), unshuffling, checking their raw checksums
+ * (snapshot_decode.c). */
+ls_err_t snap_decode_sections(const snap_file_t *f, const int *at, const snap_section_spans_t *secs,
+                              int n);
+
+/* Decodes a parsed segment file into *seg (empty; its arrays allocated)
+ * and checks and indexes its windows (snapshot_segment.c). */
+ls_err_t snap_decode_segment(const snap_file_t *f, snap_segment_t *seg);
+
+/* The segments section of a parsed shard: *segs [*n, SNAP_SEG_ENTRY_BYTES]
+ * (malloc'ed; NULL and 0 when it has none) (snapshot_decode.c). */
+ls_err_t snap_decode_segment_list(const snap_file_t *f, uint8_t **segs, size_t *n);
+
+/* The window of (partition, seq) in a read segment: its index, or -1. */
+int64_t snap_segment_find(const snap_segment_t *seg, int64_t partition, int64_t seq);
 
 #endif /* LSTREAM_STATE_SNAPSHOT_FORMAT_H */

@@ -77,38 +77,6 @@ static int64_t name_step(const char *name, const char *prefix) {
   return step;
 }
 
-ls_err_t snap_make_dirs(const char *dir) {
-  char buf[PATH_MAX];
-  LS_RETURN_IF(strlen(dir) >= sizeof buf, LS_ERR_INVALID_ARG, "path %s is too long", dir);
-  strcpy(buf, dir);
-  for (char *p = buf + 1;; p++) {
-    int const end = *p == '\0';
-    if (*p != '/' && !end) continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return ls_error_set(LS_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
-    if (end) break;
-    *p = '/';
-  }
-  struct stat st;
-  LS_RETURN_IF(stat(dir, &st) != 0 || !S_ISDIR(st.st_mode), LS_ERR_IO, "%s: not a directory", dir);
-  return LS_OK;
-}
-
-static ls_err_t fsync_path(const char *path, int flags) {
-  int const fd = open(path, flags | O_CLOEXEC);
-  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open to fsync: %s", path, strerror(errno));
-  int const r = fsync(fd);
-  int const e = errno;
-  close(fd);
-  LS_RETURN_IF(r != 0, LS_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
-  return LS_OK;
-}
-
-static ls_err_t fsync_dir(const char *dir) {
-  return fsync_path(dir, O_RDONLY | O_DIRECTORY);
-}
-
 /* Deletes a snapshot directory (it holds only files). */
 static ls_err_t remove_tree(const char *dir) {
   DIR *const d = opendir(dir);
@@ -169,26 +137,41 @@ static ls_err_t list_steps(const char *dir, const char *prefix, int64_t upto, in
 /* ------------------------------------------------------------------------ */
 /* Writing                                                                   */
 
-ls_err_t snap_write_shard(snap_encoder_t *enc, const ls_snapshot_t *s, const char *dir) {
+/* Checks that s may be written and makes its step's temporary directory:
+ * its path into tmp, its shard's into file. */
+static ls_err_t shard_paths(const ls_snapshot_t *s, const char *dir, char tmp[PATH_MAX],
+                            char file[PATH_MAX]) {
   LS_RETURN_IF(s->info.world < 1, LS_ERR_STATE,
                "the snapshot has no step, world and rank: call ls_snapshot_set_info");
   LS_RETURN_IF(s->has_model != (s->info.rank == 0), LS_ERR_INVALID_ARG,
                "rank %d's part %s a model: rank 0's part and only it holds one (set_model / "
                "set_engine on rank 0)",
                (int)s->info.rank, s->has_model ? "holds" : "lacks");
-  char tmp[PATH_MAX], file[PATH_MAX];
   LS_FORWARD_IF_ERROR(step_path(tmp, dir, TMP_PREFIX, s->info.step));
   LS_FORWARD_IF_ERROR(shard_path(file, tmp, (int)s->info.rank));
-  LS_FORWARD_IF_ERROR(snap_make_dirs(tmp));
+  return snap_make_dirs(tmp);
+}
+
+ls_err_t snap_write_shard(snap_encoder_t *enc, ls_snapshot_t *s, const char *dir) {
+  char tmp[PATH_MAX], file[PATH_MAX];
+  LS_FORWARD_IF_ERROR(shard_paths(s, dir, tmp, file));
+  /* Its segments first: a shard written references files in place. */
+  if (s->in_windows > 0) LS_FORWARD_IF_ERROR(snap_segments_put(enc, s, dir, tmp));
   return snap_write_shard_file(enc, s, file);
 }
 
 ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *s, const char *dir,
                                  const ls_snapshot_conf_t *conf) {
   LS_RETURN_IF(s == NULL || dir == NULL, LS_ERR_INVALID_ARG, "snapshot or dir is NULL");
+  LS_FORWARD_IF_ERROR(ls_snapshot_conf_check(conf));
+  LS_RETURN_IF(s->in_windows > 0, LS_ERR_STATE,
+               "the snapshot holds windows by reference (a writer's staging snapshot): its "
+               "writer writes it (ls_snapshotter_submit)");
+  char tmp[PATH_MAX], file[PATH_MAX];
+  LS_FORWARD_IF_ERROR(shard_paths(s, dir, tmp, file));
   snap_encoder_t *enc = NULL;
   LS_FORWARD_IF_ERROR(snap_encoder_new(conf, &enc));
-  ls_err_t const err = snap_write_shard(enc, s, dir);
+  ls_err_t const err = snap_write_shard_file(enc, s, file);
   snap_encoder_destroy(enc);
   return err;
 }
@@ -231,7 +214,7 @@ static ls_err_t write_latest(const char *dir, int64_t step) {
   close(fd);
   if (err == LS_OK && rename(tmp, latest) != 0)
     err = ls_error_set(LS_ERR_IO, "%s: cannot rename to %s: %s", tmp, latest, strerror(errno));
-  return err == LS_OK ? fsync_dir(dir) : err;
+  return err == LS_OK ? snap_fsync_dir(dir) : err;
 }
 
 /* Deletes all but the `keep` newest snapshots up to `step`, temporary
@@ -298,7 +281,7 @@ static ls_err_t publish(const char *dir, const char *tmp, const char *final, int
                strerror(errno));
   LS_RETURN_IF(rename(tmp, final) != 0, LS_ERR_IO, "%s: cannot rename to %s: %s", tmp, final,
                strerror(errno));
-  LS_FORWARD_IF_ERROR(fsync_dir(dir));
+  LS_FORWARD_IF_ERROR(snap_fsync_dir(dir));
   return replace ? remove_tree(old) : LS_OK;
 }
 
@@ -321,7 +304,7 @@ ls_err_t snap_commit(snap_encoder_t *enc, const char *dir, int64_t step, int wor
   ls_err_t err = check_shards(tmp, step, world, shards);
   if (err == LS_OK) err = snap_write_manifest_file(enc, manifest, step, world, shards);
   free(shards);
-  if (err == LS_OK) err = fsync_dir(tmp);
+  if (err == LS_OK) err = snap_fsync_dir(tmp);
   if (err == LS_OK) err = publish(dir, tmp, final, step);
   if (err == LS_OK) err = write_latest(dir, step);
   return err == LS_OK ? prune(dir, step, keep) : err;
@@ -425,7 +408,13 @@ static ls_err_t load_part(const ls_snapshot_manifest_t *m, int rank, int what,
                        path, (unsigned long long)f.desc.size, f.desc.crc,
                        (unsigned long long)want->size, want->crc);
   snap_limits_t const lim = {0, 0};
+  if (err == LS_OK && what == 0) err = snap_segments_check(&f, m->path);
   if (err == LS_OK && what != 0) err = snap_decode_shard(&f, what, &lim, out);
+  /* Its series in flight put back together from the segment files. */
+  if (err == LS_OK && (what & SNAP_DECODE_SERIES)) {
+    err = snap_segments_resolve(*out, m->path, rank);
+    if (err != LS_OK) ls_snapshot_destroy(*out), *out = NULL;
+  }
   if (err == LS_OK && (what & SNAP_DECODE_SERIES) &&
       ((*out)->series != want->series || (*out)->parts != want->partitions)) {
     err = ls_error_set(LS_ERR_CORRUPT,

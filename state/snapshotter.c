@@ -2,7 +2,9 @@
  * The background snapshot writer (include/lstream/state.h, "Background
  * writer"): a thread with a one-job slot and two snapshots that it swaps
  * with the caller, so that the step loop hands a snapshot over without
- * waiting on compression or I/O and without allocating.
+ * waiting on compression or I/O and without allocating; and the book of
+ * its segments (snapshot_segment.c), so that a window in flight is written
+ * once however many snapshots hold it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +21,8 @@ struct ls_snapshotter_s {
   snap_encoder_t *enc;
   ls_snapshot_t *staging; /* the caller's */
   ls_snapshot_t *writing; /* the thread's: being written, or written last */
+  snap_book_t book;       /* its segments: read while the caller fills staging, changed by
+                             the thread while it writes (never both: see submit) */
 
   pthread_t thread;
   pthread_mutex_t lock;
@@ -39,6 +43,8 @@ static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
   ls_err_t err = LS_OK;
   if (job == JOB_SHARD) {
     err = snap_write_shard(w->enc, w->writing, w->dir);
+    /* The segments it does not reference: no later snapshot will. */
+    if (err == LS_OK) err = snap_segments_sweep(&w->book, w->writing, w->dir);
     if (err == LS_OK && world == 1 && !w->conf.deferred)
       err = snap_commit(w->enc, w->dir, step, 1, w->conf.keep);
   } else {
@@ -88,9 +94,11 @@ ls_err_t ls_snapshotter_new(const char *dir, const ls_shape_t *shape,
   w->status.written_step = w->status.committed_step = -1;
   w->dir = strdup(dir);
   ls_err_t err = w->dir ? LS_OK : ls_error_set(LS_ERR_NOMEM, "no memory for a path");
+  if (err == LS_OK) err = snap_book_init(&w->book);
   if (err == LS_OK) err = ls_snapshot_new(shape, 0, 0, &w->staging);
   if (err == LS_OK) err = ls_snapshot_new(shape, 0, 0, &w->writing);
   if (err == LS_OK) err = snap_encoder_new(conf, &w->enc);
+  if (err == LS_OK) w->staging->book = w->writing->book = &w->book;
   int started = 0;
   if (err == LS_OK) {
     pthread_mutex_init(&w->lock, NULL);
@@ -108,6 +116,7 @@ ls_err_t ls_snapshotter_new(const char *dir, const ls_shape_t *shape,
     snap_encoder_destroy(w->enc);
     ls_snapshot_destroy(w->staging);
     ls_snapshot_destroy(w->writing);
+    snap_book_free(&w->book);
     free(w->dir);
     free(w);
     return err;
@@ -129,6 +138,7 @@ void ls_snapshotter_destroy(ls_snapshotter_t *w) {
   snap_encoder_destroy(w->enc);
   ls_snapshot_destroy(w->staging);
   ls_snapshot_destroy(w->writing);
+  snap_book_free(&w->book);
   free(w->dir);
   free(w);
 }
@@ -138,11 +148,19 @@ ls_snapshot_t *ls_snapshotter_staging(ls_snapshotter_t *w) {
 }
 
 /* Posts a job unless one is running (*busy = 1). For a shard, swaps the
- * snapshots: the thread only touches `writing` while a job runs. */
-static void post(ls_snapshotter_t *w, job_t job, int64_t step, int world, int *busy) {
+ * snapshots: the thread only touches `writing` while a job runs; one whose
+ * windows by reference were kept before the book last changed (filled while
+ * the thread wrote) is refused. */
+static ls_err_t post(ls_snapshotter_t *w, job_t job, int64_t step, int world, int *busy) {
   pthread_mutex_lock(&w->lock);
   *busy = w->job != JOB_NONE;
-  if (!*busy) {
+  ls_err_t err = LS_OK;
+  if (!*busy && job == JOB_SHARD && w->staging->book_gen >= 0 &&
+      w->staging->book_gen != w->book.generation)
+    err = ls_error_set(LS_ERR_STATE,
+                       "the staging snapshot was filled while the writer wrote: fill it again "
+                       "while the writer is idle (ls_snapshotter_poll)");
+  if (!*busy && err == LS_OK) {
     if (job == JOB_SHARD) {
       ls_snapshot_t *const t = w->writing;
       w->writing = w->staging;
@@ -155,6 +173,7 @@ static void post(ls_snapshotter_t *w, job_t job, int64_t step, int world, int *b
     pthread_cond_signal(&w->wake);
   }
   pthread_mutex_unlock(&w->lock);
+  return err;
 }
 
 ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy) {
@@ -165,16 +184,14 @@ ls_err_t ls_snapshotter_submit(ls_snapshotter_t *w, int *busy) {
   LS_RETURN_IF(w->staging->has_model != (info->rank == 0), LS_ERR_INVALID_ARG,
                "rank %d's part %s a model: rank 0's part and only it holds one", (int)info->rank,
                w->staging->has_model ? "holds" : "lacks");
-  post(w, JOB_SHARD, info->step, info->world, busy);
-  return LS_OK;
+  return post(w, JOB_SHARD, info->step, info->world, busy);
 }
 
 ls_err_t ls_snapshotter_commit(ls_snapshotter_t *w, int64_t step, int world, int *busy) {
   LS_RETURN_IF(w == NULL || busy == NULL, LS_ERR_INVALID_ARG, "writer or busy is NULL");
   LS_RETURN_IF(step < 0 || world < 1, LS_ERR_INVALID_ARG, "step %lld of world %d", (long long)step,
                world);
-  post(w, JOB_COMMIT, step, world, busy);
-  return LS_OK;
+  return post(w, JOB_COMMIT, step, world, busy);
 }
 
 ls_err_t ls_snapshotter_poll(ls_snapshotter_t *w, ls_snapshotter_status_t *out) {

@@ -9,9 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/digest.h"
@@ -20,15 +18,6 @@
 
 /* The run section: the id, u64. Version 1. */
 enum { RUN_VERSION = 1 };
-
-/* 64 random bits (getrandom; the clock and the pid mixed where it fails). */
-static uint64_t random_id(void) {
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof r, 0) == (ssize_t)sizeof r && r != 0) return r;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return base_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec);
-}
 
 /* The id of the runs before the id was kept: a digest of the directory's
  * absolute path (what their forecasts carry). */
@@ -80,7 +69,7 @@ static ls_err_t write_run_file(const char *dir, uint64_t id) {
 /* Rank 0's choice (train_run_choose). */
 static ls_err_t choose(const char *dir, const ls_snapshot_t *snap, uint64_t *id) {
   if (dir[0] == '\0') {
-    *id = random_id();
+    *id = base_random64();
     return LS_OK;
   }
   LS_RETURN_IF(mkdir(dir, 0755) != 0 && errno != EEXIST, LS_ERR_IO,
@@ -99,7 +88,7 @@ static ls_err_t choose(const char *dir, const ls_snapshot_t *snap, uint64_t *id)
     LS_FORWARD_IF_ERROR(path_id(dir, id)); /* written before the id was kept */
   } else {
     LS_FORWARD_IF_ERROR(read_run_file(dir, id, &found));
-    if (!found) *id = random_id(); /* a new directory: a new lineage */
+    if (!found) *id = base_random64(); /* a new directory: a new lineage */
   }
   uint64_t kept = 0;
   int have = 0;

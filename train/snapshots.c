@@ -514,9 +514,9 @@ void train_snaps_contribute(train_snaps_t *s, int64_t steps, double *v) {
       s->pending >= 0 && ((!st.busy && st.err != LS_OK) || s->refused || perr != LS_OK);
 }
 
-/* A series in flight into the snapshot (opaque). */
-static ls_err_t keep_inflight(void *opaque, const ls_inflight_t *in) {
-  return ls_snapshot_add_inflight(opaque, in);
+/* A series in flight into the snapshot (opaque), windows written before by reference. */
+static ls_err_t keep_inflight(void *opaque, const ls_inflight_parts_t *in) {
+  return ls_snapshot_add_inflight_parts(opaque, in);
 }
 
 /* Fills the staging snapshot with this rank's part after `steps` steps and
@@ -556,14 +556,12 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series));
   LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features));
   LS_FORWARD_IF_ERROR(room_for_partitions(s));
-  s->n = 0;
-  for (int i = 0; i < v->P; i++) {
-    int64_t offset = 0; /* the next unread record: what is older is in flight, in the snapshot */
-    LS_FORWARD_IF_ERROR(
-        ls_ingest_inflight(v->ing, v->parts[i], &offset, &s->marks[s->n], keep_inflight, snap));
-    LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[i], offset));
-    s->parts[s->n] = v->parts[i];
-    s->offsets[s->n++] = offset;
+  /* Each partition's next unread record: what is older is in flight, in the snapshot. */
+  LS_FORWARD_IF_ERROR(
+      ls_ingest_inflight_parts(v->ing, v->P, v->parts, s->offsets, s->marks, keep_inflight, snap));
+  for (s->n = 0; s->n < v->P; s->n++) {
+    LS_FORWARD_IF_ERROR(ls_snapshot_add_partition(snap, v->parts[s->n], s->offsets[s->n]));
+    s->parts[s->n] = v->parts[s->n];
   }
   LS_FORWARD_IF_ERROR(train_marks_put(snap, s->n, s->parts, s->marks, v->topic_parts));
   if (v->rep != NULL) LS_FORWARD_IF_ERROR(replay_save(v->rep, snap));

@@ -19,4 +19,9 @@ BASE_API uint32_t base_crc32c(uint32_t crc, const void *data, size_t n);
  * against). */
 BASE_API uint32_t base_crc32c_portable(uint32_t crc, const void *data, size_t n);
 
+/* The CRC32C of a then b from crc1 = CRC of a and crc2 = CRC of b (each
+ * from 0) and b's length, without reading them: base_crc32c(crc1, b, len2)
+ * = base_crc32c_combine(crc1, base_crc32c(0, b, len2), len2). */
+BASE_API uint32_t base_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 #endif /* LSTREAM_BASE_CRC32C_H */

@@ -2,7 +2,7 @@
  * FNV-1a, 64 bit: the digest lstream prints and compares (parameters,
  * series tables, configuration fingerprints). Equal digests mean equal
  * bytes, as far as a 64-bit digest can tell; not for untrusted input. And
- * splitmix64's mixer, for reproducible draws.
+ * splitmix64's mixer, for reproducible draws, and 64 random bits for ids.
  */
 #ifndef LSTREAM_BASE_DIGEST_H
 #define LSTREAM_BASE_DIGEST_H
@@ -23,5 +23,9 @@ BASE_API uint64_t base_fnv1a(uint64_t h, const void *data, size_t n);
  * generator (the synthetic feed's draws, replay's) and a hash of integers;
  * the same on every machine. */
 BASE_API uint64_t base_mix64(uint64_t z);
+
+/* 64 random bits, never 0 (getrandom; the clock and the pid mixed where it
+ * fails): ids that set one run's files apart from another's. */
+BASE_API uint64_t base_random64(void);
 
 #endif /* LSTREAM_BASE_DIGEST_H */

@@ -31,6 +31,31 @@ typedef struct ls_inflight_s {
   const float *x;                 /* [rows, F] */
 } ls_inflight_t;
 
+/* One window of a series in flight (ls_inflight_parts_t): its place in its
+ * partition's queue and its rows (an ls_window_t's rows 0..n_targets). A
+ * window never changes once queued, so a snapshot may keep one that an
+ * earlier snapshot of the same run wrote by reference (its partition and
+ * seq). */
+typedef struct ls_inflight_window_s {
+  int64_t seq;                    /* its number in its partition: ascending in the order the
+                                     consumer queued windows, never reused by one consumer */
+  int rows;                       /* >= 1 */
+  const int64_t *offsets, *times; /* [rows], ascending offsets */
+  const float *x;                 /* [rows, F] */
+} ls_inflight_window_t;
+
+/* One series in flight in its parts (ls_ingest_inflight_parts): its windows
+ * in flight in index order, then the rows its windower holds. The series'
+ * ls_inflight_t has their rows one after the other, a row two parts share
+ * (a window's last target is the next part's first input) once. */
+typedef struct ls_inflight_parts_s {
+  ls_inflight_t held; /* key, partition, index (of the first part), last_time, reset: the
+                         series'; rows, offsets, times, x: what its windower holds (rows 0
+                         with windows: none) */
+  int n_windows;
+  const ls_inflight_window_t *windows; /* [n_windows] */
+} ls_inflight_parts_t;
+
 /* The last record a partition's consumer handled (ls_ingest_inflight):
  * what a snapshot keeps of a partition to know its topic again on a resume
  * (a topic deleted and re-created counts its offsets from 0 again). */

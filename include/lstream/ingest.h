@@ -224,8 +224,9 @@ typedef struct ls_window_s {
                              first after a gap: ls_windower_set_reset_gap) */
 } ls_window_t;
 
-/* Receives a series in flight (valid during the call). */
+/* Receive a series in flight, whole or in its parts (valid during the call). */
 typedef ls_err_t (*ls_inflight_fn)(void *opaque, const ls_inflight_t *series);
+typedef ls_err_t (*ls_inflight_parts_fn)(void *opaque, const ls_inflight_parts_t *series);
 /* Receives a window completed while restoring (valid during the call). */
 typedef ls_err_t (*ls_window_fn)(void *opaque, const ls_window_t *win);
 
@@ -667,23 +668,22 @@ LS_API ls_err_t ls_ingest_partitions(ls_ingest_t *ing, ls_ingest_partition_t *ou
  * none). A consumer started at *next with those series restored forms exactly the windows not yet
  * trained, in the same per-partition order, whatever the records' age. Consistent while the
  * consumer runs (it waits for the batch in hand, milliseconds). Call from the thread that takes
- * windows. */
+ * windows. _parts: partitions [n] (next, last [n]), series in parts: windows (seq), rows held. */
 LS_API ls_err_t ls_ingest_inflight(ls_ingest_t *ing, int32_t partition, int64_t *next,
                                    ls_ingest_mark_t *last, ls_inflight_fn fn, void *opaque);
+LS_API ls_err_t ls_ingest_inflight_parts(ls_ingest_t *ing, int n, const int32_t *partitions,
+                                         int64_t *next, ls_ingest_mark_t *last,
+                                         ls_inflight_parts_fn fn, void *opaque);
 
-/* Commits offsets [n] (next to read, Kafka's convention) of partitions [n]
- * (the conf's) to the conf's group.id, for Kafka's tools to show the lag;
- * informational: lstream resumes from its snapshots. Returns once the
- * coordinator answered, or LS_ERR_KAFKA after commit.timeout.ms (it may
- * still land) or when it refused a partition (named). Any thread; n = 0
- * commits nothing. */
+/* Commits offsets [n] (next to read, Kafka's convention) of partitions [n] (the conf's) to the
+ * conf's group.id, for Kafka's tools to show the lag; informational: lstream resumes from its
+ * snapshots. Returns once the coordinator answered, or LS_ERR_KAFKA after commit.timeout.ms (it
+ * may still land) or when it refused a partition (named). Any thread; n = 0 commits nothing.
+ * _async: without the wait, a failure reported later through the warning callback, rate limited
+ * (one in flight when the consumer is destroyed is abandoned): a broker outage never holds up a
+ * step or an exit of a trainer whose offsets live in its snapshots. */
 LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partitions,
                                  const int64_t *offsets);
-
-/* ls_ingest_commit without the wait: a failure is reported later through
- * the warning callback, rate limited; one in flight when the consumer is
- * destroyed is abandoned. So a broker outage never holds up a step or an
- * exit of a trainer whose offsets live in its snapshots. */
 LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
                                        const int64_t *offsets);
 

@@ -216,8 +216,12 @@ LS_API ls_engine_t *ls_series_table_engine(const ls_series_table_t *tab);
 /* Rank 0's shard holds the model, the optimizer state and the forecast    */
 /* calibration; every shard holds its rank's series (key, partition, counts, */
 /* h and c, normaliser and error sums) and its partitions' resume offsets   */
-/* and replay memories. Every file is a versioned header, zstd-       */
-/* compressed sections each with its own CRC32C, and a whole-file CRC32C    */
+/* and replay memories, and its records in flight: those of the windows   */
+/* queued in segment files `seg-r<rank>-<writer>-<n>`, each written once by */
+/* the first snapshot to hold its windows and linked (a hard link) into    */
+/* every later one that still holds one, the rest in the shard. Every file  */
+/* is a versioned header, zstd-compressed sections each with its own       */
+/* CRC32C, and a whole-file CRC32C                                          */
 /* (the format is described in state/snapshot_format.h). A snapshot becomes */
 /* visible only once complete: shards are written into DIR/.tmp-snap-<step>, */
 /* rank 0 then commits (manifest, fsync, rename, latest, prune).            */
@@ -309,6 +313,17 @@ LS_API ls_err_t ls_snapshot_set_inflight_features(ls_snapshot_t *snap, int featu
 LS_API int ls_snapshot_inflight_features(const ls_snapshot_t *snap);
 /* Appends a series in flight (copied). */
 LS_API ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *snap, const ls_inflight_t *s);
+/* A series in flight in its parts (lstream/inflight.h), kept as
+ * ls_snapshot_add_inflight keeps the series they make up; except in a
+ * snapshot writer's staging snapshot (ls_snapshotter_staging), which keeps a
+ * window by reference when an earlier snapshot of the writer wrote it: the
+ * windows new since then go into a segment file written with this snapshot,
+ * once, and every snapshot that holds a window links the segment file that
+ * holds it (loading one puts its series back together). Fill a staging
+ * snapshot while its writer is idle (ls_snapshotter_poll), as its
+ * submit checks. */
+LS_API ls_err_t ls_snapshot_add_inflight_parts(ls_snapshot_t *snap,
+                                               const ls_inflight_parts_t *series);
 LS_API size_t ls_snapshot_inflight_count(const ls_snapshot_t *snap);
 /* Series i in flight, its pointers into the snapshot. */
 LS_API ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *snap, size_t i, ls_inflight_t *out);
@@ -431,7 +446,9 @@ LS_API ls_err_t ls_snapshot_conf_check(const ls_snapshot_conf_t *conf);
 /* Writes snap (whose info says its step, world and rank) as
  * DIR/.tmp-snap-<step>/shard-<rank>, fsynced, creating DIR and the
  * temporary directory as needed. Rank 0's part must hold the model, other
- * ranks' must not. Several ranks may write into the same DIR at once. */
+ * ranks' must not. Several ranks may write into the same DIR at once. A
+ * staging snapshot holding windows by reference is its writer's to write
+ * (LS_ERR_STATE). */
 LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *dir,
                                         const ls_snapshot_conf_t *conf);
 
@@ -446,13 +463,14 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */
-#define LS_SNAPSHOT_SECTIONS_MAX 32
+#define LS_SNAPSHOT_SECTIONS_MAX 34
 typedef struct ls_snapshot_section_s {
   const char *name; /* "meta", "model", "optimizer", "keys", "counts", "states",
                      * "partitions", "norm", "calibration", "memory", "inflight",
-                     * "inflight_rows", "activity" (shards) or "shards" (the
-                     * manifest), a module's ("settings", ...), or "?" for a
-                     * module section this version does not know; static */
+                     * "inflight_rows", "inflight_windows", "segments",
+                     * "activity", ... (shards), "shards" (the manifest), a
+                     * module's ("settings", ...), or "?" for a module section
+                     * this version does not know; static */
   uint32_t id;      /* the section id (LS_SNAPSHOT_SECTION_*, or the container's) */
   uint32_t version; /* a module section's layout version (0 for the container's) */
   int required;     /* a reader that does not know it must refuse the file */

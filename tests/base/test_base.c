@@ -45,8 +45,34 @@ Test(base, crc32c) {
     for (size_t n = 0; n < 300; n += 7) {
       uint32_t const fast = base_crc32c(0, buf + at, n);
       cr_assert_eq(fast, base_crc32c_portable(0, buf + at, n), "at %zu, %zu bytes", at, n);
-      /* In two pieces, the same as in one. */
-      cr_assert_eq(base_crc32c(base_crc32c(0, buf + at, n / 3), buf + at + n / 3, n - n / 3), fast);
+      /* In two pieces, the same as in one; and combined. */
+      uint32_t const a = base_crc32c(0, buf + at, n / 3),
+                     b = base_crc32c(0, buf + at + n / 3, n - n / 3);
+      cr_assert_eq(base_crc32c(a, buf + at + n / 3, n - n / 3), fast);
+      cr_assert_eq(base_crc32c_combine(a, b, n - n / 3), fast, "at %zu, %zu bytes", at, n);
+    }
+}
+
+/* The fast CRC works on blocks of 4 KiB three at a time: lengths around
+ * their multiples, at every alignment, against the table. */
+Test(base, crc32c_long) {
+  enum { N = 3 * 3 * 4096 + 64 };
+  static uint8_t buf[N];
+  uint32_t s = 12345;
+  for (int i = 0; i < N; i++)
+    s = s * 1103515245u + 12345u, buf[i] = (uint8_t)(s >> 16);
+  size_t const lens[] = {
+      0,         1,    12287, 12288, 12289, 12288 + 7, 2 * 12288 - 1, 2 * 12288, 2 * 12288 + 9,
+      3 * 12288, N - 9};
+  for (size_t at = 0; at < 9; at++)
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      size_t const n = lens[k];
+      uint32_t const fast = base_crc32c(0xdeadbeefu, buf + at, n);
+      cr_assert_eq(fast, base_crc32c_portable(0xdeadbeefu, buf + at, n), "at %zu, %zu bytes", at,
+                   n);
+      uint32_t const whole = base_crc32c(0, buf + at, n), half = base_crc32c(0, buf + at, n / 2);
+      cr_assert_eq(
+          base_crc32c_combine(half, base_crc32c(0, buf + at + n / 2, n - n / 2), n - n / 2), whole);
     }
 }
 

@@ -1549,6 +1549,72 @@ Test(consumer, inflight_keeps_the_overlap_record) {
   rig_free(&r);
 }
 
+/* What ls_ingest_inflight_parts gave of a partition's series: per series
+ * its windows' seqs and first offsets, and its held rows' offsets. */
+typedef struct parts_seen_s {
+  int series, windows[4], held[4];
+  int64_t seq[4][8], first[4][8], held_first[4];
+} parts_seen_t;
+
+static ls_err_t keep_parts(void *opaque, const ls_inflight_parts_t *p) {
+  parts_seen_t *const seen = opaque;
+  cr_assert_lt(seen->series, 4);
+  cr_assert_leq(p->n_windows, 8);
+  int const i = seen->series++;
+  seen->windows[i] = p->n_windows, seen->held[i] = p->held.rows;
+  for (int k = 0; k < p->n_windows; k++) {
+    cr_expect_eq(p->windows[k].rows, 5, "a window of T = 4 has 5 rows");
+    seen->seq[i][k] = p->windows[k].seq, seen->first[i][k] = p->windows[k].offsets[0];
+  }
+  seen->held_first[i] = p->held.rows > 0 ? p->held.offsets[0] : -1;
+  return LS_OK;
+}
+
+/* The series in flight in their parts: each window queued or handed out
+ * and not released, with its seq (its place in its partition's queue,
+ * never changed), then what the windower holds; the parts put together are
+ * ls_ingest_inflight's series. One series, T = 4, windows 0..2 queued. */
+Test(consumer, inflight_parts_are_windows_by_seq) {
+  rig_t r;
+  rig_new(&r, 1, "parts", 1, 1, 14, 4, "never");
+  rig_produce(&r, 1, 0, 14); /* steps 0..13: windows 0, 1, 2 and step 13 held */
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  wait_stats(r.ing, records_reach, 14, "the records");
+  int64_t next = -1;
+  parts_seen_t a = {0}, b = {0};
+  int32_t const part0 = 0;
+  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 1, &part0, &next, NULL, keep_parts, &a), LS_OK, "%s",
+               ls_last_error());
+  cr_expect_eq(next, 14);
+  cr_assert_eq(a.series, 1);
+  cr_assert_eq(a.windows[0], 3);
+  for (int k = 0; k < 3; k++) {
+    cr_expect_eq(a.seq[0][k], k, "window %d's seq", k);
+    cr_expect_eq(a.first[0][k], 4 * k);
+  }
+  cr_expect_eq(a.held[0], 2, "the last target of window 2 and step 13");
+  cr_expect_eq(a.held_first[0], 12);
+  snap_t flat = {0};
+  cr_assert_eq(ls_ingest_inflight(r.ing, 0, &next, NULL, keep_flight, &flat), LS_OK);
+  cr_assert_eq(flat.n_flights, 1);
+  cr_expect_eq(flat.flights[0].s.rows, 14, "steps 0..13, the rows parts share once");
+  for (int t = 0; t < 14; t++)
+    cr_expect_eq(flat.flights[0].offsets[t], t);
+  /* Window 0 handed out then released: windows 1 and 2 keep their seqs. */
+  ls_next_t what;
+  const ls_window_t *win = NULL;
+  cr_assert_eq(ls_ingest_next(r.ing, (int)(WAIT_S * 1000), &what, &win), LS_OK);
+  cr_assert_eq(what, LS_NEXT_WINDOW);
+  ls_ingest_release(r.ing, win);
+  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 1, &part0, &next, NULL, keep_parts, &b), LS_OK);
+  cr_assert_eq(b.series, 1);
+  cr_assert_eq(b.windows[0], 2);
+  cr_expect(b.seq[0][0] == 1 && b.seq[0][1] == 2 && b.first[0][0] == 4);
+  free(flat.flights);
+  rig_free(&r);
+}
+
 /* ------------------------------------------------------------------------ */
 /* A topic re-created under a snapshot                                       */
 

@@ -166,6 +166,16 @@ ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t
   return snap;
 }
 
+ls_snapshotter_t *su_writer(const ls_shape_t *shape, const char *dir, int level, int keep) {
+  ls_snapshot_conf_t conf;
+  ls_snapshot_conf_init(&conf);
+  conf.level = level;
+  conf.keep = keep;
+  ls_snapshotter_t *w = NULL;
+  cr_assert_eq(ls_snapshotter_new(dir, shape, &conf, &w), LS_OK, "%s", ls_last_error());
+  return w;
+}
+
 void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   ls_snapshot_reset(dst);
   ls_snapshot_info_t info;

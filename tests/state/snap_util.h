@@ -25,6 +25,10 @@
 ls_snapshot_t *su_snapshot(const ls_shape_t *shape, int world, int rank, int64_t step,
                            size_t series, size_t parts, uint32_t seed);
 
+/* A background writer into dir for snapshots of shape, at zstd `level`,
+ * keeping `keep` snapshots. */
+ls_snapshotter_t *su_writer(const ls_shape_t *shape, const char *dir, int level, int keep);
+
 /* Makes dst (reset first) a copy of src through the builders. */
 void su_copy(ls_snapshot_t *dst, const ls_snapshot_t *src);
 

@@ -17,13 +17,7 @@
 static const ls_shape_t SHAPE = {2, 32, 2, 2}; /* I, H, L, O */
 
 static ls_snapshotter_t *writer(const char *dir, int level) {
-  ls_snapshot_conf_t conf;
-  ls_snapshot_conf_init(&conf);
-  conf.level = level;
-  conf.keep = 2;
-  ls_snapshotter_t *w = NULL;
-  cr_assert_eq(ls_snapshotter_new(dir, &SHAPE, &conf, &w), LS_OK, "%s", ls_last_error());
-  return w;
+  return su_writer(&SHAPE, dir, level, 2);
 }
 
 /* Fills the writer's staging snapshot with a copy of src. */
