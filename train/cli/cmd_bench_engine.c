@@ -44,9 +44,9 @@ static const bench_shape_t default_shapes[] = {
   "the summed gradient) and prints one line per shape:\n"                                          \
   "  engine device=cpu precision=fp32 B=.. I=.. H=.. L=.. T=.. ms_per_step=<median>\n"             \
   "         timesteps_per_s=.. gflops=.. share=..\n"                                               \
-  "share: gflops over the machine's GEMM rate, on the CPU: an N^3 sgemm (OpenBLAS,\n"            \
+  "share: gflops over the machine's GEMM rate, on the CPU: an N^3 sgemm (OpenBLAS,\n"              \
   "as many threads as the engine, its result checked), measured first:\n"                          \
-  "  sgemm device=cpu n=N threads=.. core=<OpenBLAS kernel> gflops=.. check=ok\n"               \
+  "  sgemm device=cpu n=N threads=.. core=<OpenBLAS kernel> gflops=.. check=ok\n"                  \
   "OPENBLAS_CORETYPE (set on some machines to keep OpenBLAS on an older kernel)\n"                 \
   "can hold OpenBLAS below the machine's widest instructions: where it is set, a\n"                \
   "child process measures the line again without it (widest=1), and the faster\n"                  \
@@ -180,9 +180,8 @@ static double sgemm_widest(int n, int threads) {
   }
   for (size_t i = 0, k = 0; i < n_env; i++)
     if (strncmp(environ[i], "OPENBLAS_CORETYPE=", 18) != 0) env[k++] = environ[i];
-  char *const argv[] = {exe,         "bench",   "engine",   "--sgemm-only",
-                        "--threads", nthreads,  "--sgemm-n", size,
-                        NULL};
+  char *const argv[] = {exe,         "bench", "engine", "--sgemm-only", "--threads", nthreads,
+                        "--sgemm-n", size,    NULL};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
@@ -317,23 +316,65 @@ done:
   return rc;
 }
 
+/* The machine's GEMM rate: the sgemm line here, and where
+ * OPENBLAS_CORETYPE is set, a child's without it; the faster checked one
+ * (0: none). */
+static double sgemm_limit(int n, int threads) {
+  const char *const set = getenv("OPENBLAS_CORETYPE");
+  double const here = sgemm_line(n, threads);
+  double const widest = set != NULL && set[0] != '\0' ? sgemm_widest(n, threads) : 0.0;
+  return widest > here ? widest : here;
+}
+
+/* What `bench engine` was asked for. */
+typedef struct bench_opts_s {
+  shapes_t shapes;
+  int steps, warmup, threads, no_sgemm, sgemm_only, sgemm_n;
+  ls_device_t device;
+  ls_precision_t precision;
+} bench_opts_t;
+
+/* The sgemm reference, then each shape (the defaults where none given). */
+static int bench_run(bench_opts_t *o) {
+  if (o->no_sgemm && o->sgemm_only)
+    return cli_usage_error("bench engine", "--no-sgemm and --sgemm-only exclude each other");
+  int const blas_threads = o->threads > 0 ? o->threads : cores_allowed();
+  if (o->sgemm_only)
+    return sgemm_line(o->sgemm_n, blas_threads) > 0.0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  double const limit =
+      !o->no_sgemm && o->device == LS_DEVICE_CPU ? sgemm_limit(o->sgemm_n, blas_threads) : 0.0;
+  shapes_t *const sh = &o->shapes;
+  if (sh->n == 0) { /* the defaults */
+    sh->n = o->device == LS_DEVICE_CPU ? CPU_DEFAULT_SHAPES
+                                       : (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    memcpy(sh->v, default_shapes, (size_t)sh->n * sizeof default_shapes[0]);
+  }
+  for (int i = 0; i < sh->n; i++) {
+    int const one =
+        bench_one(&sh->v[i], o->device, o->precision, o->threads, o->steps, o->warmup, limit);
+    if (one != CLI_EXIT_OK) return one;
+  }
+  return CLI_EXIT_OK;
+}
+
 int cmd_bench_engine(int argc, char **argv) {
-  shapes_t shapes = {.n = 0};
-  int steps = 10, warmup = 2, threads = 0, no_sgemm = 0, sgemm_only = 0,
-      sgemm_n = 2048;
-  ls_device_t device = LS_DEVICE_CPU;
-  ls_precision_t precision = LS_PRECISION_FP32;
+  bench_opts_t o = {.shapes = {.n = 0},
+                    .steps = 10,
+                    .warmup = 2,
+                    .sgemm_n = 2048,
+                    .device = LS_DEVICE_CPU,
+                    .precision = LS_PRECISION_FP32};
   cli_opt_t const opts[] = {
       {.name = "device",
        .arg = "D",
        .kind = CLI_VALUE,
-       .dst = &device,
+       .dst = &o.device,
        .value = BASE_V_CHOICE(devices),
        .help = "cpu or cuda"},
       {.name = "precision",
        .arg = "P",
        .kind = CLI_VALUE,
-       .dst = &precision,
+       .dst = &o.precision,
        .value = BASE_V_CHOICE(precisions),
        .help = "GEMM arithmetic: fp32 or tf32 (CUDA only: inputs\n"
                "rounded to TF32 on the tensor cores, float32 accumulation;\n"
@@ -341,7 +382,7 @@ int cmd_bench_engine(int argc, char **argv) {
       {.name = "shape",
        .arg = "S",
        .kind = CLI_CALL,
-       .dst = &shapes,
+       .dst = &o.shapes,
        .call = add_shape,
        .help = "batch, inputs, hidden, layers, window; repeat for several\n"
                "(default: 256,8,128,2,32  64,4,64,1,64  1024,16,256,2,64,\n"
@@ -349,34 +390,34 @@ int cmd_bench_engine(int argc, char **argv) {
       {.name = "steps",
        .arg = "N",
        .kind = CLI_VALUE,
-       .dst = &steps,
+       .dst = &o.steps,
        .value = BASE_V_INT(1, 100000),
        .help = "timed steps per shape; the median is reported"},
       {.name = "warmup",
        .arg = "N",
        .kind = CLI_VALUE,
-       .dst = &warmup,
+       .dst = &o.warmup,
        .value = BASE_V_INT(0, 100000),
        .help = "untimed steps first"},
       {.name = "threads",
        .arg = "N",
        .kind = CLI_VALUE,
-       .dst = &threads,
+       .dst = &o.threads,
        .value = BASE_V_INT(1, 4096),
        .def = "all cores",
        .help = "CPU threads"},
       {.name = "no-sgemm",
        .kind = CLI_FLAG,
-       .dst = &no_sgemm,
+       .dst = &o.no_sgemm,
        .help = "skip the sgemm reference line (and the share)"},
       {.name = "sgemm-only",
        .kind = CLI_FLAG,
-       .dst = &sgemm_only,
+       .dst = &o.sgemm_only,
        .help = "print the sgemm reference line only"},
       {.name = "sgemm-n",
        .arg = "N",
        .kind = CLI_VALUE,
-       .dst = &sgemm_n,
+       .dst = &o.sgemm_n,
        .value = BASE_V_INT(16, 16384),
        .help = "the reference sgemm's size (N^3)"},
       {0},
@@ -393,29 +434,5 @@ int cmd_bench_engine(int argc, char **argv) {
   cli_args_t args;
   int const rc = cli_parse(&spec, argc, argv, &args);
   if (rc != CLI_EXIT_OK) return rc == CLI_DONE ? CLI_EXIT_OK : rc;
-  if (no_sgemm && sgemm_only)
-    return cli_usage_error("bench engine", "--no-sgemm and --sgemm-only exclude each other");
-  int const blas_threads = threads > 0 ? threads : cores_allowed();
-  if (sgemm_only) return sgemm_line(sgemm_n, blas_threads) > 0.0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-  double limit = 0.0;
-  if (!no_sgemm && device == LS_DEVICE_CPU) {
-    const char *const set = getenv("OPENBLAS_CORETYPE");
-    limit = sgemm_line(sgemm_n, blas_threads);
-    if (set != NULL && set[0] != '\0') {
-      double const widest = sgemm_widest(sgemm_n, blas_threads);
-      limit = widest > limit ? widest : limit;
-    }
-  }
-  int n_shapes = shapes.n;
-  bench_shape_t *const sh = shapes.v;
-  if (n_shapes == 0) {
-    n_shapes = device == LS_DEVICE_CPU ? CPU_DEFAULT_SHAPES
-                                       : (int)(sizeof default_shapes / sizeof default_shapes[0]);
-    memcpy(sh, default_shapes, (size_t)n_shapes * sizeof default_shapes[0]);
-  }
-  for (int i = 0; i < n_shapes; i++) {
-    int const one = bench_one(&sh[i], device, precision, threads, steps, warmup, limit);
-    if (one != CLI_EXIT_OK) return one;
-  }
-  return CLI_EXIT_OK;
+  return bench_run(&o);
 }
