@@ -482,7 +482,7 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
   m->snaps = train_snaps_of(tr);
   m->ing = m->view->ing;
   if (m->ing != NULL) (void)ls_ingest_partitions(m->ing, NULL, 0, &m->P);
-  m->O = m->view->shape.output_size;
+  m->O = m->view->shape.output_size / (m->view->conf->horizon > 1 ? m->view->conf->horizon : 1);
   ls_err_t err = monitor_alloc(m, conf);
   if (err == LS_OK) {
     sample_init(m, m->view->rank, m->view->world);

@@ -3,6 +3,7 @@
  */
 #include "prep.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,24 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
   }
+  p->H = c->horizon > 1 ? c->horizon : 1;
+  p->OH = p->O * p->H;
+  if (err == LS_OK && p->H > p->T)
+    err = ls_error_set(LS_ERR_INVALID_ARG,
+                       "horizon %d is beyond the window (%d records): a target h records ahead "
+                       "is known only within its window; raise --window or lower --horizon",
+                       p->H, p->T);
+  if (err == LS_OK && p->H > 1) {
+    size_t const roh = rows * (size_t)(p->OH > 0 ? p->OH : 1);
+    p->y_h = malloc(roh * sizeof *p->y_h);
+    p->mask_h = malloc(roh * sizeof *p->mask_h);
+    p->next_h = malloc(roh * sizeof *p->next_h);
+    p->snaive = malloc(roh * sizeof *p->snaive);
+    p->lengths = malloc((size_t)B * sizeof *p->lengths);
+    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths)
+      err = ls_error_set(LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)",
+                         p->H, p->T, B);
+  }
   if (err == LS_OK) {
     p->threads = 1;
     err = scratch_new(&p->scr[0], p->F, p->O, p->sea);
@@ -96,6 +115,7 @@ void prep_free(prep_t *p) {
   free(p->scr);
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
+  free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->lengths);
   free(p);
 }
 
@@ -182,16 +202,69 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
   p->next[o] = next[f];
 }
 
+/* Row r's targets at every horizon (H > 1), its h = 1 target in place:
+ * row t of window w, whose records after t + 1 give the later ones while
+ * they lie within it (t + h <= n_targets); the seasonal naive forecasts
+ * from its series' seasons (model). */
+static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
+                         const double *model) {
+  int const O = p->O, F = p->F;
+  for (int h = 1; h <= p->H; h++)
+    for (int j = 0; j < O; j++) {
+      size_t const o = r * (size_t)p->OH + (size_t)(h - 1) * O + (size_t)j, o1 = r * O + j;
+      int const f = p->feat[j];
+      double const sn = p->sea != NULL ? season_naive(p->sea, model, j, p->rec[r], h) : NAN;
+      p->snaive[o] = isnan(sn) ? (double)p->cur[o1] : sn; /* no season known: the last value */
+      if (h == 1) {
+        p->y_h[o] = p->y[o1], p->mask_h[o] = 1.0f, p->next_h[o] = p->next[o1];
+        continue;
+      }
+      if (t + h > w->n_targets) { /* not known when the window trains */
+        p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f, p->next_h[o] = NAN;
+        continue;
+      }
+      float const x = w->x[(size_t)(t + h) * F + (size_t)f];
+      double const y = ((double)x - p->base[o1]) / p->scale[o1];
+      p->y_h[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
+      p->mask_h[o] = 1.0f, p->next_h[o] = x;
+    }
+}
+
+/* A padding row's targets at every horizon: none known. */
+static void horizons_pad(const prep_t *p, size_t r) {
+  for (size_t o = r * (size_t)p->OH; p->H > 1 && o < (r + 1) * (size_t)p->OH; o++)
+    p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f, p->next_h[o] = NAN, p->snaive[o] = 0.0;
+}
+
+size_t prep_model_width(const prep_t *p) {
+  return season_width(p->sea) + (p->H > 1 ? (size_t)p->OH : 0);
+}
+
+double *prep_pending(const prep_t *p, const ls_series_stats_t *st) {
+  return p->H > 1 ? st->model + season_width(p->sea) : st->pending;
+}
+
+const float *prep_train_y(const prep_t *p) {
+  return p->H > 1 ? p->y_h : p->y;
+}
+
+const float *prep_train_mask(const prep_t *p, int *width) {
+  *width = p->H > 1 ? p->OH : 1;
+  return p->H > 1 ? p->mask_h : p->mask;
+}
+
 /* prep_window on thread scratch sc, the event times into sc's range. */
 static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_window_t *w,
                           ls_series_stats_t *st) {
   int const T = p->T, F = p->F, I = p->I, O = p->O, n = p->B;
+  if (p->lengths != NULL) p->lengths[b] = w->n_targets;
   for (int t = 0; t < T; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
     int const valid = t < w->n_targets;
     p->mask[r] = valid ? 1.0f : 0.0f;
     p->time[r] = valid ? w->times[t + 1] : -1;
     if (!valid) { /* padding */
+      horizons_pad(p, r);
       memset(p->x + r * I, 0, (size_t)I * sizeof *p->x);
       memset(p->y + r * O, 0, (size_t)O * sizeof *p->y);
       memset(p->target + r * O, 0, (size_t)O * sizeof *p->target);
@@ -209,6 +282,7 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
                                   p->a + r * O));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
+    if (p->H > 1) horizons_row(p, r, w, t, st->model);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {
         sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;

@@ -58,6 +58,20 @@ typedef struct prep_s {
   int64_t *time;        /* [T, n] event time of row t's target */
   int64_t t_min, t_max; /* event times of the step's records (inputs and targets); t_max < 0:
                            none */
+  /* Horizons (--horizon H > 1; issue 25): the head has OH = O H outputs,
+   * h-major, column (h - 1) O + j the forecast of target j h records
+   * ahead. The target of row t at horizon h is the window's record t + h,
+   * known when the window trains only while t + h <= its n_targets: past
+   * that it is masked (0 in mask_h), so no record is ever the target of a
+   * row that has it as an input, and the carried state is the one after
+   * the last real record (lengths). h = 1's columns are y and mask. NULL
+   * with H = 1 (the engine then takes y and mask as before). */
+  int H, OH;
+  float *y_h;     /* [T, n, OH] what the LSTM trains on: y at h = 1, the target beyond */
+  float *mask_h;  /* [T, n, OH] 1: a known target */
+  float *next_h;  /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
+  double *snaive; /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
+  int *lengths;   /* [n] the rows of each window (its n_targets) */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
   int threads;
@@ -107,6 +121,18 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
 static inline float prep_mix(double lin, double beta, float p) {
   return (float)(lin + beta * (double)p);
 }
+
+/* The trainer's own state per series (ls_series_stats_t.model), in
+ * doubles: the seasons' and linear path's (season.h), then with H > 1 the
+ * values [O H] of the next forecast awaiting its actual (predict.c; with H
+ * = 1 they are the series table's pending). */
+size_t prep_model_width(const prep_t *p);
+double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
+
+/* What the engine trains on: targets and their mask, and the width of a
+ * mask row (1: the row mask [T, n]; OH: a mask per target). */
+const float *prep_train_y(const prep_t *p);
+const float *prep_train_mask(const prep_t *p, int *width);
 
 /* After the step's forward: the linear path and the mixing of window b's
  * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs),

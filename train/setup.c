@@ -177,17 +177,18 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(prep_set_threads(tr->prep, threads));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
-  LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, season_width(tr->prep->sea)));
-  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
+  LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, prep_model_width(tr->prep)));
+  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O, tr->prep->H);
   tr->st = calloc(B, sizeof *tr->st);
   tr->gather = calloc(B, sizeof *tr->gather);
-  tr->pred = calloc(T * B * (size_t)sh->output_size, sizeof *tr->pred);
+  tr->pred = calloc(T * B * (size_t)tr->prep->O, sizeof *tr->pred);
+  tr->out = tr->prep->H > 1 ? calloc(T * B * (size_t)sh->output_size, sizeof *tr->out) : tr->pred;
   tr->h0 = calloc(LH * B, sizeof *tr->h0);
   tr->c0 = calloc(LH * B, sizeof *tr->c0);
   tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
   tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
-  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->h0 || !tr->c0 || !tr->v_sums ||
-                   !tr->pend_target,
+  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->out || !tr->h0 || !tr->c0 ||
+                   !tr->v_sums || !tr->pend_target,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
   return LS_OK;
 }
@@ -258,8 +259,9 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   ls_shape_t const *const sh = &tr->v.shape;
   if (c->replay > 0)
     LS_FORWARD_IF_ERROR(replay_new(c->replay_memory, c->replay_batch, tr->P_all, tr->v.parts,
-                                   tr->v.P, c->window, sh->input_size, sh->output_size, c->layers,
-                                   c->hidden, &tr->v.rep));
+                                   tr->v.P, c->window, sh->input_size, sh->output_size,
+                                   c->horizon > 1 ? sh->output_size : 1, c->layers, c->hidden,
+                                   &tr->v.rep));
   int const rows = tr->v.rep != NULL ? replay_rows(tr->v.rep) : 0;
   ls_engine_conf_t ec;
   ls_engine_conf_init(&ec);
@@ -274,7 +276,8 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
 }
 
 /* The model's shape: I inputs per record (F levels, and F changes, and
- * the seasons' lags: season.h), O targets (the targets key). */
+ * the seasons' lags: season.h), O targets (the targets key) x H horizons
+ * outputs (prep.h). */
 static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   int *const feat = calloc((size_t)c->features, sizeof *feat);
   LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
@@ -285,7 +288,7 @@ static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   if (err == LS_OK) err = season_new(c, O, &sea);
   int const I = (c->inputs == 0 ? 2 * c->features : c->features) + season_inputs(sea);
   season_free(sea);
-  *shape = (ls_shape_t){I, c->hidden, c->layers, O};
+  *shape = (ls_shape_t){I, c->hidden, c->layers, O * (c->horizon > 1 ? c->horizon : 1)};
   return err;
 }
 
@@ -366,6 +369,7 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   prep_free(tr->prep);
   figures_free(tr->v.fig);
   replay_free(tr->v.rep);
+  if (tr->out != tr->pred) free(tr->out);
   free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
   free(tr->c0), free(tr->v_sums), free(tr->pend_target);
   free(tr);

@@ -159,6 +159,21 @@ typedef struct ls_target_figures_s {
   double base_sum;     /* last value, data units */
 } ls_target_figures_t;
 
+/* One target's forecasts at one horizon (--horizon H > 1; issue 25), in
+ * the data's units: the model's squared errors and those of the last value
+ * (x[t] for x[t+h]) and of the seasonal naive (x[t+h-kP], k = ceil(h/P), P
+ * the series' season; the last value while none is known), summed over
+ * the forecasts whose actual was known when their window trained (t + h
+ * within it). */
+typedef struct ls_horizon_figures_s {
+  int h;             /* records ahead, 1..H */
+  int feature;       /* the target's feature index */
+  double count;      /* forecasts scored */
+  double mse_sum;    /* model */
+  double last_sum;   /* last value */
+  double snaive_sum; /* seasonal naive */
+} ls_horizon_figures_t;
+
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
@@ -205,11 +220,15 @@ typedef struct ls_train_summary_s {
                       skipped ones not), replay updates included */
   double loss_sum, baseline_sum, count;
   double tail_loss_sum, tail_baseline_sum, tail_count;
-  int64_t tail_from_ms;                   /* the tail's targets have event times after this */
-  int targets;                            /* O */
-  const ls_target_figures_t *target;      /* [targets] the whole run */
-  const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
-                                             next summary or the trainer's end) */
+  int64_t tail_from_ms;                     /* the tail's targets have event times after this */
+  int targets;                              /* O */
+  const ls_target_figures_t *target;        /* [targets] the whole run */
+  const ls_target_figures_t *tail_target;   /* [targets] the tail (both valid until the
+                                               next summary or the trainer's end) */
+  int horizons;                             /* H (--horizon); figures per horizon when above 1 */
+  const ls_horizon_figures_t *horizon;      /* [horizons, targets] the whole run, h-major:
+                                               [(h - 1) targets + j]; NULL with H = 1 */
+  const ls_horizon_figures_t *tail_horizon; /* [horizons, targets] the tail */
   double compute_s, wait_s, elapsed_s;
   double comm_s;        /* blocked in the step's sums across ranks (a rank's mean): the
                            all-reduce and waiting for the slowest rank; with nccl the

@@ -3,8 +3,9 @@
  * prep_windows) are bit for bit those prepared one by one on one thread
  * (prep_window): the inputs, targets, the linear path's forecasts, the
  * units, the event-time range, and every series' normaliser and seasons'
- * state; steps too small for threads and more threads than windows alike;
- * bad arguments refused.
+ * state (with --horizon, every horizon's targets, masks and actuals too);
+ * steps too small for threads and more threads than windows alike; bad
+ * arguments refused; and the horizons' targets masked past a window's end.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -59,15 +60,17 @@ static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs,
 #define SAME(a, b, count, what)                                                                    \
   cr_assert(memcmp((a), (b), (size_t)(count) * sizeof *(a)) == 0, "step %d: %s differ", step, what)
 
-/* n windows a step (the first n series), on 1 thread and on `threads`. */
-static void compare(int n, int threads, int used) {
+/* n windows a step (the first n series), on 1 thread and on `threads`,
+ * with `horizon` horizons. */
+static void compare(int n, int threads, int used, const char *horizon) {
   ls_train_conf_t *c = NULL;
   cr_assert_eq(ls_train_conf_new(&c), LS_OK);
   cr_assert_eq(ls_train_conf_set(c, "features", "3"), LS_OK);
   cr_assert_eq(ls_train_conf_set(c, "window", "8"), LS_OK);
+  cr_assert_eq(ls_train_conf_set(c, "horizon", horizon), LS_OK);
   prep_t *const one = prep_with(c, 1), *const many = prep_with(c, threads);
   cr_assert_not_null(one->sea, "the default has seasons and the linear path");
-  size_t const width = season_width(one->sea);
+  size_t const width = prep_model_width(one);
   series_t *const a = calloc(N, sizeof *a), *const b = calloc(N, sizeof *b);
   for (int s = 0; s < N; s++) {
     a[s].model = calloc(width, sizeof *a[s].model);
@@ -107,6 +110,13 @@ static void compare(int n, int threads, int used) {
     SAME(one->mask, many->mask, rows, "masks");
     SAME(one->rec, many->rec, rows, "record numbers");
     SAME(one->time, many->time, rows, "times");
+    if (one->H > 1) {
+      SAME(one->y_h, many->y_h, rows * one->OH, "the horizons' targets");
+      SAME(one->mask_h, many->mask_h, rows * one->OH, "the horizons' masks");
+      SAME(one->next_h, many->next_h, rows * one->OH, "the horizons' actuals");
+      SAME(one->snaive, many->snaive, rows * one->OH, "the seasonal naive forecasts");
+      SAME(one->lengths, many->lengths, n, "lengths");
+    }
     cr_assert(one->t_min == many->t_min && one->t_max == many->t_max, "step %d: time range", step);
     cr_assert(one->t_max > 0, "step %d: no time range", step);
     for (int s = 0; s < n; s++) {
@@ -123,11 +133,104 @@ static void compare(int n, int threads, int used) {
 }
 
 Test(prep, threads_give_the_same_rows) {
-  compare(N, 3, 3); /* 100 windows x 8 rows x 3 targets: threads */
+  compare(N, 3, 3, "1"); /* 100 windows x 8 rows x 3 targets: threads */
+}
+
+Test(prep, threads_give_the_same_rows_at_every_horizon) {
+  compare(N, 3, 3, "4");
 }
 
 Test(prep, more_threads_than_windows) {
-  compare(2, 8, 1); /* 48 record-targets a step: one thread */
+  compare(2, 8, 1, "1"); /* 48 record-targets a step: one thread */
+}
+
+/* --horizon 4 (issue 25): row t's target at horizon h is the window's
+ * record t + h while that lies within it (t + h <= n_targets), normalised
+ * as h = 1's is (the same base and scale); past the window's end it is
+ * masked (0), with no value (NaN actual, 0 target), so no record is ever
+ * the target of a row that has it as an input; h = 1's column is the
+ * single-horizon target and row mask; padding rows are masked at every
+ * horizon; a series' windows prepared on threads give the same buffers. */
+Test(prep, horizons_masked_past_the_window) {
+  enum { HZ = 4, S = 6 };
+  ls_train_conf_t *c = NULL;
+  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
+  cr_assert_eq(ls_train_conf_set(c, "features", "3"), LS_OK);
+  cr_assert_eq(ls_train_conf_set(c, "window", "8"), LS_OK);
+  cr_assert_eq(ls_train_conf_set(c, "targets", "0,2"), LS_OK);
+  cr_assert_eq(ls_train_conf_set(c, "horizon", "4"), LS_OK);
+  prep_t *const p = prep_with(c, 1);
+  cr_assert_eq(p->H, HZ);
+  cr_assert_eq(p->OH, 2 * HZ);
+  size_t const width = prep_model_width(p);
+  cr_assert_eq(width, season_width(p->sea) + (size_t)p->OH,
+               "the pending values after the seasons'");
+  series_t *const a = calloc(S, sizeof *a);
+  for (int s = 0; s < S; s++)
+    a[s].model = calloc(width, sizeof *a[s].model);
+  float x[S][(T + 1) * F];
+  int64_t times[S][T + 1], offs[S][T + 1];
+  ls_window_t w[S];
+  const ls_window_t *wins[S];
+  ls_series_stats_t st[S];
+  int masked = 0, known = 0;
+  for (int step = 0; step < STEPS; step++) {
+    for (int s = 0; s < S; s++) {
+      make_window(&w[s], x[s], times[s], offs[s], s, step);
+      wins[s] = &w[s];
+      st[s] = (ls_series_stats_t){
+          .norm_n = &a[s].norm_n, .norm = a[s].norm, .model = a[s].model, .model_n = width};
+    }
+    prep_begin(p, S);
+    cr_assert_eq(prep_windows(p, S, wins, st), LS_OK, "%s", ls_last_error());
+    int wm = 0;
+    const float *const mask = prep_train_mask(p, &wm);
+    cr_assert_eq(wm, p->OH, "a mask per target");
+    cr_assert_eq(mask, p->mask_h);
+    cr_assert_eq(prep_train_y(p), p->y_h);
+    for (int s = 0; s < S; s++) {
+      cr_assert_eq(p->lengths[s], w[s].n_targets);
+      for (int t = 0; t < T; t++) {
+        size_t const r = (size_t)t * S + (size_t)s;
+        for (int h = 1; h <= HZ; h++)
+          for (int j = 0; j < p->O; j++) {
+            size_t const o = r * (size_t)p->OH + (size_t)(h - 1) * p->O + (size_t)j;
+            size_t const o1 = r * (size_t)p->O + (size_t)j;
+            int const in = t < w[s].n_targets && t + h <= w[s].n_targets;
+            cr_assert_eq(p->mask_h[o], in ? 1.0f : 0.0f, "step %d s %d t %d h %d: mask", step, s, t,
+                         h);
+            masked += !in && t < w[s].n_targets, known += in;
+            if (!in) {
+              cr_assert(isnan(p->next_h[o]) && p->y_h[o] == 0.0f, "a target not known: no value");
+              continue;
+            }
+            float const want = x[s][(t + h) * F + p->feat[j]];
+            cr_assert_eq(p->next_h[o], want, "step %d t %d h %d: the record t + h", step, t, h);
+            if (h == 1) {
+              cr_assert_eq(p->y_h[o], p->y[o1], "h = 1: the single-horizon target");
+              cr_assert_eq(p->mask[r], 1.0f);
+              continue;
+            }
+            double const y = ((double)want - p->base[o1]) / p->scale[o1];
+            cr_assert_eq(p->y_h[o], (float)ls_norm_clamp(&p->norm, y), "h %d: normalised", h);
+            cr_assert(isfinite(p->snaive[o]), "a seasonal naive forecast (or the last value)");
+          }
+      }
+    }
+  }
+  cr_assert_gt(masked, 0, "rows whose later targets lie past their window");
+  cr_assert_gt(known, masked);
+  for (int s = 0; s < S; s++)
+    free(a[s].model);
+  free(a);
+  prep_free(p);
+  /* A horizon beyond the window: its targets could never be known. */
+  cr_assert_eq(ls_train_conf_set(c, "horizon", "9"), LS_OK);
+  prep_t *q = NULL;
+  cr_expect_eq(prep_new(c, N, &q), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "horizon 9 is beyond the window") != NULL, "%s",
+            ls_last_error());
+  ls_train_conf_destroy(c);
 }
 
 Test(prep, arguments) {

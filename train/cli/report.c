@@ -103,6 +103,34 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   fputs("}\n", f);
 }
 
+/* Whether horizon h of H has a summary line: every one up to 12, else 1,
+ * 2, 3, H/4, H/2, 3H/4 and H. */
+static int horizon_shown(int h, int H) {
+  return H <= 12 || h <= 3 || h == H / 4 || h == H / 2 || h == 3 * H / 4 || h == H;
+}
+
+/* The figures per horizon (--horizon H > 1): a line per target and horizon
+ * shown, its MSE in the data's units and its ratio to the last value's and
+ * the seasonal naive's, over the run and its last fifth. */
+static void summary_horizons(FILE *out, const ls_train_summary_t *s) {
+  for (int k = 0; s->horizons > 1 && s->horizon != NULL && k < s->horizons * s->targets; k++) {
+    const ls_horizon_figures_t *const a = &s->horizon[k], *const t = &s->tail_horizon[k];
+    if (!horizon_shown(a->h, s->horizons)) continue;
+    fprintf(out,
+            "horizon h=%d feature=%d name=%s count=%.0f mse_data=%.9g last_data=%.9g "
+            "snaive_data=%.9g ratio_last=%.4f ratio_snaive=%.4f final_count=%.0f "
+            "final_mse_data=%.9g final_last_data=%.9g final_snaive_data=%.9g "
+            "final_ratio_last=%.4f final_ratio_snaive=%.4f\n",
+            a->h, a->feature, s->target[k % s->targets].name, a->count,
+            report_mean(a->mse_sum, a->count), report_mean(a->last_sum, a->count),
+            report_mean(a->snaive_sum, a->count), a->last_sum > 0 ? a->mse_sum / a->last_sum : 0.0,
+            a->snaive_sum > 0 ? a->mse_sum / a->snaive_sum : 0.0, t->count,
+            report_mean(t->mse_sum, t->count), report_mean(t->last_sum, t->count),
+            report_mean(t->snaive_sum, t->count), t->last_sum > 0 ? t->mse_sum / t->last_sum : 0.0,
+            t->snaive_sum > 0 ? t->mse_sum / t->snaive_sum : 0.0);
+  }
+}
+
 void report_summary(FILE *out, const ls_train_summary_t *s) {
   /* The headline: the forecasts as they go out (data units, calibrated),
    * against the last value, the mean over the targets of their ratios. */
@@ -136,4 +164,5 @@ void report_summary(FILE *out, const ls_train_summary_t *s) {
             report_mean(t->mse_sum, t->count), report_mean(t->base_sum, t->count),
             t->base_sum > 0 ? t->mse_sum / t->base_sum : 0.0);
   }
+  summary_horizons(out, s);
 }
