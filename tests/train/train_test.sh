@@ -107,6 +107,15 @@
 #                resumed, it ends bit-identical to the uninterrupted replay
 #                (issue 23: the restored windows of a key's old partition
 #                in their partition's order)
+#   horizon      --horizon 4 on sines (issue 25): a summary line per horizon
+#                whose counts are exactly the targets known within their
+#                windows (t + h <= n_targets: 16 series x (124 (16 - h + 1)
+#                + 15 - h + 1)), h = 1's the single-horizon figures, every
+#                MSE finite, growing with h and below the last value's; a
+#                horizon beyond the window refused; resumed from a snapshot
+#                of --horizon 4, a run giving --horizon 2 is refused and one
+#                leaving it out takes 4 and ends bit-identical to the
+#                uninterrupted run
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -292,6 +301,40 @@ print(f"{steps} steps reported once each; step 1's gradient norm {r4[0]['grad_no
       f"without replay, step 2's {r4[1]['grad_norm']} and {r0[1]['grad_norm']}")
 PY
     fail "the steps' reports or their gradient norms are not the steps' own"
+  ;;
+horizon)
+  start_broker --topic hz:4
+  "$lstream" produce --brokers "$bootstrap" --topic hz --series 16 --features 1 \
+    --records-per-series 2000 --generator sine --noise 0.01 --seed 5 >/dev/null
+  common=(--topic hz --features 1 --window 16 --batch 16 --hidden 16 --threads 1)
+  train "$work/h4" "${common[@]}" --horizon 4 | grep -E '^(target|horizon)'
+  hline() { grep "^horizon h=$2 " "$1" | sed -n "s/.*\b$3=\([^ ]*\).*/\1/p"; }
+  prev=0
+  for h in 1 2 3 4; do
+    n=$(hline "$work/h4" $h count)
+    want=$((16 * (124 * (16 - h + 1) + 15 - h + 1)))
+    [ "$n" = "$want" ] || fail "h=$h: $n forecasts scored, $want targets known in their windows"
+    m=$(hline "$work/h4" $h final_mse_data)
+    r=$(hline "$work/h4" $h final_ratio_last)
+    check "$m > 0 && $m < 1e30 && $m > $prev" "h=$h: final MSE $m not finite or not above h-1's $prev"
+    check "$r < 1" "h=$h: final MSE $r of the last value's"
+    prev=$m
+  done
+  [ "$(hline "$work/h4" 1 final_mse_data)" = "$(target_field "$work/h4" final_mse_data)" ] ||
+    fail "h=1's figures are not the target's"
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${common[@]}" --horizon 17 \
+    >/dev/null 2>"$work/err" && fail "--horizon 17 beyond --window 16 ran"
+  grep -q "horizon 17 is beyond the window" "$work/err" || fail "no message: $(cat "$work/err")"
+  train "$work/part" "${common[@]}" --horizon 4 --snapshot-dir "$work/snaps" --max-steps 20 \
+    >/dev/null
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${common[@]}" --horizon 2 \
+    --snapshot-dir "$work/snaps" >/dev/null 2>"$work/err" && fail "a resume changed the horizon"
+  grep -q "written with horizon=4; this run gives horizon=2" "$work/err" ||
+    fail "no message: $(cat "$work/err")"
+  train "$work/resumed" "${common[@]}" --snapshot-dir "$work/snaps" >/dev/null
+  [ "$(grep -c '^horizon h=' "$work/resumed")" = 4 ] || fail "the resume is not of 4 horizons"
+  [ "$(grep '^digest' "$work/resumed")" = "$(grep '^digest' "$work/h4")" ] ||
+    fail "resumed at step 20: not the uninterrupted run's model"
   ;;
 checks)
   # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.
