@@ -201,7 +201,7 @@ static void horizon_terms(figures_t *f, const prep_t *p, const float *pred, cons
     size_t const o = r * (size_t)f->OH + (size_t)k, o1 = r * (size_t)f->O + (size_t)j;
     double const y = p->next_h[o];
     if (isnan(y)) continue; /* not known when the window trained */
-    double const pr = k < f->O ? (double)pred[o1] : (double)out[o];
+    double const pr = k < f->O ? (double)pred[o1] : prep_horizon_fc(p, k / f->O + 1, out[o]);
     double const fc = p->base[o1] + f->alpha[j] * p->scale[o1] * pr;
     double const e[HZ_PER] = {1.0, (fc - y) * (fc - y), (y - p->cur[o1]) * (y - p->cur[o1]),
                               (y - p->snaive[o]) * (y - p->snaive[o])};

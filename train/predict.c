@@ -175,8 +175,10 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
   const double *const alpha = figures_alpha(pr->fig);
   for (int k = 0; k < pr->OH; k++) {
     int const j = k % pr->O;
-    float const fc = k >= pr->O ? out[k] : lin != NULL ? prep_mix(lin[j], beta[j], out[k]) : h1[j];
-    value[k] = base[j] + alpha[j] * scale[j] * (double)fc;
+    double const fc = k >= pr->O    ? prep_horizon_fc(pr->p, k / pr->O + 1, out[k])
+                      : lin != NULL ? (double)prep_mix(lin[j], beta[j], out[k])
+                                    : (double)h1[j];
+    value[k] = base[j] + alpha[j] * scale[j] * fc;
   }
 }
 

@@ -15,6 +15,15 @@
  * start and join a thread. A step of a few live series stays on one. */
 #define PREP_THREAD_MIN 2048
 
+/* Horizon h's targets are scaled by h^-HORIZON_WEIGHT (its outputs by the
+ * inverse), which weighs its squared errors h^-2.5 against h = 1's: a
+ * random walk's change over h records has h times the variance of one,
+ * so each later horizon pulls on the LSTM they share about h^-1.5 as hard
+ * as the next record does. Without it (1 for every h), --horizon 12 made
+ * h = 1's final MSE 23% worse on taylor; with h^-1 2.4%, with h^-1.25
+ * 0.3% (10 seeds; FINDINGS.md, "Horizons"). */
+#define HORIZON_WEIGHT 1.25
+
 /* The most threads a step's preparation takes. */
 #define PREP_THREADS_MAX 64
 
@@ -89,7 +98,10 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->next_h = malloc(roh * sizeof *p->next_h);
     p->snaive = malloc(roh * sizeof *p->snaive);
     p->lengths = malloc((size_t)B * sizeof *p->lengths);
-    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths)
+    p->hw = malloc((size_t)p->H * sizeof *p->hw);
+    for (int h = 1; p->hw != NULL && h <= p->H; h++)
+      p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
+    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths || !p->hw)
       err = ls_error_set(LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)",
                          p->H, p->T, B);
   }
@@ -116,6 +128,7 @@ void prep_free(prep_t *p) {
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
   free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->lengths);
+  free(p->hw);
   free(p);
 }
 
@@ -202,6 +215,10 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
   p->next[o] = next[f];
 }
 
+double prep_horizon_fc(const prep_t *p, int h, double v) {
+  return v / p->hw[h - 1];
+}
+
 /* Row r's targets at every horizon (H > 1), its h = 1 target in place:
  * row t of window w, whose records after t + 1 give the later ones while
  * they lie within it (t + h <= n_targets); the seasonal naive forecasts
@@ -225,7 +242,7 @@ static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
       }
       float const x = w->x[(size_t)(t + h) * F + (size_t)f];
       double const y = ((double)x - p->base[o1]) / p->scale[o1];
-      p->y_h[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
+      p->y_h[o] = (float)((p->raw ? y : ls_norm_clamp(&p->norm, y)) * p->hw[h - 1]);
       p->mask_h[o] = 1.0f, p->next_h[o] = x;
     }
 }

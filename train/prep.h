@@ -72,6 +72,8 @@ typedef struct prep_s {
   float *next_h;  /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
   double *snaive; /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
   int *lengths;   /* [n] the rows of each window (its n_targets) */
+  double *hw;     /* [H] horizon h's targets are multiplied by hw[h - 1], its outputs divided
+                     (prep_horizon_fc) */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
   int threads;
@@ -128,6 +130,10 @@ static inline float prep_mix(double lin, double beta, float p) {
  * = 1 they are the series table's pending). */
 size_t prep_model_width(const prep_t *p);
 double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
+
+/* Horizon h's forecast in target units from the head's output v for it
+ * (h > 1: the LSTM's alone; h = 1's is prep_mix's): v / hw[h - 1]. */
+double prep_horizon_fc(const prep_t *p, int h, double v);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */

@@ -146,7 +146,7 @@ Test(prep, more_threads_than_windows) {
 
 /* --horizon 4 (issue 25): row t's target at horizon h is the window's
  * record t + h while that lies within it (t + h <= n_targets), normalised
- * as h = 1's is (the same base and scale); past the window's end it is
+ * as h = 1's is (the same base and scale) and weighed by hw[h - 1]; past the window's end it is
  * masked (0), with no value (NaN actual, 0 target), so no record is ever
  * the target of a row that has it as an input; h = 1's column is the
  * single-horizon target and row mask; padding rows are masked at every
@@ -162,6 +162,9 @@ Test(prep, horizons_masked_past_the_window) {
   prep_t *const p = prep_with(c, 1);
   cr_assert_eq(p->H, HZ);
   cr_assert_eq(p->OH, 2 * HZ);
+  cr_assert_eq(p->hw[0], 1.0, "h = 1's targets as with one horizon");
+  for (int h = 2; h <= HZ; h++)
+    cr_assert(p->hw[h - 1] < p->hw[h - 2] && p->hw[h - 1] > 0.0, "later horizons weigh less");
   size_t const width = prep_model_width(p);
   cr_assert_eq(width, season_width(p->sea) + (size_t)p->OH,
                "the pending values after the seasons'");
@@ -212,7 +215,8 @@ Test(prep, horizons_masked_past_the_window) {
               continue;
             }
             double const y = ((double)want - p->base[o1]) / p->scale[o1];
-            cr_assert_eq(p->y_h[o], (float)ls_norm_clamp(&p->norm, y), "h %d: normalised", h);
+            cr_assert_eq(p->y_h[o], (float)(ls_norm_clamp(&p->norm, y) * p->hw[h - 1]),
+                         "h %d: normalised, weighed", h);
             cr_assert(isfinite(p->snaive[o]), "a seasonal naive forecast (or the last value)");
           }
       }
