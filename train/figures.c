@@ -34,6 +34,7 @@ struct figures_s {
   int H, OH;                     /* horizons; O H */
   ls_horizon_figures_t *hz;      /* [OH] the run's per horizon (H > 1) */
   ls_horizon_figures_t *hz_tail; /* [OH] its last fifth */
+  ls_horizon_figures_t *hz_step; /* [OH] the last step's */
   double *alpha;                 /* [O] this step's */
   double *spy, *spp;             /* [O] calibration moments */
   int64_t *k;                    /* [O] forecasts they have seen */
@@ -73,9 +74,10 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
   if (f->H > 1) {
     f->hz = calloc((size_t)f->OH, sizeof *f->hz);
     f->hz_tail = calloc((size_t)f->OH, sizeof *f->hz_tail);
+    f->hz_step = calloc((size_t)f->OH, sizeof *f->hz_step);
   }
   if (!f->alpha || !f->spy || !f->spp || !f->k || !f->step || !f->total || !f->tail || !f->row ||
-      !f->err || (f->H > 1 && (!f->hz || !f->hz_tail))) {
+      !f->err || (f->H > 1 && (!f->hz || !f->hz_tail || !f->hz_step))) {
     figures_free(f);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the figures of %d targets", O);
   }
@@ -87,8 +89,8 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
     f->alpha[j] = calibrate ? 0.0 : 1.0; /* no forecast has paid off yet: the last value */
   }
   for (int k = 0; k < f->OH && f->H > 1; k++) {
-    f->hz[k].h = f->hz_tail[k].h = k / O + 1;
-    f->hz[k].feature = f->hz_tail[k].feature = feat[k % O];
+    f->hz[k].h = f->hz_tail[k].h = f->hz_step[k].h = k / O + 1;
+    f->hz[k].feature = f->hz_tail[k].feature = f->hz_step[k].feature = feat[k % O];
   }
   *out = f;
   return LS_OK;
@@ -98,7 +100,7 @@ void figures_free(figures_t *f) {
   if (f == NULL) return;
   free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
   free(f->tail), free(f->row), free(f->err), free(f->tmin), free(f->tmax), free(f->sums);
-  free(f->hz), free(f->hz_tail);
+  free(f->hz), free(f->hz_tail), free(f->hz_step);
   free(f);
 }
 
@@ -274,9 +276,14 @@ int figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
   }
   for (int k = 0; k < f->OH && f->H > 1; k++) {
     const double *const e = v + 2 + V_PER * f->O + k * HZ_PER;
+    ls_horizon_figures_t *const s = &f->hz_step[k];
+    s->count = e[HZ_N], s->mse_sum = e[HZ_MSE];
+    s->last_sum = e[HZ_LAST], s->snaive_sum = e[HZ_SNAIVE];
     f->hz[k].count += e[HZ_N], f->hz[k].mse_sum += e[HZ_MSE];
     f->hz[k].last_sum += e[HZ_LAST], f->hz[k].snaive_sum += e[HZ_SNAIVE];
   }
+  st->horizons = f->H;
+  st->horizon = f->H > 1 ? f->hz_step : NULL;
   st->count = rows * f->O;
   st->targets = f->O;
   st->target = f->step;

@@ -187,8 +187,9 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   tr->c0 = calloc(LH * B, sizeof *tr->c0);
   tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
   tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
+  tr->pend_horizon = calloc((size_t)tr->prep->OH, sizeof *tr->pend_horizon);
   LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->out || !tr->h0 || !tr->c0 ||
-                   !tr->v_sums || !tr->pend_target,
+                   !tr->v_sums || !tr->pend_target || !tr->pend_horizon,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
   return LS_OK;
 }
@@ -371,6 +372,6 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   replay_free(tr->v.rep);
   if (tr->out != tr->pred) free(tr->out);
   free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
-  free(tr->c0), free(tr->v_sums), free(tr->pend_target);
+  free(tr->c0), free(tr->v_sums), free(tr->pend_target), free(tr->pend_horizon);
   free(tr);
 }

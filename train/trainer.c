@@ -278,6 +278,11 @@ static void keep_pending(ls_trainer_t *tr, const ls_step_stats_t *st) {
   tr->pend = *st;
   memcpy(tr->pend_target, st->target, (size_t)st->targets * sizeof *tr->pend_target);
   tr->pend.target = tr->pend_target;
+  if (st->horizon != NULL) {
+    memcpy(tr->pend_horizon, st->horizon,
+           (size_t)st->horizons * (size_t)st->targets * sizeof *tr->pend_horizon);
+    tr->pend.horizon = tr->pend_horizon;
+  }
   tr->has_pend = 1;
   guard_keep(&tr->guard);
 }

@@ -112,7 +112,8 @@
 #                windows (t + h <= n_targets: 16 series x (124 (16 - h + 1)
 #                + 15 - h + 1)), h = 1's the single-horizon figures, every
 #                MSE finite, growing with h and below the last value's; a
-#                horizon beyond the window refused; resumed from a snapshot
+#                horizon beyond the window refused; every --metrics line has
+#                the step's figures per horizon; resumed from a snapshot
 #                of --horizon 4, a run giving --horizon 2 is refused and one
 #                leaving it out takes 4 and ends bit-identical to the
 #                uninterrupted run
@@ -307,7 +308,16 @@ horizon)
   "$lstream" produce --brokers "$bootstrap" --topic hz --series 16 --features 1 \
     --records-per-series 2000 --generator sine --noise 0.01 --seed 5 >/dev/null
   common=(--topic hz --features 1 --window 16 --batch 16 --hidden 16 --threads 1)
-  train "$work/h4" "${common[@]}" --horizon 4 | grep -E '^(target|horizon)'
+  train "$work/h4" "${common[@]}" --horizon 4 --metrics "$work/m" | grep -E '^(target|horizon)'
+  # Every --metrics line gives the step's figures per horizon.
+  /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    hs = [x["h"] for x in d["horizons"]]
+    assert hs == [1, 2, 3, 4], hs
+    assert d["horizons"][0]["count"] == d["targets"][0]["count"], d
+' "$work/m" || fail "--metrics lines without their horizons"
   hline() { grep "^horizon h=$2 " "$1" | sed -n "s/.*\b$3=\([^ ]*\).*/\1/p"; }
   prev=0
   for h in 1 2 3 4; do

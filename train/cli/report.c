@@ -79,6 +79,26 @@ static void metrics_targets(FILE *out, const ls_step_stats_t *s) {
   fprintf(out, "]");
 }
 
+/* A step's figures per horizon (--horizon H > 1) as the field
+ * ",\"horizons\":[...]": per target and horizon its MSE and the last
+ * value's and the seasonal naive's, data units. */
+static void metrics_horizons(FILE *out, const ls_step_stats_t *s) {
+  if (s->horizons <= 1 || s->horizon == NULL) return;
+  char n[3][32];
+  fprintf(out, ",\"horizons\":[");
+  for (int k = 0; k < s->horizons * s->targets; k++) {
+    const ls_horizon_figures_t *const t = &s->horizon[k];
+    fprintf(out,
+            "%s{\"h\":%d,\"feature\":%d,\"count\":%.0f,\"mse_data\":%s,\"last_data\":%s,"
+            "\"snaive_data\":%s}",
+            k ? "," : "", t->h, t->feature, t->count,
+            json_num(n[0], sizeof n[0], "%.9g", report_mean(t->mse_sum, t->count)),
+            json_num(n[1], sizeof n[1], "%.9g", report_mean(t->last_sum, t->count)),
+            json_num(n[2], sizeof n[2], "%.9g", report_mean(t->snaive_sum, t->count)));
+  }
+  fprintf(out, "]");
+}
+
 void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   char loss[32], base[32], norm[32], lr[32], lag[32];
   fprintf(f,
@@ -100,6 +120,7 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
             (long long)s->rejected[r]);
   fputc('}', f);
   metrics_targets(f, s);
+  metrics_horizons(f, s);
   fputs("}\n", f);
 }
 
