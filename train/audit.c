@@ -152,7 +152,7 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   LS_FORWARD_IF_ERROR(series_state(a, parts[part], at));
   size_t const T = (size_t)a->p->T;
   a->x = malloc(T * (size_t)a->p->I * sizeof *a->x);
-  a->pred = malloc(T * (size_t)a->p->OH * sizeof *a->pred); /* the head's, all horizons */
+  a->pred = malloc(T * (size_t)a->p->W * sizeof *a->pred); /* the head's, all outputs */
   a->base = malloc(T * (size_t)a->p->O * sizeof *a->base);
   a->scale = malloc(T * (size_t)a->p->O * sizeof *a->scale);
   a->lin = malloc(T * (size_t)a->p->O * sizeof *a->lin);
@@ -220,7 +220,7 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
   for (size_t o = 0; o < (size_t)n * (size_t)O; o++) { /* h = 1's: the first O of a row */
-    float const pr = a->pred[o / (size_t)O * (size_t)p->OH + o % (size_t)O];
+    float const pr = a->pred[o / (size_t)O * (size_t)p->W + o % (size_t)O];
     out[o] = a->base[o] +
              alpha[o % (size_t)O] * a->scale[o] * (double)prep_mix(a->lin[o], a->beta[o], pr);
   }

@@ -165,21 +165,30 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
   return ls_engine_scatter_state(eng, pr->serve, n, pr->b_slot);
 }
 
-/* One forecast's values [OH] in the data's units, h-major, from its
- * targets' base and scale [O] and the head's outputs out [OH]: h = 1's the
- * model's forecast, the LSTM's mixed with the linear path (lin, beta [O])
- * or, lin NULL, given mixed in h1 [O]; the later horizons the LSTM's. */
+/* One forecast's values [W] in the data's units, h-major: per horizon
+ * the O targets' point forecasts, then with quantiles each level's O
+ * (sorted: prep_quantile_values); from the targets' base and scale [O],
+ * the linear path's share lin [O] and the head's outputs out [W]: h = 1's
+ * point forecast the model's, given mixed in h1 [O] or, h1 NULL, the
+ * LSTM's mixed with the linear path (beta [O]); the later horizons' the
+ * LSTM's. */
 static void values_of(const predict_t *pr, const double *base, const double *scale,
                       const double *lin, const double *beta, const float *h1, const float *out,
                       double *value) {
   const double *const alpha = figures_alpha(pr->fig);
+  size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
   for (int k = 0; k < pr->OH; k++) {
     int const j = k % pr->O;
-    double const fc = k >= pr->O    ? prep_horizon_fc(pr->p, k / pr->O + 1, out[k])
-                      : lin != NULL ? (double)prep_mix(lin[j], beta[j], out[k])
-                                    : (double)h1[j];
-    value[k] = base[j] + alpha[j] * scale[j] * fc;
+    double const fc = k >= pr->O   ? prep_horizon_fc(pr->p, k / pr->O + 1, out[k])
+                      : h1 == NULL ? (double)prep_mix(lin[j], beta[j], out[k])
+                                   : (double)h1[j];
+    value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
+  if (pr->NQ == 0) return;
+  prep_quantile_values(pr->p, out, base, scale, lin, pr->qv);
+  for (size_t q = 0; q < (size_t)pr->NQ; q++)
+    for (size_t k = 0; k < (size_t)pr->OH; k++)
+      value[k / O * VH + (q + 1) * O + k % O] = pr->qv[q * (size_t)pr->OH + k];
 }
 
 /* Sends out the forecast after the record just served of slot's series:
@@ -195,7 +204,7 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
     size_t const o = (size_t)b * (size_t)pr->O;
     values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + o, pr->b_beta + o, NULL,
-              pr->b_pred + (size_t)b * (size_t)pr->OH, pr->value);
+              pr->b_pred + (size_t)b * (size_t)pr->W, pr->value);
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
     int64_t const after = s->n - at - 1; /* records read after it */
@@ -352,8 +361,8 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
   for (int t = 0; t < w->n_targets; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
-    values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, NULL, NULL,
-              pred + r * (size_t)O, out + r * (size_t)pr->OH, pr->value);
+    values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
+              pred + r * (size_t)O, out + r * (size_t)pr->W, pr->value);
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
     int const known = w->n_targets - t < pr->H ? w->n_targets - t : pr->H; /* t + h in it */
     forecast_t fc = {PREDICT_EVAL, slot,      w->partition, w->offsets[t], w->times[t],
@@ -439,21 +448,22 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   pr->v = v, pr->p = p, pr->fig = fig;
   pr->kinds = c->predictions;
   pr->T = p->T, pr->F = p->F, pr->I = p->I, pr->O = p->O;
-  pr->H = p->H, pr->OH = p->OH;
+  pr->H = p->H, pr->OH = p->OH, pr->NQ = p->Q, pr->W = p->W;
   pr->B = ls_engine_get_conf(v->eng)->max_batch;
   /* Records are served as they are read only live, and only for next forecasts. */
   pr->live = !c->until && (pr->kinds & PREDICT_NEXT) && v->ing != NULL;
   size_t const B = (size_t)pr->B;
   pr->b_slot = malloc(2 * B * sizeof *pr->b_slot);
   pr->b_x = malloc(B * (size_t)pr->I * sizeof *pr->b_x);
-  pr->b_pred = malloc(B * (size_t)pr->OH * sizeof *pr->b_pred);
-  pr->value = malloc((size_t)pr->OH * sizeof *pr->value);
+  pr->b_pred = malloc(B * (size_t)pr->W * sizeof *pr->b_pred);
+  pr->value = malloc((size_t)pr->W * sizeof *pr->value);
+  pr->qv = malloc((size_t)pr->W * sizeof *pr->qv);
   pr->b_base = malloc(B * (size_t)pr->O * sizeof *pr->b_base);
   pr->b_scale = malloc(B * (size_t)pr->O * sizeof *pr->b_scale);
   pr->b_lin = malloc(B * (size_t)pr->O * sizeof *pr->b_lin);
   pr->b_beta = malloc(B * (size_t)pr->O * sizeof *pr->b_beta);
   ls_err_t err = pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale && pr->b_lin &&
-                         pr->b_beta && pr->value
+                         pr->b_beta && pr->value && pr->qv
                      ? LS_OK
                      : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
   if (err == LS_OK && (pr->kinds & PREDICT_NEXT))
@@ -478,7 +488,7 @@ void predict_free(predict_t *pr) {
   (void)ls_series_table_on_evict(pr->v->series, NULL, NULL);
   free(pr->ps), free(pr->slot_of), free(pr->id_of), free(pr->state_row), free(pr->dirty);
   free(pr->b_slot), free(pr->b_x), free(pr->b_pred), free(pr->b_base), free(pr->b_scale);
-  free(pr->b_lin), free(pr->b_beta), free(pr->value);
+  free(pr->b_lin), free(pr->b_beta), free(pr->value), free(pr->qv);
   ls_state_table_destroy(pr->serve);
   free(pr);
 }

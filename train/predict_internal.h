@@ -37,8 +37,11 @@ struct predict_s {
   const figures_t *fig;
   int kinds, live;
   int T, F, I, O, B; /* B: the engine's largest batch */
-  int H, OH;         /* horizons, O H values a forecast (prep.h) */
-  double *value;     /* [OH] one forecast's, scratch */
+  int H, OH;         /* horizons, O H point forecasts a forecast (prep.h) */
+  int NQ, W;         /* quantile levels; W = OH (1 + Q) head outputs, and values a forecast */
+  double *value;     /* [W] one forecast's, scratch (values_of's layout) */
+  double *qv;        /* [Q OH] its quantiles, scratch */
+  char qtext[PREP_QUANTILES_MAX * 24]; /* the levels, "0.1,0.5,0.9" */
 
   /* Where forecasts go (predict_out.c). */
   ls_format_t format;
@@ -92,7 +95,7 @@ typedef struct forecast_s {
   int64_t slot;
   int32_t partition;
   int64_t offset, time, step;
-  const double *value; /* [OH] data units, h-major */
+  const double *value; /* [W] data units, h-major: per h O points, then O per quantile level */
   const float *actual; /* [known, F] the next `known` records (h = 1.. known), NULL: none */
   int known;
 } forecast_t;

@@ -86,15 +86,18 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
   }
   p->H = c->horizon > 1 ? c->horizon : 1;
   p->OH = p->O * p->H;
+  if (err == LS_OK) err = prep_parse_quantiles(c->quantiles, p->levels, &p->Q);
+  p->W = p->OH * (1 + p->Q);
   if (err == LS_OK && p->H > p->T)
     err = ls_error_set(LS_ERR_INVALID_ARG,
                        "horizon %d is beyond the window (%d records): a target h records ahead "
                        "is known only within its window; raise --window or lower --horizon",
                        p->H, p->T);
-  if (err == LS_OK && p->H > 1) {
+  if (err == LS_OK && p->W > p->O) {
     size_t const roh = rows * (size_t)(p->OH > 0 ? p->OH : 1);
-    p->y_h = malloc(roh * sizeof *p->y_h);
-    p->mask_h = malloc(roh * sizeof *p->mask_h);
+    size_t const rw = rows * (size_t)(p->W > 0 ? p->W : 1);
+    p->y_h = malloc(rw * sizeof *p->y_h);
+    p->mask_h = malloc(rw * sizeof *p->mask_h);
     p->next_h = malloc(roh * sizeof *p->next_h);
     p->snaive = malloc(roh * sizeof *p->snaive);
     p->lengths = malloc((size_t)B * sizeof *p->lengths);
@@ -219,55 +222,108 @@ double prep_horizon_fc(const prep_t *p, int h, double v) {
   return v / p->hw[h - 1];
 }
 
-/* Row r's targets at every horizon (H > 1), its h = 1 target in place:
- * row t of window w, whose records after t + 1 give the later ones while
- * they lie within it (t + h <= n_targets); the seasonal naive forecasts
- * from its series' seasons (model). */
+/* Row r's targets at every horizon (H > 1, or quantiles), its h = 1
+ * target in place: row t of window w, whose records after t + 1 give the
+ * later ones while they lie within it (t + h <= n_targets); the seasonal
+ * naive forecasts from its series' seasons (model); the quantiles' targets
+ * and masks those of their horizon's. */
 static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
                          const double *model) {
   int const O = p->O, F = p->F;
   for (int h = 1; h <= p->H; h++)
     for (int j = 0; j < O; j++) {
-      size_t const o = r * (size_t)p->OH + (size_t)(h - 1) * O + (size_t)j, o1 = r * O + j;
+      size_t const k = (size_t)(h - 1) * O + (size_t)j, o1 = r * O + j;
+      size_t const o = r * (size_t)p->OH + k, ow = r * (size_t)p->W + k;
       int const f = p->feat[j];
       double const sn = p->sea != NULL ? season_naive(p->sea, model, j, p->rec[r], h) : NAN;
       p->snaive[o] = isnan(sn) ? (double)p->cur[o1] : sn; /* no season known: the last value */
       if (h == 1) {
-        p->y_h[o] = p->y[o1], p->mask_h[o] = 1.0f, p->next_h[o] = p->next[o1];
-        continue;
+        p->y_h[ow] = p->y[o1], p->mask_h[ow] = 1.0f, p->next_h[o] = p->next[o1];
+      } else if (t + h > w->n_targets) { /* not known when the window trains */
+        p->y_h[ow] = 0.0f, p->mask_h[ow] = 0.0f, p->next_h[o] = NAN;
+      } else {
+        float const x = w->x[(size_t)(t + h) * F + (size_t)f];
+        double const y = ((double)x - p->base[o1]) / p->scale[o1];
+        p->y_h[ow] = (float)((p->raw ? y : ls_norm_clamp(&p->norm, y)) * p->hw[h - 1]);
+        p->mask_h[ow] = 1.0f, p->next_h[o] = x;
       }
-      if (t + h > w->n_targets) { /* not known when the window trains */
-        p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f, p->next_h[o] = NAN;
-        continue;
-      }
-      float const x = w->x[(size_t)(t + h) * F + (size_t)f];
-      double const y = ((double)x - p->base[o1]) / p->scale[o1];
-      p->y_h[o] = (float)((p->raw ? y : ls_norm_clamp(&p->norm, y)) * p->hw[h - 1]);
-      p->mask_h[o] = 1.0f, p->next_h[o] = x;
+      for (int q = 1; q <= p->Q; q++)
+        p->y_h[ow + (size_t)q * p->OH] = p->y_h[ow],
+                                p->mask_h[ow + (size_t)q * p->OH] = p->mask_h[ow];
     }
 }
 
 /* A padding row's targets at every horizon: none known. */
 static void horizons_pad(const prep_t *p, size_t r) {
-  for (size_t o = r * (size_t)p->OH; p->H > 1 && o < (r + 1) * (size_t)p->OH; o++)
-    p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f, p->next_h[o] = NAN, p->snaive[o] = 0.0;
+  if (p->W == p->O) return;
+  for (size_t o = r * (size_t)p->OH; o < (r + 1) * (size_t)p->OH; o++)
+    p->next_h[o] = NAN, p->snaive[o] = 0.0;
+  for (size_t o = r * (size_t)p->W; o < (r + 1) * (size_t)p->W; o++)
+    p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f;
+}
+
+ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q) {
+  *Q = 0;
+  for (const char *s = text; *s != '\0';) {
+    char *end = NULL;
+    double const l = strtod(s, &end);
+    LS_RETURN_IF(end == s || (*end != ',' && *end != '\0') || !(l > 0.0 && l < 1.0) ||
+                     (*Q > 0 && !(l > levels[*Q - 1])) || *Q == PREP_QUANTILES_MAX,
+                 LS_ERR_INVALID_ARG,
+                 "quantiles '%s': up to %d levels in (0, 1), ascending, such as 0.1,0.5,0.9", text,
+                 PREP_QUANTILES_MAX);
+    levels[(*Q)++] = l;
+    s = *end ? end + 1 : end;
+    LS_RETURN_IF(*end == ',' && *s == '\0', LS_ERR_INVALID_ARG,
+                 "quantiles '%s' ends with a comma: give levels such as 0.1,0.5,0.9", text);
+  }
+  return LS_OK;
+}
+
+ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
+  *per = (c->horizon > 1 ? c->horizon : 1) * (1 + Q);
+  return LS_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double const x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void prep_quantile_values(const prep_t *p, const float *out, const double *base,
+                          const double *scale, const double *lin, double *qv) {
+  double sorted[PREP_QUANTILES_MAX];
+  for (int k = 0; k < p->OH; k++) {
+    int const j = k % p->O, h = k / p->O + 1;
+    for (int q = 0; q < p->Q; q++) {
+      double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
+      double const u = h == 1 ? (lin != NULL ? lin[j] : 0.0) + v : prep_horizon_fc(p, h, v);
+      sorted[q] = base[j] + scale[j] * u;
+    }
+    qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
+    for (int q = 0; q < p->Q; q++)
+      qv[(size_t)q * p->OH + (size_t)k] = sorted[q];
+  }
 }
 
 size_t prep_model_width(const prep_t *p) {
-  return season_width(p->sea) + (p->H > 1 ? (size_t)p->OH : 0);
+  return season_width(p->sea) + (p->W > p->O ? (size_t)p->W : 0);
 }
 
 double *prep_pending(const prep_t *p, const ls_series_stats_t *st) {
-  return p->H > 1 ? st->model + season_width(p->sea) : st->pending;
+  return p->W > p->O ? st->model + season_width(p->sea) : st->pending;
 }
 
 const float *prep_train_y(const prep_t *p) {
-  return p->H > 1 ? p->y_h : p->y;
+  return p->W > p->O ? p->y_h : p->y;
 }
 
 const float *prep_train_mask(const prep_t *p, int *width) {
-  *width = p->H > 1 ? p->OH : 1;
-  return p->H > 1 ? p->mask_h : p->mask;
+  *width = p->W > p->O ? p->W : 1;
+  return p->W > p->O ? p->mask_h : p->mask;
 }
 
 /* prep_window on thread scratch sc, the event times into sc's range. */
@@ -299,7 +355,7 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
                                   p->a + r * O));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
-    if (p->H > 1) horizons_row(p, r, w, t, st->model);
+    if (p->W > p->O) horizons_row(p, r, w, t, st->model);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {
         sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;

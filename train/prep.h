@@ -30,6 +30,9 @@ typedef struct prep_scratch_s {
   char why[1024]; /* the error's message (messages are per thread) */
 } prep_scratch_t;
 
+/* The most quantile levels. */
+#define PREP_QUANTILES_MAX 16
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -67,8 +70,15 @@ typedef struct prep_s {
    * the last real record (lengths). h = 1's columns are y and mask. NULL
    * with H = 1 (the engine then takes y and mask as before). */
   int H, OH;
-  float *y_h;     /* [T, n, OH] what the LSTM trains on: y at h = 1, the target beyond */
-  float *mask_h;  /* [T, n, OH] 1: a known target */
+  /* Quantiles (--quantiles, Q levels): the head's columns past OH, column
+   * OH + q OH + (h - 1) O + j the quantile of level levels[q] of target j
+   * h records ahead, trained with the pinball loss on that target (the
+   * mean's), so W = OH (1 + Q) outputs in all; y_h and mask_h are there
+   * whenever W > O. */
+  int Q, W;
+  double levels[PREP_QUANTILES_MAX];
+  float *y_h;     /* [T, n, W] what the LSTM trains on: y at h = 1, the target beyond */
+  float *mask_h;  /* [T, n, W] 1: a known target */
   float *next_h;  /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
   double *snaive; /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
   int *lengths;   /* [n] the rows of each window (its n_targets) */
@@ -82,6 +92,13 @@ typedef struct prep_s {
   const ls_window_t *const *wins;
   ls_series_stats_t *st;
 } prep_t;
+
+/* --quantiles' text: Q levels in (0, 1), ascending, into levels
+ * [PREP_QUANTILES_MAX] ("": none). */
+ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q);
+
+/* The head's outputs per target as c says: H (1 + Q). */
+ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per);
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,
  * targets, normalize, target, inputs, norm_window). */
@@ -134,6 +151,15 @@ double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
 /* Horizon h's forecast in target units from the head's output v for it
  * (h > 1: the LSTM's alone; h = 1's is prep_mix's): v / hw[h - 1]. */
 double prep_horizon_fc(const prep_t *p, int h, double v);
+
+/* The quantile forecasts of one row in the data's units, qv [Q, OH] (the
+ * quantile of level q of target j h records ahead at q OH + (h - 1) O +
+ * j), from the head's outputs out [W], the targets' base and scale [O] and
+ * the linear path's share at h = 1 lin [O] (NULL: 0): at h = 1 base +
+ * scale (lin + output), beyond base + scale prep_horizon_fc(output); each
+ * target and horizon's sorted ascending, so that they never cross. */
+void prep_quantile_values(const prep_t *p, const float *out, const double *base,
+                          const double *scale, const double *lin, double *qv);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */

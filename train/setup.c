@@ -178,11 +178,12 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, prep_model_width(tr->prep)));
-  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O, tr->prep->H);
+  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O, tr->prep->H, tr->prep->Q);
   tr->st = calloc(B, sizeof *tr->st);
   tr->gather = calloc(B, sizeof *tr->gather);
   tr->pred = calloc(T * B * (size_t)tr->prep->O, sizeof *tr->pred);
-  tr->out = tr->prep->H > 1 ? calloc(T * B * (size_t)sh->output_size, sizeof *tr->out) : tr->pred;
+  tr->out = sh->output_size > tr->prep->O ? calloc(T * B * (size_t)sh->output_size, sizeof *tr->out)
+                                          : tr->pred;
   tr->h0 = calloc(LH * B, sizeof *tr->h0);
   tr->c0 = calloc(LH * B, sizeof *tr->c0);
   tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
@@ -249,6 +250,25 @@ static ls_optim_t optim_of(const ls_train_conf_t *c) {
   return opt;
 }
 
+/* The losses of the head's outputs (per per target, O targets): squared
+ * errors, then with --quantiles the pinball loss of each level (prep.h's
+ * columns). */
+static ls_err_t set_losses(const ls_train_conf_t *c, int O, int per, ls_engine_t *eng) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
+  if (Q == 0) return LS_OK;
+  int const W = O * per, OH = W / (1 + Q);
+  ls_loss_col_t *const cols = calloc((size_t)W, sizeof *cols);
+  LS_RETURN_IF(cols == NULL, LS_ERR_NOMEM, "no memory for %d losses", W);
+  for (int k = 0; k < W; k++)
+    cols[k] = k < OH ? (ls_loss_col_t){LS_LOSS_MSE, 0.0f}
+                     : (ls_loss_col_t){LS_LOSS_PINBALL, (float)levels[k / OH - 1]};
+  ls_err_t const err = ls_engine_set_loss(eng, cols, W);
+  free(cols);
+  return err;
+}
+
 /* The replay memories of this rank's partitions (with replay), then the
  * engine, sized for this rank's steps and replay updates. */
 static ls_err_t open_engine(ls_trainer_t *tr) {
@@ -258,10 +278,12 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
   tr->B = c->until ? tr->quota * (tr->v.P > 0 ? tr->v.P : 1) : c->batch;
   ls_shape_t const *const sh = &tr->v.shape;
+  int per = 1; /* the head's outputs per target: a mask per output unless 1 */
+  LS_FORWARD_IF_ERROR(prep_outputs_per_target(c, &per));
   if (c->replay > 0)
     LS_FORWARD_IF_ERROR(replay_new(c->replay_memory, c->replay_batch, tr->P_all, tr->v.parts,
                                    tr->v.P, c->window, sh->input_size, sh->output_size,
-                                   c->horizon > 1 ? sh->output_size : 1, c->layers, c->hidden,
+                                   per > 1 ? sh->output_size : 1, c->layers, c->hidden,
                                    &tr->v.rep));
   int const rows = tr->v.rep != NULL ? replay_rows(tr->v.rep) : 0;
   ls_engine_conf_t ec;
@@ -273,7 +295,8 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   ec.precision = (ls_precision_t)c->precision;
   ec.threads = train_rank_threads(c->threads);
   if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
-  return ls_engine_new(&ec, &tr->v.eng);
+  LS_FORWARD_IF_ERROR(ls_engine_new(&ec, &tr->v.eng));
+  return set_losses(c, sh->output_size / per, per, tr->v.eng);
 }
 
 /* The model's shape: I inputs per record (F levels, and F changes, and
@@ -289,7 +312,9 @@ static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   if (err == LS_OK) err = season_new(c, O, &sea);
   int const I = (c->inputs == 0 ? 2 * c->features : c->features) + season_inputs(sea);
   season_free(sea);
-  *shape = (ls_shape_t){I, c->hidden, c->layers, O * (c->horizon > 1 ? c->horizon : 1)};
+  int per = 1;
+  if (err == LS_OK) err = prep_outputs_per_target(c, &per);
+  *shape = (ls_shape_t){I, c->hidden, c->layers, O * per};
   return err;
 }
 

@@ -124,10 +124,10 @@ static ls_err_t forward_train(ls_engine_t *eng, int T, int n, const float *x, co
   return ls_engine_forward_elem(eng, T, n, x, y, mask, lengths, NULL, count);
 }
 
-/* h = 1's outputs of the head's [T, n, O H] into pred [T, n, O]. */
+/* h = 1's outputs of the head's [T, n, W] into pred [T, n, O]. */
 static void horizon_one(const prep_t *p, int n, const float *out, float *pred) {
   for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++)
-    memcpy(pred + r * (size_t)p->O, out + r * (size_t)p->OH, (size_t)p->O * sizeof *pred);
+    memcpy(pred + r * (size_t)p->O, out + r * (size_t)p->W, (size_t)p->O * sizeof *pred);
 }
 
 /* This rank's part of a step over its n windows: their rows normalised,

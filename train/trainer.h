@@ -61,7 +61,7 @@ struct ls_trainer_s {
 };
 
 /* What every rank contributes to a step, summed across ranks: these, then
- * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O, H)). */
+ * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O, H, Q)). */
 enum {
   V_COUNT,
   V_WINDOWS,

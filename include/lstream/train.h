@@ -174,6 +174,20 @@ typedef struct ls_horizon_figures_s {
   double snaive_sum; /* seasonal naive */
 } ls_horizon_figures_t;
 
+/* One target's quantile forecasts of one level at one horizon
+ * (--quantiles; issue 25): how often the actual was at or below the
+ * forecast (coverage: below / count; the level when calibrated) and the
+ * pinball loss max(l (y - q), (l - 1) (y - q)), data units, over the
+ * forecasts whose actual was known when their window trained. */
+typedef struct ls_quantile_figures_s {
+  double level;       /* the quantile's level, in (0, 1) */
+  int h;              /* records ahead, 1..H */
+  int feature;        /* the target's feature index */
+  double count;       /* forecasts scored */
+  double below;       /* of them, actual <= forecast */
+  double pinball_sum; /* their pinball losses */
+} ls_quantile_figures_t;
+
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
@@ -223,15 +237,20 @@ typedef struct ls_train_summary_s {
                       skipped ones not), replay updates included */
   double loss_sum, baseline_sum, count;
   double tail_loss_sum, tail_baseline_sum, tail_count;
-  int64_t tail_from_ms;                     /* the tail's targets have event times after this */
-  int targets;                              /* O */
-  const ls_target_figures_t *target;        /* [targets] the whole run */
-  const ls_target_figures_t *tail_target;   /* [targets] the tail (both valid until the
-                                               next summary or the trainer's end) */
-  int horizons;                             /* H (--horizon); figures per horizon when above 1 */
-  const ls_horizon_figures_t *horizon;      /* [horizons, targets] the whole run, h-major:
-                                               [(h - 1) targets + j]; NULL with H = 1 */
-  const ls_horizon_figures_t *tail_horizon; /* [horizons, targets] the tail */
+  int64_t tail_from_ms;                       /* the tail's targets have event times after this */
+  int targets;                                /* O */
+  const ls_target_figures_t *target;          /* [targets] the whole run */
+  const ls_target_figures_t *tail_target;     /* [targets] the tail (both valid until the
+                                                 next summary or the trainer's end) */
+  int horizons;                               /* H (--horizon); figures per horizon when above 1 */
+  const ls_horizon_figures_t *horizon;        /* [horizons, targets] the whole run, h-major:
+                                                 [(h - 1) targets + j]; NULL with H = 1 */
+  const ls_horizon_figures_t *tail_horizon;   /* [horizons, targets] the tail */
+  int quantiles;                              /* Q (--quantiles' levels) */
+  const ls_quantile_figures_t *quantile;      /* [quantiles, horizons, targets] the whole run:
+                                                 [q horizons targets + (h - 1) targets + j];
+                                                 NULL without quantiles */
+  const ls_quantile_figures_t *tail_quantile; /* the same of the tail */
   double compute_s, wait_s, elapsed_s;
   double comm_s;        /* blocked in the step's sums across ranks (a rank's mean): the
                            all-reduce and waiting for the slowest rank; with nccl the

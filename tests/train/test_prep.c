@@ -23,6 +23,16 @@ typedef struct series_s {
   double *model;
 } series_t;
 
+/* A configuration of the defaults and the keys and values kv [2 n] (NULL
+ * after the last). */
+static ls_train_conf_t *conf_with(const char *const *kv) {
+  ls_train_conf_t *c = NULL;
+  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
+  for (; *kv != NULL; kv += 2)
+    cr_assert_eq(ls_train_conf_set(c, kv[0], kv[1]), LS_OK, "%s", ls_last_error());
+  return c;
+}
+
 static prep_t *prep_with(const ls_train_conf_t *c, int threads) {
   prep_t *p = NULL;
   cr_assert_eq(prep_new(c, N, &p), LS_OK, "%s", ls_last_error());
@@ -63,11 +73,8 @@ static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs,
 /* n windows a step (the first n series), on 1 thread and on `threads`,
  * with `horizon` horizons. */
 static void compare(int n, int threads, int used, const char *horizon) {
-  ls_train_conf_t *c = NULL;
-  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "features", "3"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "window", "8"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "horizon", horizon), LS_OK);
+  const char *const kv[] = {"features", "3", "window", "8", "horizon", horizon, NULL};
+  ls_train_conf_t *const c = conf_with(kv);
   prep_t *const one = prep_with(c, 1), *const many = prep_with(c, threads);
   cr_assert_not_null(one->sea, "the default has seasons and the linear path");
   size_t const width = prep_model_width(one);
@@ -153,12 +160,8 @@ Test(prep, more_threads_than_windows) {
  * horizon; a series' windows prepared on threads give the same buffers. */
 Test(prep, horizons_masked_past_the_window) {
   enum { HZ = 4, S = 6 };
-  ls_train_conf_t *c = NULL;
-  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "features", "3"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "window", "8"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "targets", "0,2"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "horizon", "4"), LS_OK);
+  const char *const kv[] = {"features", "3", "window", "8", "targets", "0,2", "horizon", "4", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
   prep_t *const p = prep_with(c, 1);
   cr_assert_eq(p->H, HZ);
   cr_assert_eq(p->OH, 2 * HZ);
@@ -251,6 +254,90 @@ Test(prep, arguments) {
   cr_expect_eq(prep_windows(p, 1, NULL, &st), LS_ERR_INVALID_ARG);
   cr_expect_eq(prep_windows(p, 1, wins, NULL), LS_ERR_INVALID_ARG);
   cr_expect_eq(prep_windows(p, 0, NULL, NULL), LS_OK, "an empty step");
+  prep_free(p);
+  ls_train_conf_destroy(c);
+}
+
+/* --quantiles (issue 25): the levels parsed (in (0, 1), ascending, at most
+ * PREP_QUANTILES_MAX) or refused; the head's columns past the points,
+ * trained on the points' targets and masks; the quantile forecasts in the
+ * data's units, h = 1's on the linear path's share, sorted per target and
+ * horizon so that they never cross, whatever the outputs' order. */
+Test(prep, quantiles) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = -1;
+  cr_assert_eq(prep_parse_quantiles("", levels, &Q), LS_OK);
+  cr_assert_eq(Q, 0);
+  cr_assert_eq(prep_parse_quantiles("0.1,0.5,0.9", levels, &Q), LS_OK);
+  cr_assert(Q == 3 && levels[0] == 0.1 && levels[2] == 0.9);
+  const char *const bad[] = {"0.5,0.1",
+                             "0",
+                             "1",
+                             "0.1,",
+                             "x",
+                             "0.1,0.1",
+                             "-0.2",
+                             "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.91,0.92,0.93,0.94,0.95,0.96,"
+                             "0.97,0.98"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    cr_expect_eq(prep_parse_quantiles(bad[i], levels, &Q), LS_ERR_INVALID_ARG, "'%s'", bad[i]);
+  const char *const kv[] = {"features", "2",         "window",      "8", "horizon",
+                            "2",        "quantiles", "0.1,0.5,0.9", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  int per = 0;
+  cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK);
+  cr_assert_eq(per, 8, "2 horizons x (the point and 3 quantiles)");
+  prep_t *const p = prep_with(c, 1);
+  cr_assert(p->O == 2 && p->OH == 4 && p->Q == 3 && p->W == 16);
+  /* One window of one series: every quantile column's target and mask are its point's. */
+  series_t a = {0};
+  a.model = calloc(prep_model_width(p), sizeof *a.model);
+  float x[(T + 1) * 3];
+  int64_t times[T + 1], offs[T + 1];
+  ls_window_t w;
+  enum { FF = 2 };
+  for (int t = 0; t <= T; t++) {
+    for (int f = 0; f < FF; f++)
+      x[t * FF + f] = (float)(10.0 * f + sin(0.7 * t + f));
+    times[t] = 1700000000000 + t * 1000, offs[t] = t;
+  }
+  w = (ls_window_t){.key = "k",
+                    .key_len = 1,
+                    .last_offset = T,
+                    .T = T,
+                    .F = FF,
+                    .n_targets = T,
+                    .x = x,
+                    .times = times,
+                    .offsets = offs};
+  ls_series_stats_t st = {
+      .norm_n = &a.norm_n, .norm = a.norm, .model = a.model, .model_n = prep_model_width(p)};
+  prep_begin(p, 1);
+  cr_assert_eq(prep_window(p, 0, &w, &st), LS_OK, "%s", ls_last_error());
+  for (size_t r = 0; r < T; r++)
+    for (size_t k = 0; k < (size_t)p->OH; k++)
+      for (size_t q = 1; q <= 3; q++) {
+        size_t const o = r * (size_t)p->W + k;
+        cr_assert_eq(p->y_h[o + q * (size_t)p->OH], p->y_h[o]);
+        cr_assert_eq(p->mask_h[o + q * (size_t)p->OH], p->mask_h[o]);
+      }
+  /* Outputs in the wrong order come out sorted, in the data's units. */
+  float out[16];
+  for (int k = 0; k < 16; k++)
+    out[k] = (float)(16 - k); /* quantile columns decreasing with the level */
+  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0}, lin[2] = {0.5, -0.5};
+  double qv[12];
+  prep_quantile_values(p, out, base, scale, lin, qv);
+  for (int k = 0; k < 4; k++) {
+    int const j = k % 2, h = k / 2 + 1;
+    for (int q = 1; q < 3; q++)
+      cr_expect_leq(qv[(q - 1) * 4 + k], qv[q * 4 + k], "k %d: crossing", k);
+    /* The lowest: the largest level's output (the smallest), at q = 3. */
+    double const v = out[3 * 4 + k];
+    double const want = base[j] + scale[j] * (h == 1 ? lin[j] + v : prep_horizon_fc(p, h, v));
+    cr_expect_eq(qv[k], want, "k %d: %g, not %g", k, qv[k], want);
+  }
+  free(a.model);
   prep_free(p);
   ls_train_conf_destroy(c);
 }

@@ -117,6 +117,10 @@
 #                of --horizon 4, a run giving --horizon 2 is refused and one
 #                leaving it out takes 4 and ends bit-identical to the
 #                uninterrupted run
+#   quantiles    --horizon 3 --quantiles 0.1,0.5,0.9 on noisy sines (issue
+#                25): a summary line per level and horizon, the final
+#                coverage of each level within 0.1 of it; the file's
+#                q<level>_0 columns, never crossing, a row per horizon
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -345,6 +349,29 @@ for line in open(sys.argv[1]):
   [ "$(grep -c '^horizon h=' "$work/resumed")" = 4 ] || fail "the resume is not of 4 horizons"
   [ "$(grep '^digest' "$work/resumed")" = "$(grep '^digest' "$work/h4")" ] ||
     fail "resumed at step 20: not the uninterrupted run's model"
+  ;;
+quantiles)
+  start_broker --topic qs:4
+  "$lstream" produce --brokers "$bootstrap" --topic qs --series 16 --features 1 \
+    --records-per-series 2000 --generator sine --noise 0.1 --seed 5 >/dev/null
+  train "$work/q" --topic qs --features 1 --window 16 --batch 16 --hidden 16 --threads 1 \
+    --horizon 3 --quantiles 0.1,0.5,0.9 --predictions eval --predictions-out "$work/q.csv" |
+    grep -E '^quantile'
+  [ "$(grep -c '^quantile level=' "$work/q")" = 9 ] || fail "not 9 quantile lines"
+  for l in 0.1 0.5 0.9; do
+    for h in 1 3; do
+      c=$(grep "^quantile level=$l h=$h " "$work/q" | sed -n 's/.* final_coverage=\([^ ]*\).*/\1/p')
+      # 16 series x 400 forecasts in the last fifth: the coverage's sampling
+      # error is about 0.01; 0.1 leaves room for a model still learning.
+      check "$c >= $l - 0.1 && $c <= $l + 0.1" "level $l h=$h: final coverage $c"
+    done
+  done
+  head -1 "$work/q.csv" | grep -q '^kind,series,partition,offset,time,step,h,forecast_0,q0.1_0,q0.5_0,q0.9_0,actual_0$' ||
+    fail "the file's columns: $(head -1 "$work/q.csv")"
+  awk -F, 'NR > 1 && !($9 <= $10 && $10 <= $11) {bad++} END {exit bad > 0}' "$work/q.csv" ||
+    fail "crossing quantiles in the file"
+  [ "$(awk -F, 'NR > 1 {n[$7]++} END {print (n[1] == n[2] && n[2] == n[3] && n[1] > 0)}' "$work/q.csv")" = 1 ] ||
+    fail "not a row per horizon"
   ;;
 checks)
   # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.

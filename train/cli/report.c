@@ -152,6 +152,23 @@ static void summary_horizons(FILE *out, const ls_train_summary_t *s) {
   }
 }
 
+/* The quantiles' figures (--quantiles): a line per level, target and
+ * horizon shown, the share of actuals at or below the forecast (coverage)
+ * and the mean pinball loss, over the run and its last fifth. */
+static void summary_quantiles(FILE *out, const ls_train_summary_t *s) {
+  int const H = s->horizons > 1 ? s->horizons : 1, OH = H * s->targets;
+  for (int k = 0; s->quantile != NULL && k < s->quantiles * OH; k++) {
+    const ls_quantile_figures_t *const a = &s->quantile[k], *const t = &s->tail_quantile[k];
+    if (!horizon_shown(a->h, H)) continue;
+    fprintf(out,
+            "quantile level=%g h=%d feature=%d name=%s count=%.0f coverage=%.4f pinball=%.9g "
+            "final_count=%.0f final_coverage=%.4f final_pinball=%.9g\n",
+            a->level, a->h, a->feature, s->target[k % s->targets].name, a->count,
+            report_mean(a->below, a->count), report_mean(a->pinball_sum, a->count), t->count,
+            report_mean(t->below, t->count), report_mean(t->pinball_sum, t->count));
+  }
+}
+
 void report_summary(FILE *out, const ls_train_summary_t *s) {
   /* The headline: the forecasts as they go out (data units, calibrated),
    * against the last value, the mean over the targets of their ratios. */
@@ -186,4 +203,5 @@ void report_summary(FILE *out, const ls_train_summary_t *s) {
             t->base_sum > 0 ? t->mse_sum / t->base_sum : 0.0);
   }
   summary_horizons(out, s);
+  summary_quantiles(out, s);
 }

@@ -92,7 +92,7 @@ def _num(v):
 def parse_summary(text):
     """{'loss': {...}, 'targets': {feature: {...}}, 'horizons': {(feature, h): {...}}} from
     lstream train's stdout (horizons: --horizon H > 1's lines)."""
-    res = {"loss": None, "targets": {}, "horizons": {}}
+    res = {"loss": None, "targets": {}, "horizons": {}, "quantiles": {}}
     for line in text.splitlines():
         words = line.split()
         if not words:
@@ -106,6 +106,9 @@ def parse_summary(text):
             res["targets"][int(kv.pop("feature"))] = kv
         elif words[0] == "horizon" and "feature" in kv and "h" in kv:
             res["horizons"][(int(kv.pop("feature")), int(kv.pop("h")))] = kv
+        elif words[0] == "quantile" and "feature" in kv and "h" in kv:
+            key = (int(kv.pop("feature")), int(kv.pop("h")), kv.pop("level"))
+            res["quantiles"][key] = kv
     return res
 
 
@@ -203,6 +206,14 @@ def train_set(lstream, bootstrap, ds, topic, fmt, opts, extra, n=None, seeds=(No
             r["horizons"][h] = dict(final_mse=med("final_mse_data"),
                                     vs_last=med("final_ratio_last"),
                                     vs_snaive=med("final_ratio_snaive"))
+        # Per quantile level and horizon (--quantiles): the seeds' median final
+        # coverage and pinball loss.
+        r["quantiles"] = {}
+        for key in sorted({k for got in runs for k in got["quantiles"] if k[0] == f}):
+            v = [got["quantiles"][key] for got in runs if key in got["quantiles"]]
+            med = lambda k: sorted(x[k] for x in v)[(len(v) - 1) // 2]
+            r["quantiles"][key[1:]] = dict(coverage=med("final_coverage"),
+                                           pinball=med("final_pinball"))
         rows.append(r)
     return rows
 
