@@ -237,7 +237,7 @@ static const base_key_t keys[] = {
     {"quantiles",
      "levels in (0, 1), ascending, such as 0.1,0.5,0.9: beside each point forecast, its quantiles "
      "(outputs trained with the pinball loss, sorted so that they never cross); empty: none",
-     F(quantiles), BASE_V_STR(S(quantiles)), NULL, LS_KEY_MODEL | LS_KEY_FIXED},
+     F(quantiles), BASE_V_STR(S(quantiles)), "", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",

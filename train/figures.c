@@ -5,8 +5,9 @@
  * so that the "final" figures cover the last fifth of event time however
  * the steps were formed (a backfilled topic's last steps hold one series).
  * It is an array of disjoint time ranges in order, one per distinct time
- * while they fit (exact), merged in pairs beyond TIMELINE_MAX entries (a
- * merged range straddling the cut counts by its middle).
+ * while they fit (exact), merged in pairs beyond TIMELINE_MAX entries, or
+ * fewer where its entries are wide (horizons and quantiles: TIMELINE_BYTES
+ * at most; a merged range straddling the cut counts by its middle).
  */
 #include "figures.h"
 
@@ -19,6 +20,8 @@
 
 /* Entries of the timeline before pairs are merged. */
 #define TIMELINE_MAX 65536
+/* The timeline's sums at most (its entries then fewer, down to 1024). */
+#define TIMELINE_BYTES ((size_t)32 << 20)
 /* Forecasts the calibration's averages reach back (FINDINGS.md 4.3). */
 #define CAL_N 512.0
 
@@ -158,12 +161,20 @@ static size_t find(const figures_t *f, int64_t t) {
   return lo;
 }
 
+/* The timeline's entries before pairs are merged: a power of two. */
+static size_t tl_max(const figures_t *f) {
+  size_t m = TIMELINE_MAX;
+  while (m > 1024 && m * tl_width(f) * sizeof(double) > TIMELINE_BYTES)
+    m /= 2;
+  return m;
+}
+
 /* Adds f->row (a row's sums) at event time t. */
 static ls_err_t timeline_add(figures_t *f, int64_t t) {
   size_t const W = tl_width(f);
   size_t at = find(f, t);
   if (at == f->n || f->tmin[at] > t) { /* a new time */
-    if (f->n == TIMELINE_MAX) {
+    if (f->n == tl_max(f)) {
       merge_pairs(f);
       return timeline_add(f, t);
     }

@@ -31,7 +31,8 @@
  * the later ones the LSTM's (prep.h). The topic's message holds all of
  * them (header lstream-horizon: H); the file has a row per h, its actual
  * written where known when the row is: an eval row's while t + h lies in
- * its window, a next row's at h = 1 (the record that follows it).
+ * its window, a next row's where the record h ahead had been read by then
+ * (a row is not held for an actual read later).
  *
  * Exactly once (the topic, with --snapshot-dir). Every snapshot records,
  * per series, the last record a next forecast followed (ls_series_stats_t

@@ -4,6 +4,7 @@
 #include "prep.h"
 
 #include <math.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,8 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
   p->H = c->horizon > 1 ? c->horizon : 1;
   p->OH = p->O * p->H;
   if (err == LS_OK) err = prep_parse_quantiles(c->quantiles, p->levels, &p->Q);
+  int per = 1;
+  if (err == LS_OK) err = prep_outputs_per_target(c, &per); /* bounds O x per */
   p->W = p->OH * (1 + p->Q);
   if (err == LS_OK && p->H > p->T)
     err = ls_error_set(LS_ERR_INVALID_ARG,
@@ -244,7 +247,10 @@ static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
       } else {
         float const x = w->x[(size_t)(t + h) * F + (size_t)f];
         double const y = ((double)x - p->base[o1]) / p->scale[o1];
-        p->y_h[ow] = (float)((p->raw ? y : ls_norm_clamp(&p->norm, y)) * p->hw[h - 1]);
+        /* The clip is the one-step change's; h steps' change spreads up to h
+         * times as far (a trend), so the bound grows with h. */
+        double const yc = p->raw ? y : ls_norm_clamp(&p->norm, y / h) * h;
+        p->y_h[ow] = (float)(yc * p->hw[h - 1]);
         p->mask_h[ow] = 1.0f, p->next_h[o] = x;
       }
       for (int q = 1; q <= p->Q; q++)
@@ -282,9 +288,20 @@ ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q) {
 
 ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
   double levels[PREP_QUANTILES_MAX];
-  int Q = 0;
+  int Q = 0, O = 0;
+  *per = 1;
   LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
-  *per = (c->horizon > 1 ? c->horizon : 1) * (1 + Q);
+  int *const feat = calloc((size_t)(c->features > 0 ? c->features : 1), sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for the targets");
+  ls_err_t const err = train_conf_targets(c, feat, &O);
+  free(feat);
+  LS_FORWARD_IF_ERROR(err);
+  int64_t const H = c->horizon > 1 ? c->horizon : 1, W = (int64_t)O * H * (1 + Q);
+  LS_RETURN_IF(W > PREP_OUTPUTS_MAX, LS_ERR_INVALID_ARG,
+               "%d targets x horizon %" PRId64 " x (1 + %d quantiles) = %" PRId64
+               " outputs, over the %d a model may have: lower --horizon, --quantiles or --targets",
+               O, H, Q, W, PREP_OUTPUTS_MAX);
+  *per = (int)(H * (1 + Q));
   return LS_OK;
 }
 

@@ -33,6 +33,10 @@ typedef struct prep_scratch_s {
 /* The most quantile levels. */
 #define PREP_QUANTILES_MAX 16
 
+/* The most head outputs (targets x horizon x (1 + quantiles)): the
+ * per-series pending forecasts and the summary's history grow with them. */
+#define PREP_OUTPUTS_MAX 4096
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -97,7 +101,8 @@ typedef struct prep_s {
  * [PREP_QUANTILES_MAX] ("": none). */
 ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q);
 
-/* The head's outputs per target as c says: H (1 + Q). */
+/* The head's outputs per target as c says: H (1 + Q); refused where all
+ * targets' together pass PREP_OUTPUTS_MAX. */
 ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per);
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,

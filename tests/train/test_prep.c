@@ -218,8 +218,9 @@ Test(prep, horizons_masked_past_the_window) {
               continue;
             }
             double const y = ((double)want - p->base[o1]) / p->scale[o1];
-            cr_assert_eq(p->y_h[o], (float)(ls_norm_clamp(&p->norm, y) * p->hw[h - 1]),
-                         "h %d: normalised, weighed", h);
+            /* the clip grows with h: h steps' change spreads up to h times as far */
+            double const yc = ls_norm_clamp(&p->norm, y / h) * h;
+            cr_assert_eq(p->y_h[o], (float)(yc * p->hw[h - 1]), "h %d: normalised, weighed", h);
             cr_assert(isfinite(p->snaive[o]), "a seasonal naive forecast (or the last value)");
           }
       }
@@ -287,6 +288,21 @@ Test(prep, quantiles) {
   int per = 0;
   cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK);
   cr_assert_eq(per, 8, "2 horizons x (the point and 3 quantiles)");
+  /* 16 targets x 32 horizons x (1 + 15 quantiles) = 8,192 outputs: refused. */
+  const char *const big[] = {
+      "features",  "16",
+      "window",    "32",
+      "horizon",   "32",
+      "quantiles", "0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6,0.65,0.7,0.75,0.8,0.85,0.9",
+      NULL};
+  ls_train_conf_t *const cb = conf_with(big);
+  per = 0;
+  cr_assert_eq(prep_outputs_per_target(cb, &per), LS_ERR_INVALID_ARG, "%d outputs per target", per);
+  cr_assert(strstr(ls_last_error(), "--horizon") != NULL, "%s", ls_last_error());
+  prep_t *pb = NULL;
+  cr_assert_eq(prep_new(cb, 4, &pb), LS_ERR_INVALID_ARG);
+  cr_assert_null(pb);
+  ls_train_conf_destroy(cb);
   prep_t *const p = prep_with(c, 1);
   cr_assert(p->O == 2 && p->OH == 4 && p->Q == 3 && p->W == 16);
   /* One window of one series: every quantile column's target and mask are its point's. */
