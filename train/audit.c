@@ -24,7 +24,7 @@ struct audit_s {
   float *h, *c;         /* [L, H] the series' state */
   double *norm;         /* [F, LS_NORM_STATS] its normaliser */
   double *model;        /* [ls_series_stats_t.model_n] its seasons and linear path (NULL: none) */
-  float *x, *pred;      /* [T, I], [T, O] a window's */
+  float *x, *pred;      /* [T, I], [T, O H] a window's */
   double *base, *scale; /* [T, O] */
   double *lin, *beta;   /* [T, O] the linear path's share, the LSTM's weight (season.h) */
 };
@@ -117,7 +117,7 @@ static ls_err_t series_state(audit_t *a, ls_snapshot_t *snap, size_t at) {
   LS_RETURN_IF(!a->h || !a->c || !a->norm, LS_ERR_NOMEM, "no memory for a series' state");
   memcpy(a->h, h, row * sizeof *h), memcpy(a->c, c, row * sizeof *c);
   memcpy(a->norm, st.norm, F * LS_NORM_STATS * sizeof *a->norm);
-  size_t const X = season_width(a->p->sea);
+  size_t const X = prep_model_width(a->p);
   LS_RETURN_IF(st.model_n != X, LS_ERR_CORRUPT,
                "the snapshot's series keep %zu doubles of seasons and linear path, its settings "
                "make %zu",
@@ -152,7 +152,7 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   LS_FORWARD_IF_ERROR(series_state(a, parts[part], at));
   size_t const T = (size_t)a->p->T;
   a->x = malloc(T * (size_t)a->p->I * sizeof *a->x);
-  a->pred = malloc(T * (size_t)a->p->O * sizeof *a->pred);
+  a->pred = malloc(T * (size_t)a->p->W * sizeof *a->pred); /* the head's, all outputs */
   a->base = malloc(T * (size_t)a->p->O * sizeof *a->base);
   a->scale = malloc(T * (size_t)a->p->O * sizeof *a->scale);
   a->lin = malloc(T * (size_t)a->p->O * sizeof *a->lin);
@@ -219,9 +219,11 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   LS_FORWARD_IF_ERROR(ls_engine_forward(a->eng, n, 1, a->x, NULL, NULL, NULL, NULL));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
-  for (size_t o = 0; o < (size_t)n * (size_t)O; o++)
-    out[o] = a->base[o] + alpha[o % (size_t)O] * a->scale[o] *
-                              (double)prep_mix(a->lin[o], a->beta[o], a->pred[o]);
+  for (size_t o = 0; o < (size_t)n * (size_t)O; o++) { /* h = 1's: the first O of a row */
+    float const pr = a->pred[o / (size_t)O * (size_t)p->W + o % (size_t)O];
+    out[o] = a->base[o] +
+             alpha[o % (size_t)O] * a->scale[o] * (double)prep_mix(a->lin[o], a->beta[o], pr);
+  }
   return LS_OK;
 }
 

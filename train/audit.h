@@ -13,7 +13,8 @@
  * gives the same numbers. Records are taken T at a time, as the trainer's
  * windows (T = --window), each from the state the last one left. Not
  * modelled: --reset-gap-ms (a gap restarts the trainer's state from zero)
- * and a run on a GPU (other arithmetic).
+ * and a run on a GPU (other arithmetic). With --horizon H > 1, the
+ * forecasts of the next record (h = 1) only.
  */
 #ifndef LSTREAM_TRAIN_AUDIT_H
 #define LSTREAM_TRAIN_AUDIT_H

@@ -231,6 +231,15 @@ static const base_key_t keys[] = {
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
      F(linear), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"horizon",
+     "H, the records ahead each forecast covers (at most window): after every record, forecasts "
+     "of the series' next H records, from one head of targets x H outputs (h-major); a target "
+     "past its window's last record is not known when the window trains and is masked",
+     F(horizon), BASE_V_INT(1, LS_WINDOW_MAX), "1", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"quantiles",
+     "levels in (0, 1), ascending, such as 0.1,0.5,0.9: beside each point forecast, its quantiles "
+     "(outputs trained with the pinball loss, sorted so that they never cross); empty: none",
+     F(quantiles), BASE_V_STR(S(quantiles)), "", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",

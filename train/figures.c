@@ -5,8 +5,9 @@
  * so that the "final" figures cover the last fifth of event time however
  * the steps were formed (a backfilled topic's last steps hold one series).
  * It is an array of disjoint time ranges in order, one per distinct time
- * while they fit (exact), merged in pairs beyond TIMELINE_MAX entries (a
- * merged range straddling the cut counts by its middle).
+ * while they fit (exact), merged in pairs beyond TIMELINE_MAX entries, or
+ * fewer where its entries are wide (horizons and quantiles: TIMELINE_BYTES
+ * at most; a merged range straddling the cut counts by its middle).
  */
 #include "figures.h"
 
@@ -19,6 +20,8 @@
 
 /* Entries of the timeline before pairs are merged. */
 #define TIMELINE_MAX 65536
+/* The timeline's sums at most (its entries then fewer, down to 1024). */
+#define TIMELINE_BYTES ((size_t)32 << 20)
 /* Forecasts the calibration's averages reach back (FINDINGS.md 4.3). */
 #define CAL_N 512.0
 
@@ -26,40 +29,74 @@
 enum { V_LOSS, V_BASE, V_MSE, V_BASE_DATA, V_PY, V_PP, V_PER };
 /* Per timeline entry: the count, then per target loss, base, mse, base_data. */
 #define TL_PER 4
+/* Per horizon and target (H > 1), after those in v and in a timeline entry. */
+enum { HZ_N, HZ_MSE, HZ_LAST, HZ_SNAIVE, HZ_PER };
+/* Per quantile level, horizon and target (Q > 0), after those. */
+enum { QZ_N, QZ_BELOW, QZ_PINBALL, QZ_PER };
 
 struct figures_s {
   int O, calibrate;
-  double *alpha;              /* [O] this step's */
-  double *spy, *spp;          /* [O] calibration moments */
-  int64_t *k;                 /* [O] forecasts they have seen */
-  ls_target_figures_t *step;  /* [O] the last step's */
-  ls_target_figures_t *total; /* [O] the run's */
-  ls_target_figures_t *tail;  /* [O] the last fifth of event time (summary) */
-  size_t n, cap;              /* timeline entries used / allocated */
-  int64_t *tmin, *tmax;       /* [cap] */
-  double *sums;               /* [cap, W] W = 1 + TL_PER O */
-  double *row;                /* [W] one row's */
-  double *err;                /* [V_PER O] one row's terms */
-  int64_t t_min, t_max;       /* this rank's records' event times; t_max < 0: none */
+  int H, OH;                           /* horizons; O H */
+  ls_horizon_figures_t *hz;            /* [OH] the run's per horizon (H > 1) */
+  ls_horizon_figures_t *hz_tail;       /* [OH] its last fifth */
+  ls_horizon_figures_t *hz_step;       /* [OH] the last step's */
+  int Q;                               /* quantile levels */
+  ls_quantile_figures_t *qz, *qz_tail; /* [Q OH] the run's, its last fifth */
+  double *qv;                          /* [Q OH] one row's quantile forecasts */
+  double *alpha;                       /* [O] this step's */
+  double *spy, *spp;                   /* [O] calibration moments */
+  int64_t *k;                          /* [O] forecasts they have seen */
+  ls_target_figures_t *step;           /* [O] the last step's */
+  ls_target_figures_t *total;          /* [O] the run's */
+  ls_target_figures_t *tail;           /* [O] the last fifth of event time (summary) */
+  size_t n, cap;                       /* timeline entries used / allocated */
+  int64_t *tmin, *tmax;                /* [cap] */
+  double *sums;                        /* [cap, W] W = 1 + TL_PER O */
+  double *row;                         /* [W] one row's */
+  double *err;                         /* [V_PER O] one row's terms */
+  int64_t t_min, t_max;                /* this rank's records' event times; t_max < 0: none */
 };
+
+/* Doubles per timeline entry: the count, TL_PER per target, HZ_PER per
+ * target and horizon with H > 1. */
+static size_t tl_width(const figures_t *f) {
+  return 1 + TL_PER * (size_t)f->O + (f->H > 1 ? HZ_PER * (size_t)f->OH : 0) +
+         QZ_PER * (size_t)f->Q * (size_t)f->OH;
+}
 
 ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out) {
   *out = NULL;
   /* With the linear path, each series' mixing weights are its calibration
    * (season.h): the run-wide one would shrink a young series' forecasts. */
   int const calibrate = c->calibrate && !season_linear(c);
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
   figures_t *const f = calloc(1, sizeof *f);
   LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
   f->O = O, f->calibrate = calibrate;
+  f->H = c->horizon > 1 ? c->horizon : 1, f->OH = O * f->H;
+  f->Q = Q;
   f->t_min = INT64_MAX, f->t_max = -1;
-  size_t const o = (size_t)O, W = 1 + TL_PER * o;
+  size_t const o = (size_t)O, W = tl_width(f);
   f->alpha = calloc(o, sizeof *f->alpha), f->spy = calloc(o, sizeof *f->spy);
   f->spp = calloc(o, sizeof *f->spp), f->k = calloc(o, sizeof *f->k);
   f->step = calloc(o, sizeof *f->step), f->total = calloc(o, sizeof *f->total);
   f->tail = calloc(o, sizeof *f->tail), f->row = calloc(W, sizeof *f->row);
   f->err = calloc(V_PER * o, sizeof *f->err);
-  if (!f->alpha || !f->spy || !f->spp || !f->k || !f->step || !f->total || !f->tail || !f->row ||
-      !f->err) {
+  if (f->H > 1) {
+    f->hz = calloc((size_t)f->OH, sizeof *f->hz);
+    f->hz_tail = calloc((size_t)f->OH, sizeof *f->hz_tail);
+    f->hz_step = calloc((size_t)f->OH, sizeof *f->hz_step);
+  }
+  size_t const nq = (size_t)f->Q * (size_t)f->OH;
+  if (f->Q > 0) {
+    f->qz = calloc(nq, sizeof *f->qz), f->qz_tail = calloc(nq, sizeof *f->qz_tail);
+    f->qv = calloc(nq, sizeof *f->qv);
+  }
+  if ((f->Q > 0 && (!f->qz || !f->qz_tail || !f->qv)) || !f->alpha || !f->spy || !f->spp || !f->k ||
+      !f->step || !f->total || !f->tail || !f->row || !f->err ||
+      (f->H > 1 && (!f->hz || !f->hz_tail || !f->hz_step))) {
     figures_free(f);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the figures of %d targets", O);
   }
@@ -70,6 +107,19 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
     memcpy(f->tail[j].name, f->step[j].name, sizeof f->step[j].name);
     f->alpha[j] = calibrate ? 0.0 : 1.0; /* no forecast has paid off yet: the last value */
   }
+  for (size_t k = 0; k < nq; k++) {
+    ls_quantile_figures_t const q = {levels[k / (size_t)f->OH],
+                                     (int)(k % (size_t)f->OH) / O + 1,
+                                     feat[k % (size_t)O],
+                                     0.0,
+                                     0.0,
+                                     0.0};
+    f->qz[k] = f->qz_tail[k] = q;
+  }
+  for (int k = 0; k < f->OH && f->H > 1; k++) {
+    f->hz[k].h = f->hz_tail[k].h = f->hz_step[k].h = k / O + 1;
+    f->hz[k].feature = f->hz_tail[k].feature = f->hz_step[k].feature = feat[k % O];
+  }
   *out = f;
   return LS_OK;
 }
@@ -78,6 +128,7 @@ void figures_free(figures_t *f) {
   if (f == NULL) return;
   free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
   free(f->tail), free(f->row), free(f->err), free(f->tmin), free(f->tmax), free(f->sums);
+  free(f->hz), free(f->hz_tail), free(f->hz_step), free(f->qz), free(f->qz_tail), free(f->qv);
   free(f);
 }
 
@@ -86,7 +137,7 @@ void figures_free(figures_t *f) {
 
 /* Halves the timeline: entries 2i and 2i+1 become entry i. */
 static void merge_pairs(figures_t *f) {
-  size_t const W = 1 + TL_PER * (size_t)f->O;
+  size_t const W = tl_width(f);
   size_t m = 0;
   for (size_t i = 0; i < f->n; i += 2, m++) {
     f->tmin[m] = f->tmin[i];
@@ -110,12 +161,20 @@ static size_t find(const figures_t *f, int64_t t) {
   return lo;
 }
 
+/* The timeline's entries before pairs are merged: a power of two. */
+static size_t tl_max(const figures_t *f) {
+  size_t m = TIMELINE_MAX;
+  while (m > 1024 && m * tl_width(f) * sizeof(double) > TIMELINE_BYTES)
+    m /= 2;
+  return m;
+}
+
 /* Adds f->row (a row's sums) at event time t. */
 static ls_err_t timeline_add(figures_t *f, int64_t t) {
-  size_t const W = 1 + TL_PER * (size_t)f->O;
+  size_t const W = tl_width(f);
   size_t at = find(f, t);
   if (at == f->n || f->tmin[at] > t) { /* a new time */
-    if (f->n == TIMELINE_MAX) {
+    if (f->n == tl_max(f)) {
       merge_pairs(f);
       return timeline_add(f, t);
     }
@@ -167,10 +226,55 @@ static int row_terms(figures_t *f, const prep_t *p, const float *pred, size_t r)
   return ok;
 }
 
-ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
-                       double *v) {
+/* Row r's terms per horizon and target (H > 1) into f->row's and v's
+ * horizon blocks (v: the step's, after its 2 + V_PER O): the forecasts
+ * whose actual is known, finite; h = 1's the model's (pred), the later
+ * ones the LSTM's (out: the linear path forecasts h = 1 only, prep.h). */
+static void horizon_terms(figures_t *f, const prep_t *p, const float *pred, const float *out,
+                          size_t r, double *v) {
+  double *const row = f->row + 1 + TL_PER * (size_t)f->O;
+  memset(row, 0, HZ_PER * (size_t)f->OH * sizeof *row);
+  for (int k = 0; k < f->OH; k++) {
+    int const j = k % f->O;
+    size_t const o = r * (size_t)f->OH + (size_t)k, o1 = r * (size_t)f->O + (size_t)j;
+    double const y = p->next_h[o];
+    if (isnan(y)) continue; /* not known when the window trained */
+    double const pr = k < f->O
+                          ? (double)pred[o1]
+                          : prep_horizon_fc(p, k / f->O + 1, out[r * (size_t)p->W + (size_t)k]);
+    double const fc = p->base[o1] + f->alpha[j] * p->scale[o1] * pr;
+    double const e[HZ_PER] = {1.0, (fc - y) * (fc - y), (y - p->cur[o1]) * (y - p->cur[o1]),
+                              (y - p->snaive[o]) * (y - p->snaive[o])};
+    if (!isfinite(e[HZ_MSE]) || !isfinite(e[HZ_LAST]) || !isfinite(e[HZ_SNAIVE])) continue;
+    for (int q = 0; q < HZ_PER; q++)
+      row[k * HZ_PER + q] = e[q], v[k * HZ_PER + q] += e[q];
+  }
+}
+
+/* Row r's terms per quantile level, horizon and target (Q > 0) into
+ * f->row's and v's quantile blocks (v: the step's, after the horizons'):
+ * the forecasts whose actual is known; the quantile forecasts from the
+ * head's outputs out [T, n, W] (prep_quantile_values: sorted). */
+static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size_t r, double *v) {
+  size_t const O = (size_t)f->O, OH = (size_t)f->OH;
+  double *const row = f->row + 1 + TL_PER * O + (f->H > 1 ? HZ_PER * OH : 0);
+  memset(row, 0, QZ_PER * (size_t)f->Q * OH * sizeof *row);
+  prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O, p->lin + r * O,
+                       f->qv);
+  for (size_t k = 0; k < (size_t)f->Q * OH; k++) {
+    double const y = p->next_h[r * OH + k % OH], q = f->qv[k], l = f->qz[k].level;
+    double const pin = y >= q ? l * (y - q) : (l - 1.0) * (y - q);
+    if (isnan(y) || !isfinite(pin)) continue; /* not known when the window trained */
+    double const e[QZ_PER] = {1.0, y <= q ? 1.0 : 0.0, pin};
+    for (int u = 0; u < QZ_PER; u++)
+      row[k * QZ_PER + (size_t)u] = e[u], v[k * QZ_PER + (size_t)u] += e[u];
+  }
+}
+
+ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const float *out,
+                       ls_series_stats_t *st, double *v) {
   int const O = f->O, n = p->B;
-  memset(v, 0, FIG_V(O) * sizeof *v);
+  memset(v, 0, FIG_V(O, f->H, f->Q) * sizeof *v);
   for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++) {
     if (p->mask[r] == 0.0f) continue;
     if (!row_terms(f, p, pred, r)) { /* a forecast that is not finite enters no figure */
@@ -187,6 +291,8 @@ ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_seri
         f->row[1 + j * TL_PER + k] = e[k];
       sums[2 * j] += e[V_MSE], sums[2 * j + 1] += e[V_BASE_DATA];
     }
+    if (f->H > 1) horizon_terms(f, p, pred, out, r, v + 2 + V_PER * O);
+    if (f->Q > 0) quantile_terms(f, p, out, r, v + 2 + V_PER * O + (f->H > 1 ? HZ_PER * f->OH : 0));
     v[0] += 1.0;
     LS_FORWARD_IF_ERROR(timeline_add(f, p->time[r]));
   }
@@ -227,6 +333,21 @@ int figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
     st->loss_sum += e[V_LOSS], st->baseline_sum += e[V_BASE];
     calibrate(f, j, rows, e[V_PY], e[V_PP]);
   }
+  for (int k = 0; k < f->OH && f->H > 1; k++) {
+    const double *const e = v + 2 + V_PER * f->O + k * HZ_PER;
+    ls_horizon_figures_t *const s = &f->hz_step[k];
+    s->count = e[HZ_N], s->mse_sum = e[HZ_MSE];
+    s->last_sum = e[HZ_LAST], s->snaive_sum = e[HZ_SNAIVE];
+    f->hz[k].count += e[HZ_N], f->hz[k].mse_sum += e[HZ_MSE];
+    f->hz[k].last_sum += e[HZ_LAST], f->hz[k].snaive_sum += e[HZ_SNAIVE];
+  }
+  st->horizons = f->H;
+  st->horizon = f->H > 1 ? f->hz_step : NULL;
+  const double *const qs = v + 2 + V_PER * f->O + (f->H > 1 ? HZ_PER * f->OH : 0);
+  for (int k = 0; k < f->Q * f->OH; k++) {
+    f->qz[k].count += qs[k * QZ_PER + QZ_N], f->qz[k].below += qs[k * QZ_PER + QZ_BELOW];
+    f->qz[k].pinball_sum += qs[k * QZ_PER + QZ_PINBALL];
+  }
   st->count = rows * f->O;
   st->targets = f->O;
   st->target = f->step;
@@ -262,7 +383,7 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
   int any = 0;
   LS_FORWARD_IF_ERROR(span(f, comm, &t0, &t1, &any));
   double const cut = (double)t0 + 0.8 * (double)(t1 - t0);
-  size_t const W = 1 + TL_PER * (size_t)f->O;
+  size_t const W = tl_width(f);
   double *const tail = calloc(W, sizeof *tail);
   LS_RETURN_IF(tail == NULL, LS_ERR_NOMEM, "no memory for the final figures");
   for (size_t i = 0; any && i < f->n; i++) {
@@ -281,6 +402,22 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
     f->tail[j].mse_sum = e[V_MSE], f->tail[j].base_sum = e[V_BASE_DATA];
     sum->tail_loss_sum += e[V_LOSS], sum->tail_baseline_sum += e[V_BASE];
   }
+  for (int k = 0; k < f->OH && f->H > 1 && err == LS_OK; k++) {
+    const double *const e = tail + 1 + TL_PER * f->O + k * HZ_PER;
+    f->hz_tail[k].count = e[HZ_N], f->hz_tail[k].mse_sum = e[HZ_MSE];
+    f->hz_tail[k].last_sum = e[HZ_LAST], f->hz_tail[k].snaive_sum = e[HZ_SNAIVE];
+  }
+  const double *const qt = tail + 1 + TL_PER * f->O + (f->H > 1 ? HZ_PER * f->OH : 0);
+  for (int k = 0; k < f->Q * f->OH && err == LS_OK; k++) {
+    f->qz_tail[k].count = qt[k * QZ_PER + QZ_N], f->qz_tail[k].below = qt[k * QZ_PER + QZ_BELOW];
+    f->qz_tail[k].pinball_sum = qt[k * QZ_PER + QZ_PINBALL];
+  }
+  sum->quantiles = f->Q;
+  sum->quantile = f->Q > 0 ? f->qz : NULL;
+  sum->tail_quantile = f->Q > 0 ? f->qz_tail : NULL;
+  sum->horizons = f->H;
+  sum->horizon = f->H > 1 ? f->hz : NULL;
+  sum->tail_horizon = f->H > 1 ? f->hz_tail : NULL;
   sum->tail_count = tail[0] * f->O;
   sum->tail_from_ms = any ? (int64_t)floor(cut) : -1;
   sum->targets = f->O;

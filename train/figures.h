@@ -18,22 +18,28 @@
 typedef struct figures_s figures_t;
 
 /* The doubles a step's figures add to the step's sums across ranks: the
- * rows scored, the rows left out (not finite), 6 per target. */
-#define FIG_V(O) (2 + 6 * (O))
+ * rows scored, the rows left out (not finite), 6 per target, and with H >
+ * 1 horizons 4 per target and horizon (ls_horizon_figures_t's sums), and
+ * with Q quantile levels 3 per level, target and horizon (ls_quantile_
+ * figures_t's). */
+#define FIG_V(O, H, Q) (2 + 6 * (O) + ((H) > 1 ? 4 * (O) * (H) : 0) + 3 * (Q) * (O) * (H))
 
 /* Figures of O targets (the features feat [O], named as the
- * configuration c names them); calibrate: fit alpha (else alpha = 1). */
+ * configuration c names them) at H horizons (c's horizon); calibrate: fit
+ * alpha (else alpha = 1). */
 ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out);
 void figures_free(figures_t *f); /* accepts NULL */
 
 /* Scores the step prepared in p from the predictions pred [T, n, O] made
- * before its update: into v [FIG_V(O)] (the step's sums, zeroed first),
+ * before its update (h = 1's, the model's forecast) and, with horizons,
+ * the head's outputs out [T, n, O H] (prep.h; the later horizons' are the
+ * LSTM's alone): into v [FIG_V(O, H, Q)] (the step's sums, zeroed first),
  * each window's series' error sums st[b], and the timeline of event time.
  * A forecast whose error is not finite (float32 in normalised units, the
  * model's arithmetic; double in the data's units) enters none of them: it
  * is counted apart. */
-ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, ls_series_stats_t *st,
-                       double *v);
+ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const float *out,
+                       ls_series_stats_t *st, double *v);
 
 /* After the step's sums v (every rank's) are known: the run's totals, the
  * step's figures for st (target, loss_sum, baseline_sum, count: of the

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "http.h"
 #include "page.h"
+#include "prep.h"
 #include "snapshots.h"
 #include "tensorboard.h"
 #include "train_internal.h"
@@ -482,7 +483,9 @@ ls_err_t monitor_new(const monitor_conf_t *conf, ls_trainer_t *tr, monitor_t **o
   m->snaps = train_snaps_of(tr);
   m->ing = m->view->ing;
   if (m->ing != NULL) (void)ls_ingest_partitions(m->ing, NULL, 0, &m->P);
-  m->O = m->view->shape.output_size;
+  int per = 1; /* the head's outputs per target (horizons, quantiles) */
+  (void)prep_outputs_per_target(m->view->conf, &per);
+  m->O = m->view->shape.output_size / per;
   ls_err_t err = monitor_alloc(m, conf);
   if (err == LS_OK) {
     sample_init(m, m->view->rank, m->view->world);

@@ -165,6 +165,32 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
   return ls_engine_scatter_state(eng, pr->serve, n, pr->b_slot);
 }
 
+/* One forecast's values [W] in the data's units, h-major: per horizon
+ * the O targets' point forecasts, then with quantiles each level's O
+ * (sorted: prep_quantile_values); from the targets' base and scale [O],
+ * the linear path's share lin [O] and the head's outputs out [W]: h = 1's
+ * point forecast the model's, given mixed in h1 [O] or, h1 NULL, the
+ * LSTM's mixed with the linear path (beta [O]); the later horizons' the
+ * LSTM's. */
+static void values_of(const predict_t *pr, const double *base, const double *scale,
+                      const double *lin, const double *beta, const float *h1, const float *out,
+                      double *value) {
+  const double *const alpha = figures_alpha(pr->fig);
+  size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
+  for (int k = 0; k < pr->OH; k++) {
+    int const j = k % pr->O;
+    double const fc = k >= pr->O   ? prep_horizon_fc(pr->p, k / pr->O + 1, out[k])
+                      : h1 == NULL ? (double)prep_mix(lin[j], beta[j], out[k])
+                                   : (double)h1[j];
+    value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
+  }
+  if (pr->NQ == 0) return;
+  prep_quantile_values(pr->p, out, base, scale, lin, pr->qv);
+  for (size_t q = 0; q < (size_t)pr->NQ; q++)
+    for (size_t k = 0; k < (size_t)pr->OH; k++)
+      value[k / O * VH + (q + 1) * O + k % O] = pr->qv[q * (size_t)pr->OH + k];
+}
+
 /* Sends out the forecast after the record just served of slot's series:
  * row b of the batch. Records read again after a resume, whose forecast
  * went out before, are served again (their state) but not sent. */
@@ -176,17 +202,16 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
   int64_t const off = s->off[at];
   int const fresh = off + 1 > st.serve[LS_SERVE_SERVED];
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
-    const double *const alpha = figures_alpha(pr->fig);
-    double *const value = pr->b_base + (size_t)b * (size_t)pr->O; /* in place */
-    for (int j = 0; j < pr->O; j++) {
-      size_t const o = (size_t)b * (size_t)pr->O + (size_t)j;
-      float const fc = prep_mix(pr->b_lin[o], pr->b_beta[o], pr->b_pred[o]);
-      value[j] = pr->b_base[o] + alpha[j] * pr->b_scale[o] * (double)fc;
-    }
+    size_t const o = (size_t)b * (size_t)pr->O;
+    values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + o, pr->b_beta + o, NULL,
+              pr->b_pred + (size_t)b * (size_t)pr->W, pr->value);
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
-    const float *const next = at + 1 < s->n ? s->x + (size_t)(at + 1) * (size_t)pr->F : NULL;
-    forecast_t const fc = {PREDICT_NEXT, slot, si.partition, off, s->time[at], step, value, next};
+    int64_t const after = s->n - at - 1; /* records read after it */
+    const float *const next = after > 0 ? s->x + (size_t)(at + 1) * (size_t)pr->F : NULL;
+    forecast_t const fc = {PREDICT_NEXT, slot,        si.partition,
+                           off,          s->time[at], step,
+                           pr->value,    next,        after < pr->H ? (int)after : pr->H};
     LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));
   }
   if (fresh) st.serve[LS_SERVE_SERVED] = off + 1;
@@ -328,22 +353,20 @@ static ls_err_t drain(predict_t *pr) {
 /* The forecasts of window b's rows from the training forward (pred), the
  * series re-synced to its trained state. */
 static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t slot, int b, int n,
-                                 const float *pred, int64_t step, volatile sig_atomic_t *stop) {
+                                 const float *pred, const float *out, int64_t step,
+                                 volatile sig_atomic_t *stop) {
   const prep_t *const p = pr->p;
-  const double *const alpha = figures_alpha(pr->fig);
   int const O = pr->O;
   ls_series_stats_t st;
   LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
-  double *const value = pr->b_base; /* one row's, scratch */
   for (int t = 0; t < w->n_targets; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
-    for (int j = 0; j < O; j++) {
-      size_t const o = r * (size_t)O + (size_t)j;
-      value[j] = p->base[o] + alpha[j] * p->scale[o] * (double)pred[o];
-    }
+    values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
+              pred + r * (size_t)O, out + r * (size_t)pr->W, pr->value);
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
-    forecast_t fc = {PREDICT_EVAL, slot, w->partition, w->offsets[t],
-                     w->times[t],  step, value,        next};
+    int const known = w->n_targets - t < pr->H ? w->n_targets - t : pr->H; /* t + h in it */
+    forecast_t fc = {PREDICT_EVAL, slot,      w->partition, w->offsets[t], w->times[t],
+                     step,         pr->value, next,         known};
     if (pr->kinds & PREDICT_EVAL) LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));
     if (!(pr->kinds & PREDICT_NEXT) || w->offsets[t] + 1 <= st.serve[LS_SERVE_SERVED]) continue;
     fc.kind = PREDICT_NEXT;
@@ -369,10 +392,11 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
 }
 
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
-                      const float *pred, int64_t step, volatile sig_atomic_t *stop) {
+                      const float *pred, const float *out, int64_t step,
+                      volatile sig_atomic_t *stop) {
   if (pr->live) LS_FORWARD_IF_ERROR(drain(pr)); /* every record of these windows is read */
   for (int b = 0; b < n; b++)
-    LS_FORWARD_IF_ERROR(window_forecasts(pr, wins[b], slots[b], b, n, pred, step, stop));
+    LS_FORWARD_IF_ERROR(window_forecasts(pr, wins[b], slots[b], b, n, pred, out, step, stop));
   return pr->live ? serve(pr, 0, step, stop) : LS_OK;
 }
 
@@ -424,21 +448,24 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   pr->v = v, pr->p = p, pr->fig = fig;
   pr->kinds = c->predictions;
   pr->T = p->T, pr->F = p->F, pr->I = p->I, pr->O = p->O;
+  pr->H = p->H, pr->OH = p->OH, pr->NQ = p->Q, pr->W = p->W;
   pr->B = ls_engine_get_conf(v->eng)->max_batch;
   /* Records are served as they are read only live, and only for next forecasts. */
   pr->live = !c->until && (pr->kinds & PREDICT_NEXT) && v->ing != NULL;
   size_t const B = (size_t)pr->B;
   pr->b_slot = malloc(2 * B * sizeof *pr->b_slot);
   pr->b_x = malloc(B * (size_t)pr->I * sizeof *pr->b_x);
-  pr->b_pred = malloc(B * (size_t)pr->O * sizeof *pr->b_pred);
+  pr->b_pred = malloc(B * (size_t)pr->W * sizeof *pr->b_pred);
+  pr->value = malloc((size_t)pr->W * sizeof *pr->value);
+  pr->qv = malloc((size_t)pr->W * sizeof *pr->qv);
   pr->b_base = malloc(B * (size_t)pr->O * sizeof *pr->b_base);
   pr->b_scale = malloc(B * (size_t)pr->O * sizeof *pr->b_scale);
   pr->b_lin = malloc(B * (size_t)pr->O * sizeof *pr->b_lin);
   pr->b_beta = malloc(B * (size_t)pr->O * sizeof *pr->b_beta);
-  ls_err_t err =
-      pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale && pr->b_lin && pr->b_beta
-          ? LS_OK
-          : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
+  ls_err_t err = pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale && pr->b_lin &&
+                         pr->b_beta && pr->value && pr->qv
+                     ? LS_OK
+                     : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
   if (err == LS_OK && (pr->kinds & PREDICT_NEXT))
     err = ls_state_table_new(v->eng, 1024, &pr->serve);
   if (err == LS_OK) err = predict_out_open(pr);
@@ -461,7 +488,7 @@ void predict_free(predict_t *pr) {
   (void)ls_series_table_on_evict(pr->v->series, NULL, NULL);
   free(pr->ps), free(pr->slot_of), free(pr->id_of), free(pr->state_row), free(pr->dirty);
   free(pr->b_slot), free(pr->b_x), free(pr->b_pred), free(pr->b_base), free(pr->b_scale);
-  free(pr->b_lin), free(pr->b_beta);
+  free(pr->b_lin), free(pr->b_beta), free(pr->value), free(pr->qv);
   ls_state_table_destroy(pr->serve);
   free(pr);
 }

@@ -25,6 +25,15 @@
  *     window holds as an input), from its trained state.
  * A record whose window is complete but not yet in a step waits for it.
  *
+ * Horizons (--horizon H > 1). A forecast covers the series' next H
+ * records: O H values, h-major ((h - 1) O + j: target j, h records
+ * ahead); h = 1's is the model's (the linear path and the LSTM mixed),
+ * the later ones the LSTM's (prep.h). The topic's message holds all of
+ * them (header lstream-horizon: H); the file has a row per h, its actual
+ * written where known when the row is: an eval row's while t + h lies in
+ * its window, a next row's where the record h ahead had been read by then
+ * (a row is not held for an actual read later).
+ *
  * Exactly once (the topic, with --snapshot-dir). Every snapshot records,
  * per series, the last record a next forecast followed (ls_series_stats_t
  * serve), so a resumed run publishes none twice for records it reads again;
@@ -71,10 +80,12 @@ int predict_live(const predict_t *pr);
 ls_err_t predict_resume(predict_t *pr, const ls_snapshot_t *snap);
 
 /* After a step's forward, backward and scatter: wins [n] of series slots
- * [n], prepared in p, predicted pred [T, n, O] with the parameters of
- * `step` steps. Live: then serves what the tap brought. */
+ * [n], prepared in p, predicted pred [T, n, O] (h = 1's forecasts) and out
+ * [T, n, O H] (the head's outputs, prep.h) with the parameters of `step`
+ * steps. Live: then serves what the tap brought. */
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
-                      const float *pred, int64_t step, volatile sig_atomic_t *stop);
+                      const float *pred, const float *out, int64_t step,
+                      volatile sig_atomic_t *stop);
 
 /* Live, between steps: serves what the tap brought. */
 ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);

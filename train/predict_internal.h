@@ -37,6 +37,11 @@ struct predict_s {
   const figures_t *fig;
   int kinds, live;
   int T, F, I, O, B; /* B: the engine's largest batch */
+  int H, OH;         /* horizons, O H point forecasts a forecast (prep.h) */
+  int NQ, W;         /* quantile levels; W = OH (1 + Q) head outputs, and values a forecast */
+  double *value;     /* [W] one forecast's, scratch (values_of's layout) */
+  double *qv;        /* [Q OH] its quantiles, scratch */
+  char qtext[PREP_QUANTILES_MAX * 24]; /* the levels, "0.1,0.5,0.9" */
 
   /* Where forecasts go (predict_out.c). */
   ls_format_t format;
@@ -47,9 +52,10 @@ struct predict_s {
   int exact;           /* a snapshot directory: exactly once */
   FILE *file;          /* NULL without one */
   char path[1100];
-  char *row; /* [O * 52] the last row's values as text, row_n bytes */
+  char *row; /* [O * 52 + 16] the last row's h and values as text, row_n bytes */
   size_t row_n;
   double *row_value; /* [O] the forecast it holds */
+  int row_h;         /* and its horizon */
   float *row_x;      /* [F] and its actual (row_actual: one) */
   int row_actual;
   base_keymap_t seen; /* (series key) -> index in seen_off: what the topic holds already */
@@ -75,8 +81,8 @@ struct predict_s {
   float *state_row; /* [2 L H] one serving state row, moved when slots move */
   int64_t *dirty;   /* [n_dirty] slots with records to serve */
   size_t n_dirty, cap_dirty;
-  /* One serving batch of at most B series: slots, inputs [B, I], predictions
-   * [B, O], per target base, scale and linear forecast [B, O]. */
+  /* One serving batch of at most B series: slots, inputs [B, I], the head's
+   * outputs [B, OH], per target base, scale and linear forecast [B, O]. */
   int64_t *b_slot;
   float *b_x, *b_pred;
   double *b_base, *b_scale, *b_lin, *b_beta; /* [B, O]: the linear path's share, the LSTM's
@@ -89,8 +95,9 @@ typedef struct forecast_s {
   int64_t slot;
   int32_t partition;
   int64_t offset, time, step;
-  const double *value; /* [O] data units */
-  const float *actual; /* [F] the next record, NULL unknown */
+  const double *value; /* [W] data units, h-major: per h O points, then O per quantile level */
+  const float *actual; /* [known, F] the next `known` records (h = 1.. known), NULL: none */
+  int known;
 } forecast_t;
 
 /* Sends a forecast out (left out when the topic holds it already): the

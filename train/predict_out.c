@@ -132,29 +132,34 @@ static int seen_already(predict_t *pr, const forecast_t *fc, const ls_series_inf
 /* ------------------------------------------------------------------------ */
 /* The file                                                                  */
 
-/* One row: kind, series, partition, offset, time, step, the forecasts,
- * the actual values (empty when unknown). */
+/* One row: kind, series, partition, offset, time, step, h (with
+ * --horizon H > 1), the forecasts value [O (1 + Q)] of horizon h (points,
+ * then per quantile level), the actual values (actual [F] the record h
+ * ahead; NULL: empty, unknown). */
 static ls_err_t write_row(predict_t *pr, int kind, const ls_series_info_t *si, int64_t offset,
-                          int64_t time, int64_t step, const double *value, const float *actual) {
+                          int64_t time, int64_t step, int h, const double *value,
+                          const float *actual) {
   FILE *const f = pr->file;
+  int const VH = pr->O * (1 + pr->NQ); /* a row's forecasts */
   fprintf(f, "%s,", kind_names[kind == PREDICT_EVAL]);
   base_csv_field(f, si->key, si->key_len);
   fprintf(f, ",%d,%" PRId64 ",%" PRId64 ",%" PRId64, (int)si->partition, offset, time, step);
   /* The values' text, kept: a replay's next and eval rows of a record are
    * the same forecast (formatting them is most of a row's time). */
-  if (pr->row_n == 0 || memcmp(pr->row_value, value, (size_t)pr->O * sizeof *value) != 0 ||
+  if (pr->row_n == 0 || pr->row_h != h ||
+      memcmp(pr->row_value, value, (size_t)VH * sizeof *value) != 0 ||
       (actual != NULL) != pr->row_actual ||
       (actual != NULL && memcmp(pr->row_x, actual, (size_t)pr->F * sizeof *actual) != 0)) {
-    size_t const cap = (size_t)pr->O * 52;
-    size_t n = 0;
-    for (int j = 0; j < pr->O; j++)
+    size_t const cap = (size_t)VH * 52 + 16;
+    size_t n = pr->H > 1 ? (size_t)snprintf(pr->row, cap, ",%d", h) : 0;
+    for (int j = 0; j < VH; j++)
       n += (size_t)snprintf(pr->row + n, cap - n, ",%.17g", value[j]);
     for (int j = 0; j < pr->O; j++)
       n += actual != NULL
                ? (size_t)snprintf(pr->row + n, cap - n, ",%.9g", (double)actual[pr->p->feat[j]])
                : (size_t)snprintf(pr->row + n, cap - n, ",");
-    pr->row_n = n;
-    memcpy(pr->row_value, value, (size_t)pr->O * sizeof *value);
+    pr->row_n = n, pr->row_h = h;
+    memcpy(pr->row_value, value, (size_t)VH * sizeof *value);
     pr->row_actual = actual != NULL;
     if (actual != NULL) memcpy(pr->row_x, actual, (size_t)pr->F * sizeof *actual);
   }
@@ -166,10 +171,27 @@ static ls_err_t write_row(predict_t *pr, int kind, const ls_series_info_t *si, i
   return LS_OK;
 }
 
+/* A forecast's rows, one per horizon h = 1..H: its values value [W]
+ * (h-major, O (1 + Q) a horizon), the actuals of the first `known` horizons from the records
+ * actual [known, F] (the rest empty). */
+static ls_err_t write_rows(predict_t *pr, int kind, const ls_series_info_t *si, int64_t offset,
+                           int64_t time, int64_t step, const double *value, const float *actual,
+                           int known) {
+  for (int h = 1; h <= pr->H; h++)
+    LS_FORWARD_IF_ERROR(
+        write_row(pr, kind, si, offset, time, step, h,
+                  value + (size_t)(h - 1) * (size_t)pr->O * (size_t)(1 + pr->NQ),
+                  actual != NULL && h <= known ? actual + (size_t)(h - 1) * (size_t)pr->F : NULL));
+  return LS_OK;
+}
+
 static void write_head(predict_t *pr) {
-  fprintf(pr->file, "kind,series,partition,offset,time,step");
+  fprintf(pr->file, "kind,series,partition,offset,time,step%s", pr->H > 1 ? ",h" : "");
   for (int j = 0; j < pr->O; j++)
     fprintf(pr->file, ",forecast_%d", pr->p->feat[j]);
+  for (int q = 0; q < pr->NQ; q++)
+    for (int j = 0; j < pr->O; j++)
+      fprintf(pr->file, ",q%g_%d", pr->p->levels[q], pr->p->feat[j]);
   for (int j = 0; j < pr->O; j++)
     fprintf(pr->file, ",actual_%d", pr->p->feat[j]);
   fputc('\n', pr->file);
@@ -206,8 +228,9 @@ static ls_err_t open_file(predict_t *pr, const int64_t *lengths, int world_was) 
     }
   int64_t const keep = lengths != NULL && same_names && rank < world_was ? lengths[rank] : 0;
   LS_FORWARD_IF_ERROR(cut_back(pr->path, keep));
-  pr->row = malloc((size_t)pr->O * 52); /* ",%.17g" and ",%.9g": 25 + 16 bytes at most */
-  pr->row_value = malloc((size_t)pr->O * sizeof *pr->row_value);
+  size_t const VH = (size_t)pr->O * (size_t)(1 + pr->NQ);
+  pr->row = malloc(VH * 52 + 16); /* ",%d", then ",%.17g" and ",%.9g": 25 + 16 bytes at most */
+  pr->row_value = malloc(VH * sizeof *pr->row_value);
   pr->row_x = malloc((size_t)pr->F * sizeof *pr->row_x);
   LS_RETURN_IF(!pr->row || !pr->row_value || !pr->row_x, LS_ERR_NOMEM, "no memory for a row");
   pr->file = fopen(pr->path, keep > 0 ? "a" : "w");
@@ -232,10 +255,28 @@ static ls_err_t buf_room(predict_t *pr, size_t need) {
 /* JSON input (and Avro's, which has no schema for forecasts): one object,
  * {"key":K,"partition":P,"offset":O,"time":MS,"kind":"next","step":S,
  * "forecast":{"NAME":V,...}}, each target under its field's name (NaN or
- * Inf: null). */
+ * Inf: null); with --horizon H > 1 each target's V is an array of its H
+ * forecasts, h = 1 first; with --quantiles, "quantiles":{"LEVEL":{"NAME":
+ * V,...},...} beside "forecast". */
+static size_t json_targets(const predict_t *pr, const forecast_t *fc, int c, char *b) {
+  size_t const VH = (size_t)pr->O * (size_t)(1 + pr->NQ);
+  size_t n = (size_t)sprintf(b, "{");
+  for (int j = 0; j < pr->O; j++) {
+    n += (size_t)sprintf(b + n, "%s\"%s\":%s", j ? "," : "", pr->names[j], pr->H > 1 ? "[" : "");
+    for (int h = 0; h < pr->H; h++) {
+      double const v = fc->value[(size_t)h * VH + (size_t)c * (size_t)pr->O + (size_t)j];
+      n += (size_t)sprintf(b + n, isfinite(v) ? "%s%.17g" : "%snull", h ? "," : "", v);
+    }
+    n += (size_t)sprintf(b + n, "%s", pr->H > 1 ? "]" : "");
+  }
+  return n + (size_t)sprintf(b + n, "}");
+}
+
 static ls_err_t encode_json(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
                             size_t *len) {
-  LS_FORWARD_IF_ERROR(buf_room(pr, 200 + 6 * si->key_len + (size_t)pr->O * (64 + 32)));
+  LS_FORWARD_IF_ERROR(buf_room(pr, 200 + 6 * si->key_len +
+                                       (size_t)(1 + pr->NQ) * ((size_t)pr->O * (64 + 4) + 32) +
+                                       (size_t)pr->W * 32));
   char *const b = pr->buf;
   size_t n = (size_t)sprintf(b, "{\"key\":\"");
   for (size_t i = 0; i < si->key_len; i++) {
@@ -249,27 +290,30 @@ static ls_err_t encode_json(predict_t *pr, const forecast_t *fc, const ls_series
   }
   n += (size_t)sprintf(b + n,
                        "\",\"partition\":%d,\"offset\":%lld,\"time\":%lld,\"kind\":\"%s\","
-                       "\"step\":%lld,\"forecast\":{",
+                       "\"step\":%lld,\"forecast\":",
                        (int)fc->partition, (long long)fc->offset, (long long)fc->time,
                        kind_names[fc->kind == PREDICT_EVAL], (long long)fc->step);
-  for (int j = 0; j < pr->O; j++)
-    n += (size_t)sprintf(b + n, isfinite(fc->value[j]) ? "%s\"%s\":%.17g" : "%s\"%s\":null",
-                         j ? "," : "", pr->names[j], fc->value[j]);
-  n += (size_t)sprintf(b + n, "}}");
+  n += json_targets(pr, fc, 0, b + n);
+  for (int q = 0; q < pr->NQ; q++) {
+    n += (size_t)sprintf(b + n, "%s\"%g\":", q ? "," : ",\"quantiles\":{", pr->p->levels[q]);
+    n += json_targets(pr, fc, q + 1, b + n);
+  }
+  n += (size_t)sprintf(b + n, "%s}", pr->NQ > 0 ? "}" : "");
   *len = n;
   return LS_OK;
 }
 
-/* The forecast's value in the input's format: O float32, O numbers, or a
- * JSON object. */
+/* The forecast's value in the input's format: W float32, W numbers
+ * (h-major: per horizon O points, then O per quantile level), or a JSON
+ * object. */
 static ls_err_t encode_value(predict_t *pr, const forecast_t *fc, const ls_series_info_t *si,
                              size_t *len) {
   if (pr->names != NULL) return encode_json(pr, fc, si, len);
-  size_t const need = (size_t)pr->O * 32;
+  size_t const need = (size_t)pr->W * 32;
   LS_FORWARD_IF_ERROR(buf_room(pr, need));
   const double *const value = fc->value;
   size_t n = 0;
-  for (int j = 0; j < pr->O; j++) {
+  for (int j = 0; j < pr->W; j++) {
     if (pr->format == LS_FORMAT_F32) {
       float const v = (float)value[j];
       memcpy(pr->buf + n, &v, sizeof v);
@@ -303,14 +347,17 @@ static ls_err_t publish(predict_t *pr, const forecast_t *fc, const ls_series_inf
                         volatile sig_atomic_t *stop) {
   size_t len = 0;
   LS_FORWARD_IF_ERROR(encode_value(pr, fc, si, &len));
-  char part[24], off[24], tm[24], step[24];
+  char part[24], off[24], tm[24], step[24], hz[24];
   const char *const kind = kind_names[fc->kind == PREDICT_EVAL];
-  ls_header_t const h[6] = {{"lstream-partition", part, decimal(part, fc->partition)},
-                            {"lstream-offset", off, decimal(off, fc->offset)},
-                            {"lstream-time", tm, decimal(tm, fc->time)},
-                            {"lstream-kind", kind, 4},
-                            {"lstream-step", step, decimal(step, fc->step)},
-                            {"lstream-run", pr->run, 16}};
+  ls_header_t h[8] = {{"lstream-partition", part, decimal(part, fc->partition)},
+                      {"lstream-offset", off, decimal(off, fc->offset)},
+                      {"lstream-time", tm, decimal(tm, fc->time)},
+                      {"lstream-kind", kind, 4},
+                      {"lstream-step", step, decimal(step, fc->step)},
+                      {"lstream-run", pr->run, 16}};
+  int n_h = 6; /* the horizons' header with H > 1 only, the quantiles' with some */
+  if (pr->H > 1) h[n_h++] = (ls_header_t){"lstream-horizon", hz, decimal(hz, pr->H)};
+  if (pr->NQ > 0) h[n_h++] = (ls_header_t){"lstream-quantiles", pr->qtext, strlen(pr->qtext)};
   /* The stop flag matters only to a send that found no room: a stop while
    * forecasts go out (SIGTERM in a rolling restart) finishes the step and
    * takes the last snapshot; a stop while the buffer stays full (a broker
@@ -318,7 +365,7 @@ static ls_err_t publish(predict_t *pr, const forecast_t *fc, const ls_series_inf
   for (;;) {
     int queued = 0;
     LS_FORWARD_IF_ERROR(ls_publisher_send(pr->pub, si->key, si->key_len, pr->buf, len,
-                                          fc->time > 0 ? fc->time : 0, h, 6, ROOM_WAIT_MS,
+                                          fc->time > 0 ? fc->time : 0, h, n_h, ROOM_WAIT_MS,
                                           &queued));
     if (queued) return LS_OK;
     LS_RETURN_IF(stop != NULL && *stop, LS_ERR_STATE,
@@ -338,13 +385,14 @@ ls_err_t predict_emit(predict_t *pr, const forecast_t *fc, volatile sig_atomic_t
     LS_FORWARD_IF_ERROR(publish(pr, fc, &si, stop));
   if (pr->file == NULL) return LS_OK;
   if (fc->actual != NULL || fc->kind == PREDICT_EVAL)
-    return write_row(pr, fc->kind, &si, fc->offset, fc->time, fc->step, fc->value, fc->actual);
+    return write_rows(pr, fc->kind, &si, fc->offset, fc->time, fc->step, fc->value, fc->actual,
+                      fc->known);
   ls_series_stats_t st; /* a next forecast waits for its actual: the series' next record */
   LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, fc->slot, &st));
   st.serve[LS_SERVE_PENDING] = fc->offset + 1;
   st.serve[LS_SERVE_TIME] = fc->time;
   st.serve[LS_SERVE_STEP] = fc->step;
-  memcpy(st.pending, fc->value, (size_t)pr->O * sizeof *st.pending);
+  memcpy(prep_pending(pr->p, &st), fc->value, (size_t)pr->W * sizeof *st.pending);
   return LS_OK;
 }
 
@@ -357,8 +405,8 @@ ls_err_t predict_resolve(predict_t *pr, int64_t slot, const float *x) {
   LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
   int64_t const offset = st.serve[LS_SERVE_PENDING] - 1;
   st.serve[LS_SERVE_PENDING] = 0;
-  return write_row(pr, PREDICT_NEXT, &si, offset, st.serve[LS_SERVE_TIME], st.serve[LS_SERVE_STEP],
-                   st.pending, x);
+  return write_rows(pr, PREDICT_NEXT, &si, offset, st.serve[LS_SERVE_TIME], st.serve[LS_SERVE_STEP],
+                    prep_pending(pr->p, &st), x, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -402,6 +450,9 @@ ls_err_t predict_out_open(predict_t *pr) {
       train_conf_feature_name(c, pr->p->feat[j], pr->names[j], sizeof pr->names[j]);
   }
   LS_FORWARD_IF_ERROR(run_id(pr));
+  for (int q = 0, n = 0; q < pr->NQ; q++) /* the header lstream-quantiles: 0.1,0.5,0.9 */
+    n += snprintf(pr->qtext + n, sizeof pr->qtext - (size_t)n, "%s%g", q ? "," : "",
+                  pr->p->levels[q]);
   if (c->predictions_out[0] != '\0')
     file_path(pr, pr->v->rank, pr->v->world, pr->path, sizeof pr->path);
   if (c->predictions_topic[0] == '\0') return LS_OK;
@@ -555,9 +606,9 @@ static ls_err_t write_pending(predict_t *pr) {
     if (st.serve[LS_SERVE_PENDING] == 0) continue;
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, (int64_t)s, &si));
-    LS_FORWARD_IF_ERROR(write_row(pr, PREDICT_NEXT, &si, st.serve[LS_SERVE_PENDING] - 1,
-                                  st.serve[LS_SERVE_TIME], st.serve[LS_SERVE_STEP], st.pending,
-                                  NULL));
+    LS_FORWARD_IF_ERROR(write_rows(pr, PREDICT_NEXT, &si, st.serve[LS_SERVE_PENDING] - 1,
+                                   st.serve[LS_SERVE_TIME], st.serve[LS_SERVE_STEP],
+                                   prep_pending(pr->p, &st), NULL, 0));
   }
   return LS_OK;
 }

@@ -3,6 +3,8 @@
  */
 #include "prep.h"
 
+#include <math.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,15 @@
  * autocorrelation lags), so 2,048 of them take ~4 ms, against ~50 us to
  * start and join a thread. A step of a few live series stays on one. */
 #define PREP_THREAD_MIN 2048
+
+/* Horizon h's targets are scaled by h^-HORIZON_WEIGHT (its outputs by the
+ * inverse), which weighs its squared errors h^-2.5 against h = 1's: a
+ * random walk's change over h records has h times the variance of one,
+ * so each later horizon pulls on the LSTM they share about h^-1.5 as hard
+ * as the next record does. Without it (1 for every h), --horizon 12 made
+ * h = 1's final MSE 23% worse on taylor; with h^-1 2.4%, with h^-1.25
+ * 0.3% (10 seeds; FINDINGS.md, "Horizons"). */
+#define HORIZON_WEIGHT 1.25
 
 /* The most threads a step's preparation takes. */
 #define PREP_THREADS_MAX 64
@@ -74,6 +85,32 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
   }
+  p->H = c->horizon > 1 ? c->horizon : 1;
+  p->OH = p->O * p->H;
+  if (err == LS_OK) err = prep_parse_quantiles(c->quantiles, p->levels, &p->Q);
+  int per = 1;
+  if (err == LS_OK) err = prep_outputs_per_target(c, &per); /* bounds O x per */
+  p->W = p->OH * (1 + p->Q);
+  if (err == LS_OK && p->H > p->T)
+    err = ls_error_set(LS_ERR_INVALID_ARG,
+                       "horizon %d is beyond the window (%d records): a target h records ahead "
+                       "is known only within its window; raise --window or lower --horizon",
+                       p->H, p->T);
+  if (err == LS_OK && p->W > p->O) {
+    size_t const roh = rows * (size_t)(p->OH > 0 ? p->OH : 1);
+    size_t const rw = rows * (size_t)(p->W > 0 ? p->W : 1);
+    p->y_h = malloc(rw * sizeof *p->y_h);
+    p->mask_h = malloc(rw * sizeof *p->mask_h);
+    p->next_h = malloc(roh * sizeof *p->next_h);
+    p->snaive = malloc(roh * sizeof *p->snaive);
+    p->lengths = malloc((size_t)B * sizeof *p->lengths);
+    p->hw = malloc((size_t)p->H * sizeof *p->hw);
+    for (int h = 1; p->hw != NULL && h <= p->H; h++)
+      p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
+    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths || !p->hw)
+      err = ls_error_set(LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)",
+                         p->H, p->T, B);
+  }
   if (err == LS_OK) {
     p->threads = 1;
     err = scratch_new(&p->scr[0], p->F, p->O, p->sea);
@@ -96,6 +133,8 @@ void prep_free(prep_t *p) {
   free(p->scr);
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
+  free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->lengths);
+  free(p->hw);
   free(p);
 }
 
@@ -182,16 +221,140 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
   p->next[o] = next[f];
 }
 
+double prep_horizon_fc(const prep_t *p, int h, double v) {
+  return v / p->hw[h - 1];
+}
+
+/* Row r's targets at every horizon (H > 1, or quantiles), its h = 1
+ * target in place: row t of window w, whose records after t + 1 give the
+ * later ones while they lie within it (t + h <= n_targets); the seasonal
+ * naive forecasts from its series' seasons (model); the quantiles' targets
+ * and masks those of their horizon's. */
+static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
+                         const double *model) {
+  int const O = p->O, F = p->F;
+  for (int h = 1; h <= p->H; h++)
+    for (int j = 0; j < O; j++) {
+      size_t const k = (size_t)(h - 1) * O + (size_t)j, o1 = r * O + j;
+      size_t const o = r * (size_t)p->OH + k, ow = r * (size_t)p->W + k;
+      int const f = p->feat[j];
+      double const sn = p->sea != NULL ? season_naive(p->sea, model, j, p->rec[r], h) : NAN;
+      p->snaive[o] = isnan(sn) ? (double)p->cur[o1] : sn; /* no season known: the last value */
+      if (h == 1) {
+        p->y_h[ow] = p->y[o1], p->mask_h[ow] = 1.0f, p->next_h[o] = p->next[o1];
+      } else if (t + h > w->n_targets) { /* not known when the window trains */
+        p->y_h[ow] = 0.0f, p->mask_h[ow] = 0.0f, p->next_h[o] = NAN;
+      } else {
+        float const x = w->x[(size_t)(t + h) * F + (size_t)f];
+        double const y = ((double)x - p->base[o1]) / p->scale[o1];
+        /* The clip is the one-step change's; h steps' change spreads up to h
+         * times as far (a trend), so the bound grows with h. */
+        double const yc = p->raw ? y : ls_norm_clamp(&p->norm, y / h) * h;
+        p->y_h[ow] = (float)(yc * p->hw[h - 1]);
+        p->mask_h[ow] = 1.0f, p->next_h[o] = x;
+      }
+      for (int q = 1; q <= p->Q; q++)
+        p->y_h[ow + (size_t)q * p->OH] = p->y_h[ow],
+                                p->mask_h[ow + (size_t)q * p->OH] = p->mask_h[ow];
+    }
+}
+
+/* A padding row's targets at every horizon: none known. */
+static void horizons_pad(const prep_t *p, size_t r) {
+  if (p->W == p->O) return;
+  for (size_t o = r * (size_t)p->OH; o < (r + 1) * (size_t)p->OH; o++)
+    p->next_h[o] = NAN, p->snaive[o] = 0.0;
+  for (size_t o = r * (size_t)p->W; o < (r + 1) * (size_t)p->W; o++)
+    p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f;
+}
+
+ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q) {
+  *Q = 0;
+  for (const char *s = text; *s != '\0';) {
+    char *end = NULL;
+    double const l = strtod(s, &end);
+    LS_RETURN_IF(end == s || (*end != ',' && *end != '\0') || !(l > 0.0 && l < 1.0) ||
+                     (*Q > 0 && !(l > levels[*Q - 1])) || *Q == PREP_QUANTILES_MAX,
+                 LS_ERR_INVALID_ARG,
+                 "quantiles '%s': up to %d levels in (0, 1), ascending, such as 0.1,0.5,0.9", text,
+                 PREP_QUANTILES_MAX);
+    levels[(*Q)++] = l;
+    s = *end ? end + 1 : end;
+    LS_RETURN_IF(*end == ',' && *s == '\0', LS_ERR_INVALID_ARG,
+                 "quantiles '%s' ends with a comma: give levels such as 0.1,0.5,0.9", text);
+  }
+  return LS_OK;
+}
+
+ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0, O = 0;
+  *per = 1;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
+  int *const feat = calloc((size_t)(c->features > 0 ? c->features : 1), sizeof *feat);
+  LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for the targets");
+  ls_err_t const err = train_conf_targets(c, feat, &O);
+  free(feat);
+  LS_FORWARD_IF_ERROR(err);
+  int64_t const H = c->horizon > 1 ? c->horizon : 1, W = (int64_t)O * H * (1 + Q);
+  LS_RETURN_IF(W > PREP_OUTPUTS_MAX, LS_ERR_INVALID_ARG,
+               "%d targets x horizon %" PRId64 " x (1 + %d quantiles) = %" PRId64
+               " outputs, over the %d a model may have: lower --horizon, --quantiles or --targets",
+               O, H, Q, W, PREP_OUTPUTS_MAX);
+  *per = (int)(H * (1 + Q));
+  return LS_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double const x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void prep_quantile_values(const prep_t *p, const float *out, const double *base,
+                          const double *scale, const double *lin, double *qv) {
+  double sorted[PREP_QUANTILES_MAX];
+  for (int k = 0; k < p->OH; k++) {
+    int const j = k % p->O, h = k / p->O + 1;
+    for (int q = 0; q < p->Q; q++) {
+      double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
+      double const u = h == 1 ? (lin != NULL ? lin[j] : 0.0) + v : prep_horizon_fc(p, h, v);
+      sorted[q] = base[j] + scale[j] * u;
+    }
+    qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
+    for (int q = 0; q < p->Q; q++)
+      qv[(size_t)q * p->OH + (size_t)k] = sorted[q];
+  }
+}
+
+size_t prep_model_width(const prep_t *p) {
+  return season_width(p->sea) + (p->W > p->O ? (size_t)p->W : 0);
+}
+
+double *prep_pending(const prep_t *p, const ls_series_stats_t *st) {
+  return p->W > p->O ? st->model + season_width(p->sea) : st->pending;
+}
+
+const float *prep_train_y(const prep_t *p) {
+  return p->W > p->O ? p->y_h : p->y;
+}
+
+const float *prep_train_mask(const prep_t *p, int *width) {
+  *width = p->W > p->O ? p->W : 1;
+  return p->W > p->O ? p->mask_h : p->mask;
+}
+
 /* prep_window on thread scratch sc, the event times into sc's range. */
 static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_window_t *w,
                           ls_series_stats_t *st) {
   int const T = p->T, F = p->F, I = p->I, O = p->O, n = p->B;
+  if (p->lengths != NULL) p->lengths[b] = w->n_targets;
   for (int t = 0; t < T; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
     int const valid = t < w->n_targets;
     p->mask[r] = valid ? 1.0f : 0.0f;
     p->time[r] = valid ? w->times[t + 1] : -1;
     if (!valid) { /* padding */
+      horizons_pad(p, r);
       memset(p->x + r * I, 0, (size_t)I * sizeof *p->x);
       memset(p->y + r * O, 0, (size_t)O * sizeof *p->y);
       memset(p->target + r * O, 0, (size_t)O * sizeof *p->target);
@@ -209,6 +372,7 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
                                   p->a + r * O));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
+    if (p->W > p->O) horizons_row(p, r, w, t, st->model);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {
         sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;

@@ -30,6 +30,13 @@ typedef struct prep_scratch_s {
   char why[1024]; /* the error's message (messages are per thread) */
 } prep_scratch_t;
 
+/* The most quantile levels. */
+#define PREP_QUANTILES_MAX 16
+
+/* The most head outputs (targets x horizon x (1 + quantiles)): the
+ * per-series pending forecasts and the summary's history grow with them. */
+#define PREP_OUTPUTS_MAX 4096
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -58,6 +65,29 @@ typedef struct prep_s {
   int64_t *time;        /* [T, n] event time of row t's target */
   int64_t t_min, t_max; /* event times of the step's records (inputs and targets); t_max < 0:
                            none */
+  /* Horizons (--horizon H > 1; issue 25): the head has OH = O H outputs,
+   * h-major, column (h - 1) O + j the forecast of target j h records
+   * ahead. The target of row t at horizon h is the window's record t + h,
+   * known when the window trains only while t + h <= its n_targets: past
+   * that it is masked (0 in mask_h), so no record is ever the target of a
+   * row that has it as an input, and the carried state is the one after
+   * the last real record (lengths). h = 1's columns are y and mask. NULL
+   * with H = 1 (the engine then takes y and mask as before). */
+  int H, OH;
+  /* Quantiles (--quantiles, Q levels): the head's columns past OH, column
+   * OH + q OH + (h - 1) O + j the quantile of level levels[q] of target j
+   * h records ahead, trained with the pinball loss on that target (the
+   * mean's), so W = OH (1 + Q) outputs in all; y_h and mask_h are there
+   * whenever W > O. */
+  int Q, W;
+  double levels[PREP_QUANTILES_MAX];
+  float *y_h;     /* [T, n, W] what the LSTM trains on: y at h = 1, the target beyond */
+  float *mask_h;  /* [T, n, W] 1: a known target */
+  float *next_h;  /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
+  double *snaive; /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
+  int *lengths;   /* [n] the rows of each window (its n_targets) */
+  double *hw;     /* [H] horizon h's targets are multiplied by hw[h - 1], its outputs divided
+                     (prep_horizon_fc) */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
   int threads;
@@ -66,6 +96,14 @@ typedef struct prep_s {
   const ls_window_t *const *wins;
   ls_series_stats_t *st;
 } prep_t;
+
+/* --quantiles' text: Q levels in (0, 1), ascending, into levels
+ * [PREP_QUANTILES_MAX] ("": none). */
+ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q);
+
+/* The head's outputs per target as c says: H (1 + Q); refused where all
+ * targets' together pass PREP_OUTPUTS_MAX. */
+ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per);
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,
  * targets, normalize, target, inputs, norm_window). */
@@ -107,6 +145,31 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
 static inline float prep_mix(double lin, double beta, float p) {
   return (float)(lin + beta * (double)p);
 }
+
+/* The trainer's own state per series (ls_series_stats_t.model), in
+ * doubles: the seasons' and linear path's (season.h), then with H > 1 the
+ * values [O H] of the next forecast awaiting its actual (predict.c; with H
+ * = 1 they are the series table's pending). */
+size_t prep_model_width(const prep_t *p);
+double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
+
+/* Horizon h's forecast in target units from the head's output v for it
+ * (h > 1: the LSTM's alone; h = 1's is prep_mix's): v / hw[h - 1]. */
+double prep_horizon_fc(const prep_t *p, int h, double v);
+
+/* The quantile forecasts of one row in the data's units, qv [Q, OH] (the
+ * quantile of level q of target j h records ahead at q OH + (h - 1) O +
+ * j), from the head's outputs out [W], the targets' base and scale [O] and
+ * the linear path's share at h = 1 lin [O] (NULL: 0): at h = 1 base +
+ * scale (lin + output), beyond base + scale prep_horizon_fc(output); each
+ * target and horizon's sorted ascending, so that they never cross. */
+void prep_quantile_values(const prep_t *p, const float *out, const double *base,
+                          const double *scale, const double *lin, double *qv);
+
+/* What the engine trains on: targets and their mask, and the width of a
+ * mask row (1: the row mask [T, n]; OH: a mask per target). */
+const float *prep_train_y(const prep_t *p);
+const float *prep_train_mask(const prep_t *p, int *width);
 
 /* After the step's forward: the linear path and the mixing of window b's
  * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs),

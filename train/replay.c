@@ -19,38 +19,38 @@ typedef struct memory_s {
 } memory_t;
 
 struct replay_s {
-  int T, I, O, L, H;
-  size_t cap, E; /* entries per partition, floats per entry */
-  int take;      /* windows per partition and update */
+  int T, I, O, M, L, H; /* M: a mask row's width */
+  size_t cap, E;        /* entries per partition, floats per entry */
+  int take;             /* windows per partition and update */
   int P;
   memory_t *mem;       /* [P] */
   int *pick;           /* [cap] scratch of the draws */
-  float *x, *y, *mask; /* [T, rows, I], [T, rows, O], [T, rows] */
+  float *x, *y, *mask; /* [T, rows, I], [T, rows, O], [T, rows, M] */
   float *h0, *c0;      /* [L, rows, H] */
   int rows, n;         /* the most rows, the gathered rows */
 };
 
-/* An entry's parts, in order: x [T, I], y [T, O], mask [T], h0 [L, H], c0 [L, H]. */
-static size_t entry_floats(int T, int I, int O, int L, int H) {
-  return (size_t)T * (size_t)(I + O + 1) + 2 * (size_t)L * (size_t)H;
+/* An entry's parts, in order: x [T, I], y [T, O], mask [T, M], h0 [L, H], c0 [L, H]. */
+static size_t entry_floats(int T, int I, int O, int M, int L, int H) {
+  return (size_t)T * (size_t)(I + O + M) + 2 * (size_t)L * (size_t)H;
 }
 
 ls_err_t replay_new(int memory, int batch, int P_all, const int32_t *parts, int P, int T, int I,
-                    int O, int L, int H, replay_t **out) {
+                    int O, int M, int L, int H, replay_t **out) {
   *out = NULL;
   replay_t *const r = calloc(1, sizeof *r);
   LS_RETURN_IF(r == NULL, LS_ERR_NOMEM, "no memory for the replay memory");
-  r->T = T, r->I = I, r->O = O, r->L = L, r->H = H, r->P = P;
+  r->T = T, r->I = I, r->O = O, r->M = M, r->L = L, r->H = H, r->P = P;
   r->cap = (size_t)(memory / P_all > MIN_CAP ? memory / P_all : MIN_CAP);
   r->take = batch / P_all > 1 ? batch / P_all : 1;
   r->take = (size_t)r->take > r->cap ? (int)r->cap : r->take;
-  r->E = entry_floats(T, I, O, L, H);
+  r->E = entry_floats(T, I, O, M, L, H);
   r->rows = r->take * (P > 0 ? P : 1);
   size_t const rows = (size_t)r->rows, TR = (size_t)T * rows;
   r->mem = calloc(P > 0 ? (size_t)P : 1, sizeof *r->mem);
   r->pick = malloc(r->cap * sizeof *r->pick);
   r->x = malloc(TR * (size_t)I * sizeof *r->x), r->y = malloc(TR * (size_t)O * sizeof *r->y);
-  r->mask = malloc(TR * sizeof *r->mask);
+  r->mask = malloc(TR * (size_t)M * sizeof *r->mask);
   r->h0 = malloc((size_t)L * rows * (size_t)H * sizeof *r->h0);
   r->c0 = malloc((size_t)L * rows * (size_t)H * sizeof *r->c0);
   ls_err_t err = r->mem && r->pick && r->x && r->y && r->mask && r->h0 && r->c0
@@ -108,12 +108,12 @@ static void rows_copy(float *win, float *batch, int T, int n, int b, int width, 
  * x, y, mask [T, n, ...], h0, c0 [L, n, H]. */
 static void entry_copy(const replay_t *r, float *e, float *x, float *y, float *mask, float *h0,
                        float *c0, int n, int b, int to_batch) {
-  int const T = r->T, I = r->I, O = r->O, H = r->H;
+  int const T = r->T, I = r->I, O = r->O, M = r->M, H = r->H;
   rows_copy(e, x, T, n, b, I, to_batch);
   rows_copy(e + (size_t)T * I, y, T, n, b, O, to_batch);
-  rows_copy(e + (size_t)T * (I + O), mask, T, n, b, 1, to_batch);
-  rows_copy(e + (size_t)T * (I + O + 1), h0, r->L, n, b, H, to_batch);
-  rows_copy(e + (size_t)T * (I + O + 1) + (size_t)r->L * H, c0, r->L, n, b, H, to_batch);
+  rows_copy(e + (size_t)T * (I + O), mask, T, n, b, M, to_batch);
+  rows_copy(e + (size_t)T * (I + O + M), h0, r->L, n, b, H, to_batch);
+  rows_copy(e + (size_t)T * (I + O + M) + (size_t)r->L * H, c0, r->L, n, b, H, to_batch);
 }
 
 ls_err_t replay_push(replay_t *r, int32_t partition, const prep_t *p, int b, const float *h0,
@@ -121,7 +121,12 @@ ls_err_t replay_push(replay_t *r, int32_t partition, const prep_t *p, int b, con
   memory_t *const m = memory_of(r, partition);
   if (m == NULL) return LS_OK; /* added to the topic live: it has a memory from the next start */
   float *const e = m->e + (size_t)m->next * r->E;
-  entry_copy(r, e, p->x, p->y, p->mask, (float *)h0, (float *)c0, p->B, b, 0);
+  int width = 1;
+  const float *const mask = prep_train_mask(p, &width);
+  LS_RETURN_IF(width != r->M, LS_ERR_INVALID_ARG, "replay_push: mask rows of %d, the memory's %d",
+               width, r->M);
+  entry_copy(r, e, p->x, (float *)prep_train_y(p), (float *)mask, (float *)h0, (float *)c0, p->B, b,
+             0);
   m->next = (m->next + 1) % (int64_t)r->cap;
   m->filled += m->filled < (int64_t)r->cap;
   return LS_OK;
@@ -163,7 +168,8 @@ const float *replay_x(const replay_t *r) {
 const float *replay_y(const replay_t *r) {
   return r->y;
 }
-const float *replay_mask(const replay_t *r) {
+const float *replay_mask(const replay_t *r, int *width) {
+  *width = r->M;
   return r->mask;
 }
 const float *replay_h0(const replay_t *r) {

@@ -26,11 +26,13 @@
 typedef struct replay_s replay_t;
 
 /* The memories of this rank's P partitions (parts [P], ascending) of P_all
- * in all, for windows of T rows, I inputs, O targets, states [L, H]; per
+ * in all, for windows of T rows, I inputs, O targets (head outputs), mask
+ * rows of M (1, or O with a mask per target: prep_train_mask), states [L,
+ * H]; per
  * partition max(memory / P_all, 16) entries, each update taking
  * max(batch / P_all, 1) from each. */
 ls_err_t replay_new(int memory, int batch, int P_all, const int32_t *parts, int P, int T, int I,
-                    int O, int L, int H, replay_t **out);
+                    int O, int M, int L, int H, replay_t **out);
 void replay_free(replay_t *r); /* accepts NULL */
 
 /* The most rows a replay update gathers on this rank. */
@@ -45,11 +47,11 @@ ls_err_t replay_push(replay_t *r, int32_t partition, const prep_t *p, int b, con
 
 /* The rows of replay update `round` of step `step` on this rank, into its
  * buffers: *n rows (0: nothing to replay here) of x [T, n, I], y [T, n, O],
- * mask [T, n], h0, c0 [L, n, H]. */
+ * mask [T, n, M], h0, c0 [L, n, H]. */
 void replay_gather(replay_t *r, uint64_t seed, int64_t step, int round, int *n);
 const float *replay_x(const replay_t *r);
 const float *replay_y(const replay_t *r);
-const float *replay_mask(const replay_t *r);
+const float *replay_mask(const replay_t *r, int *width); /* width: M */
 const float *replay_h0(const replay_t *r);
 const float *replay_c0(const replay_t *r);
 

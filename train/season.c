@@ -514,6 +514,14 @@ void season_solve(season_t *s, double *model, int j) {
   m[8] = fmin(1.0, fmax(0.0, ((aa + k) * py - ap * (ay + k)) / det));
 }
 
+double season_naive(const season_t *s, const double *model, int j, int64_t t, int h) {
+  int const P = season_period(s, model, j, 0);
+  if (P <= 0 || h < 1) return NAN;
+  int64_t const k = ((int64_t)h + P - 1) / P;
+  const double *const m = model + (size_t)j * s->per;
+  return value_at(s, (const float *)(const void *)(m + s->head), t, t + h - k * P);
+}
+
 int season_period(const season_t *s, const double *model, int j, int i) {
   if (s == NULL || i >= s->slots) return 0;
   const double *const m = model + (size_t)j * s->per;

@@ -177,17 +177,20 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   LS_FORWARD_IF_ERROR(prep_set_threads(tr->prep, threads));
   LS_FORWARD_IF_ERROR(figures_new(tr->prep->O, tr->prep->feat, c, &tr->v.fig));
   LS_FORWARD_IF_ERROR(ls_series_table_keep_stats(tr->v.series, c->features, tr->prep->O));
-  LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, season_width(tr->prep->sea)));
-  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O);
+  LS_FORWARD_IF_ERROR(ls_series_table_keep_model(tr->v.series, prep_model_width(tr->prep)));
+  tr->NV = V__N + SNAP_V__N + FIG_V(tr->prep->O, tr->prep->H, tr->prep->Q);
   tr->st = calloc(B, sizeof *tr->st);
   tr->gather = calloc(B, sizeof *tr->gather);
-  tr->pred = calloc(T * B * (size_t)sh->output_size, sizeof *tr->pred);
+  tr->pred = calloc(T * B * (size_t)tr->prep->O, sizeof *tr->pred);
+  tr->out = sh->output_size > tr->prep->O ? calloc(T * B * (size_t)sh->output_size, sizeof *tr->out)
+                                          : tr->pred;
   tr->h0 = calloc(LH * B, sizeof *tr->h0);
   tr->c0 = calloc(LH * B, sizeof *tr->c0);
   tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
   tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
-  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->h0 || !tr->c0 || !tr->v_sums ||
-                   !tr->pend_target,
+  tr->pend_horizon = calloc((size_t)tr->prep->OH, sizeof *tr->pend_horizon);
+  LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->out || !tr->h0 || !tr->c0 ||
+                   !tr->v_sums || !tr->pend_target || !tr->pend_horizon,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
   return LS_OK;
 }
@@ -247,6 +250,25 @@ static ls_optim_t optim_of(const ls_train_conf_t *c) {
   return opt;
 }
 
+/* The losses of the head's outputs (per per target, O targets): squared
+ * errors, then with --quantiles the pinball loss of each level (prep.h's
+ * columns). */
+static ls_err_t set_losses(const ls_train_conf_t *c, int O, int per, ls_engine_t *eng) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
+  if (Q == 0) return LS_OK;
+  int const W = O * per, OH = W / (1 + Q);
+  ls_loss_col_t *const cols = calloc((size_t)W, sizeof *cols);
+  LS_RETURN_IF(cols == NULL, LS_ERR_NOMEM, "no memory for %d losses", W);
+  for (int k = 0; k < W; k++)
+    cols[k] = k < OH ? (ls_loss_col_t){LS_LOSS_MSE, 0.0f}
+                     : (ls_loss_col_t){LS_LOSS_PINBALL, (float)levels[k / OH - 1]};
+  ls_err_t const err = ls_engine_set_loss(eng, cols, W);
+  free(cols);
+  return err;
+}
+
 /* The replay memories of this rank's partitions (with replay), then the
  * engine, sized for this rank's steps and replay updates. */
 static ls_err_t open_engine(ls_trainer_t *tr) {
@@ -256,10 +278,13 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   tr->quota = c->batch / tr->P_all > 0 ? c->batch / tr->P_all : 1;
   tr->B = c->until ? tr->quota * (tr->v.P > 0 ? tr->v.P : 1) : c->batch;
   ls_shape_t const *const sh = &tr->v.shape;
+  int per = 1; /* the head's outputs per target: a mask per output unless 1 */
+  LS_FORWARD_IF_ERROR(prep_outputs_per_target(c, &per));
   if (c->replay > 0)
     LS_FORWARD_IF_ERROR(replay_new(c->replay_memory, c->replay_batch, tr->P_all, tr->v.parts,
-                                   tr->v.P, c->window, sh->input_size, sh->output_size, c->layers,
-                                   c->hidden, &tr->v.rep));
+                                   tr->v.P, c->window, sh->input_size, sh->output_size,
+                                   per > 1 ? sh->output_size : 1, c->layers, c->hidden,
+                                   &tr->v.rep));
   int const rows = tr->v.rep != NULL ? replay_rows(tr->v.rep) : 0;
   ls_engine_conf_t ec;
   ls_engine_conf_init(&ec);
@@ -270,11 +295,13 @@ static ls_err_t open_engine(ls_trainer_t *tr) {
   ec.precision = (ls_precision_t)c->precision;
   ec.threads = train_rank_threads(c->threads);
   if (c->device) LS_FORWARD_IF_ERROR(comm_gpu(tr->v.comm, &ec.device_index));
-  return ls_engine_new(&ec, &tr->v.eng);
+  LS_FORWARD_IF_ERROR(ls_engine_new(&ec, &tr->v.eng));
+  return set_losses(c, sh->output_size / per, per, tr->v.eng);
 }
 
 /* The model's shape: I inputs per record (F levels, and F changes, and
- * the seasons' lags: season.h), O targets (the targets key). */
+ * the seasons' lags: season.h), O targets (the targets key) x H horizons
+ * outputs (prep.h). */
 static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   int *const feat = calloc((size_t)c->features, sizeof *feat);
   LS_RETURN_IF(feat == NULL, LS_ERR_NOMEM, "no memory for %d features", c->features);
@@ -285,7 +312,9 @@ static ls_err_t shape_of(const ls_train_conf_t *c, ls_shape_t *shape) {
   if (err == LS_OK) err = season_new(c, O, &sea);
   int const I = (c->inputs == 0 ? 2 * c->features : c->features) + season_inputs(sea);
   season_free(sea);
-  *shape = (ls_shape_t){I, c->hidden, c->layers, O};
+  int per = 1;
+  if (err == LS_OK) err = prep_outputs_per_target(c, &per);
+  *shape = (ls_shape_t){I, c->hidden, c->layers, O * per};
   return err;
 }
 
@@ -366,7 +395,8 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   prep_free(tr->prep);
   figures_free(tr->v.fig);
   replay_free(tr->v.rep);
+  if (tr->out != tr->pred) free(tr->out);
   free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
-  free(tr->c0), free(tr->v_sums), free(tr->pend_target);
+  free(tr->c0), free(tr->v_sums), free(tr->pend_target), free(tr->pend_horizon);
   free(tr);
 }

@@ -114,6 +114,22 @@ void train_watch_forecasts(ls_trainer_t *tr, train_forecasts_fn fn, void *opaque
   tr->watch_opaque = opaque;
 }
 
+/* The training forward of n windows: targets y with a row mask (width 1:
+ * one target, or --horizon 1) or a mask per target (width O H: the
+ * horizons' targets, those past a window's end masked; lengths [n] its
+ * rows, NULL: from the mask). */
+static ls_err_t forward_train(ls_engine_t *eng, int T, int n, const float *x, const float *y,
+                              const float *mask, int width, const int *lengths, double *count) {
+  if (width == 1) return ls_engine_forward(eng, T, n, x, y, mask, NULL, count);
+  return ls_engine_forward_elem(eng, T, n, x, y, mask, lengths, NULL, count);
+}
+
+/* h = 1's outputs of the head's [T, n, W] into pred [T, n, O]. */
+static void horizon_one(const prep_t *p, int n, const float *out, float *pred) {
+  for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++)
+    memcpy(pred + r * (size_t)p->O, out + r * (size_t)p->W, (size_t)p->O * sizeof *pred);
+}
+
 /* This rank's part of a step over its n windows: their rows normalised,
  * gather, forward, the figures of its forecasts, backward (accumulating
  * gradient sums), scatter, replay memory, bookkeeping. v receives its sums. */
@@ -131,13 +147,17 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   ls_state_table_t *const states = ls_series_table_states(tr->v.series);
   double count = 0.0;
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(eng, states, n, tr->gather));
-  LS_FORWARD_IF_ERROR(ls_engine_forward(eng, tr->T, n, p->x, p->y, p->mask, NULL, &count));
-  LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->pred, NULL, NULL));
+  int width = 1;
+  const float *const mask = prep_train_mask(p, &width);
+  LS_FORWARD_IF_ERROR(
+      forward_train(eng, tr->T, n, p->x, prep_train_y(p), mask, width, p->lengths, &count));
+  LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->out, NULL, NULL));
+  if (tr->out != tr->pred) horizon_one(p, n, tr->out, tr->pred);
   if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
   for (int b = 0; b < n; b++) /* the linear path learns; tr->pred becomes the model's forecast */
     prep_learn(p, b, &tr->st[b], tr->pred);
   if (tr->watch != NULL) watch_step(tr, wins, n); /* before the calibration moves */
-  LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->st, v + V__N + SNAP_V__N));
+  LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->out, tr->st, v + V__N + SNAP_V__N));
   LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
   if (!tr->conf.stateless) LS_FORWARD_IF_ERROR(ls_engine_scatter_state(eng, states, n, slots));
   guard_scan(&tr->guard, wins, n);
@@ -156,7 +176,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   }
   if (tr->v.pred != NULL) /* after backward: its serving forwards reuse the engine */
     LS_FORWARD_IF_ERROR(
-        predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->sum.steps, tr->stop));
+        predict_step(tr->v.pred, wins, slots, n, tr->pred, tr->out, tr->sum.steps, tr->stop));
   steps_release(tr->steps, n);
   v[V_COUNT] = count, v[V_WINDOWS] = n, v[V_RECORDS] = (double)records;
   /* --series-idle, --max-series: the states of series gone quiet go (slots
@@ -183,8 +203,10 @@ static ls_err_t replay_updates(ls_trainer_t *tr, ls_step_stats_t *st) {
     replay_gather(r, (uint64_t)tr->conf.seed, tr->sum.steps, round, &n);
     if (n > 0) {
       LS_FORWARD_IF_ERROR(ls_engine_set_state(eng, n, replay_h0(r), replay_c0(r)));
+      int width = 1;
+      const float *const mask = replay_mask(r, &width);
       LS_FORWARD_IF_ERROR(
-          ls_engine_forward(eng, tr->T, n, replay_x(r), replay_y(r), replay_mask(r), NULL, &count));
+          forward_train(eng, tr->T, n, replay_x(r), replay_y(r), mask, width, NULL, &count));
       LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
     } else if (tr->overlap) {
       LS_FORWARD_IF_ERROR(comm_grads_start_segments(tr->v.comm));
@@ -256,6 +278,11 @@ static void keep_pending(ls_trainer_t *tr, const ls_step_stats_t *st) {
   tr->pend = *st;
   memcpy(tr->pend_target, st->target, (size_t)st->targets * sizeof *tr->pend_target);
   tr->pend.target = tr->pend_target;
+  if (st->horizon != NULL) {
+    memcpy(tr->pend_horizon, st->horizon,
+           (size_t)st->horizons * (size_t)st->targets * sizeof *tr->pend_horizon);
+    tr->pend.horizon = tr->pend_horizon;
+  }
   tr->has_pend = 1;
   guard_keep(&tr->guard);
 }

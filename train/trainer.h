@@ -30,7 +30,8 @@ struct ls_trainer_s {
   prep_t *prep;
   ls_series_stats_t *st; /* [B] the step's windows' series state */
   int64_t *gather;       /* [B] slots to gather from (-1 = zero state) */
-  float *pred;           /* [T, B, O] the step's predictions */
+  float *pred;           /* [T, B, O] the step's predictions (h = 1's) */
+  float *out;            /* [T, B, O H] the head's outputs, h-major (prep.h); pred with H = 1 */
   float *h0, *c0;        /* [L, B, H] the step's initial states (for replay) */
   double *v_sums;        /* [NV] the step's sums across ranks */
   int NV;
@@ -46,8 +47,9 @@ struct ls_trainer_s {
 
   /* A step's stats reach the callback one step late, once the gradient
    * norm of its update (fetched at the end of the step) is read. */
-  ls_step_stats_t pend;             /* the last step's stats, but its gradient norm */
-  ls_target_figures_t *pend_target; /* [O] its per-target figures (pend.target) */
+  ls_step_stats_t pend;               /* the last step's stats, but its gradient norm */
+  ls_target_figures_t *pend_target;   /* [O] its per-target figures (pend.target) */
+  ls_horizon_figures_t *pend_horizon; /* [O H] and per horizon (pend.horizon, H > 1) */
   int has_pend;
   int fetched; /* the engine's figures were fetched after the last step's update */
 
@@ -59,7 +61,7 @@ struct ls_trainer_s {
 };
 
 /* What every rank contributes to a step, summed across ranks: these, then
- * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O)). */
+ * the snapshots' (SNAP_V__N), then the forecasts' figures (FIG_V(O, H, Q)). */
 enum {
   V_COUNT,
   V_WINDOWS,

@@ -159,20 +159,52 @@ typedef struct ls_target_figures_s {
   double base_sum;     /* last value, data units */
 } ls_target_figures_t;
 
+/* One target's forecasts at one horizon (--horizon H > 1; issue 25), in
+ * the data's units: the model's squared errors and those of the last value
+ * (x[t] for x[t+h]) and of the seasonal naive (x[t+h-kP], k = ceil(h/P), P
+ * the series' season; the last value while none is known), summed over
+ * the forecasts whose actual was known when their window trained (t + h
+ * within it). */
+typedef struct ls_horizon_figures_s {
+  int h;             /* records ahead, 1..H */
+  int feature;       /* the target's feature index */
+  double count;      /* forecasts scored */
+  double mse_sum;    /* model */
+  double last_sum;   /* last value */
+  double snaive_sum; /* seasonal naive */
+} ls_horizon_figures_t;
+
+/* One target's quantile forecasts of one level at one horizon
+ * (--quantiles; issue 25): how often the actual was at or below the
+ * forecast (coverage: below / count; the level when calibrated) and the
+ * pinball loss max(l (y - q), (l - 1) (y - q)), data units, over the
+ * forecasts whose actual was known when their window trained. */
+typedef struct ls_quantile_figures_s {
+  double level;       /* the quantile's level, in (0, 1) */
+  int h;              /* records ahead, 1..H */
+  int feature;        /* the target's feature index */
+  double count;       /* forecasts scored */
+  double below;       /* of them, actual <= forecast */
+  double pinball_sum; /* their pinball losses */
+} ls_quantile_figures_t;
+
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
-  int64_t step;                      /* 1-based */
-  int windows;                       /* windows in this step */
-  int64_t records;                   /* target records in this step */
-  double loss_sum;                   /* model, before this step's update (prequential),
-                                        normalised units, all targets */
-  double baseline_sum;               /* last-value prediction, same targets */
-  double count;                      /* valid target values */
-  int targets;                       /* O */
-  const ls_target_figures_t *target; /* [targets]: per target, data units too
-                                        (valid during the callback) */
-  int updated;                       /* 1 if the optimizer stepped after this step */
+  int64_t step;                        /* 1-based */
+  int windows;                         /* windows in this step */
+  int64_t records;                     /* target records in this step */
+  double loss_sum;                     /* model, before this step's update (prequential),
+                                          normalised units, all targets */
+  double baseline_sum;                 /* last-value prediction, same targets */
+  double count;                        /* valid target values */
+  int targets;                         /* O */
+  const ls_target_figures_t *target;   /* [targets]: per target, data units too
+                                          (valid during the callback) */
+  int horizons;                        /* H (--horizon) */
+  const ls_horizon_figures_t *horizon; /* [horizons, targets] per horizon, h-major, with H >
+                                          1 (valid during the callback), else NULL */
+  int updated;                         /* 1 if the optimizer stepped after this step */
   int nonfinite;              /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
                                  no update, and a non-finite loss counts in no total */
   const char *nonfinite_note; /* then: what was skipped, and this rank's window with the
@@ -205,11 +237,20 @@ typedef struct ls_train_summary_s {
                       skipped ones not), replay updates included */
   double loss_sum, baseline_sum, count;
   double tail_loss_sum, tail_baseline_sum, tail_count;
-  int64_t tail_from_ms;                   /* the tail's targets have event times after this */
-  int targets;                            /* O */
-  const ls_target_figures_t *target;      /* [targets] the whole run */
-  const ls_target_figures_t *tail_target; /* [targets] the tail (both valid until the
-                                             next summary or the trainer's end) */
+  int64_t tail_from_ms;                       /* the tail's targets have event times after this */
+  int targets;                                /* O */
+  const ls_target_figures_t *target;          /* [targets] the whole run */
+  const ls_target_figures_t *tail_target;     /* [targets] the tail (both valid until the
+                                                 next summary or the trainer's end) */
+  int horizons;                               /* H (--horizon); figures per horizon when above 1 */
+  const ls_horizon_figures_t *horizon;        /* [horizons, targets] the whole run, h-major:
+                                                 [(h - 1) targets + j]; NULL with H = 1 */
+  const ls_horizon_figures_t *tail_horizon;   /* [horizons, targets] the tail */
+  int quantiles;                              /* Q (--quantiles' levels) */
+  const ls_quantile_figures_t *quantile;      /* [quantiles, horizons, targets] the whole run:
+                                                 [q horizons targets + (h - 1) targets + j];
+                                                 NULL without quantiles */
+  const ls_quantile_figures_t *tail_quantile; /* the same of the tail */
   double compute_s, wait_s, elapsed_s;
   double comm_s;        /* blocked in the step's sums across ranks (a rank's mean): the
                            all-reduce and waiting for the slowest rank; with nccl the

@@ -27,6 +27,13 @@
 #             go out: none lost, none twice
 #   bad_topic a predictions topic that cannot be written fails at start, and
 #             so does the source topic itself (a feedback loop)
+#   kill_h3, live_h3
+#             kill and live with --horizon 3 (issue 25): each message holds
+#             the 3 horizons' forecasts (header lstream-horizon), each once;
+#             the file a row per (series, offset, h) with the actual of the
+#             record h ahead where known
+#   kill_q    kill with --horizon 3 --quantiles 0.1,0.5,0.9: the quantiles
+#             too (header lstream-quantiles), never crossing in the file
 #   run_id    two trainers with one snapshot directory path (deleted between
 #             them) are two lineages: the second publishes every forecast
 #   evict     a replay with --max-series 60 over 300 keys in 3 waves (the
@@ -42,6 +49,21 @@ mpi_env
 check="/usr/bin/python3 $(dirname "$0")/predictions_check.py"
 
 source "$(dirname "$0")/forecasts_lib.sh"
+
+# CASE_h3: CASE with --horizon 3, CASE_q with --horizon 3 --quantiles
+# 0.1,0.5,0.9, checked as such.
+case "$case_name" in
+*_h3)
+  case_name=${case_name%_h3}
+  args+=(--horizon 3)
+  check="$check --horizon 3"
+  ;;
+*_q)
+  case_name=${case_name%_q}
+  args+=(--horizon 3 --quantiles 0.1,0.5,0.9)
+  check="$check --horizon 3 --quantiles 0.1,0.5,0.9"
+  ;;
+esac
 
 # Waits (up to 120 s) until topic $1 holds at least $2 forecasts of kind next.
 wait_forecasts() {

@@ -9,6 +9,13 @@ Every message must be a forecast (headers lstream-partition, -offset, -time,
 partition and event time that record's; exactly one per (series, offset,
 kind). Options:
   --features F --targets J,K   the values: len(targets) float32 (or numbers)
+  --horizon H                  H forecasts of each target a message, h-major
+                               (header lstream-horizon: H when above 1); the
+                               file has a row per h (column h), its actual
+                               the series' record h ahead, or empty
+  --quantiles L1,L2,...        and per horizon the quantiles of these levels
+                               after the points (header lstream-quantiles);
+                               the file's q<level>_J columns, never crossing
   --format f32|csv
   --expect next,eval           every source record has a next forecast; every
                                record but each series' last an eval one
@@ -81,7 +88,7 @@ def decode(value, n, fmt):
     return [float(x) for x in value.decode().split(',')]
 
 
-def forecasts(msgs, n, fmt):
+def forecasts(msgs, n, fmt, horizon=1, quantiles=''):
     """{(key, offset, kind): (values, headers)}; duplicates fail."""
     out = {}
     for m in msgs:
@@ -93,7 +100,13 @@ def forecasts(msgs, n, fmt):
         k = (m.key().decode(), int(h['lstream-offset']), h['lstream-kind'])
         if k in out:
             fail(f'forecast {k} published twice')
-        out[k] = (decode(m.value(), n, fmt), h, m.value())
+        if h.get('lstream-horizon', '1') != str(horizon):
+            fail(f'forecast {k}: header lstream-horizon {h.get("lstream-horizon")}, not {horizon}')
+        if h.get('lstream-quantiles', '') != quantiles:
+            fail(f'forecast {k}: header lstream-quantiles {h.get("lstream-quantiles")}, not '
+                 f'{quantiles}')
+        nq = len(quantiles.split(',')) if quantiles else 0
+        out[k] = (decode(m.value(), n * horizon * (1 + nq), fmt), h, m.value())
     return out
 
 
@@ -110,6 +123,8 @@ def main():
     ap.add_argument('--within')
     ap.add_argument('--file')
     ap.add_argument('--summary')
+    ap.add_argument('--horizon', type=int, default=1)
+    ap.add_argument('--quantiles', default='')
     a = ap.parse_args()
     targets = (list(range(a.features)) if a.targets == 'all'
                else [int(x) for x in a.targets.split(',')])
@@ -120,7 +135,8 @@ def main():
         src[(key, m.offset())] = (m.partition(), m.timestamp()[1],
                                   decode(m.value(), a.features, a.format))
         series[key].append(m.offset())
-    fc = forecasts(read_topic(a.brokers, a.predictions), len(targets), a.format)
+    fc = forecasts(read_topic(a.brokers, a.predictions), len(targets), a.format, a.horizon,
+                   a.quantiles)
     runs = set()
     for (key, off, kind), (vals, h, _) in fc.items():
         if (key, off) not in src:
@@ -147,7 +163,8 @@ def main():
         if kinds[kind] != n:
             fail(f'{kinds[kind]} {kind} forecasts, {n} expected')
     if a.same_as:
-        ref = forecasts(read_topic(a.brokers, a.same_as), len(targets), a.format)
+        ref = forecasts(read_topic(a.brokers, a.same_as), len(targets), a.format, a.horizon,
+                        a.quantiles)
         if set(ref) != set(fc):
             fail(f'{len(set(ref) ^ set(fc))} forecasts are in one topic only')
         for k, (_, h, raw) in fc.items():
@@ -155,7 +172,8 @@ def main():
                 fail(f'forecast {k}: {fc[k][0]} (step {h["lstream-step"]}), the uninterrupted '
                      f'run\'s {ref[k][0]} (step {ref[k][1]["lstream-step"]})')
     if a.within:
-        ref = forecasts(read_topic(a.brokers, a.within), len(targets), a.format)
+        ref = forecasts(read_topic(a.brokers, a.within), len(targets), a.format, a.horizon,
+                        a.quantiles)
         for k, (_, h, raw) in fc.items():
             if k not in ref or raw != ref[k][2]:
                 fail(f'forecast {k}: {fc[k][0]}, {a.within} holds '
@@ -171,33 +189,48 @@ def check_file(a, fc, src, series, targets):
     seen = set()
     sq = collections.defaultdict(float)
     n_eval = 0
+    if (a.horizon > 1) != ('h' in (rows[0] if rows else {})):
+        fail(f'{a.file}: an h column with --horizon {a.horizon} only above 1')
+    n = len(targets)
     for r in rows:
+        h = int(r.get('h', 1))
         k = (r['series'], int(r['offset']), r['kind'])
-        if k in seen:
-            fail(f'{a.file}: row {k} twice')
-        seen.add(k)
+        if (k, h) in seen or not 1 <= h <= a.horizon:
+            fail(f'{a.file}: row {k} h={h} twice, or h beyond 1..{a.horizon}')
+        seen.add((k, h))
+        levels = a.quantiles.split(',') if a.quantiles else []
         vals = [float(r[f'forecast_{j}']) for j in targets]
+        qs = [[float(r[f'q{l}_{j}']) for j in targets] for l in levels]
+        for lo, hi in zip(qs, qs[1:]):
+            if any(x > y for x, y in zip(lo, hi)):
+                fail(f'{a.file}: row {k} h={h}: crossing quantiles {qs}')
+        vals += [x for q in qs for x in q]
         if k in fc:
             want = [f32(v) for v in vals] if a.format == 'f32' else vals
-            if want != fc[k][0]:
-                fail(f'{a.file}: row {k}: {vals}, the topic holds {fc[k][0]}')
+            vh = n * (1 + len(levels))
+            if want != fc[k][0][(h - 1) * vh:h * vh]:
+                fail(f'{a.file}: row {k} h={h}: {vals}, the topic holds {fc[k][0]}')
         offs = series[r['series']]
         i = offs.index(int(r['offset']))
         if r[f'actual_{targets[0]}'] == '':
-            if i + 1 < len(offs):
+            # Unknown when the row was written: h = 1's only at a series' end.
+            if h == 1 and i + 1 < len(offs):
                 fail(f'{a.file}: row {k} has no actual though the series has a next record')
             continue
-        nxt = src[(r['series'], offs[i + 1])][2]
+        if i + h >= len(offs):
+            fail(f'{a.file}: row {k} h={h} has an actual beyond the series\' last record')
+        nxt = src[(r['series'], offs[i + h])][2]
         act = [f32(float(r[f'actual_{j}'])) for j in targets]  # written %.9g: float32's
         if act != [nxt[j] for j in targets]:
-            fail(f'{a.file}: row {k}: actual {act}, the series\' next record holds '
+            fail(f'{a.file}: row {k} h={h}: actual {act}, the series\' record {h} ahead holds '
                  f'{[nxt[j] for j in targets]}')
-        if r['kind'] == 'eval':
+        if h == 1 and r['kind'] == 'eval':
             n_eval += 1
-            for j, (f, v) in zip(targets, zip(vals, act)):
+            for j, (f, v) in zip(targets, zip(vals[:n], act)):
                 sq[j] += (f - v) ** 2
-    if a.file and set(fc) - seen:
-        fail(f'{len(set(fc) - seen)} forecasts of the topic are not in {a.file}')
+    missing = {(k, h) for k in fc for h in range(1, a.horizon + 1)} - seen
+    if a.file and missing:
+        fail(f'{len(missing)} forecasts (per h) of the topic are not in {a.file}')
     if a.summary:
         lines = [l for l in open(a.summary) if l.startswith('target feature=')]
         for l in lines:

@@ -3,8 +3,9 @@
  * prep_windows) are bit for bit those prepared one by one on one thread
  * (prep_window): the inputs, targets, the linear path's forecasts, the
  * units, the event-time range, and every series' normaliser and seasons'
- * state; steps too small for threads and more threads than windows alike;
- * bad arguments refused.
+ * state (with --horizon, every horizon's targets, masks and actuals too);
+ * steps too small for threads and more threads than windows alike; bad
+ * arguments refused; and the horizons' targets masked past a window's end.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -21,6 +22,16 @@ typedef struct series_s {
   double norm[F * LS_NORM_STATS];
   double *model;
 } series_t;
+
+/* A configuration of the defaults and the keys and values kv [2 n] (NULL
+ * after the last). */
+static ls_train_conf_t *conf_with(const char *const *kv) {
+  ls_train_conf_t *c = NULL;
+  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
+  for (; *kv != NULL; kv += 2)
+    cr_assert_eq(ls_train_conf_set(c, kv[0], kv[1]), LS_OK, "%s", ls_last_error());
+  return c;
+}
 
 static prep_t *prep_with(const ls_train_conf_t *c, int threads) {
   prep_t *p = NULL;
@@ -59,15 +70,14 @@ static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs,
 #define SAME(a, b, count, what)                                                                    \
   cr_assert(memcmp((a), (b), (size_t)(count) * sizeof *(a)) == 0, "step %d: %s differ", step, what)
 
-/* n windows a step (the first n series), on 1 thread and on `threads`. */
-static void compare(int n, int threads, int used) {
-  ls_train_conf_t *c = NULL;
-  cr_assert_eq(ls_train_conf_new(&c), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "features", "3"), LS_OK);
-  cr_assert_eq(ls_train_conf_set(c, "window", "8"), LS_OK);
+/* n windows a step (the first n series), on 1 thread and on `threads`,
+ * with `horizon` horizons. */
+static void compare(int n, int threads, int used, const char *horizon) {
+  const char *const kv[] = {"features", "3", "window", "8", "horizon", horizon, NULL};
+  ls_train_conf_t *const c = conf_with(kv);
   prep_t *const one = prep_with(c, 1), *const many = prep_with(c, threads);
   cr_assert_not_null(one->sea, "the default has seasons and the linear path");
-  size_t const width = season_width(one->sea);
+  size_t const width = prep_model_width(one);
   series_t *const a = calloc(N, sizeof *a), *const b = calloc(N, sizeof *b);
   for (int s = 0; s < N; s++) {
     a[s].model = calloc(width, sizeof *a[s].model);
@@ -107,6 +117,13 @@ static void compare(int n, int threads, int used) {
     SAME(one->mask, many->mask, rows, "masks");
     SAME(one->rec, many->rec, rows, "record numbers");
     SAME(one->time, many->time, rows, "times");
+    if (one->H > 1) {
+      SAME(one->y_h, many->y_h, rows * one->OH, "the horizons' targets");
+      SAME(one->mask_h, many->mask_h, rows * one->OH, "the horizons' masks");
+      SAME(one->next_h, many->next_h, rows * one->OH, "the horizons' actuals");
+      SAME(one->snaive, many->snaive, rows * one->OH, "the seasonal naive forecasts");
+      SAME(one->lengths, many->lengths, n, "lengths");
+    }
     cr_assert(one->t_min == many->t_min && one->t_max == many->t_max, "step %d: time range", step);
     cr_assert(one->t_max > 0, "step %d: no time range", step);
     for (int s = 0; s < n; s++) {
@@ -123,11 +140,105 @@ static void compare(int n, int threads, int used) {
 }
 
 Test(prep, threads_give_the_same_rows) {
-  compare(N, 3, 3); /* 100 windows x 8 rows x 3 targets: threads */
+  compare(N, 3, 3, "1"); /* 100 windows x 8 rows x 3 targets: threads */
+}
+
+Test(prep, threads_give_the_same_rows_at_every_horizon) {
+  compare(N, 3, 3, "4");
 }
 
 Test(prep, more_threads_than_windows) {
-  compare(2, 8, 1); /* 48 record-targets a step: one thread */
+  compare(2, 8, 1, "1"); /* 48 record-targets a step: one thread */
+}
+
+/* --horizon 4 (issue 25): row t's target at horizon h is the window's
+ * record t + h while that lies within it (t + h <= n_targets), normalised
+ * as h = 1's is (the same base and scale) and weighed by hw[h - 1]; past the window's end it is
+ * masked (0), with no value (NaN actual, 0 target), so no record is ever
+ * the target of a row that has it as an input; h = 1's column is the
+ * single-horizon target and row mask; padding rows are masked at every
+ * horizon; a series' windows prepared on threads give the same buffers. */
+Test(prep, horizons_masked_past_the_window) {
+  enum { HZ = 4, S = 6 };
+  const char *const kv[] = {"features", "3", "window", "8", "targets", "0,2", "horizon", "4", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  prep_t *const p = prep_with(c, 1);
+  cr_assert_eq(p->H, HZ);
+  cr_assert_eq(p->OH, 2 * HZ);
+  cr_assert_eq(p->hw[0], 1.0, "h = 1's targets as with one horizon");
+  for (int h = 2; h <= HZ; h++)
+    cr_assert(p->hw[h - 1] < p->hw[h - 2] && p->hw[h - 1] > 0.0, "later horizons weigh less");
+  size_t const width = prep_model_width(p);
+  cr_assert_eq(width, season_width(p->sea) + (size_t)p->OH,
+               "the pending values after the seasons'");
+  series_t *const a = calloc(S, sizeof *a);
+  for (int s = 0; s < S; s++)
+    a[s].model = calloc(width, sizeof *a[s].model);
+  float x[S][(T + 1) * F];
+  int64_t times[S][T + 1], offs[S][T + 1];
+  ls_window_t w[S];
+  const ls_window_t *wins[S];
+  ls_series_stats_t st[S];
+  int masked = 0, known = 0;
+  for (int step = 0; step < STEPS; step++) {
+    for (int s = 0; s < S; s++) {
+      make_window(&w[s], x[s], times[s], offs[s], s, step);
+      wins[s] = &w[s];
+      st[s] = (ls_series_stats_t){
+          .norm_n = &a[s].norm_n, .norm = a[s].norm, .model = a[s].model, .model_n = width};
+    }
+    prep_begin(p, S);
+    cr_assert_eq(prep_windows(p, S, wins, st), LS_OK, "%s", ls_last_error());
+    int wm = 0;
+    const float *const mask = prep_train_mask(p, &wm);
+    cr_assert_eq(wm, p->OH, "a mask per target");
+    cr_assert_eq(mask, p->mask_h);
+    cr_assert_eq(prep_train_y(p), p->y_h);
+    for (int s = 0; s < S; s++) {
+      cr_assert_eq(p->lengths[s], w[s].n_targets);
+      for (int t = 0; t < T; t++) {
+        size_t const r = (size_t)t * S + (size_t)s;
+        for (int h = 1; h <= HZ; h++)
+          for (int j = 0; j < p->O; j++) {
+            size_t const o = r * (size_t)p->OH + (size_t)(h - 1) * p->O + (size_t)j;
+            size_t const o1 = r * (size_t)p->O + (size_t)j;
+            int const in = t < w[s].n_targets && t + h <= w[s].n_targets;
+            cr_assert_eq(p->mask_h[o], in ? 1.0f : 0.0f, "step %d s %d t %d h %d: mask", step, s, t,
+                         h);
+            masked += !in && t < w[s].n_targets, known += in;
+            if (!in) {
+              cr_assert(isnan(p->next_h[o]) && p->y_h[o] == 0.0f, "a target not known: no value");
+              continue;
+            }
+            float const want = x[s][(t + h) * F + p->feat[j]];
+            cr_assert_eq(p->next_h[o], want, "step %d t %d h %d: the record t + h", step, t, h);
+            if (h == 1) {
+              cr_assert_eq(p->y_h[o], p->y[o1], "h = 1: the single-horizon target");
+              cr_assert_eq(p->mask[r], 1.0f);
+              continue;
+            }
+            double const y = ((double)want - p->base[o1]) / p->scale[o1];
+            /* the clip grows with h: h steps' change spreads up to h times as far */
+            double const yc = ls_norm_clamp(&p->norm, y / h) * h;
+            cr_assert_eq(p->y_h[o], (float)(yc * p->hw[h - 1]), "h %d: normalised, weighed", h);
+            cr_assert(isfinite(p->snaive[o]), "a seasonal naive forecast (or the last value)");
+          }
+      }
+    }
+  }
+  cr_assert_gt(masked, 0, "rows whose later targets lie past their window");
+  cr_assert_gt(known, masked);
+  for (int s = 0; s < S; s++)
+    free(a[s].model);
+  free(a);
+  prep_free(p);
+  /* A horizon beyond the window: its targets could never be known. */
+  cr_assert_eq(ls_train_conf_set(c, "horizon", "9"), LS_OK);
+  prep_t *q = NULL;
+  cr_expect_eq(prep_new(c, N, &q), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "horizon 9 is beyond the window") != NULL, "%s",
+            ls_last_error());
+  ls_train_conf_destroy(c);
 }
 
 Test(prep, arguments) {
@@ -144,6 +255,105 @@ Test(prep, arguments) {
   cr_expect_eq(prep_windows(p, 1, NULL, &st), LS_ERR_INVALID_ARG);
   cr_expect_eq(prep_windows(p, 1, wins, NULL), LS_ERR_INVALID_ARG);
   cr_expect_eq(prep_windows(p, 0, NULL, NULL), LS_OK, "an empty step");
+  prep_free(p);
+  ls_train_conf_destroy(c);
+}
+
+/* --quantiles (issue 25): the levels parsed (in (0, 1), ascending, at most
+ * PREP_QUANTILES_MAX) or refused; the head's columns past the points,
+ * trained on the points' targets and masks; the quantile forecasts in the
+ * data's units, h = 1's on the linear path's share, sorted per target and
+ * horizon so that they never cross, whatever the outputs' order. */
+Test(prep, quantiles) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = -1;
+  cr_assert_eq(prep_parse_quantiles("", levels, &Q), LS_OK);
+  cr_assert_eq(Q, 0);
+  cr_assert_eq(prep_parse_quantiles("0.1,0.5,0.9", levels, &Q), LS_OK);
+  cr_assert(Q == 3 && levels[0] == 0.1 && levels[2] == 0.9);
+  const char *const bad[] = {"0.5,0.1",
+                             "0",
+                             "1",
+                             "0.1,",
+                             "x",
+                             "0.1,0.1",
+                             "-0.2",
+                             "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.91,0.92,0.93,0.94,0.95,0.96,"
+                             "0.97,0.98"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    cr_expect_eq(prep_parse_quantiles(bad[i], levels, &Q), LS_ERR_INVALID_ARG, "'%s'", bad[i]);
+  const char *const kv[] = {"features", "2",         "window",      "8", "horizon",
+                            "2",        "quantiles", "0.1,0.5,0.9", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  int per = 0;
+  cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK);
+  cr_assert_eq(per, 8, "2 horizons x (the point and 3 quantiles)");
+  /* 16 targets x 32 horizons x (1 + 15 quantiles) = 8,192 outputs: refused. */
+  const char *const big[] = {
+      "features",  "16",
+      "window",    "32",
+      "horizon",   "32",
+      "quantiles", "0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.5,0.6,0.65,0.7,0.75,0.8,0.85,0.9",
+      NULL};
+  ls_train_conf_t *const cb = conf_with(big);
+  per = 0;
+  cr_assert_eq(prep_outputs_per_target(cb, &per), LS_ERR_INVALID_ARG, "%d outputs per target", per);
+  cr_assert(strstr(ls_last_error(), "--horizon") != NULL, "%s", ls_last_error());
+  prep_t *pb = NULL;
+  cr_assert_eq(prep_new(cb, 4, &pb), LS_ERR_INVALID_ARG);
+  cr_assert_null(pb);
+  ls_train_conf_destroy(cb);
+  prep_t *const p = prep_with(c, 1);
+  cr_assert(p->O == 2 && p->OH == 4 && p->Q == 3 && p->W == 16);
+  /* One window of one series: every quantile column's target and mask are its point's. */
+  series_t a = {0};
+  a.model = calloc(prep_model_width(p), sizeof *a.model);
+  float x[(T + 1) * 3];
+  int64_t times[T + 1], offs[T + 1];
+  ls_window_t w;
+  enum { FF = 2 };
+  for (int t = 0; t <= T; t++) {
+    for (int f = 0; f < FF; f++)
+      x[t * FF + f] = (float)(10.0 * f + sin(0.7 * t + f));
+    times[t] = 1700000000000 + t * 1000, offs[t] = t;
+  }
+  w = (ls_window_t){.key = "k",
+                    .key_len = 1,
+                    .last_offset = T,
+                    .T = T,
+                    .F = FF,
+                    .n_targets = T,
+                    .x = x,
+                    .times = times,
+                    .offsets = offs};
+  ls_series_stats_t st = {
+      .norm_n = &a.norm_n, .norm = a.norm, .model = a.model, .model_n = prep_model_width(p)};
+  prep_begin(p, 1);
+  cr_assert_eq(prep_window(p, 0, &w, &st), LS_OK, "%s", ls_last_error());
+  for (size_t r = 0; r < T; r++)
+    for (size_t k = 0; k < (size_t)p->OH; k++)
+      for (size_t q = 1; q <= 3; q++) {
+        size_t const o = r * (size_t)p->W + k;
+        cr_assert_eq(p->y_h[o + q * (size_t)p->OH], p->y_h[o]);
+        cr_assert_eq(p->mask_h[o + q * (size_t)p->OH], p->mask_h[o]);
+      }
+  /* Outputs in the wrong order come out sorted, in the data's units. */
+  float out[16];
+  for (int k = 0; k < 16; k++)
+    out[k] = (float)(16 - k); /* quantile columns decreasing with the level */
+  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0}, lin[2] = {0.5, -0.5};
+  double qv[12];
+  prep_quantile_values(p, out, base, scale, lin, qv);
+  for (int k = 0; k < 4; k++) {
+    int const j = k % 2, h = k / 2 + 1;
+    for (int q = 1; q < 3; q++)
+      cr_expect_leq(qv[(q - 1) * 4 + k], qv[q * 4 + k], "k %d: crossing", k);
+    /* The lowest: the largest level's output (the smallest), at q = 3. */
+    double const v = out[3 * 4 + k];
+    double const want = base[j] + scale[j] * (h == 1 ? lin[j] + v : prep_horizon_fc(p, h, v));
+    cr_expect_eq(qv[k], want, "k %d: %g, not %g", k, qv[k], want);
+  }
+  free(a.model);
   prep_free(p);
   ls_train_conf_destroy(c);
 }

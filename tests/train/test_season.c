@@ -168,3 +168,35 @@ Test(season, linear_path_learns_an_autoregression) {
   free(m), free(x), free(a);
   season_free(s);
 }
+
+/* The seasonal naive forecast per horizon (issue 25's baseline): record t
+ * + h's value ceil(h / P) seasons back, x[t + h - k P], from the series'
+ * ring; NaN without a season or before the series reaches that far back. */
+Test(season, naive_per_horizon) {
+  enum { P = 24, N = 200 };
+  season_t *const s = season_with("24", "true");
+  double x[N];
+  for (int t = 0; t < N; t++)
+    x[t] = (double)(t * 7 % 101); /* distinct values: an index off by one shows */
+  double *const model = feed(s, x, N, NULL);
+  int64_t const t = N - 1;
+  for (int h = 1; h <= 3 * P; h++) {
+    int64_t const k = (h + P - 1) / P;
+    cr_expect_eq(season_naive(s, model, 0, t, h), (double)(float)x[t + h - k * P],
+                 "h %d: x[t + h - %lld P]", h, (long long)k);
+  }
+  cr_expect(isnan(season_naive(s, model, 0, t, 0)), "h 0: none");
+  free(model);
+  season_free(s);
+  season_t *const young = season_with("24", "true");
+  double *const m2 = feed(young, x, 10, NULL);
+  cr_expect(isnan(season_naive(young, m2, 0, 9, 1)), "10 records: x[-14] is not there");
+  cr_expect_eq(season_naive(young, m2, 0, 9, 20), (double)(float)x[5]);
+  free(m2);
+  season_free(young);
+  season_t *const none = season_with("none", "true");
+  double *const m3 = feed(none, x, N, NULL);
+  cr_expect(isnan(season_naive(none, m3, 0, N - 1, 1)), "no season: NaN");
+  free(m3);
+  season_free(none);
+}

@@ -177,10 +177,10 @@ Test(conf, reported_unknown_and_later_options) {
   cr_expect(strstr(note, "max_series changed from 0 to 100") != NULL, "%s", note);
 
   char later[8300];
-  int const n = snprintf(later, sizeof later, "%.*shorizon=12\n", (int)len, text);
+  int const n = snprintf(later, sizeof later, "%.*slater_option=12\n", (int)len, text);
   note[0] = '\0';
   cr_assert_eq(train_conf_adopt(c, later, (size_t)n, "SNAP", note, sizeof note), LS_OK);
-  cr_expect(strstr(note, "horizon=12 is unknown to this lstream") != NULL, "%s", note);
+  cr_expect(strstr(note, "later_option=12 is unknown to this lstream") != NULL, "%s", note);
 
   /* The snapshot without its line for lr: it predates the option. */
   char *const at = strstr(text, "\nlr=");

@@ -107,6 +107,20 @@
 #                resumed, it ends bit-identical to the uninterrupted replay
 #                (issue 23: the restored windows of a key's old partition
 #                in their partition's order)
+#   horizon      --horizon 4 on sines (issue 25): a summary line per horizon
+#                whose counts are exactly the targets known within their
+#                windows (t + h <= n_targets: 16 series x (124 (16 - h + 1)
+#                + 15 - h + 1)), h = 1's the single-horizon figures, every
+#                MSE finite, growing with h and below the last value's; a
+#                horizon beyond the window refused; every --metrics line has
+#                the step's figures per horizon; resumed from a snapshot
+#                of --horizon 4, a run giving --horizon 2 is refused and one
+#                leaving it out takes 4 and ends bit-identical to the
+#                uninterrupted run
+#   quantiles    --horizon 3 --quantiles 0.1,0.5,0.9 on noisy sines (issue
+#                25): a summary line per level and horizon, the final
+#                coverage of each level within 0.1 of it; the file's
+#                q<level>_0 columns, never crossing, a row per horizon
 # Every case starts its own broker and stops it on exit.
 set -euo pipefail
 lstream=$1
@@ -292,6 +306,72 @@ print(f"{steps} steps reported once each; step 1's gradient norm {r4[0]['grad_no
       f"without replay, step 2's {r4[1]['grad_norm']} and {r0[1]['grad_norm']}")
 PY
     fail "the steps' reports or their gradient norms are not the steps' own"
+  ;;
+horizon)
+  start_broker --topic hz:4
+  "$lstream" produce --brokers "$bootstrap" --topic hz --series 16 --features 1 \
+    --records-per-series 2000 --generator sine --noise 0.01 --seed 5 >/dev/null
+  common=(--topic hz --features 1 --window 16 --batch 16 --hidden 16 --threads 1)
+  train "$work/h4" "${common[@]}" --horizon 4 --metrics "$work/m" | grep -E '^(target|horizon)'
+  # Every --metrics line gives the step's figures per horizon.
+  /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    hs = [x["h"] for x in d["horizons"]]
+    assert hs == [1, 2, 3, 4], hs
+    assert d["horizons"][0]["count"] == d["targets"][0]["count"], d
+' "$work/m" || fail "--metrics lines without their horizons"
+  hline() { grep "^horizon h=$2 " "$1" | sed -n "s/.*\b$3=\([^ ]*\).*/\1/p"; }
+  prev=0
+  for h in 1 2 3 4; do
+    n=$(hline "$work/h4" $h count)
+    want=$((16 * (124 * (16 - h + 1) + 15 - h + 1)))
+    [ "$n" = "$want" ] || fail "h=$h: $n forecasts scored, $want targets known in their windows"
+    m=$(hline "$work/h4" $h final_mse_data)
+    r=$(hline "$work/h4" $h final_ratio_last)
+    check "$m > 0 && $m < 1e30 && $m > $prev" "h=$h: final MSE $m not finite or not above h-1's $prev"
+    check "$r < 1" "h=$h: final MSE $r of the last value's"
+    prev=$m
+  done
+  [ "$(hline "$work/h4" 1 final_mse_data)" = "$(target_field "$work/h4" final_mse_data)" ] ||
+    fail "h=1's figures are not the target's"
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${common[@]}" --horizon 17 \
+    >/dev/null 2>"$work/err" && fail "--horizon 17 beyond --window 16 ran"
+  grep -q "horizon 17 is beyond the window" "$work/err" || fail "no message: $(cat "$work/err")"
+  train "$work/part" "${common[@]}" --horizon 4 --snapshot-dir "$work/snaps" --max-steps 20 \
+    >/dev/null
+  "$lstream" train --brokers "$bootstrap" --until end --quiet "${common[@]}" --horizon 2 \
+    --snapshot-dir "$work/snaps" >/dev/null 2>"$work/err" && fail "a resume changed the horizon"
+  grep -q "written with horizon=4; this run gives horizon=2" "$work/err" ||
+    fail "no message: $(cat "$work/err")"
+  train "$work/resumed" "${common[@]}" --snapshot-dir "$work/snaps" >/dev/null
+  [ "$(grep -c '^horizon h=' "$work/resumed")" = 4 ] || fail "the resume is not of 4 horizons"
+  [ "$(grep '^digest' "$work/resumed")" = "$(grep '^digest' "$work/h4")" ] ||
+    fail "resumed at step 20: not the uninterrupted run's model"
+  ;;
+quantiles)
+  start_broker --topic qs:4
+  "$lstream" produce --brokers "$bootstrap" --topic qs --series 16 --features 1 \
+    --records-per-series 2000 --generator sine --noise 0.1 --seed 5 >/dev/null
+  train "$work/q" --topic qs --features 1 --window 16 --batch 16 --hidden 16 --threads 1 \
+    --horizon 3 --quantiles 0.1,0.5,0.9 --predictions eval --predictions-out "$work/q.csv" |
+    grep -E '^quantile'
+  [ "$(grep -c '^quantile level=' "$work/q")" = 9 ] || fail "not 9 quantile lines"
+  for l in 0.1 0.5 0.9; do
+    for h in 1 3; do
+      c=$(grep "^quantile level=$l h=$h " "$work/q" | sed -n 's/.* final_coverage=\([^ ]*\).*/\1/p')
+      # 16 series x 400 forecasts in the last fifth: the coverage's sampling
+      # error is about 0.01; 0.1 leaves room for a model still learning.
+      check "$c >= $l - 0.1 && $c <= $l + 0.1" "level $l h=$h: final coverage $c"
+    done
+  done
+  head -1 "$work/q.csv" | grep -q '^kind,series,partition,offset,time,step,h,forecast_0,q0.1_0,q0.5_0,q0.9_0,actual_0$' ||
+    fail "the file's columns: $(head -1 "$work/q.csv")"
+  awk -F, 'NR > 1 && !($9 <= $10 && $10 <= $11) {bad++} END {exit bad > 0}' "$work/q.csv" ||
+    fail "crossing quantiles in the file"
+  [ "$(awk -F, 'NR > 1 {n[$7]++} END {print (n[1] == n[2] && n[2] == n[3] && n[1] > 0)}' "$work/q.csv")" = 1 ] ||
+    fail "not a row per horizon"
   ;;
 checks)
   # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.

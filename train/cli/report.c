@@ -79,6 +79,26 @@ static void metrics_targets(FILE *out, const ls_step_stats_t *s) {
   fprintf(out, "]");
 }
 
+/* A step's figures per horizon (--horizon H > 1) as the field
+ * ",\"horizons\":[...]": per target and horizon its MSE and the last
+ * value's and the seasonal naive's, data units. */
+static void metrics_horizons(FILE *out, const ls_step_stats_t *s) {
+  if (s->horizons <= 1 || s->horizon == NULL) return;
+  char n[3][32];
+  fprintf(out, ",\"horizons\":[");
+  for (int k = 0; k < s->horizons * s->targets; k++) {
+    const ls_horizon_figures_t *const t = &s->horizon[k];
+    fprintf(out,
+            "%s{\"h\":%d,\"feature\":%d,\"count\":%.0f,\"mse_data\":%s,\"last_data\":%s,"
+            "\"snaive_data\":%s}",
+            k ? "," : "", t->h, t->feature, t->count,
+            json_num(n[0], sizeof n[0], "%.9g", report_mean(t->mse_sum, t->count)),
+            json_num(n[1], sizeof n[1], "%.9g", report_mean(t->last_sum, t->count)),
+            json_num(n[2], sizeof n[2], "%.9g", report_mean(t->snaive_sum, t->count)));
+  }
+  fprintf(out, "]");
+}
+
 void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   char loss[32], base[32], norm[32], lr[32], lag[32];
   fprintf(f,
@@ -100,7 +120,53 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
             (long long)s->rejected[r]);
   fputc('}', f);
   metrics_targets(f, s);
+  metrics_horizons(f, s);
   fputs("}\n", f);
+}
+
+/* Whether horizon h of H has a summary line: every one up to 12, else 1,
+ * 2, 3, H/4, H/2, 3H/4 and H. */
+static int horizon_shown(int h, int H) {
+  return H <= 12 || h <= 3 || h == H / 4 || h == H / 2 || h == 3 * H / 4 || h == H;
+}
+
+/* The figures per horizon (--horizon H > 1): a line per target and horizon
+ * shown, its MSE in the data's units and its ratio to the last value's and
+ * the seasonal naive's, over the run and its last fifth. */
+static void summary_horizons(FILE *out, const ls_train_summary_t *s) {
+  for (int k = 0; s->horizons > 1 && s->horizon != NULL && k < s->horizons * s->targets; k++) {
+    const ls_horizon_figures_t *const a = &s->horizon[k], *const t = &s->tail_horizon[k];
+    if (!horizon_shown(a->h, s->horizons)) continue;
+    fprintf(out,
+            "horizon h=%d feature=%d name=%s count=%.0f mse_data=%.9g last_data=%.9g "
+            "snaive_data=%.9g ratio_last=%.4f ratio_snaive=%.4f final_count=%.0f "
+            "final_mse_data=%.9g final_last_data=%.9g final_snaive_data=%.9g "
+            "final_ratio_last=%.4f final_ratio_snaive=%.4f\n",
+            a->h, a->feature, s->target[k % s->targets].name, a->count,
+            report_mean(a->mse_sum, a->count), report_mean(a->last_sum, a->count),
+            report_mean(a->snaive_sum, a->count), a->last_sum > 0 ? a->mse_sum / a->last_sum : 0.0,
+            a->snaive_sum > 0 ? a->mse_sum / a->snaive_sum : 0.0, t->count,
+            report_mean(t->mse_sum, t->count), report_mean(t->last_sum, t->count),
+            report_mean(t->snaive_sum, t->count), t->last_sum > 0 ? t->mse_sum / t->last_sum : 0.0,
+            t->snaive_sum > 0 ? t->mse_sum / t->snaive_sum : 0.0);
+  }
+}
+
+/* The quantiles' figures (--quantiles): a line per level, target and
+ * horizon shown, the share of actuals at or below the forecast (coverage)
+ * and the mean pinball loss, over the run and its last fifth. */
+static void summary_quantiles(FILE *out, const ls_train_summary_t *s) {
+  int const H = s->horizons > 1 ? s->horizons : 1, OH = H * s->targets;
+  for (int k = 0; s->quantile != NULL && k < s->quantiles * OH; k++) {
+    const ls_quantile_figures_t *const a = &s->quantile[k], *const t = &s->tail_quantile[k];
+    if (!horizon_shown(a->h, H)) continue;
+    fprintf(out,
+            "quantile level=%g h=%d feature=%d name=%s count=%.0f coverage=%.4f pinball=%.9g "
+            "final_count=%.0f final_coverage=%.4f final_pinball=%.9g\n",
+            a->level, a->h, a->feature, s->target[k % s->targets].name, a->count,
+            report_mean(a->below, a->count), report_mean(a->pinball_sum, a->count), t->count,
+            report_mean(t->below, t->count), report_mean(t->pinball_sum, t->count));
+  }
 }
 
 void report_summary(FILE *out, const ls_train_summary_t *s) {
@@ -136,4 +202,6 @@ void report_summary(FILE *out, const ls_train_summary_t *s) {
             report_mean(t->mse_sum, t->count), report_mean(t->base_sum, t->count),
             t->base_sum > 0 ? t->mse_sum / t->base_sum : 0.0);
   }
+  summary_horizons(out, s);
+  summary_quantiles(out, s);
 }

@@ -90,8 +90,9 @@ def _num(v):
 
 
 def parse_summary(text):
-    """{'loss': {...}, 'targets': {feature: {...}}} from lstream train's stdout."""
-    res = {"loss": None, "targets": {}}
+    """{'loss': {...}, 'targets': {feature: {...}}, 'horizons': {(feature, h): {...}}} from
+    lstream train's stdout (horizons: --horizon H > 1's lines)."""
+    res = {"loss": None, "targets": {}, "horizons": {}, "quantiles": {}}
     for line in text.splitlines():
         words = line.split()
         if not words:
@@ -103,6 +104,11 @@ def parse_summary(text):
             res["forecast"] = kv
         elif words[0] == "target" and "feature" in kv:
             res["targets"][int(kv.pop("feature"))] = kv
+        elif words[0] == "horizon" and "feature" in kv and "h" in kv:
+            res["horizons"][(int(kv.pop("feature")), int(kv.pop("h")))] = kv
+        elif words[0] == "quantile" and "feature" in kv and "h" in kv:
+            key = (int(kv.pop("feature")), int(kv.pop("h")), kv.pop("level"))
+            res["quantiles"][key] = kv
     return res
 
 
@@ -187,6 +193,27 @@ def train_set(lstream, bootstrap, ds, topic, fmt, opts, extra, n=None, seeds=(No
         if len(finals) > 1 and r["length"] >= 1000:
             ok = ok and r["spread"] <= 0.05
         r["pass"] = bool(ok) and not how.startswith("pooled")  # pooled: not this target's
+        # Per horizon (--horizon H > 1): the seeds' median final MSE over the
+        # last value's and the seasonal naive's at that horizon (lstream's own
+        # baselines, on the same forecasts: those whose actual was known in
+        # their window).
+        hs = sorted({h for got in runs for (ff, h) in got["horizons"] if ff == f})
+        r["horizons"] = {}
+        for h in hs:
+            v = [got["horizons"].get((f, h)) for got in runs]
+            v = [x for x in v if x is not None]
+            med = lambda k: sorted(x[k] for x in v)[(len(v) - 1) // 2]
+            r["horizons"][h] = dict(final_mse=med("final_mse_data"),
+                                    vs_last=med("final_ratio_last"),
+                                    vs_snaive=med("final_ratio_snaive"))
+        # Per quantile level and horizon (--quantiles): the seeds' median final
+        # coverage and pinball loss.
+        r["quantiles"] = {}
+        for key in sorted({k for got in runs for k in got["quantiles"] if k[0] == f}):
+            v = [got["quantiles"][key] for got in runs if key in got["quantiles"]]
+            med = lambda k: sorted(x[k] for x in v)[(len(v) - 1) // 2]
+            r["quantiles"][key[1:]] = dict(coverage=med("final_coverage"),
+                                           pinball=med("final_pinball"))
         rows.append(r)
     return rows
 

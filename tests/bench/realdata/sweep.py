@@ -40,6 +40,8 @@ SETUPS = [
     ("replay 0", ["--replay", "0"]),
     ("replay 8", ["--replay", "8"]),
     ("replay 2", ["--replay", "2"]),
+    ("horizon 12", ["--horizon", "12"]),
+    ("horizon 12 quantiles", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9"]),
     ("inputs level", ["--inputs", "level"]),
     ("target level", ["--target", "level"]),
     ("before issue 17", ["--normalize", "none", "--target", "level", "--inputs", "level",
@@ -104,6 +106,18 @@ def main(argv):
         cells = [cell(r) for r in rows] + ["%d/%d" % (sum(r["pass"] for r in rows), len(rows))]
         print(("| %s | " % label + " | ".join(cells) + " |") if md else
               "%-18s %s" % (label, "  ".join(cells)))
+    for label, rows in table:  # set-ups of several horizons: each against its baselines
+        for r in rows:
+            if not r["horizons"]:
+                continue
+            print("%s, %s %s: final MSE per horizon over the last value's / the seasonal "
+                  "naive's at that horizon" % (label, r["data"], r["feature"]))
+            print("  " + "  ".join("h%d %.3f/%.3f" % (h, x["vs_last"], x["vs_snaive"])
+                                   for h, x in sorted(r["horizons"].items())))
+            if r["quantiles"]:
+                print("  final coverage: " + "  ".join(
+                    "q%g h%d %.3f" % (l, h, x["coverage"])
+                    for (h, l), x in sorted(r["quantiles"].items()) if h in (1, 6, 12)))
     return 0
 
 
