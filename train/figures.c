@@ -472,3 +472,8 @@ ls_err_t figures_load(figures_t *f, const ls_snapshot_t *snap) {
     set_alpha(f, j);
   return LS_OK;
 }
+
+int ls_horizon_shown(int h, int H) {
+  return h >= 1 && h <= H &&
+         (H <= 12 || h <= 3 || h == H / 4 || h == H / 2 || h == 3 * H / 4 || h == H);
+}

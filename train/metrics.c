@@ -88,7 +88,8 @@ typedef enum labels_e {
   ONE,       /* one sample */
   REASON,    /* one per rejection reason: an int64_t [LS_REJECT__COUNT] array (from 1) */
   PARTITION, /* one per partition of the rank: a field of monitor_part_t */
-  TARGET     /* one per target feature: a field of monitor_target_t */
+  TARGET,    /* one per target feature: a field of monitor_target_t */
+  HORIZON    /* one per target and horizon shown: a field of monitor_horizon_t */
 } labels_t;
 
 typedef enum ctype_e { I64, INT, F64 } ctype_t;
@@ -106,6 +107,7 @@ typedef struct metric_s {
 #define S(type, field) type, offsetof(monitor_sample_t, field)
 #define P(field)       I64, offsetof(monitor_part_t, field)
 #define T(field)       F64, offsetof(monitor_target_t, field)
+#define Z(field)       F64, offsetof(monitor_horizon_t, field)
 
 /* clang-format off */
 static const metric_t metrics[] = {
@@ -143,6 +145,13 @@ static const metric_t metrics[] = {
    "The target's last-value MSE over about the last 100 steps, data units."},
   {"lstream_target_loss_ratio_smoothed", GAUGE, TARGET, T(ratio_smooth),
    "lstream_target_loss_smoothed / lstream_target_baseline_loss_smoothed."},
+  /* Per target and horizon (--horizon H > 1; those the summary shows). */
+  {"lstream_horizon_loss_smoothed", GAUGE, HORIZON, Z(loss),
+   "The target's forecast MSE h records ahead over about the last 100 steps, data units."},
+  {"lstream_horizon_loss_ratio_last_smoothed", GAUGE, HORIZON, Z(ratio_last),
+   "lstream_horizon_loss_smoothed over the last value's (x[t] for x[t+h]) on the same records."},
+  {"lstream_horizon_loss_ratio_snaive_smoothed", GAUGE, HORIZON, Z(ratio_snaive),
+   "lstream_horizon_loss_smoothed over the seasonal naive's on the same records."},
   {"lstream_gradient_norm", GAUGE, ONE, S(F64, grad_norm),
    "Global gradient norm of the last update, before clipping."},
   {"lstream_learning_rate", GAUGE, ONE, S(F64, lr),
@@ -246,9 +255,10 @@ static double value_at(const void *base, size_t offset, ctype_t ctype, size_t in
   }
 }
 
-/* One sample line: name{rank="r"[,label="value"]} value. */
+/* One sample line: name{rank="r"[,label="value"][,h="K"]} value (h: 0,
+ * none). */
 static void sample(monitor_text_t *t, const char *name, int64_t rank, const char *label,
-                   const char *label_value, double v) {
+                   const char *label_value, int64_t h, double v) {
   if (isnan(v)) return;
   monitor_text_add(t, "%s{rank=\"%lld\"", name, (long long)rank);
   if (label != NULL) { /* the value escaped as the text format wants: \\, \", \n */
@@ -257,6 +267,7 @@ static void sample(monitor_text_t *t, const char *name, int64_t rank, const char
       monitor_text_add(t, *c == '\\' ? "\\\\" : *c == '"' ? "\\\"" : *c == '\n' ? "\\n" : "%c", *c);
     monitor_text_add(t, "\"");
   }
+  if (h > 0) monitor_text_add(t, ",h=\"%lld\"", (long long)h);
   if (isinf(v))
     monitor_text_add(t, "} %s\n", v > 0 ? "+Inf" : "-Inf");
   else if (fabs(v) < 9e15 && v == (double)(int64_t)v)
@@ -267,23 +278,29 @@ static void sample(monitor_text_t *t, const char *name, int64_t rank, const char
 
 static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor_text_t *t) {
   switch (m->labels) {
-  case ONE: sample(t, m->name, s->rank, NULL, NULL, value_at(s, m->offset, m->ctype, 0)); break;
+  case ONE: sample(t, m->name, s->rank, NULL, NULL, 0, value_at(s, m->offset, m->ctype, 0)); break;
   case REASON:
     for (int r = 1; r < LS_REJECT__COUNT; r++)
-      sample(t, m->name, s->rank, "reason", ls_reject2str((ls_reject_t)r),
+      sample(t, m->name, s->rank, "reason", ls_reject2str((ls_reject_t)r), 0,
              value_at(s, m->offset, m->ctype, (size_t)r));
     break;
   case PARTITION:
     for (int i = 0; i < s->n_parts; i++) {
       char id[24];
       snprintf(id, sizeof id, "%lld", (long long)s->parts[i].partition);
-      sample(t, m->name, s->rank, "partition", id, value_at(&s->parts[i], m->offset, m->ctype, 0));
+      sample(t, m->name, s->rank, "partition", id, 0,
+             value_at(&s->parts[i], m->offset, m->ctype, 0));
     }
     break;
   case TARGET:
     for (int j = 0; j < s->n_targets; j++)
-      sample(t, m->name, s->rank, "target", s->targets[j].name,
+      sample(t, m->name, s->rank, "target", s->targets[j].name, 0,
              value_at(&s->targets[j], m->offset, m->ctype, 0));
+    break;
+  case HORIZON:
+    for (int i = 0; i < s->n_horizons; i++)
+      sample(t, m->name, s->rank, "target", s->horizons[i].name, s->horizons[i].h,
+             value_at(&s->horizons[i], m->offset, m->ctype, 0));
     break;
   }
 }

@@ -31,7 +31,9 @@
 /* TensorBoard scalars of a step: the run's, then 3 per target feature. */
 #define TB_RUN_SCALARS    7
 #define TB_TARGET_SCALARS 3
-#define TB_TAG_MAX        96
+/* ... and 3 per target and horizon shown (H > 1). */
+#define TB_HORIZON_SCALARS 3
+#define TB_TAG_MAX         96
 
 struct monitor_s {
   monitor_conf_t conf;
@@ -41,26 +43,32 @@ struct monitor_s {
   train_snaps_t *snaps;
   ls_ingest_t *ing; /* NULL on a rank without partitions */
   int P;
-  int O; /* target features */
+  int O;    /* target features */
+  int n_hz; /* targets x horizons shown (H > 1), else 0 */
 
   /* The trainer's thread. */
   monitor_sample_t mine;
   double loss_w, base_w, count_w, wait_w, busy_w; /* decayed sums */
   double published_at;
-  monitor_target_t *tg_mine; /* [O] the per-target figures of mine */
-  double *tg_w;              /* [O, 3] decayed sums: forecast, last value, count */
+  monitor_target_t *tg_mine;  /* [O] the per-target figures of mine */
+  double *tg_w;               /* [O, 3] decayed sums: forecast, last value, count */
+  int *hz_k;                  /* [n_hz] each one's place in a step's horizon figures */
+  monitor_horizon_t *hz_mine; /* [n_hz] */
+  double *hz_w; /* [n_hz, 4] decayed sums: forecast, last value, seasonal naive, count */
   tb_writer_t *tb;
   double tb_flushed, tb_last_t;
   int64_t tb_records;              /* since the last TensorBoard record */
   ls_ingest_partition_t *tb_parts; /* [P] */
-  char (*tb_tags)[TB_TAG_MAX];     /* [O, TB_TARGET_SCALARS] the targets' tags */
-  const char **tags;               /* [TB_RUN_SCALARS + O TB_TARGET_SCALARS] a record's */
-  float *values;                   /* [TB_RUN_SCALARS + O TB_TARGET_SCALARS] */
+  char (*tb_tags)[TB_TAG_MAX];     /* [O TB_TARGET_SCALARS + n_hz TB_HORIZON_SCALARS] the
+                                      targets' tags, then the horizons' */
+  const char **tags;               /* [TB_RUN_SCALARS + those] a record's */
+  float *values;                   /* [TB_RUN_SCALARS + those] */
 
   /* Shared: the published sample, under lock. */
   pthread_mutex_t lock;
   monitor_sample_t pub;
-  monitor_target_t *tg_pub; /* [O] pub.targets */
+  monitor_target_t *tg_pub;  /* [O] pub.targets */
+  monitor_horizon_t *hz_pub; /* [n_hz] pub.horizons */
 
   /* The HTTP thread. */
   http_server_t *http;
@@ -68,6 +76,7 @@ struct monitor_s {
   ls_ingest_partition_t *raw_parts; /* [P] */
   monitor_part_t *parts;            /* [P] */
   monitor_target_t *tg_http;        /* [O] */
+  monitor_horizon_t *hz_http;       /* [n_hz] */
 };
 
 void monitor_conf_init(monitor_conf_t *conf) {
@@ -121,6 +130,23 @@ static void account_targets(monitor_t *m, const ls_step_stats_t *st) {
   }
 }
 
+/* A step's per-horizon figures (data units) into the monitor's own:
+ * smoothed, a step holding few forecasts of a horizon. */
+static void account_horizons(monitor_t *m, const ls_step_stats_t *st) {
+  if (st->horizon == NULL) return;
+  for (int i = 0; i < m->n_hz; i++) {
+    const ls_horizon_figures_t *const t = &st->horizon[m->hz_k[i]];
+    monitor_horizon_t *const g = &m->hz_mine[i];
+    double *const w = m->hz_w + 4 * (size_t)i;
+    double const add[4] = {t->mse_sum, t->last_sum, t->snaive_sum, t->count};
+    for (int k = 0; k < 4; k++)
+      w[k] = SMOOTH_DECAY * w[k] + add[k];
+    g->loss = mse(w[0], w[3]);
+    g->ratio_last = ratio(w[0], w[1]);
+    g->ratio_snaive = ratio(w[0], w[2]);
+  }
+}
+
 /* A step's snapshot events into the monitor's own sample. */
 static void account_snapshot(monitor_t *m, const ls_step_stats_t *st, double now) {
   monitor_sample_t *const s = &m->mine;
@@ -166,6 +192,7 @@ static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
   s->baseline_smooth = mse(m->base_w, m->count_w);
   s->ratio_smooth = ratio(m->loss_w, m->base_w);
   account_targets(m, st);
+  account_horizons(m, st);
   s->wait_share = ratio(m->wait_w, m->busy_w);
   if (st->updated) {
     s->updates++;
@@ -193,6 +220,8 @@ static void publish(monitor_t *m, double now) {
   m->pub = *s;
   memcpy(m->tg_pub, m->tg_mine, (size_t)m->O * sizeof *m->tg_pub);
   m->pub.targets = m->tg_pub;
+  if (m->n_hz > 0) memcpy(m->hz_pub, m->hz_mine, (size_t)m->n_hz * sizeof *m->hz_pub);
+  m->pub.horizons = m->hz_pub;
   pthread_mutex_unlock(&m->lock);
   m->published_at = now;
 }
@@ -239,6 +268,14 @@ static int tb_scalars(monitor_t *m, const ls_step_stats_t *st, double now) {
       if (isfinite(v[k]))
         m->tags[n] = m->tb_tags[j * TB_TARGET_SCALARS + k], m->values[n++] = (float)v[k];
   }
+  char(*const hz_tags)[TB_TAG_MAX] = m->tb_tags + (size_t)m->O * TB_TARGET_SCALARS;
+  for (int i = 0; i < m->n_hz; i++) {
+    const monitor_horizon_t *const g = &m->hz_mine[i];
+    double const v[TB_HORIZON_SCALARS] = {g->loss, g->ratio_last, g->ratio_snaive};
+    for (int k = 0; k < TB_HORIZON_SCALARS; k++)
+      if (isfinite(v[k]))
+        m->tags[n] = hz_tags[i * TB_HORIZON_SCALARS + k], m->values[n++] = (float)v[k];
+  }
   return n;
 }
 
@@ -284,8 +321,10 @@ static void live_sample(monitor_t *m, monitor_sample_t *s) {
   pthread_mutex_lock(&m->lock);
   *s = m->pub;
   memcpy(m->tg_http, m->tg_pub, (size_t)m->O * sizeof *m->tg_http);
+  if (m->n_hz > 0) memcpy(m->hz_http, m->hz_pub, (size_t)m->n_hz * sizeof *m->hz_http);
   pthread_mutex_unlock(&m->lock);
   s->targets = m->tg_http;
+  s->horizons = m->hz_http;
   double const now = base_now_s();
   s->heartbeat_age_s = (double)(base_now_ms() - train_heartbeat_ms(m->tr)) / 1e3;
   s->step_age_s = now - s->step_at_s; /* NaN before a step */
@@ -402,6 +441,8 @@ static void sample_init(monitor_t *m, int rank, int world) {
   s->snapshot_at_s = base_now_s(); /* the start stands for the newest snapshot until one */
   s->n_targets = m->O;
   s->targets = m->tg_mine;
+  s->n_horizons = m->n_hz;
+  s->horizons = m->hz_mine;
   ls_train_summary_t sum;
   memset(&sum, 0, sizeof sum);
   train_snaps_totals(m->snaps, &sum);
@@ -425,7 +466,28 @@ static ls_err_t targets_init(monitor_t *m) {
                m->tg_mine[j].name, names[k]);
   }
   free(feat);
+  static const char *const hz_names[TB_HORIZON_SCALARS] = {"loss", "ratio_last", "ratio_snaive"};
+  char(*const hz_tags)[TB_TAG_MAX] = m->tb_tags + (size_t)m->O * TB_TARGET_SCALARS;
+  int const H = c->horizon;
+  for (int h = 1, i = 0; err == LS_OK && H > 1 && h <= H; h++)
+    for (int j = 0; j < m->O && ls_horizon_shown(h, H); j++, i++) {
+      monitor_horizon_t *const g = &m->hz_mine[i];
+      *g = (monitor_horizon_t){h, m->tg_mine[j].feature, "", NAN, NAN, NAN};
+      memcpy(g->name, m->tg_mine[j].name, sizeof g->name);
+      m->hz_k[i] = (h - 1) * m->O + j; /* h-major, as the step's figures */
+      for (int k = 0; k < TB_HORIZON_SCALARS; k++)
+        snprintf(hz_tags[i * TB_HORIZON_SCALARS + k], TB_TAG_MAX, "horizon_%d_%s/%s", h, g->name,
+                 hz_names[k]);
+    }
   return err;
+}
+
+/* Targets x horizons shown (H > 1), else 0. */
+static int horizons_shown(int O, int H) {
+  int n = 0;
+  for (int h = 1; H > 1 && h <= H; h++)
+    n += ls_horizon_shown(h, H) ? O : 0;
+  return n;
 }
 
 /* The copies of conf's strings and the buffers of P partitions and O
@@ -440,18 +502,25 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   m->tb_parts = calloc(P, sizeof *m->tb_parts);
   m->raw_parts = calloc(P, sizeof *m->raw_parts);
   m->parts = calloc(P, sizeof *m->parts);
-  size_t const O = m->O > 0 ? (size_t)m->O : 1, scalars = TB_RUN_SCALARS + O * TB_TARGET_SCALARS;
+  m->n_hz = horizons_shown(m->O, m->view->conf->horizon);
+  size_t const O = m->O > 0 ? (size_t)m->O : 1, Z = m->n_hz > 0 ? (size_t)m->n_hz : 1;
+  size_t const tags = O * TB_TARGET_SCALARS + Z * TB_HORIZON_SCALARS,
+               scalars = TB_RUN_SCALARS + tags;
+  m->hz_k = calloc(Z, sizeof *m->hz_k);
+  m->hz_mine = calloc(Z, sizeof *m->hz_mine), m->hz_pub = calloc(Z, sizeof *m->hz_pub);
+  m->hz_http = calloc(Z, sizeof *m->hz_http), m->hz_w = calloc(4 * Z, sizeof *m->hz_w);
   m->tg_mine = calloc(O, sizeof *m->tg_mine);
   m->tg_pub = calloc(O, sizeof *m->tg_pub);
   m->tg_http = calloc(O, sizeof *m->tg_http);
   m->tg_w = calloc(3 * O, sizeof *m->tg_w);
-  m->tb_tags = calloc(O * TB_TARGET_SCALARS, sizeof *m->tb_tags);
+  m->tb_tags = calloc(tags, sizeof *m->tb_tags);
   m->tags = calloc(scalars, sizeof *m->tags);
   m->values = calloc(scalars, sizeof *m->values);
   LS_RETURN_IF((conf->http != NULL && m->http_spec == NULL) ||
                    (conf->tensorboard != NULL && m->tb_dir == NULL) || m->tb_parts == NULL ||
                    m->raw_parts == NULL || m->parts == NULL || !m->tg_mine || !m->tg_pub ||
-                   !m->tg_http || !m->tg_w || !m->tb_tags || !m->tags || !m->values,
+                   !m->tg_http || !m->tg_w || !m->tb_tags || !m->tags || !m->values || !m->hz_k ||
+                   !m->hz_mine || !m->hz_pub || !m->hz_http || !m->hz_w,
                LS_ERR_NOMEM, "no memory for the monitor");
   return targets_init(m);
 }
@@ -516,6 +585,7 @@ void monitor_destroy(monitor_t *m) {
   free(m->tb_parts), free(m->raw_parts), free(m->parts);
   free(m->tg_mine), free(m->tg_pub), free(m->tg_http), free(m->tg_w), free(m->tb_tags);
   free(m->tags), free(m->values);
+  free(m->hz_k), free(m->hz_mine), free(m->hz_pub), free(m->hz_http), free(m->hz_w);
   free(m);
 }
 

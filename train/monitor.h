@@ -62,6 +62,17 @@ typedef struct monitor_target_s {
   double loss_smooth, baseline_smooth, ratio_smooth; /* over about the last 100 steps */
 } monitor_target_t;
 
+/* One target's forecasts at one horizon (--horizon H > 1: the horizons
+ * the summary shows, ls_horizon_shown), over about the last 100 steps, in
+ * the data's units, as /metrics shows them with target="NAME" and h="K"
+ * labels. */
+typedef struct monitor_horizon_s {
+  int64_t h, feature;
+  char name[64];                   /* the target's name */
+  double loss;                     /* the forecasts' MSE */
+  double ratio_last, ratio_snaive; /* over the last value's, the seasonal naive's */
+} monitor_horizon_t;
+
 /* What /metrics and /health are made of. NaN: unknown (not shown). */
 typedef struct monitor_sample_s {
   int64_t rank, world;
@@ -82,6 +93,8 @@ typedef struct monitor_sample_s {
   double step_at_s; /* base_now_s() of the last step (NaN before one) */
   int n_targets;
   const monitor_target_t *targets; /* [n_targets] per target feature, data units */
+  int n_horizons;
+  const monitor_horizon_t *horizons; /* [n_horizons] per target and horizon shown (H > 1) */
   /* This rank's. */
   int64_t series;     /* series held */
   double state_bytes; /* memory of their states (h and c, all layers) */

@@ -174,6 +174,10 @@ typedef struct ls_horizon_figures_s {
   double snaive_sum; /* seasonal naive */
 } ls_horizon_figures_t;
 
+/* Whether horizon h of H is one the summary and /metrics show: every one
+ * up to 12, else 1, 2, 3, H/4, H/2, 3H/4 and H. */
+LS_API int ls_horizon_shown(int h, int H);
+
 /* One target's quantile forecasts of one level at one horizon
  * (--quantiles; issue 25): how often the actual was at or below the
  * forecast (coverage: below / count; the level when calibrated) and the

@@ -14,10 +14,13 @@
 # within a round), and the CPU seconds per 1000 windows of the trainer
 # (median, and its ratio) and of the broker, with the default replay (4
 # more updates a step) and, with REPLAY0=1, also with --replay 0 (a step's
-# compute at its smallest, so forecasts cost the most).
+# compute at its smallest, so forecasts cost the most). SETUPS picks the
+# set-ups (the four above by default); two more price horizons and
+# quantiles: h12 (next forecasts to a topic, `--horizon 12`) and h12q (also
+# `--quantiles 0.1,0.5,0.9`), e.g. SETUPS="next h12 h12q".
 #
 # Usage: tests/bench/predict_cost.sh [BUILD_DIR]
-#   env: SERIES (512) RECORDS (257) PARTITIONS (4) ROUNDS (3) REPLAY0 (0)
+#   env: SERIES (512) RECORDS (257) PARTITIONS (4) ROUNDS (3) REPLAY0 (0) SETUPS
 set -euo pipefail
 build=${1:-build}
 lstream="$build/lstream"
@@ -31,7 +34,7 @@ bench_broker --topic bench:"$PARTITIONS"
 "$lstream" bench engine --no-sgemm --steps 5 --shape 256,8,128,2,32
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
-setups=(none next next,eval next,eval+file)
+read -r -a setups <<<"${SETUPS:-none next next,eval next,eval+file}"
 n=0
 # The CPU seconds a process has used so far (user + system).
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
@@ -47,6 +50,9 @@ one_run() {
   next,eval) extra+=(--predictions-topic "p$n" --predictions next,eval) ;;
   next,eval+file) extra+=(--predictions-topic "p$n" --predictions next,eval --predictions-out
     "$work/p.csv") ;;
+  h12) extra+=(--predictions-topic "p$n" --horizon 12) ;;
+  h12q) extra+=(--predictions-topic "p$n" --horizon 12 --quantiles 0.1,0.5,0.9) ;;
+  *) echo "unknown set-up $2 in SETUPS" >&2; exit 2 ;;
   esac
   local b0 b1
   b0=$(cpu_of "$broker_pid")

@@ -1,6 +1,6 @@
 """Checks for tests/train/watch_test.sh, each against an outside reader.
 
-  metrics FILE RANK PARTITIONS TARGETS
+  metrics FILE RANK PARTITIONS TARGETS [H]
                                    a /metrics scrape, parsed by Prometheus'
                                    own parser (prometheus_client, Debian's
                                    python3-prometheus-client): every family
@@ -9,7 +9,10 @@
                                    metrics lstream promises are there, the
                                    per-target ones labelled target= each of
                                    the features TARGETS ("0,1"), their ratios
-                                   those of their losses
+                                   those of their losses; with H (the
+                                   run's --horizon, > 1) the per-horizon
+                                   families, one sample per target and
+                                   h = 1..H (labels target=, h=)
   clients URL                      slow and malformed clients: 8 connections
                                    that send half a request and wait, and 3
                                    bad requests (binary garbage, no version,
@@ -96,7 +99,36 @@ def check_targets(families, targets):
                 fail(f"target {t}: {ratio} {rv}, {loss} {lv}, {base} {bv}")
 
 
-def check_metrics(path, rank, partitions, targets):
+HORIZON_FAMILIES = ("lstream_horizon_loss_smoothed", "lstream_horizon_loss_ratio_last_smoothed",
+                    "lstream_horizon_loss_ratio_snaive_smoothed")
+
+
+def check_horizons(families, targets, H):
+    """The per-horizon families: with H > 1 one sample per target and
+    h = 1..H, losses >= 0, ratios > 0 (a model no worse than 10x the last
+    value on a noiseless sine at every h); with H = 1 none."""
+    for name in HORIZON_FAMILIES:
+        fam = families.get(name)
+        if H <= 1:
+            if fam is not None:
+                fail(f"{name}: served without --horizon")
+            continue
+        if fam is None:
+            fail(f"{name}: missing from /metrics with --horizon {H}")
+        got = {(s.labels.get("target"), s.labels.get("h")): s.value for s in fam.samples}
+        want = {(t, str(h)) for t in targets for h in range(1, H + 1)}
+        if set(got) != want:
+            fail(f"{name}: (target, h) {sorted(got)}, expected {sorted(want)}")
+        for key, v in got.items():
+            if not (v >= 0) or ("ratio" in name and not 0 < v < 10):
+                fail(f"{name}{key}: {v}")
+    if H > 1:
+        ratios = {k: round(v, 3) for k, v in (((s.labels["target"], s.labels["h"]), s.value)
+                  for s in families[HORIZON_FAMILIES[1]].samples)}
+        print(f"/metrics: horizons 1..{H}, smoothed ratio to the last value {ratios}")
+
+
+def check_metrics(path, rank, partitions, targets, H=1):
     from prometheus_client.parser import text_string_to_metric_families
 
     text = open(path, encoding="utf-8").read()
@@ -132,6 +164,7 @@ def check_metrics(path, rank, partitions, targets):
     if sorted(lags) != [str(p) for p in range(partitions)] or min(lags.values()) < 0:
         fail(f"lag per partition: {lags}")
     check_targets(families, targets)
+    check_horizons(families, targets, H)
     smooth = {s.labels["target"]: round(s.value, 4)
               for s in families["lstream_target_loss_ratio_smoothed"].samples}
     print(f"/metrics: {len(families)} families, {sum(len(f.samples) for f in families.values())} "
@@ -422,13 +455,42 @@ def check_tensorboard_targets(acc, rows, n):
                 if abs(e.value - want) > 1e-6 * max(abs(want), 1e-30):
                     fail(f"{tag} step {e.step}: {e.value!r} in the events, {want!r} in --metrics")
                 compared += 1
+    compared += check_tensorboard_horizons(acc, rows, features, n)
+    return compared
+
+
+def check_tensorboard_horizons(acc, rows, features, n):
+    """With --horizon H > 1 (the --metrics file's horizons entries):
+    horizon_H_F/loss, /ratio_last and /ratio_snaive, smoothed, a finite
+    value at every step from the first that scored the horizon."""
+    hs = sorted({z["h"] for z in rows[max(rows)].get("horizons", [])})
+    if not hs:
+        return 0
+    compared = 0
+    for h in hs:
+        first = min(s for s, r in rows.items()
+                    if any(z["h"] == h and z["count"] > 0 for z in r.get("horizons", [])))
+        for f in features:
+            for what in ("loss", "ratio_last", "ratio_snaive"):
+                tag = f"horizon_{h}_{f}/{what}"
+                if tag not in acc.Tags()["scalars"]:
+                    fail(f"{tag}: not in the event files with --horizon {max(hs)}")
+                events = acc.Scalars(tag)
+                steps = [e.step for e in events]
+                if steps != list(range(first, n + 1)):
+                    fail(f"{tag}: steps {steps[:3]}..{steps[-3:]}, expected {first}..{n}")
+                if not all(math.isfinite(e.value) and e.value >= 0 for e in events):
+                    fail(f"{tag}: a value not finite or negative")
+                compared += len(events)
+    print(f"tensorboard: horizons {hs}: {compared} smoothed values")
     return compared
 
 
 def main():
     what = sys.argv[1]
     if what == "metrics":
-        check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","))
+        check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","),
+                      int(sys.argv[6]) if len(sys.argv) > 6 else 1)
     elif what == "clients":
         check_clients(sys.argv[2])
     elif what == "slow":

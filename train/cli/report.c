@@ -124,19 +124,13 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   fputs("}\n", f);
 }
 
-/* Whether horizon h of H has a summary line: every one up to 12, else 1,
- * 2, 3, H/4, H/2, 3H/4 and H. */
-static int horizon_shown(int h, int H) {
-  return H <= 12 || h <= 3 || h == H / 4 || h == H / 2 || h == 3 * H / 4 || h == H;
-}
-
 /* The figures per horizon (--horizon H > 1): a line per target and horizon
  * shown, its MSE in the data's units and its ratio to the last value's and
  * the seasonal naive's, over the run and its last fifth. */
 static void summary_horizons(FILE *out, const ls_train_summary_t *s) {
   for (int k = 0; s->horizons > 1 && s->horizon != NULL && k < s->horizons * s->targets; k++) {
     const ls_horizon_figures_t *const a = &s->horizon[k], *const t = &s->tail_horizon[k];
-    if (!horizon_shown(a->h, s->horizons)) continue;
+    if (!ls_horizon_shown(a->h, s->horizons)) continue;
     fprintf(out,
             "horizon h=%d feature=%d name=%s count=%.0f mse_data=%.9g last_data=%.9g "
             "snaive_data=%.9g ratio_last=%.4f ratio_snaive=%.4f final_count=%.0f "
@@ -159,7 +153,7 @@ static void summary_quantiles(FILE *out, const ls_train_summary_t *s) {
   int const H = s->horizons > 1 ? s->horizons : 1, OH = H * s->targets;
   for (int k = 0; s->quantile != NULL && k < s->quantiles * OH; k++) {
     const ls_quantile_figures_t *const a = &s->quantile[k], *const t = &s->tail_quantile[k];
-    if (!horizon_shown(a->h, H)) continue;
+    if (!ls_horizon_shown(a->h, H)) continue;
     fprintf(out,
             "quantile level=%g h=%d feature=%d name=%s count=%.0f coverage=%.4f pinball=%.9g "
             "final_count=%.0f final_coverage=%.4f final_pinball=%.9g\n",
