@@ -304,6 +304,12 @@ ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
                "%d targets x horizon %" PRId64 " x (1 + %d quantiles) = %" PRId64
                " outputs, over the %d a model may have: lower --horizon, --quantiles or --targets",
                O, H, Q, W, PREP_OUTPUTS_MAX);
+  size_t const cal = prep_calib_width(Q, O, (int)H);
+  LS_RETURN_IF(cal > PREP_CALIB_MAX, LS_ERR_INVALID_ARG,
+               "%d targets x horizon %" PRId64 " x %d quantiles: their calibration keeps %zu "
+               "doubles per series (the quantiles awaiting their actuals grow as horizon^2), over "
+               "%d: lower --horizon, --quantiles or --targets",
+               O, H, Q, cal, PREP_CALIB_MAX);
   *per = (int)(H * (1 + Q));
   return LS_OK;
 }

@@ -37,6 +37,10 @@ typedef struct prep_scratch_s {
  * per-series pending forecasts and the summary's history grow with them. */
 #define PREP_OUTPUTS_MAX 4096
 
+/* The most doubles of a series' quantile calibration (prep_calib): 256 KiB
+ * per series (H = 12, 3 levels, one target: 282). */
+#define PREP_CALIB_MAX 32768
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -107,7 +111,8 @@ typedef struct prep_s {
 ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q);
 
 /* The head's outputs per target as c says: H (1 + Q); refused where all
- * targets' together pass PREP_OUTPUTS_MAX. */
+ * targets' together pass PREP_OUTPUTS_MAX, or their calibration
+ * (prep_calib_width) PREP_CALIB_MAX. */
 ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per);
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,

@@ -456,3 +456,18 @@ Test(calibration, holds_an_interval_while_the_noise_doubles) {
     }
   }
 }
+
+Test(calibration, bounded_per_series) {
+  /* 2 levels, one target, horizon 256: 256 x 3 = 768 outputs, but 2 x
+   * 256 x 257 / 2 quantiles awaiting their actuals: refused. */
+  const char *const kv[] = {"features", "1",         "window",  "256", "horizon",
+                            "256",      "quantiles", "0.1,0.9", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  int per = 0;
+  cr_assert_eq(prep_outputs_per_target(c, &per), LS_ERR_INVALID_ARG);
+  cr_expect(strstr(ls_last_error(), "calibration keeps 66560 doubles") != NULL, "%s",
+            ls_last_error());
+  cr_assert_eq(ls_train_conf_set(c, "horizon", "128"), LS_OK); /* 16896: within */
+  cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK, "%s", ls_last_error());
+  ls_train_conf_destroy(c);
+}
