@@ -240,6 +240,12 @@ static const base_key_t keys[] = {
      "levels in (0, 1), ascending, such as 0.1,0.5,0.9: beside each point forecast, its quantiles "
      "(outputs trained with the pinball loss, sorted so that they never cross); empty: none",
      F(quantiles), BASE_V_STR(S(quantiles)), "", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"calibration_rate",
+     "gamma, the step of the quantiles' online calibration (adaptive conformal inference): per "
+     "series, level l, horizon h and target, a correction in the series' normalised units moves "
+     "by gamma (l - 1[actual <= quantile]) each time the actual of a forecast arrives, so that "
+     "each level's coverage stays at l while the stream drifts; 0 = off (the head's quantiles)",
+     F(calibration_rate), BASE_V_DBL(0, 1), "0.05", LS_KEY_MODEL},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",

@@ -31,7 +31,8 @@ enum { V_LOSS, V_BASE, V_MSE, V_BASE_DATA, V_PY, V_PP, V_PER };
 #define TL_PER 4
 /* Per horizon and target (H > 1), after those in v and in a timeline entry. */
 enum { HZ_N, HZ_MSE, HZ_LAST, HZ_SNAIVE, HZ_PER };
-/* Per quantile level, horizon and target (Q > 0), after those. */
+/* Per quantile level, horizon and target (Q > 0), after those: as
+ * prep_calib_resolve's terms. */
 enum { QZ_N, QZ_BELOW, QZ_PINBALL, QZ_PER };
 
 struct figures_s {
@@ -41,8 +42,8 @@ struct figures_s {
   ls_horizon_figures_t *hz_tail;       /* [OH] its last fifth */
   ls_horizon_figures_t *hz_step;       /* [OH] the last step's */
   int Q;                               /* quantile levels */
+  double gamma;                        /* their calibration's step (--calibration-rate) */
   ls_quantile_figures_t *qz, *qz_tail; /* [Q OH] the run's, its last fifth */
-  double *qv;                          /* [Q OH] one row's quantile forecasts */
   double *alpha;                       /* [O] this step's */
   double *spy, *spp;                   /* [O] calibration moments */
   int64_t *k;                          /* [O] forecasts they have seen */
@@ -76,7 +77,7 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
   LS_RETURN_IF(f == NULL, LS_ERR_NOMEM, "no memory for the figures");
   f->O = O, f->calibrate = calibrate;
   f->H = c->horizon > 1 ? c->horizon : 1, f->OH = O * f->H;
-  f->Q = Q;
+  f->Q = Q, f->gamma = c->calibration_rate;
   f->t_min = INT64_MAX, f->t_max = -1;
   size_t const o = (size_t)O, W = tl_width(f);
   f->alpha = calloc(o, sizeof *f->alpha), f->spy = calloc(o, sizeof *f->spy);
@@ -92,9 +93,8 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
   size_t const nq = (size_t)f->Q * (size_t)f->OH;
   if (f->Q > 0) {
     f->qz = calloc(nq, sizeof *f->qz), f->qz_tail = calloc(nq, sizeof *f->qz_tail);
-    f->qv = calloc(nq, sizeof *f->qv);
   }
-  if ((f->Q > 0 && (!f->qz || !f->qz_tail || !f->qv)) || !f->alpha || !f->spy || !f->spp || !f->k ||
+  if ((f->Q > 0 && (!f->qz || !f->qz_tail)) || !f->alpha || !f->spy || !f->spp || !f->k ||
       !f->step || !f->total || !f->tail || !f->row || !f->err ||
       (f->H > 1 && (!f->hz || !f->hz_tail || !f->hz_step))) {
     figures_free(f);
@@ -128,7 +128,7 @@ void figures_free(figures_t *f) {
   if (f == NULL) return;
   free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
   free(f->tail), free(f->row), free(f->err), free(f->tmin), free(f->tmax), free(f->sums);
-  free(f->hz), free(f->hz_tail), free(f->hz_step), free(f->qz), free(f->qz_tail), free(f->qv);
+  free(f->hz), free(f->hz_tail), free(f->hz_step), free(f->qz), free(f->qz_tail);
   free(f);
 }
 
@@ -252,23 +252,26 @@ static void horizon_terms(figures_t *f, const prep_t *p, const float *pred, cons
 }
 
 /* Row r's terms per quantile level, horizon and target (Q > 0) into
- * f->row's and v's quantile blocks (v: the step's, after the horizons'):
- * the forecasts whose actual is known; the quantile forecasts from the
- * head's outputs out [T, n, W] (prep_quantile_values: sorted). */
-static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size_t r, double *v) {
-  size_t const O = (size_t)f->O, OH = (size_t)f->OH;
+ * f->row's and v's quantile blocks (v: the step's, after the horizons'),
+ * and its series' calibration (st; prep_calib): first the forecasts whose
+ * actual is the row's record x[t] (those after record t - h, h records
+ * ahead) are scored as they went out, and each level's correction moves
+ * by gamma (level - 1[x[t] <= quantile]); then the row's own quantile
+ * forecasts, from the head's outputs out [T, n, W] with the corrections
+ * (prep_quantile_values), go out (p->qcal) and wait for their actuals. */
+static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size_t r,
+                           const ls_series_stats_t *st, double *v) {
+  size_t const O = (size_t)f->O, OH = (size_t)f->OH, QOH = (size_t)f->Q * OH;
   double *const row = f->row + 1 + TL_PER * O + (f->H > 1 ? HZ_PER * OH : 0);
-  memset(row, 0, QZ_PER * (size_t)f->Q * OH * sizeof *row);
+  memset(row, 0, QZ_PER * QOH * sizeof *row);
+  prep_calib_t const cal = prep_calib(p, st);
+  prep_calib_resolve(p, cal, p->rec[r], p->cur + r * O, row);
+  for (size_t k = 0; k < QZ_PER * QOH; k++)
+    v[k] += row[k];
+  double *const qv = p->qcal + r * QOH;
   prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O, p->lin + r * O,
-                       f->qv);
-  for (size_t k = 0; k < (size_t)f->Q * OH; k++) {
-    double const y = p->next_h[r * OH + k % OH], q = f->qv[k], l = f->qz[k].level;
-    double const pin = y >= q ? l * (y - q) : (l - 1.0) * (y - q);
-    if (isnan(y) || !isfinite(pin)) continue; /* not known when the window trained */
-    double const e[QZ_PER] = {1.0, y <= q ? 1.0 : 0.0, pin};
-    for (int u = 0; u < QZ_PER; u++)
-      row[k * QZ_PER + (size_t)u] = e[u], v[k * QZ_PER + (size_t)u] += e[u];
-  }
+                       p->gamma > 0.0 ? cal.corr : NULL, qv);
+  prep_calib_issue(p, cal, p->rec[r], qv);
 }
 
 ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const float *out,
@@ -278,6 +281,10 @@ ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const f
   for (size_t r = 0; r < (size_t)p->T * (size_t)n; r++) {
     if (p->mask[r] == 0.0f) continue;
     if (!row_terms(f, p, pred, r)) { /* a forecast that is not finite enters no figure */
+      if (f->Q > 0)                  /* nor the calibration; it goes out as the head gave it */
+        prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * (size_t)O,
+                             p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
+                             p->qcal + r * (size_t)f->Q * (size_t)f->OH);
       v[1] += 1.0;
       continue;
     }
@@ -292,7 +299,9 @@ ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const f
       sums[2 * j] += e[V_MSE], sums[2 * j + 1] += e[V_BASE_DATA];
     }
     if (f->H > 1) horizon_terms(f, p, pred, out, r, v + 2 + V_PER * O);
-    if (f->Q > 0) quantile_terms(f, p, out, r, v + 2 + V_PER * O + (f->H > 1 ? HZ_PER * f->OH : 0));
+    if (f->Q > 0)
+      quantile_terms(f, p, out, r, &st[r % (size_t)n],
+                     v + 2 + V_PER * O + (f->H > 1 ? HZ_PER * f->OH : 0));
     v[0] += 1.0;
     LS_FORWARD_IF_ERROR(timeline_add(f, p->time[r]));
   }
@@ -413,6 +422,7 @@ ls_err_t figures_summary(figures_t *f, comm_t *comm, ls_train_summary_t *sum) {
     f->qz_tail[k].pinball_sum = qt[k * QZ_PER + QZ_PINBALL];
   }
   sum->quantiles = f->Q;
+  sum->calibration_rate = f->gamma;
   sum->quantile = f->Q > 0 ? f->qz : NULL;
   sum->tail_quantile = f->Q > 0 ? f->qz_tail : NULL;
   sum->horizons = f->H;

@@ -171,10 +171,12 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
  * the linear path's share lin [O] and the head's outputs out [W]: h = 1's
  * point forecast the model's, given mixed in h1 [O] or, h1 NULL, the
  * LSTM's mixed with the linear path (beta [O]); the later horizons' the
- * LSTM's. */
+ * LSTM's; the quantiles those of qv [Q OH] (the training forward's, as
+ * figures_score calibrated them) or, qv NULL, the head's with the
+ * series' calibration corr [Q OH] (NULL: none; prep_calib). */
 static void values_of(const predict_t *pr, const double *base, const double *scale,
                       const double *lin, const double *beta, const float *h1, const float *out,
-                      double *value) {
+                      const double *qv, const double *corr, double *value) {
   const double *const alpha = figures_alpha(pr->fig);
   size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
   for (int k = 0; k < pr->OH; k++) {
@@ -185,10 +187,11 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
     value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
   if (pr->NQ == 0) return;
-  prep_quantile_values(pr->p, out, base, scale, lin, pr->qv);
+  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, corr, pr->qv);
+  const double *const v = qv != NULL ? qv : pr->qv;
   for (size_t q = 0; q < (size_t)pr->NQ; q++)
     for (size_t k = 0; k < (size_t)pr->OH; k++)
-      value[k / O * VH + (q + 1) * O + k % O] = pr->qv[q * (size_t)pr->OH + k];
+      value[k / O * VH + (q + 1) * O + k % O] = v[q * (size_t)pr->OH + k];
 }
 
 /* Sends out the forecast after the record just served of slot's series:
@@ -203,8 +206,10 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
   int const fresh = off + 1 > st.serve[LS_SERVE_SERVED];
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
     size_t const o = (size_t)b * (size_t)pr->O;
+    const double *const corr =
+        pr->NQ > 0 && pr->p->gamma > 0.0 ? prep_calib(pr->p, &st).corr : NULL;
     values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + o, pr->b_beta + o, NULL,
-              pr->b_pred + (size_t)b * (size_t)pr->W, pr->value);
+              pr->b_pred + (size_t)b * (size_t)pr->W, NULL, corr, pr->value);
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
     int64_t const after = s->n - at - 1; /* records read after it */
@@ -362,7 +367,8 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   for (int t = 0; t < w->n_targets; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
     values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
-              pred + r * (size_t)O, out + r * (size_t)pr->W, pr->value);
+              pred + r * (size_t)O, out + r * (size_t)pr->W,
+              pr->NQ > 0 ? p->qcal + r * (size_t)(pr->W - pr->OH) : NULL, NULL, pr->value);
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
     int const known = w->n_targets - t < pr->H ? w->n_targets - t : pr->H; /* t + h in it */
     forecast_t fc = {PREDICT_EVAL, slot,      w->partition, w->offsets[t], w->times[t],

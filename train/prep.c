@@ -105,9 +105,12 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->snaive = malloc(roh * sizeof *p->snaive);
     p->lengths = malloc((size_t)B * sizeof *p->lengths);
     p->hw = malloc((size_t)p->H * sizeof *p->hw);
+    p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
+    p->gamma = c->calibration_rate;
     for (int h = 1; p->hw != NULL && h <= p->H; h++)
       p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
-    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths || !p->hw)
+    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths || !p->hw ||
+        (p->Q > 0 && !p->qcal))
       err = ls_error_set(LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)",
                          p->H, p->T, B);
   }
@@ -134,7 +137,7 @@ void prep_free(prep_t *p) {
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
   free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->lengths);
-  free(p->hw);
+  free(p->hw), free(p->qcal);
   free(p);
 }
 
@@ -301,6 +304,12 @@ ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
                "%d targets x horizon %" PRId64 " x (1 + %d quantiles) = %" PRId64
                " outputs, over the %d a model may have: lower --horizon, --quantiles or --targets",
                O, H, Q, W, PREP_OUTPUTS_MAX);
+  size_t const cal = prep_calib_width(Q, O, (int)H);
+  LS_RETURN_IF(cal > PREP_CALIB_MAX, LS_ERR_INVALID_ARG,
+               "%d targets x horizon %" PRId64 " x %d quantiles: their calibration keeps %zu "
+               "doubles per series (the quantiles awaiting their actuals grow as horizon^2), over "
+               "%d: lower --horizon, --quantiles or --targets",
+               O, H, Q, cal, PREP_CALIB_MAX);
   *per = (int)(H * (1 + Q));
   return LS_OK;
 }
@@ -311,7 +320,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, double *qv) {
+                          const double *scale, const double *lin, const double *corr, double *qv) {
   double sorted[PREP_QUANTILES_MAX];
   for (int k = 0; k < p->OH; k++) {
     int const j = k % p->O, h = k / p->O + 1;
@@ -321,13 +330,72 @@ void prep_quantile_values(const prep_t *p, const float *out, const double *base,
       sorted[q] = base[j] + scale[j] * u;
     }
     qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
-    for (int q = 0; q < p->Q; q++)
-      qv[(size_t)q * p->OH + (size_t)k] = sorted[q];
+    for (int q = 0; q < p->Q; q++) {
+      size_t const at = (size_t)q * p->OH + (size_t)k;
+      double const v = corr != NULL ? sorted[q] + scale[j] * corr[at] : sorted[q];
+      qv[at] = q > 0 && v < qv[at - (size_t)p->OH] ? qv[at - (size_t)p->OH] : v; /* still not */
+    }
   }
 }
 
 size_t prep_model_width(const prep_t *p) {
-  return season_width(p->sea) + (p->W > p->O ? (size_t)p->W : 0);
+  return season_width(p->sea) + (p->W > p->O ? (size_t)p->W : 0) +
+         prep_calib_width(p->Q, p->O, p->H);
+}
+
+size_t prep_calib_width(int Q, int O, int H) {
+  size_t const q = (size_t)Q, o = (size_t)O, h = (size_t)H;
+  return q > 0 ? q * o * h + h + q * o * h * (h + 1) / 2 : 0;
+}
+
+prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st) {
+  double *const at = st->model + season_width(p->sea) + (size_t)p->W;
+  size_t const QOH = (size_t)p->Q * (size_t)p->OH;
+  return (prep_calib_t){at, at + QOH, at + QOH + (size_t)p->H};
+}
+
+void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
+                      const ls_series_stats_t *src) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  if (prep_parse_quantiles(c->quantiles, levels, &Q) != LS_OK) return; /* refused before */
+  size_t const young = prep_calib_width(Q, O, c->horizon > 1 ? c->horizon : 1);
+  if (young == 0 || src->model_n + young != dst->model_n) return;
+  memset(dst->model + src->model_n, 0, young * sizeof *dst->model);
+  dst->model_n = src->model_n;
+}
+
+size_t prep_calib_held(const prep_t *p, int q, int j, int h, int64_t s) {
+  size_t const tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
+  return ((size_t)q * (size_t)p->O + (size_t)j) * tri + (size_t)(h - 1) * (size_t)h / 2 +
+         (size_t)(s % h);
+}
+
+void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const float *y,
+                        double *terms) {
+  for (int h = 1; h <= p->H; h++) {
+    int64_t const s = t - h;
+    if (s < 0 || cal.issued[s % p->H] != (double)(s + 1)) continue; /* none went out */
+    for (int q = 0; q < p->Q; q++)
+      for (int j = 0; j < p->O; j++) {
+        size_t const k = (size_t)q * (size_t)p->OH + (size_t)(h - 1) * (size_t)p->O + (size_t)j;
+        double const fc = cal.held[prep_calib_held(p, q, j, h, s)], l = p->levels[q];
+        double const d = (double)y[j] - fc, below = d <= 0.0 ? 1.0 : 0.0;
+        double const pin = d >= 0.0 ? l * d : (l - 1.0) * d;
+        if (!isfinite(pin)) continue;
+        terms[3 * k] += 1.0, terms[3 * k + 1] += below, terms[3 * k + 2] += pin;
+        cal.corr[k] += p->gamma * (l - below);
+      }
+  }
+}
+
+void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv) {
+  cal.issued[t % p->H] = (double)(t + 1);
+  for (int q = 0; q < p->Q; q++)
+    for (int h = 1; h <= p->H; h++)
+      for (int j = 0; j < p->O; j++)
+        cal.held[prep_calib_held(p, q, j, h, t)] =
+            qv[(size_t)q * (size_t)p->OH + (size_t)(h - 1) * (size_t)p->O + (size_t)j];
 }
 
 double *prep_pending(const prep_t *p, const ls_series_stats_t *st) {

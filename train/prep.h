@@ -37,6 +37,10 @@ typedef struct prep_scratch_s {
  * per-series pending forecasts and the summary's history grow with them. */
 #define PREP_OUTPUTS_MAX 4096
 
+/* The most doubles of a series' quantile calibration (prep_calib): 256 KiB
+ * per series (H = 12, 3 levels, one target: 282). */
+#define PREP_CALIB_MAX 32768
+
 typedef struct prep_s {
   int T, B, F, I, O; /* I = 2F with change inputs, else F, + the seasons' (season.h); O targets */
   int I0;            /* the inputs before the seasons' */
@@ -88,6 +92,11 @@ typedef struct prep_s {
   int *lengths;   /* [n] the rows of each window (its n_targets) */
   double *hw;     /* [H] horizon h's targets are multiplied by hw[h - 1], its outputs divided
                      (prep_horizon_fc) */
+  /* The quantiles' online calibration (Q > 0; prep_calib): its step
+   * gamma (--calibration-rate, 0: off) and each row's quantile forecasts
+   * as they went out, calibrated, data units (figures_score fills it). */
+  double gamma;
+  double *qcal; /* [T, n, Q OH] as prep_quantile_values' qv */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
   int threads;
@@ -102,7 +111,8 @@ typedef struct prep_s {
 ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q);
 
 /* The head's outputs per target as c says: H (1 + Q); refused where all
- * targets' together pass PREP_OUTPUTS_MAX. */
+ * targets' together pass PREP_OUTPUTS_MAX, or their calibration
+ * (prep_calib_width) PREP_CALIB_MAX. */
 ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per);
 
 /* Buffers for steps of up to B windows of T rows, as c says (features,
@@ -147,11 +157,51 @@ static inline float prep_mix(double lin, double beta, float p) {
 }
 
 /* The trainer's own state per series (ls_series_stats_t.model), in
- * doubles: the seasons' and linear path's (season.h), then with H > 1 the
- * values [O H] of the next forecast awaiting its actual (predict.c; with H
- * = 1 they are the series table's pending). */
+ * doubles: the seasons' and linear path's (season.h), then with H > 1 or
+ * quantiles the values [W] of the next forecast awaiting its actual
+ * (predict.c; with W = 1 they are the series table's pending), then with
+ * quantiles their calibration (prep_calib). */
 size_t prep_model_width(const prep_t *p);
 double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
+
+/* A series' quantile calibration (adaptive conformal inference in its
+ * quantile-tracking form, Gibbs and Candes 2021): corr [Q, OH] the
+ * correction of each level, horizon and target in the series' normalised
+ * units (its scale times it is added to the head's quantile), moved by
+ * gamma (level - 1[actual <= quantile]) each time an actual arrives;
+ * issued [H] 1 + the series' record (p->rec) after which each of its last
+ * H forecasts went out, at rec mod H (0: none); held the calibrated
+ * quantiles of those whose actual has not arrived, data units, at
+ * prep_calib_held: H (H + 1) / 2 per level and target, since h records
+ * ahead only the last h forecasts wait. prep_calib_width(Q, O, H) doubles
+ * in all, 0 without quantiles; a snapshot from before it resumes with all
+ * zero (prep_calib_young). */
+typedef struct prep_calib_s {
+  double *corr, *issued, *held;
+} prep_calib_t;
+size_t prep_calib_width(int Q, int O, int H);
+prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st);
+/* A series' state dst about to be copied from a snapshot's src (c's
+ * settings, O targets): if src's model state lacks the calibration (a
+ * snapshot from before it), dst's is zeroed and its view narrowed to
+ * src's, the rest being the same (fixed settings). */
+void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
+                      const ls_series_stats_t *src);
+/* Where held keeps the level q quantile of target j, h records ahead, of
+ * the forecast after record s. */
+size_t prep_calib_held(const prep_t *p, int q, int j, int h, int64_t s);
+
+/* The calibration cal at a series' record t, whose target values are y
+ * [O] (data units): each forecast whose actual this is (the one after
+ * record t - h, h records ahead, if it went out) adds to terms [Q OH, 3]
+ * 1, 1[y <= its quantile] and its pinball loss (left out if not finite),
+ * and its level's correction moves by gamma (level - 1[y <= quantile]). */
+void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const float *y,
+                        double *terms);
+
+/* The quantile forecasts qv [Q, OH] (prep_quantile_values') after record
+ * t going out: they wait in cal for their actuals. */
+void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv);
 
 /* Horizon h's forecast in target units from the head's output v for it
  * (h > 1: the LSTM's alone; h = 1's is prep_mix's): v / hw[h - 1]. */
@@ -162,9 +212,11 @@ double prep_horizon_fc(const prep_t *p, int h, double v);
  * j), from the head's outputs out [W], the targets' base and scale [O] and
  * the linear path's share at h = 1 lin [O] (NULL: 0): at h = 1 base +
  * scale (lin + output), beyond base + scale prep_horizon_fc(output); each
- * target and horizon's sorted ascending, so that they never cross. */
+ * target and horizon's sorted ascending, so that they never cross; then
+ * with corr [Q, OH] (prep_calib; NULL: none) each plus scale times its
+ * correction, raised to the level below's where it would fall under it. */
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, double *qv);
+                          const double *scale, const double *lin, const double *corr, double *qv);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */

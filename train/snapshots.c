@@ -21,7 +21,7 @@
 #include "base/clock.h"
 #include "guard.h"
 #include "base/digest.h"
-#include "predict.h"
+#include "predict.h" /* and prep.h */
 
 struct train_snaps_s {
   const train_view_t *v;
@@ -367,10 +367,9 @@ static ls_err_t restarted_partitions(ls_ingest_t *ing, int32_t **out, int *n, ch
   return err;
 }
 
-/* The series' host-side state (normaliser, error sums) from the snapshot's
- * series i into the table's slot. */
-static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size_t i,
-                            int64_t slot) {
+/* Series i's host-side state from the snapshot into the table's slot. */
+static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size_t i, int64_t slot,
+                            const ls_train_conf_t *c) {
   int F = 0, O = 0, tf = 0, to = 0;
   ls_snapshot_stats_shape(snap, &F, &O);
   ls_series_table_stats_shape(series, &tf, &to);
@@ -381,6 +380,7 @@ static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size
   ls_series_stats_t from, to_st;
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
   LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
+  prep_calib_young(c, O, &to_st, &from);
   return ls_series_stats_copy(&to_st, &from, F, O);
 }
 
@@ -415,7 +415,7 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     if (err != LS_OK || drop) continue;
     err = ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot);
     if (err == LS_OK) err = ls_series_table_restore(series, slot, &si);
-    if (err == LS_OK) err = apply_stats(series, snap, i, slot);
+    if (err == LS_OK) err = apply_stats(series, snap, i, slot, s->v->conf);
     if (err == LS_OK && n_gone > 0) /* else all at once below */
       err = ls_state_table_write(ls_series_table_states(series), (size_t)slot, 1, h, c);
     kept++;

@@ -73,6 +73,7 @@ struct ls_train_conf_s {
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int horizon;              /* H, records ahead per forecast (issue 25) */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
+  double calibration_rate;  /* gamma of the quantiles' online calibration; 0: off */
   int replay;               /* replay updates per step */
   int replay_batch;         /* windows per replay update, over all partitions */
   int replay_memory;        /* windows kept for replay, over all partitions */

@@ -181,8 +181,9 @@ LS_API int ls_horizon_shown(int h, int H);
 /* One target's quantile forecasts of one level at one horizon
  * (--quantiles; issue 25): how often the actual was at or below the
  * forecast (coverage: below / count; the level when calibrated) and the
- * pinball loss max(l (y - q), (l - 1) (y - q)), data units, over the
- * forecasts whose actual was known when their window trained. */
+ * pinball loss max(l (y - q), (l - 1) (y - q)), data units, of the
+ * forecasts as they went out (calibrated unless --calibration-rate is 0),
+ * each once its actual arrived (h records later), counted then. */
 typedef struct ls_quantile_figures_s {
   double level;       /* the quantile's level, in (0, 1) */
   int h;              /* records ahead, 1..H */
@@ -255,6 +256,9 @@ typedef struct ls_train_summary_s {
                                                  [q horizons targets + (h - 1) targets + j];
                                                  NULL without quantiles */
   const ls_quantile_figures_t *tail_quantile; /* the same of the tail */
+  double calibration_rate; /* the quantiles' online calibration step (--calibration-rate): the
+                             figures are those of the quantiles as they went out, calibrated;
+                             0: the head's own */
   double compute_s, wait_s, elapsed_s;
   double comm_s;        /* blocked in the step's sums across ranks (a rank's mean): the
                            all-reduce and waiting for the slowest rank; with nccl the

@@ -372,6 +372,28 @@ quantiles)
     fail "crossing quantiles in the file"
   [ "$(awk -F, 'NR > 1 {n[$7]++} END {print (n[1] == n[2] && n[2] == n[3] && n[1] > 0)}' "$work/q.csv")" = 1 ] ||
     fail "not a row per horizon"
+  # The calibration (--calibration-rate, on by default) in the series'
+  # state: a run stopped at step 20 and resumed from its snapshot ends
+  # bit-identical to the uninterrupted one (its corrections and the
+  # quantiles awaiting their actuals included: the digest covers them,
+  # so a rate of 0 gives another).
+  qargs=(--topic qs --features 1 --window 16 --batch 16 --hidden 16 --threads 1 --horizon 3
+    --quantiles 0.1,0.5,0.9 --calibration-rate 0.1)
+  train "$work/qfull" "${qargs[@]}" >/dev/null
+  train "$work/qpart" "${qargs[@]}" --snapshot-dir "$work/qsnaps" --max-steps 20 >/dev/null
+  train "$work/qres" "${qargs[@]}" --snapshot-dir "$work/qsnaps" >/dev/null
+  [ "$(grep '^digest' "$work/qres")" = "$(grep '^digest' "$work/qfull")" ] ||
+    fail "calibrated, resumed at step 20: not the uninterrupted run's state"
+  train "$work/qoff" "${qargs[@]}" --calibration-rate 0 | grep '^quantile level=0.9 h=1 '
+  [ "$(grep '^digest' "$work/qoff")" != "$(grep '^digest' "$work/qfull")" ] ||
+    fail "the digest does not cover the calibration"
+  grep -q '^quantile .* calibration=0.1 ' "$work/qfull" || fail "the summary does not say calibrated"
+  for bad in -0.1 1.5 abc nan; do
+    "$lstream" train --brokers "$bootstrap" --until end --quiet "${qargs[@]}" \
+      --calibration-rate "$bad" >/dev/null 2>"$work/err" && fail "--calibration-rate $bad ran"
+    grep -q "calibration_rate: '$bad' is not a number in \[0, 1\]" "$work/err" ||
+      fail "--calibration-rate $bad: $(cat "$work/err")"
+  done
   ;;
 checks)
   # expect_error PATTERN ARGS...: `lstream train ARGS` exits non-zero, saying PATTERN.

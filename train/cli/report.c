@@ -148,18 +148,19 @@ static void summary_horizons(FILE *out, const ls_train_summary_t *s) {
 
 /* The quantiles' figures (--quantiles): a line per level, target and
  * horizon shown, the share of actuals at or below the forecast (coverage)
- * and the mean pinball loss, over the run and its last fifth. */
+ * and the mean pinball loss, over the run and its last fifth, of the
+ * quantiles as they went out: calibration=gamma (0: the head's own). */
 static void summary_quantiles(FILE *out, const ls_train_summary_t *s) {
   int const H = s->horizons > 1 ? s->horizons : 1, OH = H * s->targets;
   for (int k = 0; s->quantile != NULL && k < s->quantiles * OH; k++) {
     const ls_quantile_figures_t *const a = &s->quantile[k], *const t = &s->tail_quantile[k];
     if (!ls_horizon_shown(a->h, H)) continue;
     fprintf(out,
-            "quantile level=%g h=%d feature=%d name=%s count=%.0f coverage=%.4f pinball=%.9g "
-            "final_count=%.0f final_coverage=%.4f final_pinball=%.9g\n",
-            a->level, a->h, a->feature, s->target[k % s->targets].name, a->count,
-            report_mean(a->below, a->count), report_mean(a->pinball_sum, a->count), t->count,
-            report_mean(t->below, t->count), report_mean(t->pinball_sum, t->count));
+            "quantile level=%g h=%d feature=%d name=%s calibration=%g count=%.0f coverage=%.4f "
+            "pinball=%.9g final_count=%.0f final_coverage=%.4f final_pinball=%.9g\n",
+            a->level, a->h, a->feature, s->target[k % s->targets].name, s->calibration_rate,
+            a->count, report_mean(a->below, a->count), report_mean(a->pinball_sum, a->count),
+            t->count, report_mean(t->below, t->count), report_mean(t->pinball_sum, t->count));
   }
 }
 

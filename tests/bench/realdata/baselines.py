@@ -193,6 +193,45 @@ def score(ds, forecasts):
     return out
 
 
+# The intervals' baseline (issue 25 item 5): the last value plus the
+# empirical quantile of its own recent errors at that horizon.
+QUANTILE_WINDOW = 200  # past errors per forecast (a rolling window)
+
+
+def quantile_baseline(ds, levels, horizons, window=QUANTILE_WINDOW):
+    """What a careful user does without a model: per series, target and
+    horizon h, the forecast of x[t+h] at level l is x[t] plus the l
+    quantile (numpy's linear) of the last `window` errors of the last value
+    h records ahead whose actuals are known at t (x[s+h] - x[s], s + h <=
+    t; at least 10). Returns {(feature index, h, level): {"coverage",
+    "pinball", "count"}} over the targets past the last fifth's start
+    (share of actuals at or below, mean pinball loss, data units)."""
+    cut = tail_start(ds)
+    acc = {}
+    for t, v in ds.series.values():
+        for f in ds.targets:
+            x = v[:, f].astype(np.float64)
+            for h in horizons:
+                if len(x) <= h + 10:
+                    continue
+                e = x[h:] - x[:-h]  # e[i] = x[i+h] - x[i], known at time i + h
+                ts = np.nonzero(t[h:] > cut)[0]  # forecasts after record i, target i + h
+                ts = ts[ts - h + 1 >= 10]  # errors e[.. i - h] known: at least 10
+                if len(ts) == 0:
+                    continue
+                lo = np.maximum(0, ts - h + 1 - window)
+                for l in levels:
+                    q = np.array([np.quantile(e[a:i - h + 1], l) for a, i in zip(lo, ts)])
+                    fc, y = x[ts] + q, x[ts + h]
+                    d = y - fc
+                    a = acc.setdefault((f, h, l), [0.0, 0.0, 0])
+                    a[0] += float((d <= 0).sum())
+                    a[1] += float(np.maximum(l * d, (l - 1) * d).sum())
+                    a[2] += len(ts)
+    return {k: {"coverage": a[0] / a[2], "pinball": a[1] / a[2], "count": a[2]}
+            for k, a in acc.items() if a[2] > 0}
+
+
 # The classical methods, in the table's order.
 METHODS = ["last", "seasonal", "ar", "ars", "hw"]
 

@@ -207,13 +207,21 @@ def train_set(lstream, bootstrap, ds, topic, fmt, opts, extra, n=None, seeds=(No
                                     vs_last=med("final_ratio_last"),
                                     vs_snaive=med("final_ratio_snaive"))
         # Per quantile level and horizon (--quantiles): the seeds' median final
-        # coverage and pinball loss.
+        # coverage and pinball loss, and the empirical quantiles' of the last
+        # value's recent errors (baselines.quantile_baseline) at that level
+        # and horizon.
         r["quantiles"] = {}
-        for key in sorted({k for got in runs for k in got["quantiles"] if k[0] == f}):
+        keys = sorted({k for got in runs for k in got["quantiles"] if k[0] == f})
+        qb = baselines.quantile_baseline(ds, sorted({k[2] for k in keys}),
+                                         sorted({k[1] for k in keys})) if keys else {}
+        for key in keys:
             v = [got["quantiles"][key] for got in runs if key in got["quantiles"]]
             med = lambda k: sorted(x[k] for x in v)[(len(v) - 1) // 2]
+            b = qb.get((f, key[1], key[2]), {})
             r["quantiles"][key[1:]] = dict(coverage=med("final_coverage"),
-                                           pinball=med("final_pinball"))
+                                           pinball=med("final_pinball"),
+                                           base_coverage=b.get("coverage", float("nan")),
+                                           base_pinball=b.get("pinball", float("nan")))
         rows.append(r)
     return rows
 

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 
+import baselines
 import datasets
 import produce
 import run
@@ -42,6 +43,16 @@ SETUPS = [
     ("replay 2", ["--replay", "2"]),
     ("horizon 12", ["--horizon", "12"]),
     ("horizon 12 quantiles", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9"]),
+    ("quantiles uncalibrated", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9",
+                                "--calibration-rate", "0"]),
+    ("quantiles rate 0.01", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9",
+                             "--calibration-rate", "0.01"]),
+    ("quantiles rate 0.02", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9",
+                             "--calibration-rate", "0.02"]),
+    ("quantiles rate 0.1", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9",
+                            "--calibration-rate", "0.1"]),
+    ("quantiles rate 0.2", ["--horizon", "12", "--quantiles", "0.1,0.5,0.9",
+                            "--calibration-rate", "0.2"]),
     ("inputs level", ["--inputs", "level"]),
     ("target level", ["--target", "level"]),
     ("before issue 17", ["--normalize", "none", "--target", "level", "--inputs", "level",
@@ -115,9 +126,23 @@ def main(argv):
             print("  " + "  ".join("h%d %.3f/%.3f" % (h, x["vs_last"], x["vs_snaive"])
                                    for h, x in sorted(r["horizons"].items())))
             if r["quantiles"]:
+                q = r["quantiles"]
                 print("  final coverage: " + "  ".join(
                     "q%g h%d %.3f" % (l, h, x["coverage"])
-                    for (h, l), x in sorted(r["quantiles"].items()) if h in (1, 6, 12)))
+                    for (h, l), x in sorted(q.items()) if h in (1, 6, 12)))
+                print("  final pinball (the empirical quantiles' of the last value's last "
+                      "%d errors): " % baselines.QUANTILE_WINDOW + "  ".join(
+                          "q%g h%d %.4g (%.4g)" % (l, h, x["pinball"], x["base_pinball"])
+                          for (h, l), x in sorted(q.items()) if h in (1, 6, 12)))
+                over = ["q%g h%d %.4g/%.4g" % (l, h, x["pinball"], x["base_pinball"])
+                        for (h, l), x in sorted(q.items()) if not x["pinball"] <= x["base_pinball"]]
+                print("  pinball at or below the baseline's: %d of %d levels x horizons%s" % (
+                    len(q) - len(over), len(q), "; over: " + "  ".join(over) if over else ""))
+                # The 0.1 to 0.9 interval's share (the quantiles never cross):
+                # the medians' difference, each level's median seed.
+                print("  final 80% interval: " + "  ".join(
+                    "h%d %.3f" % (h, q[(h, 0.9)]["coverage"] - q[(h, 0.1)]["coverage"])
+                    for h in (1, 6, 12) if (h, 0.9) in q and (h, 0.1) in q))
     return 0
 
 
