@@ -4,6 +4,7 @@
 #include "kafka_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -148,4 +149,67 @@ void kafka_log_get(kafka_log_t *log, char *buf, size_t size) {
   pthread_mutex_lock(&log->lock);
   snprintf(buf, size, "%s", log->last[0] ? log->last : "(none)");
   pthread_mutex_unlock(&log->lock);
+}
+
+ls_err_t kafka_end_offsets(const char *brokers, const char *const *settings, int n_settings,
+                           const char *topic, const char *level, int32_t n, int timeout_ms,
+                           int64_t *end) {
+  rd_kafka_conf_t *k = NULL;
+  LS_FORWARD_IF_ERROR(kafka_conf_new(brokers, NULL, 0, settings, n_settings, &k));
+  char errstr[512];
+  if (rd_kafka_conf_set(k, "isolation.level", level, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_destroy(k);
+    return ls_error_set(LS_ERR_KAFKA, "isolation.level=%s: %s", level, errstr);
+  }
+  rd_kafka_t *const rk = rd_kafka_new(RD_KAFKA_CONSUMER, k, errstr, sizeof errstr);
+  if (rk == NULL) {
+    rd_kafka_conf_destroy(k);
+    return ls_error_set(LS_ERR_KAFKA, "cannot create a Kafka consumer: %s", errstr);
+  }
+  rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+  int32_t q = 0;
+  for (int64_t lo = 0; q < n && kerr == RD_KAFKA_RESP_ERR_NO_ERROR; q++)
+    kerr = kafka_watermarks(rk, topic, q, timeout_ms, &lo, &end[q]);
+  rd_kafka_destroy(rk);
+  LS_RETURN_IF(kerr != RD_KAFKA_RESP_ERR_NO_ERROR, LS_ERR_KAFKA,
+               "topic '%s' partition %d: its end offset for %s: %s", topic, (int)q - 1, level,
+               rd_kafka_err2str(kerr));
+  return LS_OK;
+}
+
+ls_err_t kafka_abort_left_open(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ls_publisher_conf_t *c,
+                               int32_t n) {
+  int64_t *const end = calloc(2 * (size_t)n, sizeof *end);
+  LS_RETURN_IF(end == NULL, LS_ERR_NOMEM, "publisher: out of memory");
+  ls_err_t err = kafka_end_offsets(c->brokers, c->settings, c->n_settings, c->topic,
+                                   "read_committed", n, c->timeout_ms, end);
+  if (err == LS_OK)
+    err = kafka_end_offsets(c->brokers, c->settings, c->n_settings, c->topic, "read_uncommitted", n,
+                            c->timeout_ms, end + n);
+  int open = 0;
+  for (int32_t q = 0; err == LS_OK && q < n; q++)
+    open += end[q] < end[n + q];
+  if (err != LS_OK || open == 0) {
+    free(end);
+    return err;
+  }
+  rd_kafka_error_t *e = rd_kafka_begin_transaction(rk);
+  rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+  for (int32_t q = 0; e == NULL && !kerr && q < n; q++)
+    if (end[q] < end[n + q])
+      kerr = rd_kafka_producev(rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(q),
+                               RD_KAFKA_V_KEY("lstream", 7), RD_KAFKA_V_END);
+  free(end);
+  /* Delivered first: an abort purges what is not, maybe before its
+   * partition joined the transaction (no marker there then). */
+  if (e == NULL && !kerr) kerr = rd_kafka_flush(rk, c->timeout_ms);
+  if (e == NULL && !kerr) e = rd_kafka_abort_transaction(rk, c->timeout_ms);
+  if (e == NULL && !kerr) return LS_OK;
+  err = ls_error_set(LS_ERR_KAFKA,
+                     "topic '%s': cannot abort what transactional id %s left open on %d "
+                     "partitions: %s",
+                     c->topic, c->transactional_id, open,
+                     e != NULL ? rd_kafka_error_string(e) : rd_kafka_err2str(kerr));
+  if (e != NULL) rd_kafka_error_destroy(e);
+  return err;
 }

@@ -11,6 +11,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "lstream/error.h"
+#include "lstream/produce.h" /* ls_publisher_conf_t */
 
 /* Sets each "key=value" of settings [n] on conf, in order, so that later ones
  * win. A malformed entry or one librdkafka refuses fails with
@@ -24,6 +25,31 @@ ls_err_t kafka_check_topic(const char *topic);
  * [n_extra], then settings [n_settings] (later ones win). */
 ls_err_t kafka_conf_new(const char *brokers, const char *const *extra, int n_extra,
                         const char *const *settings, int n_settings, rd_kafka_conf_t **out);
+
+/* Each partition 0..n-1 of topic's end for a consumer of isolation.level
+ * `level` ("read_committed": its last stable offset, before the first
+ * transaction still open; "read_uncommitted": its high watermark), into
+ * end [n], through a consumer on brokers and settings [n_settings]. */
+ls_err_t kafka_end_offsets(const char *brokers, const char *const *settings, int n_settings,
+                           const char *topic, const char *level, int32_t n, int timeout_ms,
+                           int64_t *end);
+
+/* Ends, aborted, a transaction of producer rk's id left open on some
+ * partitions with no marker: a broker restarted after an outage aborts a
+ * transaction past its timeout before it knows those partitions' leaders,
+ * and skips their markers ("Couldn't find leader endpoint ... can be
+ * skipped"). read_committed consumers (the read-back: their end is the last
+ * stable offset) stop before its records, and this producer id's next
+ * commit there would commit them: forecasts twice. A partition whose last
+ * stable offset is below its high watermark once init_transactions ended
+ * what the coordinator knew open gets one empty record in a transaction
+ * then aborted, whose marker (this producer id, a newer epoch) ends the old
+ * records too. Another producer's transaction open there costs a record.
+ * The check also follows the client's own aborts (the broker may have
+ * aborted first). c: rk's brokers, settings, topic (rkt, n partitions),
+ * transactional id and timeout (flush, abort). */
+ls_err_t kafka_abort_left_open(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ls_publisher_conf_t *c,
+                               int32_t n);
 
 /* Asks for topic rkt's metadata until it lists partitions (each with a
  * leader, when `leaders`) or timeout_ms has passed (the cluster may still

@@ -79,7 +79,9 @@ struct ls_publisher_s {
   int idle;      /* the thread waits on wake: a send wakes it */
   char why[512]; /* the failure */
   ls_publisher_stats_t st;
-  int64_t *next; /* [partitions] one past the highest offset written */
+  int64_t *next;            /* [partitions] one past the highest offset written */
+  ls_publisher_conf_t conf; /* the caller's, on the copies below */
+  char *brokers, *txn_id, **settings;
   /* The thread's own. */
   msg_list_t pending;
   int64_t produced; /* pending.m[0 .. produced) are in the open transaction */
@@ -160,7 +162,7 @@ static void fail(ls_publisher_t *p, const char *what, const rd_kafka_error_t *e)
   int const fenced = e != NULL && rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__FENCED;
   if (!p->failed)
     snprintf(p->why, sizeof p->why, "publishing to topic '%s': %s: %s%s", p->topic, what,
-             e != NULL ? rd_kafka_error_string(e) : "out of memory",
+             e != NULL ? rd_kafka_error_string(e) : ls_last_error(),
              fenced ? " (another trainer took over this run, or a broker outage outlasted the "
                       "transaction timeout, transaction.timeout.ms: restart it, and the resumed "
                       "run publishes each forecast once)"
@@ -259,7 +261,11 @@ static int abort_open(ls_publisher_t *p) {
   pthread_mutex_lock(&p->lock);
   p->st.aborts++;
   pthread_mutex_unlock(&p->lock);
-  return 0;
+  /* The broker may have aborted it first, skipping markers (a restart):
+   * what it left open would go out with the next commit. */
+  if (kafka_abort_left_open(p->rk, p->rkt, &p->conf, p->partitions) == LS_OK) return 0;
+  fail(p, "after an abort", NULL);
+  return -1;
 }
 
 /* Commits the open transaction. Returns -1 on a failure for good. */
@@ -310,7 +316,10 @@ static int take_in(ls_publisher_t *p, int *quit, int64_t *ask) {
   *quit = p->quit;
   *ask = p->ask;
   pthread_mutex_unlock(&p->lock);
-  if (rc != 0) fail(p, "holding messages", NULL);
+  if (rc != 0) {
+    ls_error_set(LS_ERR_NOMEM, "out of memory");
+    fail(p, "holding messages", NULL);
+  }
   return rc;
 }
 
@@ -450,6 +459,21 @@ static ls_err_t check_topic(ls_publisher_t *p, const ls_publisher_conf_t *c) {
                       c->topic, rd_kafka_err2str(err), c->timeout_ms, logged);
 }
 
+/* p->conf: c with its strings copied (the thread ends what an abort left
+ * open with it). */
+static ls_err_t conf_copy(ls_publisher_t *p, const ls_publisher_conf_t *c) {
+  p->conf = *c;
+  p->conf.brokers = p->brokers = strdup(c->brokers);
+  p->conf.transactional_id = p->txn_id = strdup(c->transactional_id);
+  p->conf.topic = p->topic;
+  p->settings = calloc((size_t)c->n_settings + 1, sizeof *p->settings);
+  int ok = p->brokers != NULL && p->txn_id != NULL && p->settings != NULL;
+  for (int i = 0; ok && i < c->n_settings; i++)
+    ok = (p->settings[i] = strdup(c->settings[i])) != NULL;
+  p->conf.settings = (const char *const *)p->settings;
+  return ok ? LS_OK : ls_error_set(LS_ERR_NOMEM, "publisher: out of memory");
+}
+
 ls_err_t ls_publisher_new(const ls_publisher_conf_t *c, ls_publisher_t **out) {
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "publisher: out is NULL");
   *out = NULL;
@@ -472,6 +496,8 @@ ls_err_t ls_publisher_new(const ls_publisher_conf_t *c, ls_publisher_t **out) {
   if (err == LS_OK) err = check_topic(p, c);
   if (err == LS_OK && (p->next = calloc((size_t)p->partitions, sizeof *p->next)) == NULL)
     err = ls_error_set(LS_ERR_NOMEM, "publisher: out of memory");
+  if (err == LS_OK) err = conf_copy(p, c);
+  if (err == LS_OK) err = kafka_abort_left_open(p->rk, p->rkt, &p->conf, p->partitions);
   for (int32_t q = 0; err == LS_OK && q < p->partitions; q++) { /* where ours will land */
     int64_t lo = 0;
     rd_kafka_resp_err_t const kerr =
@@ -514,6 +540,9 @@ void ls_publisher_destroy(ls_publisher_t *p) {
   list_free(&p->pending);
   free(p->next);
   free(p->topic);
+  for (int i = 0; p->settings != NULL && i < p->conf.n_settings; i++)
+    free(p->settings[i]);
+  free(p->settings), free(p->brokers), free(p->txn_id);
   kafka_log_destroy(&p->log);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->wake);

@@ -315,8 +315,11 @@ typedef struct ls_publisher_s ls_publisher_t;
 
 /* Connects, checks that the topic can be written (its metadata: it exists,
  * or the cluster created it, and every partition has a leader), starts the
- * transactions (fencing any producer of the same transactional id) and
- * the thread. An error names the topic and why. */
+ * transactions (fencing any producer of the same transactional id), ends
+ * aborted what that id left open on the topic's partitions (a transaction
+ * a restarted broker aborted without writing its markers there: one empty
+ * record in an aborted transaction on each such partition) and starts the
+ * thread. An error names the topic and why. */
 LS_API ls_err_t ls_publisher_new(const ls_publisher_conf_t *conf, ls_publisher_t **out);
 
 /* Stops the thread and closes the producer; messages not yet committed

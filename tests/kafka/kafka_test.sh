@@ -16,6 +16,15 @@
 #              path, own mount namespace: a standby host): the second fences
 #              the first (init_transactions), which fails when it wakes, its
 #              transaction aborted; each forecast once, bit-identical
+#   txn_timeout  a trainer paused (SIGSTOP) in an open transaction past its
+#              transaction.timeout.ms (4 s): the broker aborts it and fences
+#              the producer; woken, the trainer fails saying so; restarted,
+#              each forecast once, bit-identical
+#   outage_timeout  live, the broker (one node) down with a transaction open
+#              longer than transaction.timeout.ms (4 s): restarted, it aborts
+#              the transaction but may leave its forecasts open on their
+#              partitions (no markers); the trainer, fenced and restarted or
+#              going on, ends them aborted: each forecast once
 #   broker_restart  live, a producer writing, the broker (one node) killed
 #              while the trainer's transaction is open, then restarted: each
 #              record's forecast once, no transaction left open
@@ -92,7 +101,7 @@ start_paused_in_transaction() {
   run plain "$lstream" "${args[@]}" --predictions-topic "$plain"
   # The transaction outlives the test unless a successor aborts it.
   txn=("${args[@]}" --predictions-topic "$preds" --snapshot-dir "$dir" --snapshot-every 5
-    -X transaction.timeout.ms=600000)
+    -X transaction.timeout.ms=${txn_timeout_ms:-600000})
   "$lstream" "${txn[@]}" >"$work/first.out" 2>"$work/first.err" &
   pid=$!
   pause_in_transaction # from its start: a replay this size takes about a second
@@ -133,6 +142,68 @@ check_after_successor() {
     fail "forecasts lost, twice, or not the uninterrupted run's"
 }
 
+# Wakes paused trainer $pid (SIGCONT), fenced meanwhile, and waits (120 s
+# at most) for it to fail saying so.
+wake_fenced() {
+  local rc=0
+  kill -CONT $pid
+  timeout 120 tail --pid=$pid -f /dev/null || fail "the fenced trainer still runs 120 s after waking"
+  wait $pid || rc=$?
+  # librdkafka says "fenced by a newer instance", or the broker "an operation
+  # with an old epoch" when a produce request meets the fence first.
+  echo "the paused trainer, woken, exited $rc: $(grep -Ei 'fenced|old epoch' "$work/first.err" || true)"
+  [ $rc != 0 ] || fail "the fenced trainer exited 0"
+  grep -Eqi 'fenced|old epoch' "$work/first.err" ||
+    { cat "$work/first.err" >&2; fail "the fenced trainer does not say so"; }
+}
+
+# A live source $src (4 partitions) fed by feed START_MS (8 series x 200
+# records at 400/s) and an empty predictions topic $preds (2 partitions).
+live_topics() {
+  src=src-$sfx preds=preds-$sfx dir=$work/snaps
+  admin create "$bootstrap" "$src:4"
+  admin create "$bootstrap" "$preds:2"
+}
+feed() { # START_MS
+  "$lstream" produce --brokers "$bootstrap" --topic "$src" --features 2 --generator sine \
+    --noise 0.05 --seed 5 --series 8 --records-per-series 200 --rate 400 --start-ms "$1" \
+    >"$work/produce.out" 2>&1 || fail "the producer failed: $(cat "$work/produce.out")"
+}
+
+# The first feed going in, live trainer "${live[@]}" started (pid $pid; its
+# output in $work/NAME.out, .err), paused in an open transaction, the
+# broker (node 1) killed, the trainer let go on.
+down_in_transaction() {
+  feed 1704067200000 &
+  producer=$!
+  "$lstream" "${live[@]}" --metrics "$work/metrics" >"$work/$1.out" 2>"$work/$1.err" &
+  pid=$!
+  wait_step $pid 3 || { cat "$work/$1.err" >&2; fail "the trainer stopped early"; }
+  pause_in_transaction
+  wait $producer
+  "$here/kafka.sh" kill "$cluster" 1
+  kill -CONT $pid
+}
+
+# After both feeds: waits (120 s at most) until every record's next
+# forecast is committed and no transaction is open, stops live trainer $pid
+# (SIGTERM; its stdout and stderr in $work/NAME.out, .err) and checks each
+# forecast once.
+end_live() {
+  for _ in $(seq 240); do
+    counts "$preds" >/dev/null
+    [ "$committed" -ge 3200 ] && [ "$open" = 0 ] && break
+    kill -0 $pid || { cat "$work/$1.err" >&2; fail "the trainer exited"; }
+    sleep 0.5
+  done
+  kill -TERM $pid
+  wait $pid || { cat "$work/$1.err" >&2; fail "the trainer exited $? after SIGTERM"; }
+  grep -E '^(predictions|rejected)' "$work/$1.out"
+  counts "$preds"
+  [ "$open" = 0 ] || fail "a transaction is still open"
+  $check "$bootstrap" "$src" "$preds" --features 2 --expect next || fail "forecasts lost or twice"
+}
+
 case "$case_name" in
 txn_kill)
   start_paused_in_transaction
@@ -151,17 +222,87 @@ txn_fence)
   run successor unshare --mount --propagation private \
     sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$work/copy" "$dir" \
     "$lstream" "${txn[@]}"
-  kill -CONT $pid
-  rc=0
-  timeout 120 tail --pid=$pid -f /dev/null || fail "the fenced trainer still runs 120 s after waking"
-  wait $pid || rc=$?
-  # librdkafka says "fenced by a newer instance", or the broker "an operation
-  # with an old epoch" when a produce request meets the fence first.
-  echo "the paused trainer, woken, exited $rc: $(grep -Ei 'fenced|old epoch' "$work/first.err" || true)"
-  [ $rc != 0 ] || fail "the fenced trainer exited 0"
-  grep -Eqi 'fenced|old epoch' "$work/first.err" ||
-    { cat "$work/first.err" >&2; fail "the fenced trainer does not say so"; }
+  wake_fenced
   check_after_successor successor
+  ;;
+txn_timeout)
+  # issue 23 item 9: the trainer paused (SIGSTOP) in an open transaction
+  # past its transaction.timeout.ms (4 s): the broker aborts the transaction
+  # (its check runs every second here) and fences the producer (epoch
+  # bumped). Woken, the trainer fails, fenced; restarted from its snapshots,
+  # each forecast once, bit-identical to the uninterrupted run's.
+  txn_timeout_ms=4000
+  start_paused_in_transaction
+  for _ in $(seq 120); do # until the broker aborted it (60 s at most)
+    counts "$preds" >/dev/null
+    [ "$open" = 0 ] && break
+    sleep 0.5
+  done
+  counts "$preds"
+  [ "$open" = 0 ] || fail "the broker did not abort the paused transaction within 60 s"
+  wake_fenced
+  run successor "$lstream" "${txn[@]}"
+  check_after_successor successor
+  ;;
+outage_timeout)
+  # issue 23 item 9 on the real broker: live, the broker (one node) down
+  # longer than the trainer's transaction.timeout.ms (4 s) with a
+  # transaction open. Restarted, the broker aborts the transaction as it
+  # loads it, and when it does so before it knows the forecasts' partitions'
+  # leaders it skips their markers ("Couldn't find leader endpoint ... can
+  # be skipped" in its log): the forecasts stay in a transaction open there,
+  # and the next commit of the same transactional id commits them. The
+  # trainer either is fenced (exits; restarted, its read-back stops at the
+  # last stable offset, before them, and it makes them again) or, its epoch
+  # bumped by librdkafka, aborts and produces them again: forecasts twice,
+  # unless what was left open is ended aborted (kafka_abort_left_open) at
+  # start and after each abort. The skip is a race of the broker's start
+  # (about two restarts in three): up to 3 tries (fresh topics) until its log
+  # shows it; where none shows it, the third goes on as an outage past the
+  # timeout whose markers were written (each forecast once all the same),
+  # said in the log: the test does not fail on the broker's luck.
+  for try in 1 2 3; do
+    sfx=$(printf '%04x' $((RANDOM)))
+    live_topics
+    live=("${args[@]}" --topic "$src" --deadline-ms 50 --predictions-topic "$preds" --quiet
+      --snapshot-dir "$dir" --snapshot-every 4 -X transaction.timeout.ms=4000)
+    down_in_transaction first
+    sleep 8 # down past the timeout
+    "$here/kafka.sh" restart "$cluster" 1
+    if grep -q "Couldn't find leader endpoint for partitions Set(.*$preds-" \
+      "$cluster/node-1/server.log"; then
+      echo "try $try: the broker skipped the markers of the transaction it aborted"
+      break
+    fi
+    echo "try $try: the broker wrote the markers (the case did not arise)"
+    [ $try -lt 3 ] || {
+      echo "NOTE: 3 tries, the broker wrote every marker: checking each forecast once across" \
+        "an outage past the timeout only, not the skipped markers"
+      break
+    }
+    kill -TERM $pid 2>/dev/null || true
+    wait $pid || true
+    rm -rf "$dir"
+  done
+  feed 1704067400000 &
+  producer=$!
+  # Fenced, the first trainer fails (a live one may only say so, in a
+  # snapshot's warning) and a second one resumes; else it goes on.
+  name=first
+  for _ in $(seq 200); do # 20 s
+    kill -0 $pid 2>/dev/null && ! grep -qi fenced "$work/first.err" || break
+    sleep 0.1
+  done
+  if ! kill -0 $pid 2>/dev/null || grep -qi fenced "$work/first.err"; then
+    kill -KILL $pid 2>/dev/null || true
+    wait $pid || true
+    echo "the first trainer, fenced: $(grep -i 'fenced' "$work/first.err" | head -1)"
+    name=second
+    "$lstream" "${live[@]}" --metrics "$work/metrics2" >"$work/second.out" 2>"$work/second.err" &
+    pid=$!
+  fi
+  wait $producer
+  end_live $name
   ;;
 broker_restart)
   # The cluster's only node killed (SIGKILL) while the trainer's transaction
@@ -169,40 +310,14 @@ broker_restart)
   # The source is written before and after, never across the restart (an
   # idempotent librdkafka 2.0 producer may write a record twice across a
   # broker's crash: the source would then hold duplicates, rejected).
-  src=src-$sfx preds=preds-$sfx dir=$work/snaps
-  admin create "$bootstrap" "$src:4"
-  admin create "$bootstrap" "$preds:2"
-  feed() { # START_MS: 8 series x 200 records at 400/s
-    "$lstream" produce --brokers "$bootstrap" --topic "$src" --features 2 --generator sine \
-      --noise 0.05 --seed 5 --series 8 --records-per-series 200 --rate 400 --start-ms "$1" \
-      >"$work/produce.out" 2>&1 || fail "the producer failed: $(cat "$work/produce.out")"
-  }
-  feed 1704067200000 &
-  producer=$!
-  "$lstream" "${args[@]}" --topic "$src" --deadline-ms 50 --predictions-topic "$preds" --quiet \
-    --snapshot-dir "$dir" --snapshot-every 4 --metrics "$work/metrics" >"$work/live.out" \
-    2>"$work/live.err" &
-  pid=$!
-  wait_step $pid 3 || { cat "$work/live.err" >&2; fail "the trainer stopped early"; }
-  pause_in_transaction
-  wait $producer
-  "$here/kafka.sh" kill "$cluster" 1
-  kill -CONT $pid
+  live_topics
+  live=("${args[@]}" --topic "$src" --deadline-ms 50 --predictions-topic "$preds" --quiet
+    --snapshot-dir "$dir" --snapshot-every 4)
+  down_in_transaction live
   echo "the broker killed with a transaction open; restarting it"
   "$here/kafka.sh" restart "$cluster" 1
   feed 1704067400000
-  for _ in $(seq 240); do # every record's next forecast committed (or 120 s)
-    counts "$preds" >/dev/null
-    [ "$committed" -ge 3200 ] && [ "$open" = 0 ] && break
-    kill -0 $pid || { cat "$work/live.err" >&2; fail "the trainer exited"; }
-    sleep 0.5
-  done
-  kill -TERM $pid
-  wait $pid || { cat "$work/live.err" >&2; fail "the trainer exited $? after SIGTERM"; }
-  grep -E '^(predictions|rejected)' "$work/live.out"
-  counts "$preds"
-  [ "$open" = 0 ] || fail "a transaction is still open"
-  $check "$bootstrap" "$src" "$preds" --features 2 --expect next || fail "forecasts lost or twice"
+  end_live live
   ;;
 groups)
   src=src-$sfx group=lstream-$sfx

@@ -12,6 +12,12 @@
 #   wait_for WHAT SECONDS COMMAND...  polls COMMAND every 0.1 s until it succeeds,
 #                            failing with WHAT after SECONDS
 #   mpi_env                  environment for mpirun tests (root, oversubscription, LSan)
+#   kill_trainer             SIGKILL the trainers on $bootstrap; fails if there was none
+#                            (a test may redefine it: one rank of an mpirun job)
+#   kill_at POINT LAUNCH...  runs trainer LAUNCH (--metrics $work/metrics added; output in
+#                            $work/k.out, .err) and kills it (kill_trainer) where POINT is:
+#                            a step number, or "write" (needs $stopper: stop_at.so); fails
+#                            if the run ends first
 # Needs $lstream set before it is sourced.
 work=$(mktemp -d)
 broker_pid=
@@ -72,4 +78,33 @@ mpi_env() {
   # checks are off for the ranks only; ASan's memory errors and UBSan stay
   # on, and the single-process train tests check the same code for leaks.
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+
+kill_trainer() { pkill -9 -f "lstream train --brokers $bootstrap"; }
+
+# kill_at: the trainer stops itself where the point is ($stopper,
+# stop_at.c, preloaded), so the kill lands there however fast or loaded the
+# machine (a poll for the point, as before, missed a snapshot write of a few
+# ms now and then, and a short run could end before the poll saw its step):
+# a step number: as it begins that step's metrics line (that step done, the
+# next not begun); "write": half way through writing a snapshot.
+kill_at() {
+  local point=$1 trainers="lstream train --brokers $bootstrap" pid rc=0
+  shift
+  [ -f "${stopper:-}" ] || fail "no stop_at library given: '${stopper:-}'"
+  rm -f "$work/metrics"
+  # (ASan wants its runtime first among the libraries: it is, in the trainer's own list)
+  env LD_PRELOAD="$stopper" LSTREAM_STOP_AT="$point" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+    "$@" --metrics "$work/metrics" >"$work/k.out" 2>"$work/k.err" &
+  pid=$!
+  until pgrep -r T -f "$trainers" >/dev/null; do
+    kill -0 $pid 2>/dev/null && sleep 0.01 && continue
+    wait $pid || rc=$?
+    cat "$work/k.err" >&2
+    fail "the run ended (exit $rc) before point $point"
+  done
+  kill_trainer || fail "no trainer to kill at point $point"
+  pkill -CONT -f "$trainers" || true # the rest of an mpirun job let go to end
+  wait $pid 2>/dev/null || true
 }

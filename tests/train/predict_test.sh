@@ -44,6 +44,7 @@
 set -euo pipefail
 lstream=$1
 case_name=$2
+stopper=${3:-} # stop_at.so, for kill_at (lib.sh)
 source "$(dirname "$0")/lib.sh"
 mpi_env
 check="/usr/bin/python3 $(dirname "$0")/predictions_check.py"
@@ -171,31 +172,12 @@ kill)
   run plain "$lstream" "${args[@]}" --until end --predictions-topic plain --predictions next,eval \
     --predictions-out "$work/plain.csv"
   dir=$work/snaps
-  kills=0 write_kills=0
-  for point in 30 write 80 write 149; do
-    rm -f "$work/metrics"
-    touch "$work/started"
-    "$lstream" "${args[@]}" --until end --predictions-topic killed --predictions next,eval \
-      --predictions-out "$work/killed.csv" --snapshot-dir "$dir" --snapshot-every 5 \
-      --metrics "$work/metrics" >"$work/k.out" 2>"$work/k.err" &
-    pid=$!
-    if [ "$point" = write ]; then
-      while kill -0 $pid 2>/dev/null; do
-        [ -n "$(find "$dir" -maxdepth 1 -name '.tmp-snap-*' -newer "$work/started" 2>/dev/null)" ] &&
-          break
-        sleep 0.002
-      done
-    else
-      wait_step $pid "$point" || true
-    fi
-    if kill -9 $pid 2>/dev/null; then
-      kills=$((kills + 1))
-      [ "$point" = write ] && write_kills=$((write_kills + 1))
-      echo "killed at $point"
-    fi
-    wait $pid 2>/dev/null || true
+  for point in 30 write 80 write 149; do # (kill_at, lib.sh: each is reached)
+    kill_at "$point" "$lstream" "${args[@]}" --until end --predictions-topic killed \
+      --predictions next,eval --predictions-out "$work/killed.csv" --snapshot-dir "$dir" \
+      --snapshot-every 5
+    echo "killed at $point"
   done
-  [ $kills -ge 3 ] && [ $write_kills -ge 1 ] || fail "only $kills kills ($write_kills in a write)"
   run resumed "$lstream" "${args[@]}" --until end --predictions-topic killed \
     --predictions next,eval --predictions-out "$work/killed.csv" --snapshot-dir "$dir" \
     --snapshot-every 5
