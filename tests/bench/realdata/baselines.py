@@ -19,7 +19,8 @@ Baselines, per series and target feature:
                   on the values minus the series' first value; ridge 1e-9 of
                   their mean diagonal); last value until 2 (p + 1) pairs
                   have been seen. p = max(5, P + 1), capped at 64: a fixed
-                  rule, no peeking.
+                  rule, no peeking. Iterated h steps on its own forecasts
+                  (forecast_ar_iterated), the h-step baseline of horizons.py.
   AR-S            the same online least squares on lags 1..p and the
                   seasonal lags P, P+1, 2P, 2P+1 (those beyond p; none when
                   P <= 1), p in 1..min(48, P+1) chosen by BIC on the series'
@@ -63,13 +64,13 @@ def forecast_seasonal(x, P):
     return f
 
 
-def forecast_ar(x, p, lags=None):
-    """Online AR with intercept on lags (default 1..p), refit by least
-    squares after every record."""
+def _ar_fits(x, lags):
+    """The online least squares of AR on lags (with intercept), on z = x -
+    x[0]: yields (i, coef) for i = max(lags) .. len(x), coef fitted on the
+    pairs (x[j - lags] -> x[j]) of every j < i (None until 2 (len(lags) + 1)
+    pairs have been seen), so coef at i uses x[:i] only."""
     x = np.asarray(x, np.float64)
-    lags = np.arange(1, p + 1) if lags is None else np.asarray(lags)
     n, top = len(x), int(lags.max())
-    f = forecast_last(x)
     z = x - x[0]
     d = len(lags) + 1
     A = np.zeros((d, d))
@@ -77,11 +78,8 @@ def forecast_ar(x, p, lags=None):
     pairs = 0
     coef = None
     for i in range(top, n):
+        yield i, coef
         row = np.concatenate([[1.0], z[i - lags]])
-        # Forecast x[i] from x[:i] with the coefficients fitted on pairs < i,
-        if coef is not None:
-            f[i] = x[0] + row @ coef
-        # then learn the pair (x[i - lags] -> x[i]).
         A += np.outer(row, row)
         b += row * z[i]
         pairs += 1
@@ -91,6 +89,46 @@ def forecast_ar(x, p, lags=None):
                 coef = np.linalg.solve(A + ridge * np.eye(d), b)
             except np.linalg.LinAlgError:
                 coef = None
+    yield n, coef
+
+
+def forecast_ar(x, p, lags=None):
+    """Online AR with intercept on lags (default 1..p), refit by least
+    squares after every record."""
+    x = np.asarray(x, np.float64)
+    lags = np.arange(1, p + 1) if lags is None else np.asarray(lags)
+    f = forecast_last(x)
+    z = x - x[0]
+    # Forecast x[i] from x[:i] with the coefficients fitted on pairs < i
+    # (then _ar_fits learns the pair (x[i - lags] -> x[i])).
+    for i, coef in _ar_fits(x, lags):
+        if coef is not None and i < len(x):
+            row = np.concatenate([[1.0], z[i - lags]])
+            f[i] = x[0] + row @ coef
+    return f
+
+
+def forecast_ar_iterated(x, p, H, lags=None):
+    """The same online AR iterated H steps: [n, H], [i, h - 1] the forecast
+    of x[i + h] from x[:i + 1] (the coefficients fitted on the pairs whose
+    target is at most i, each later value the previous steps' forecast);
+    the last value x[i] at every h until the fit exists. [i, 0] is
+    forecast_ar's [i + 1], bit for bit."""
+    x = np.asarray(x, np.float64)
+    lags = np.arange(1, p + 1) if lags is None else np.asarray(lags)
+    n, top = len(x), int(lags.max())
+    f = np.repeat(x[:, None], H, 1)
+    z = x - x[0]
+    buf = np.empty(top + H)
+    for j, coef in _ar_fits(x, lags):
+        i = j - 1  # the origin: x[:j] known
+        if coef is None:
+            continue
+        buf[:top] = z[j - top:j]
+        for s in range(H):
+            row = np.concatenate([[1.0], buf[top + s - lags]])
+            buf[top + s] = row @ coef
+        f[i] = x[0] + buf[top:]
     return f
 
 

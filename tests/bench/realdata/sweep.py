@@ -122,7 +122,8 @@ def main(argv):
             if not r["horizons"]:
                 continue
             print("%s, %s %s: final MSE per horizon over the last value's / the seasonal "
-                  "naive's at that horizon" % (label, r["data"], r["feature"]))
+                  "naive's at that horizon (lstream's summary: the targets in their window "
+                  "only; horizons.py scores every forecast)" % (label, r["data"], r["feature"]))
             print("  " + "  ".join("h%d %.3f/%.3f" % (h, x["vs_last"], x["vs_snaive"])
                                    for h, x in sorted(r["horizons"].items())))
             if r["quantiles"]:
