@@ -408,6 +408,11 @@ ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64
 
 ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) {
   if (!pr->live) return LS_OK;
+  /* A publisher failed for good (fenced: another trainer took over, or an
+   * outage outlasted the transaction timeout) stops the run now, not at
+   * the next record, which a quiet feed may not send for hours. */
+  int done = 0;
+  LS_FORWARD_IF_ERROR(predict_durable(pr, 0, 0, &done));
   LS_FORWARD_IF_ERROR(drain(pr));
   return serve(pr, 0, step, stop);
 }

@@ -87,7 +87,8 @@ ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64
                       const float *pred, const float *out, int64_t step,
                       volatile sig_atomic_t *stop);
 
-/* Live, between steps: serves what the tap brought. */
+/* Live, between steps: serves what the tap brought; fails where the
+ * publisher failed for good (fenced). */
 ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
 
 /* At the end of a replay that read everything: after each series' last
