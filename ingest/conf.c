@@ -44,6 +44,7 @@ static const base_key_t keys[] = {
     KEY("avro_schema", avro_schema, BASE_V_STR(0), NULL),
     KEY("avro_schema_id", avro_schema_id, BASE_V_STR(0), "none"),
     KEY("window", window, BASE_V_INT(1, LS_WINDOW_MAX), "16"),
+    KEY("horizon", horizon, BASE_V_INT(1, LS_WINDOW_MAX), "1"),
     KEY("queue_windows", queue_windows, BASE_V_I64(1, INT32_MAX), "4096"),
     KEY("buffer_records", buffer_records, BASE_V_I64(2, (double)(INT64_MAX / 4)), "16777216"),
     KEY("stop", stop_at_end, BASE_V_CHOICE(stops), "never"),

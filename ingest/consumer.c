@@ -130,9 +130,9 @@ static ls_err_t check_conf(const ls_ingest_conf_t *conf) {
   LS_RETURN_IF(conf->n_partitions == 0, LS_ERR_INVALID_ARG,
                "no partitions to consume (ls_ingest_conf_add_partition; "
                "ls_ingest_topic_partitions counts them)");
-  int64_t const one = (int64_t)conf->s.window + 1;
+  int64_t const one = (int64_t)conf->s.window + conf->s.horizon;
   LS_RETURN_IF(conf->s.buffer_records < 2 * one, LS_ERR_INVALID_ARG,
-               "buffer.records=%" PRId64 " cannot hold even two windows of T+1=%" PRId64 " records",
+               "buffer.records=%" PRId64 " cannot hold even two windows of T+G=%" PRId64 " records",
                conf->s.buffer_records, one);
   return LS_OK;
 }
@@ -237,6 +237,7 @@ ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf) {
   atomic_init(&ing->stop, 0);
   ls_err_t err = copy_conf(ing, conf);
   if (err == LS_OK) err = windower_make(ing);
+  if (err == LS_OK) err = ls_windower_set_horizon(ing->w, ing->s.horizon);
   if (err == LS_OK) err = ls_windower_set_max_abs(ing->w, ing->s.max_abs);
   if (err == LS_OK) err = ls_windower_set_reset_gap(ing->w, ing->s.reset_gap_ms);
   if (err == LS_OK) err = ls_windower_set_time_bounds(ing->w, ing->s.max_future_ms, ing->s.late_ms);

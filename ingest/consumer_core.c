@@ -72,7 +72,9 @@ int64_t consumer_buffered(const ls_ingest_t *ing) {
 }
 
 int64_t consumer_memory(const ls_ingest_t *ing, int64_t buffered) {
-  return buffered + atomic_load_explicit(&ing->queued, memory_order_relaxed) * (ing->s.window + 1) +
+  return buffered +
+         atomic_load_explicit(&ing->queued, memory_order_relaxed) *
+             (ing->s.window + ing->s.horizon) +
          atomic_load_explicit(&ing->tap_n, memory_order_relaxed);
 }
 

@@ -15,14 +15,14 @@
 
 void consumer_node_rows(const ls_ingest_t *ing, window_node_t *node, int64_t **offsets,
                         int64_t **times, float **x) {
-  size_t const rows = (size_t)ing->s.window + 1;
+  size_t const rows = (size_t)ing->s.window + (size_t)ing->s.horizon;
   *times = (int64_t *)(node + 1);
   *offsets = *times + rows;
   *x = (float *)(*offsets + rows);
 }
 
 static window_node_t *node_new(const ls_ingest_t *ing) {
-  size_t const rows = (size_t)ing->s.window + 1;
+  size_t const rows = (size_t)ing->s.window + (size_t)ing->s.horizon;
   window_node_t *const node =
       malloc(sizeof *node + 2 * rows * sizeof(int64_t) +
              (rows * (size_t)ing->s.features + (size_t)ing->s.window) * sizeof(float));
@@ -46,7 +46,13 @@ static int flight_push(part_t *part, window_node_t *node) {
   }
   node->seq = part->seq++;
   part->flight[node->seq & (part->cap_flight - 1)] = (flight_t){
-      node, node->seq, node->win.series, node->win.index, node->win.n_targets + 1, node->win.reset};
+      node,
+      node->seq,
+      node->win.series,
+      node->win.index,
+      node->win.n_targets + 1 + node->win.n_extra, /* its records after it too (an evicted
+                                                      series' are nowhere else) */
+      node->win.reset};
   return 0;
 }
 
@@ -71,7 +77,7 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
                   ing->s.features);
     return -1;
   }
-  size_t const rows = (size_t)ing->s.window + 1;
+  size_t const rows = (size_t)ing->s.window + (size_t)ing->s.horizon;
   memcpy(node->key, v->key, v->key_len + 1);
   memcpy(node->x, v->x, rows * (size_t)ing->s.features * sizeof(float));
   memcpy(node->mask, v->mask, (size_t)ing->s.window * sizeof(float));

@@ -231,6 +231,8 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
   }
   /* (a series that moved closes a window of its old partition) */
   if (win != NULL && consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
+  if (win != NULL) ls_windower_more(ing->w, &win); /* (a second: horizons, ls_windower_more) */
+  if (win != NULL && consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
   if (win == NULL) consumer_track_peak(ing);
   if (part->next >= part->end) consumer_part_finish(ing, part);
   return 0;
@@ -321,7 +323,7 @@ int consumer_service(ls_ingest_t *ing) {
       if (!part->done) consumer_set_paused(ing, 0, part);
     }
     while (part->flushing && !consumer_queue_full(ing, part)) {
-      if (consumer_make_room(ing, ing->s.window + 1) != 0) return -1;
+      if (consumer_make_room(ing, ing->s.window + ing->s.horizon) != 0) return -1;
       const ls_window_t *win = NULL;
       ls_windower_flush_next(ing->w, part->id, &win);
       if (win == NULL) {

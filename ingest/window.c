@@ -5,16 +5,20 @@
  * Series are found by key through the ground floor's key->index map
  * (include/base/keymap.h) over an array of series; the index is the
  * series' id in its windows. Each series owns one allocation: its state, a
- * buffer x [T+1, F] with the offsets and event times [T+1] of the records
+ * buffer x [T+G, F] with the offsets and event times [T+G] of the records
  * in it, and its key. Values are decoded straight into the next free
- * row. When row T is filled the buffer is a complete window (inputs rows
- * 0..T-1, targets rows 1..T) and is handed out as is; row T moves to row 0
- * on the series' next record (the carry), so windows overlap by one record
- * and nothing is copied per record.
+ * row. When row T+G-1 is filled the buffer is a complete window (inputs
+ * rows 0..T-1, targets rows 1..T, and with a horizon G > 1 the G-1 records
+ * after them, targets of its later horizons only) and is handed out as is;
+ * rows T..T+G-1 move to rows 0..G-1 on the series' next record (the
+ * carry), so windows overlap by G records and nothing is copied per
+ * record. A horizon's records after a window are data, never timing: a
+ * window waits for them (or for its series' end: a flush, a gap, a move),
+ * so a replay's windows are the same however its records arrive.
  *
  * Each partition keeps the series that hold records in a list ordered by
- * their oldest held record (the low offset: row 0, or row T while it waits
- * to be carried). A series' low offset only changes to the record just
+ * their oldest held record (the low offset: row 0, or row T while the
+ * carry waits). A series' low offset only changes to the record just
  * pushed (its first, or the last target of a window it completed), so it
  * moves to the tail: O(1) per record when a partition's offsets increase,
  * as Kafka's do. The head is the partition's lowest held offset (what a
@@ -146,44 +150,6 @@ static ls_err_t part_get(ls_windower_t *w, int32_t id, wpart_t **out) {
   return LS_OK;
 }
 
-/* The offset of the oldest record s holds (count > 0). */
-static int64_t series_low(const series_t *s, int T) {
-  return s->offsets[s->count == T + 1 ? T : 0];
-}
-
-static void list_unlink(series_t *s) {
-  wpart_t *const p = s->part;
-  if (s->prev != NULL)
-    s->prev->next = s->next;
-  else
-    p->head = s->next;
-  if (s->next != NULL)
-    s->next->prev = s->prev;
-  else
-    p->tail = s->prev;
-  s->prev = s->next = NULL;
-}
-
-/* Links s into its partition's list by its low offset, searching from the
- * tail (where offsets pushed in order put it at once). */
-static void list_insert(series_t *s, int T) {
-  wpart_t *const p = s->part;
-  int64_t const low = series_low(s, T);
-  series_t *after = p->tail;
-  while (after != NULL && series_low(after, T) > low)
-    after = after->prev;
-  s->prev = after;
-  s->next = after != NULL ? after->next : p->head;
-  if (s->next != NULL)
-    s->next->prev = s;
-  else
-    p->tail = s;
-  if (after != NULL)
-    after->next = s;
-  else
-    p->head = s;
-}
-
 /* Adds a series of key [key_len] on `partition` with its first row (values
  * [F] from `first`) to come, its windows numbered from index. */
 ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, size_t key_len,
@@ -191,7 +157,7 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
   wpart_t *part = NULL;
   LS_FORWARD_IF_ERROR(part_get(w, partition, &part));
   LS_FORWARD_IF_ERROR(table_reserve(&w->series, "series"));
-  size_t const rows = (size_t)w->T + 1;
+  size_t const rows = (size_t)w->T + (size_t)w->G;
   size_t const body = 2 * rows * sizeof(int64_t) + rows * (size_t)w->F * sizeof(float);
   series_t *const s = item_new(sizeof(series_t), body, key, key_len);
   LS_RETURN_IF(s == NULL, LS_ERR_NOMEM, "windower: no memory for series %zu (%zu bytes)",
@@ -229,6 +195,31 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 /* ------------------------------------------------------------------------ */
 /* Windower                                                                  */
 
+/* (Re)makes the gap buffers for windows of T+G rows, horizon G. */
+static ls_err_t gap_new(ls_windower_t *w, int G) {
+  size_t const rows = (size_t)w->T + (size_t)G;
+  free(w->gap), free(w->gap_x), free(w->gap2), free(w->gap2_x);
+  w->gap = malloc(2 * rows * sizeof(int64_t));
+  w->gap2 = malloc(2 * rows * sizeof(int64_t));
+  w->gap_x = malloc(rows * (size_t)w->F * sizeof(float));
+  w->gap2_x = malloc(rows * (size_t)w->F * sizeof(float));
+  w->G = G;
+  LS_RETURN_IF(!w->gap || !w->gap2 || !w->gap_x || !w->gap2_x, LS_ERR_NOMEM,
+               "windower: out of memory (F=%d, T=%d, horizon %d)", w->F, w->T, G);
+  return LS_OK;
+}
+
+ls_err_t ls_windower_set_horizon(ls_windower_t *w, int G) {
+  LS_RETURN_IF(w == NULL || G < 1 || G > w->T, LS_ERR_INVALID_ARG,
+               "ls_windower_set_horizon: w must not be NULL and G (%d) in [1, T=%d]: a window "
+               "holds G-1 records after it, fewer than its own",
+               G, w == NULL ? 0 : w->T);
+  LS_RETURN_IF(w->next_id > 0, LS_ERR_STATE,
+               "ls_windower_set_horizon: set it before the first record (%lld series held)",
+               (long long)w->next_id);
+  return G == w->G ? LS_OK : gap_new(w, G);
+}
+
 ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec, int T) {
   LS_RETURN_IF(out == NULL || spec == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_new_spec: out and spec must not be NULL");
@@ -248,13 +239,10 @@ ls_err_t ls_windower_new_spec(ls_windower_t **out, const ls_record_spec_t *spec,
   w->T = T;
   w->max_abs = INFINITY;
   w->moved_from = -1;
-  size_t const rows = (size_t)T + 1;
   w->scratch = malloc((size_t)F * sizeof(float));
   w->ones = malloc((size_t)T * sizeof(float));
   w->partial_mask = malloc((size_t)T * sizeof(float));
-  w->gap = malloc(2 * rows * sizeof(int64_t));
-  w->gap_x = malloc(rows * (size_t)F * sizeof(float));
-  if (!w->scratch || !w->ones || !w->partial_mask || !w->gap || !w->gap_x) {
+  if (!w->scratch || !w->ones || !w->partial_mask || gap_new(w, 1) != LS_OK) {
     ls_windower_destroy(w);
     return ls_error_set(LS_ERR_NOMEM, "windower: out of memory (F=%d, T=%d)", F, T);
   }
@@ -286,64 +274,13 @@ void ls_windower_destroy(ls_windower_t *w) {
   free(w->scratch);
   free(w->ones);
   free(w->partial_mask);
-  free(w->gap), free(w->gap_x);
+  free(w->gap), free(w->gap_x), free(w->gap2), free(w->gap2_x);
   ls_decoder_destroy(w->dec);
   free(w);
 }
 
 const char *ls_windower_why(const ls_windower_t *w) {
   return w == NULL ? "" : w->why[0] ? w->why : ls_decoder_why(w->dec);
-}
-
-/* Points w->view at a window of series s whose rows are x [T+1, F],
- * offsets and times [T+1], n_targets valid targets. */
-static const ls_window_t *window_view(ls_windower_t *w, series_t *s, const float *x,
-                                      const int64_t *offsets, const int64_t *times, int n_targets,
-                                      const float *mask) {
-  ls_window_t *const v = &w->view;
-  v->key = s->k.key;
-  v->key_len = s->k.key_len;
-  v->series = s->id;
-  v->partition = s->part->id;
-  v->index = s->index++;
-  v->first_offset = offsets[0];
-  v->last_offset = offsets[n_targets];
-  v->T = w->T;
-  v->F = w->F;
-  v->n_targets = n_targets;
-  v->x = x;
-  v->mask = mask;
-  v->times = times;
-  v->offsets = offsets;
-  v->reset = s->reset;
-  s->reset = 0;
-  return v;
-}
-
-/* The partial window of s's n (>= 2) rows, its rows past them padding: in
- * the series' own buffer, or (gap) copied to the windower's gap buffer. */
-static const ls_window_t *partial_view(ls_windower_t *w, series_t *s, int n, int gap) {
-  int const F = w->F, T = w->T;
-  size_t const rows = (size_t)T + 1;
-  float *const x = gap ? w->gap_x : s->x;
-  int64_t *const offsets = gap ? w->gap : s->offsets, *const times = offsets + (gap ? rows : 0);
-  int64_t *const t_of = gap ? times : s->times;
-  if (gap) {
-    memcpy(x, s->x, (size_t)n * F * sizeof(float));
-    memcpy(offsets, s->offsets, (size_t)n * sizeof(int64_t));
-    memcpy(t_of, s->times, (size_t)n * sizeof(int64_t));
-  }
-  /* Rows n..T are padding: zero them so no stale values reach a model. */
-  memset(x + (size_t)n * F, 0, (size_t)(T + 1 - n) * F * sizeof(float));
-  for (int t = n; t <= T; t++)
-    t_of[t] = offsets[t] = -1;
-  for (int t = 0; t < T; t++)
-    w->partial_mask[t] = t < n - 1 ? 1.0f : 0.0f;
-  return window_view(w, s, x, offsets, t_of, n - 1, w->partial_mask);
-}
-
-const ls_window_t *window_partial(ls_windower_t *w, series_t *s, int n) {
-  return partial_view(w, s, n, 1);
 }
 
 static ls_reject_t reject(ls_windower_t *w, ls_reject_t reason) {
@@ -414,38 +351,25 @@ static ls_reject_t check_range(const ls_windower_t *w, ls_reject_t r, const floa
   return LS_REJECT_NONE;
 }
 
-/* Records of s not yet in a complete window. */
-int window_series_pending(const series_t *s, int T) {
-  return s->count == T + 1 ? 1 : s->count;
+int window_series_pending(const ls_windower_t *w, const series_t *s) {
+  return s->count == w->T + w->G ? w->G : s->count;
 }
 
-/* Makes room for s's next row: the carry (row T to row 0) after a window,
- * or, when its event time t jumps more than the gap bound, a restart: what
- * s holds goes out as a partial window (*closed, with 2 rows or more) or
- * is dropped (a lone row has no target), and its next window is reset. */
+/* Makes room for s's next row: the carry after a window, or, when its
+ * event time t jumps more than the gap bound, a restart: what s holds goes
+ * out (window_close: *closed, w->more), and its next window is reset. */
 void window_next_row(ls_windower_t *w, series_t *s, int64_t t, const ls_window_t **closed) {
-  int const F = w->F, T = w->T;
+  w->more = NULL;
   if (w->reset_gap > 0 && t >= 0 && s->last_time >= 0 && t - s->last_time > w->reset_gap &&
       s->count > 0) {
-    int const n = window_series_pending(s, T); /* 1 for a carry: dropped */
-    list_unlink(s);
-    w->stats.buffered -= n;
-    if (n >= 2) *closed = partial_view(w, s, n, 1);
-    s->count = 0;
+    w->stats.buffered -= window_close(w, s, closed);
     s->reset = 1;
     w->stats.resets++;
     return;
   }
-  if (s->count == T + 1) { /* the carry: last target becomes the first input */
-    memcpy(s->x, s->x + (size_t)T * F, (size_t)F * sizeof(float));
-    s->offsets[0] = s->offsets[T];
-    s->times[0] = s->times[T];
-    s->count = 1;
-  }
+  window_carry(w, s);
 }
 
-/* Row s->count (its values written) accepted with its offset and time;
- * *complete: the window it completes, if it does. */
 /* Unlinks s from its partition's list by arrival. */
 static void lru_unlink(series_t *s) {
   wpart_t *const p = s->part;
@@ -460,9 +384,11 @@ static void lru_unlink(series_t *s) {
   s->lru_prev = s->lru_next = NULL;
 }
 
+/* Row s->count (its values written) accepted with its offset and time;
+ * *complete: the window it completes, if it does. */
 void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
                        const ls_window_t **complete) {
-  int const T = w->T;
+  int const T = w->T, G = w->G;
   wpart_t *const p = s->part;
   s->times[s->count] = t >= 0 ? t : -1;
   s->offsets[s->count++] = offset;
@@ -476,13 +402,13 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
   }
   w->stats.accepted++;
   w->stats.buffered++;
-  if (s->count == 1) list_insert(s, T); /* it holds a record again */
-  if (s->count == T + 1) {
-    list_unlink(s); /* its low offset is now this record's: to the tail */
-    list_insert(s, T);
+  if (s->count == 1) window_list_insert(w, s); /* it holds a record again */
+  if (s->count == T + G) {
+    window_list_unlink(s); /* its low offset is now row T's: to the tail */
+    window_list_insert(w, s);
     w->stats.windows++;
-    w->stats.buffered -= T; /* row T stays, as the next window's first input */
-    *complete = window_view(w, s, s->x, s->offsets, s->times, T, w->ones);
+    w->stats.buffered -= T; /* rows T.. stay, as the next window's first inputs */
+    *complete = window_view(s, &w->view, s->x, s->offsets, s->times, T, w->F, T, G - 1, w->ones);
   }
 }
 
@@ -490,8 +416,8 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
  * `counted`), its place in the lists and in the table (the last series
  * takes its index). */
 void window_series_forget(ls_windower_t *w, series_t *s, int counted) {
-  int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
-  if (s->count > 0) list_unlink(s);
+  int const n = s->count > 0 ? window_series_pending(w, s) : 0;
+  if (s->count > 0) window_list_unlink(s);
   lru_unlink(s);
   s->part->held--;
   w->stats.buffered -= n;
@@ -520,9 +446,8 @@ ls_err_t window_series_move(ls_windower_t *w, series_t **s, uint64_t hash, const
                             size_t key_len, int32_t partition, int64_t t,
                             const ls_window_t **closed) {
   series_t *const old = *s;
-  int const n = old->count > 0 ? window_series_pending(old, w->T) : 0;
-  /* Copied to the gap buffer: the old series goes before the window is taken. */
-  if (n >= 2) *closed = window_partial(w, old, n);
+  /* Copied to the gap buffers: the old series goes before the windows are taken. */
+  if (old->count > 0) w->stats.buffered -= window_close(w, old, closed);
   int64_t const index = old->index, last = old->last_time;
   int const gap = w->reset_gap > 0 && t >= 0 && last >= 0 && t - last > w->reset_gap;
   int const reset = old->reset || gap;
@@ -532,7 +457,8 @@ ls_err_t window_series_move(ls_windower_t *w, series_t **s, uint64_t hash, const
   (*s)->last_time = last;
   (*s)->reset = reset;
   if (*closed != NULL) w->view.key = (*s)->k.key; /* the key's, as the old series' was */
-  w->stats.series--;                              /* the same series, on */
+  if (w->more != NULL) w->view2.key = (*s)->k.key;
+  w->stats.series--; /* the same series, on */
   w->stats.moved++;
   w->stats.resets += gap;
   return LS_OK;
@@ -568,6 +494,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
     return LS_REJECT__COUNT;
   }
   *complete = NULL;
+  w->more = NULL;
   w->last = NULL;
   w->moved_from = -1;
   w->decoded = LS_REJECT_NONE;
@@ -644,12 +571,20 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
   int const T = w->T;
   while (part != NULL && part->head != NULL) {
     series_t *const s = part->head;
-    int const n = window_series_pending(s, T);
-    list_unlink(s);
+    window_list_unlink(s);
+    window_carry(w, s);
+    int const n = s->count;
+    if (n > T + 1) { /* a whole window, its records after it cut short; then the rest */
+      *win = window_held_view(w, s, 0, n, 1);
+      window_shift_rows(w, s, T, n - T);
+      w->stats.buffered -= T;
+      window_list_insert(w, s);
+      return LS_OK;
+    }
     w->stats.buffered -= n;
     s->count = 0;
     if (n < 2) continue; /* a lone record: no target to train on */
-    *win = partial_view(w, s, n, 0);
+    *win = window_held_view(w, s, 0, n, 0);
     return LS_OK;
   }
   return LS_OK;

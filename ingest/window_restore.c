@@ -12,14 +12,14 @@
 
 /* s's pending rows as a series in flight into *out (pointers into s). */
 static void pending_view(const ls_windower_t *w, const series_t *s, ls_inflight_t *out) {
-  int const T = w->T, carry = s->count == T + 1;
+  int const T = w->T, carry = s->count == T + w->G;
   *out = (ls_inflight_t){s->k.key,
                          s->k.key_len,
                          s->part->id,
                          s->index,
                          s->last_time,
                          s->reset,
-                         window_series_pending(s, T),
+                         window_series_pending(w, s),
                          s->offsets + (carry ? T : 0),
                          s->times + (carry ? T : 0),
                          s->x + (size_t)(carry ? T : 0) * w->F};
@@ -124,6 +124,13 @@ static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n, unsigned c
   return LS_OK;
 }
 
+/* Hands the windows a row closed (window_next_row: win, then w->more) to fn. */
+static ls_err_t closed_to(ls_windower_t *w, const ls_window_t *win, ls_window_fn fn, void *opaque) {
+  const ls_window_t *const more = w->more;
+  ls_err_t const err = win != NULL ? fn(opaque, win) : LS_OK;
+  return err == LS_OK && more != NULL ? fn(opaque, more) : err;
+}
+
 /* Restores a superseded entry alone: its rows pushed again, the windows
  * they complete, then what it held when it moved as a partial window (as
  * window_series_move closed it), through fn; the series is forgotten. */
@@ -139,14 +146,17 @@ static ls_err_t restore_moved(ls_windower_t *w, const ls_inflight_t *in, ls_wind
   for (int r = 1; r < in->rows && err == LS_OK; r++) {
     win = NULL;
     window_next_row(w, s, in->times[r], &win);
-    if (win != NULL) err = fn(opaque, win);
+    err = closed_to(w, win, fn, opaque);
     memcpy(s->x + (size_t)s->count * w->F, in->x + (size_t)r * w->F, (size_t)w->F * sizeof(float));
     win = NULL;
     if (err == LS_OK) window_accept_row(w, s, in->offsets[r], in->times[r], &win);
     if (win != NULL && err == LS_OK) err = fn(opaque, win);
   }
-  int const n = s->count > 0 ? window_series_pending(s, w->T) : 0;
-  if (err == LS_OK && n >= 2) err = fn(opaque, window_partial(w, s, n));
+  if (s->count > 0) { /* what it held when it moved, closed as window_series_move closed it */
+    win = NULL;
+    w->stats.buffered -= window_close(w, s, &win);
+    if (err == LS_OK) err = closed_to(w, win, fn, opaque);
+  }
   window_series_forget(w, s, 0);
   w->stats.series--; /* counted again by the entry that follows it */
   return err;
@@ -191,7 +201,7 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
     series_t *const s = made[i];
     const ls_window_t *win = NULL;
     window_next_row(w, s, src->times[r], &win);
-    if (win != NULL) err = fn(opaque, win);
+    err = closed_to(w, win, fn, opaque);
     memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
     win = NULL;
     if (err == LS_OK) window_accept_row(w, s, src->offsets[r], src->times[r], &win);

@@ -370,7 +370,8 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
               pred + r * (size_t)O, out + r * (size_t)pr->W,
               pr->NQ > 0 ? p->qcal + r * (size_t)(pr->W - pr->OH) : NULL, NULL, pr->value);
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
-    int const known = w->n_targets - t < pr->H ? w->n_targets - t : pr->H; /* t + h in it */
+    int const in = w->n_targets + w->n_extra - t; /* its records from row t + 1 on */
+    int const known = in < pr->H ? in : pr->H;
     forecast_t fc = {PREDICT_EVAL, slot,      w->partition, w->offsets[t], w->times[t],
                      step,         pr->value, next,         known};
     if (pr->kinds & PREDICT_EVAL) LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));

@@ -230,7 +230,9 @@ double prep_horizon_fc(const prep_t *p, int h, double v) {
 
 /* Row r's targets at every horizon (H > 1, or quantiles), its h = 1
  * target in place: row t of window w, whose records after t + 1 give the
- * later ones while they lie within it (t + h <= n_targets); the seasonal
+ * later ones, its records after its last target too (t + h <= n_targets +
+ * n_extra: the windower holds a window until H-1 of them came, or its
+ * series' records ended); the seasonal
  * naive forecasts from its series' seasons (model); the quantiles' targets
  * and masks those of their horizon's. */
 static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
@@ -245,7 +247,7 @@ static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
       p->snaive[o] = isnan(sn) ? (double)p->cur[o1] : sn; /* no season known: the last value */
       if (h == 1) {
         p->y_h[ow] = p->y[o1], p->mask_h[ow] = 1.0f, p->next_h[o] = p->next[o1];
-      } else if (t + h > w->n_targets) { /* not known when the window trains */
+      } else if (t + h > w->n_targets + w->n_extra) { /* past its series' records */
         p->y_h[ow] = 0.0f, p->mask_h[ow] = 0.0f, p->next_h[o] = NAN;
       } else {
         float const x = w->x[(size_t)(t + h) * F + (size_t)f];

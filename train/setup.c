@@ -62,12 +62,12 @@ static ls_err_t open_ingest(ls_trainer_t *tr, const ls_snapshot_t *snap) {
   is.time_unit = (ls_time_unit_t)c->time_unit;
   is.avro_schema = c->avro_schema;
   is.avro_schema_id = c->avro_schema_id;
-  is.window = c->window;
+  is.window = c->window; /* a horizon past it: prep_new's message */
+  is.horizon = c->horizon > 1 && c->horizon <= c->window ? c->horizon : 1;
   is.queue_windows = c->queue_windows;
   is.max_abs = c->max_abs;
   is.reset_gap_ms = c->reset_gap_ms;
-  is.max_future_ms = c->max_future_ms;
-  is.late_ms = c->late_ms;
+  is.max_future_ms = c->max_future_ms, is.late_ms = c->late_ms;
   is.topic_recreated = c->topic_recreated;
   is.series_idle_ms = c->series_idle_ms;
   is.commit_timeout_ms = 2000; /* group commits are informational: a coordinator that is down

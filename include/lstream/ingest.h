@@ -158,11 +158,10 @@ LS_API void ls_decoder_destroy(ls_decoder_t *d);
 /* F: the values per record. */
 LS_API int ls_decoder_features(const ls_decoder_t *d);
 
-/* Encodes a record of d's spec (json, avro; for benchmarks and tests):
- * values x [F], the key (json, avro with a key field: that field, a
- * string) and the time (ms; json: an ISO 8601 string, avro: the field's
- * long, or string) into buf [size], *len bytes. Avro with Confluent's
- * framing takes the spec's id (0 for any). Only paths of one name encode. */
+/* Encodes a record of d's spec (json, avro; for benchmarks and tests): values x [F], the key
+ * (json, avro with a key field: that field, a string) and the time (ms; json: an ISO 8601 string,
+ * avro: the field's long, or string) into buf [size], *len bytes. Avro with Confluent's framing
+ * takes the spec's id (0 for any). Only paths of one name encode. */
 LS_API ls_err_t ls_decoder_encode(ls_decoder_t *d, const void *key, size_t key_len, int64_t time_ms,
                                   const float *x, char *buf, size_t size, size_t *len);
 
@@ -213,8 +212,8 @@ typedef struct ls_window_s {
   int64_t last_offset;  /* offset of the record in row n_targets (last valid target) */
   int T, F;
   int n_targets;          /* valid targets: T, fewer only in a flushed trailing window */
-  const float *x;         /* [T+1, F] records: inputs = rows 0..T-1, targets = rows 1..T;
-                             rows past n_targets are zero */
+  const float *x;         /* [T+G, F] records (G: ls_windower_set_horizon): inputs = rows
+                             0..T-1, targets = rows 1..T+n_extra; rows past them are zero */
   const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
   const int64_t *times;   /* [T+1] event times (ms) of the rows' records (the Kafka
                              timestamps, or their time field's); -1 for padding rows
@@ -222,6 +221,7 @@ typedef struct ls_window_s {
   const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
+  int n_extra;            /* targets past row T: G-1, fewer at its series' end, 0 partial */
 } ls_window_t;
 
 /* Receive a series in flight, whole or in its parts (valid during the call). */
@@ -247,12 +247,11 @@ typedef struct ls_window_stats_s {
   int64_t moved;                      /* series that went on on another partition */
 } ls_window_stats_t;
 
-/* The decode -> validate -> window pipeline for one consumer, without Kafka:
- * records go in one at a time, complete windows come out. Series are keyed
- * by message key in the ground floor's key->index map; each holds a buffer of
- * T+1 records [T+1, F] into which values are decoded in place, so a push
- * allocates nothing except on a series' first record. Not thread-safe: one
- * thread pushes. */
+/* The decode -> validate -> window pipeline for one consumer, without Kafka: records go in one at
+ * a time, complete windows come out. Series are keyed by message key in the ground floor's
+ * key->index map; each holds a buffer of T+G records [T+G, F] into which values are decoded in
+ * place, so a push allocates nothing except on a series' first record. Not thread-safe: one thread
+ * pushes. */
 typedef struct ls_windower_s ls_windower_t;
 
 /* Creates a windower for records of F features in format fmt (f32 or csv)
@@ -284,6 +283,14 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
  * message in ls_last_error(). */
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
+
+/* Horizon G in [1, T] (1, a new one's; set before the first record): a window holds its
+ * series' G-1 records after its last target too (targets only, n_extra; the next window's inputs)
+ * and is complete once they came. At its series' end (a flush, a gap, a move) it goes with fewer,
+ * then the rest as a partial window: a flush's at its next call, a gap's or a move's through
+ * ls_windower_more (NULL when the last push closed no second window; valid as *complete). */
+LS_API ls_err_t ls_windower_set_horizon(ls_windower_t *w, int G);
+LS_API ls_err_t ls_windower_more(ls_windower_t *w, const ls_window_t **win);
 
 /* Sets the bound on the magnitude of values: a record holding a value v
  * with |v| > max_abs is rejected (RANGE). A new windower has none (every
@@ -337,19 +344,17 @@ typedef struct ls_windower_record_s {
 } ls_windower_record_t;
 LS_API ls_err_t ls_windower_last(const ls_windower_t *w, ls_windower_record_t *out);
 
-/* Emits the trailing partial windows of `partition`, for the end of its
- * data: each call gives the next series of it holding a target beyond its
- * last window, as a window with n_targets < T, masked and zero padded, by
- * ascending first_offset; *win is NULL when there are no more. Its series
- * then hold nothing (a lone record, without a target, is dropped), and a
- * later push starts a new window. */
+/* Emits the trailing partial windows of `partition`, for the end of its data: each call gives
+ * the next series of it holding a target beyond its last window, as a window with n_targets < T
+ * (or its whole window short of G-1 records after it: ls_windower_set_horizon), masked and zero
+ * padded, by ascending first_offset; *win is NULL when there are no more. Its series then hold
+ * nothing (a lone record, without a target, is dropped), and a later push starts a new window. */
 LS_API ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition,
                                        const ls_window_t **win);
 
-/* The series of `partition` that hold records (its partial window, or the
- * last target of its last window, kept), each through fn as a series in
- * flight of those records alone, in ascending order of their first offset;
- * the pointers stay valid until the next push. */
+/* The series of `partition` that hold records (its partial window, or the last target of its last
+ * window, kept), each through fn as a series in flight of those records alone, in ascending order
+ * of their first offset; the pointers stay valid until the next push. */
 LS_API ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition,
                                          ls_inflight_fn fn, void *opaque);
 
@@ -358,12 +363,11 @@ LS_API ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partiti
 LS_API ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, size_t key_len,
                                        ls_inflight_t *out, int *found);
 
-/* Restores series [n] in flight, of series the windower has not seen: each
- * as a new series whose buffer holds its rows[0] as the first input of
- * window `index`, then every later row of them, partition by partition in
- * offset order (the order they first came in), as records pushed again:
- * the windows they complete go to fn, in the order they first completed.
- * Rows count as accepted records, not as pushed ones. */
+/* Restores series [n] in flight, of series the windower has not seen: each as a new series whose
+ * buffer holds its rows[0] as the first input of window `index`, then every later row of them,
+ * partition by partition in offset order (the order they first came in), as records pushed again:
+ * the windows they complete go to fn, in the order they first completed. Rows count as accepted
+ * records, not as pushed ones. */
 LS_API ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *series, size_t n,
                                     ls_window_fn fn, void *opaque);
 
@@ -406,17 +410,15 @@ LS_API ls_err_t ls_start_parse(const char *text, ls_start_t *out);
 /* Consumer configuration: lstream keys and librdkafka properties. */
 typedef struct ls_ingest_conf_s ls_ingest_conf_t;
 
-/* Warnings the consumer does not stop for (rejected records, Kafka errors
- * librdkafka retries, librdkafka's own warnings), rate limited: one per kind
- * every warn.interval.ms at most, saying how many were suppressed. Called
- * from the consumer's thread or librdkafka's, one call at a time. */
+/* Warnings the consumer does not stop for (rejected records, Kafka errors librdkafka retries,
+ * librdkafka's own warnings), rate limited: one per kind every warn.interval.ms at most, saying how
+ * many were suppressed. Called from the consumer's thread or librdkafka's, one call at a time. */
 typedef void (*ls_ingest_warn_cb)(void *opaque, const char *message);
 
-/* The consumer's lstream settings, typed: ls_ingest_conf_set sets one
- * field from its text (the key in brackets, spelled as the trainer's option
- * that sets it; dots and dashes read as underscores), and
- * ls_ingest_conf_set_settings all of them at once. Defaults in parentheses
- * (the table in ingest/conf.c; the shared ones are the trainer's). */
+/* The consumer's lstream settings, typed: ls_ingest_conf_set sets one field from its text (the key
+ * in brackets, spelled as the trainer's option that sets it; dots and dashes read as underscores),
+ * and ls_ingest_conf_set_settings all of them at once. Defaults in parentheses (the table in
+ * ingest/conf.c; the shared ones are the trainer's). */
 typedef struct ls_ingest_settings_s {
   const char *topic;             /* [topic] the topic to read (required) */
   const char *dead_letter_topic; /* [dead_letter_topic] copy rejected records there, with
@@ -436,10 +438,11 @@ typedef struct ls_ingest_settings_s {
                                     (Confluent's framing, any id) or an id N (that framing,
                                     id N only) (none) */
   int window;                    /* [window] T, steps per window, 1..LS_WINDOW_MAX (16) */
+  int horizon;                   /* [horizon] G: ls_windower_set_horizon, 1..window (1) */
   int64_t queue_windows;         /* [queue_windows] most complete windows queued per
                                     partition (4096) */
   int64_t buffer_records;        /* [buffer_records] most records held in memory: series
-                                    buffers plus T+1 per queued window, all partitions
+                                    buffers plus T+G per queued window, all partitions
                                     (16777216) */
   int stop_at_end;               /* [stop] end (1): stop at the high watermarks read at
                                     start (replay) | never (0): run until destroyed (live) */
@@ -524,17 +527,16 @@ LS_API ls_err_t ls_ingest_conf_set_warn_cb(ls_ingest_conf_t *conf, ls_ingest_war
 LS_API ls_err_t ls_ingest_conf_set_mark(ls_ingest_conf_t *conf, int32_t partition,
                                         const ls_ingest_mark_t *mark);
 
-/* Adds a series in flight to restore (a snapshot's): copied; ls_ingest_new
- * restores those of the partitions the conf reads (ls_windower_restore;
- * others are ignored, so every rank may be given all of them) before it
- * reads anything, and fails on a second one of a series. */
+/* Adds a series in flight to restore (a snapshot's): copied; ls_ingest_new restores those of the
+ * partitions the conf reads (ls_windower_restore; others are ignored, so every rank may be given
+ * all of them) before it reads anything, and fails on a second one of a series. */
 LS_API ls_err_t ls_ingest_conf_restore(ls_ingest_conf_t *conf, const ls_inflight_t *series);
 
 /* The number of partitions of the conf's topic, from the cluster's metadata. */
 LS_API ls_err_t ls_ingest_topic_partitions(const ls_ingest_conf_t *conf, int32_t *count);
 
-/* Counters of a running consumer. Memory is counted in records: series
- * buffers plus T+1 per queued window. */
+/* Counters of a running consumer. Memory is counted in records: series buffers plus T+G per
+ * queued window. */
 typedef struct ls_ingest_stats_s {
   ls_window_stats_t w;         /* the windower's counters */
   int64_t skipped;             /* records before a timestamp start (not in w.records) */
@@ -611,12 +613,11 @@ LS_API ls_err_t ls_ingest_new(ls_ingest_t **out, const ls_ingest_conf_t *conf);
  * released are freed: do not use them after. */
 LS_API void ls_ingest_destroy(ls_ingest_t *ing);
 
-/* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next
- * window of any partition, in arrival order; with tap on, it returns
- * LS_NEXT_RECORDS as soon as records wait for ls_ingest_records. A failure
- * of the consumer thread (a fatal Kafka error, an offset out of range, a
- * memory bound too small for the series' partial windows) is returned
- * here, with its message, once the queue is empty. */
+/* Waits up to timeout_ms (0: do not wait, < 0: forever) for the next window of any partition, in
+ * arrival order; with tap on, it returns LS_NEXT_RECORDS as soon as records wait for
+ * ls_ingest_records. A failure of the consumer thread (a fatal Kafka error, an offset out of
+ * range, a memory bound too small for the series' partial windows) is returned here, with its
+ * message, once the queue is empty. */
 LS_API ls_err_t ls_ingest_next(ls_ingest_t *ing, int timeout_ms, ls_next_t *what,
                                const ls_window_t **win);
 
@@ -638,13 +639,11 @@ typedef struct ls_tap_record_s {
   const float *x; /* [F] its values */
 } ls_tap_record_t;
 
-/* With tap on: the records accepted since the last call, in the order
- * the consumer accepted them (each partition's in offset order; a window
- * is queued only after its records are here), into *recs [*n], valid
- * until the next call. Never waits. Until taken, records count towards
- * buffer.records (a consumer whose memory is full waits for them to be
- * taken, as for windows): a caller that turns tap on takes them often.
- * LS_ERR_STATE with tap off. */
+/* With tap on: the records accepted since the last call, in the order the consumer accepted them
+ * (each partition's in offset order; a window is queued only after its records are here), into
+ * *recs [*n], valid until the next call. Never waits. Until taken, records count towards
+ * buffer.records (a consumer whose memory is full waits for them to be taken, as for windows): a
+ * caller that turns tap on takes them often. LS_ERR_STATE with tap off. */
 LS_API ls_err_t ls_ingest_records(ls_ingest_t *ing, const ls_tap_record_t **recs, int64_t *n);
 
 /* Gives a window back to the consumer's pool; accepts NULL. */
@@ -687,10 +686,9 @@ LS_API ls_err_t ls_ingest_commit(ls_ingest_t *ing, int n, const int32_t *partiti
 LS_API ls_err_t ls_ingest_commit_async(ls_ingest_t *ing, int n, const int32_t *partitions,
                                        const int64_t *offsets);
 
-/* Records of one of the consumer's series not yet in a complete window
- * (the rows of ls_windower_pending_of; 0 with *found = 0 for a key never
- * accepted), once a replay (stop=end) has reached the end of every
- * partition (LS_ERR_STATE before). */
+/* Records of one of the consumer's series not yet in a complete window (the rows of
+ * ls_windower_pending_of; 0 with *found = 0 for a key never accepted), once a replay (stop=end)
+ * has reached the end of every partition (LS_ERR_STATE before). */
 LS_API ls_err_t ls_ingest_pending(ls_ingest_t *ing, const void *key, size_t key_len,
                                   int64_t *records, int *found);
 

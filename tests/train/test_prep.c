@@ -41,17 +41,22 @@ static prep_t *prep_with(const ls_train_conf_t *c, int threads) {
 }
 
 /* Window k of series s: records k T .. k T + T of a daily-like cycle with
- * the series' own phase and level, the last window of some series short. */
-static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs, int s, int k) {
+ * the series' own phase and level, the last window of some series short;
+ * with up to `extra` records after it (x, times, offs [T + 1 + extra]: a
+ * horizon's, ls_windower_set_horizon), fewer in a series' last window. */
+static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs, int s, int k,
+                        int extra) {
   int const n_targets = (k == STEPS - 1 && s % 3 == 0) ? T - 3 : T;
-  for (int t = 0; t <= T; t++) {
+  int const n_extra = n_targets < T ? 0 : k == STEPS - 1 ? extra * (s % 3) / 3 : extra;
+  for (int t = 0; t <= T + extra; t++) {
     int64_t const r = (int64_t)k * T + t;
     for (int f = 0; f < F; f++)
-      x[t * F + f] = t <= n_targets ? (float)(1000.0 * (s + 1) + 50.0 * sin((double)r * 0.26 + s) +
-                                              7.0 * f + 0.3 * cos((double)r * 1.7 * (f + 1)))
-                                    : 0.0f;
-    times[t] = t <= n_targets ? 1700000000000 + r * 60000 : -1;
-    offs[t] = t <= n_targets ? r : -1;
+      x[t * F + f] = t <= n_targets + n_extra
+                         ? (float)(1000.0 * (s + 1) + 50.0 * sin((double)r * 0.26 + s) + 7.0 * f +
+                                   0.3 * cos((double)r * 1.7 * (f + 1)))
+                         : 0.0f;
+    times[t] = t <= n_targets + n_extra ? 1700000000000 + r * 60000 : -1;
+    offs[t] = t <= n_targets + n_extra ? r : -1;
   }
   *w = (ls_window_t){.key = "k",
                      .key_len = 1,
@@ -62,6 +67,7 @@ static void make_window(ls_window_t *w, float *x, int64_t *times, int64_t *offs,
                      .T = T,
                      .F = F,
                      .n_targets = n_targets,
+                     .n_extra = n_extra,
                      .x = x,
                      .times = times,
                      .offsets = offs};
@@ -92,7 +98,7 @@ static void compare(int n, int threads, int used, const char *horizon) {
   for (int step = 0; step < STEPS; step++) {
     for (int s = 0; s < n; s++) {
       size_t const at = (size_t)s * (T + 1);
-      make_window(&w[s], x + at * F, times + at, offs + at, s, step);
+      make_window(&w[s], x + at * F, times + at, offs + at, s, step, 0);
       wins[s] = &w[s];
       sa[s] = (ls_series_stats_t){.norm_n = &a[s].norm_n, .norm = a[s].norm, .model = a[s].model};
       sb[s] = (ls_series_stats_t){.norm_n = &b[s].norm_n, .norm = b[s].norm, .model = b[s].model};
@@ -152,8 +158,10 @@ Test(prep, more_threads_than_windows) {
 }
 
 /* --horizon 4 (issue 25): row t's target at horizon h is the window's
- * record t + h while that lies within it (t + h <= n_targets), normalised
- * as h = 1's is (the same base and scale) and weighed by hw[h - 1]; past the window's end it is
+ * record t + h while the window holds it (t + h <= n_targets + n_extra: its
+ * records after its last target too, the windower's horizon's), normalised
+ * as h = 1's is (the same base and scale) and weighed by hw[h - 1]; past them (a series' last
+ * window, short of its records after it) it is
  * masked (0), with no value (NaN actual, 0 target), so no record is ever
  * the target of a row that has it as an input; h = 1's column is the
  * single-horizon target and row mask; padding rows are masked at every
@@ -174,15 +182,15 @@ Test(prep, horizons_masked_past_the_window) {
   series_t *const a = calloc(S, sizeof *a);
   for (int s = 0; s < S; s++)
     a[s].model = calloc(width, sizeof *a[s].model);
-  float x[S][(T + 1) * F];
-  int64_t times[S][T + 1], offs[S][T + 1];
+  float x[S][(T + HZ) * F];
+  int64_t times[S][T + HZ], offs[S][T + HZ];
   ls_window_t w[S];
   const ls_window_t *wins[S];
   ls_series_stats_t st[S];
-  int masked = 0, known = 0;
+  int masked = 0, known = 0, extra = 0;
   for (int step = 0; step < STEPS; step++) {
     for (int s = 0; s < S; s++) {
-      make_window(&w[s], x[s], times[s], offs[s], s, step);
+      make_window(&w[s], x[s], times[s], offs[s], s, step, HZ - 1);
       wins[s] = &w[s];
       st[s] = (ls_series_stats_t){
           .norm_n = &a[s].norm_n, .norm = a[s].norm, .model = a[s].model, .model_n = width};
@@ -202,7 +210,8 @@ Test(prep, horizons_masked_past_the_window) {
           for (int j = 0; j < p->O; j++) {
             size_t const o = r * (size_t)p->OH + (size_t)(h - 1) * p->O + (size_t)j;
             size_t const o1 = r * (size_t)p->O + (size_t)j;
-            int const in = t < w[s].n_targets && t + h <= w[s].n_targets;
+            int const in = t < w[s].n_targets && t + h <= w[s].n_targets + w[s].n_extra;
+            extra += in && t + h > w[s].n_targets;
             cr_assert_eq(p->mask_h[o], in ? 1.0f : 0.0f, "step %d s %d t %d h %d: mask", step, s, t,
                          h);
             masked += !in && t < w[s].n_targets, known += in;
@@ -226,7 +235,8 @@ Test(prep, horizons_masked_past_the_window) {
       }
     }
   }
-  cr_assert_gt(masked, 0, "rows whose later targets lie past their window");
+  cr_assert_gt(masked, 0, "rows whose later targets lie past their series' records");
+  cr_assert_gt(extra, masked, "targets from the records after a window: most rows' later ones");
   cr_assert_gt(known, masked);
   for (int s = 0; s < S; s++)
     free(a[s].model);

@@ -1,0 +1,185 @@
+/*
+ * The windower with a horizon G > 1 (ls_windower_set_horizon, issue 25): a
+ * window is complete only once its series' G-1 records after its last
+ * target came, and holds them (x rows T+1..T+G-1, n_extra) as targets of
+ * its later horizons; they stay the next window's inputs. At a series' end
+ * (a flush, a gap) the window goes out with those it has, then what
+ * follows its last target as a partial window. A resume from what the
+ * series hold re-forms the same windows. Horizon 1 is the plain windower.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "lstream/ingest.h"
+
+enum { F = 1, T = 4, G = 3 };
+
+static ls_windower_t *windower(int g) {
+  ls_windower_t *w = NULL;
+  cr_assert_eq(ls_windower_new(&w, LS_FORMAT_F32, F, T), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_windower_set_horizon(w, g), LS_OK, "%s", ls_last_error());
+  return w;
+}
+
+/* Pushes record k of key (value k, offset 10 k, time 1000 + k, or `time`
+ * when >= 0). */
+static const ls_window_t *push(ls_windower_t *w, const char *key, int k, int64_t time) {
+  float const v = (float)k;
+  char buf[4];
+  size_t len;
+  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, &v, F, buf, sizeof buf, &len), LS_OK);
+  ls_record_t const rec = {key, strlen(key), buf, len, 0, 10 * k, time >= 0 ? time : 1000 + k};
+  const ls_window_t *win = NULL;
+  cr_assert_eq(ls_windower_push(w, &rec, &win), LS_REJECT_NONE);
+  return win;
+}
+
+/* win is window `index`: rows from record index*T, n_targets targets and
+ * n_extra records after them, zero past. */
+static void expect(const ls_window_t *win, int64_t index, int n_targets, int n_extra) {
+  cr_assert_not_null(win, "window %lld", (long long)index);
+  cr_expect_eq(win->index, index);
+  cr_expect_eq(win->n_targets, n_targets, "window %lld", (long long)index);
+  cr_expect_eq(win->n_extra, n_extra, "window %lld", (long long)index);
+  int const k0 = (int)index * T, n = n_targets + 1 + n_extra;
+  cr_expect_eq(win->first_offset, 10 * k0);
+  cr_expect_eq(win->last_offset, 10 * (k0 + n_targets));
+  for (int r = 0; r < T + G; r++) {
+    cr_expect_eq(win->x[r], r < n ? (float)(k0 + r) : 0.0f, "window %lld row %d", (long long)index,
+                 r);
+    cr_expect_eq(win->offsets[r], r < n ? 10 * (k0 + r) : -1);
+  }
+  for (int t = 0; t < T; t++)
+    cr_expect_eq(win->mask[t], t < n_targets ? 1.0f : 0.0f);
+}
+
+Test(window_horizon, a_window_waits_for_its_records_after_it) {
+  ls_windower_t *const w = windower(G);
+  int windows = 0;
+  for (int k = 0; k < 15; k++) {
+    const ls_window_t *const win = push(w, "s", k, -1);
+    /* Window j: inputs jT.., its last target jT + T, complete at jT + T + G - 1 (6, 10, 14). */
+    if (k >= T + G - 1 && (k - (T + G - 1)) % T == 0)
+      expect(win, windows++, T, G - 1);
+    else
+      cr_expect_null(win, "record %d completed a window: none before its G-1 records after it", k);
+  }
+  cr_expect_eq(windows, 3);
+  ls_inflight_t held;
+  int found = 0;
+  cr_assert_eq(ls_windower_pending_of(w, "s", 1, &held, &found), LS_OK);
+  cr_expect_eq(held.rows, G, "records 12..14: the next window's first inputs");
+  cr_expect_eq(held.offsets[0], 10 * 3 * T);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.windows, 3);
+  cr_expect_eq(st.buffered, G);
+  ls_windower_destroy(w);
+}
+
+Test(window_horizon, the_end_of_a_replay_cuts_its_records_after_it_short) {
+  ls_windower_t *const w = windower(G);
+  for (int k = 0; k < 10; k++) /* window 0 at 6; window 1 (4..8) and record 9 held */
+    cr_expect_eq(push(w, "s", k, -1) == NULL, k != T + G - 1);
+  const ls_window_t *win = NULL;
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  expect(win, 1, T, 1); /* whole, one record after it of G-1 */
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  expect(win, 2, 1, 0); /* then records 8, 9 */
+  cr_assert_eq(ls_windower_flush_next(w, 0, &win), LS_OK);
+  cr_expect_null(win);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.buffered, 0);
+  cr_expect_eq(st.windows, 2, "the whole window counted, as one of horizon 1 would be");
+  ls_windower_destroy(w);
+}
+
+Test(window_horizon, a_gap_closes_the_waiting_window_and_the_rest) {
+  ls_windower_t *const w = windower(G);
+  cr_assert_eq(ls_windower_set_reset_gap(w, 100), LS_OK);
+  for (int k = 0; k < 10; k++)
+    push(w, "s", k, -1);
+  const ls_window_t *win = push(w, "s", 10, 5000), *more = NULL;
+  expect(win, 1, T, 1);
+  cr_expect_eq(win->reset, 0);
+  cr_assert_eq(ls_windower_more(w, &more), LS_OK);
+  expect(more, 2, 1, 0);
+  cr_assert_eq(ls_windower_more(w, &more), LS_OK);
+  cr_expect_null(more, "taken once");
+  for (int k = 11; k < 16; k++) /* window 3 from record 10, reset: complete at 16 */
+    cr_expect_null(push(w, "s", k, 5000 + k));
+  win = push(w, "s", 16, 5016);
+  cr_assert_not_null(win);
+  cr_expect_eq(win->index, 3);
+  cr_expect_eq(win->reset, 1);
+  cr_expect_eq(win->n_extra, G - 1);
+  cr_expect_eq(win->first_offset, 100);
+  ls_windower_destroy(w);
+}
+
+/* Series in flight handed on to a new windower (a resume). */
+typedef struct kept_s {
+  ls_inflight_t in;
+  int64_t offsets[T + G], times[T + G];
+  float x[T + G];
+} kept_t;
+
+static ls_err_t keep(void *opaque, const ls_inflight_t *s) {
+  kept_t *const k = opaque;
+  k->in = *s;
+  memcpy(k->offsets, s->offsets, (size_t)s->rows * sizeof *k->offsets);
+  memcpy(k->times, s->times, (size_t)s->rows * sizeof *k->times);
+  memcpy(k->x, s->x, (size_t)s->rows * sizeof *k->x);
+  k->in.offsets = k->offsets, k->in.times = k->times, k->in.x = k->x;
+  return LS_OK;
+}
+
+static ls_err_t no_window(void *opaque, const ls_window_t *win) {
+  (void)opaque;
+  cr_expect_fail("restoring completed window %lld", (long long)win->index);
+  return LS_OK;
+}
+
+Test(window_horizon, a_resume_re_forms_the_same_windows) {
+  for (int cut = 5; cut < 14; cut++) { /* what the series holds after record cut */
+    ls_windower_t *const a = windower(G), *const b = windower(G);
+    for (int k = 0; k <= cut; k++)
+      push(a, "s", k, -1);
+    kept_t kept;
+    memset(&kept, 0, sizeof kept);
+    cr_assert_eq(ls_windower_each_pending(a, 0, keep, &kept), LS_OK);
+    cr_assert_eq(ls_windower_restore(b, &kept.in, 1, no_window, NULL), LS_OK, "%s",
+                 ls_last_error());
+    for (int k = cut + 1; k < 20; k++) {
+      const ls_window_t *const wa = push(a, "s", k, -1), *const wb = push(b, "s", k, -1);
+      cr_expect_eq(wa == NULL, wb == NULL, "cut %d record %d", cut, k);
+      if (wa != NULL && wb != NULL) {
+        cr_expect_eq(wb->index, wa->index);
+        cr_expect_eq(wb->n_extra, wa->n_extra);
+        cr_expect_arr_eq(wb->x, wa->x, (T + G) * sizeof(float), "cut %d record %d", cut, k);
+      }
+    }
+    ls_windower_destroy(a);
+    ls_windower_destroy(b);
+  }
+}
+
+Test(window_horizon, horizon_bounds) {
+  ls_windower_t *w = NULL;
+  cr_assert_eq(ls_windower_new(&w, LS_FORMAT_F32, F, T), LS_OK);
+  cr_expect_eq(ls_windower_set_horizon(w, 0), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_set_horizon(w, T + 1), LS_ERR_INVALID_ARG, "more after it than in it");
+  cr_expect_eq(ls_windower_set_horizon(NULL, 2), LS_ERR_INVALID_ARG);
+  cr_expect_eq(ls_windower_more(w, NULL), LS_ERR_INVALID_ARG);
+  const ls_window_t *win = push(w, "s", 0, -1);
+  cr_expect_null(win);
+  cr_expect_eq(ls_windower_set_horizon(w, 2), LS_ERR_STATE, "only before the first record");
+  for (int k = 1; k <= T; k++) /* horizon 1: complete at T, nothing after it */
+    win = push(w, "s", k, -1);
+  cr_assert_not_null(win);
+  cr_expect_eq(win->n_targets, T);
+  cr_expect_eq(win->n_extra, 0);
+  cr_expect_eq(win->x[T], (float)T);
+  ls_windower_destroy(w);
+}
