@@ -109,7 +109,7 @@ typedef struct window_node_s {
 typedef struct flight_s {
   const window_node_t *node;  /* NULL once released */
   int64_t seq, series, index; /* its seq; its ls_window_t's */
-  int rows, reset;            /* n_targets + 1; its reset */
+  int rows, reset;            /* n_targets + 1 + n_extra; its reset */
 } flight_t;
 
 typedef struct part_s {

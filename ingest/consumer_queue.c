@@ -187,10 +187,10 @@ static int wait_for_room(ls_ingest_t *ing, int64_t buffered, int64_t growth) {
         ing, LS_ERR_STATE,
         "buffer.records=%" PRId64 " is full (%" PRId64 " records in partial windows of %" PRId64
         " series, %" PRId64 " queued windows of %d) and nothing the trainer will take can "
-        "drain it: raise buffer.records above partitions x queue.windows x (window + 1) + "
-        "series x (window + 1)",
+        "drain it: raise buffer.records above partitions x queue.windows x (window + horizon) "
+        "+ series x (window + horizon)",
         ing->s.buffer_records, ws.buffered, ws.series, (int64_t)atomic_load(&ing->queued),
-        ing->s.window + 1);
+        ing->s.window + ing->s.horizon);
     return -1;
   }
   if (atomic_load(&ing->stop)) return -1;

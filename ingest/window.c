@@ -198,14 +198,18 @@ ls_err_t window_series_add(ls_windower_t *w, uint64_t hash, const void *key, siz
 /* (Re)makes the gap buffers for windows of T+G rows, horizon G. */
 static ls_err_t gap_new(ls_windower_t *w, int G) {
   size_t const rows = (size_t)w->T + (size_t)G;
+  int64_t *const gap = malloc(2 * rows * sizeof(int64_t)), *const gap2 =
+                                                               malloc(2 * rows * sizeof(int64_t));
+  float *const gap_x = malloc(rows * (size_t)w->F * sizeof(float));
+  float *const gap2_x = malloc(rows * (size_t)w->F * sizeof(float));
+  if (!gap || !gap2 || !gap_x || !gap2_x) { /* the windower left as it was */
+    free(gap), free(gap2), free(gap_x), free(gap2_x);
+    return ls_error_set(LS_ERR_NOMEM, "windower: out of memory (F=%d, T=%d, horizon %d)", w->F,
+                        w->T, G);
+  }
   free(w->gap), free(w->gap_x), free(w->gap2), free(w->gap2_x);
-  w->gap = malloc(2 * rows * sizeof(int64_t));
-  w->gap2 = malloc(2 * rows * sizeof(int64_t));
-  w->gap_x = malloc(rows * (size_t)w->F * sizeof(float));
-  w->gap2_x = malloc(rows * (size_t)w->F * sizeof(float));
+  w->gap = gap, w->gap2 = gap2, w->gap_x = gap_x, w->gap2_x = gap2_x;
   w->G = G;
-  LS_RETURN_IF(!w->gap || !w->gap2 || !w->gap_x || !w->gap2_x, LS_ERR_NOMEM,
-               "windower: out of memory (F=%d, T=%d, horizon %d)", w->F, w->T, G);
   return LS_OK;
 }
 

@@ -124,9 +124,12 @@ static ls_err_t check_incarnations(const ls_inflight_t *in, size_t n, unsigned c
   return LS_OK;
 }
 
-/* Hands the windows a row closed (window_next_row: win, then w->more) to fn. */
+/* Hands the windows a row closed (window_next_row: win, then w->more) to fn;
+ * w->more is taken (ls_windower_more gives it no more: its series may be
+ * forgotten next). */
 static ls_err_t closed_to(ls_windower_t *w, const ls_window_t *win, ls_window_fn fn, void *opaque) {
   const ls_window_t *const more = w->more;
+  w->more = NULL;
   ls_err_t const err = win != NULL ? fn(opaque, win) : LS_OK;
   return err == LS_OK && more != NULL ? fn(opaque, more) : err;
 }

@@ -215,10 +215,10 @@ typedef struct ls_window_s {
   const float *x;         /* [T+G, F] records (G: ls_windower_set_horizon): inputs = rows
                              0..T-1, targets = rows 1..T+n_extra; rows past them are zero */
   const float *mask;      /* [T] 1 where target t is valid, 0 (padding) after */
-  const int64_t *times;   /* [T+1] event times (ms) of the rows' records (the Kafka
+  const int64_t *times;   /* [T+G] event times (ms) of the rows' records (the Kafka
                              timestamps, or their time field's); -1 for padding rows
                              and unknown times */
-  const int64_t *offsets; /* [T+1] the rows' records' offsets; -1 for padding rows */
+  const int64_t *offsets; /* [T+G] the rows' records' offsets; -1 for padding rows */
   int reset;              /* 1: the series' state restarts from zero at this window (the
                              first after a gap: ls_windower_set_reset_gap) */
   int n_extra;            /* targets past row T: G-1, fewer at its series' end, 0 partial */
