@@ -51,6 +51,7 @@ struct figures_s {
   ls_target_figures_t *total;          /* [O] the run's */
   ls_target_figures_t *tail;           /* [O] the last fifth of event time (summary) */
   size_t n, cap;                       /* timeline entries used / allocated */
+  size_t n_max;                        /* entries before pairs are merged (tl_max) */
   int64_t *tmin, *tmax;                /* [cap] */
   double *sums;                        /* [cap, W] W = 1 + TL_PER O */
   double *row;                         /* [W] one row's */
@@ -63,6 +64,14 @@ struct figures_s {
 static size_t tl_width(const figures_t *f) {
   return 1 + TL_PER * (size_t)f->O + (f->H > 1 ? HZ_PER * (size_t)f->OH : 0) +
          QZ_PER * (size_t)f->Q * (size_t)f->OH;
+}
+
+/* The timeline's entries before pairs are merged: a power of two. */
+static size_t tl_max(const figures_t *f) {
+  size_t m = TIMELINE_MAX;
+  while (m > 1024 && m * tl_width(f) * sizeof(double) > TIMELINE_BYTES)
+    m /= 2;
+  return m;
 }
 
 ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t **out) {
@@ -79,6 +88,7 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
   f->H = c->horizon > 1 ? c->horizon : 1, f->OH = O * f->H;
   f->Q = Q, f->gamma = c->calibration_rate;
   f->t_min = INT64_MAX, f->t_max = -1;
+  f->n_max = tl_max(f);
   size_t const o = (size_t)O, W = tl_width(f);
   f->alpha = calloc(o, sizeof *f->alpha), f->spy = calloc(o, sizeof *f->spy);
   f->spp = calloc(o, sizeof *f->spp), f->k = calloc(o, sizeof *f->k);
@@ -161,20 +171,12 @@ static size_t find(const figures_t *f, int64_t t) {
   return lo;
 }
 
-/* The timeline's entries before pairs are merged: a power of two. */
-static size_t tl_max(const figures_t *f) {
-  size_t m = TIMELINE_MAX;
-  while (m > 1024 && m * tl_width(f) * sizeof(double) > TIMELINE_BYTES)
-    m /= 2;
-  return m;
-}
-
 /* Adds f->row (a row's sums) at event time t. */
 static ls_err_t timeline_add(figures_t *f, int64_t t) {
   size_t const W = tl_width(f);
   size_t at = find(f, t);
   if (at == f->n || f->tmin[at] > t) { /* a new time */
-    if (f->n == tl_max(f)) {
+    if (f->n >= f->n_max) {
       merge_pairs(f);
       return timeline_add(f, t);
     }
