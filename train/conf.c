@@ -227,6 +227,13 @@ static const base_key_t keys[] = {
      "with season auto, the seasons found per series and target: 1, or 2 (the second a multiple "
      "of the first that the series follows clearly more closely, as a week beside a day)",
      F(auto_seasons), BASE_V_INT(1, 2), "2", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"season_levels",
+     "with a season, the linear path also sees the series' level at that phase (its value less "
+     "the mean of the season it ends, averaged over about 16 seasons, as Holt-Winters' seasonal "
+     "index: on short seasonal series its strongest feature), and a season found after the "
+     "series' first records takes its profiles from the records the series already holds "
+     "(needs linear)",
+     F(season_levels), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
     {"linear",
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
@@ -539,7 +546,8 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
  * written before them was trained as with these values (issue 24). */
 static const struct {
   const char *key, *value;
-} earlier[] = {{"season", "none"}, {"linear", "false"}, {"auto_seasons", "1"}};
+} earlier[] = {
+    {"season", "none"}, {"linear", "false"}, {"auto_seasons", "1"}, {"season_levels", "false"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

@@ -70,6 +70,7 @@ struct ls_train_conf_s {
   char season[64];          /* auto | none | periods such as 24,168 (issue 24) */
   int season_max;           /* the longest season, records */
   int auto_seasons;         /* with season auto: the seasons found per target, 1 or 2 */
+  int season_levels;        /* the linear path's level profiles per season: 0 false, 1 true */
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int horizon;              /* H, records ahead per forecast (issue 25) */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
