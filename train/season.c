@@ -53,8 +53,9 @@
  * change scale, the rows' unit, is then within about 12% (a few first
  * records scaled by a scale of one or two changes are no rows to keep). */
 #define WARM 32
-/* Rows per weight the linear path learns before it forecasts. */
-#define YOUNG 2
+/* Rows the linear path learns before its block features join (a short
+ * series' least squares stays small: --linear-blocks). */
+#define BLOCKS_AFTER 512
 /* Rows alpha's prior at 1 is worth. */
 #define MIX_PRIOR 32.0
 /* The shortest season looked for (shorter lags are the changes'
@@ -70,6 +71,8 @@
 struct season_s {
   int O, slots, pmax, linear, K;
   int levels;                    /* --season-levels: the level profile, the profiles filled */
+  int blocks;                    /* --linear-blocks: means of older records, lags RECENT 2^q.. */
+  int wait;                      /* --linear-wait: rows per weight before the path forecasts */
   int NF;                        /* the linear path's features per season slot: 5, 6 with levels */
   int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
   int autos;                     /* find the seasons (slot 0; slot 1 too with two slots) */
@@ -157,8 +160,11 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   if (s->autos) s->pmax = c->season_max;
   s->levels = linear && c->season_levels;
   s->NF = s->levels ? 6 : 5;
-  s->K = linear ? RECENT + 1 + s->NF * slots + 1 : 0;
+  s->blocks = linear ? c->linear_blocks : 0;
+  s->wait = c->linear_wait;
+  s->K = linear ? RECENT + 1 + s->blocks + s->NF * slots + 1 : 0;
   s->R = 2 * s->pmax + 1 > RECENT + 1 ? 2 * s->pmax + 1 : RECENT + 1;
+  if (s->R < RECENT << s->blocks) s->R = RECENT << s->blocks; /* the oldest block's records */
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->head = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
   s->prof_n = s->pmax; /* per slot */
@@ -396,6 +402,31 @@ static void seasons_after(const season_t *s, double *m, const float *ring, int64
   if (s->levels && now1 > 0 && now1 != was1) backfill(s, m, ring, 1, now1, t);
 }
 
+/* The linear path's first features of record t (sc its change scale,
+ * level its normalised level) into z: the last RECENT changes, the level
+ * and per block q the mean of the RECENT 2^q records before lag RECENT
+ * 2^q, less x[t] (0 until the path learned BLOCKS_AFTER rows); returns
+ * their count. */
+static int recent_features(const season_t *s, const double *m, const float *ring, int64_t t,
+                           double sc, float level, double *z) {
+  int at = 0;
+  double const now = ring[t % s->R];
+  for (int k = 0; k < RECENT; k++) {
+    double const a = value_at(s, ring, t, t - k), b = value_at(s, ring, t, t - k - 1);
+    z[at++] = isnan(a) || isnan(b) ? 0.0 : clampv(s, (a - b) / sc);
+  }
+  z[at++] = level;
+  for (int q = 0; q < s->blocks; q++) {
+    int64_t const lo = (int64_t)RECENT << q, n = lo; /* lags lo .. 2 lo - 1 */
+    double sum = 0.0;
+    int all = t - (2 * lo - 1) >= 0 && m[1] >= BLOCKS_AFTER;
+    for (int64_t u = t - (2 * lo - 1); all && u <= t - lo; u++)
+      sum += ring[u % s->R];
+    z[at++] = all ? clampv(s, (sum / (double)n - now) / sc) : 0.0;
+  }
+  return at;
+}
+
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
                    double *beta, double *araw) {
@@ -409,13 +440,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     double const sc = ds[f], now = x[f];
     double *const zz = s->z; /* scratch */
     int at = 0;
-    if (s->linear) {
-      for (int k = 0; k < RECENT; k++) {
-        double const a = value_at(s, ring, t, t - k), b = value_at(s, ring, t, t - k - 1);
-        zz[at++] = isnan(a) || isnan(b) ? 0.0 : clampv(s, (a - b) / sc);
-      }
-      zz[at++] = level[f];
-    }
+    if (s->linear) at = recent_features(s, m, ring, t, sc, level[f], zz);
     for (int i = 0; i < S; i++) {
       int const P = !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
       double v[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -462,12 +487,12 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     }
     memcpy(zl, zz, (size_t)K * sizeof *zl);
     m[9] = 1.0, m[10] = sc;
-    /* Until it has seen YOUNG rows per weight, the linear path forecasts no
-     * change (a least squares of fewer rows is mostly noise). A second
-     * season's weights start at 0 and do not count: they never hold back
-     * the rest. */
+    /* Until it has seen --linear-wait rows per weight, the linear path
+     * forecasts no change (a least squares of fewer rows is mostly noise).
+     * A second season's weights and the blocks' start at 0 and do not
+     * count: they never hold back the rest. */
     double a = 0.0;
-    int const young = YOUNG * (K - s->NF * s->second);
+    int const young = s->wait * (K - s->NF * s->second - s->blocks);
     for (int k = 0; k < n && m[1] >= young; k++)
       a += m[HEAD + k] * zz[k];
     lin[j] = m[7] * a;

@@ -268,3 +268,72 @@ Test(season, levels_average_the_season) {
   free(m1), free(m2), free(x), free(a_on), free(a_off);
   season_free(on), season_free(off);
 }
+
+/* The linear path of one target without seasons, --linear-blocks and
+ * --linear-wait as given. */
+static season_t *linear_with(const char *blocks, const char *wait) {
+  ls_train_conf_t *c = conf_with("none", "true");
+  cr_assert_eq(ls_train_conf_set(c, "linear_blocks", blocks), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_train_conf_set(c, "linear_wait", wait), LS_OK, "%s", ls_last_error());
+  season_t *s = NULL;
+  cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
+  cr_assert_not_null(s);
+  ls_train_conf_destroy(c);
+  return s;
+}
+
+/* A series pulled to the mean of its records 13 to 24 back (a slow cycle
+ * beyond the last 12 changes): the blocks change nothing until the path
+ * has learned 512 rows (to the bit), then carry the forecast. */
+Test(season, blocks_reach_further_back) {
+  enum { N = 6000 };
+  double *const x = calloc(N, sizeof *x), *const a0 = calloc(N, sizeof *a0);
+  double *const a2 = calloc(N, sizeof *a2);
+  cr_assert(x != NULL && a0 != NULL && a2 != NULL);
+  for (int t = 24; t < N; t++) {
+    double mean = 0.0;
+    for (int k = 12; k < 24; k++)
+      mean += x[t - 1 - k] / 12.0;
+    x[t] = 0.9 * mean + gauss((uint64_t)t + 999);
+  }
+  season_t *const none = linear_with("0", "1"), *const two = linear_with("2", "1");
+  cr_expect_eq(season_features(two), season_features(none) + 2);
+  double *const m0 = feed(none, x, N, a0), *const m2 = feed(two, x, N, a2);
+  int const early = 32 + 500; /* the path's first row is the 33rd record's */
+  cr_expect_arr_eq(a0, a2, early * sizeof *a0, "the blocks moved a forecast before 512 rows");
+  double se0 = 0.0, se2 = 0.0;
+  int n = 0;
+  for (int t = N / 2; t + 1 < N; t++) {
+    double const e0 = x[t] + a0[t] - x[t + 1], e2 = x[t] + a2[t] - x[t + 1];
+    se0 += e0 * e0, se2 += e2 * e2, n++;
+  }
+  cr_expect_lt(se2 / n, 1.1, "with the blocks MSE %g, noise variance 1", se2 / n);
+  cr_expect_lt(se2 / n, 0.9 * se0 / n, "with the blocks MSE %g, without %g", se2 / n, se0 / n);
+  free(m0), free(m2), free(x), free(a0), free(a2);
+  season_free(none), season_free(two);
+}
+
+/* The linear path forecasts once it has learned --linear-wait rows per
+ * weight (the blocks' not counted): with 2 its first forecast comes one
+ * row per weight later than with 1. */
+Test(season, wait_rows_per_weight) {
+  enum { N = 300 };
+  double x[N];
+  x[0] = 0.0;
+  for (int t = 1; t < N; t++)
+    x[t] = 0.7 * x[t - 1] + gauss((uint64_t)t + 5);
+  int first[2] = {-1, -1}, weights = 0;
+  for (int w = 1; w <= 2; w++) {
+    season_t *const s = linear_with("2", w == 1 ? "1" : "2");
+    weights = season_features(s) - 2;
+    double a[N];
+    double *const m = feed(s, x, N, a);
+    for (int t = 0; t < N && first[w - 1] < 0; t++)
+      if (a[t] != 0.0) first[w - 1] = t;
+    cr_assert(first[w - 1] > 0, "no forecast with --linear-wait %d", w);
+    free(m);
+    season_free(s);
+  }
+  cr_expect_eq(first[1] - first[0], weights, "first forecasts at %d and %d, %d weights", first[0],
+               first[1], weights);
+}
