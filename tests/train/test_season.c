@@ -19,16 +19,22 @@ static ls_train_conf_t *conf_with(const char *season, const char *linear) {
   return c;
 }
 
-/* The seasons of one target as --season, --linear and --auto-seasons say
- * (never NULL). */
-static season_t *season_found(const char *season, const char *linear, const char *found) {
+/* The seasons of one target as --season and --linear say, then the keys
+ * and values of kv (pairs, NULL after the last; never NULL). */
+static season_t *season_set(const char *season, const char *linear, const char *const *kv) {
   ls_train_conf_t *c = conf_with(season, linear);
-  cr_assert_eq(ls_train_conf_set(c, "auto_seasons", found), LS_OK, "%s", ls_last_error());
+  for (int i = 0; kv[i] != NULL; i += 2)
+    cr_assert_eq(ls_train_conf_set(c, kv[i], kv[i + 1]), LS_OK, "%s", ls_last_error());
   season_t *s = NULL;
   cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
   cr_assert_not_null(s);
   ls_train_conf_destroy(c);
   return s;
+}
+
+/* ... with --auto-seasons as found says. */
+static season_t *season_found(const char *season, const char *linear, const char *found) {
+  return season_set(season, linear, (const char *const[]){"auto_seasons", found, NULL});
 }
 
 static season_t *season_with(const char *season, const char *linear) {
@@ -204,13 +210,7 @@ Test(season, naive_per_horizon) {
 /* The seasons and linear path of one target with --season-levels as
  * given. */
 static season_t *season_levels(const char *season, const char *on) {
-  ls_train_conf_t *c = conf_with(season, "true");
-  cr_assert_eq(ls_train_conf_set(c, "season_levels", on), LS_OK, "%s", ls_last_error());
-  season_t *s = NULL;
-  cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
-  cr_assert_not_null(s);
-  ls_train_conf_destroy(c);
-  return s;
+  return season_set(season, "true", (const char *const[]){"season_levels", on, NULL});
 }
 
 /* A season of 12 records (a monthly series) under noise of sd NOISE. */
@@ -272,14 +272,8 @@ Test(season, levels_average_the_season) {
 /* The linear path of one target without seasons, --linear-blocks and
  * --linear-wait as given. */
 static season_t *linear_with(const char *blocks, const char *wait) {
-  ls_train_conf_t *c = conf_with("none", "true");
-  cr_assert_eq(ls_train_conf_set(c, "linear_blocks", blocks), LS_OK, "%s", ls_last_error());
-  cr_assert_eq(ls_train_conf_set(c, "linear_wait", wait), LS_OK, "%s", ls_last_error());
-  season_t *s = NULL;
-  cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
-  cr_assert_not_null(s);
-  ls_train_conf_destroy(c);
-  return s;
+  return season_set("none", "true",
+                    (const char *const[]){"linear_blocks", blocks, "linear_wait", wait, NULL});
 }
 
 /* A series pulled to the mean of its records 13 to 24 back (a slow cycle
