@@ -227,10 +227,27 @@ static const base_key_t keys[] = {
      "with season auto, the seasons found per series and target: 1, or 2 (the second a multiple "
      "of the first that the series follows clearly more closely, as a week beside a day)",
      F(auto_seasons), BASE_V_INT(1, 2), "2", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"season_levels",
+     "with a season, the linear path also sees the series' level at that phase (its value less "
+     "the mean of the season it ends, averaged over about 16 seasons, as Holt-Winters' seasonal "
+     "index: on short seasonal series its strongest feature), and a season found after the "
+     "series' first records takes its profiles from the records the series already holds "
+     "(needs linear)",
+     F(season_levels), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
     {"linear",
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
      F(linear), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"linear_blocks",
+     "the linear path's longer memory: per block q < this, the mean of the 12 x 2^q records "
+     "before the last 12 x 2^q (with 2: records 13-24 and 25-48 back), joining once a series' "
+     "path has learned 512 rows (a short series' least squares stays small); 0: none",
+     F(linear_blocks), BASE_V_INT(0, 3), "2", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"linear_wait",
+     "rows per weight the linear path learns before its forecasts count (before: the last "
+     "value); with the ridge a least squares of one row per weight is already a fair forecast "
+     "on a young series",
+     F(linear_wait), BASE_V_INT(1, 8), "1", LS_KEY_MODEL | LS_KEY_FIXED},
     {"horizon",
      "H, the records ahead each forecast covers (at most window): after every record, forecasts "
      "of the series' next H records, from one head of targets x H outputs (h-major); a target "
@@ -539,7 +556,8 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
  * written before them was trained as with these values (issue 24). */
 static const struct {
   const char *key, *value;
-} earlier[] = {{"season", "none"}, {"linear", "false"}, {"auto_seasons", "1"}};
+} earlier[] = {{"season", "none"},         {"linear", "false"},    {"auto_seasons", "1"},
+               {"season_levels", "false"}, {"linear_blocks", "0"}, {"linear_wait", "2"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

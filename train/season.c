@@ -13,8 +13,9 @@
  *   [10]       the change scale they were made with
  *   [11, 11+K) w, the linear path's weights           (with the linear path)
  *              (features: the recent changes, the level, season slot 0's
- *              five, 1, then slot 1's five: the last while slot 1 has no
- *              season, its rows of A and b zero and its weights 0)
+ *              NF (five; six with --season-levels), 1, then slot 1's NF:
+ *              the last while slot 1 has no season, its rows of A and b
+ *              zero and its weights 0)
  *   then       z_last [K], A [K, K], b [K]: the last record's features and
  *              the forgotten sums                      (with the linear path)
  *   then       floats, two to a double: the ring of its last R raw values
@@ -22,6 +23,9 @@
  *              autocorrelation sums of its changes at lags 0..season_max;
  *              per season slot its profile (season_max floats: the
  *              change at each phase, averaged over about SEASON_AVG seasons)
+ *              and, with --season-levels, its level profile (season_max
+ *              floats: the value at each phase less the mean of the season
+ *              it ends, averaged over about SEASON_AVG seasons)
  *   [per - 1]  with --season auto and --auto-seasons 2: the second season
  *              found (0: none), a multiple of the first; with one season
  *              found the layout is the one before the second (issue 24)
@@ -49,8 +53,9 @@
  * change scale, the rows' unit, is then within about 12% (a few first
  * records scaled by a scale of one or two changes are no rows to keep). */
 #define WARM 32
-/* Rows per weight the linear path learns before it forecasts. */
-#define YOUNG 2
+/* Rows the linear path learns before its block features join (a short
+ * series' least squares stays small: --linear-blocks). */
+#define BLOCKS_AFTER 512
 /* Rows alpha's prior at 1 is worth. */
 #define MIX_PRIOR 32.0
 /* The shortest season looked for (shorter lags are the changes'
@@ -65,10 +70,15 @@
 
 struct season_s {
   int O, slots, pmax, linear, K;
+  int levels;                    /* --season-levels: the level profile, the profiles filled */
+  int blocks;                    /* --linear-blocks: means of older records, lags RECENT 2^q.. */
+  int wait;                      /* --linear-wait: rows per weight before the path forecasts */
+  int NF;                        /* the linear path's features per season slot: 5, 6 with levels */
   int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
   int autos;                     /* find the seasons (slot 0; slot 1 too with two slots) */
   int R, acf_n;                  /* ring length; autocorrelation lags (0 without auto) */
   int prof_n;                    /* floats of a slot's seasonal profile */
+  size_t slot_n;                 /* floats per slot: its profile (and level profile) */
   int second;                    /* slot 1 found (--season auto, --auto-seasons 2) */
   int in_slots;                  /* slots whose lags are model inputs */
   size_t head, per;              /* doubles before the floats; per target */
@@ -148,12 +158,18 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   for (int i = 0; i < slots; i++)
     s->pmax = periods[i] > s->pmax ? periods[i] : s->pmax;
   if (s->autos) s->pmax = c->season_max;
-  s->K = linear ? RECENT + 1 + 5 * slots + 1 : 0;
+  s->levels = linear && c->season_levels;
+  s->NF = s->levels ? 6 : 5;
+  s->blocks = linear ? c->linear_blocks : 0;
+  s->wait = c->linear_wait;
+  s->K = linear ? RECENT + 1 + s->blocks + s->NF * slots + 1 : 0;
   s->R = 2 * s->pmax + 1 > RECENT + 1 ? 2 * s->pmax + 1 : RECENT + 1;
+  if (s->R < RECENT << s->blocks) s->R = RECENT << s->blocks; /* the oldest block's records */
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->head = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
   s->prof_n = s->pmax; /* per slot */
-  s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->prof_n + 1) / 2 +
+  s->slot_n = (size_t)s->prof_n * (s->levels ? 2 : 1);
+  s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->slot_n + 1) / 2 +
            s->second; /* the second season found */
   s->clip = 10.0;     /* ls_norm_conf_init's */
   return with_scratch(s, out);
@@ -218,10 +234,10 @@ static double value_at(const season_t *s, const float *ring, int64_t t, int64_t 
  * features set to P (0: none): what they learned of another season goes. */
 static void set_second(const season_t *s, double *m, int P) {
   m[s->per - 1] = P;
-  float *const prof = ring_of(s, m) + s->R + s->acf_n + (size_t)s->prof_n;
-  memset(prof, 0, (size_t)s->prof_n * sizeof *prof);
+  float *const prof = ring_of(s, m) + s->R + s->acf_n + s->slot_n;
+  memset(prof, 0, s->slot_n * sizeof *prof);
   if (!s->linear) return;
-  int const K = s->K, from = K - 5; /* slot 1's five features come last */
+  int const K = s->K, from = K - s->NF; /* slot 1's features come last */
   double *const w = m + HEAD, *const zl = w + K, *const A = zl + K, *const b = A + (size_t)K * K;
   for (int u = 0; u < K; u++)
     for (int v = u < from ? from : 0; v < K; v++)
@@ -255,8 +271,8 @@ static void find_first(const season_t *s, double *m, float *acf, double bar, int
   int const harmonic = pick < now && (rest <= 1 || pick - rest <= 1);
   if (now == 0 || acf[pick] > acf[now] + 0.1f * acf[0] ||
       (harmonic && acf[pick] >= 0.85f * acf[now])) {
-    m[0] = pick; /* a new season: its profile starts anew */
-    memset(acf + s->acf_n, 0, (size_t)s->prof_n * sizeof *acf);
+    m[0] = pick; /* a new season: its profiles start anew */
+    memset(acf + s->acf_n, 0, s->slot_n * sizeof *acf);
   }
 }
 
@@ -317,15 +333,98 @@ static void find_season(const season_t *s, double *m, const float *ring, int64_t
  * changes at that phase, exponentially averaged over the last few seasons
  * (a running mean over the first SEASON_AVG); returns the profile's
  * change for record t + 1 (NAN before a season was seen). */
+static float *profile_of(const season_t *s, double *m, int i) {
+  return ring_of(s, m) + s->R + s->acf_n + (size_t)i * s->slot_n;
+}
+
+/* The profile's step for record u's change, g its weight (n the seasons
+ * averaged: 1 / n over the first SEASON_AVG). */
+static void profile_add(const season_t *s, float *prof, const float *ring, int P, int64_t u,
+                        double g) {
+  double const d = (double)ring[u % s->R] - (double)ring[(u - 1) % s->R];
+  float *const e = &prof[u % P];
+  *e += (float)(g * (d - (double)*e));
+}
+
 static double profile(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
-  float *const prof = ring_of(s, m) + s->R + s->acf_n + (size_t)i * (size_t)s->prof_n;
-  if (t >= 1) {
-    double const d = (double)ring[t % s->R] - (double)ring[(t - 1) % s->R];
-    double const g = fmax(1.0 / (double)((t - 1) / P + 1), 1.0 / SEASON_AVG);
-    float *const e = &prof[t % P];
-    *e += (float)(g * (d - (double)*e));
-  }
+  float *const prof = profile_of(s, m, i);
+  if (t >= 1)
+    profile_add(s, prof, ring, P, t, fmax(1.0 / (double)((t - 1) / P + 1), 1.0 / SEASON_AVG));
   return t + 1 > P ? (double)prof[(t + 1) % P] : NAN;
+}
+
+/* The level profile's step for record u (u >= P - 1: the P records that
+ * end at u in the ring), g its weight: at u's phase, u's value less the
+ * mean of those P records. Returns that mean. */
+static double levels_add(const season_t *s, float *lev, const float *ring, int P, int64_t u,
+                         double g) {
+  double sum = 0.0;
+  for (int64_t v = u - P + 1; v <= u; v++)
+    sum += (double)ring[v % s->R];
+  double const mean = sum / (double)P;
+  float *const e = &lev[u % P];
+  *e += (float)(g * ((double)ring[u % s->R] - mean - (double)*e));
+  return mean;
+}
+
+/* Slot i's level profile of period P after record t: returns its forecast
+ * of record t + 1 (the mean of the last P records plus the profile at t +
+ * 1's phase), NAN before that phase was seen once. */
+static double levels(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
+  if (t + 1 < P) return NAN;
+  float *const lev = profile_of(s, m, i) + s->prof_n;
+  double const mean =
+      levels_add(s, lev, ring, P, t, fmax(1.0 / (double)((t - P + 1) / P + 1), 1.0 / SEASON_AVG));
+  return t >= 2 * P - 2 ? mean + (double)lev[(t + 1) % P] : NAN;
+}
+
+/* Slot i's profiles of a season P just found (with --season-levels), from
+ * the records before t the ring still holds, as if P had been the season
+ * since the first of them: a season found at a young series' 40th record
+ * then starts from its three seasons seen, not from zero. */
+static void backfill(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
+  float *const prof = profile_of(s, m, i), *const lev = prof + s->prof_n;
+  int64_t const u0 = t - s->R + 1 > 1 ? t - s->R + 1 : 1; /* u and u - 1 in the ring */
+  for (int64_t u = u0; u < t; u++)
+    profile_add(s, prof, ring, P, u, fmax(1.0 / (double)((u - u0) / P + 1), 1.0 / SEASON_AVG));
+  int64_t const v0 = t - s->R + P > P - 1 ? t - s->R + P : P - 1; /* u's P records in the ring */
+  for (int64_t u = v0; u < t; u++)
+    levels_add(s, lev, ring, P, u, fmax(1.0 / (double)((u - v0) / P + 1), 1.0 / SEASON_AVG));
+}
+
+/* The seasons found after record t; a season new in a slot fills its
+ * profiles from the ring (with --season-levels). */
+static void seasons_after(const season_t *s, double *m, const float *ring, int64_t t) {
+  int const was0 = (int)m[0], was1 = s->second ? (int)m[s->per - 1] : 0;
+  find_season(s, m, ring, t);
+  int const now0 = (int)m[0], now1 = s->second ? (int)m[s->per - 1] : 0;
+  if (s->levels && now0 > 0 && now0 != was0) backfill(s, m, ring, 0, now0, t);
+  if (s->levels && now1 > 0 && now1 != was1) backfill(s, m, ring, 1, now1, t);
+}
+
+/* The linear path's first features of record t (sc its change scale,
+ * level its normalised level) into z: the last RECENT changes, the level
+ * and per block q the mean of the RECENT 2^q records before lag RECENT
+ * 2^q, less x[t] (0 until the path learned BLOCKS_AFTER rows); returns
+ * their count. */
+static int recent_features(const season_t *s, const double *m, const float *ring, int64_t t,
+                           double sc, float level, double *z) {
+  int at = 0;
+  double const now = ring[t % s->R];
+  for (int k = 0; k < RECENT; k++) {
+    double const a = value_at(s, ring, t, t - k), b = value_at(s, ring, t, t - k - 1);
+    z[at++] = isnan(a) || isnan(b) ? 0.0 : clampv(s, (a - b) / sc);
+  }
+  z[at++] = level;
+  for (int q = 0; q < s->blocks; q++) {
+    int64_t const lo = (int64_t)RECENT << q, n = lo; /* lags lo .. 2 lo - 1 */
+    double sum = 0.0;
+    int all = t - (2 * lo - 1) >= 0 && m[1] >= BLOCKS_AFTER;
+    for (int64_t u = t - (2 * lo - 1); all && u <= t - lo; u++)
+      sum += ring[u % s->R];
+    z[at++] = all ? clampv(s, (sum / (double)n - now) / sc) : 0.0;
+  }
+  return at;
 }
 
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
@@ -337,20 +436,14 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     float *const ring = ring_of(s, m);
     int const f = feat[j];
     ring[t % s->R] = x[f];
-    if (s->autos) find_season(s, m, ring, t);
+    if (s->autos) seasons_after(s, m, ring, t);
     double const sc = ds[f], now = x[f];
     double *const zz = s->z; /* scratch */
     int at = 0;
-    if (s->linear) {
-      for (int k = 0; k < RECENT; k++) {
-        double const a = value_at(s, ring, t, t - k), b = value_at(s, ring, t, t - k - 1);
-        zz[at++] = isnan(a) || isnan(b) ? 0.0 : clampv(s, (a - b) / sc);
-      }
-      zz[at++] = level[f];
-    }
+    if (s->linear) at = recent_features(s, m, ring, t, sc, level[f], zz);
     for (int i = 0; i < S; i++) {
       int const P = !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
-      double v[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+      double v[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
       int one = 0, two = 0; /* the values one and two seasons back are there */
       if (P > 0) {
         double const a1 = value_at(s, ring, t, t + 1 - P), a0 = value_at(s, ring, t, t - P);
@@ -362,9 +455,13 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
         v[2] = one && !isnan(a0) ? clampv(s, (a1 - a0) / sc) : 0.0;
         v[3] = two && !isnan(b0) ? clampv(s, (b1 - b0) / sc) : 0.0;
         v[4] = isnan(e) ? 0.0 : clampv(s, e / sc);
+        if (s->levels) {
+          double const l = levels(s, m, ring, i, P, t);
+          v[5] = isnan(l) ? 0.0 : clampv(s, (l - now) / sc);
+        }
       }
-      if (s->linear && i == 1 && s->second) zz[at++] = 1.0; /* slot 1's five last */
-      for (int q = 0; q < 5; q++)
+      if (s->linear && i == 1 && s->second) zz[at++] = 1.0; /* slot 1's last */
+      for (int q = 0; q < s->NF; q++)
         if (s->linear) zz[at++] = v[q];
       if (i >= s->in_slots) continue;
       /* The model's inputs: the values one and two seasons back, as levels. */
@@ -381,7 +478,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     /* The last record's features and this record's change: one more row
      * of the least squares, refitted now (without a second season's
      * features while there is none: they are 0). */
-    int const n = s->second && m[s->per - 1] == 0.0 ? K - 5 : K;
+    int const n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
     double *const zl = m + HEAD + K;
     if (m[9] != 0.0 && t >= WARM) {
       double const prev = value_at(s, ring, t, t - 1);
@@ -390,12 +487,12 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     }
     memcpy(zl, zz, (size_t)K * sizeof *zl);
     m[9] = 1.0, m[10] = sc;
-    /* Until it has seen YOUNG rows per weight, the linear path forecasts no
-     * change (a least squares of fewer rows is mostly noise). A second
-     * season's weights start at 0 and do not count: they never hold back
-     * the rest. */
+    /* Until it has seen --linear-wait rows per weight, the linear path
+     * forecasts no change (a least squares of fewer rows is mostly noise).
+     * A second season's weights and the blocks' start at 0 and do not
+     * count: they never hold back the rest. */
     double a = 0.0;
-    int const young = YOUNG * (K - 5 * s->second);
+    int const young = s->wait * (K - s->NF * s->second - s->blocks);
     for (int k = 0; k < n && m[1] >= young; k++)
       a += m[HEAD + k] * zz[k];
     lin[j] = m[7] * a;
@@ -526,4 +623,10 @@ int season_period(const season_t *s, const double *model, int j, int i) {
   if (s == NULL || i >= s->slots) return 0;
   const double *const m = model + (size_t)j * s->per;
   return !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
+}
+
+const float *season_profiles(const season_t *s, const double *model, int j, int i) {
+  if (s == NULL || i >= s->slots || j < 0 || j >= s->O) return NULL;
+  const float *const ring = (const float *)(const void *)(model + (size_t)j * s->per + s->head);
+  return ring + s->R + s->acf_n + (size_t)i * s->slot_n;
 }

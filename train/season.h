@@ -18,7 +18,12 @@
  *           level, and per season s1 = (x[t+1-P] - x[t]) / ds, s2 =
  *           (x[t+1-2P] - x[t]) / ds, c1 = (x[t+1-P] - x[t-P]) / ds, c2 =
  *           (x[t+1-2P] - x[t-2P]) / ds: the seasonal naive forecast's change
- *           and the change one and two seasons ago; 1
+ *           and the change one and two seasons ago; e = the change at t+1's
+ *           phase averaged over about 16 seasons (the profile); with
+ *           --season-levels also l = (m + L - x[t]) / ds, m the mean of the
+ *           last P records and L the level profile at t+1's phase (x less
+ *           the mean of the P records it ends, averaged over about 16
+ *           seasons: Holt-Winters' seasonal index); 1
  *   lin     alpha w . z, the linear path's share of the forecast
  * The forecast is alpha a + beta p, a = w . z the linear path's and p the
  * LSTM's, alpha and beta in [0, 1] per series and target: the least
@@ -96,5 +101,10 @@ double season_naive(const season_t *s, const double *model, int j, int64_t t, in
 
 /* Target j's season in slot i now (0: none): for the tests. */
 int season_period(const season_t *s, const double *model, int j, int i);
+
+/* Target j's profiles of slot i (season_max floats each: the changes at
+ * each phase, then, with --season-levels, the levels), NULL when s has no
+ * such slot: for the tests. */
+const float *season_profiles(const season_t *s, const double *model, int j, int i);
 
 #endif /* LSTREAM_TRAIN_SEASON_H */

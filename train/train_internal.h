@@ -70,7 +70,10 @@ struct ls_train_conf_s {
   char season[64];          /* auto | none | periods such as 24,168 (issue 24) */
   int season_max;           /* the longest season, records */
   int auto_seasons;         /* with season auto: the seasons found per target, 1 or 2 */
+  int season_levels;        /* the linear path's level profiles per season: 0 false, 1 true */
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
+  int linear_blocks;        /* the linear path's block means of older records (0-3) */
+  int linear_wait;          /* rows per weight before the linear path's forecasts count */
   int horizon;              /* H, records ahead per forecast (issue 25) */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
   double calibration_rate;  /* gamma of the quantiles' online calibration; 0: off */

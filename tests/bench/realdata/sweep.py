@@ -25,6 +25,11 @@ import run
 # set-up before issue 17 (raw inputs, the next level, window 32, lr 1e-3).
 SETUPS = [
     ("defaults", []),
+    ("season-levels false", ["--season-levels", "false"]),
+    ("linear-blocks 0", ["--linear-blocks", "0"]),
+    ("linear-wait 2", ["--linear-wait", "2"]),
+    ("the defaults before them", ["--season-levels", "false", "--linear-blocks", "0",
+                                  "--linear-wait", "2"]),
     ("auto-seasons 1", ["--auto-seasons", "1"]),
     ("season none", ["--season", "none"]),
     ("linear false", ["--linear", "false"]),
