@@ -79,9 +79,9 @@ ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
 
 /* Series i of a restore begins (its row 0): a series of its key that an
  * earlier entry made, whose rows are all in (an incarnation evicted before
- * this one began), is forgotten first. */
+ * this one began), is evicted first, a whole window it holds to fn. */
 static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, series_t *const *made,
-                              size_t i, series_t **out) {
+                              size_t i, ls_window_fn fn, void *opaque, series_t **out) {
   uint64_t const hash = base_key_hash(in[i].key, in[i].key_len);
   series_t *const old = (series_t *)window_table_find(&w->series, hash, in[i].key, in[i].key_len);
   if (old != NULL) {
@@ -92,7 +92,10 @@ static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, series_
                  "ls_windower_restore: series '%.*s' is known already (restore it once, before "
                  "any push)",
                  (int)in[i].key_len, in[i].key);
-    window_series_forget(w, old, 0); /* it was evicted where the next one began */
+    window_series_evict(w, old, 0); /* it was evicted where the next one began */
+    const ls_window_t *win = NULL;
+    LS_FORWARD_IF_ERROR(ls_windower_more(w, &win));
+    if (win != NULL) LS_FORWARD_IF_ERROR(fn(opaque, win));
   }
   LS_FORWARD_IF_ERROR(window_series_add(w, hash, in[i].key, in[i].key_len, in[i].partition, in[i].x,
                                         in[i].index, out));
@@ -169,6 +172,7 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
                              void *opaque) {
   LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_restore: w, series and fn must not be NULL");
+  window_gone_free(w);
   size_t rows = 0;
   for (size_t i = 0; i < n; i++) {
     LS_FORWARD_IF_ERROR(window_inflight_check(&in[i], "ls_windower_restore"));
@@ -198,7 +202,7 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
     const ls_inflight_t *const src = &in[i];
     int const r = order[j].r;
     if (r == 0) {
-      err = restore_begin(w, in, made, i, &made[i]);
+      err = restore_begin(w, in, made, i, fn, opaque, &made[i]);
       continue;
     }
     series_t *const s = made[i];

@@ -118,6 +118,61 @@ Test(window_horizon, a_gap_closes_the_waiting_window_and_the_rest) {
   ls_windower_destroy(w);
 }
 
+/* Series s has pushed records 0..9: window 0 went out at 6, window 1 (inputs 4..7) holds record
+ * 9 of its G-1 = 2 after it and waits. */
+static void push_until_waiting(ls_windower_t *w, const char *s) {
+  for (int k = 0; k < 10; k++)
+    cr_expect_eq(push(w, s, k, -1) == NULL, k != T + G - 1);
+}
+
+Test(window_horizon, an_evicted_series_hands_out_its_waiting_window) {
+  ls_windower_t *const w = windower(G);
+  cr_assert_eq(ls_windower_set_eviction(w, 0, 1), LS_OK);
+  push_until_waiting(w, "a");
+  /* b's first record evicts a (one series held at most): a's window goes out as a flush's, with
+   * the one record after it a has (the rows whose t + h passes it masked by the trainer). */
+  const ls_window_t *win = push(w, "b", 0, -1), *more = NULL;
+  expect(win, 1, T, 1);
+  cr_expect_str_eq(win->key, "a");
+  cr_assert_eq(ls_windower_more(w, &more), LS_OK);
+  cr_expect_null(more);
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.windows, 2);
+  cr_expect_eq(st.evicted, 1);
+  cr_expect_eq(st.evicted_records, 2, "records 8 and 9: no window's inputs");
+  cr_expect_eq(st.buffered, 1, "b's record");
+  /* a comes back as a new series, from window 0. */
+  cr_expect_null(push(w, "a", 20, -1));
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.evicted, 2, "b, holding one record: dropped");
+  cr_expect_eq(st.evicted_records, 3);
+  ls_windower_destroy(w);
+}
+
+Test(window_horizon, one_record_completes_its_window_and_evicts_a_waiting_one) {
+  ls_windower_t *const w = windower(G);
+  cr_assert_eq(ls_windower_set_eviction(w, 100, 0), LS_OK);
+  push_until_waiting(w, "a"); /* times 1000..1009 */
+  for (int k = 0; k < T + G - 1; k++)
+    cr_expect_null(push(w, "b", k, 1010 + k));
+  /* b's record 6 completes its window 0 and leaves a idle (1200 - 1009 > 100). */
+  const ls_window_t *win = push(w, "b", T + G - 1, 1200), *more = NULL;
+  expect(win, 0, T, G - 1);
+  cr_expect_str_eq(win->key, "b");
+  cr_assert_eq(ls_windower_more(w, &more), LS_OK);
+  expect(more, 1, T, 1);
+  cr_expect_str_eq(more->key, "a");
+  cr_assert_eq(ls_windower_more(w, &more), LS_OK);
+  cr_expect_null(more, "taken once");
+  ls_window_stats_t st;
+  cr_assert_eq(ls_windower_stats(w, &st), LS_OK);
+  cr_expect_eq(st.windows, 3);
+  cr_expect_eq(st.evicted_records, 2);
+  cr_expect_eq(st.buffered, G, "b's records 4..6, its next window's first inputs");
+  ls_windower_destroy(w);
+}
+
 /* Series in flight handed on to a new windower (a resume). */
 typedef struct kept_s {
   ls_inflight_t in;
@@ -163,6 +218,43 @@ Test(window_horizon, a_resume_re_forms_the_same_windows) {
     ls_windower_destroy(a);
     ls_windower_destroy(b);
   }
+}
+
+/* A resume: the windows completed while restoring. */
+typedef struct restored_s {
+  int n;
+  int64_t index[4];
+  int n_extra[4];
+} restored_t;
+
+static ls_err_t keep_window(void *opaque, const ls_window_t *win) {
+  restored_t *const r = opaque;
+  cr_assert_lt(r->n, 4);
+  r->index[r->n] = win->index, r->n_extra[r->n++] = win->n_extra;
+  return LS_OK;
+}
+
+Test(window_horizon, a_resume_hands_out_an_evicted_incarnations_window) {
+  /* What a snapshot keeps of key "a": its first incarnation's window 1, handed out by its
+   * eviction (records 4..9), and its next incarnation (records 20, 21, from window 0). */
+  int64_t offsets[T + 2], times[T + 2], offsets2[2] = {200, 210}, times2[2] = {1020, 1021};
+  float x[T + 2], x2[2] = {20, 21};
+  for (int r = 0; r < T + 2; r++)
+    offsets[r] = 10 * (T + r), times[r] = 1000 + T + r, x[r] = (float)(T + r);
+  ls_inflight_t const in[2] = {{"a", 1, 0, 1, 1009, 0, T + 2, offsets, times, x},
+                               {"a", 1, 0, 0, 1021, 0, 2, offsets2, times2, x2}};
+  ls_windower_t *const w = windower(G);
+  restored_t got = {0};
+  cr_assert_eq(ls_windower_restore(w, in, 2, keep_window, &got), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(got.n, 1, "the window the eviction handed out, formed again");
+  cr_expect_eq(got.index[0], 1);
+  cr_expect_eq(got.n_extra[0], 1);
+  ls_inflight_t held;
+  int found = 0;
+  cr_assert_eq(ls_windower_pending_of(w, "a", 1, &held, &found), LS_OK);
+  cr_expect_eq(held.rows, 2);
+  cr_expect_eq(held.index, 0);
+  ls_windower_destroy(w);
 }
 
 Test(window_horizon, horizon_bounds) {
