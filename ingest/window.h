@@ -191,4 +191,9 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
  * ascending offsets, a partition and a window index >= 0. */
 ls_err_t window_inflight_check(const ls_inflight_t *s, const char *fn);
 
+/* ls_windower_restore, and ids[i] (when not NULL) the id series i took (its
+ * windows', its records' in the tap): an evicted one is gone by the end. */
+ls_err_t window_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
+                        void *opaque, int64_t *ids);
+
 #endif /* LSTREAM_INGEST_WINDOW_H */

@@ -284,12 +284,12 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
 
-/* Horizon G in [1, T] (1, a new one's; set before the first record): a window holds its
- * series' G-1 records after its last target too (targets only, n_extra; the next window's inputs)
- * and is complete once they came. At its series' end (a flush, a gap, a move) it goes with fewer,
- * then the rest as a partial window: a flush's at its next call, a gap's or a move's through
- * ls_windower_more; evicted, it goes with fewer alone. A push's first window is *complete, the
- * others come through ls_windower_more (NULL: no more; each valid until the next call on w). */
+/* Horizon G in [1, T] (default 1, set before any record): a window holds its series' G-1 records
+ * after its last target too (n_extra: targets only, the next window's inputs), complete with them.
+ * At its series' end (a flush, a gap, a move) it goes with fewer, then the rest as a partial window
+ * (a flush's at its next call, the others' through ls_windower_more); evicted, with fewer alone. A
+ * push's first window is *complete, the others ls_windower_more's (NULL: none), each valid until
+ * the next call on w: it overwrites *complete (the evicted window is built in the same view). */
 LS_API ls_err_t ls_windower_set_horizon(ls_windower_t *w, int G);
 LS_API ls_err_t ls_windower_more(ls_windower_t *w, const ls_window_t **win);
 

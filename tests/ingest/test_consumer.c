@@ -1910,7 +1910,7 @@ Test(consumer, resume_and_commit_bad_arguments) {
   memset(long_key, 'k', sizeof long_key);
   int64_t const off[1] = {0}, t[1] = {0};
   float const x[F] = {0};
-  ls_inflight_t in = {"series-0000", 11, 0, 0, -1, 0, 1, off, t, x};
+  ls_inflight_t in = {"series-0000", 11, 0, 0, -1, 0, 1, off, t, x, 0};
   cr_expect_eq(ls_ingest_conf_restore(NULL, &in), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_ingest_conf_restore(c, NULL), LS_ERR_INVALID_ARG);
   ls_inflight_t bad = in;
