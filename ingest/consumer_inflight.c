@@ -129,7 +129,8 @@ typedef struct parts_buf_s {
 
 /* Series s of g (one incarnation of a key): its windows, in order, then
  * what the windower holds of it when it is the key's series there (an
- * earlier incarnation, evicted, has nothing held), through fn. A window's
+ * earlier incarnation, evicted, has nothing held, and is marked evicted),
+ * through fn. A window's
  * rows are given by their addresses in its node, not read here: a snapshot
  * that wrote them before never reads them. */
 static ls_err_t emit_series(ls_ingest_t *ing, const grouped_t *g, const flying_t *s,
@@ -149,9 +150,17 @@ static ls_err_t emit_series(ls_ingest_t *ing, const grouped_t *g, const flying_t
   }
   const ls_window_t *const first = &s->first->win;
   ls_inflight_t held = {.rows = 0};
-  int found = 0;
-  if (window_series_id(ing->w, first->key, first->key_len) == first->series)
-    LS_FORWARD_IF_ERROR(ls_windower_pending_of(ing->w, first->key, first->key_len, &held, &found));
+  int found = 0, evicted = 0;
+  LS_FORWARD_IF_ERROR(ls_windower_pending_of(ing->w, first->key, first->key_len, &held, &found));
+  if (window_series_id(ing->w, first->key, first->key_len) != first->series) {
+    /* An earlier incarnation: evicted, unless its key went on on another
+     * partition (moved: a restore knows it by its later entry there), or
+     * may have (its key gone too, its last window partial, as a move
+     * closes one: left as it was). */
+    const ls_window_t *const last = &((const window_node_t *)f[n - 1]->node)->win;
+    evicted = found ? held.partition == first->partition : last->n_targets == last->T;
+    found = 0;
+  }
   int64_t last_time = held.last_time;
   if (!found) { /* the latest event time of the windows' rows */
     last_time = -1, held = (ls_inflight_t){.rows = 0};
@@ -161,7 +170,7 @@ static ls_err_t emit_series(ls_ingest_t *ing, const grouped_t *g, const flying_t
   }
   ls_inflight_parts_t const parts = {{first->key, first->key_len, first->partition, f[0]->index,
                                       last_time, f[0]->reset, held.rows, held.offsets, held.times,
-                                      held.x},
+                                      held.x, evicted},
                                      (int)n,
                                      buf->w};
   return fn(opaque, &parts);

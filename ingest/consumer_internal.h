@@ -48,9 +48,10 @@
  * half its queue, when it is resumed (librdkafka refetches from after the
  * last message it handed out). The other partitions go on, so a trainer
  * waiting on one partition never waits behind another's full queue.
- * Memory is counted in records: those in series buffers plus T+1 per queued
- * window. A record needs memory + 2 to fit (it adds one record, and when it
- * completes a window T leave the buffer and T+1 enter the queue); if it does
+ * Memory is counted in records: those in series buffers plus T+G per queued
+ * window (G the horizon). A record needs memory + G+1 to fit (it adds one
+ * record, and when it completes a window T leave the buffer and T+G enter
+ * the queue); if it does
  * not, every partition is paused until the trainer has drained memory below
  * 3/4 of the bound. If nothing that can drain it will (no window queued, or
  * the trainer waits on a partition with none queued), the consumer fails

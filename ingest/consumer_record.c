@@ -194,7 +194,9 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     consumer_part_finish(ing, part);
     return 0;
   }
-  if (consumer_make_room(ing, ing->s.tap ? 3 : 2) != 0) return -1;
+  /* The record, and when it completes a window its T+G rows queued for the T that leave its
+   * buffer (consumer_internal.h): G+1; the tap's copy of it, one more. */
+  if (consumer_make_room(ing, ing->s.horizon + 1 + (ing->s.tap ? 1 : 0)) != 0) return -1;
   part->next = m->offset + 1;
   rd_kafka_timestamp_type_t ts_type;
   int64_t const ts = rd_kafka_message_timestamp(m, &ts_type);
@@ -229,11 +231,11 @@ static int handle_record(ls_ingest_t *ing, part_t *part, const rd_kafka_message_
     if (acc.series >= 0 && consumer_tap_push(ing, &acc, m->partition, m->offset, acc.time) != 0)
       return -1;
   }
-  /* (a series that moved closes a window of its old partition) */
-  if (win != NULL && consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
-  if (win != NULL) ls_windower_more(ing->w, &win); /* (a second: horizons, ls_windower_more) */
-  if (win != NULL && consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
+  /* The windows it closed: its own, or a gap's or a move's (a series that moved closes a window
+   * of its old partition), then those of the series it evicted (horizons: ls_windower_more). */
   if (win == NULL) consumer_track_peak(ing);
+  for (; win != NULL; ls_windower_more(ing->w, &win))
+    if (consumer_enqueue(ing, consumer_part(ing, win->partition), win) != 0) return -1;
   if (part->next >= part->end) consumer_part_finish(ing, part);
   return 0;
 }

@@ -253,14 +253,11 @@ static ls_err_t enqueue_restored(void *opaque, const ls_window_t *win) {
 /* Restores the conf's series in flight of our partitions into the
  * windower; the windows they complete are queued. */
 /* With the tap on: the rows of a restored series, as if read again (the
- * trainer takes them before the windows they complete). */
-static ls_err_t tap_restored(ls_ingest_t *ing, const ls_inflight_t *in) {
-  const series_t *const s = (const series_t *)window_table_find(
-      &ing->w->series, base_key_hash(in->key, in->key_len), in->key, in->key_len);
-  LS_RETURN_IF(s == NULL, LS_ERR_STATE, "restored series '%.*s' not in the windower",
-               (int)in->key_len, in->key);
+ * trainer takes them before the windows they complete), with the id the
+ * restore gave it (its windows'; gone by now if it was evicted). */
+static ls_err_t tap_restored(ls_ingest_t *ing, const ls_inflight_t *in, int64_t id) {
   for (int r = 0; r < in->rows; r++) {
-    ls_windower_record_t const rec = {s->id, in->key, in->key_len,
+    ls_windower_record_t const rec = {id, in->key, in->key_len,
                                       in->x + (size_t)r * (size_t)ing->s.features, in->times[r]};
     LS_RETURN_IF(consumer_tap_push(ing, &rec, in->partition, in->offsets[r], in->times[r]) != 0,
                  LS_ERR_NOMEM, "no memory for the restored records in the tap");
@@ -274,7 +271,10 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
                "the records to restore have %d features, the consumer reads %d", conf->restore_F,
                ing->s.features);
   ls_inflight_t *const mine = malloc(conf->n_restores * sizeof *mine);
-  LS_RETURN_IF(mine == NULL, LS_ERR_NOMEM, "no memory to restore %zu series", conf->n_restores);
+  int64_t *const ids = malloc(conf->n_restores * sizeof *ids); /* each one's series id */
+  if (mine == NULL || ids == NULL) free(mine), free(ids);
+  LS_RETURN_IF(mine == NULL || ids == NULL, LS_ERR_NOMEM, "no memory to restore %zu series",
+               conf->n_restores);
   size_t const F = (size_t)conf->restore_F;
   size_t n = 0;
   for (size_t i = 0; i < conf->n_restores; i++) {
@@ -287,10 +287,10 @@ static ls_err_t restore(ls_ingest_t *ing, const ls_ingest_conf_t *conf) {
     mine[n].times = conf->row_times + r->row_at;
     mine[n++].x = conf->row_x + r->row_at * F;
   }
-  ls_err_t err = ls_windower_restore(ing->w, mine, n, enqueue_restored, ing);
+  ls_err_t err = window_restore(ing->w, mine, n, enqueue_restored, ing, ids);
   for (size_t i = 0; i < n && err == LS_OK && ing->s.tap; i++)
-    err = tap_restored(ing, &mine[i]);
-  free(mine);
+    err = tap_restored(ing, &mine[i], ids[i]);
+  free(mine), free(ids);
   return err;
 }
 

@@ -271,6 +271,7 @@ ls_err_t ls_windower_new(ls_windower_t **out, ls_format_t fmt, int F, int T) {
 
 void ls_windower_destroy(ls_windower_t *w) {
   if (w == NULL) return;
+  window_gone_free(w);
   table_free(&w->series);
   for (size_t i = 0; i < w->n_parts; i++)
     free(w->parts[i]);
@@ -416,22 +417,55 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
   }
 }
 
-/* Forgets series s: the records it holds (counted as evicted when
- * `counted`), its place in the lists and in the table (the last series
- * takes its index). */
-void window_series_forget(ls_windower_t *w, series_t *s, int counted) {
-  int const n = s->count > 0 ? window_series_pending(w, s) : 0;
+/* Takes series s out of its partition's lists and the table (the last
+ * series takes its index); its memory stays. */
+static void series_unlist(ls_windower_t *w, series_t *s) {
   if (s->count > 0) window_list_unlink(s);
   lru_unlink(s);
   s->part->held--;
-  w->stats.buffered -= n;
-  if (counted) w->stats.evicted++, w->stats.evicted_records += n;
   if (w->last == s) w->last = NULL;
   table_t *const t = &w->series;
   size_t const last = t->map.n - 1;
   int64_t const idx = base_keymap_remove(&t->map, s->hash, s->k.key, s->k.key_len);
   if (idx >= 0 && (size_t)idx != last) t->items[idx] = t->items[last];
+}
+
+/* Forgets series s: the records it holds (counted as evicted when
+ * `counted`), its place in the lists and in the table. */
+void window_series_forget(ls_windower_t *w, series_t *s, int counted) {
+  int const n = s->count > 0 ? window_series_pending(w, s) : 0;
+  series_unlist(w, s);
+  w->stats.buffered -= n;
+  if (counted) w->stats.evicted++, w->stats.evicted_records += n;
   free(s);
+}
+
+void window_series_evict(ls_windower_t *w, series_t *s, int counted) {
+  int const T = w->T;
+  if (s->count <= T + 1 || s->count >= T + w->G) { /* no whole window waits */
+    window_series_forget(w, s, counted);
+    return;
+  }
+  series_unlist(w, s);
+  w->stats.buffered -= s->count;
+  /* Its records from its last target on are no window's inputs. */
+  if (counted) w->stats.evicted++, w->stats.evicted_records += s->count - T;
+  s->next = NULL;
+  if (w->gone_tail != NULL)
+    w->gone_tail->next = s;
+  else
+    w->gone = s;
+  w->gone_tail = s;
+  if (w->gone_next == NULL) w->gone_next = s;
+}
+
+void window_gone_free(ls_windower_t *w) {
+  while (w->gone != NULL) {
+    series_t *const s = w->gone;
+    w->gone = s->next;
+    free(s);
+  }
+  w->gone_next = w->gone_tail = NULL;
 }
 
 /* Evicts, on s's partition, the series idle for longer than idle_ms (by
@@ -441,9 +475,9 @@ static void evict_after(ls_windower_t *w, series_t *s) {
   wpart_t *const p = s->part;
   while (w->idle_ms > 0 && p->lru_head != s && p->lru_head->last_time >= 0 &&
          p->now - p->lru_head->last_time > w->idle_ms)
-    window_series_forget(w, p->lru_head, 1);
+    window_series_evict(w, p->lru_head, 1);
   while (w->max_held > 0 && p->held > w->max_held && p->lru_head != s)
-    window_series_forget(w, p->lru_head, 1);
+    window_series_evict(w, p->lru_head, 1);
 }
 
 ls_err_t window_series_move(ls_windower_t *w, series_t **s, uint64_t hash, const void *key,
@@ -499,6 +533,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   }
   *complete = NULL;
   w->more = NULL;
+  window_gone_free(w);
   w->last = NULL;
   w->moved_from = -1;
   w->decoded = LS_REJECT_NONE;
@@ -550,6 +585,7 @@ ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
   w->last = s; /* (eviction below spares s) */
   w->last_time = t;
   if (w->idle_ms > 0 || w->max_held > 0) evict_after(w, s);
+  if (*complete == NULL) ls_windower_more(w, complete); /* an evicted series' window */
   return LS_REJECT_NONE;
 }
 
@@ -571,6 +607,7 @@ ls_err_t ls_windower_flush_next(ls_windower_t *w, int32_t partition, const ls_wi
   LS_RETURN_IF(w == NULL || win == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_flush_next: w and win must not be NULL");
   *win = NULL;
+  window_gone_free(w);
   wpart_t *const part = window_part_find(w, partition);
   int const T = w->T;
   while (part != NULL && part->head != NULL) {

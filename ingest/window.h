@@ -77,6 +77,12 @@ struct ls_windower_s {
   ls_window_t view;        /* the window last handed out */
   ls_window_t view2;       /* the second window a push closed (G > 1) */
   const ls_window_t *more; /* &view2 when the last push closed two windows, else NULL */
+  series_t *gone;          /* the series the last push evicted holding a whole window (G > 1),
+                              in order, chained by next: out of the table and the lists, their
+                              windows go out (ls_windower_more) and they are freed on the next
+                              push (window_gone_free) */
+  series_t *gone_next;     /* the first of them whose window is still to go out, or NULL */
+  series_t *gone_tail;     /* the last of them */
   int64_t *gap;            /* [2 (T+G)] offsets and times of a window closed by a gap */
   float *gap_x;            /* [T+G, F] its records */
   int64_t *gap2;           /* [2 (T+G)] those of the second window a gap or a move closes */
@@ -153,6 +159,15 @@ int window_close(ls_windower_t *w, series_t *s, const ls_window_t **first);
  * lists and the table), counting it as evicted when `counted`. */
 void window_series_forget(ls_windower_t *w, series_t *s, int counted);
 
+/* Evicts series s (counted as evicted when `counted`): forgotten, but a whole window it holds
+ * waiting for its records after it (G > 1) goes out as it is, those records it has (n_extra <
+ * G-1), after the windows already closed (w->gone: ls_windower_more); the records after its
+ * last target are dropped, as an evicted series' partial window is. */
+void window_series_evict(ls_windower_t *w, series_t *s, int counted);
+
+/* Frees the series the last push evicted (w->gone). */
+void window_gone_free(ls_windower_t *w);
+
 /* The id of key's series (its current incarnation: a key evicted and back
  * is a new series), or -1 when the windower holds none. */
 int64_t window_series_id(const ls_windower_t *w, const void *key, size_t key_len);
@@ -175,5 +190,10 @@ void window_accept_row(ls_windower_t *w, series_t *s, int64_t offset, int64_t t,
  * flight: a key of 1..LS_KEY_MAX bytes, rows >= 1 with their arrays and
  * ascending offsets, a partition and a window index >= 0. */
 ls_err_t window_inflight_check(const ls_inflight_t *s, const char *fn);
+
+/* ls_windower_restore, and ids[i] (when not NULL) the id series i took (its
+ * windows', its records' in the tap): an evicted one is gone by the end. */
+ls_err_t window_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
+                        void *opaque, int64_t *ids);
 
 #endif /* LSTREAM_INGEST_WINDOW_H */

@@ -5,7 +5,8 @@
  * horizon G > 1 a series may hold a whole window waiting for its G-1
  * records after it: it goes out with those it has, then what follows its
  * last target as a partial window, so nothing is dropped and the windows
- * are those of its data alone.
+ * are those of its data alone; evicted, that window alone goes out
+ * (ls_windower_more, from the series' own buffer, freed on the next push).
  */
 #include <string.h>
 
@@ -134,5 +135,10 @@ ls_err_t ls_windower_more(ls_windower_t *w, const ls_window_t **win) {
                "ls_windower_more: w and win must not be NULL");
   *win = w->more;
   w->more = NULL;
+  series_t *const s = *win == NULL ? w->gone_next : NULL;
+  if (s != NULL) { /* an evicted series' whole window, in its own buffer */
+    w->gone_next = s->next;
+    *win = window_held_view(w, s, 0, s->count, 0);
+  }
   return LS_OK;
 }

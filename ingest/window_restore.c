@@ -22,7 +22,8 @@ static void pending_view(const ls_windower_t *w, const series_t *s, ls_inflight_
                          window_series_pending(w, s),
                          s->offsets + (carry ? T : 0),
                          s->times + (carry ? T : 0),
-                         s->x + (size_t)(carry ? T : 0) * w->F};
+                         s->x + (size_t)(carry ? T : 0) * w->F,
+                         0};
 }
 
 ls_err_t ls_windower_each_pending(const ls_windower_t *w, int32_t partition, ls_inflight_fn fn,
@@ -77,23 +78,36 @@ ls_err_t window_inflight_check(const ls_inflight_t *in, const char *fn) {
   return LS_OK;
 }
 
+/* Evicts restored series made[j] (uncounted: the run it was in counted it),
+ * a whole window it holds to fn; made[j] = NULL (its memory may go). */
+static ls_err_t restore_evict(ls_windower_t *w, series_t **made, size_t j, ls_window_fn fn,
+                              void *opaque) {
+  window_series_evict(w, made[j], 0);
+  made[j] = NULL;
+  const ls_window_t *win = NULL;
+  LS_FORWARD_IF_ERROR(ls_windower_more(w, &win));
+  return win != NULL ? fn(opaque, win) : LS_OK;
+}
+
 /* Series i of a restore begins (its row 0): a series of its key that an
- * earlier entry made, whose rows are all in (an incarnation evicted before
- * this one began), is forgotten first. */
-static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, series_t *const *made,
-                              size_t i, series_t **out) {
+ * entry begun before made, whose rows are all in (an incarnation evicted before
+ * this one began, in a snapshot that did not mark it evicted), is evicted
+ * first, a whole window it holds to fn. */
+static ls_err_t restore_begin(ls_windower_t *w, const ls_inflight_t *in, size_t n, series_t **made,
+                              size_t i, ls_window_fn fn, void *opaque) {
   uint64_t const hash = base_key_hash(in[i].key, in[i].key_len);
   series_t *const old = (series_t *)window_table_find(&w->series, hash, in[i].key, in[i].key_len);
   if (old != NULL) {
     size_t j = 0;
-    while (j < i && made[j] != old)
+    while (j < n && made[j] != old)
       j++;
-    LS_RETURN_IF(j == i, LS_ERR_STATE,
+    LS_RETURN_IF(j == n, LS_ERR_STATE,
                  "ls_windower_restore: series '%.*s' is known already (restore it once, before "
                  "any push)",
                  (int)in[i].key_len, in[i].key);
-    window_series_forget(w, old, 0); /* it was evicted where the next one began */
+    LS_FORWARD_IF_ERROR(restore_evict(w, made, j, fn, opaque)); /* where the next one began */
   }
+  series_t **const out = &made[i];
   LS_FORWARD_IF_ERROR(window_series_add(w, hash, in[i].key, in[i].key_len, in[i].partition, in[i].x,
                                         in[i].index, out));
   (*out)->reset = in[i].reset;
@@ -138,11 +152,12 @@ static ls_err_t closed_to(ls_windower_t *w, const ls_window_t *win, ls_window_fn
  * they complete, then what it held when it moved as a partial window (as
  * window_series_move closed it), through fn; the series is forgotten. */
 static ls_err_t restore_moved(ls_windower_t *w, const ls_inflight_t *in, ls_window_fn fn,
-                              void *opaque) {
+                              void *opaque, int64_t *id) {
   series_t *s = NULL;
   LS_FORWARD_IF_ERROR(window_series_add(w, base_key_hash(in->key, in->key_len), in->key,
                                         in->key_len, in->partition, in->x, in->index, &s));
   s->reset = in->reset;
+  *id = s->id;
   const ls_window_t *win = NULL;
   window_accept_row(w, s, in->offsets[0], in->times[0], &win);
   ls_err_t err = LS_OK;
@@ -167,8 +182,14 @@ static ls_err_t restore_moved(ls_windower_t *w, const ls_inflight_t *in, ls_wind
 
 ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
                              void *opaque) {
+  return window_restore(w, in, n, fn, opaque, NULL);
+}
+
+ls_err_t window_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n, ls_window_fn fn,
+                        void *opaque, int64_t *ids) {
   LS_RETURN_IF(w == NULL || (in == NULL && n > 0) || fn == NULL, LS_ERR_INVALID_ARG,
                "ls_windower_restore: w, series and fn must not be NULL");
+  window_gone_free(w);
   size_t rows = 0;
   for (size_t i = 0; i < n; i++) {
     LS_FORWARD_IF_ERROR(window_inflight_check(&in[i], "ls_windower_restore"));
@@ -177,16 +198,19 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
   series_t **const made = calloc(n > 0 ? n : 1, sizeof *made);
   restored_t *const order = malloc((rows > 0 ? rows : 1) * sizeof *order);
   unsigned char *const moved = calloc(n > 0 ? n : 1, 1);
-  ls_err_t err = made && order && moved
+  int64_t *const id = ids != NULL ? ids : calloc(n > 0 ? n : 1, sizeof *id);
+  ls_err_t err = made && order && moved && id
                      ? check_incarnations(in, n, moved)
                      : ls_error_set(LS_ERR_NOMEM, "no memory to restore %zu records", rows);
   /* Those left behind by a move first, each alone (its key's later entry
    * is on another partition, so its windows are its partition's alone). */
   for (size_t i = 0; i < n && err == LS_OK; i++)
-    if (moved[i]) err = restore_moved(w, &in[i], fn, opaque);
+    if (moved[i]) err = restore_moved(w, &in[i], fn, opaque, &id[i]);
   /* Every row, the first of each series too, in the order its partition
    * delivered them: series begin, and come last in their partition's order
-   * of arrival (which eviction follows), as they did. */
+   * of arrival (which eviction follows), as they did; one evicted is
+   * evicted after its last row (whether or not its key is back in the
+   * snapshot: back after it, the key's next record begins a new series). */
   size_t k = 0;
   for (size_t i = 0; i < n && err == LS_OK; i++)
     for (int r = 0; r < in[i].rows && !moved[i]; r++)
@@ -198,25 +222,29 @@ ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *in, size_t n
     const ls_inflight_t *const src = &in[i];
     int const r = order[j].r;
     if (r == 0) {
-      err = restore_begin(w, in, made, i, &made[i]);
-      continue;
+      err = restore_begin(w, in, n, made, i, fn, opaque);
+      if (err == LS_OK) id[i] = made[i]->id;
+    } else {
+      series_t *const s = made[i];
+      const ls_window_t *win = NULL;
+      window_next_row(w, s, src->times[r], &win);
+      err = closed_to(w, win, fn, opaque);
+      memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
+      win = NULL;
+      if (err == LS_OK) window_accept_row(w, s, src->offsets[r], src->times[r], &win);
+      if (win != NULL && err == LS_OK) err = fn(opaque, win);
     }
-    series_t *const s = made[i];
-    const ls_window_t *win = NULL;
-    window_next_row(w, s, src->times[r], &win);
-    err = closed_to(w, win, fn, opaque);
-    memcpy(s->x + (size_t)s->count * F, src->x + (size_t)r * F, (size_t)F * sizeof(float));
-    win = NULL;
-    if (err == LS_OK) window_accept_row(w, s, src->offsets[r], src->times[r], &win);
-    if (win != NULL && err == LS_OK) err = fn(opaque, win);
+    if (err == LS_OK && src->evicted && r == src->rows - 1)
+      err = restore_evict(w, made, i, fn, opaque);
   }
-  /* The series that remain (the last incarnation of each key) take their
-   * last accepted time. */
+  /* The series that remain (the last incarnation of each key; evicted
+   * ones are NULL) take their last accepted time. */
   for (size_t i = 0; i < n && err == LS_OK; i++) {
     const series_t *const now = (const series_t *)window_table_find(
         &w->series, base_key_hash(in[i].key, in[i].key_len), in[i].key, in[i].key_len);
-    if (now == made[i]) made[i]->last_time = in[i].last_time;
+    if (made[i] != NULL && now == made[i]) made[i]->last_time = in[i].last_time;
   }
   free(order), free(made), free(moved);
+  if (id != ids) free(id);
   return err;
 }

@@ -553,14 +553,9 @@ void ls_snapshot_conf_init(ls_snapshot_conf_t *conf) {
 
 ls_err_t snap_put_module(ls_snapshot_t *s, uint32_t id, uint32_t version, unsigned flags,
                          const void *data, size_t bytes) {
-  struct snap_module_s *m = (struct snap_module_s *)snap_module(s, id);
-  if (m == NULL) {
-    LS_RETURN_IF(s->n_modules >= LS_SNAPSHOT_MODULE_SECTIONS, LS_ERR_INVALID_ARG,
-                 "a snapshot holds at most %d module sections", LS_SNAPSHOT_MODULE_SECTIONS);
-    m = &s->modules[s->n_modules++]; /* its buffer, if any, kept from before a reset */
-    m->id = id;
-    m->bytes = 0;
-  }
+  struct snap_module_s *const m = snap_module_slot(s, id);
+  LS_RETURN_IF(m == NULL, LS_ERR_INVALID_ARG, "a snapshot holds at most %d module sections",
+               LS_SNAPSHOT_MODULE_SECTIONS);
   if (bytes > m->cap) {
     uint8_t *const p = realloc(m->data, bytes);
     LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for section %u of %zu bytes", id, bytes);
@@ -577,6 +572,10 @@ ls_err_t ls_snapshot_put_section(ls_snapshot_t *s, uint32_t id, uint32_t version
                "snapshot or data is NULL");
   LS_RETURN_IF(!snap_is_module(id), LS_ERR_INVALID_ARG, "section id %u is not a module's (%d..%d)",
                id, LS_SNAPSHOT_SECTION_FIRST, LS_SNAPSHOT_SECTION_LAST);
+  LS_RETURN_IF(id == LS_SNAPSHOT_SECTION_EVICTED, LS_ERR_INVALID_ARG,
+               "section %u is the snapshot's own (its series in flight evicted: "
+               "ls_inflight_t.evicted)",
+               id);
   LS_RETURN_IF(version > 0xffff, LS_ERR_INVALID_ARG, "section %u: version %u above 65535", id,
                version);
   LS_RETURN_IF((flags & ~(unsigned)(LS_SNAPSHOT_REQUIRED | LS_SNAPSHOT_FLOATS)) != 0,
@@ -617,7 +616,8 @@ ls_err_t ls_snapshot_check_sections(const ls_snapshot_t *s, const uint32_t *know
 ls_err_t snap_copy_modules(ls_snapshot_t *dst, const ls_snapshot_t *src) {
   for (int i = 0; i < src->n_modules; i++) {
     const struct snap_module_s *const m = &src->modules[i];
-    if (snap_module(dst, m->id) != NULL) continue;
+    /* (src's series in flight evicted are src's: dst keeps its own) */
+    if (snap_module(dst, m->id) != NULL || m->id == LS_SNAPSHOT_SECTION_EVICTED) continue;
     LS_FORWARD_IF_ERROR(snap_put_module(dst, m->id, m->version, m->flags, m->data, m->bytes));
   }
   return LS_OK;

@@ -39,6 +39,7 @@ const char *snap_section_name(uint32_t id) {
   if (id == LS_SNAPSHOT_SECTION_PREDICT) return "predict";
   if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
   if (id == LS_SNAPSHOT_SECTION_MARKS) return "marks";
+  if (id == LS_SNAPSHOT_SECTION_EVICTED) return "evicted";
   return id <= SNAP_SEGMENT_ROWS ? names[id] : names[0];
 }
 
@@ -50,6 +51,14 @@ const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id) {
   for (int i = 0; i < s->n_modules; i++)
     if (s->modules[i].id == id) return &s->modules[i];
   return NULL;
+}
+
+struct snap_module_s *snap_module_slot(ls_snapshot_t *s, uint32_t id) {
+  struct snap_module_s *m = (struct snap_module_s *)snap_module(s, id);
+  if (m != NULL || s->n_modules >= LS_SNAPSHOT_MODULE_SECTIONS) return m;
+  m = &s->modules[s->n_modules++]; /* its buffer, if any, kept from before a reset */
+  m->id = id, m->version = 0, m->flags = 0, m->bytes = 0;
+  return m;
 }
 
 /* Little-endian fields (the host is little-endian: see the header). */

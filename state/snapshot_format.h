@@ -116,7 +116,15 @@
  *  64..1023 module sections (format 5), after the container's, in the
  *                 order put: opaque to state/, encoded by their modules
  *                 (state.h, LS_SNAPSHOT_SECTION_*); a reader keeps those it
- *                 does not know and the module asking for them decides
+ *                 does not know and the module asking for them decides;
+ *                 but for
+ *  69 evicted     (optional, version 1; state/'s own, put with the first
+ *                 series in flight evicted, absent when none is, and in
+ *                 every snapshot before issue 25: none evicted) the series
+ *                 in flight evicted (ls_inflight_t.evicted): their indexes
+ *                 in the inflight section, ascending, u64 [n]. A reader of
+ *                 before skips it (a resume then joins a returning key to
+ *                 its evicted incarnation, as it did)
  * Manifest sections:
  *   8 shards      per rank: size u64, crc u32, reserved u32, series u64,
  *                 partitions u64 (32 bytes each)
@@ -159,7 +167,8 @@ enum {
   SNAP_META_BYTES = 192,
   SNAP_OWN_SECTIONS = 17, /* the most container sections after meta */
   SNAP_SHARD_SECTIONS = SNAP_OWN_SECTIONS + LS_SNAPSHOT_MODULE_SECTIONS, /* and modules' */
-  SNAP_IN_META = 5, /* int64 per series in flight */
+  SNAP_IN_META = 5,         /* int64 per series in flight */
+  SNAP_EVICTED_VERSION = 1, /* section LS_SNAPSHOT_SECTION_EVICTED's layout */
   SNAP_SHARD_ENTRY_BYTES = 32,
   SNAP_SEG_ENTRY_BYTES = 40,      /* a segments entry */
   SNAP_SEG_META_BYTES = 40,       /* a segment's section 20 */
@@ -210,6 +219,10 @@ int snap_is_module(uint32_t id);
 
 /* The module section id of s, or NULL. */
 const struct snap_module_s *snap_module(const ls_snapshot_t *s, uint32_t id);
+
+/* The module section id of s, made (empty, of version 0 and no flags) when s
+ * has none; NULL when s holds LS_SNAPSHOT_MODULE_SECTIONS already. */
+struct snap_module_s *snap_module_slot(ls_snapshot_t *s, uint32_t id);
 
 /* Puts a module section into s (ls_snapshot_put_section without the checks
  * of its arguments). */

@@ -1,8 +1,9 @@
 /*
  * A snapshot's records in flight (include/lstream/state.h,
  * ls_inflight_t): per series its key, partition, window index,
- * last event time, reset flag and rows, in arrays that keep their capacity
- * (snapshot_format.h has the layout and the sections).
+ * last event time, reset flag and rows, in arrays that keep their capacity,
+ * and the series evicted, in their own section (snapshot_format.h has the
+ * layout and the sections).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,42 @@ int ls_snapshot_inflight_features(const ls_snapshot_t *s) {
   return s == NULL ? 0 : s->in_F;
 }
 
+/* Series i in flight (of s->in_series) as evicted: its index appended to
+ * s's section LS_SNAPSHOT_SECTION_EVICTED (made on the first; room doubled). */
+static ls_err_t mark_evicted(ls_snapshot_t *s, size_t i) {
+  struct snap_module_s *const m = snap_module_slot(s, LS_SNAPSHOT_SECTION_EVICTED);
+  LS_RETURN_IF(m == NULL, LS_ERR_INVALID_ARG, "a snapshot holds at most %d module sections",
+               LS_SNAPSHOT_MODULE_SECTIONS);
+  m->version = SNAP_EVICTED_VERSION;
+  if (m->bytes + 8 > m->cap) {
+    size_t const cap = snap_next_cap(m->cap, m->bytes + 64);
+    LS_FORWARD_IF_ERROR(snap_grow(&m->data, cap, 1, "series in flight evicted"));
+    m->cap = cap;
+  }
+  uint64_t const at = i;
+  memcpy(m->data + m->bytes, &at, 8);
+  m->bytes += 8;
+  return LS_OK;
+}
+
+/* Whether series i in flight is evicted (s's section holds it: ascending). */
+static int is_evicted(const ls_snapshot_t *s, size_t i) {
+  const struct snap_module_s *const m = snap_module(s, LS_SNAPSHOT_SECTION_EVICTED);
+  if (m == NULL || m->version != SNAP_EVICTED_VERSION) return 0;
+  size_t lo = 0, hi = m->bytes / 8;
+  while (lo < hi) {
+    size_t const mid = lo + (hi - lo) / 2;
+    uint64_t at;
+    memcpy(&at, m->data + mid * 8, 8);
+    if (at == i) return 1;
+    if (at < i)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
 ls_err_t ls_snapshot_add_inflight(ls_snapshot_t *s, const ls_inflight_t *in) {
   LS_RETURN_IF(s == NULL || in == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
   LS_RETURN_IF(s->in_F == 0, LS_ERR_STATE,
@@ -108,15 +145,17 @@ ls_err_t snap_add_series_inflight(ls_snapshot_t *s, const ls_inflight_t *in, siz
   int const least = windows > 0 ? 0 : 1; /* rows of its own: with windows, maybe none */
   LS_RETURN_IF(in->key == NULL || in->key_len < 1 || in->key_len > LS_KEY_MAX || in->rows < least ||
                    (in->rows > 0 && (in->offsets == NULL || in->times == NULL || in->x == NULL)) ||
-                   in->partition < 0 || in->index < 0 || (in->reset != 0 && in->reset != 1),
+                   in->partition < 0 || in->index < 0 || (in->reset != 0 && in->reset != 1) ||
+                   (in->evicted != 0 && in->evicted != 1),
                LS_ERR_INVALID_ARG,
                "a series in flight needs a key of 1..%d bytes, rows >= %d and their arrays, a "
-               "partition and window index >= 0 and a reset of 0 or 1",
+               "partition and window index >= 0, a reset and an evicted of 0 or 1",
                LS_KEY_MAX, least);
   size_t const rows = (size_t)in->rows, F = (size_t)s->in_F;
   LS_FORWARD_IF_ERROR(snap_reserve_inflight(s, s->in_series + 1, s->in_key_bytes + in->key_len + 1,
                                             s->in_rows + rows));
   size_t const i = s->in_series;
+  if (in->evicted) LS_FORWARD_IF_ERROR(mark_evicted(s, i));
   s->in_key_len[i] = (uint8_t)in->key_len;
   s->in_key_off[i] = s->in_key_bytes;
   memcpy(s->in_keys + s->in_key_bytes, in->key, in->key_len);
@@ -159,7 +198,8 @@ ls_err_t ls_snapshot_get_inflight(const ls_snapshot_t *s, size_t i, ls_inflight_
                          (int)m[4],
                          s->in_offsets + at,
                          s->in_times + at,
-                         s->in_x + at * (size_t)s->in_F};
+                         s->in_x + at * (size_t)s->in_F,
+                         is_evicted(s, i)};
   return LS_OK;
 }
 
@@ -199,5 +239,21 @@ ls_err_t snap_index_inflight(ls_snapshot_t *s, const char *name) {
     return CORRUPT("%s: inflight: %zu key bytes, %zu rows and %zu windows by reference left after "
                    "the last series",
                    name, s->in_key_bytes - at, s->in_rows - row, s->in_windows - ref);
+  /* The series evicted: ascending indexes of series (a later layout,
+   * unknown here, is left out: none evicted). */
+  const struct snap_module_s *const m = snap_module(s, LS_SNAPSHOT_SECTION_EVICTED);
+  if (m == NULL || m->version != SNAP_EVICTED_VERSION) return LS_OK;
+  if (m->bytes % 8 != 0 || m->flags != 0)
+    return CORRUPT("%s: evicted: %zu bytes of flags %#x, not indexes of series in flight", name,
+                   m->bytes, m->flags);
+  for (size_t k = 0; k < m->bytes / 8; k++) {
+    uint64_t idx, before = 0;
+    memcpy(&idx, m->data + k * 8, 8);
+    if (k > 0) memcpy(&before, m->data + (k - 1) * 8, 8);
+    if (idx >= s->in_series || (k > 0 && idx <= before))
+      return CORRUPT("%s: evicted: series %llu (of %zu), after %llu: not an ascending index of "
+                     "a series in flight",
+                     name, (unsigned long long)idx, s->in_series, (unsigned long long)before);
+  }
   return LS_OK;
 }

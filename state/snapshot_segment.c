@@ -652,7 +652,8 @@ static ls_err_t put_together(ls_snapshot_t *s, const ls_snapshot_t *old, const s
                               (int)r->n,
                               r->offsets,
                               r->times,
-                              r->x};
+                              r->x,
+                              0}; /* evicted: s's section holds it, series i is i again */
     LS_FORWARD_IF_ERROR(snap_add_series_inflight(s, &in, 0));
   }
   return LS_OK;

@@ -161,8 +161,8 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   size_t const B = (size_t)tr->B, T = (size_t)tr->T, LH = (size_t)c->layers * (size_t)c->hidden;
   /* The replay's look-ahead per partition: the consumer's queue bound, and
    * within buffer_records over all partitions (the same on every rank). */
-  int64_t const fit = c->buffer_records / ((int64_t)tr->P_all * (c->window + 1));
-  int const K = fit < c->queue_windows ? (fit > 1 ? (int)fit : 1) : c->queue_windows;
+  int const K =
+      steps_lookahead(c->buffer_records, tr->P_all, c->window, c->horizon, c->queue_windows);
   steps_conf_t const sc = {tr->v.ing, tr->v.series, tr->v.parts,    tr->v.P, tr->B, tr->quota,
                            K,         c->until,     c->deadline_ms, on_idle, tr};
   LS_FORWARD_IF_ERROR(steps_new(&sc, &tr->steps));

@@ -38,6 +38,11 @@ struct steps_s {
   int64_t stamp;
 };
 
+int steps_lookahead(int64_t buffer_records, int partitions, int T, int H, int64_t queue_windows) {
+  int64_t const fit = buffer_records / ((int64_t)partitions * (T + H));
+  return fit < queue_windows ? (fit > 1 ? (int)fit : 1) : (int)queue_windows;
+}
+
 ls_err_t steps_new(const steps_conf_t *conf, steps_t **out) {
   *out = NULL;
   steps_t *const s = calloc(1, sizeof *s);

@@ -4,8 +4,8 @@
  * window needs this one's final state).
  *   replay (until = end): each partition keeps a look-ahead of its next K
  *     windows in offset order (K = queue_windows, the consumer's bound per
- *     partition, at most buffer_records / (partitions x (T + 1)); fewer at
- *     its end) and gives up to batch/partitions of them
+ *     partition, at most buffer_records / (partitions x (T + H)): steps_lookahead;
+ *     fewer at its end) and gives up to batch/partitions of them
  *     to a step by event time: the earliest (last target's time, offset)
  *     first, stopping at one whose series is in the step already. So a
  *     topic written series by series (all of A, then all of B) trains like
@@ -45,6 +45,11 @@ typedef struct steps_conf_s {
   ls_err_t (*idle)(void *opaque);
   void *opaque;
 } steps_conf_t;
+
+/* The replay's look-ahead K per partition: queue_windows, at most what buffer_records holds over
+ * all partitions of windows of T + H records each (the consumer's count of a queued window, H
+ * the horizon), at least 1. */
+int steps_lookahead(int64_t buffer_records, int partitions, int T, int H, int64_t queue_windows);
 
 ls_err_t steps_new(const steps_conf_t *conf, steps_t **out);
 void steps_free(steps_t *s); /* releases the windows it holds; accepts NULL */

@@ -29,6 +29,8 @@ typedef struct ls_inflight_s {
   int rows;                       /* >= 1 (0 only from ls_windower_pending_of) */
   const int64_t *offsets, *times; /* [rows], ascending offsets */
   const float *x;                 /* [rows, F] */
+  int evicted; /* 0 or 1: evicted after its last row (an earlier incarnation of its key, its
+                  windows in flight; a restore evicts it there again, as it was) */
 } ls_inflight_t;
 
 /* One window of a series in flight (ls_inflight_parts_t): its place in its

@@ -284,11 +284,12 @@ LS_API void ls_windower_destroy(ls_windower_t *w);
 LS_API ls_reject_t ls_windower_push(ls_windower_t *w, const ls_record_t *rec,
                                     const ls_window_t **complete);
 
-/* Horizon G in [1, T] (1, a new one's; set before the first record): a window holds its
- * series' G-1 records after its last target too (targets only, n_extra; the next window's inputs)
- * and is complete once they came. At its series' end (a flush, a gap, a move) it goes with fewer,
- * then the rest as a partial window: a flush's at its next call, a gap's or a move's through
- * ls_windower_more (NULL when the last push closed no second window; valid as *complete). */
+/* Horizon G in [1, T] (default 1, set before any record): a window holds its series' G-1 records
+ * after its last target too (n_extra: targets only, the next window's inputs), complete with them.
+ * At its series' end (a flush, a gap, a move) it goes with fewer, then the rest as a partial window
+ * (a flush's at its next call, the others' through ls_windower_more); evicted, with fewer alone. A
+ * push's first window is *complete, the others ls_windower_more's (NULL: none), each valid until
+ * the next call on w: it overwrites *complete (the evicted window is built in the same view). */
 LS_API ls_err_t ls_windower_set_horizon(ls_windower_t *w, int G);
 LS_API ls_err_t ls_windower_more(ls_windower_t *w, const ls_window_t **win);
 
@@ -327,8 +328,8 @@ LS_API ls_err_t ls_windower_set_time_bounds(ls_windower_t *w, int64_t max_future
  * forgets each series idle for longer than idle_ms (its last event time that much before the
  * partition's newest) and, beyond max_held series, the least recently active ones; in order of
  * their last records' arrival, the record's own series aside. An evicted series' records in buffer
- * are dropped (stats.evicted_records): its key, if it comes back, starts a new series (window
- * 0). */
+ * are dropped (stats.evicted_records) but a whole window waiting for its records after it (out as
+ * it is: ls_windower_set_horizon); its key, if it comes back, starts a new series (window 0). */
 LS_API ls_err_t ls_windower_set_eviction(ls_windower_t *w, int64_t idle_ms, int64_t max_held);
 /* The record the last ls_windower_push accepted (not rejected, not skipped below a skip rule): its
  * series' id (as in its windows), the series' key (NUL-terminated, valid as long as the windower),
@@ -366,8 +367,9 @@ LS_API ls_err_t ls_windower_pending_of(const ls_windower_t *w, const void *key, 
 /* Restores series [n] in flight, of series the windower has not seen: each as a new series whose
  * buffer holds its rows[0] as the first input of window `index`, then every later row of them,
  * partition by partition in offset order (the order they first came in), as records pushed again:
- * the windows they complete go to fn, in the order they first completed. Rows count as accepted
- * records, not as pushed ones. */
+ * the windows they complete go to fn, in the order they first completed (a key's incarnation
+ * evicted holding a whole window gives it when the next begins). Rows count as accepted records,
+ * not as pushed ones. */
 LS_API ls_err_t ls_windower_restore(ls_windower_t *w, const ls_inflight_t *series, size_t n,
                                     ls_window_fn fn, void *opaque);
 

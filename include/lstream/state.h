@@ -370,6 +370,8 @@ enum {
   LS_SNAPSHOT_SECTION_PREDICT = 66,     /* train/predict_out.c: the forecasts' bookkeeping */
   LS_SNAPSHOT_SECTION_RUN = 67,         /* train/snapshots.c: the run's id */
   LS_SNAPSHOT_SECTION_MARKS = 68,       /* train/marks.c: each partition's last record read */
+  LS_SNAPSHOT_SECTION_EVICTED = 69,     /* state/snapshot_inflight.c: the series in flight evicted
+                                           (ls_inflight_t.evicted; state's own: not put) */
   LS_SNAPSHOT_SECTION_LAST = 1023
 };
 #define LS_SNAPSHOT_MODULE_SECTIONS 16 /* the most module sections in one shard */

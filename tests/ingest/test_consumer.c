@@ -10,7 +10,9 @@
  * a consumer started from a snapshot (resume offsets, skip rules) forms
  * exactly the windows not trained yet, and one resumed on a topic deleted
  * and re-created is refused or, asked, restarted; partitions added to a
- * live topic are read from their beginning; committed offsets read back.
+ * live topic are read from their beginning; committed offsets read back;
+ * with a horizon, windows hold their records after them, within the memory
+ * bound, in flight too, and one record may close two windows.
  *
  * Every wait is on a condition with a generous deadline, never a fixed sleep.
  */
@@ -125,22 +127,27 @@ static void key_of(int s, char *buf, size_t size) {
   snprintf(buf, size, "series-%04d", s);
 }
 
+/* Queues step k of series s at event time `time`, f32, to its partition. */
+static void produce_step(rd_kafka_t *p, const char *topic, world_t *w, int s, int k, int64_t time) {
+  float v[F];
+  for (int f = 0; f < F; f++)
+    v[f] = value_of(s, k, f);
+  char buf[4 * F], key[32];
+  size_t len;
+  cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
+  key_of(s, key, sizeof key);
+  produce(p, topic, w->partition[s], key, strlen(key), buf, len, time,
+          &w->offset[(size_t)s * w->K + k]);
+}
+
 /* Produces steps [k0, k1) of every series, step-major, f32, to partition
  * s % partitions. */
 static void produce_steps(rd_kafka_t *p, const char *topic, world_t *w, int partitions, int k0,
                           int k1) {
   for (int k = k0; k < k1; k++)
     for (int s = 0; s < w->S; s++) {
-      float v[F];
-      for (int f = 0; f < F; f++)
-        v[f] = value_of(s, k, f);
-      char buf[4 * F], key[32];
-      size_t len;
-      cr_assert_eq(ls_record_encode(LS_FORMAT_F32, v, F, buf, sizeof buf, &len), LS_OK);
-      key_of(s, key, sizeof key);
       w->partition[s] = s % partitions;
-      produce(p, topic, w->partition[s], key, strlen(key), buf, len, time_of(k),
-              &w->offset[(size_t)s * w->K + k]);
+      produce_step(p, topic, w, s, k, time_of(k));
     }
   producer_flush(p);
   for (int k = k0; k < k1; k++)
@@ -187,10 +194,10 @@ typedef struct got_s {
   char key[LS_KEY_MAX + 1];
   int32_t partition;
   int64_t index, first_offset, last_offset;
-  int n_targets, T;
-  float *x;            /* [T+1, F] */
+  int n_targets, T, n_extra;
+  float *x;            /* [T+1+n_extra, F] */
   float *mask;         /* [T] */
-  int64_t *times;      /* [T+1] */
+  int64_t *times;      /* [T+1+n_extra] */
   int64_t released_at; /* when a simulated trainer released it (resume tests); -1 */
 } got_t;
 
@@ -212,13 +219,15 @@ static void got_add(gotlist_t *g, const ls_window_t *win) {
   o->last_offset = win->last_offset;
   o->n_targets = win->n_targets;
   o->T = win->T;
+  o->n_extra = win->n_extra;
   o->released_at = -1;
   cr_assert_eq(win->F, F);
-  size_t const xs = sizeof(float) * (size_t)(win->T + 1) * F, ms = sizeof(float) * win->T;
+  size_t const rows = (size_t)(win->T + 1 + win->n_extra);
+  size_t const xs = sizeof(float) * rows * F, ms = sizeof(float) * win->T;
   o->x = malloc(xs);
   o->mask = malloc(ms);
-  o->times = malloc(sizeof(int64_t) * (size_t)(win->T + 1));
-  memcpy(o->times, win->times, sizeof(int64_t) * (size_t)(win->T + 1));
+  o->times = malloc(sizeof(int64_t) * rows);
+  memcpy(o->times, win->times, sizeof(int64_t) * rows);
   memcpy(o->x, win->x, xs);
   memcpy(o->mask, win->mask, ms);
 }
@@ -261,6 +270,29 @@ static int steps_of(const world_t *w, int s) {
   return k;
 }
 
+/* The series of window o of w, which must be its next (next_index [S]: each
+ * series' next window index, moved on). */
+static int series_next(const world_t *w, const got_t *o, int *next_index) {
+  int s = -1;
+  cr_assert_eq(sscanf(o->key, "series-%d", &s), 1, "unexpected key '%s'", o->key);
+  cr_assert(s >= 0 && s < w->S);
+  cr_assert_eq(o->index, next_index[s], "series %d: window %lld, expected %d", s,
+               (long long)o->index, next_index[s]);
+  next_index[s]++;
+  return s;
+}
+
+/* Window o holds steps k0.. of series s in its rows [rows]. */
+static void expect_rows(const got_t *o, int s, int k0, int rows) {
+  for (int t = 0; t < rows; t++) {
+    for (int f = 0; f < F; f++)
+      cr_assert_eq(o->x[t * F + f], value_of(s, k0 + t, f), "series %d window %lld row %d", s,
+                   (long long)o->index, t);
+    cr_assert_eq(o->times[t], time_of(k0 + t), "series %d window %lld row %d: event time", s,
+                 (long long)o->index, t);
+  }
+}
+
 /* Checks that g holds exactly the complete windows of every series of w
  * from step first[s] (NULL: 0) through the last produced step, in order per
  * series, with their values, offsets and partition. */
@@ -269,25 +301,14 @@ static void expect_world(const world_t *w, const gotlist_t *g, const int *first)
   int const T = w->T;
   for (int i = 0; i < g->n; i++) {
     const got_t *const o = &g->w[i];
-    int s = -1;
-    cr_assert_eq(sscanf(o->key, "series-%d", &s), 1, "unexpected key '%s'", o->key);
-    cr_assert(s >= 0 && s < w->S);
-    cr_assert_eq(o->index, next_index[s], "series %d: window %lld, expected %d", s,
-                 (long long)o->index, next_index[s]);
-    next_index[s]++;
+    int const s = series_next(w, o, next_index);
     cr_assert_eq(o->n_targets, T);
     cr_assert_eq(o->partition, w->partition[s]);
     int const k0 = (first ? first[s] : 0) + (int)o->index * T;
     cr_assert_eq(o->first_offset, w->offset[(size_t)s * w->K + k0], "series %d window %lld", s,
                  (long long)o->index);
     cr_assert_eq(o->last_offset, w->offset[(size_t)s * w->K + k0 + T]);
-    for (int t = 0; t <= T; t++) {
-      for (int f = 0; f < F; f++)
-        cr_assert_eq(o->x[t * F + f], value_of(s, k0 + t, f), "series %d window %lld row %d", s,
-                     (long long)o->index, t);
-      cr_assert_eq(o->times[t], time_of(k0 + t), "series %d window %lld row %d: event time", s,
-                   (long long)o->index, t);
-    }
+    expect_rows(o, s, k0, T + 1);
   }
   for (int s = 0; s < w->S; s++) {
     int const steps = steps_of(w, s) - (first ? first[s] : 0);
@@ -1889,7 +1910,7 @@ Test(consumer, resume_and_commit_bad_arguments) {
   memset(long_key, 'k', sizeof long_key);
   int64_t const off[1] = {0}, t[1] = {0};
   float const x[F] = {0};
-  ls_inflight_t in = {"series-0000", 11, 0, 0, -1, 0, 1, off, t, x};
+  ls_inflight_t in = {"series-0000", 11, 0, 0, -1, 0, 1, off, t, x, 0};
   cr_expect_eq(ls_ingest_conf_restore(NULL, &in), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_ingest_conf_restore(c, NULL), LS_ERR_INVALID_ARG);
   ls_inflight_t bad = in;
@@ -1972,5 +1993,116 @@ Test(consumer, bench_ingest_prints_one_line) {
                                 "--format",      "csv",       NULL};
   /* 300 steps a series, T = 32 (the default): 9 windows a series. */
   expect_bench_line(memory, "ingest format=csv records=3000 seconds=", " windows=90\n");
+  rig_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Horizons                                                                  */
+
+enum { HT = 4, HG = 3 }; /* windows of 4 steps, horizon 3: 7 records a window */
+
+/* g holds exactly the windows of every series of w, flushed at its end: window k of series s
+ * has steps kT.. and its G-1 steps after its last target (fewer at the end), in order. */
+static void expect_world_horizon(const world_t *w, const gotlist_t *g) {
+  int *const next_index = calloc((size_t)w->S, sizeof(int));
+  int const T = w->T;
+  for (int i = 0; i < g->n; i++) {
+    const got_t *const o = &g->w[i];
+    int const s = series_next(w, o, next_index);
+    int const k0 = (int)o->index * T, last = steps_of(w, s) - 1, after = last - (k0 + T);
+    int const extra = after < 0 ? 0 : after < HG - 1 ? after : HG - 1;
+    cr_assert_eq(o->n_targets, after >= 0 ? T : last - k0, "series %d window %d", s, k0 / T);
+    cr_assert_eq(o->n_extra, extra, "series %d window %d", s, k0 / T);
+    expect_rows(o, s, k0, o->n_targets + 1 + o->n_extra);
+  }
+  for (int s = 0; s < w->S; s++)
+    cr_assert_eq(next_index[s], (steps_of(w, s) - 1 + T - 1) / T, "series %d", s);
+  free(next_index);
+}
+
+/* Windows in flight (ls_ingest_inflight_parts) of the rig's world: each whole, with its G-1
+ * records after it. */
+static ls_err_t expect_whole_parts(void *opaque, const ls_inflight_parts_t *p) {
+  const world_t *const w = opaque;
+  int s = -1;
+  cr_assert_eq(sscanf(p->held.key, "series-%d", &s), 1);
+  for (int i = 0; i < p->n_windows; i++) {
+    cr_expect_eq(p->windows[i].rows, HT + HG, "series %d window %d", s, i);
+    int const k0 = (int)(p->held.index + i) * HT;
+    for (int r = 0; r < p->windows[i].rows; r++)
+      cr_expect_eq(p->windows[i].offsets[r], w->offset[(size_t)s * w->K + k0 + r]);
+  }
+  return LS_OK;
+}
+
+/* 10 series of 42 steps on one partition, read by a stalled trainer: a window completes at steps
+ * 6, 10, ..., adding its records after it to memory (T+G a queued window, T leaving the buffer:
+ * G+1 = 4 a record). 146 records are in memory after step 10's fourth window: a fifth fits a
+ * reservation of 2 (148) and makes 150. Memory stays within 148, and the windows in flight hold
+ * their records after them; then every window arrives, the last two cut short by the end. */
+Test(consumer, horizon_windows_within_the_memory_bound) {
+  rig_t r;
+  rig_new(&r, 1, "horizon", 1, 10, 42, HT, "end");
+  rig_produce(&r, 1, 0, r.w.K);
+  rig_set(&r, "horizon", "3");
+  rig_set(&r, "flush", "true");
+  rig_set(&r, "buffer.records", "148");
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  ls_ingest_stats_t const st = wait_stats(r.ing, all_paused, 1, "the partition to pause");
+  cr_expect_leq(st.memory_records, 148);
+  cr_expect_leq(st.peak_memory_records, 148);
+  cr_expect_geq(st.queued_windows, 10);
+  int32_t const part = 0;
+  int64_t next = -1;
+  cr_assert_eq(ls_ingest_inflight_parts(r.ing, 1, &part, &next, NULL, expect_whole_parts, &r.w),
+               LS_OK, "%s", ls_last_error());
+  take(r.ing, &r.got, -1);
+  expect_world_horizon(&r.w, &r.got);
+  expect_clean_end(r.ing, (int64_t)r.w.S * r.w.K);
+  cr_expect_leq(stats_of(r.ing).peak_memory_records, 148);
+  rig_free(&r);
+}
+
+/* Series 0's steps 0..9 (its window 1 waits for its second record after it), series 1's 0..6:
+ * its step 6, 300 s later, completes its window 0 and leaves series 0 idle past
+ * series.idle.ms, evicted: its window 1 goes out too, with the one record after it it has. */
+Test(consumer, horizon_one_record_completes_two_windows) {
+  rig_t r;
+  rig_new(&r, 1, "horizon2", 1, 2, 7 + 3, HT, "end");
+  rig_set(&r, "horizon", "3");
+  rig_set(&r, "flush", "true");
+  rig_set(&r, "series.idle.ms", "100000");
+  for (int k = 0; k < 10; k++) /* (partition 0, as world_new left them) */
+    produce_step(r.p, r.topic, &r.w, 0, k, time_of(k));
+  for (int k = 0; k < 7; k++)
+    produce_step(r.p, r.topic, &r.w, 1, k, time_of(k < 6 ? 10 + k : 300));
+  producer_flush(r.p);
+  add_partitions(r.c, 1, LS_START_BEGINNING);
+  rig_start(&r);
+  take(r.ing, &r.got, -1);
+  /* Series 0's window 0 (at its step 6), series 1's window 0 and series 0's window 1 (both at
+   * series 1's step 6), then series 1's steps 4..6 flushed at the end. */
+  static const struct {
+    int s, index, n_targets, n_extra;
+  } want[] = {{0, 0, HT, HG - 1}, {1, 0, HT, HG - 1}, {0, 1, HT, 1}, {1, 1, 2, 0}};
+  cr_assert_eq(r.got.n, 4);
+  for (int i = 0; i < 4; i++) {
+    const got_t *const o = &r.got.w[i];
+    char key[32];
+    key_of(want[i].s, key, sizeof key);
+    cr_expect_str_eq(o->key, key, "window %d", i);
+    cr_expect_eq(o->index, want[i].index, "window %d", i);
+    cr_expect_eq(o->n_targets, want[i].n_targets, "window %d", i);
+    cr_expect_eq(o->n_extra, want[i].n_extra, "window %d", i);
+    int const k0 = want[i].index * HT;
+    for (int t = 0; t <= o->n_targets + o->n_extra; t++)
+      cr_expect_eq(o->x[t * F], value_of(want[i].s, k0 + t, 0), "window %d row %d", i, t);
+    cr_expect_eq(o->last_offset, r.w.offset[(size_t)want[i].s * r.w.K + k0 + o->n_targets]);
+  }
+  ls_ingest_stats_t const st = stats_of(r.ing);
+  cr_expect_eq(st.w.evicted, 1);
+  cr_expect_eq(st.w.evicted_records, 2, "series 0's steps 8 and 9: no window's inputs");
+  expect_clean_end(r.ing, 17);
   rig_free(&r);
 }

@@ -480,8 +480,8 @@ Test(window, resume_re_forms_the_same_windows) {
     memcpy(b_x + (T + r) * F, b_held.x + (size_t)r * F, F * sizeof(float));
   }
   ls_inflight_t const in[2] = {
-      {"a", 1, 3, 2, a_held.last_time, 0, 1, a_held.offsets, a_held.times, a_held.x},
-      {"b", 1, 3, 0, b_held.last_time, 0, T + b_held.rows, b_off, b_time, b_x}};
+      {"a", 1, 3, 2, a_held.last_time, 0, 1, a_held.offsets, a_held.times, a_held.x, 0},
+      {"b", 1, 3, 0, b_held.last_time, 0, T + b_held.rows, b_off, b_time, b_x, 0}};
   ls_windower_t *const resumed = windower(T);
   seen_list_t after = {.n = 0};
   cr_assert_eq(ls_windower_restore(resumed, in, 2, keep, &after), LS_OK, "%s", ls_last_error());
@@ -775,7 +775,7 @@ Test(window, restore_bad_arguments) {
   ls_windower_t *const w = windower(2);
   int64_t const off[2] = {5, 4}, t[2] = {0, 0};
   float const x[2 * F] = {0};
-  ls_inflight_t in = {"k", 1, 0, 0, -1, 0, 1, off, t, x};
+  ls_inflight_t in = {"k", 1, 0, 0, -1, 0, 1, off, t, x, 0};
   cr_expect_eq(ls_windower_restore(NULL, &in, 1, keep, NULL), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_windower_restore(w, &in, 1, NULL, NULL), LS_ERR_INVALID_ARG);
   in.rows = 0;
@@ -809,10 +809,10 @@ Test(window, restore_incarnations_of_a_key) {
   int64_t const a1_off[3] = {0, 1, 2}, b_off[1] = {3}, a2_off[2] = {4, 6}, c_off[1] = {5};
   int64_t const t3[3] = {-1, -1, -1};
   float const x[3 * F] = {1, 2, 3, 4, 5, 6};
-  ls_inflight_t const in[4] = {{"a", 1, 0, 0, -1, 0, 3, a1_off, t3, x},
-                               {"b", 1, 0, 4, -1, 0, 1, b_off, t3, x},
-                               {"a", 1, 0, 0, -1, 0, 2, a2_off, t3, x},
-                               {"c", 1, 0, 0, -1, 0, 1, c_off, t3, x}};
+  ls_inflight_t const in[4] = {{"a", 1, 0, 0, -1, 0, 3, a1_off, t3, x, 0},
+                               {"b", 1, 0, 4, -1, 0, 1, b_off, t3, x, 0},
+                               {"a", 1, 0, 0, -1, 0, 2, a2_off, t3, x, 0},
+                               {"c", 1, 0, 0, -1, 0, 1, c_off, t3, x, 0}};
   seen_list_t got = {0};
   cr_assert_eq(ls_windower_restore(w, in, 4, keep, &got), LS_OK, "%s", ls_last_error());
   cr_assert_eq(got.n, 1, "a's first incarnation's window");
@@ -914,8 +914,8 @@ Test(window, restore_a_series_that_moved) {
     float const x[4 * F] = {1, -1, 2, -2, 3, -3, 4, -4};
     /* Old: window 0 (10..12) in flight and the partial window 1 (12, 13);
      * new: index 2, one row. */
-    ls_inflight_t const in[2] = {{"k", 1, from, 0, 103, 0, 4, old_off, old_t, x},
-                                 {"k", 1, to, 2, 104, 0, 1, new_off, new_t, x}};
+    ls_inflight_t const in[2] = {{"k", 1, from, 0, 103, 0, 4, old_off, old_t, x, 0},
+                                 {"k", 1, to, 2, 104, 0, 1, new_off, new_t, x, 0}};
     ls_inflight_t const swapped[2] = {in[1], in[0]};
     ls_windower_t *const w = windower(2);
     seen_list_t got = {0};

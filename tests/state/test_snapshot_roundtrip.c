@@ -280,6 +280,66 @@ Test(round_trip, empty_part) {
   free(dir);
 }
 
+/* Series in flight evicted (ls_inflight_t.evicted) come back marked, on the
+ * same world and re-sharded; a snapshot with none marked has no section for
+ * them, and the section is the snapshot's own. */
+Test(round_trip, evicted_series_in_flight) {
+  char *const dir = su_temp_dir();
+  ls_snapshot_t *const s = su_snapshot(&SHAPE, 1, 0, 9, 10, 2, 5);
+  size_t const n0 = ls_snapshot_inflight_count(s);
+  int64_t const off[2] = {1000, 1001}, t[2] = {5, 6};
+  float const x[2 * SU_IN_F] = {1, 2, 3, 4};
+  for (int k = 0; k < 4; k++) { /* ev-0 .. ev-3 on partitions 0, 1, 0, 1; ev-1, ev-2 evicted */
+    char key[8];
+    snprintf(key, sizeof key, "ev-%d", k);
+    ls_inflight_t const in = {key, 4, k % 2, 0, 6, 0, 2, off, t, x, k == 1 || k == 2};
+    cr_assert_eq(ls_snapshot_add_inflight(s, &in), LS_OK, "%s", ls_last_error());
+  }
+  uint32_t version = 0;
+  cr_expect_eq(ls_snapshot_put_section(s, LS_SNAPSHOT_SECTION_EVICTED, 1, 0, &version, 4),
+               LS_ERR_INVALID_ARG, "the snapshot's own section");
+  ls_snapshot_t *const back = write_and_load(s, dir, 9);
+  su_expect_same(s, back);
+  for (int world = 1; world <= 2; world++)
+    for (int rank = 0; rank < world; rank++) {
+      char path[PATH_MAX];
+      su_snap_path(path, dir, 9, NULL);
+      ls_snapshot_t *part = NULL;
+      cr_assert_eq(ls_snapshot_load(path, world, rank, &part), LS_OK, "%s", ls_last_error());
+      int seen = 0;
+      for (size_t i = 0; i < ls_snapshot_inflight_count(part); i++) {
+        ls_inflight_t in;
+        cr_assert_eq(ls_snapshot_get_inflight(part, i, &in), LS_OK);
+        int const ours = in.key_len == 4 && !memcmp(in.key, "ev-", 3);
+        int const k = ours ? in.key[3] - '0' : -1;
+        cr_expect_eq(in.evicted, k == 1 || k == 2, "world %d rank %d: series %zu ('%.*s')", world,
+                     rank, i, (int)in.key_len, in.key);
+        seen += ours;
+      }
+      cr_expect_eq(seen, 4 / world, "world %d rank %d", world, rank);
+      ls_snapshot_destroy(part);
+    }
+  ls_snapshot_destroy(back);
+  /* None marked: no section (a snapshot as before). */
+  ls_snapshot_reset(s);
+  ls_snapshot_t *const plain = su_snapshot(&SHAPE, 1, 0, 10, 10, 2, 5);
+  ls_snapshot_t *const again = write_and_load(plain, dir, 10);
+  const void *data = NULL;
+  size_t bytes = 0;
+  cr_expect_eq(ls_snapshot_get_section(again, LS_SNAPSHOT_SECTION_EVICTED, &version, &data, &bytes),
+               LS_ERR_NOT_FOUND);
+  for (size_t i = 0; i < n0; i++) {
+    ls_inflight_t in;
+    cr_assert_eq(ls_snapshot_get_inflight(again, i, &in), LS_OK);
+    cr_expect_eq(in.evicted, 0);
+  }
+  ls_snapshot_destroy(again);
+  ls_snapshot_destroy(plain);
+  ls_snapshot_destroy(s);
+  su_remove(dir);
+  free(dir);
+}
+
 /* Refilling a reset snapshot with as much content reuses its memory. */
 Test(round_trip, staging_reuse) {
   ls_snapshot_t *a = su_snapshot(&SHAPE, 2, 1, 5, 40, 2, 3);

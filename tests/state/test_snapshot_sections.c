@@ -246,8 +246,11 @@ Test(sections, arguments) {
   cr_expect_eq(ls_snapshot_put_section(s, 64, 1, 4, "a", 1), LS_ERR_INVALID_ARG, "unknown flag");
   cr_expect_eq(ls_snapshot_put_section(s, 64, 1, LS_SNAPSHOT_FLOATS, "abc", 3), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_snapshot_put_section(s, 64, 1, 0, NULL, 0), LS_OK, "an empty section");
-  for (uint32_t id = 65; id < 65 + LS_SNAPSHOT_MODULE_SECTIONS - 1; id++)
-    cr_assert_eq(ls_snapshot_put_section(s, id, 0, 0, "a", 1), LS_OK);
+  cr_expect_eq(ls_snapshot_put_section(s, LS_SNAPSHOT_SECTION_EVICTED, 1, 0, "a", 1),
+               LS_ERR_INVALID_ARG, "the snapshot's own");
+  for (uint32_t id = 65; id < 65 + LS_SNAPSHOT_MODULE_SECTIONS; id++)
+    if (id != LS_SNAPSHOT_SECTION_EVICTED)
+      cr_assert_eq(ls_snapshot_put_section(s, id, 0, 0, "a", 1), LS_OK);
   cr_expect_eq(ls_snapshot_put_section(s, 900, 0, 0, "a", 1), LS_ERR_INVALID_ARG, "too many");
   cr_expect_eq(ls_snapshot_get_section(s, 64, NULL, &data, &bytes), LS_ERR_INVALID_ARG);
   cr_expect_eq(ls_snapshot_get_section(NULL, 64, &version, &data, &bytes), LS_ERR_INVALID_ARG);

@@ -62,7 +62,7 @@ static void add_series(ls_snapshot_t *s, int p, int k, int first, int last, int 
   char key[16];
   int const len = snprintf(key, sizeof key, "s-%d-%d", p, k);
   ls_inflight_parts_t const parts = {{key, (size_t)len, p, first, 1000 + T * (last + 1) + held - 1,
-                                      0, held, h.offsets, h.times, h.x},
+                                      0, held, h.offsets, h.times, h.x, 0},
                                      n,
                                      wins};
   cr_assert_eq(ls_snapshot_add_inflight_parts(s, &parts), LS_OK, "%s", ls_last_error());
