@@ -388,6 +388,15 @@ ls_err_t train_conf_resolve(ls_train_conf_t *c) {
   return LS_OK;
 }
 
+ls_err_t train_conf_check_settled(const ls_train_conf_t *c) {
+  LS_RETURN_IF(c->given[find_key_index("calibration_rate")] && c->quantiles[0] == '\0',
+               LS_ERR_INVALID_ARG,
+               "--calibration-rate %g calibrates the quantiles, and this run has none: give "
+               "--quantiles (such as 0.1,0.5,0.9), or leave --calibration-rate out",
+               c->calibration_rate);
+  return LS_OK;
+}
+
 const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, size_t size) {
   int const named = c->format == LS_FORMAT_JSON || c->format == LS_FORMAT_AVRO;
   if (c->feature_names[0] && list_item(c->feature_names, f, buf, size) != NULL && buf[0])

@@ -352,6 +352,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
     tr->T = c->window;
     tr->opt = optim_of(c);
   }
+  if (err == LS_OK) err = train_conf_check_settled(c);
   /* The run's id before the consumer: its group is named after it. */
   if (err == LS_OK) err = train_run_choose(snap, &tr->v);
   if (err == LS_OK) err = open_ingest(tr, snap);

@@ -97,6 +97,11 @@ struct ls_train_conf_s {
  * every feature. */
 ls_err_t train_conf_resolve(ls_train_conf_t *c);
 
+/* The options against each other once a resumed snapshot's settings are in
+ * (some, such as --quantiles, may come from it): --calibration-rate given
+ * without quantiles is refused. */
+ls_err_t train_conf_check_settled(const ls_train_conf_t *c);
+
 /* Feature f's name: feature_names' item f, else (json, avro) the path of
  * field f, else its index; into buf [size]. */
 const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, size_t size);

@@ -412,6 +412,7 @@ checks)
   expect_error "need snapshot_dir" --snapshot-every 5
   expect_error "need snapshot_dir" --snapshot-interval 2.5
   expect_error "config file $work: it is a directory" --config "$work"
+  expect_error "calibrates the quantiles, and this run has none" --calibration-rate 0.1
   ;;
 max_steps)
   start_broker --topic ms:2
