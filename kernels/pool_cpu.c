@@ -1,11 +1,19 @@
 /*
- * pool_cpu.h: a fixed pool of threads, woken by a generation counter.
+ * pool_cpu.h: a fixed pool of threads, each woken by its own flag.
  *
- * A run bumps `gen`; idle workers see it within their spin, or sleep on
- * `work` and are woken by a broadcast. Each worker that took part counts
- * `pending` down; the last one wakes the caller if it went to sleep on
- * `done`. Spinning is bounded by time (POOL_SPIN_NS), so on a busy machine
- * an idle thread gives its core back quickly.
+ * A run numbers itself (`gen`), sets its function, argument and part
+ * count, and then stores its number in the flag (`go`) of each worker it
+ * needs; those see it within their spin, or sleep on `work` and are woken
+ * by a broadcast. Each of them counts `pending` down; the last one wakes
+ * the caller if it went to sleep on `done`. A worker reads the run's
+ * function, argument and count only after its own flag said this run, and
+ * the caller sets the next run's only after every worker of this one has
+ * counted down: so no worker can take a later run's parameters for the
+ * run it saw, or run one part twice (with one counter for every worker, a
+ * worker left out of a run could read the next run's count and part of it
+ * before that run's number was out, then run it again). Spinning is
+ * bounded by time (POOL_SPIN_NS), so on a busy machine an idle thread
+ * gives its core back quickly.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,7 +32,8 @@ struct pool_s {
   pthread_t *tids;
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  atomic_uint gen;    /* bumped per run */
+  unsigned gen;       /* the last run's number (the caller's alone) */
+  atomic_uint *go;    /* [threads] per worker: the number of the run it is to take part in */
   atomic_int pending; /* workers of this run still busy */
   atomic_int stop;
   void (*fn)(void *, int, int);
@@ -44,23 +53,24 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Spins until cond(p, v) is false or POOL_SPIN_NS have passed; returns 1 if
- * it became false. */
-static int spin_while(pool_t *p, int (*cond)(pool_t *, unsigned), unsigned v) {
+/* Spins until cond(p, id, v) is false or POOL_SPIN_NS have passed;
+ * returns 1 if it became false. */
+static int spin_while(pool_t *p, int (*cond)(pool_t *, int, unsigned), int id, unsigned v) {
   double const until = base_now_s() + POOL_SPIN_NS * 1e-9;
   for (;;) {
     for (int i = 0; i < 64; i++) {
-      if (!cond(p, v)) return 1;
+      if (!cond(p, id, v)) return 1;
       cpu_relax();
     }
     if (base_now_s() > until) return 0;
   }
 }
 
-static int same_gen(pool_t *p, unsigned g) {
-  return atomic_load_explicit(&p->gen, memory_order_acquire) == g;
+/* Worker id's flag still at g: no new run for it. */
+static int idle_since(pool_t *p, int id, unsigned g) {
+  return atomic_load_explicit(&p->go[id], memory_order_acquire) == g;
 }
-static int busy(pool_t *p, unsigned unused) {
+static int busy(pool_t *p, int unused_id, unsigned unused) {
   return atomic_load_explicit(&p->pending, memory_order_acquire) != 0;
 }
 
@@ -70,15 +80,14 @@ static void *worker_main(void *opaque) {
   unsigned seen = 0;
   if (w->init != NULL) w->init();
   for (;;) {
-    if (!spin_while(p, same_gen, seen)) {
+    if (!spin_while(p, idle_since, w->id, seen)) {
       pthread_mutex_lock(&p->lock);
-      while (same_gen(p, seen))
+      while (idle_since(p, w->id, seen))
         pthread_cond_wait(&p->work, &p->lock);
       pthread_mutex_unlock(&p->lock);
     }
-    seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+    seen = atomic_load_explicit(&p->go[w->id], memory_order_acquire);
     if (atomic_load(&p->stop)) break;
-    if (w->id >= p->n) continue;
     p->fn(p->arg, w->id, p->n);
     if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
       pthread_mutex_lock(&p->lock);
@@ -90,10 +99,12 @@ static void *worker_main(void *opaque) {
   return NULL;
 }
 
-/* Wakes the workers for the run set up in p. */
-static void wake(pool_t *p) {
+/* Wakes workers 1..n-1 for the run set up in p (its parameters first). */
+static void wake(pool_t *p, int n) {
+  unsigned const g = ++p->gen;
+  for (int i = 1; i < n; i++)
+    atomic_store_explicit(&p->go[i], g, memory_order_release);
   pthread_mutex_lock(&p->lock);
-  atomic_fetch_add_explicit(&p->gen, 1, memory_order_acq_rel);
   pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->lock);
 }
@@ -103,7 +114,9 @@ ls_err_t pool_new(int threads, void (*init)(void), pool_t **out) {
   pool_t *p = calloc(1, sizeof *p);
   LS_RETURN_IF(p == NULL, LS_ERR_NOMEM, "no memory for the thread pool");
   p->tids = calloc((size_t)(threads > 1 ? threads - 1 : 1), sizeof *p->tids);
-  if (p->tids == NULL) {
+  p->go = calloc((size_t)(threads > 1 ? threads : 1), sizeof *p->go);
+  if (p->tids == NULL || p->go == NULL) {
+    free(p->tids), free(p->go);
     free(p);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the thread pool");
   }
@@ -133,13 +146,13 @@ ls_err_t pool_new(int threads, void (*init)(void), pool_t **out) {
 void pool_free(pool_t *p) {
   if (p == NULL) return;
   atomic_store(&p->stop, 1);
-  wake(p);
+  wake(p, p->threads);
   for (int i = 0; i < p->threads - 1; i++)
     pthread_join(p->tids[i], NULL);
   pthread_cond_destroy(&p->work);
   pthread_cond_destroy(&p->done);
   pthread_mutex_destroy(&p->lock);
-  free(p->tids);
+  free(p->tids), free(p->go);
   free(p);
 }
 
@@ -153,11 +166,11 @@ void pool_run(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg) 
   p->arg = arg;
   p->n = n;
   atomic_store_explicit(&p->pending, n - 1, memory_order_release);
-  wake(p);
+  wake(p, n);
   fn(arg, 0, n);
-  if (!spin_while(p, busy, 0)) {
+  if (!spin_while(p, busy, 0, 0)) {
     pthread_mutex_lock(&p->lock);
-    while (busy(p, 0))
+    while (busy(p, 0, 0))
       pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
   }
