@@ -370,7 +370,8 @@ static double levels_add(const season_t *s, float *lev, const float *ring, int P
 /* Slot i's level profile of period P after record t: returns its forecast
  * of record t + 1 (the mean of the last P records plus the profile at t +
  * 1's phase), NAN before that phase was seen once. */
-static double levels(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
+static double level_forecast(const season_t *s, double *m, const float *ring, int i, int P,
+                             int64_t t) {
   if (t + 1 < P) return NAN;
   float *const lev = profile_of(s, m, i) + s->prof_n;
   double const mean =
@@ -456,7 +457,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
         v[3] = two && !isnan(b0) ? clampv(s, (b1 - b0) / sc) : 0.0;
         v[4] = isnan(e) ? 0.0 : clampv(s, e / sc);
         if (s->levels) {
-          double const l = levels(s, m, ring, i, P, t);
+          double const l = level_forecast(s, m, ring, i, P, t);
           v[5] = isnan(l) ? 0.0 : clampv(s, (l - now) / sc);
         }
       }
