@@ -276,6 +276,8 @@ typedef struct snap_book_s {
   uint64_t writer;    /* random: names its segments apart from any other run's */
   uint64_t next;      /* the number of its next segment */
   int64_t generation; /* changes whenever the book does */
+  int writing;        /* 1 while its writer's thread writes a shard (atomic: read by the
+                         trainer's thread, which refuses to fill a staging snapshot then) */
   int swept;          /* segments left by earlier runs deleted (at its first shard) */
   snap_book_part_t *parts;
   size_t n_parts, cap_parts;

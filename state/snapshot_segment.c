@@ -21,8 +21,7 @@
  * segment was in flight then and is in a segment; one released is never
  * asked for again). The trainer's thread reads it while filling a staging
  * snapshot, the writer's thread changes it while writing one: never at once
- * (a staging snapshot is filled while its writer is idle, and its submit
- * checks the book's generation).
+ * (filling while it writes a shard is refused; a submit checks generations).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -328,6 +327,9 @@ ls_err_t ls_snapshot_add_inflight_parts(ls_snapshot_t *s, const ls_inflight_part
                  i, (long long)w->seq, w->rows);
   }
   if (s->book == NULL) return keep_together(s, p);
+  /* (the filling thread posts the writer's jobs: idle now, idle till done) */
+  LS_RETURN_IF(__atomic_load_n(&s->book->writing, __ATOMIC_ACQUIRE), LS_ERR_STATE,
+               "the snapshot writer is writing: fill it while idle (ls_snapshotter_poll)");
   if (s->book_gen < 0) s->book_gen = s->book->generation;
   LS_RETURN_IF(s->book_gen != s->book->generation, LS_ERR_STATE,
                "the snapshot writer wrote while its staging snapshot was filled (fill it while "

@@ -60,6 +60,7 @@ static void run_job(ls_snapshotter_t *w, job_t job, int64_t step, int world) {
   if (err == LS_OK && (job == JOB_COMMIT || (world == 1 && !w->conf.deferred)))
     s->committed_step = step;
   s->busy = 0;
+  if (job == JOB_SHARD) __atomic_store_n(&w->book.writing, 0, __ATOMIC_RELEASE);
   w->job = JOB_NONE;
   pthread_cond_broadcast(&w->idle);
   pthread_mutex_unlock(&w->lock);
@@ -162,6 +163,7 @@ static ls_err_t post(ls_snapshotter_t *w, job_t job, int64_t step, int world, in
                        "while the writer is idle (ls_snapshotter_poll)");
   if (!*busy && err == LS_OK) {
     if (job == JOB_SHARD) {
+      __atomic_store_n(&w->book.writing, 1, __ATOMIC_RELEASE);
       ls_snapshot_t *const t = w->writing;
       w->writing = w->staging;
       w->staging = t;
