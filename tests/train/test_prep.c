@@ -351,7 +351,8 @@ Test(prep, quantiles) {
   float out[16];
   for (int k = 0; k < 16; k++)
     out[k] = (float)(16 - k); /* quantile columns decreasing with the level */
-  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0}, lin[2] = {0.5, -0.5};
+  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0};
+  double const lin[4] = {0.5, -0.5, 0.25, -0.25}; /* h-major, every horizon's */
   double qv[12];
   prep_quantile_values(p, out, base, scale, lin, NULL, qv);
   for (int k = 0; k < 4; k++) {
@@ -360,7 +361,8 @@ Test(prep, quantiles) {
       cr_expect_leq(qv[(q - 1) * 4 + k], qv[q * 4 + k], "k %d: crossing", k);
     /* The lowest: the largest level's output (the smallest), at q = 3. */
     double const v = out[3 * 4 + k];
-    double const want = base[j] + scale[j] * (h == 1 ? lin[j] + v : prep_horizon_fc(p, h, v));
+    double const want =
+        base[j] + scale[j] * (h == 1 ? lin[k] + v : prep_horizon_fc(p, h, 0.0, 1.0, v));
     cr_expect_eq(qv[k], want, "k %d: %g, not %g", k, qv[k], want);
   }
   free(a.model);
