@@ -272,7 +272,7 @@ static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size
     v[k] += row[k];
   double *const qv = p->qcal + r * QOH;
   prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O,
-                       p->lin + r * OH, p->gamma > 0.0 ? cal.corr : NULL, qv);
+                       p->lin + r * OH, p->beta + r * OH, p->gamma > 0.0 ? cal.corr : NULL, qv);
   prep_calib_issue(p, cal, p->rec[r], qv);
 }
 
@@ -285,7 +285,8 @@ ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const f
     if (!row_terms(f, p, pred, r)) { /* a forecast that is not finite enters no figure */
       if (f->Q > 0)                  /* nor the calibration; it goes out as the head gave it */
         prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * (size_t)O,
-                             p->scale + r * (size_t)O, p->lin + r * (size_t)f->OH, NULL,
+                             p->scale + r * (size_t)O, p->lin + r * (size_t)f->OH,
+                             p->beta + r * (size_t)f->OH, NULL,
                              p->qcal + r * (size_t)f->Q * (size_t)f->OH);
       v[1] += 1.0;
       continue;

@@ -187,7 +187,7 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
     value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
   if (pr->NQ == 0) return;
-  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, corr, pr->qv);
+  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, beta, corr, pr->qv);
   const double *const v = qv != NULL ? qv : pr->qv;
   for (size_t q = 0; q < (size_t)pr->NQ; q++)
     for (size_t k = 0; k < (size_t)pr->OH; k++)

@@ -13,7 +13,8 @@
 /* Records x targets of a step worth a second thread: about 2 us of the
  * seasons' and linear path's work each (a refit of K = 19 and 337
  * autocorrelation lags), so 2,048 of them take ~4 ms, against ~50 us to
- * start and join a thread. A step of a few live series stays on one. */
+ * start and join a thread. A step of a few live series stays on one. Each
+ * later horizon the linear path iterates counts as another target. */
 #define PREP_THREAD_MIN 2048
 
 /* Horizon h's targets are scaled by h^-HORIZON_WEIGHT (its outputs by the
@@ -333,15 +334,19 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, const double *corr, double *qv) {
+                          const double *scale, const double *lin, const double *beta,
+                          const double *corr, double *qv) {
   double sorted[PREP_QUANTILES_MAX];
   for (int k = 0; k < p->OH; k++) {
     int const j = k % p->O, h = k / p->O + 1;
     for (int q = 0; q < p->Q; q++) {
       double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
-      /* (beyond h = 1 the head's quantiles are of the whole change: the
-       * linear path's forecast is combined with its point forecast only) */
-      double const u = h == 1 ? (lin != NULL ? lin[k] : 0.0) + v : v / p->hw[h - 1];
+      /* Beyond h = 1 the head's quantiles are of the whole change, around
+       * its point output: moved with it to the point forecast. */
+      double const w = p->hw[h - 1];
+      double const u = h == 1        ? (lin != NULL ? lin[k] : 0.0) + v
+                       : lin == NULL ? v / w
+                                     : v / w + (lin[k] + (beta[k] - 1.0) * (out[k] / w));
       sorted[q] = base[j] + scale[j] * u;
     }
     qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
@@ -506,7 +511,7 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
   LS_RETURN_IF(p == NULL || n < 0 || n > p->B || (n > 0 && (wins == NULL || st == NULL)),
                LS_ERR_INVALID_ARG, "prep_windows: %d windows (at most %d) or NULL", n,
                p == NULL ? 0 : p->B);
-  double const work = (double)n * p->T * (p->K > 0 ? p->O : 0);
+  double const work = (double)n * p->T * (p->K > 0 ? p->O * season_horizons(p->sea) : 0);
   int parts = work >= PREP_THREAD_MIN ? p->threads : 1;
   parts = parts < n ? parts : (n > 0 ? n : 1);
   p->wins = wins, p->st = st, p->threads_used = parts;

@@ -215,14 +215,18 @@ double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v
 
 /* The quantile forecasts of one row in the data's units, qv [Q, OH] (the
  * quantile of level q of target j h records ahead at q OH + (h - 1) O +
- * j), from the head's outputs out [W], the targets' base and scale [O] and
- * the linear path's share lin [OH] (NULL: 0): base + scale (lin + output)
- * at h = 1, base + scale (lin + output / hw[h - 1]) beyond; each
+ * j), from the head's outputs out [W], the targets' base and scale [O],
+ * the linear path's share lin [OH] and the LSTM's weights beta [OH] (both
+ * NULL: none): base + scale (lin + output) at h = 1; beyond, base + scale
+ * (output / hw[h - 1] + d), d the point forecast (prep_horizon_fc) less
+ * the head's point output / hw[h - 1]: the head's quantiles of the whole
+ * change moved with its point to the point forecast; each
  * target and horizon's sorted ascending, so that they never cross; then
  * with corr [Q, OH] (prep_calib; NULL: none) each plus scale times its
  * correction, raised to the level below's where it would fall under it. */
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, const double *corr, double *qv);
+                          const double *scale, const double *lin, const double *beta,
+                          const double *corr, double *qv);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */

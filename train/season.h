@@ -108,9 +108,6 @@ int season_horizons(const season_t *s);
  * horizon's). */
 void season_solve(season_t *s, double *model, int j);
 
-/* Target j's mixing weights now: forecast = alpha a + beta p. */
-void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta);
-
 /* The seasonal naive forecast of record t + h of target j, t the series'
  * record just consumed (season_record): its value k seasons back, x[t + h
  * - k P] with k = ceil(h / P), P the season of slot 0 now; NaN when there

@@ -42,12 +42,15 @@ static void solve_w(const season_t *s, double *m, int n);
 /* Features                                                                  */
 
 /* Where a record's values come from: the ring up to record t, then the
- * linear path's own forecasts fc [n] of records t + 1 .. t + n. */
+ * linear path's own forecasts fc [n] of records t + 1 .. t + n; with sums
+ * (the iteration's), per season slot the sum of the P values that end at
+ * the record asked for (NAN: not known, summed then). */
 typedef struct vals_s {
   const float *ring;
   int64_t t;
   const double *fc;
   int n;
+  const double *sums;
 } vals_t;
 
 static double val(const season_t *s, const vals_t *v, int64_t u) {
@@ -104,10 +107,14 @@ static void features_of(const season_t *s, const double *m, const vals_t *src, i
       v[2] = g.has_one && !isnan(a0) ? season_clamp(s, (a1 - a0) / sc) : 0.0;
       v[3] = g.has_two && !isnan(b0) ? season_clamp(s, (b1 - b0) / sc) : 0.0;
       v[4] = isnan(e) ? 0.0 : season_clamp(s, e / sc);
-      if (s->levels && tt >= 2 * P - 2) { /* the mean of the last P, plus the level profile */
-        double sum = 0.0;
-        for (int64_t u = tt - P + 1; u <= tt; u++)
-          sum += val(s, src, u);
+      /* the mean of the last P, plus the level profile (once record t saw its phases) */
+      if (s->levels && src->t >= 2 * P - 2) {
+        double sum = src->sums != NULL ? src->sums[i] : NAN;
+        if (isnan(sum)) {
+          sum = 0.0;
+          for (int64_t u = tt - P + 1; u <= tt; u++)
+            sum += val(s, src, u);
+        }
         double const l = sum / (double)P + (double)prof[s->prof_n + (size_t)((tt + 1) % P)];
         v[5] = isnan(l) ? 0.0 : season_clamp(s, (l - now) / sc);
       }
@@ -150,10 +157,25 @@ static void iterate(season_t *s, const double *m, const float *ring, int64_t t, 
   double *const fc = s->fc, *const z = s->z2;
   double const now = ring[t % s->R];
   fc[0] = now + sc * a;
+  /* Each slot's sum of the last P values, moved along a record at a time
+   * (the level profile's forecast: O(1) a horizon, not O(P)). */
+  double sums[SEASON_SLOTS_MAX];
+  int P[SEASON_SLOTS_MAX];
+  for (int i = 0; i < s->slots; i++) {
+    P[i] = s->levels ? season_period_of(s, m, i) : 0, sums[i] = NAN;
+    if (P[i] > 0 && t - P[i] + 1 >= 0) {
+      sums[i] = 0.0;
+      for (int64_t u = t - P[i] + 1; u <= t; u++)
+        sums[i] += season_value_at(s, ring, t, u);
+    }
+  }
   for (int h = 2; h <= s->H; h++) {
-    vals_t const src = {ring, t, fc, h - 1};
+    vals_t const src = {ring, t, fc, h - 1, sums};
+    int64_t const tt = t + h - 1;
+    for (int i = 0; i < s->slots; i++)
+      if (P[i] > 0) sums[i] += val(s, &src, tt) - val(s, &src, tt - P[i]);
     double const lv = season_clamp(s, level + (fc[h - 2] - now) / ls);
-    features_of(s, m, &src, t + h - 1, sc, lv, z, NULL);
+    features_of(s, m, &src, tt, sc, lv, z, NULL);
     fc[h - 1] = fc[h - 2] + sc * forecast(s, m, n, z);
     double const ah = (fc[h - 1] - now) / sc;
     const double *const mix = m + s->hx + HMIX * (size_t)(h - 2);
@@ -176,7 +198,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     double const sc = ds[f], now = x[f];
     double *const zz = s->z; /* scratch */
     lags_t lags[SEASON_SLOTS_MAX];
-    vals_t const src = {ring, t, NULL, 0};
+    vals_t const src = {ring, t, NULL, 0, NULL};
     features_of(s, m, &src, t, sc, level[f], zz, lags);
     /* The model's inputs: the values one and two seasons back, as levels. */
     for (int i = 0; i < s->in_slots; i++) {
@@ -325,12 +347,6 @@ void season_learn(season_t *s, double *model, int j, int h, double a, double y, 
 
 int season_horizons(const season_t *s) {
   return s != NULL ? s->H : 0;
-}
-
-void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta) {
-  const double *const m = model + (size_t)j * s->per;
-  *alpha = s->linear ? m[7] : 0.0;
-  *beta = s->linear ? m[8] : 1.0;
 }
 
 void season_solve(season_t *s, double *model, int j) {

@@ -10,6 +10,7 @@
 
 #include "base/digest.h" /* base_mix64: a reproducible noise */
 #include "season.h"
+#include "season_internal.h" /* the horizons' mixing block */
 
 static ls_train_conf_t *conf_with(const char *season, const char *linear) {
   ls_train_conf_t *c = NULL;
@@ -358,6 +359,37 @@ static season_t *horizons_with(const char *horizon, const char *on) {
                     (const char *const[]){"horizon", horizon, "horizon_linear", on, NULL});
 }
 
+/* Exactly (to float rounding): horizon h's forecast after record t is h -
+ * 1's plus the one-step forecast of the series continued by its forecasts
+ * of records t + 1 .. t + h - 1, fed to a copy of its state that learns no
+ * row from them ([9] = 0, season.c; their own profile updates are at
+ * phases no later forecast reads). */
+static void check_iterated(season_t *s, const double *x, int N) {
+  enum { H = 6 };
+  double *const a = malloc((size_t)N * H * sizeof *a);
+  cr_assert_not_null(a);
+  double beta[H];
+  for (int t = N - 40; t < N; t += 7) {
+    double *const mt = feed_h(s, x, t + 1, H, a, beta);
+    double const now = (double)(float)x[t];
+    for (int h = 2; h <= H; h++) {
+      double const prev = a[(size_t)t * H + h - 2], got = a[(size_t)t * H + h - 1];
+      mt[9] = 0.0;
+      float const v = (float)(now + prev), level = 0.0f;
+      float in[2];
+      int const feat = 0;
+      double const ds = 1.0, ls = 1.0;
+      double lin[H], next[H];
+      season_record(s, mt, t + h - 1, &v, &feat, &ds, &ls, &level, in, lin, beta, next);
+      double const want = (double)v - now + next[0];
+      cr_expect_lt(fabs(got - want), 1e-4 * (1.0 + fabs(want)),
+                   "record %d: h = %d's %.9g, not %.9g", t, h, got, want);
+    }
+    free(mt);
+  }
+  free(a);
+}
+
 /* Beyond h = 1 the linear path iterates its one-step regression on its own
  * forecasts: on changes that follow d[t+1] = 0.6 d[t] + e, its forecast of
  * the change over h records is d[t] (0.6 + 0.6^2 + .. + 0.6^h), as an
@@ -397,62 +429,55 @@ Test(season, later_horizons_iterate_the_one_step_path) {
     cr_expect_eq(beta[h - 1], 0.0, "h %d: the LSTM weighs %g before its mixing learned", h,
                  beta[h - 1]);
   }
-  /* Exactly: h = 2's forecast is h = 1's plus the one-step forecast of a
-   * series whose record t + 1 was h = 1's forecast (fed to a copy of the
-   * state that learns no row from it: [9] = 0, season.c). */
-  for (int t = N - 40; t < N; t += 7) {
-    double *const mt = feed_h(s, x, t + 1, H, a, beta);
-    double const now = (double)(float)x[t], a_1 = a[(size_t)t * H], a_2 = a[(size_t)t * H + 1];
-    mt[9] = 0.0;
-    float const v = (float)(now + a_1), level = 0.0f;
-    float in[1];
-    int const feat = 0;
-    double const ds = 1.0, ls = 1.0;
-    double lin[H], next[H];
-    season_record(s, mt, t + 1, &v, &feat, &ds, &ls, &level, in, lin, beta, next);
-    double const want = (double)v - now + next[0];
-    cr_expect_lt(fabs(a_2 - want), 1e-4 * (1.0 + fabs(want)), "record %d: h = 2's %.9g, not %.9g",
-                 t, a_2, want);
-    free(mt);
-  }
+  check_iterated(s, x, N);
+  /* With a season of 12 (its lags and profiles, the level profile's mean
+   * of the last 12 moved along a record at a time) on a cycle of 12. */
+  season_t *const s12 = season_set(
+      "12", "true", (const char *const[]){"horizon", "6", "horizon_linear", "true", NULL});
+  for (int t = 0; t < N; t++)
+    x[t] += 5.0 * sin(6.283185307179586 * t / 12.0);
+  check_iterated(s12, x, N);
+  season_free(s12);
   free(m), free(m1), free(x), free(d), free(a), free(a1);
   season_free(s), season_free(one), season_free(off);
 }
 
 /* Each later horizon's mixing is its own: rows whose target is the linear
- * path's forecast weigh it (alpha near 1), rows whose target is the
- * LSTM's weigh that (beta near 1, alpha near 0), and season_record hands
- * out each horizon's weights. */
+ * path's forecast weigh it (alpha near 1, beta near 0), rows whose target
+ * is the LSTM's weigh that (beta near 1, alpha near 0); a horizon past H
+ * or before 1 learns nothing; season_record hands out each horizon's
+ * weights. */
 Test(season, later_horizons_mix_on_their_own) {
   enum { H = 3 };
   season_t *const s = horizons_with("3", "true");
-  double *const model = calloc(season_width(s), sizeof *model);
-  cr_assert_not_null(model);
+  size_t const width = season_width(s);
+  double *const model = calloc(width, sizeof *model), *const only = calloc(width, sizeof *only);
+  cr_assert(model != NULL && only != NULL);
   for (int i = 0; i < 2000; i++) {
     double const a = gauss((uint64_t)i + 900), p = gauss((uint64_t)i + 9000);
-    season_learn(s, model, 0, 2, a, a, p); /* h = 2: the linear path is right */
-    season_learn(s, model, 0, 3, a, p, p); /* h = 3: the LSTM is */
+    for (int k = 0; k < 2; k++) {
+      double *const m = k == 0 ? model : only;
+      season_learn(s, m, 0, 2, a, a, p); /* h = 2: the linear path is right */
+      season_learn(s, m, 0, 3, a, p, p); /* h = 3: the LSTM is */
+    }
     season_learn(s, model, 0, 4, a, a, p); /* beyond H: nothing */
     season_learn(s, model, 0, 0, a, a, p); /* nor before 1 */
   }
+  cr_expect_arr_eq(model, only, width * sizeof *model, "a horizon outside 1..H learned");
   season_solve(s, model, 0);
-  enum { N = 64 };
-  double x[N], a[N * H], beta[H];
-  for (int t = 0; t < N; t++)
-    x[t] = gauss((uint64_t)t);
-  double *const m = feed_h(s, x, N, H, a, beta);
-  /* feed_h's series is another: its state starts empty, so take the
-   * weights from model through one more record of it. */
+  const double *const h2 = model + s->hx, *const h3 = h2 + HMIX; /* alpha [5], beta [6] */
+  cr_expect_gt(h2[5], 0.95, "h = 2's alpha %g", h2[5]);
+  cr_expect_lt(h2[6], 0.05, "h = 2's beta %g", h2[6]);
+  cr_expect_lt(h3[5], 0.05, "h = 3's alpha %g", h3[5]);
+  cr_expect_gt(h3[6], 0.95, "h = 3's beta %g", h3[6]);
+  /* As season_record hands them out. */
   float const v = 1.0f, level = 0.0f;
   float in[1];
-  double lin[H], raw[H];
+  double lin[H], raw[H], beta[H];
   int const feat = 0;
   double const ds = 1.0, ls = 1.0;
   season_record(s, model, 0, &v, &feat, &ds, &ls, &level, in, lin, beta, raw);
-  cr_expect_lt(beta[1], 0.05, "h = 2's LSTM weight %g", beta[1]);
-  cr_expect_gt(beta[2], 0.95, "h = 3's LSTM weight %g", beta[2]);
-  /* alpha: the linear path's share over its forecast (raw 0: none yet). */
-  cr_expect_eq(lin[1], 0.0);
-  free(m), free(model);
+  cr_expect(beta[1] == h2[6] && beta[2] == h3[6], "beta %g %g", beta[1], beta[2]);
+  free(model), free(only);
   season_free(s);
 }
