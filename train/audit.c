@@ -155,8 +155,8 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   a->pred = malloc(T * (size_t)a->p->W * sizeof *a->pred); /* the head's, all outputs */
   a->base = malloc(T * (size_t)a->p->O * sizeof *a->base);
   a->scale = malloc(T * (size_t)a->p->O * sizeof *a->scale);
-  a->lin = malloc(T * (size_t)a->p->O * sizeof *a->lin);
-  a->beta = malloc(T * (size_t)a->p->O * sizeof *a->beta);
+  a->lin = malloc(T * (size_t)a->p->OH * sizeof *a->lin); /* h-major, every horizon's */
+  a->beta = malloc(T * (size_t)a->p->OH * sizeof *a->beta);
   LS_RETURN_IF(!a->x || !a->pred || !a->base || !a->scale || !a->lin || !a->beta, LS_ERR_NOMEM,
                "no memory for a window of %zu records", T);
   return LS_OK;
@@ -209,10 +209,10 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   prep_t *const p = a->p;
   int const I = p->I, O = p->O;
   for (int t = 0; t < n; t++) {
-    size_t const o = (size_t)t * (size_t)O;
+    size_t const o = (size_t)t * (size_t)O, oh = (size_t)t * (size_t)p->OH;
     LS_FORWARD_IF_ERROR(prep_record(p, &a->info.norm_n, a->norm, a->model,
                                     x + (size_t)t * (size_t)p->F, a->x + (size_t)t * (size_t)I,
-                                    a->base + o, a->scale + o, a->lin + o, a->beta + o, NULL));
+                                    a->base + o, a->scale + o, a->lin + oh, a->beta + oh, NULL));
   }
   LS_FORWARD_IF_ERROR(
       ls_engine_set_state(a->eng, 1, a->stateless ? NULL : a->h, a->stateless ? NULL : a->c));
@@ -220,9 +220,9 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
   for (size_t o = 0; o < (size_t)n * (size_t)O; o++) { /* h = 1's: the first O of a row */
-    float const pr = a->pred[o / (size_t)O * (size_t)p->W + o % (size_t)O];
-    out[o] = a->base[o] +
-             alpha[o % (size_t)O] * a->scale[o] * (double)prep_mix(a->lin[o], a->beta[o], pr);
+    size_t const t = o / (size_t)O, j = o % (size_t)O, k = t * (size_t)p->OH + j;
+    float const pr = a->pred[t * (size_t)p->W + j];
+    out[o] = a->base[o] + alpha[j] * a->scale[o] * (double)prep_mix(a->lin[k], a->beta[k], pr);
   }
   return LS_OK;
 }

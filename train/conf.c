@@ -253,6 +253,12 @@ static const base_key_t keys[] = {
      "of the series' next H records, from one head of targets x H outputs (h-major); a target "
      "past its window's last record is not known when the window trains and is masked",
      F(horizon), BASE_V_INT(1, LS_WINDOW_MAX), "1", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"horizon_linear",
+     "with horizon above 1 and the linear path: the linear path's forecast of each later horizon, "
+     "its one-step autoregression iterated on its own forecasts (as an AR(p) forecasts h steps "
+     "ahead), combined per series and horizon with the LSTM's forecast by least squares on the "
+     "series' past forecasts; false: the LSTM alone beyond h = 1",
+     F(horizon_linear), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
     {"quantiles",
      "levels in (0, 1), ascending, such as 0.1,0.5,0.9: beside each point forecast, its quantiles "
      "(outputs trained with the pinball loss, sorted so that they never cross); empty: none",
@@ -566,7 +572,8 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
 static const struct {
   const char *key, *value;
 } earlier[] = {{"season", "none"},         {"linear", "false"},    {"auto_seasons", "1"},
-               {"season_levels", "false"}, {"linear_blocks", "0"}, {"linear_wait", "2"}};
+               {"season_levels", "false"}, {"linear_blocks", "0"}, {"linear_wait", "2"},
+               {"horizon_linear", "false"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

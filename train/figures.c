@@ -231,7 +231,7 @@ static int row_terms(figures_t *f, const prep_t *p, const float *pred, size_t r)
 /* Row r's terms per horizon and target (H > 1) into f->row's and v's
  * horizon blocks (v: the step's, after its 2 + V_PER O): the forecasts
  * whose actual is known, finite; h = 1's the model's (pred), the later
- * ones the LSTM's (out: the linear path forecasts h = 1 only, prep.h). */
+ * ones the head's (out) with their linear path's (prep_horizon_fc). */
 static void horizon_terms(figures_t *f, const prep_t *p, const float *pred, const float *out,
                           size_t r, double *v) {
   double *const row = f->row + 1 + TL_PER * (size_t)f->O;
@@ -241,9 +241,9 @@ static void horizon_terms(figures_t *f, const prep_t *p, const float *pred, cons
     size_t const o = r * (size_t)f->OH + (size_t)k, o1 = r * (size_t)f->O + (size_t)j;
     double const y = p->next_h[o];
     if (isnan(y)) continue; /* not known when the window trained */
-    double const pr = k < f->O
-                          ? (double)pred[o1]
-                          : prep_horizon_fc(p, k / f->O + 1, out[r * (size_t)p->W + (size_t)k]);
+    double const pr = k < f->O ? (double)pred[o1]
+                               : prep_horizon_fc(p, k / f->O + 1, p->lin[o], p->beta[o],
+                                                 out[r * (size_t)p->W + (size_t)k]);
     double const fc = p->base[o1] + f->alpha[j] * p->scale[o1] * pr;
     double const e[HZ_PER] = {1.0, (fc - y) * (fc - y), (y - p->cur[o1]) * (y - p->cur[o1]),
                               (y - p->snaive[o]) * (y - p->snaive[o])};
@@ -271,8 +271,8 @@ static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size
   for (size_t k = 0; k < QZ_PER * QOH; k++)
     v[k] += row[k];
   double *const qv = p->qcal + r * QOH;
-  prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O, p->lin + r * O,
-                       p->gamma > 0.0 ? cal.corr : NULL, qv);
+  prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O,
+                       p->lin + r * OH, p->beta + r * OH, p->gamma > 0.0 ? cal.corr : NULL, qv);
   prep_calib_issue(p, cal, p->rec[r], qv);
 }
 
@@ -285,7 +285,8 @@ ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const f
     if (!row_terms(f, p, pred, r)) { /* a forecast that is not finite enters no figure */
       if (f->Q > 0)                  /* nor the calibration; it goes out as the head gave it */
         prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * (size_t)O,
-                             p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
+                             p->scale + r * (size_t)O, p->lin + r * (size_t)f->OH,
+                             p->beta + r * (size_t)f->OH, NULL,
                              p->qcal + r * (size_t)f->Q * (size_t)f->OH);
       v[1] += 1.0;
       continue;

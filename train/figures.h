@@ -32,12 +32,12 @@ void figures_free(figures_t *f); /* accepts NULL */
 
 /* Scores the step prepared in p from the predictions pred [T, n, O] made
  * before its update (h = 1's, the model's forecast) and, with horizons,
- * the head's outputs out [T, n, O H] (prep.h; the later horizons' are the
- * LSTM's alone): into v [FIG_V(O, H, Q)] (the step's sums, zeroed first),
- * each window's series' error sums st[b], and the timeline of event time.
- * A forecast whose error is not finite (float32 in normalised units, the
- * model's arithmetic; double in the data's units) enters none of them: it
- * is counted apart. */
+ * the head's outputs out [T, n, W] (prep.h; the later horizons' combined
+ * with the linear path's: prep_horizon_fc): into v [FIG_V(O, H, Q)]
+ * (the step's sums, zeroed first), each window's series' error sums
+ * st[b], and the timeline of event time. A forecast whose error is not
+ * finite (float32 in normalised units, the model's arithmetic; double in
+ * the data's units) enters none of them: it is counted apart. */
 ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const float *out,
                        ls_series_stats_t *st, double *v);
 

@@ -168,12 +168,12 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
 /* One forecast's values [W] in the data's units, h-major: per horizon
  * the O targets' point forecasts, then with quantiles each level's O
  * (sorted: prep_quantile_values); from the targets' base and scale [O],
- * the linear path's share lin [O] and the head's outputs out [W]: h = 1's
- * point forecast the model's, given mixed in h1 [O] or, h1 NULL, the
- * LSTM's mixed with the linear path (beta [O]); the later horizons' the
- * LSTM's; the quantiles those of qv [Q OH] (the training forward's, as
- * figures_score calibrated them) or, qv NULL, the head's with the
- * series' calibration corr [Q OH] (NULL: none; prep_calib). */
+ * the linear path's share lin [OH], the LSTM's weights beta [OH] and the
+ * head's outputs out [W]: h = 1's point forecast the model's, given mixed
+ * in h1 [O] or, h1 NULL, the LSTM's mixed with the linear path; the later
+ * horizons' mixed likewise (prep_horizon_fc); the quantiles those of qv [Q OH] (the training
+ * forward's, as figures_score calibrated them) or, qv NULL, the head's with the series' calibration
+ * corr [Q OH] (NULL: none; prep_calib). */
 static void values_of(const predict_t *pr, const double *base, const double *scale,
                       const double *lin, const double *beta, const float *h1, const float *out,
                       const double *qv, const double *corr, double *value) {
@@ -181,13 +181,13 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
   size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
   for (int k = 0; k < pr->OH; k++) {
     int const j = k % pr->O;
-    double const fc = k >= pr->O   ? prep_horizon_fc(pr->p, k / pr->O + 1, out[k])
+    double const fc = k >= pr->O   ? prep_horizon_fc(pr->p, k / pr->O + 1, lin[k], beta[k], out[k])
                       : h1 == NULL ? (double)prep_mix(lin[j], beta[j], out[k])
                                    : (double)h1[j];
     value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
   if (pr->NQ == 0) return;
-  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, corr, pr->qv);
+  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, beta, corr, pr->qv);
   const double *const v = qv != NULL ? qv : pr->qv;
   for (size_t q = 0; q < (size_t)pr->NQ; q++)
     for (size_t k = 0; k < (size_t)pr->OH; k++)
@@ -205,10 +205,10 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
   int64_t const off = s->off[at];
   int const fresh = off + 1 > st.serve[LS_SERVE_SERVED];
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
-    size_t const o = (size_t)b * (size_t)pr->O;
+    size_t const o = (size_t)b * (size_t)pr->O, oh = (size_t)b * (size_t)pr->OH;
     const double *const corr =
         pr->NQ > 0 && pr->p->gamma > 0.0 ? prep_calib(pr->p, &st).corr : NULL;
-    values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + o, pr->b_beta + o, NULL,
+    values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + oh, pr->b_beta + oh, NULL,
               pr->b_pred + (size_t)b * (size_t)pr->W, NULL, corr, pr->value);
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
@@ -241,8 +241,8 @@ static ls_err_t serve_group(predict_t *pr, int finals, int synced, int64_t step,
       LS_FORWARD_IF_ERROR(
           prep_record(pr->p, &s->norm_n, s->norm, s->model, s->x + (size_t)s->adv * (size_t)pr->F,
                       pr->b_x + r * (size_t)pr->I, pr->b_base + r * (size_t)pr->O,
-                      pr->b_scale + r * (size_t)pr->O, pr->b_lin + r * (size_t)pr->O,
-                      pr->b_beta + r * (size_t)pr->O, NULL));
+                      pr->b_scale + r * (size_t)pr->O, pr->b_lin + r * (size_t)pr->OH,
+                      pr->b_beta + r * (size_t)pr->OH, NULL));
       pr->b_slot[n++] = slot;
     }
     if (n == 0) break;
@@ -366,8 +366,8 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
   for (int t = 0; t < w->n_targets; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
-    values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)O, NULL,
-              pred + r * (size_t)O, out + r * (size_t)pr->W,
+    values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)pr->OH,
+              p->beta + r * (size_t)pr->OH, pred + r * (size_t)O, out + r * (size_t)pr->W,
               pr->NQ > 0 ? p->qcal + r * (size_t)(pr->W - pr->OH) : NULL, NULL, pr->value);
     const float *const next = w->x + (size_t)(t + 1) * (size_t)pr->F;
     int const in = w->n_targets + w->n_extra - t; /* its records from row t + 1 on */
@@ -472,8 +472,8 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   pr->qv = malloc((size_t)pr->W * sizeof *pr->qv);
   pr->b_base = malloc(B * (size_t)pr->O * sizeof *pr->b_base);
   pr->b_scale = malloc(B * (size_t)pr->O * sizeof *pr->b_scale);
-  pr->b_lin = malloc(B * (size_t)pr->O * sizeof *pr->b_lin);
-  pr->b_beta = malloc(B * (size_t)pr->O * sizeof *pr->b_beta);
+  pr->b_lin = malloc(B * (size_t)pr->OH * sizeof *pr->b_lin); /* h-major, every horizon's */
+  pr->b_beta = malloc(B * (size_t)pr->OH * sizeof *pr->b_beta);
   ls_err_t err = pr->b_slot && pr->b_x && pr->b_pred && pr->b_base && pr->b_scale && pr->b_lin &&
                          pr->b_beta && pr->value && pr->qv
                      ? LS_OK

@@ -13,7 +13,8 @@
 /* Records x targets of a step worth a second thread: about 2 us of the
  * seasons' and linear path's work each (a refit of K = 19 and 337
  * autocorrelation lags), so 2,048 of them take ~4 ms, against ~50 us to
- * start and join a thread. A step of a few live series stays on one. */
+ * start and join a thread. A step of a few live series stays on one. Each
+ * later horizon the linear path iterates counts as another target. */
 #define PREP_THREAD_MIN 2048
 
 /* Horizon h's targets are scaled by h^-HORIZON_WEIGHT (its outputs by the
@@ -30,20 +31,41 @@
 
 /* Scratch w's buffers for F features and O targets, and its seasons (sea:
  * its own; NULL: none). */
-static ls_err_t scratch_new(prep_scratch_t *w, int F, int O, season_t *sea) {
+static ls_err_t scratch_new(prep_scratch_t *w, int F, season_t *sea) {
   size_t const f = (size_t)(F > 0 ? F : 1);
   w->level = malloc(f * sizeof *w->level), w->chg = malloc(f * sizeof *w->chg);
   w->s = malloc(f * sizeof *w->s), w->ds = malloc(f * sizeof *w->ds);
-  w->beta = malloc((size_t)(O > 0 ? O : 1) * sizeof *w->beta);
   w->sea = sea;
-  LS_RETURN_IF(!w->level || !w->chg || !w->s || !w->ds || !w->beta, LS_ERR_NOMEM,
+  LS_RETURN_IF(!w->level || !w->chg || !w->s || !w->ds, LS_ERR_NOMEM,
                "no memory for a thread's scratch (%d features)", F);
   return LS_OK;
 }
 
 static void scratch_free(prep_scratch_t *w, int own_sea) {
-  free(w->level), free(w->chg), free(w->s), free(w->ds), free(w->beta);
+  free(w->level), free(w->chg), free(w->s), free(w->ds);
   if (own_sea) season_free(w->sea);
+}
+
+/* p's buffers for horizons and quantiles (W > O) for steps of B windows. */
+static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
+  size_t const rows = (size_t)p->T * (size_t)B, roh = rows * (size_t)p->OH;
+  size_t const rw = rows * (size_t)p->W;
+  p->y_h = malloc(rw * sizeof *p->y_h);
+  p->mask_h = malloc(rw * sizeof *p->mask_h);
+  p->next_h = malloc(roh * sizeof *p->next_h);
+  p->snaive = malloc(roh * sizeof *p->snaive);
+  p->target_h = malloc(roh * sizeof *p->target_h);
+  p->lengths = malloc((size_t)B * sizeof *p->lengths);
+  p->hw = malloc((size_t)p->H * sizeof *p->hw);
+  p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
+  p->gamma = c->calibration_rate;
+  for (int h = 1; p->hw != NULL && h <= p->H; h++)
+    p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
+  LS_RETURN_IF(!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->target_h || !p->lengths ||
+                   !p->hw || (p->Q > 0 && !p->qcal),
+               LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)", p->H, p->T,
+               B);
+  return LS_OK;
 }
 
 ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
@@ -65,12 +87,16 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
   p->K = season_features(p->sea);
   size_t const rows = (size_t)p->T * (size_t)B;
   size_t const ro = rows * (size_t)(p->O > 0 ? p->O : 1);
+  p->H = c->horizon > 1 ? c->horizon : 1;
+  p->OH = p->O * p->H;
+  size_t const roh = ro * (size_t)p->H;
   if (err == LS_OK) {
     p->x = malloc(rows * (size_t)p->I * sizeof *p->x);
     p->y = malloc(ro * sizeof *p->y);
     p->target = malloc(ro * sizeof *p->target);
-    p->lin = calloc(ro, sizeof *p->lin);
-    p->a = calloc(ro, sizeof *p->a);
+    p->lin = calloc(roh, sizeof *p->lin);
+    p->beta = calloc(roh, sizeof *p->beta);
+    p->a = calloc(roh, sizeof *p->a);
     p->rec = malloc(rows * sizeof *p->rec);
     p->mask = malloc(rows * sizeof *p->mask);
     p->base = malloc(ro * sizeof *p->base);
@@ -80,13 +106,11 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->next = malloc(ro * sizeof *p->next);
     p->time = malloc(rows * sizeof *p->time);
     p->scr = calloc(1, sizeof *p->scr);
-    if (!p->x || !p->y || !p->target || !p->lin || !p->a || !p->rec || !p->mask || !p->base ||
-        !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->scr)
+    if (!p->x || !p->y || !p->target || !p->lin || !p->beta || !p->a || !p->rec || !p->mask ||
+        !p->base || !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->scr)
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
   }
-  p->H = c->horizon > 1 ? c->horizon : 1;
-  p->OH = p->O * p->H;
   if (err == LS_OK) err = prep_parse_quantiles(c->quantiles, p->levels, &p->Q);
   int per = 1;
   if (err == LS_OK) err = prep_outputs_per_target(c, &per); /* bounds O x per */
@@ -96,27 +120,10 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
                        "horizon %d is beyond the window (%d records): a target h records ahead "
                        "is known only within its window; raise --window or lower --horizon",
                        p->H, p->T);
-  if (err == LS_OK && p->W > p->O) {
-    size_t const roh = rows * (size_t)(p->OH > 0 ? p->OH : 1);
-    size_t const rw = rows * (size_t)(p->W > 0 ? p->W : 1);
-    p->y_h = malloc(rw * sizeof *p->y_h);
-    p->mask_h = malloc(rw * sizeof *p->mask_h);
-    p->next_h = malloc(roh * sizeof *p->next_h);
-    p->snaive = malloc(roh * sizeof *p->snaive);
-    p->lengths = malloc((size_t)B * sizeof *p->lengths);
-    p->hw = malloc((size_t)p->H * sizeof *p->hw);
-    p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
-    p->gamma = c->calibration_rate;
-    for (int h = 1; p->hw != NULL && h <= p->H; h++)
-      p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
-    if (!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->lengths || !p->hw ||
-        (p->Q > 0 && !p->qcal))
-      err = ls_error_set(LS_ERR_NOMEM, "no memory for the targets of %d horizons (T=%d, B=%d)",
-                         p->H, p->T, B);
-  }
+  if (err == LS_OK && p->W > p->O) err = horizons_new(p, c, B);
   if (err == LS_OK) {
     p->threads = 1;
-    err = scratch_new(&p->scr[0], p->F, p->O, p->sea);
+    err = scratch_new(&p->scr[0], p->F, p->sea);
   }
   if (err == LS_OK) err = ls_norm_conf_check(&p->norm);
   if (err != LS_OK) {
@@ -130,13 +137,14 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
 void prep_free(prep_t *p) {
   if (p == NULL) return;
   free(p->feat), free(p->x), free(p->y), free(p->mask), free(p->base), free(p->scale);
-  free(p->target), free(p->lin), free(p->a), free(p->rec);
+  free(p->target), free(p->lin), free(p->beta), free(p->a), free(p->rec);
   for (int k = 0; p->scr != NULL && k < (p->threads > 1 ? p->threads : 1); k++)
     scratch_free(&p->scr[k], k > 0);
   free(p->scr);
   season_free(p->sea);
   free(p->last), free(p->cur), free(p->next), free(p->time);
-  free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->lengths);
+  free(p->y_h), free(p->mask_h), free(p->next_h), free(p->snaive), free(p->target_h);
+  free(p->lengths);
   free(p->hw), free(p->qcal);
   free(p);
 }
@@ -153,7 +161,7 @@ ls_err_t prep_set_threads(prep_t *p, int threads) {
     memset(&scr[k], 0, sizeof scr[k]);
     season_t *sea = NULL;
     ls_err_t err = p->sea != NULL ? season_clone(p->sea, &sea) : LS_OK;
-    if (err == LS_OK) err = scratch_new(&scr[k], p->F, p->O, sea);
+    if (err == LS_OK) err = scratch_new(&scr[k], p->F, sea);
     p->threads = k + 1; /* freed with the prep from now on */
     LS_FORWARD_IF_ERROR(err);
   }
@@ -194,8 +202,11 @@ static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double
   if (w->sea != NULL)
     season_record(w->sea, model, *n - 1, x, p->feat, w->ds, w->s, w->level, in + p->I0, lin, beta,
                   a);
-  for (int j = 0; p->sea == NULL && j < p->O; j++)
-    lin[j] = 0.0, beta[j] = 1.0;
+  /* Horizons the linear path does not forecast: the LSTM's alone. */
+  for (int k = p->O * season_horizons(w->sea); k < p->OH; k++) {
+    lin[k] = 0.0, beta[k] = 1.0;
+    if (a != NULL) a[k] = 0.0;
+  }
   for (int j = 0; j < p->O; j++) {
     int const f = p->feat[j];
     double const loc = p->raw ? 0.0 : stats[f * LS_NORM_STATS];
@@ -218,14 +229,14 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
   double const base = p->base[o], scale = p->scale[o];
   double const y = ((double)next[f] - base) / scale;
   p->target[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
-  p->y[o] = (float)((double)p->target[o] - p->lin[o]);
+  p->y[o] = (float)((double)p->target[o] - p->lin[r * (size_t)p->OH + (size_t)j]);
   p->last[o] = ((double)cur[f] - base) / scale;
   p->cur[o] = cur[f];
   p->next[o] = next[f];
 }
 
-double prep_horizon_fc(const prep_t *p, int h, double v) {
-  return v / p->hw[h - 1];
+double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v) {
+  return lin + beta * (v / p->hw[h - 1]);
 }
 
 /* Row r's targets at every horizon (H > 1, or quantiles), its h = 1
@@ -255,6 +266,7 @@ static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
         /* The clip is the one-step change's; h steps' change spreads up to h
          * times as far (a trend), so the bound grows with h. */
         double const yc = p->raw ? y : ls_norm_clamp(&p->norm, y / h) * h;
+        p->target_h[o] = yc;
         p->y_h[ow] = (float)(yc * p->hw[h - 1]);
         p->mask_h[ow] = 1.0f, p->next_h[o] = x;
       }
@@ -322,13 +334,19 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, const double *corr, double *qv) {
+                          const double *scale, const double *lin, const double *beta,
+                          const double *corr, double *qv) {
   double sorted[PREP_QUANTILES_MAX];
   for (int k = 0; k < p->OH; k++) {
     int const j = k % p->O, h = k / p->O + 1;
     for (int q = 0; q < p->Q; q++) {
       double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
-      double const u = h == 1 ? (lin != NULL ? lin[j] : 0.0) + v : prep_horizon_fc(p, h, v);
+      /* Beyond h = 1 the head's quantiles are of the whole change, around
+       * its point output: moved with it to the point forecast. */
+      double const w = p->hw[h - 1];
+      double const u = h == 1        ? (lin != NULL ? lin[k] : 0.0) + v
+                       : lin == NULL ? v / w
+                                     : v / w + (lin[k] + (beta[k] - 1.0) * (out[k] / w));
       sorted[q] = base[j] + scale[j] * u;
     }
     qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
@@ -430,16 +448,18 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
       memset(p->target + r * O, 0, (size_t)O * sizeof *p->target);
       for (int j = 0; j < O; j++) {
         size_t const o = r * (size_t)O + (size_t)j;
-        p->base[o] = p->last[o] = p->lin[o] = 0.0, p->scale[o] = 1.0;
+        p->base[o] = p->last[o] = 0.0, p->scale[o] = 1.0;
         p->cur[o] = p->next[o] = 0.0f;
       }
+      for (size_t k = r * (size_t)p->OH; k < (r + 1) * (size_t)p->OH; k++)
+        p->lin[k] = p->a[k] = 0.0, p->beta[k] = 1.0;
       continue;
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
     p->rec[r] = *st->norm_n;
     LS_FORWARD_IF_ERROR(record_on(p, sc, st->norm_n, st->norm, st->model, cur, p->x + r * I,
-                                  p->base + r * O, p->scale + r * O, p->lin + r * O, sc->beta,
-                                  p->a + r * O));
+                                  p->base + r * O, p->scale + r * O, p->lin + r * p->OH,
+                                  p->beta + r * p->OH, p->a + r * p->OH));
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
     if (p->W > p->O) horizons_row(p, r, w, t, st->model);
@@ -491,7 +511,7 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
   LS_RETURN_IF(p == NULL || n < 0 || n > p->B || (n > 0 && (wins == NULL || st == NULL)),
                LS_ERR_INVALID_ARG, "prep_windows: %d windows (at most %d) or NULL", n,
                p == NULL ? 0 : p->B);
-  double const work = (double)n * p->T * (p->K > 0 ? p->O : 0);
+  double const work = (double)n * p->T * (p->K > 0 ? p->O * season_horizons(p->sea) : 0);
   int parts = work >= PREP_THREAD_MIN ? p->threads : 1;
   parts = parts < n ? parts : (n > 0 ? n : 1);
   p->wins = wins, p->st = st, p->threads_used = parts;
@@ -520,26 +540,32 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
   return LS_OK;
 }
 
-void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred) {
+void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred, const float *out) {
   if (p->sea == NULL) return;
-  int const O = p->O, n = p->B;
+  int const O = p->O, n = p->B, SH = season_horizons(p->sea);
+  size_t const OH = (size_t)p->OH;
   int learned = 0;
-  for (int j = 0; j < O; j++) { /* the weights the window was forecast with */
-    double alpha;
-    season_mix(p->sea, st->model, j, &alpha, &p->scr[0].beta[j]);
-  }
   for (int t = 0; t < p->T; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
     if (p->mask[r] == 0.0f) continue;
     for (int j = 0; j < O; j++) {
-      size_t const o = r * (size_t)O + (size_t)j;
+      size_t const o = r * (size_t)O + (size_t)j, k1 = r * OH + (size_t)j;
       /* A series' first record has no change yet: its target is no row to learn. */
       if (p->rec[r] > 0 && p->K > 0) {
-        season_learn(p->sea, st->model, j, p->a[o], (double)p->target[o], (double)pred[o]);
+        season_learn(p->sea, st->model, j, 1, p->a[k1], (double)p->target[o], (double)pred[o]);
         learned = 1;
       }
-      pred[o] = prep_mix(p->lin[o], p->scr[0].beta[j], pred[o]);
+      pred[o] = prep_mix(p->lin[k1], p->beta[k1], pred[o]);
     }
+    /* The later horizons' mixing: each row whose target was known, the
+     * LSTM's forecast in the target's units. */
+    for (int h = 2; h <= SH && p->rec[r] > 0; h++)
+      for (int j = 0; j < O; j++) {
+        size_t const c = (size_t)(h - 1) * (size_t)O + (size_t)j, k = r * OH + c;
+        if (p->mask_h[r * (size_t)p->W + c] == 0.0f) continue;
+        double const v = (double)out[r * (size_t)p->W + c] / p->hw[h - 1];
+        season_learn(p->sea, st->model, j, h, p->a[k], p->target_h[k], v);
+      }
   }
   for (int j = 0; learned && j < O; j++)
     season_solve(p->sea, st->model, j);

@@ -16,12 +16,11 @@
 #include "train_internal.h"
 
 /* What a thread preparing records needs of its own: the per-feature
- * scratch, the mixing weights', the seasons' (season.h), and, over the
+ * scratch, the seasons' (season.h), and, over the
  * windows it prepared, their event-time range and the first error. */
 typedef struct prep_scratch_s {
   float *level, *chg; /* [F] */
   double *s, *ds;     /* [F] */
-  double *beta;       /* [O] the LSTM's weights in a series' forecast */
   season_t *sea;      /* its seasons' scratch: the prep's own for thread 0 (NULL: none) */
   int64_t t_min, t_max;
   int b0, b1; /* its windows of the step: [b0, b1) */
@@ -56,8 +55,10 @@ typedef struct prep_s {
   float *x;             /* [T, n, I] inputs */
   float *target;        /* [T, n, O] targets, normalised */
   float *y;             /* [T, n, O] what the LSTM trains on: target - lin */
-  double *lin;          /* [T, n, O] the linear path's forecasts (0 without it) */
-  double *a;            /* [T, n, O] its forecasts before the mixing (season.h) */
+  double *lin;          /* [T, n, OH] the linear path's forecasts (0 without it; h-major as the
+                           head's outputs: season_record) */
+  double *beta;         /* [T, n, OH] the LSTM's weights in them (1 without the linear path) */
+  double *a;            /* [T, n, OH] its forecasts before the mixing (season.h) */
   int64_t *rec;         /* [T, n] row t's record in its series (from 0) */
   float *mask;          /* [T, n] */
   double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * (prediction
@@ -85,13 +86,15 @@ typedef struct prep_s {
    * whenever W > O. */
   int Q, W;
   double levels[PREP_QUANTILES_MAX];
-  float *y_h;     /* [T, n, W] what the LSTM trains on: y at h = 1, the target beyond */
-  float *mask_h;  /* [T, n, W] 1: a known target */
-  float *next_h;  /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
-  double *snaive; /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
-  int *lengths;   /* [n] the rows of each window (its n_targets) */
-  double *hw;     /* [H] horizon h's targets are multiplied by hw[h - 1], its outputs divided
-                     (prep_horizon_fc) */
+  float *y_h;       /* [T, n, W] what the LSTM trains on: y at h = 1, the target beyond */
+  float *mask_h;    /* [T, n, W] 1: a known target */
+  float *next_h;    /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
+  double *snaive;   /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
+  double *target_h; /* [T, n, OH] the change to x[t+h] in the target's units, clamped (known
+                       where mask_h is 1) */
+  int *lengths;     /* [n] the rows of each window (its n_targets) */
+  double *hw;       /* [H] horizon h's targets are multiplied by hw[h - 1], its outputs divided
+                       (prep_horizon_fc) */
   /* The quantiles' online calibration (Q > 0; prep_calib): its step
    * gamma (--calibration-rate, 0: off) and each row's quantile forecasts
    * as they went out, calibrated, data units (figures_score fills it). */
@@ -131,8 +134,10 @@ void prep_begin(prep_t *p, int n);
 /* One record x [F] of a series through its normaliser (n, stats) and its
  * seasons (model: ls_series_stats_t.model): the model's input row in [I]
  * and, per target j, what turns a prediction into the data's units:
- * forecast = base[j] + alpha * scale[j] * (lin[j] + beta[j] prediction),
- * and the linear path's forecast a [O] (may be NULL). Uses p's scratch
+ * forecast = base[j] + alpha * scale[j] * (lin[k] + beta[k] prediction),
+ * with the linear path's share lin [OH] and the LSTM's weight beta [OH]
+ * per horizon (column k = (h - 1) O + j; prep_horizon_fc beyond h = 1),
+ * and the linear path's forecast a [OH] (may be NULL). Uses p's scratch
  * (not during prep_window). */
 ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
                      double *base, double *scale, double *lin, double *beta, double *a);
@@ -203,20 +208,25 @@ void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const floa
  * t going out: they wait in cal for their actuals. */
 void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv);
 
-/* Horizon h's forecast in target units from the head's output v for it
- * (h > 1: the LSTM's alone; h = 1's is prep_mix's): v / hw[h - 1]. */
-double prep_horizon_fc(const prep_t *p, int h, double v);
+/* Horizon h's forecast in target units from the head's output v for it,
+ * the linear path's share lin and the LSTM's weight beta at h (h > 1;
+ * h = 1's is prep_mix's): lin + beta v / hw[h - 1]. */
+double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v);
 
 /* The quantile forecasts of one row in the data's units, qv [Q, OH] (the
  * quantile of level q of target j h records ahead at q OH + (h - 1) O +
- * j), from the head's outputs out [W], the targets' base and scale [O] and
- * the linear path's share at h = 1 lin [O] (NULL: 0): at h = 1 base +
- * scale (lin + output), beyond base + scale prep_horizon_fc(output); each
+ * j), from the head's outputs out [W], the targets' base and scale [O],
+ * the linear path's share lin [OH] and the LSTM's weights beta [OH] (both
+ * NULL: none): base + scale (lin + output) at h = 1; beyond, base + scale
+ * (output / hw[h - 1] + d), d the point forecast (prep_horizon_fc) less
+ * the head's point output / hw[h - 1]: the head's quantiles of the whole
+ * change moved with its point to the point forecast; each
  * target and horizon's sorted ascending, so that they never cross; then
  * with corr [Q, OH] (prep_calib; NULL: none) each plus scale times its
  * correction, raised to the level below's where it would fall under it. */
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
-                          const double *scale, const double *lin, const double *corr, double *qv);
+                          const double *scale, const double *lin, const double *beta,
+                          const double *corr, double *qv);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */
@@ -224,8 +234,9 @@ const float *prep_train_y(const prep_t *p);
 const float *prep_train_mask(const prep_t *p, int *width);
 
 /* After the step's forward: the linear path and the mixing of window b's
- * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs),
- * and pred becomes the model's forecasts, lin + beta pred. */
-void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred);
+ * series (st) learn from its rows (pred [T, n, O], the LSTM's outputs at
+ * h = 1; out [T, n, W] the head's, for the later horizons' mixing), and
+ * pred becomes the model's forecasts, lin + beta pred. */
+void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred, const float *out);
 
 #endif /* LSTREAM_TRAIN_PREP_H */

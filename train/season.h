@@ -33,8 +33,17 @@
  * near 0). The linear path is an online least squares of the targets on
  * its features, refitted at every record (it matches an online AR(p) on
  * the same lags); the LSTM trains on what it leaves, y - alpha a, and the
- * mixing weights are fitted on both forecasts together. The state lives in ls_series_stats_t.model:
- * snapshots, re-sharding and eviction carry it with its series.
+ * mixing weights are fitted on both forecasts together. With --horizon H
+ * > 1 (and --horizon-linear) the later horizons have the same form: a_h,
+ * the change over h records that the one-step regression forecasts when
+ * run on its own forecasts (the recent changes, lags and means past record
+ * t its forecasts, the profiles as they are: an AR(p)'s h-step forecast),
+ * combined with the LSTM's own forecast at h (trained on the whole change
+ * over h records, as without the linear path) by weights alpha_h and
+ * beta_h of their own, fitted on the rows whose target at h the window
+ * held. The state lives in
+ * ls_series_stats_t.model: snapshots, re-sharding and eviction carry it
+ * with its series.
  */
 #ifndef LSTREAM_TRAIN_SEASON_H
 #define LSTREAM_TRAIN_SEASON_H
@@ -73,24 +82,31 @@ int season_features(const season_t *s); /* K, the linear path's features per tar
  * values, feat [O] the target features, ds [F] the change scales and
  * level [F] the normalised levels the normaliser gave. Updates the series'
  * state `model` (ring, season) and writes the inputs in [season_inputs],
- * per target the linear path's share of the forecast lin [O] (alpha a),
- * the LSTM's weight beta [O] and, unless NULL, the linear path's forecast
- * a [O]; ls [F] are the level scales. The linear path first learns the row
- * the record completes (the last record's features, its change) and is
- * refitted: a pure online least squares of the targets on the features. */
+ * per target the linear path's share of the forecast lin (alpha a), the
+ * LSTM's weight beta and, unless NULL, the linear path's forecast a; ls
+ * [F] are the level scales. The linear path first learns the row the
+ * record completes (the last record's features, its change) and is
+ * refitted: a pure online least squares of the targets on the features.
+ * lin, beta and a hold season_horizons(s) O columns, h-major (column (h -
+ * 1) O + j: target j h records ahead, a the change over h records): the
+ * later horizons' the one-step regression iterated on its own forecasts,
+ * mixed with their own weights (season_learn). */
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
                    double *beta, double *a);
 
-/* The mixing learns one row of target j: the linear path's forecast a, the
- * normalised target y and the LSTM's output p. */
-void season_learn(season_t *s, double *model, int j, double a, double y, double p);
+/* Target j's mixing at horizon h (1 .. season_horizons) learns one row:
+ * the linear path's forecast a, the normalised target y (the change over
+ * h records) and the LSTM's forecast p, in the same units. */
+void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p);
 
-/* After a window's rows were learned: target j's mixing weights. */
+/* The horizons the linear path forecasts: --horizon with --horizon-linear
+ * and the linear path, else 1 (0 for NULL). */
+int season_horizons(const season_t *s);
+
+/* After a window's rows were learned: target j's mixing weights (every
+ * horizon's). */
 void season_solve(season_t *s, double *model, int j);
-
-/* Target j's mixing weights now: forecast = alpha a + beta p. */
-void season_mix(const season_t *s, const double *model, int j, double *alpha, double *beta);
 
 /* The seasonal naive forecast of record t + h of target j, t the series'
  * record just consumed (season_record): its value k seasons back, x[t + h

@@ -75,6 +75,7 @@ struct ls_train_conf_s {
   int linear_blocks;        /* the linear path's block means of older records (0-3) */
   int linear_wait;          /* rows per weight before the linear path's forecasts count */
   int horizon;              /* H, records ahead per forecast (issue 25) */
+  int horizon_linear;       /* the linear path iterated and mixed per horizon: 0 false, 1 true */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
   double calibration_rate;  /* gamma of the quantiles' online calibration; 0: off */
   int replay;               /* replay updates per step */

@@ -155,7 +155,7 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   if (tr->out != tr->pred) horizon_one(p, n, tr->out, tr->pred);
   if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
   for (int b = 0; b < n; b++) /* the linear path learns; tr->pred becomes the model's forecast */
-    prep_learn(p, b, &tr->st[b], tr->pred);
+    prep_learn(p, b, &tr->st[b], tr->pred, tr->out);
   if (tr->watch != NULL) watch_step(tr, wins, n); /* before the calibration moves */
   LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->out, tr->st, v + V__N + SNAP_V__N));
   LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));

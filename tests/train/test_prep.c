@@ -115,8 +115,10 @@ static void compare(int n, int threads, int used, const char *horizon) {
     SAME(one->x, many->x, rows * one->I, "inputs");
     SAME(one->target, many->target, ro, "targets");
     SAME(one->y, many->y, ro, "the LSTM's targets");
-    SAME(one->lin, many->lin, ro, "the linear path's forecasts");
-    SAME(one->a, many->a, ro, "its forecasts before the mixing");
+    /* every horizon's: the later ones iterated in each thread's scratch */
+    SAME(one->lin, many->lin, rows * one->OH, "the linear path's forecasts");
+    SAME(one->beta, many->beta, rows * one->OH, "the LSTM's weights");
+    SAME(one->a, many->a, rows * one->OH, "its forecasts before the mixing");
     SAME(one->base, many->base, ro, "bases");
     SAME(one->scale, many->scale, ro, "scales");
     SAME(one->last, many->last, ro, "last values");
@@ -128,6 +130,11 @@ static void compare(int n, int threads, int used, const char *horizon) {
       SAME(one->mask_h, many->mask_h, rows * one->OH, "the horizons' masks");
       SAME(one->next_h, many->next_h, rows * one->OH, "the horizons' actuals");
       SAME(one->snaive, many->snaive, rows * one->OH, "the seasonal naive forecasts");
+      for (size_t r = 0; r < rows; r++) /* known where the target at h is */
+        for (size_t k = (size_t)one->O; k < (size_t)one->OH; k++)
+          if (one->mask_h[r * (size_t)one->W + k] != 0.0f)
+            cr_assert_eq(one->target_h[r * (size_t)one->OH + k],
+                         many->target_h[r * (size_t)one->OH + k], "row %zu column %zu", r, k);
       SAME(one->lengths, many->lengths, n, "lengths");
     }
     cr_assert(one->t_min == many->t_min && one->t_max == many->t_max, "step %d: time range", step);
@@ -351,17 +358,21 @@ Test(prep, quantiles) {
   float out[16];
   for (int k = 0; k < 16; k++)
     out[k] = (float)(16 - k); /* quantile columns decreasing with the level */
-  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0}, lin[2] = {0.5, -0.5};
+  double const base[2] = {100.0, 200.0}, scale[2] = {2.0, 3.0};
+  double const lin[4] = {0.5, -0.5, 0.25, -0.25}; /* h-major, every horizon's */
   double qv[12];
-  prep_quantile_values(p, out, base, scale, lin, NULL, qv);
+  double const beta[4] = {1.0, 1.0, 0.5, 0.25};
+  prep_quantile_values(p, out, base, scale, lin, beta, NULL, qv);
   for (int k = 0; k < 4; k++) {
     int const j = k % 2, h = k / 2 + 1;
     for (int q = 1; q < 3; q++)
       cr_expect_leq(qv[(q - 1) * 4 + k], qv[q * 4 + k], "k %d: crossing", k);
     /* The lowest: the largest level's output (the smallest), at q = 3. */
-    double const v = out[3 * 4 + k];
-    double const want = base[j] + scale[j] * (h == 1 ? lin[j] + v : prep_horizon_fc(p, h, v));
-    cr_expect_eq(qv[k], want, "k %d: %g, not %g", k, qv[k], want);
+    double const v = out[3 * 4 + k], hw = p->hw[h - 1];
+    /* beyond h = 1, moved as the point forecast is from the head's point */
+    double const d = prep_horizon_fc(p, h, lin[k], beta[k], out[k]) - out[k] / hw;
+    double const want = base[j] + scale[j] * (h == 1 ? lin[k] + v : v / hw + d);
+    cr_expect(fabs(qv[k] - want) <= 1e-12 * fabs(want), "k %d: %.17g, not %.17g", k, qv[k], want);
   }
   free(a.model);
   prep_free(p);
@@ -415,7 +426,7 @@ static void calib_stream(const char *levels, const char *horizon, const char *ra
     prep_calib_resolve(p, cal, t, &y, scratch);
     for (size_t k = 0; k < 3 * QOH && t >= from; k++)
       terms[k] += scratch[k];
-    prep_quantile_values(p, out, &base, &scale, NULL, p->gamma > 0.0 ? cal.corr : NULL, qv);
+    prep_quantile_values(p, out, &base, &scale, NULL, NULL, p->gamma > 0.0 ? cal.corr : NULL, qv);
     for (size_t k = p->OH; k < QOH; k++) /* never crossing */
       cr_assert_leq(qv[k - (size_t)p->OH], qv[k], "record %d: crossing at %zu", t, k);
     prep_calib_issue(p, cal, t, qv);

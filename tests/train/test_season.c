@@ -10,6 +10,7 @@
 
 #include "base/digest.h" /* base_mix64: a reproducible noise */
 #include "season.h"
+#include "season_internal.h" /* the horizons' mixing block */
 
 static ls_train_conf_t *conf_with(const char *season, const char *linear) {
   ls_train_conf_t *c = NULL;
@@ -330,4 +331,153 @@ Test(season, wait_rows_per_weight) {
   }
   cr_expect_eq(first[1] - first[0], weights, "first forecasts at %d and %d, %d weights", first[0],
                first[1], weights);
+}
+
+/* Feeds x [n] as feed does with --horizon H: the linear path's forecasts
+ * of the change over h records, h = 1..H, into a [n, H] (h-major: a[t H +
+ * h - 1]), and each horizon's LSTM weight of the last record into beta
+ * [H]. */
+static double *feed_h(season_t *s, const double *x, int n, int H, double *a, double *beta) {
+  double *const model = calloc(season_width(s), sizeof *model);
+  cr_assert_not_null(model);
+  float *const in = calloc((size_t)season_inputs(s) + 1, sizeof *in);
+  double *const lin = calloc((size_t)H, sizeof *lin);
+  cr_assert(in != NULL && lin != NULL);
+  int const feat = 0;
+  double const ds = 1.0, ls = 1.0;
+  float const level = 0.0f;
+  for (int t = 0; t < n; t++) {
+    float const v = (float)x[t];
+    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, lin, beta, a + (size_t)t * H);
+  }
+  free(in), free(lin);
+  return model;
+}
+
+static season_t *horizons_with(const char *horizon, const char *on) {
+  return season_set("none", "true",
+                    (const char *const[]){"horizon", horizon, "horizon_linear", on, NULL});
+}
+
+/* Exactly (to float rounding): horizon h's forecast after record t is h -
+ * 1's plus the one-step forecast of the series continued by its forecasts
+ * of records t + 1 .. t + h - 1, fed to a copy of its state that learns no
+ * row from them ([9] = 0, season.c; their own profile updates are at
+ * phases no later forecast reads). */
+static void check_iterated(season_t *s, const double *x, int N) {
+  enum { H = 6 };
+  double *const a = malloc((size_t)N * H * sizeof *a);
+  cr_assert_not_null(a);
+  double beta[H];
+  for (int t = N - 40; t < N; t += 7) {
+    double *const mt = feed_h(s, x, t + 1, H, a, beta);
+    double const now = (double)(float)x[t];
+    for (int h = 2; h <= H; h++) {
+      double const prev = a[(size_t)t * H + h - 2], got = a[(size_t)t * H + h - 1];
+      mt[9] = 0.0;
+      float const v = (float)(now + prev), level = 0.0f;
+      float in[2];
+      int const feat = 0;
+      double const ds = 1.0, ls = 1.0;
+      double lin[H], next[H];
+      season_record(s, mt, t + h - 1, &v, &feat, &ds, &ls, &level, in, lin, beta, next);
+      double const want = (double)v - now + next[0];
+      cr_expect_lt(fabs(got - want), 1e-4 * (1.0 + fabs(want)),
+                   "record %d: h = %d's %.9g, not %.9g", t, h, got, want);
+    }
+    free(mt);
+  }
+  free(a);
+}
+
+/* Beyond h = 1 the linear path iterates its one-step regression on its own
+ * forecasts: on changes that follow d[t+1] = 0.6 d[t] + e, its forecast of
+ * the change over h records is d[t] (0.6 + 0.6^2 + .. + 0.6^h), as an
+ * AR(1) of the changes forecasts it; h = 1's is the same as with
+ * --horizon 1 bit for bit; --horizon-linear false forecasts none. */
+Test(season, later_horizons_iterate_the_one_step_path) {
+  enum { N = 4000, H = 6 };
+  double *const x = malloc(N * sizeof *x), *const d = malloc(N * sizeof *d);
+  double *const a = malloc((size_t)N * H * sizeof *a), *const a1 = malloc(N * sizeof *a1);
+  cr_assert(x && d && a && a1);
+  d[0] = 0.0, x[0] = 100.0;
+  for (int t = 1; t < N; t++)
+    d[t] = 0.6 * d[t - 1] + gauss((uint64_t)t + 77), x[t] = x[t - 1] + d[t];
+  season_t *const s = horizons_with("6", "true"), *const one = horizons_with("1", "true");
+  season_t *const off = horizons_with("6", "false");
+  cr_expect_eq(season_horizons(s), H);
+  cr_expect_eq(season_horizons(off), 1);
+  cr_expect_gt(season_width(s), season_width(off), "no room for the horizons' mixing");
+  double beta[H];
+  double *const m = feed_h(s, x, N, H, a, beta), *const m1 = feed(one, x, N, a1);
+  for (int t = 0; t < N; t++)
+    cr_assert_eq(a[(size_t)t * H], a1[t], "record %d: h = 1's forecast %.17g, not %.17g", t,
+                 a[(size_t)t * H], a1[t]);
+  for (int h = 2; h <= H; h++) {
+    double se = 0.0, sv = 0.0;
+    for (int t = N / 2; t < N; t++) {
+      double want = 0.0, g = 1.0;
+      for (int i = 1; i <= h; i++)
+        g *= 0.6, want += g * d[t];
+      double const e = a[(size_t)t * H + h - 1] - want;
+      se += e * e, sv += want * want;
+    }
+    /* (the fitted weights' noise grows with h: 2.5% at h = 2, 12% at 6;
+     * the one-step forecast held, 8% and 58%) */
+    cr_expect_lt(se, (0.02 + 0.025 * h) * sv, "h %d: off by %.3g of the forecast's variance", h,
+                 se / sv);
+    cr_expect_eq(beta[h - 1], 0.0, "h %d: the LSTM weighs %g before its mixing learned", h,
+                 beta[h - 1]);
+  }
+  check_iterated(s, x, N);
+  /* With a season of 12 (its lags and profiles, the level profile's mean
+   * of the last 12 moved along a record at a time) on a cycle of 12. */
+  season_t *const s12 = season_set(
+      "12", "true", (const char *const[]){"horizon", "6", "horizon_linear", "true", NULL});
+  for (int t = 0; t < N; t++)
+    x[t] += 5.0 * sin(6.283185307179586 * t / 12.0);
+  check_iterated(s12, x, N);
+  season_free(s12);
+  free(m), free(m1), free(x), free(d), free(a), free(a1);
+  season_free(s), season_free(one), season_free(off);
+}
+
+/* Each later horizon's mixing is its own: rows whose target is the linear
+ * path's forecast weigh it (alpha near 1, beta near 0), rows whose target
+ * is the LSTM's weigh that (beta near 1, alpha near 0); a horizon past H
+ * or before 1 learns nothing; season_record hands out each horizon's
+ * weights. */
+Test(season, later_horizons_mix_on_their_own) {
+  enum { H = 3 };
+  season_t *const s = horizons_with("3", "true");
+  size_t const width = season_width(s);
+  double *const model = calloc(width, sizeof *model), *const only = calloc(width, sizeof *only);
+  cr_assert(model != NULL && only != NULL);
+  for (int i = 0; i < 2000; i++) {
+    double const a = gauss((uint64_t)i + 900), p = gauss((uint64_t)i + 9000);
+    for (int k = 0; k < 2; k++) {
+      double *const m = k == 0 ? model : only;
+      season_learn(s, m, 0, 2, a, a, p); /* h = 2: the linear path is right */
+      season_learn(s, m, 0, 3, a, p, p); /* h = 3: the LSTM is */
+    }
+    season_learn(s, model, 0, 4, a, a, p); /* beyond H: nothing */
+    season_learn(s, model, 0, 0, a, a, p); /* nor before 1 */
+  }
+  cr_expect_arr_eq(model, only, width * sizeof *model, "a horizon outside 1..H learned");
+  season_solve(s, model, 0);
+  const double *const h2 = model + s->hx, *const h3 = h2 + HMIX; /* alpha [5], beta [6] */
+  cr_expect_gt(h2[5], 0.95, "h = 2's alpha %g", h2[5]);
+  cr_expect_lt(h2[6], 0.05, "h = 2's beta %g", h2[6]);
+  cr_expect_lt(h3[5], 0.05, "h = 3's alpha %g", h3[5]);
+  cr_expect_gt(h3[6], 0.95, "h = 3's beta %g", h3[6]);
+  /* As season_record hands them out. */
+  float const v = 1.0f, level = 0.0f;
+  float in[1];
+  double lin[H], raw[H], beta[H];
+  int const feat = 0;
+  double const ds = 1.0, ls = 1.0;
+  season_record(s, model, 0, &v, &feat, &ds, &ls, &level, in, lin, beta, raw);
+  cr_expect(beta[1] == h2[6] && beta[2] == h3[6], "beta %g %g", beta[1], beta[2]);
+  free(model), free(only);
+  season_free(s);
 }

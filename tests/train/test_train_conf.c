@@ -200,16 +200,18 @@ Test(conf, reported_unknown_and_later_options) {
   ls_train_conf_destroy(was);
 }
 
-/* A snapshot that predates the seasons and the linear path (issue 24) was
- * trained without them: it resumes so, whatever their defaults; given
- * otherwise, they are refused. */
+/* A snapshot that predates the seasons and the linear path (issue 24), or
+ * its forecasts of the later horizons (issue 25), was trained without
+ * them: it resumes so, whatever their defaults; given otherwise, they are
+ * refused. */
 Test(conf, earlier_snapshots_resume_as_trained) {
   ls_train_conf_t *const was = conf_new();
   char text[8192], note[1024] = "", v[64];
   size_t len = 0;
   settings_of(was, text, sizeof text, &len);
-  for (const char *key = "\nseason="; key != NULL;
-       key = strcmp(key, "\nseason=") == 0 ? "\nlinear=" : NULL) {
+  const char *const gone[] = {"\nseason=", "\nlinear=", "\nhorizon_linear="};
+  for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
+    const char *const key = gone[i];
     char *const at = strstr(text, key);
     cr_assert_not_null(at, "%s", key);
     char *const end = strchr(at + 1, '\n');
@@ -222,6 +224,8 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   get(c, "season", v, sizeof v);
   cr_expect_str_eq(v, "none");
   get(c, "linear", v, sizeof v);
+  cr_expect_str_eq(v, "false");
+  get(c, "horizon_linear", v, sizeof v);
   cr_expect_str_eq(v, "false");
   ls_train_conf_destroy(c);
   c = conf_new();

@@ -226,6 +226,16 @@ def train_set(lstream, bootstrap, ds, topic, fmt, opts, extra, n=None, seeds=(No
     return rows
 
 
+def _jsonable(x):
+    """x with its tuple keys (a quantile's (level, h)) as text: "0.1,12"."""
+    if isinstance(x, dict):
+        return {(",".join(str(e) for e in k) if isinstance(k, tuple) else k): _jsonable(v)
+                for k, v in x.items()}
+    if isinstance(x, list):
+        return [_jsonable(v) for v in x]
+    return x
+
+
 def _finite(x):
     return x == x and abs(x) != float("inf")
 
@@ -292,7 +302,7 @@ def main(argv):
             broker.stop()
     print_table(rows)
     if out:
-        json.dump(rows, open(out, "w"), indent=1)
+        json.dump(_jsonable(rows), open(out, "w"), indent=1)
     if check:
         bad = [r["data"] + ":" + r["feature"] for r in rows if not r["pass"]]
         print("%d passed, %d failed" % (len(rows) - len(bad), len(bad)))

@@ -1,0 +1,74 @@
+/*
+ * What season.c (the seasons: found, their profiles) and season_path.c (the
+ * linear path: its features, least squares and mixing) share (train/
+ * internal; the layout of a series' state is season.c's opening comment).
+ */
+#ifndef LSTREAM_TRAIN_SEASON_INTERNAL_H
+#define LSTREAM_TRAIN_SEASON_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "season.h"
+
+/* The recent changes the linear path sees. */
+#define RECENT 12
+/* Doubles of a target block before w. */
+#define HEAD 11
+/* Doubles per horizon h >= 2 of the mixing's block (--horizon-linear):
+ * the sums of a a, a p, p p, a y, p y, then alpha, beta, the rows. */
+#define HMIX 8
+
+struct season_s {
+  int O, slots, pmax, linear, K;
+  int levels;                    /* --season-levels: the level profile, the profiles filled */
+  int blocks;                    /* --linear-blocks: means of older records, lags RECENT 2^q.. */
+  int wait;                      /* --linear-wait: rows per weight before the path forecasts */
+  int NF;                        /* the linear path's features per season slot: 5, 6 with levels */
+  int H;                         /* horizons the linear path forecasts (--horizon-linear; else 1) */
+  int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
+  int autos;                     /* find the seasons (slot 0; slot 1 too with two slots) */
+  int R, acf_n;                  /* ring length; autocorrelation lags (0 without auto) */
+  int prof_n;                    /* floats of a slot's seasonal profile */
+  size_t slot_n;                 /* floats per slot: its profile (and level profile) */
+  int second;                    /* slot 1 found (--season auto, --auto-seasons 2) */
+  int in_slots;                  /* slots whose lags are model inputs */
+  size_t hx;                     /* doubles before the horizons' mixing block */
+  size_t head, per;              /* doubles before the floats; per target */
+  double clip;                   /* the normaliser's clamp */
+  double *A, *y, *z, *z2, *fc;   /* [K, K], [K], [K], [K], [H] scratch */
+};
+
+static inline double season_clamp(const season_t *s, double v) {
+  return v > s->clip ? s->clip : v < -s->clip ? -s->clip : v;
+}
+
+/* The ring and autocorrelation sums of target block m. */
+static inline float *season_ring(const season_t *s, double *m) {
+  return (float *)(void *)(m + s->head);
+}
+
+/* Record u of the series from the ring (t its newest); NAN when it is not
+ * there (before the first, or out of the ring). */
+static inline double season_value_at(const season_t *s, const float *ring, int64_t t, int64_t u) {
+  if (u < 0 || u > t || t - u >= s->R) return NAN;
+  return ring[u % s->R];
+}
+
+/* Slot i's profiles (season_max floats: the changes at each phase, then,
+ * with --season-levels, the levels) of target block m. */
+static inline float *season_profile_of(const season_t *s, const double *m, int i) {
+  return (float *)(void *)(m + s->head) + s->R + s->acf_n + (size_t)i * s->slot_n;
+}
+
+/* Slot i's season in target block m (0: none). */
+static inline int season_period_of(const season_t *s, const double *m, int i) {
+  return !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
+}
+
+/* Record t just in target block m's ring: the seasons found after it
+ * (--season auto) and each slot's profiles updated by it. */
+void season_update(const season_t *s, double *m, int64_t t);
+
+#endif /* LSTREAM_TRAIN_SEASON_INTERNAL_H */

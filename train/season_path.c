@@ -1,0 +1,360 @@
+/*
+ * The linear path (train/season.h): per series and target, its features
+ * from the series' ring and its seasons' profiles (season.c), its online
+ * least squares, the forecasts it iterates to the later horizons, and the
+ * mixing with the LSTM's forecast. The state's layout is season.c's.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "season.h"
+#include "season_internal.h"
+
+/* Records the linear path's sums reach back (1/N forgotten per row). */
+#define LIN_WINDOW 1024.0
+/* Ridge on the linear path's normal equations: one prior row per weight,
+ * at zero (the forecast starts at the last value). */
+#define RIDGE 1.0
+/* Rows the mixing's sums reach back. */
+#define MIX_WINDOW 1024.0
+/* Records of a series before its linear path learns: the normaliser's
+ * change scale, the rows' unit, is then within about 12% (a few first
+ * records scaled by a scale of one or two changes are no rows to keep). */
+#define WARM 32
+/* Rows the linear path learns before its block features join (a short
+ * series' least squares stays small: --linear-blocks). */
+#define BLOCKS_AFTER 512
+/* Rows alpha's prior at 1 is worth. */
+#define MIX_PRIOR 32.0
+
+/* AVX2 where the CPU has it (the same operations in the same order, no
+ * fused multiply-adds: the results are the generic build's, bit for bit). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEASON_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SEASON_CLONES
+#endif
+
+static void learn_row(const season_t *s, double *m, int n, const double *z, double y);
+static void solve_w(const season_t *s, double *m, int n);
+
+/* ------------------------------------------------------------------------ */
+/* Features                                                                  */
+
+/* Where a record's values come from: the ring up to record t, then the
+ * linear path's own forecasts fc [n] of records t + 1 .. t + n; with sums
+ * (the iteration's), per season slot the sum of the P values that end at
+ * the record asked for (NAN: not known, summed then). */
+typedef struct vals_s {
+  const float *ring;
+  int64_t t;
+  const double *fc;
+  int n;
+  const double *sums;
+} vals_t;
+
+static double val(const season_t *s, const vals_t *v, int64_t u) {
+  if (u <= v->t) return season_value_at(s, v->ring, v->t, u);
+  return u - v->t <= v->n ? v->fc[u - v->t - 1] : NAN;
+}
+
+/* A slot's values one and two seasons back, as changes from the record
+ * (the model's inputs: season_record). */
+typedef struct lags_s {
+  double one, two; /* in the change scale's units */
+  int has_one, has_two;
+} lags_t;
+
+/* The linear path's features of record tt of target block m (values from
+ * src; sc its change scale, level its normalised level) into z (with the
+ * linear path): the last RECENT changes, the level, per block q the mean
+ * of the RECENT 2^q records before lag RECENT 2^q less x[tt] (0 until the
+ * path learned BLOCKS_AFTER rows), per season slot s1, s2, c1, c2, e (and
+ * l: season.h), and 1; each slot's lags into lags (NULL: not wanted).
+ * The profiles are read as they are (the record's own update is
+ * season_update's). */
+static void features_of(const season_t *s, const double *m, const vals_t *src, int64_t tt,
+                        double sc, double level, double *z, lags_t *lags) {
+  int at = 0;
+  double const now = val(s, src, tt);
+  if (s->linear) {
+    for (int k = 0; k < RECENT; k++) {
+      double const a = val(s, src, tt - k), b = val(s, src, tt - k - 1);
+      z[at++] = isnan(a) || isnan(b) ? 0.0 : season_clamp(s, (a - b) / sc);
+    }
+    z[at++] = level;
+    for (int q = 0; q < s->blocks; q++) {
+      int64_t const lo = (int64_t)RECENT << q, n = lo; /* lags lo .. 2 lo - 1 */
+      double sum = 0.0;
+      int all = tt - (2 * lo - 1) >= 0 && m[1] >= BLOCKS_AFTER;
+      for (int64_t u = tt - (2 * lo - 1); all && u <= tt - lo; u++)
+        sum += val(s, src, u);
+      z[at++] = all ? season_clamp(s, (sum / (double)n - now) / sc) : 0.0;
+    }
+  }
+  for (int i = 0; i < s->slots; i++) {
+    int const P = season_period_of(s, m, i);
+    double v[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    lags_t g = {0.0, 0.0, 0, 0};
+    if (P > 0) {
+      double const a1 = val(s, src, tt + 1 - P), a0 = val(s, src, tt - P);
+      double const b1 = val(s, src, tt + 1 - 2 * P), b0 = val(s, src, tt - 2 * P);
+      const float *const prof = season_profile_of(s, m, i);
+      double const e = tt + 1 > P ? (double)prof[(tt + 1) % P] : NAN;
+      g.has_one = !isnan(a1), g.has_two = !isnan(b1);
+      v[0] = g.has_one ? season_clamp(s, (a1 - now) / sc) : 0.0;
+      v[1] = g.has_two ? season_clamp(s, (b1 - now) / sc) : 0.0;
+      v[2] = g.has_one && !isnan(a0) ? season_clamp(s, (a1 - a0) / sc) : 0.0;
+      v[3] = g.has_two && !isnan(b0) ? season_clamp(s, (b1 - b0) / sc) : 0.0;
+      v[4] = isnan(e) ? 0.0 : season_clamp(s, e / sc);
+      /* the mean of the last P, plus the level profile (once record t saw its phases) */
+      if (s->levels && src->t >= 2 * P - 2) {
+        double sum = src->sums != NULL ? src->sums[i] : NAN;
+        if (isnan(sum)) {
+          sum = 0.0;
+          for (int64_t u = tt - P + 1; u <= tt; u++)
+            sum += val(s, src, u);
+        }
+        double const l = sum / (double)P + (double)prof[s->prof_n + (size_t)((tt + 1) % P)];
+        v[5] = isnan(l) ? 0.0 : season_clamp(s, (l - now) / sc);
+      }
+      g.one = v[0], g.two = v[1];
+    }
+    if (lags != NULL) lags[i] = g;
+    if (!s->linear) continue;
+    if (i == 1 && s->second) z[at++] = 1.0; /* slot 1's last */
+    for (int q = 0; q < s->NF; q++)
+      z[at++] = v[q];
+  }
+  if (s->linear && !s->second) z[at++] = 1.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                   */
+
+/* The linear path's forecast from features z (its first n weights): no
+ * change until it has seen --linear-wait rows per weight (a least squares
+ * of fewer rows is mostly noise; a second season's weights and the blocks'
+ * start at 0 and do not count: they never hold back the rest). */
+static double forecast(const season_t *s, const double *m, int n, const double *z) {
+  int const young = s->wait * (s->K - s->NF * s->second - s->blocks);
+  double a = 0.0;
+  for (int k = 0; k < n && m[1] >= young; k++)
+    a += m[HEAD + k] * z[k];
+  return a;
+}
+
+/* Target j's forecasts of records t + 2 .. t + H (block m; a the one-step
+ * forecast, sc the change scale, level and ls the normalised level and its
+ * scale): the one-step regression run on its own forecasts, as an AR(p)
+ * forecasts h steps ahead (the recent changes and the lags after t its
+ * forecasts, the profiles as they are). Horizon h's column k = (h - 1) O +
+ * j: lin the linear path's share alpha_h a_h, beta the LSTM's weight and
+ * araw (unless NULL) a_h, the change over h records in sc's units. */
+static void iterate(season_t *s, const double *m, const float *ring, int64_t t, int j, int n,
+                    double a, double sc, double level, double ls, double *lin, double *beta,
+                    double *araw) {
+  double *const fc = s->fc, *const z = s->z2;
+  double const now = ring[t % s->R];
+  fc[0] = now + sc * a;
+  /* Each slot's sum of the last P values, moved along a record at a time
+   * (the level profile's forecast: O(1) a horizon, not O(P)). */
+  double sums[SEASON_SLOTS_MAX];
+  int P[SEASON_SLOTS_MAX];
+  for (int i = 0; i < s->slots; i++) {
+    P[i] = s->levels ? season_period_of(s, m, i) : 0, sums[i] = NAN;
+    if (P[i] > 0 && t - P[i] + 1 >= 0) {
+      sums[i] = 0.0;
+      for (int64_t u = t - P[i] + 1; u <= t; u++)
+        sums[i] += season_value_at(s, ring, t, u);
+    }
+  }
+  for (int h = 2; h <= s->H; h++) {
+    vals_t const src = {ring, t, fc, h - 1, sums};
+    int64_t const tt = t + h - 1;
+    for (int i = 0; i < s->slots; i++)
+      if (P[i] > 0) sums[i] += val(s, &src, tt) - val(s, &src, tt - P[i]);
+    double const lv = season_clamp(s, level + (fc[h - 2] - now) / ls);
+    features_of(s, m, &src, tt, sc, lv, z, NULL);
+    fc[h - 1] = fc[h - 2] + sc * forecast(s, m, n, z);
+    double const ah = (fc[h - 1] - now) / sc;
+    const double *const mix = m + s->hx + HMIX * (size_t)(h - 2);
+    size_t const k = (size_t)(h - 1) * (size_t)s->O + (size_t)j;
+    lin[k] = mix[5] * ah, beta[k] = mix[6];
+    if (araw != NULL) araw[k] = ah;
+  }
+}
+
+void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
+                   const double *ds, const double *ls, const float *level, float *in, double *lin,
+                   double *beta, double *araw) {
+  int const K = s->K;
+  for (int j = 0; j < s->O; j++) {
+    double *const m = model + (size_t)j * s->per;
+    float *const ring = season_ring(s, m);
+    int const f = feat[j];
+    ring[t % s->R] = x[f];
+    season_update(s, m, t);
+    double const sc = ds[f], now = x[f];
+    double *const zz = s->z; /* scratch */
+    lags_t lags[SEASON_SLOTS_MAX];
+    vals_t const src = {ring, t, NULL, 0, NULL};
+    features_of(s, m, &src, t, sc, level[f], zz, lags);
+    /* The model's inputs: the values one and two seasons back, as levels. */
+    for (int i = 0; i < s->in_slots; i++) {
+      double const lv = level[f], r = sc / ls[f];
+      int const Si = s->in_slots;
+      in[(j * Si + i) * 2 + 0] =
+          lags[i].has_one ? (float)season_clamp(s, lv + lags[i].one * r) : 0.0f;
+      in[(j * Si + i) * 2 + 1] =
+          lags[i].has_two ? (float)season_clamp(s, lv + lags[i].two * r) : 0.0f;
+    }
+    if (!s->linear) {
+      lin[j] = 0.0, beta[j] = 1.0;
+      continue;
+    }
+    /* The last record's features and this record's change: one more row
+     * of the least squares, refitted now (without a second season's
+     * features while there is none: they are 0). */
+    int const n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
+    double *const zl = m + HEAD + K;
+    if (m[9] != 0.0 && t >= WARM) {
+      double const prev = season_value_at(s, ring, t, t - 1);
+      learn_row(s, m, n, zl, season_clamp(s, (now - prev) / m[10]));
+      solve_w(s, m, n);
+    }
+    memcpy(zl, zz, (size_t)K * sizeof *zl);
+    m[9] = 1.0, m[10] = sc;
+    double const a = forecast(s, m, n, zz);
+    lin[j] = m[7] * a;
+    beta[j] = m[8];
+    if (araw != NULL) araw[j] = a;
+    if (s->H > 1) iterate(s, m, ring, t, j, n, a, sc, level[f], ls[f], lin, beta, araw);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The linear path's least squares and the mixing                            */
+
+/* One row (features z [K], target y) into block m's forgotten sums: its
+ * first n features (the others are 0 and their sums stay 0). */
+SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
+                                    double y) {
+  int const K = s->K;
+  double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+  double const keep = 1.0 - 1.0 / LIN_WINDOW;
+  for (int u = 0; u < n; u++) {
+    for (int v = 0; v < n; v++)
+      A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
+    b[u] = keep * b[u] + z[u] * y;
+  }
+  m[1] += 1.0;
+}
+
+/* Block m's first n weights from its sums: Cholesky of A + RIDGE I
+ * (positive definite), then two triangular solves; kept as they were if
+ * it is not. The others stay 0 (features that are 0 have weights 0, and
+ * leaving them out changes no bit of the rest: a Cholesky's leading block
+ * is the leading block's Cholesky). */
+/* w = (A + RIDGE I)^-1 b by Cholesky, A = L L^T, L kept by columns (L
+ * [q * K + p] = L_pq, p >= q). A column at a time: column q's entries
+ * below the diagonal are independent of each other, so they are updated
+ * together (vectors), each by the same terms in the same order (k = 0, 1,
+ * ...) as an entry at a time would be; so is the forward substitution. A
+ * refit per record: this was most of a training step's time on a topic of
+ * several features (tests/bench/train_vs_engine.sh). */
+SEASON_CLONES static void solve_w(const season_t *s, double *m, int n) {
+  int const K = s->K;
+  const double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+  double *const L = s->A, *const y = s->y, *const w = m + HEAD;
+  for (int q = 0; q < n; q++) {
+    double *restrict const col = L + (size_t)q * K;
+    for (int p = q; p < n; p++)
+      col[p] = A[p * K + q];
+    col[q] += RIDGE;
+    int k = 0;
+    for (; k + 4 <= q; k += 4) { /* four columns a pass, each term in turn */
+      const double *restrict const c0 = L + (size_t)k * K, *restrict const c1 = c0 + K;
+      const double *restrict const c2 = c1 + K, *restrict const c3 = c2 + K;
+      double const l0 = c0[q], l1 = c1[q], l2 = c2[q], l3 = c3[q];
+      for (int p = q; p < n; p++)
+        col[p] = col[p] - c0[p] * l0 - c1[p] * l1 - c2[p] * l2 - c3[p] * l3;
+    }
+    for (; k < q; k++) {
+      const double *restrict const ck = L + (size_t)k * K;
+      double const lqk = ck[q];
+      for (int p = q; p < n; p++)
+        col[p] -= ck[p] * lqk;
+    }
+    if (!(col[q] > 0.0)) return; /* not finite */
+    double const lqq = sqrt(col[q]);
+    col[q] = lqq;
+    for (int p = q + 1; p < n; p++)
+      col[p] = col[p] / lqq;
+  }
+  /* L y = b */
+  for (int p = 0; p < n; p++)
+    y[p] = b[p];
+  for (int k = 0; k < n; k++) {
+    const double *restrict const ck = L + (size_t)k * K;
+    double const yk = y[k] / ck[k];
+    y[k] = yk;
+    for (int p = k + 1; p < n; p++)
+      y[p] -= ck[p] * yk;
+  }
+  /* L^T w = y */
+  for (int p = n - 1; p >= 0; p--) {
+    const double *const cp = L + (size_t)p * K;
+    double v = y[p];
+    for (int k = p + 1; k < n; k++)
+      v -= cp[k] * w[k];
+    w[p] = v / cp[p];
+  }
+}
+
+/* One row of a mixing's sums (aa, ap, pp, ay, py), g its weight. */
+static void mix_learn(double *sums, double g, double a, double y, double p) {
+  double const v[5] = {a * a, a * p, p * p, a * y, p * y};
+  for (int k = 0; k < 5; k++)
+    sums[k] += g * (v[k] - sums[k]);
+}
+
+/* A mixing's weights from its sums over rows (means): least squares of y
+ * on (a, p), alpha pulled towards 1 (the linear path is a least-squares
+ * fit itself) by a prior worth MIX_PRIOR rows, each clamped to [0, 1];
+ * kept as they were when the system is singular. */
+static void mix_solve(const double *sums, double rows, double *alpha, double *beta) {
+  double const aa = sums[0], ap = sums[1], pp = sums[2], ay = sums[3], py = sums[4];
+  double const n = fmin(fmax(rows, 1.0), MIX_WINDOW), k = MIX_PRIOR / n * aa + 1e-12;
+  double const e = 1e-3 * pp + 1e-12;
+  double const det = (aa + k) * (pp + e) - ap * ap;
+  if (!(det > 0.0)) return;
+  *alpha = fmin(1.0, fmax(0.0, ((pp + e) * (ay + k) - ap * py) / det));
+  *beta = fmin(1.0, fmax(0.0, ((aa + k) * py - ap * (ay + k)) / det));
+}
+
+void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p) {
+  if (!s->linear || h < 1 || h > s->H) return;
+  double *const m = model + (size_t)j * s->per;
+  if (h == 1) {
+    mix_learn(m + 2, fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW), a, y, p);
+    return;
+  }
+  double *const x = m + s->hx + HMIX * (size_t)(h - 2);
+  mix_learn(x, fmax(1.0 / (x[7] + 1.0), 1.0 / MIX_WINDOW), a, y, p);
+  x[7] += 1.0;
+}
+
+int season_horizons(const season_t *s) {
+  return s != NULL ? s->H : 0;
+}
+
+void season_solve(season_t *s, double *model, int j) {
+  if (!s->linear) return;
+  double *const m = model + (size_t)j * s->per;
+  mix_solve(m + 2, m[1], &m[7], &m[8]);
+  for (int h = 2; h <= s->H; h++) {
+    double *const x = m + s->hx + HMIX * (size_t)(h - 2);
+    if (x[7] > 0.0) mix_solve(x, x[7], &x[5], &x[6]);
+  }
+}
