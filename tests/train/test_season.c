@@ -442,6 +442,34 @@ Test(season, later_horizons_iterate_the_one_step_path) {
   season_free(s), season_free(one), season_free(off);
 }
 
+/* Horizons past the season (H > P): the lags one season back of the
+ * records after t are the path's own forecasts. A cycle of 4 records, with
+ * a little noise, is forecast 5 and 6 records ahead as it repeats. */
+Test(season, horizons_past_the_season_follow_the_cycle) {
+  enum { N = 2000, H = 6 };
+  double const cycle[4] = {0.0, 10.0, 4.0, -6.0};
+  double *const x = malloc(N * sizeof *x), *const a = malloc((size_t)N * H * sizeof *a);
+  cr_assert(x != NULL && a != NULL);
+  for (int t = 0; t < N; t++)
+    x[t] = 50.0 + cycle[t % 4] + 0.05 * gauss((uint64_t)t + 31);
+  season_t *const s = season_set(
+      "4", "true", (const char *const[]){"horizon", "6", "horizon_linear", "true", NULL});
+  double beta[H];
+  double *const m = feed_h(s, x, N, H, a, beta);
+  for (int h = 1; h <= H; h++) {
+    double se = 0.0;
+    int count = 0;
+    for (int t = N / 2; t + h < N; t++, count++) {
+      double const want = cycle[(t + h) % 4] - cycle[t % 4], e = a[(size_t)t * H + h - 1] - want;
+      se += e * e;
+    }
+    /* (the cycle's changes: a variance of about 60; the noise's 0.0025) */
+    cr_expect_lt(se / count, 0.01, "h %d: mean squared error %.3g", h, se / count);
+  }
+  free(m), free(x), free(a);
+  season_free(s);
+}
+
 /* Each later horizon's mixing is its own: rows whose target is the linear
  * path's forecast weigh it (alpha near 1, beta near 0), rows whose target
  * is the LSTM's weigh that (beta near 1, alpha near 0); a horizon past H
