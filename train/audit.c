@@ -144,6 +144,7 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   LS_FORWARD_IF_ERROR(ls_snapshot_get_info(parts[0], &si));
   a->info.step = si.step;
   a->info.F = a->p->F, a->info.O = a->p->O, a->info.T = a->p->T, a->info.feat = a->p->feat;
+  a->info.H = a->p->H;
   a->stateless = a->conf->stateless;
   LS_FORWARD_IF_ERROR(figures_new(a->p->O, a->p->feat, a->conf, &a->fig));
   LS_FORWARD_IF_ERROR(figures_load(a->fig, parts[0]));
@@ -219,10 +220,14 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   LS_FORWARD_IF_ERROR(ls_engine_forward(a->eng, n, 1, a->x, NULL, NULL, NULL, NULL));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
-  for (size_t o = 0; o < (size_t)n * (size_t)O; o++) { /* h = 1's: the first O of a row */
-    size_t const t = o / (size_t)O, j = o % (size_t)O, k = t * (size_t)p->OH + j;
-    float const pr = a->pred[t * (size_t)p->W + j];
-    out[o] = a->base[o] + alpha[j] * a->scale[o] * (double)prep_mix(a->lin[k], a->beta[k], pr);
+  size_t const OH = (size_t)p->OH;
+  for (size_t o = 0; o < (size_t)n * OH; o++) { /* as the trainer's values_of */
+    size_t const t = o / OH, c = o % OH, j = c % (size_t)O, b = t * (size_t)O + j;
+    float const pr = a->pred[t * (size_t)p->W + c];
+    double const fc = c < (size_t)O ? (double)prep_mix(a->lin[o], a->beta[o], pr)
+                                    : prep_horizon_fc(p, (int)(c / (size_t)O) + 1, a->lin[o],
+                                                      a->beta[o], (double)pr);
+    out[o] = a->base[b] + alpha[j] * a->scale[b] * fc;
   }
   return LS_OK;
 }
@@ -233,7 +238,7 @@ ls_err_t audit_forecast(audit_t *a, const float *x, int64_t n, double *out) {
   int64_t const T = a->info.T;
   for (int64_t at = 0; at < n; at += T) {
     int const len = (int)(n - at < T ? n - at : T);
-    LS_FORWARD_IF_ERROR(window(a, x + at * a->info.F, len, out + at * a->info.O));
+    LS_FORWARD_IF_ERROR(window(a, x + at * a->info.F, len, out + at * a->info.O * a->info.H));
   }
   return LS_OK;
 }

@@ -30,6 +30,7 @@ typedef struct audit_s audit_t;
 typedef struct audit_info_s {
   int64_t step;        /* the snapshot's */
   int F, O, T;         /* features, targets, window */
+  int H;               /* horizons: each forecast covers the next H records */
   const int *feat;     /* [O] the target features */
   int64_t norm_n;      /* records its normaliser consumed */
   int64_t last_offset; /* the offset of the last record it trained on, -1 none */
@@ -44,8 +45,8 @@ void audit_free(audit_t *a); /* accepts NULL */
 void audit_info(const audit_t *a, audit_info_t *out);
 
 /* The forecasts after each of n records x [n, F] that follow the series'
- * state (its state and normaliser advance): out [n, O], in the data's
- * units. */
+ * state (its state and normaliser advance): out [n, H, O] (per record,
+ * h-major: its next H records' point forecasts), in the data's units. */
 ls_err_t audit_forecast(audit_t *a, const float *x, int64_t n, double *out);
 
 /* The calibration of a snapshot's forecasts (rank 0's part, snap; O

@@ -31,15 +31,18 @@ def fail(msg):
 
 
 def trainer_rows(path):
-    """{(step, series): {time: [forecast texts]}} of the next forecasts."""
+    """{(step, series): {(time, h): [forecast texts]}} of the next forecasts
+    (h 1 where the file has no h column: H = 1)."""
     out = {}
     with open(path, newline="") as f:
         r = csv.reader(f)
         head = next(r)
         fc = [i for i, c in enumerate(head) if c.startswith("forecast_")]
+        hc = head.index("h") if "h" in head else None
         for rec in r:
             if rec[0] == "next":
-                out.setdefault((int(rec[5]), rec[1]), {})[int(rec[4])] = [rec[i] for i in fc]
+                h = int(rec[hc]) if hc is not None else 1
+                out.setdefault((int(rec[5]), rec[1]), {})[(int(rec[4]), h)] = [rec[i] for i in fc]
     return out
 
 
@@ -49,7 +52,10 @@ def predict(lstream, snap, key, records):
     if p.returncode != 0:
         fail(f"predict {snap} {key}: exit {p.returncode}: {p.stderr}")
     rows = list(csv.reader(p.stdout.splitlines()))
-    got = {int(r[2]): r[4:] for r in rows[1:]}
+    if "h" in rows[0]:  # series,record,time,step,h,forecast_J...
+        got = {(int(r[2]), int(r[4])): r[5:] for r in rows[1:]}
+    else:
+        got = {(int(r[2]), 1): r[4:] for r in rows[1:]}
     alpha = [float(a) for a in re.findall(r"([-0-9.e+]+) \(target", p.stderr)]
     consumed = int(re.search(r"consumed (\d+) records", p.stderr).group(1))
     return got, alpha, consumed

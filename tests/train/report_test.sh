@@ -10,7 +10,8 @@
 #            is kept in KEEP_DIR/report.
 #   predict  `lstream predict` at a snapshot reproduces, bit for bit, the
 #            forecasts the trainer made with that snapshot's model
-#            (--predictions-out rows of its step); `export --states` holds
+#            (--predictions-out rows of its step), also at every horizon of
+#            --horizon 3; `export --states` holds
 #            each series' calibration factor and normaliser
 #   live     a live run with --http: / loaded in headless Chromium while a
 #            producer writes: it renders, its curves have points, the series
@@ -73,6 +74,13 @@ for i in range(160):
     --predictions-out "$work/p.csv" --snapshot-dir "$work/snaps" --snapshot-every 8 --snapshot-keep 10
   /usr/bin/python3 "$here/predict_audit.py" "$lstream" "$work/snaps" "$work/p.csv" \
     "$work/rec.csv" || fail "predict does not reproduce the trainer's forecasts"
+  # With horizons: every h's forecast (the linear path's iterated ones
+  # combined with the LSTM's), a row per h.
+  run train "$lstream" "${args[@]}" --threads 2 --batch 8 --until end --predictions next \
+    --horizon 3 --predictions-out "$work/p3.csv" --snapshot-dir "$work/snaps3" \
+    --snapshot-every 8 --snapshot-keep 10
+  /usr/bin/python3 "$here/predict_audit.py" "$lstream" "$work/snaps3" "$work/p3.csv" \
+    "$work/rec.csv" || fail "predict does not reproduce the trainer's forecasts at every horizon"
   ! "$lstream" predict --snapshot "$work/snaps" --series NOPE --records "$work/rec.csv" \
     2>"$work/nope.err" || fail "an unknown series passed"
   grep -q "no series 'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"

@@ -69,23 +69,28 @@ static int forecast(audit_t *a, const char *key, const records_t *r, int64_t ski
   audit_info_t in;
   audit_info(a, &in);
   int64_t const n = r->n - skip;
-  double *const v = malloc((size_t)(n > 0 ? n : 1) * (size_t)in.O * sizeof *v);
+  size_t const OH = (size_t)in.O * (size_t)in.H;
+  double *const v = malloc((size_t)(n > 0 ? n : 1) * OH * sizeof *v);
   if (v == NULL) return cli_fail(LS_ERR_NOMEM, "no memory for %" PRId64 " forecasts", n);
   ls_err_t const err = audit_forecast(a, r->x + (size_t)skip * (size_t)in.F, n, v);
   if (err != LS_OK) {
     free(v);
     return cli_fail(err, "cannot forecast");
   }
-  fprintf(out, "series,record,time,step");
+  /* With horizons, a row per record and h, as --predictions-out writes them. */
+  fprintf(out, "series,record,time,step%s", in.H > 1 ? ",h" : "");
   for (int j = 0; j < in.O; j++)
     fprintf(out, ",forecast_%d", in.feat[j]);
   fputc('\n', out);
-  for (int64_t i = 0; i < n; i++) {
-    fprintf(out, "%s,%" PRId64 ",%" PRId64 ",%" PRId64, key, skip + i, r->time[skip + i], in.step);
-    for (int j = 0; j < in.O; j++) /* as --predictions-out writes them */
-      fprintf(out, ",%.17g", v[(size_t)i * (size_t)in.O + (size_t)j]);
-    fputc('\n', out);
-  }
+  for (int64_t i = 0; i < n; i++)
+    for (int h = 1; h <= in.H; h++) {
+      fprintf(out, "%s,%" PRId64 ",%" PRId64 ",%" PRId64, key, skip + i, r->time[skip + i],
+              in.step);
+      if (in.H > 1) fprintf(out, ",%d", h);
+      for (int j = 0; j < in.O; j++)
+        fprintf(out, ",%.17g", v[(size_t)i * OH + (size_t)(h - 1) * (size_t)in.O + (size_t)j]);
+      fputc('\n', out);
+    }
   free(v);
   return ferror(out) ? cli_fail(LS_ERR_IO, "cannot write the forecasts") : CLI_EXIT_OK;
 }
@@ -141,7 +146,8 @@ int cmd_predict(int argc, char **argv) {
        .kind = CLI_TEXT,
        .dst = &out_path,
        .def = "stdout",
-       .help = "the forecasts: series,record,time,step,forecast_J..."},
+       .help = "the forecasts: series,record,time,step,forecast_J... (with --horizon H > 1 "
+               "in the snapshot: series,record,time,step,h,forecast_J..., a row per h)"},
       {0},
   };
   cli_spec_t const spec = {
