@@ -224,9 +224,8 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   for (size_t o = 0; o < (size_t)n * OH; o++) { /* as the trainer's values_of */
     size_t const t = o / OH, c = o % OH, j = c % (size_t)O, b = t * (size_t)O + j;
     float const pr = a->pred[t * (size_t)p->W + c];
-    double const fc = c < (size_t)O ? (double)prep_mix(a->lin[o], a->beta[o], pr)
-                                    : prep_horizon_fc(p, (int)(c / (size_t)O) + 1, a->lin[o],
-                                                      a->beta[o], (double)pr);
+    double const fc =
+        prep_horizon_fc(p, (int)(c / (size_t)O) + 1, a->lin[o], a->beta[o], (double)pr);
     out[o] = a->base[b] + alpha[j] * a->scale[b] * fc;
   }
   return LS_OK;

@@ -181,9 +181,9 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
   size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
   for (int k = 0; k < pr->OH; k++) {
     int const j = k % pr->O;
-    double const fc = k >= pr->O   ? prep_horizon_fc(pr->p, k / pr->O + 1, lin[k], beta[k], out[k])
-                      : h1 == NULL ? (double)prep_mix(lin[j], beta[j], out[k])
-                                   : (double)h1[j];
+    double const fc = k < pr->O && h1 != NULL
+                          ? (double)h1[j]
+                          : prep_horizon_fc(pr->p, k / pr->O + 1, lin[k], beta[k], out[k]);
     value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
   if (pr->NQ == 0) return;

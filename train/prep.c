@@ -236,7 +236,7 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
 }
 
 double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v) {
-  return lin + beta * (v / p->hw[h - 1]);
+  return h == 1 ? (double)prep_mix(lin, beta, (float)v) : lin + beta * (v / p->hw[h - 1]);
 }
 
 /* Row r's targets at every horizon (H > 1, or quantiles), its h = 1

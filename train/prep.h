@@ -209,8 +209,8 @@ void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const floa
 void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv);
 
 /* Horizon h's forecast in target units from the head's output v for it,
- * the linear path's share lin and the LSTM's weight beta at h (h > 1;
- * h = 1's is prep_mix's): lin + beta v / hw[h - 1]. */
+ * the linear path's share lin and the LSTM's weight beta at h: prep_mix's
+ * at h = 1 (v a float), lin + beta v / hw[h - 1] beyond. */
 double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v);
 
 /* The quantile forecasts of one row in the data's units, qv [Q, OH] (the

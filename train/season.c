@@ -287,15 +287,16 @@ static void profile_add(const season_t *s, float *prof, const float *ring, int P
 
 /* The level profile's step for record u (u >= P - 1: the P records that
  * end at u in the ring), g its weight: at u's phase, u's value less the
- * mean of those P records. */
-static void levels_add(const season_t *s, float *lev, const float *ring, int P, int64_t u,
-                       double g) {
+ * mean of those P records. Returns their sum. */
+static double levels_add(const season_t *s, float *lev, const float *ring, int P, int64_t u,
+                         double g) {
   double sum = 0.0;
   for (int64_t v = u - P + 1; v <= u; v++)
     sum += (double)ring[v % s->R];
   double const mean = sum / (double)P;
   float *const e = &lev[u % P];
   *e += (float)(g * ((double)ring[u % s->R] - mean - (double)*e));
+  return sum;
 }
 
 /* Slot i's profiles of a season P just found (with --season-levels), from
@@ -325,21 +326,22 @@ static void seasons_after(const season_t *s, double *m, const float *ring, int64
 /* Slot i's profiles of period P take record t: the change at its phase
  * (averaged over the seasons seen, then about SEASON_AVG) and, with
  * --season-levels once P records are there, its level. */
-static void slot_update(const season_t *s, double *m, const float *ring, int i, int P, int64_t t) {
+static double slot_update(const season_t *s, double *m, const float *ring, int i, int P,
+                          int64_t t) {
   float *const prof = season_profile_of(s, m, i);
   if (t >= 1)
     profile_add(s, prof, ring, P, t, fmax(1.0 / (double)((t - 1) / P + 1), 1.0 / SEASON_AVG));
-  if (s->levels && t + 1 >= P)
-    levels_add(s, prof + s->prof_n, ring, P, t,
-               fmax(1.0 / (double)((t - P + 1) / P + 1), 1.0 / SEASON_AVG));
+  if (!s->levels || t + 1 < P) return NAN;
+  return levels_add(s, prof + s->prof_n, ring, P, t,
+                    fmax(1.0 / (double)((t - P + 1) / P + 1), 1.0 / SEASON_AVG));
 }
 
-void season_update(const season_t *s, double *m, int64_t t) {
+void season_update(const season_t *s, double *m, int64_t t, double *sums) {
   const float *const ring = season_ring(s, m);
   if (s->autos) seasons_after(s, m, ring, t);
   for (int i = 0; i < s->slots; i++) {
     int const P = season_period_of(s, m, i);
-    if (P > 0) slot_update(s, m, ring, i, P, t);
+    sums[i] = P > 0 ? slot_update(s, m, ring, i, P, t) : NAN;
   }
 }
 

@@ -68,7 +68,10 @@ static inline int season_period_of(const season_t *s, const double *m, int i) {
 }
 
 /* Record t just in target block m's ring: the seasons found after it
- * (--season auto) and each slot's profiles updated by it. */
-void season_update(const season_t *s, double *m, int64_t t);
+ * (--season auto) and each slot's profiles updated by it. sums
+ * [SEASON_SLOTS_MAX] receives per slot the sum of the P values that end
+ * at t, which the level profile's step added up (NAN: none, without
+ * --season-levels or before P records). */
+void season_update(const season_t *s, double *m, int64_t t, double *sums);
 
 #endif /* LSTREAM_TRAIN_SEASON_INTERNAL_H */

@@ -42,9 +42,9 @@ static void solve_w(const season_t *s, double *m, int n);
 /* Features                                                                  */
 
 /* Where a record's values come from: the ring up to record t, then the
- * linear path's own forecasts fc [n] of records t + 1 .. t + n; with sums
- * (the iteration's), per season slot the sum of the P values that end at
- * the record asked for (NAN: not known, summed then). */
+ * linear path's own forecasts fc [n] of records t + 1 .. t + n; sums, per
+ * season slot, the sum of the P values that end at the record asked for
+ * (season_update's at t, moved along by iterate). */
 typedef struct vals_s {
   const float *ring;
   int64_t t;
@@ -109,13 +109,8 @@ static void features_of(const season_t *s, const double *m, const vals_t *src, i
       v[4] = isnan(e) ? 0.0 : season_clamp(s, e / sc);
       /* the mean of the last P, plus the level profile (once record t saw its phases) */
       if (s->levels && src->t >= 2 * P - 2) {
-        double sum = src->sums != NULL ? src->sums[i] : NAN;
-        if (isnan(sum)) {
-          sum = 0.0;
-          for (int64_t u = tt - P + 1; u <= tt; u++)
-            sum += val(s, src, u);
-        }
-        double const l = sum / (double)P + (double)prof[s->prof_n + (size_t)((tt + 1) % P)];
+        double const l =
+            src->sums[i] / (double)P + (double)prof[s->prof_n + (size_t)((tt + 1) % P)];
         v[5] = isnan(l) ? 0.0 : season_clamp(s, (l - now) / sc);
       }
       g.one = v[0], g.two = v[1];
@@ -152,23 +147,16 @@ static double forecast(const season_t *s, const double *m, int n, const double *
  * j: lin the linear path's share alpha_h a_h, beta the LSTM's weight and
  * araw (unless NULL) a_h, the change over h records in sc's units. */
 static void iterate(season_t *s, const double *m, const float *ring, int64_t t, int j, int n,
-                    double a, double sc, double level, double ls, double *lin, double *beta,
-                    double *araw) {
+                    double a, double sc, double level, double ls, double *sums, double *lin,
+                    double *beta, double *araw) {
   double *const fc = s->fc, *const z = s->z2;
   double const now = ring[t % s->R];
   fc[0] = now + sc * a;
-  /* Each slot's sum of the last P values, moved along a record at a time
-   * (the level profile's forecast: O(1) a horizon, not O(P)). */
-  double sums[SEASON_SLOTS_MAX];
+  /* Each slot's sum of the last P values (sums: record t's), moved along
+   * a record at a time: the level profile's forecast is O(1) a horizon. */
   int P[SEASON_SLOTS_MAX];
-  for (int i = 0; i < s->slots; i++) {
-    P[i] = s->levels ? season_period_of(s, m, i) : 0, sums[i] = NAN;
-    if (P[i] > 0 && t - P[i] + 1 >= 0) {
-      sums[i] = 0.0;
-      for (int64_t u = t - P[i] + 1; u <= t; u++)
-        sums[i] += season_value_at(s, ring, t, u);
-    }
-  }
+  for (int i = 0; i < s->slots; i++)
+    P[i] = s->levels && !isnan(sums[i]) ? season_period_of(s, m, i) : 0;
   for (int h = 2; h <= s->H; h++) {
     vals_t const src = {ring, t, fc, h - 1, sums};
     int64_t const tt = t + h - 1;
@@ -194,11 +182,12 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     float *const ring = season_ring(s, m);
     int const f = feat[j];
     ring[t % s->R] = x[f];
-    season_update(s, m, t);
+    double sums[SEASON_SLOTS_MAX];
+    season_update(s, m, t, sums);
     double const sc = ds[f], now = x[f];
     double *const zz = s->z; /* scratch */
     lags_t lags[SEASON_SLOTS_MAX];
-    vals_t const src = {ring, t, NULL, 0, NULL};
+    vals_t const src = {ring, t, NULL, 0, sums};
     features_of(s, m, &src, t, sc, level[f], zz, lags);
     /* The model's inputs: the values one and two seasons back, as levels. */
     for (int i = 0; i < s->in_slots; i++) {
@@ -229,7 +218,7 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     lin[j] = m[7] * a;
     beta[j] = m[8];
     if (araw != NULL) araw[j] = a;
-    if (s->H > 1) iterate(s, m, ring, t, j, n, a, sc, level[f], ls[f], lin, beta, araw);
+    if (s->H > 1) iterate(s, m, ring, t, j, n, a, sc, level[f], ls[f], sums, lin, beta, araw);
   }
 }
 
