@@ -21,6 +21,9 @@
  *     in a state table of its own, and a copy of its normaliser) one record
  *     at a time with the engine's forward for a batch of series, one time
  *     step; a window taken into a step re-syncs it to the trained state;
+ *     on the CPU, a record read while a step runs is served at once on the
+ *     serving thread (predict_thread.c) with the parameters the step
+ *     started from;
  *   - at the end of a replay, after each series' last record (which no
  *     window holds as an input), from its trained state.
  * A record whose window is complete but not yet in a step waits for it.
