@@ -6,7 +6,9 @@
  */
 #include "lstream/produce.h"
 
+#include <dirent.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,37 @@ static void broker_release_port(ls_broker_t *b, int id) {
   b->hold[id] = -1;
 }
 
+/* librdkafka's mock leaves Nagle's algorithm on its connections (it sets
+ * no TCP_NODELAY; a real broker does): a small response that follows
+ * another waits for the client's delayed acknowledgement (~40 ms on Linux)
+ * whenever the client has nothing else to send, e.g. the last produce
+ * before a transaction's commit. Accepted connections inherit the
+ * listener's TCP_NODELAY on Linux, so each mock broker's listener (found
+ * among this process's sockets by its port) gets it. Best effort: a
+ * listener not found keeps the mock's default. */
+static void broker_nodelay(const ls_broker_t *b) {
+  DIR *const d = opendir("/proc/self/fd");
+  if (d == NULL) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int const fd = atoi(e->d_name);
+    if (fd <= 2 || fd == dirfd(d)) continue;
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int listening = 0;
+    socklen_t ll = sizeof listening;
+    if (getsockname(fd, (struct sockaddr *)&a, &len) != 0 || len != sizeof a ||
+        a.sin_family != AF_INET ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) != 0 || !listening)
+      continue;
+    for (int id = 1; id <= b->n_brokers; id++)
+      if (b->port[id] == ntohs(a.sin_port)) {
+        int const on = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      }
+  }
+  closedir(d);
+}
+
 /* ------------------------------------------------------------------------ */
 
 ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
@@ -111,6 +144,7 @@ ls_err_t ls_broker_new(ls_broker_t **out, int n_brokers, int port) {
   }
   const char *const direct = rd_kafka_mock_cluster_bootstraps(b->mock);
   broker_ports(b, direct);
+  broker_nodelay(b);
   if (port != 0) {
     ls_err_t const err = relay_new(&b->relay, port, direct);
     if (err != LS_OK) {
@@ -191,8 +225,10 @@ ls_err_t ls_broker_set_up(ls_broker_t *broker, int broker_id) {
   LS_RETURN_IF(broker == NULL, LS_ERR_INVALID_ARG, "ls_broker_set_up: broker is NULL");
   LS_FORWARD_IF_ERROR(broker_check_id(broker, broker_id));
   broker_release_port(broker, broker_id); /* the mock listens on it again */
-  return broker_result(rd_kafka_mock_broker_set_up(broker->mock, broker_id),
-                       "bringing a mock broker up");
+  LS_FORWARD_IF_ERROR(broker_result(rd_kafka_mock_broker_set_up(broker->mock, broker_id),
+                                    "bringing a mock broker up"));
+  broker_nodelay(broker); /* its new listener */
+  return LS_OK;
 }
 
 ls_err_t ls_broker_set_leader(ls_broker_t *broker, const char *topic, int partition,

@@ -35,6 +35,7 @@
 #define TXN_TIMEOUT_MS "900000"
 static const char *const publisher_defaults[] = {
     "linger.ms=1",
+    "socket.nagle.disable=true",
     "partitioner=murmur2_random", /* the Java client's: a key lands where its clients expect */
     "transaction.timeout.ms=" TXN_TIMEOUT_MS,
 };

@@ -291,6 +291,11 @@ static const base_key_t keys[] = {
      "which forecasts go out: next (after every record, of the series' next one), eval (the "
      "test-then-train forecasts behind the loss), or next,eval",
      F(predictions), BASE_V_CHOICE(prediction_kinds), "next", LS_KEY_RUN},
+    {"serve_thread",
+     "live on the CPU, make next forecasts on a thread of their own while a training step runs "
+     "(with the parameters before the step), so that a record read meanwhile does not wait for "
+     "the step; false: they wait",
+     F(serve_thread), BASE_V_CHOICE(bools), "true", LS_KEY_RUN},
     {"predictions_commit_ms",
      "the predictions topic's transactions commit at most this long after their first forecast "
      "(read_committed consumers see forecasts then)",

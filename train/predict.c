@@ -148,16 +148,38 @@ static int servable(const predict_t *pr, const pseries_t *s, int finals) {
   return s->adv < s->n && (finals || (pr->live && s->adv - s->head < 2 * (int64_t)pr->T));
 }
 
+/* pr->state_row holds one state row (row floats of h, and of c). */
+static ls_err_t state_row_buffer(predict_t *pr, size_t row) {
+  if (pr->state_row == NULL) pr->state_row = malloc(2 * row * sizeof *pr->state_row);
+  LS_RETURN_IF(pr->state_row == NULL, LS_ERR_NOMEM, "no memory for a serving state row");
+  return LS_OK;
+}
+
 /* One batch of the n series b_slot [n], one time step from the trained
  * states (synced) or the serving ones, into the serving table: b_pred. */
 static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
-  ls_engine_t *const eng = pr->v->eng;
-  ls_state_table_t *const from = synced ? ls_series_table_states(pr->v->series) : pr->serve;
+  ls_engine_t *const eng = pr->eng;
+  ls_state_table_t *const trained = ls_series_table_states(pr->v->series);
+  ls_state_table_t *from = synced ? trained : pr->serve;
   int64_t *const gather = pr->b_slot + pr->B; /* [B] scratch after b_slot */
   for (int b = 0; b < n; b++) {
     const pseries_t *const s = &pr->ps[pr->b_slot[b]];
     int const zero = s->reset_at >= 0 && s->off[s->adv] == s->reset_at; /* after a gap */
     gather[b] = (synced && pr->v->conf->stateless) || zero ? -1 : pr->b_slot[b];
+  }
+  if (synced && eng != pr->v->eng) { /* the serving engine's own: the trained rows copied in */
+    size_t const row = (size_t)ls_engine_get_conf(eng)->shape.num_layers *
+                       (size_t)ls_engine_get_conf(eng)->shape.hidden_size;
+    LS_FORWARD_IF_ERROR(state_row_buffer(pr, row));
+    for (int b = 0; b < n; b++) {
+      if (gather[b] < 0) continue;
+      size_t const slot = (size_t)gather[b];
+      LS_FORWARD_IF_ERROR(
+          ls_state_table_read(trained, slot, 1, pr->state_row, pr->state_row + row));
+      LS_FORWARD_IF_ERROR(
+          ls_state_table_write(pr->serve, slot, 1, pr->state_row, pr->state_row + row));
+    }
+    from = pr->serve;
   }
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(eng, from, n, gather));
   LS_FORWARD_IF_ERROR(ls_engine_forward(eng, 1, n, pr->b_x, NULL, NULL, NULL, NULL));
@@ -218,6 +240,7 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
                            off,          s->time[at], step,
                            pr->value,    next,        after < pr->H ? (int)after : pr->H};
     LS_FORWARD_IF_ERROR(predict_emit(pr, &fc, stop));
+    pr->during_steps += pr->on_thread; /* made on the serving thread */
   }
   if (fresh) st.serve[LS_SERVE_SERVED] = off + 1;
   s->adv++;
@@ -326,30 +349,92 @@ static ls_err_t on_evict(void *opaque, int64_t slot, int64_t moved) {
     if (pr->id_of[dst] >= 0) pr->slot_of[pr->id_of[dst]] = slot;
   }
   if (pr->serve == NULL || src >= ls_state_table_slots(pr->serve)) return LS_OK;
-  const ls_engine_conf_t *const ec = ls_engine_get_conf(pr->v->eng);
+  const ls_engine_conf_t *const ec = ls_engine_get_conf(pr->eng);
   size_t const row = (size_t)ec->shape.num_layers * (size_t)ec->shape.hidden_size;
-  if (pr->state_row == NULL) pr->state_row = malloc(2 * row * sizeof *pr->state_row);
-  LS_RETURN_IF(pr->state_row == NULL, LS_ERR_NOMEM, "no memory for a serving state row");
+  LS_FORWARD_IF_ERROR(state_row_buffer(pr, row));
   LS_FORWARD_IF_ERROR(ls_state_table_read(pr->serve, src, 1, pr->state_row, pr->state_row + row));
   return ls_state_table_write(pr->serve, dst, 1, pr->state_row, pr->state_row + row);
 }
 
-/* Live: takes what the tap brought into the series' records to serve. */
+/* A record read into its series' records to serve. */
+static ls_err_t take(predict_t *pr, const ls_tap_record_t *r) {
+  int64_t slot;
+  pseries_t *s = NULL;
+  LS_FORWARD_IF_ERROR(tap_slot(pr, r, &slot));
+  LS_FORWARD_IF_ERROR(series_of(pr, slot, &s));
+  LS_FORWARD_IF_ERROR(predict_resolve(pr, slot, r->x)); /* the actual of its last forecast */
+  note_gap(pr, s, r);
+  LS_FORWARD_IF_ERROR(pend_push(pr, s, r->offset, r->time, r->x));
+  return mark_dirty(pr, slot, s);
+}
+
+/* Keeps a record (its key and values copied) for the next drain outside a
+ * section: on the serving thread, for a series without a slot yet. */
+static ls_err_t defer(predict_t *pr, const ls_tap_record_t *r) {
+  size_t const F = (size_t)pr->F;
+  if (pr->n_later == pr->cap_later) {
+    size_t const cap = pr->cap_later ? 2 * pr->cap_later : 64;
+    ls_tap_record_t *const l = realloc(pr->later, cap * sizeof *l);
+    if (l != NULL) pr->later = l;
+    float *const x = realloc(pr->later_x, cap * F * sizeof *x);
+    if (x != NULL) pr->later_x = x;
+    LS_RETURN_IF(l == NULL || x == NULL, LS_ERR_NOMEM, "no memory for %zu records to serve", cap);
+    pr->cap_later = cap;
+  }
+  if (pr->key_n + r->key_len + 1 > pr->key_cap) {
+    size_t cap = pr->key_cap ? pr->key_cap : 4096;
+    while (cap < pr->key_n + r->key_len + 1)
+      cap *= 2;
+    char *const k = realloc(pr->later_key, cap);
+    LS_RETURN_IF(k == NULL, LS_ERR_NOMEM, "no memory for %zu bytes of keys to serve", cap);
+    pr->later_key = k, pr->key_cap = cap;
+  }
+  ls_tap_record_t *const l = &pr->later[pr->n_later];
+  *l = *r;
+  l->key = NULL, l->x = NULL; /* pointers once the list is taken: the buffers may move */
+  memcpy(pr->later_key + pr->key_n, r->key, r->key_len);
+  pr->later_key[pr->key_n + r->key_len] = '\0';
+  memcpy(pr->later_x + pr->n_later * F, r->x, F * sizeof *r->x);
+  pr->key_n += r->key_len + 1;
+  pr->n_later++;
+  return LS_OK;
+}
+
+/* Whether the series of r has a slot known here (the serving thread
+ * takes only those: a new slot may grow the series table). */
+static int known(const predict_t *pr, const ls_tap_record_t *r) {
+  return (size_t)r->series < pr->cap_slot_of && pr->slot_of[r->series] >= 0;
+}
+
+/* Live: takes what the tap brought into the series' records to serve;
+ * outside a section, first what the serving thread left (in order). */
 static ls_err_t drain(predict_t *pr) {
+  if (!pr->on_thread && pr->n_later > 0) {
+    size_t key = 0;
+    for (size_t i = 0; i < pr->n_later; i++) {
+      ls_tap_record_t r = pr->later[i];
+      r.key = pr->later_key + key, r.x = pr->later_x + i * (size_t)pr->F;
+      key += r.key_len + 1;
+      LS_FORWARD_IF_ERROR(take(pr, &r));
+    }
+    pr->n_later = pr->key_n = 0;
+  }
   const ls_tap_record_t *r = NULL;
   int64_t n = 0;
   LS_FORWARD_IF_ERROR(ls_ingest_records(pr->v->ing, &r, &n));
-  for (int64_t i = 0; i < n; i++) {
-    int64_t slot;
-    pseries_t *s = NULL;
-    LS_FORWARD_IF_ERROR(tap_slot(pr, &r[i], &slot));
-    LS_FORWARD_IF_ERROR(series_of(pr, slot, &s));
-    LS_FORWARD_IF_ERROR(predict_resolve(pr, slot, r[i].x)); /* the actual of its last forecast */
-    note_gap(pr, s, &r[i]);
-    LS_FORWARD_IF_ERROR(pend_push(pr, s, r[i].offset, r[i].time, r[i].x));
-    LS_FORWARD_IF_ERROR(mark_dirty(pr, slot, s));
-  }
+  for (int64_t i = 0; i < n; i++)
+    if (pr->on_thread && !known(pr, &r[i])) /* its slot: outside a section */
+      LS_FORWARD_IF_ERROR(defer(pr, &r[i]));
+    else
+      LS_FORWARD_IF_ERROR(take(pr, &r[i]));
   return LS_OK;
+}
+
+/* Live: what the tap brought, then every record that may be served (the
+ * serving thread's too). */
+static ls_err_t serve_read(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) {
+  LS_FORWARD_IF_ERROR(drain(pr));
+  return serve(pr, 0, step, stop);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -401,6 +486,7 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
                       const float *pred, const float *out, int64_t step,
                       volatile sig_atomic_t *stop) {
+  if (pr->live) LS_FORWARD_IF_ERROR(predict_thread_publish(pr)); /* serve's parameters */
   if (pr->live) LS_FORWARD_IF_ERROR(drain(pr)); /* every record of these windows is read */
   for (int b = 0; b < n; b++)
     LS_FORWARD_IF_ERROR(window_forecasts(pr, wins[b], slots[b], b, n, pred, out, step, stop));
@@ -414,8 +500,8 @@ ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) 
    * the next record, which a quiet feed may not send for hours. */
   int done = 0;
   LS_FORWARD_IF_ERROR(predict_durable(pr, 0, 0, &done));
-  LS_FORWARD_IF_ERROR(drain(pr));
-  return serve(pr, 0, step, stop);
+  LS_FORWARD_IF_ERROR(predict_thread_publish(pr));
+  return serve_read(pr, step, stop);
 }
 
 ls_err_t predict_finish(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) {
@@ -462,6 +548,7 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
   pr->T = p->T, pr->F = p->F, pr->I = p->I, pr->O = p->O;
   pr->H = p->H, pr->OH = p->OH, pr->NQ = p->Q, pr->W = p->W;
   pr->B = ls_engine_get_conf(v->eng)->max_batch;
+  pr->eng = v->eng;
   /* Records are served as they are read only live, and only for next forecasts. */
   pr->live = !c->until && (pr->kinds & PREDICT_NEXT) && v->ing != NULL;
   size_t const B = (size_t)pr->B;
@@ -478,8 +565,10 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
                          pr->b_beta && pr->value && pr->qv
                      ? LS_OK
                      : ls_error_set(LS_ERR_NOMEM, "no memory for a serving batch of %zu", B);
+  if (err == LS_OK)
+    err = predict_thread_start(pr, serve_read); /* live on the CPU: pr->eng its own */
   if (err == LS_OK && (pr->kinds & PREDICT_NEXT))
-    err = ls_state_table_new(v->eng, 1024, &pr->serve);
+    err = ls_state_table_new(pr->eng, 1024, &pr->serve);
   if (err == LS_OK) err = predict_out_open(pr);
   if (err == LS_OK) err = ls_series_table_on_evict(v->series, on_evict, pr);
   if (err != LS_OK) {
@@ -492,6 +581,7 @@ ls_err_t predict_new(const train_view_t *v, prep_t *p, const figures_t *fig, pre
 
 void predict_free(predict_t *pr) {
   if (pr == NULL) return;
+  predict_thread_stop(pr);
   predict_out_close(pr);
   for (size_t i = 0; i < pr->cap_ps; i++) {
     pseries_t *const s = &pr->ps[i];
@@ -501,6 +591,8 @@ void predict_free(predict_t *pr) {
   free(pr->ps), free(pr->slot_of), free(pr->id_of), free(pr->state_row), free(pr->dirty);
   free(pr->b_slot), free(pr->b_x), free(pr->b_pred), free(pr->b_base), free(pr->b_scale);
   free(pr->b_lin), free(pr->b_beta), free(pr->value), free(pr->qv);
+  free(pr->later), free(pr->later_x), free(pr->later_key);
   ls_state_table_destroy(pr->serve);
+  if (pr->eng != pr->v->eng) ls_engine_destroy(pr->eng); /* after its table */
   free(pr);
 }

@@ -21,6 +21,9 @@
  *     in a state table of its own, and a copy of its normaliser) one record
  *     at a time with the engine's forward for a batch of series, one time
  *     step; a window taken into a step re-syncs it to the trained state;
+ *     on the CPU, a record read while a step runs is served at once on the
+ *     serving thread (predict_thread.c) with the parameters the step
+ *     started from;
  *   - at the end of a replay, after each series' last record (which no
  *     window holds as an input), from its trained state.
  * A record whose window is complete but not yet in a step waits for it.
@@ -91,6 +94,17 @@ ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64
  * publisher failed for good (fenced). */
 ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
 
+/* Live on the CPU, the serving thread (predict_thread.c): the trainer's
+ * thread enters an engine-only part of a step, where until
+ * predict_section_close it touches nothing but its engine and its own
+ * buffers; records read meanwhile are served at once on the serving
+ * thread, with the parameters the trainer's engine holds now (`step`
+ * steps), published to the serving engine. No-ops without the thread (pr
+ * NULL included). _close returns once the serving thread is idle again,
+ * with its error if it failed. */
+ls_err_t predict_section_open(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
+ls_err_t predict_section_close(predict_t *pr);
+
 /* At the end of a replay that read everything: after each series' last
  * record. */
 ls_err_t predict_finish(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
@@ -110,9 +124,10 @@ ls_err_t predict_close(predict_t *pr, int timeout_ms);
 
 /* This rank's counts: forecasts made per kind, left out (already in the
  * topic), published (committed), file rows, waits for room in the topic's
- * buffer. */
+ * buffer, next forecasts made while a step ran. */
 typedef struct predict_counts_s {
   int64_t next, eval, skipped, published, rows, waits;
+  int64_t during_steps; /* next forecasts the serving thread made */
 } predict_counts_t;
 void predict_counts(const predict_t *pr, predict_counts_t *out);
 

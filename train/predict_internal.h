@@ -6,6 +6,7 @@
 #ifndef LSTREAM_TRAIN_PREDICT_INTERNAL_H
 #define LSTREAM_TRAIN_PREDICT_INTERNAL_H
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "base/keymap.h"
@@ -69,9 +70,12 @@ struct predict_s {
   char *buf;          /* [buf_cap] a message's value */
   size_t buf_cap;
   int64_t made[2], skipped, rows;
+  int64_t during_steps; /* next forecasts made on the serving thread */
 
   /* Serving (predict.c). */
-  ls_state_table_t *serve; /* serving (h, c) per slot */
+  ls_engine_t *eng;        /* the serving forward's: the trainer's, or with the serving thread
+                              its own (predict_thread.c) */
+  ls_state_table_t *serve; /* serving (h, c) per slot, in eng's memory */
   pseries_t *ps;           /* [cap_ps] per slot */
   size_t cap_ps;
   int64_t *slot_of; /* [cap_slot_of] per consumer series id: its slot, -1 */
@@ -87,7 +91,39 @@ struct predict_s {
   float *b_x, *b_pred;
   double *b_base, *b_scale, *b_lin, *b_beta; /* [B, O]: the linear path's share, the LSTM's
                                                 weight (season.h) */
+
+  /* Records a drain on the serving thread took whose series has no slot
+   * yet (the series table takes new series between sections only): taken
+   * in order by the next drain outside a section. later_x [n_later, F],
+   * later_key: their keys, each NUL-terminated, one after the other. */
+  ls_tap_record_t *later;
+  float *later_x;
+  char *later_key;
+  size_t n_later, cap_later, key_n, key_cap;
+  int on_thread; /* 1 while the serving thread drains and serves */
+
+  /* The serving thread (predict_thread.c; NULL: none). */
+  struct serve_thread_s *thread;
 };
+
+/* The serving thread (predict_thread.c). Live on the CPU, a record read
+ * while the trainer runs an engine-only part of a step (a section:
+ * predict_section_open / _close, predict.h) is served at once on a thread
+ * of its own, with the parameters published when the section opened, on a
+ * serving engine of its own (pr->eng). Outside sections it waits, and the
+ * trainer's thread serves as before; the two never touch the serving state
+ * at once. predict_thread_start creates the serving engine and the thread,
+ * which serves with `serve` (predict.c's: what the tap brought, then every
+ * record that may be served); _stop joins it (the engine stays: pr->eng,
+ * its serving table's). */
+typedef ls_err_t (*predict_serve_fn)(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
+ls_err_t predict_thread_start(predict_t *pr, predict_serve_fn serve);
+void predict_thread_stop(predict_t *pr);
+
+/* With the serving thread: the serving engine gets the trainer's parameters
+ * when they changed (the optimizer's update count moved). The trainer's
+ * thread, outside sections. */
+ls_err_t predict_thread_publish(predict_t *pr);
 
 /* A forecast to send out. */
 typedef struct forecast_s {

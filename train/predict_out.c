@@ -636,7 +636,7 @@ void predict_counts(const predict_t *pr, predict_counts_t *out) {
   memset(out, 0, sizeof *out);
   if (pr == NULL) return;
   out->next = pr->made[0], out->eval = pr->made[1];
-  out->skipped = pr->skipped, out->rows = pr->rows;
+  out->skipped = pr->skipped, out->rows = pr->rows, out->during_steps = pr->during_steps;
   ls_publisher_stats_t st;
   if (pr->pub != NULL && ls_publisher_stats(pr->pub, &st) == LS_OK)
     out->published = st.committed, out->waits = st.waits;

@@ -77,7 +77,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   if (tr->v.ing != NULL) LS_FORWARD_IF_ERROR(ls_ingest_stats(tr->v.ing, &is));
   predict_counts_t pc;
   predict_counts(tr->v.pred, &pc);
-  enum { N = 19 };
+  enum { N = 20 };
   double v[N + LS_REJECT__COUNT] = {(double)out->series,
                                     out->wait_s,
                                     out->comm_s,
@@ -96,7 +96,8 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
                                     (double)is.w.late,
                                     (double)is.w.moved,
                                     (double)is.partitions_added,
-                                    (double)is.arrived};
+                                    (double)is.arrived,
+                                    (double)pc.during_steps};
   train_view_rejections(&tr->v, v + N);
   LS_FORWARD_IF_ERROR(comm_sum_doubles(tr->v.comm, v, N + LS_REJECT__COUNT));
   out->series = (int64_t)v[0];
@@ -113,6 +114,7 @@ ls_err_t ls_trainer_summary(ls_trainer_t *tr, ls_train_summary_t *out) {
   out->late = (int64_t)v[15];
   out->moved = (int64_t)v[16], out->partitions_added = (int64_t)v[17];
   out->arrived = (int64_t)v[18];
+  out->predictions_during_steps = (int64_t)v[19];
   out->rejected = 0;
   for (int r = 0; r < LS_REJECT__COUNT; r++)
     out->rejected += out->rejected_by[r] = (int64_t)v[N + r];

@@ -88,6 +88,7 @@ struct ls_train_conf_s {
   char predictions_out[1024];  /* "" = none */
   int predictions;             /* bit 0 next, bit 1 eval */
   int predictions_commit_ms;
+  int serve_thread; /* live on the CPU: next forecasts on a thread of their own during steps */
   int64_t predictions_buffer;
   /* Watching a run (issue 23). */
   int health_snapshot_failures; /* /health: 503 after this many snapshots in a row failed */

@@ -130,6 +130,13 @@ static void horizon_one(const prep_t *p, int n, const float *out, float *pred) {
     memcpy(pred + r * (size_t)p->O, out + r * (size_t)p->W, (size_t)p->O * sizeof *pred);
 }
 
+/* Closes a section (predict.h) that ended with err: err if it failed,
+ * else the serving thread's. */
+static ls_err_t section_close(ls_trainer_t *tr, ls_err_t err) {
+  ls_err_t const served = predict_section_close(tr->v.pred);
+  return err != LS_OK ? err : served;
+}
+
 /* This rank's part of a step over its n windows: their rows normalised,
  * gather, forward, the figures of its forecasts, backward (accumulating
  * gradient sums), scatter, replay memory, bookkeeping. v receives its sums. */
@@ -149,16 +156,21 @@ static ls_err_t compute_step(ls_trainer_t *tr, int n, double *v) {
   LS_FORWARD_IF_ERROR(ls_engine_gather_state(eng, states, n, tr->gather));
   int width = 1;
   const float *const mask = prep_train_mask(p, &width);
-  LS_FORWARD_IF_ERROR(
-      forward_train(eng, tr->T, n, p->x, prep_train_y(p), mask, width, p->lengths, &count));
-  LS_FORWARD_IF_ERROR(ls_engine_read_outputs(eng, NULL, tr->out, NULL, NULL));
+  /* The forward and the backward are sections (predict.h): records read
+   * meanwhile are served on the serving thread. */
+  LS_FORWARD_IF_ERROR(predict_section_open(tr->v.pred, tr->sum.steps, tr->stop));
+  ls_err_t err =
+      forward_train(eng, tr->T, n, p->x, prep_train_y(p), mask, width, p->lengths, &count);
+  if (err == LS_OK) err = ls_engine_read_outputs(eng, NULL, tr->out, NULL, NULL);
+  LS_FORWARD_IF_ERROR(section_close(tr, err));
   if (tr->out != tr->pred) horizon_one(p, n, tr->out, tr->pred);
   if (tr->v.rep != NULL) LS_FORWARD_IF_ERROR(ls_engine_read_initial_state(eng, tr->h0, tr->c0));
   for (int b = 0; b < n; b++) /* the linear path learns; tr->pred becomes the model's forecast */
     prep_learn(p, b, &tr->st[b], tr->pred, tr->out);
   if (tr->watch != NULL) watch_step(tr, wins, n); /* before the calibration moves */
   LS_FORWARD_IF_ERROR(figures_score(tr->v.fig, p, tr->pred, tr->out, tr->st, v + V__N + SNAP_V__N));
-  LS_FORWARD_IF_ERROR(ls_engine_backward(eng, 1.0f));
+  LS_FORWARD_IF_ERROR(predict_section_open(tr->v.pred, tr->sum.steps, tr->stop));
+  LS_FORWARD_IF_ERROR(section_close(tr, ls_engine_backward(eng, 1.0f)));
   if (!tr->conf.stateless) LS_FORWARD_IF_ERROR(ls_engine_scatter_state(eng, states, n, slots));
   guard_scan(&tr->guard, wins, n);
   int64_t records = 0;
@@ -231,10 +243,13 @@ static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *s
   int const loss_bad = figures_step(tr->v.fig, v + V__N + SNAP_V__N, st);
   tr->acc_bad |= loss_bad;
   tr->acc_count += v[V_COUNT];
+  /* The update and the replay updates: a section (predict.h), to the end. */
+  LS_FORWARD_IF_ERROR(predict_section_open(tr->v.pred, tr->sum.steps, tr->stop));
+  ls_err_t err = LS_OK;
   if (++tr->acc_steps == tr->conf.accumulate) {
-    LS_FORWARD_IF_ERROR(update(tr, st));
-    if (st->updated) LS_FORWARD_IF_ERROR(ls_engine_fetch_figures(tr->v.eng));
-    tr->fetched = st->updated;
+    err = update(tr, st);
+    if (err == LS_OK && st->updated) err = ls_engine_fetch_figures(tr->v.eng);
+    tr->fetched = err == LS_OK && st->updated;
   }
   st->step = ++tr->sum.steps;
   st->windows = (int)v[V_WINDOWS];
@@ -252,7 +267,8 @@ static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *s
   tr->sum.count += st->count;
   tr->sum.compute_s += st->compute_s;
   if (loss_bad) st->nonfinite = 1, st->loss_sum = NAN; /* its finite forecasts are counted */
-  return st->updated && tr->v.rep != NULL ? replay_updates(tr, st) : LS_OK;
+  if (err == LS_OK && st->updated && tr->v.rep != NULL) err = replay_updates(tr, st);
+  return section_close(tr, err);
 }
 
 /* The gradient norm of the last step's update into its pending stats: the

@@ -291,11 +291,13 @@ typedef struct ls_train_summary_s {
   /* Forecasts going out (predictions_topic, predictions_out), every rank's. */
   int64_t predictions_next, predictions_eval; /* made */
   int64_t predictions_published;              /* committed to the predictions topic by this run */
-  int64_t predictions_skipped; /* not published again: the topic held them already (what a
-                                  killed run published after the snapshot resumed from) */
-  int64_t predictions_rows;    /* rows written to the predictions file */
-  int64_t predictions_waits;   /* forecasts that waited for room (predictions_buffer full:
-                                  a broker outage): training paused meanwhile */
+  int64_t predictions_skipped;      /* not published again: the topic held them already (what a
+                                       killed run published after the snapshot resumed from) */
+  int64_t predictions_rows;         /* rows written to the predictions file */
+  int64_t predictions_waits;        /* forecasts that waited for room (predictions_buffer full:
+                                       a broker outage): training paused meanwhile */
+  int64_t predictions_during_steps; /* next forecasts made while a training step ran (live on
+                                       the CPU: the serving thread, --serve-thread) */
 } ls_train_summary_t;
 
 typedef struct ls_trainer_s ls_trainer_t;

@@ -19,7 +19,9 @@
 #             times while forecasts go out (a rolling restart), then once
 #             the feed is done: each run exits 0 with a final snapshot of
 #             its last step, the next resumes from that step (redoing none),
-#             and every record's next forecast is in the topic once
+#             and every record's next forecast is in the topic once; with
+#             steps that take a while (hidden 128), some forecasts made
+#             while a step ran (the serving thread)
 #   mpi       mpirun -np 2, csv records, one target feature: each rank
 #             publishes its own series' forecasts (as csv), each once, every
 #             record's
@@ -212,6 +214,11 @@ live)
 term)
   start --topic preds:2
   dir=$work/snaps
+  # A model whose steps take a while (hidden 128): records read while one
+  # runs are forecast on the serving thread (--serve-thread, the default),
+  # counted in the summary's during_steps.
+  args+=(--hidden 128)
+  during=0
   # 8 series x 1500 records at 400 records/s: about 30 s of records flowing.
   produce --series 8 --records-per-series 1500 --rate 400 &
   producer=$!
@@ -233,13 +240,16 @@ term)
     [ $rc = 0 ] || { cat "$work/term$i.err" >&2; fail "run $i exited $rc after SIGTERM"; }
     steps=$(field "$work/term$i.out" summary steps)
     resumed=$(field "$work/term$i.out" snapshots resumed_from_step)
-    echo "run $i: resumed from step $resumed, stopped at step $steps"
+    during=$((during + $(field "$work/term$i.out" predictions during_steps)))
+    echo "run $i: resumed from step $resumed, stopped at step $steps," \
+      "$(field "$work/term$i.out" predictions during_steps) forecasts made during steps"
     [ "$resumed" = "$last" ] || fail "run $i resumed from step $resumed, not $last: steps redone"
     newest=$(sed -n 's/^snap-0*\([0-9][0-9]*\)$/\1/p' "$dir/latest")
     [ "$newest" = "$steps" ] ||
       fail "run $i: the newest snapshot is of step ${newest:-none}, not its last step $steps"
     last=$steps
   done
+  [ "$during" -gt 0 ] || fail "no forecast was made while a step ran (the serving thread)"
   $check "$bootstrap" src preds --features 2 --expect next || fail "forecasts lost or twice"
   ;;
 mpi) # with csv records and one target feature of the two

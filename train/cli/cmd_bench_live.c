@@ -20,20 +20,23 @@
 
 #include "base/clock.h"
 #include "cli.h"
+
+static const char *const bools[] = {"false", "true", NULL};
 #include "lstream/produce.h"
 #include "lstream/train.h"
 
 #define ABOUT                                                                                      \
   "Measures produce-to-forecast latency live, on the embedded broker, and prints:\n"               \
   "  live series=N rate=R records=.. forecasts=.. forecasts_per_s=.. p50_ms=.. p99_ms=..\n"        \
-  "       max_ms=..\n"                                                                             \
+  "       max_ms=.. commit_ms=.. steps=.. during_steps=..\n"                                       \
   "A trainer in live mode publishes a forecast after every record; a producer writes\n"            \
   "the sine feed of --series series at --rate records/s for --seconds; a consumer\n"               \
   "(isolation.level=read_committed) reads the forecasts. A latency is from the\n"                  \
   "producer's send to the consumer's receipt; records of the first --warmup seconds\n"             \
   "are left out. The embedded broker does not hold back uncommitted transactions:\n"               \
   "on a real cluster a read_committed consumer also waits for the commit (at most\n"               \
-  "--commit-ms after a transaction's first forecast).\n"
+  "--commit-ms after a transaction's first forecast). steps: the trainer's steps;\n"               \
+  "during_steps: forecasts made while one ran (--serve-thread true).\n"
 
 #define PARTITIONS 4
 
@@ -46,6 +49,7 @@ typedef struct sent_s {
 typedef struct live_s {
   /* Options. */
   int series, features, seconds, warmup, threads, deadline_ms, commit_ms, window, batch, hidden;
+  int serve_thread; /* --serve-thread: 0 false, 1 true */
   double rate;
   /* The run. */
   const char *bootstrap;
@@ -174,7 +178,8 @@ static ls_err_t trainer_new(live_t *l) {
                                {"threads", threads},
                                {"deadline_ms", deadline},
                                {"predictions_topic", "preds"},
-                               {"predictions_commit_ms", commit}};
+                               {"predictions_commit_ms", commit},
+                               {"serve_thread", l->serve_thread ? "true" : "false"}};
   ls_err_t err = LS_OK;
   for (size_t i = 0; i < sizeof kv / sizeof kv[0] && err == LS_OK; i++)
     err = ls_train_conf_set(c, kv[i][0], kv[i][1]);
@@ -298,12 +303,16 @@ static int run(live_t *l) {
     if (l->train_err != LS_OK) rc = cli_fail(l->train_err, "bench live: training failed");
     if (rc == CLI_EXIT_OK && (lat == NULL || n == 0))
       rc = cli_fail(LS_ERR_STATE, "bench live: no forecast of a record after the warm-up");
+    ls_train_summary_t sum = {0};
+    if (rc == CLI_EXIT_OK && (err = ls_trainer_summary(l->tr, &sum)) != LS_OK)
+      rc = cli_fail(err, "bench live: no summary");
     if (rc == CLI_EXIT_OK)
       printf("live series=%d rate=%.0f records=%" PRId64 " forecasts=%" PRId64
-             " forecasts_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f commit_ms=%d\n",
+             " forecasts_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f commit_ms=%d"
+             " steps=%" PRId64 " during_steps=%" PRId64 "\n",
              l->series, l->rate, l->produced, received, span > 0 ? (double)n / span : 0.0,
              (double)lat[n / 2] / 1e3, (double)lat[(n * 99) / 100] / 1e3, (double)lat[n - 1] / 1e3,
-             l->commit_ms);
+             l->commit_ms, sum.steps, sum.predictions_during_steps);
     free(lat);
   }
   if (rk != NULL) {
@@ -318,7 +327,7 @@ static int run(live_t *l) {
   return rc;
 }
 
-/* The options, into o [13]. */
+/* The options, into o [14]. */
 static void live_opts(live_t *l, cli_opt_t *o) {
   cli_opt_t const opts[] = {
       {.name = "series",
@@ -387,6 +396,12 @@ static void live_opts(live_t *l, cli_opt_t *o) {
        .dst = &l->commit_ms,
        .value = BASE_V_INT(0, 600000),
        .help = "the forecasts' transactions commit this often"},
+      {.name = "serve-thread",
+       .arg = "BOOL",
+       .kind = CLI_VALUE,
+       .dst = &l->serve_thread,
+       .value = BASE_V_CHOICE(bools),
+       .help = "the trainer's --serve-thread (true: forecasts made while a step runs)"},
       {0},
   };
   memcpy(o, opts, sizeof opts);
@@ -403,8 +418,9 @@ int cmd_bench_live(int argc, char **argv) {
               .window = 16,
               .batch = 64,
               .hidden = 64,
-              .rate = 1000};
-  cli_opt_t opts[13];
+              .rate = 1000,
+              .serve_thread = 1};
+  cli_opt_t opts[14];
   live_opts(&l, opts);
   cli_spec_t const spec = {
       "bench live", "[--series N] [--rate R] [--seconds S] [OPTIONS]", ABOUT, opts, NULL, 0};

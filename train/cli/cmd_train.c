@@ -440,10 +440,12 @@ static int print_summary(ls_trainer_t *tr, const run_log_t *lg, int rank, ls_tra
     printf(" %s=%lld", ls_reject2str((ls_reject_t)r), (long long)s->rejected_by[r]);
   printf(" read=%lld dead_letters=%lld\n", (long long)s->read, (long long)s->dead_letters);
   if (s->predictions_next + s->predictions_eval + s->predictions_rows > 0)
-    printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld waits=%lld\n",
+    printf("predictions next=%lld eval=%lld published=%lld skipped=%lld rows=%lld waits=%lld "
+           "during_steps=%lld\n",
            (long long)s->predictions_next, (long long)s->predictions_eval,
            (long long)s->predictions_published, (long long)s->predictions_skipped,
-           (long long)s->predictions_rows, (long long)s->predictions_waits);
+           (long long)s->predictions_rows, (long long)s->predictions_waits,
+           (long long)s->predictions_during_steps);
   for (int j = 0; !lg->quiet && j < s->targets; j++) {
     const ls_target_figures_t *const t = &s->tail_target[j];
     if (t->count > 0 && t->base_sum > 0)
