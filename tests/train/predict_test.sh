@@ -29,13 +29,14 @@
 #             go out: none lost, none twice
 #   bad_topic a predictions topic that cannot be written fails at start, and
 #             so does the source topic itself (a feedback loop)
-#   kill_h3, live_h3
-#             kill and live with --horizon 3 (issue 25): each message holds
-#             the 3 horizons' forecasts (header lstream-horizon), each once;
-#             the file a row per (series, offset, h) with the actual of the
+#   kill_h3   kill with --horizon 3 (issue 25): each message holds the 3
+#             horizons' forecasts (header lstream-horizon), each once; the
+#             file a row per (series, offset, h) with the actual of the
 #             record h ahead where known
-#   kill_q    kill with --horizon 3 --quantiles 0.1,0.5,0.9: the quantiles
-#             too (header lstream-quantiles), never crossing in the file
+#   kill_q, live_q
+#             kill and live with --horizon 3 --quantiles 0.1,0.5,0.9: the
+#             quantiles too (header lstream-quantiles), never crossing in the
+#             file
 #   run_id    two trainers with one snapshot directory path (deleted between
 #             them) are two lineages: the second publishes every forecast
 #   evict     a replay with --max-series 60 over 300 keys in 3 waves (the

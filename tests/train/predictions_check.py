@@ -18,8 +18,9 @@ Options:
                                file has a row per h (column h), its actual
                                the series' record h ahead, or empty
   --quantiles L1,L2,...        and per horizon the quantiles of these levels
-                               after the points (header lstream-quantiles);
-                               the file's q<level>_J columns, never crossing
+                               after the points (header lstream-quantiles),
+                               never crossing; the file's q<level>_J columns,
+                               never crossing
   --format f32|csv
   --expect next,eval           every source record has a next forecast; every
                                record but each series' last an eval one
@@ -112,7 +113,16 @@ def forecasts(msgs, n, fmt, horizon=1, quantiles=''):
             fail(f'forecast {k}: header lstream-quantiles {h.get("lstream-quantiles")}, not '
                  f'{quantiles}')
         nq = len(quantiles.split(',')) if quantiles else 0
-        out[k] = (decode(m.value(), n * horizon * (1 + nq), fmt), h, m.value())
+        values = decode(m.value(), n * horizon * (1 + nq), fmt)
+        # h-major: per horizon n points, then n per level; a target's
+        # quantiles at a horizon never cross and are finite.
+        for hz in range(horizon if nq else 0):
+            base = hz * n * (1 + nq)
+            for j in range(n):
+                q = [values[base + (l + 1) * n + j] for l in range(nq)]
+                if not all(math.isfinite(v) for v in q) or any(a > b for a, b in zip(q, q[1:])):
+                    fail(f'forecast {k}: horizon {hz + 1} target {j}: quantiles {q} cross')
+        out[k] = (values, h, m.value())
     return out
 
 
