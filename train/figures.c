@@ -44,6 +44,7 @@ struct figures_s {
   int Q;                               /* quantile levels */
   double gamma;                        /* their calibration's step (--calibration-rate) */
   ls_quantile_figures_t *qz, *qz_tail; /* [Q OH] the run's, its last fifth */
+  ls_quantile_figures_t *qz_step;      /* [Q OH] the last step's */
   double *alpha;                       /* [O] this step's */
   double *spy, *spp;                   /* [O] calibration moments */
   int64_t *k;                          /* [O] forecasts they have seen */
@@ -103,9 +104,10 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
   size_t const nq = (size_t)f->Q * (size_t)f->OH;
   if (f->Q > 0) {
     f->qz = calloc(nq, sizeof *f->qz), f->qz_tail = calloc(nq, sizeof *f->qz_tail);
+    f->qz_step = calloc(nq, sizeof *f->qz_step);
   }
-  if ((f->Q > 0 && (!f->qz || !f->qz_tail)) || !f->alpha || !f->spy || !f->spp || !f->k ||
-      !f->step || !f->total || !f->tail || !f->row || !f->err ||
+  if ((f->Q > 0 && (!f->qz || !f->qz_tail || !f->qz_step)) || !f->alpha || !f->spy || !f->spp ||
+      !f->k || !f->step || !f->total || !f->tail || !f->row || !f->err ||
       (f->H > 1 && (!f->hz || !f->hz_tail || !f->hz_step))) {
     figures_free(f);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the figures of %d targets", O);
@@ -124,7 +126,7 @@ ls_err_t figures_new(int O, const int *feat, const ls_train_conf_t *c, figures_t
                                      0.0,
                                      0.0,
                                      0.0};
-    f->qz[k] = f->qz_tail[k] = q;
+    f->qz[k] = f->qz_tail[k] = f->qz_step[k] = q;
   }
   for (int k = 0; k < f->OH && f->H > 1; k++) {
     f->hz[k].h = f->hz_tail[k].h = f->hz_step[k].h = k / O + 1;
@@ -138,7 +140,7 @@ void figures_free(figures_t *f) {
   if (f == NULL) return;
   free(f->alpha), free(f->spy), free(f->spp), free(f->k), free(f->step), free(f->total);
   free(f->tail), free(f->row), free(f->err), free(f->tmin), free(f->tmax), free(f->sums);
-  free(f->hz), free(f->hz_tail), free(f->hz_step), free(f->qz), free(f->qz_tail);
+  free(f->hz), free(f->hz_tail), free(f->hz_step), free(f->qz), free(f->qz_tail), free(f->qz_step);
   free(f);
 }
 
@@ -357,9 +359,14 @@ int figures_step(figures_t *f, const double *v, ls_step_stats_t *st) {
   st->horizon = f->H > 1 ? f->hz_step : NULL;
   const double *const qs = v + 2 + V_PER * f->O + (f->H > 1 ? HZ_PER * f->OH : 0);
   for (int k = 0; k < f->Q * f->OH; k++) {
-    f->qz[k].count += qs[k * QZ_PER + QZ_N], f->qz[k].below += qs[k * QZ_PER + QZ_BELOW];
-    f->qz[k].pinball_sum += qs[k * QZ_PER + QZ_PINBALL];
+    ls_quantile_figures_t *const s = &f->qz_step[k];
+    s->count = qs[k * QZ_PER + QZ_N], s->below = qs[k * QZ_PER + QZ_BELOW];
+    s->pinball_sum = qs[k * QZ_PER + QZ_PINBALL];
+    f->qz[k].count += s->count, f->qz[k].below += s->below;
+    f->qz[k].pinball_sum += s->pinball_sum;
   }
+  st->quantiles = f->Q;
+  st->quantile = f->Q > 0 ? f->qz_step : NULL;
   st->count = rows * f->O;
   st->targets = f->O;
   st->target = f->step;

@@ -89,7 +89,8 @@ typedef enum labels_e {
   REASON,    /* one per rejection reason: an int64_t [LS_REJECT__COUNT] array (from 1) */
   PARTITION, /* one per partition of the rank: a field of monitor_part_t */
   TARGET,    /* one per target feature: a field of monitor_target_t */
-  HORIZON    /* one per target and horizon shown: a field of monitor_horizon_t */
+  HORIZON,   /* one per target and horizon shown: a field of monitor_horizon_t */
+  QUANTILE   /* one per level, horizon shown and target: a field of monitor_quantile_t */
 } labels_t;
 
 typedef enum ctype_e { I64, INT, F64 } ctype_t;
@@ -108,6 +109,7 @@ typedef struct metric_s {
 #define P(field)       I64, offsetof(monitor_part_t, field)
 #define T(field)       F64, offsetof(monitor_target_t, field)
 #define Z(field)       F64, offsetof(monitor_horizon_t, field)
+#define U(field)       F64, offsetof(monitor_quantile_t, field)
 
 /* clang-format off */
 static const metric_t metrics[] = {
@@ -152,6 +154,12 @@ static const metric_t metrics[] = {
    "lstream_horizon_loss_smoothed over the last value's (x[t] for x[t+h]) on the same records."},
   {"lstream_horizon_loss_ratio_snaive_smoothed", GAUGE, HORIZON, Z(ratio_snaive),
    "lstream_horizon_loss_smoothed over the seasonal naive's on the same records."},
+  /* Per quantile level, horizon and target (--quantiles; the horizons shown). */
+  {"lstream_quantile_coverage_smoothed", GAUGE, QUANTILE, U(coverage),
+   "The share of actuals at or below the target's quantile forecast h records ahead, over "
+   "about the last 100 steps (calibrated: near the level)."},
+  {"lstream_quantile_pinball_loss_smoothed", GAUGE, QUANTILE, U(pinball),
+   "The mean pinball loss of those quantile forecasts, data units."},
   {"lstream_gradient_norm", GAUGE, ONE, S(F64, grad_norm),
    "Global gradient norm of the last update, before clipping."},
   {"lstream_learning_rate", GAUGE, ONE, S(F64, lr),
@@ -239,6 +247,8 @@ static const metric_t metrics[] = {
 #undef S
 #undef P
 #undef T
+#undef Z
+#undef U
 
 /* ------------------------------------------------------------------------ */
 /* Exposition                                                                */
@@ -255,10 +265,10 @@ static double value_at(const void *base, size_t offset, ctype_t ctype, size_t in
   }
 }
 
-/* One sample line: name{rank="r"[,label="value"][,h="K"]} value (h: 0,
- * none). */
-static void sample(monitor_text_t *t, const char *name, int64_t rank, const char *label,
-                   const char *label_value, int64_t h, double v) {
+/* One sample line: name{rank="r"[,label="value"][,h="K"][,quantile="L"]}
+ * value (h: 0, none; level: NULL, none). */
+static void sample_q(monitor_text_t *t, const char *name, int64_t rank, const char *label,
+                     const char *label_value, int64_t h, const char *level, double v) {
   if (isnan(v)) return;
   monitor_text_add(t, "%s{rank=\"%lld\"", name, (long long)rank);
   if (label != NULL) { /* the value escaped as the text format wants: \\, \", \n */
@@ -268,12 +278,18 @@ static void sample(monitor_text_t *t, const char *name, int64_t rank, const char
     monitor_text_add(t, "\"");
   }
   if (h > 0) monitor_text_add(t, ",h=\"%lld\"", (long long)h);
+  if (level != NULL) monitor_text_add(t, ",quantile=\"%s\"", level);
   if (isinf(v))
     monitor_text_add(t, "} %s\n", v > 0 ? "+Inf" : "-Inf");
   else if (fabs(v) < 9e15 && v == (double)(int64_t)v)
     monitor_text_add(t, "} %lld\n", (long long)v);
   else
     monitor_text_add(t, "} %.10g\n", v);
+}
+
+static void sample(monitor_text_t *t, const char *name, int64_t rank, const char *label,
+                   const char *label_value, int64_t h, double v) {
+  sample_q(t, name, rank, label, label_value, h, NULL, v);
 }
 
 static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor_text_t *t) {
@@ -301,6 +317,11 @@ static void metric_samples(const metric_t *m, const monitor_sample_t *s, monitor
     for (int i = 0; i < s->n_horizons; i++)
       sample(t, m->name, s->rank, "target", s->horizons[i].name, s->horizons[i].h,
              value_at(&s->horizons[i], m->offset, m->ctype, 0));
+    break;
+  case QUANTILE:
+    for (int i = 0; i < s->n_quantiles; i++)
+      sample_q(t, m->name, s->rank, "target", s->quantiles[i].name, s->quantiles[i].h,
+               s->quantiles[i].level, value_at(&s->quantiles[i], m->offset, m->ctype, 0));
     break;
   }
 }

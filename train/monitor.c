@@ -33,7 +33,9 @@
 #define TB_TARGET_SCALARS 3
 /* ... and 3 per target and horizon shown (H > 1). */
 #define TB_HORIZON_SCALARS 3
-#define TB_TAG_MAX         96
+/* ... and 2 per quantile level, horizon shown and target (--quantiles). */
+#define TB_QUANTILE_SCALARS 2
+#define TB_TAG_MAX          192
 
 struct monitor_s {
   monitor_conf_t conf;
@@ -45,6 +47,7 @@ struct monitor_s {
   int P;
   int O;    /* target features */
   int n_hz; /* targets x horizons shown (H > 1), else 0 */
+  int n_qz; /* levels x horizons shown x targets (--quantiles), else 0 */
 
   /* The trainer's thread. */
   monitor_sample_t mine;
@@ -55,20 +58,25 @@ struct monitor_s {
   int *hz_k;                  /* [n_hz] each one's place in a step's horizon figures */
   monitor_horizon_t *hz_mine; /* [n_hz] */
   double *hz_w; /* [n_hz, 4] decayed sums: forecast, last value, seasonal naive, count */
+  int *qz_k;    /* [n_qz] each one's place in a step's quantile figures */
+  monitor_quantile_t *qz_mine; /* [n_qz] */
+  double *qz_w;                /* [n_qz, 3] decayed sums: count, below, pinball */
   tb_writer_t *tb;
   double tb_flushed, tb_last_t;
   int64_t tb_records;              /* since the last TensorBoard record */
   ls_ingest_partition_t *tb_parts; /* [P] */
-  char (*tb_tags)[TB_TAG_MAX];     /* [O TB_TARGET_SCALARS + n_hz TB_HORIZON_SCALARS] the
-                                      targets' tags, then the horizons' */
+  char (*tb_tags)[TB_TAG_MAX];     /* [O TB_TARGET_SCALARS + n_hz TB_HORIZON_SCALARS + n_qz
+                                      TB_QUANTILE_SCALARS] the targets' tags, the horizons',
+                                      the quantiles' */
   const char **tags;               /* [TB_RUN_SCALARS + those] a record's */
   float *values;                   /* [TB_RUN_SCALARS + those] */
 
   /* Shared: the published sample, under lock. */
   pthread_mutex_t lock;
   monitor_sample_t pub;
-  monitor_target_t *tg_pub;  /* [O] pub.targets */
-  monitor_horizon_t *hz_pub; /* [n_hz] pub.horizons */
+  monitor_target_t *tg_pub;   /* [O] pub.targets */
+  monitor_horizon_t *hz_pub;  /* [n_hz] pub.horizons */
+  monitor_quantile_t *qz_pub; /* [n_qz] pub.quantiles */
 
   /* The HTTP thread. */
   http_server_t *http;
@@ -77,6 +85,7 @@ struct monitor_s {
   monitor_part_t *parts;            /* [P] */
   monitor_target_t *tg_http;        /* [O] */
   monitor_horizon_t *hz_http;       /* [n_hz] */
+  monitor_quantile_t *qz_http;      /* [n_qz] */
 };
 
 void monitor_conf_init(monitor_conf_t *conf) {
@@ -130,6 +139,12 @@ static void account_targets(monitor_t *m, const ls_step_stats_t *st) {
   }
 }
 
+/* w [n] = SMOOTH_DECAY w + add: decayed sums, a step's added. */
+static void decay_add(double *w, const double *add, int n) {
+  for (int k = 0; k < n; k++)
+    w[k] = SMOOTH_DECAY * w[k] + add[k];
+}
+
 /* A step's per-horizon figures (data units) into the monitor's own:
  * smoothed, a step holding few forecasts of a horizon. */
 static void account_horizons(monitor_t *m, const ls_step_stats_t *st) {
@@ -139,11 +154,25 @@ static void account_horizons(monitor_t *m, const ls_step_stats_t *st) {
     monitor_horizon_t *const g = &m->hz_mine[i];
     double *const w = m->hz_w + 4 * (size_t)i;
     double const add[4] = {t->mse_sum, t->last_sum, t->snaive_sum, t->count};
-    for (int k = 0; k < 4; k++)
-      w[k] = SMOOTH_DECAY * w[k] + add[k];
+    decay_add(w, add, 4);
     g->loss = mse(w[0], w[3]);
     g->ratio_last = ratio(w[0], w[1]);
     g->ratio_snaive = ratio(w[0], w[2]);
+  }
+}
+
+/* A step's quantile figures into the monitor's own: smoothed as the
+ * horizons'. */
+static void account_quantiles(monitor_t *m, const ls_step_stats_t *st) {
+  if (st->quantile == NULL) return;
+  for (int i = 0; i < m->n_qz; i++) {
+    const ls_quantile_figures_t *const t = &st->quantile[m->qz_k[i]];
+    monitor_quantile_t *const g = &m->qz_mine[i];
+    double *const w = m->qz_w + 3 * (size_t)i;
+    double const add[3] = {t->count, t->below, t->pinball_sum};
+    decay_add(w, add, 3);
+    g->coverage = w[0] > 0 ? w[1] / w[0] : NAN;
+    g->pinball = mse(w[2], w[0]);
   }
 }
 
@@ -193,6 +222,7 @@ static void account(monitor_t *m, const ls_step_stats_t *st, double now) {
   s->ratio_smooth = ratio(m->loss_w, m->base_w);
   account_targets(m, st);
   account_horizons(m, st);
+  account_quantiles(m, st);
   s->wait_share = ratio(m->wait_w, m->busy_w);
   if (st->updated) {
     s->updates++;
@@ -222,6 +252,8 @@ static void publish(monitor_t *m, double now) {
   m->pub.targets = m->tg_pub;
   if (m->n_hz > 0) memcpy(m->hz_pub, m->hz_mine, (size_t)m->n_hz * sizeof *m->hz_pub);
   m->pub.horizons = m->hz_pub;
+  if (m->n_qz > 0) memcpy(m->qz_pub, m->qz_mine, (size_t)m->n_qz * sizeof *m->qz_pub);
+  m->pub.quantiles = m->qz_pub;
   pthread_mutex_unlock(&m->lock);
   m->published_at = now;
 }
@@ -276,6 +308,14 @@ static int tb_scalars(monitor_t *m, const ls_step_stats_t *st, double now) {
       if (isfinite(v[k]))
         m->tags[n] = hz_tags[i * TB_HORIZON_SCALARS + k], m->values[n++] = (float)v[k];
   }
+  char(*const qz_tags)[TB_TAG_MAX] = hz_tags + (size_t)m->n_hz * TB_HORIZON_SCALARS;
+  for (int i = 0; i < m->n_qz; i++) {
+    const monitor_quantile_t *const g = &m->qz_mine[i];
+    double const v[TB_QUANTILE_SCALARS] = {g->coverage, g->pinball};
+    for (int k = 0; k < TB_QUANTILE_SCALARS; k++)
+      if (isfinite(v[k]))
+        m->tags[n] = qz_tags[i * TB_QUANTILE_SCALARS + k], m->values[n++] = (float)v[k];
+  }
   return n;
 }
 
@@ -322,9 +362,11 @@ static void live_sample(monitor_t *m, monitor_sample_t *s) {
   *s = m->pub;
   memcpy(m->tg_http, m->tg_pub, (size_t)m->O * sizeof *m->tg_http);
   if (m->n_hz > 0) memcpy(m->hz_http, m->hz_pub, (size_t)m->n_hz * sizeof *m->hz_http);
+  if (m->n_qz > 0) memcpy(m->qz_http, m->qz_pub, (size_t)m->n_qz * sizeof *m->qz_http);
   pthread_mutex_unlock(&m->lock);
   s->targets = m->tg_http;
   s->horizons = m->hz_http;
+  s->quantiles = m->qz_http;
   double const now = base_now_s();
   s->heartbeat_age_s = (double)(base_now_ms() - train_heartbeat_ms(m->tr)) / 1e3;
   s->step_age_s = now - s->step_at_s; /* NaN before a step */
@@ -443,10 +485,39 @@ static void sample_init(monitor_t *m, int rank, int world) {
   s->targets = m->tg_mine;
   s->n_horizons = m->n_hz;
   s->horizons = m->hz_mine;
+  s->n_quantiles = m->n_qz;
+  s->quantiles = m->qz_mine;
   ls_train_summary_t sum;
   memset(&sum, 0, sizeof sum);
   train_snaps_totals(m->snaps, &sum);
   s->steps = sum.resumed_step > 0 ? sum.resumed_step : 0;
+}
+
+/* The quantiles' figures, nothing known yet, per level, horizon shown and
+ * target (the step's layout: level-major, then h-major), and their
+ * TensorBoard tags. */
+static ls_err_t quantiles_init(monitor_t *m) {
+  const ls_train_conf_t *const c = m->view->conf;
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0;
+  LS_FORWARD_IF_ERROR(prep_parse_quantiles(c->quantiles, levels, &Q));
+  static const char *const names[TB_QUANTILE_SCALARS] = {"coverage", "pinball"};
+  char(*const qz_tags)[TB_TAG_MAX] =
+      m->tb_tags + (size_t)m->O * TB_TARGET_SCALARS + (size_t)m->n_hz * TB_HORIZON_SCALARS;
+  int const H = c->horizon > 1 ? c->horizon : 1;
+  for (int q = 0, i = 0; q < Q && i < m->n_qz; q++)
+    for (int h = 1; h <= H; h++)
+      for (int j = 0; j < m->O && ls_horizon_shown(h, H); j++, i++) {
+        monitor_quantile_t *const g = &m->qz_mine[i];
+        *g = (monitor_quantile_t){h, m->tg_mine[j].feature, "", "", NAN, NAN};
+        memcpy(g->name, m->tg_mine[j].name, sizeof g->name);
+        snprintf(g->level, sizeof g->level, "%g", levels[q]);
+        m->qz_k[i] = (q * H + h - 1) * m->O + j;
+        for (int k = 0; k < TB_QUANTILE_SCALARS; k++)
+          snprintf(qz_tags[i * TB_QUANTILE_SCALARS + k], TB_TAG_MAX, "quantile_%s_%d_%s/%s",
+                   g->level, h, g->name, names[k]);
+      }
+  return LS_OK;
 }
 
 /* The per-target figures, nothing known yet, of the target features (the
@@ -479,7 +550,17 @@ static ls_err_t targets_init(monitor_t *m) {
         snprintf(hz_tags[i * TB_HORIZON_SCALARS + k], TB_TAG_MAX, "horizon_%d_%s/%s", h, g->name,
                  hz_names[k]);
     }
-  return err;
+  return err == LS_OK ? quantiles_init(m) : err;
+}
+
+/* Levels x horizons shown x targets (--quantiles), else 0. */
+static int quantiles_shown(const ls_train_conf_t *c, int O) {
+  double levels[PREP_QUANTILES_MAX];
+  int Q = 0, H = c->horizon > 1 ? c->horizon : 1, n = 0;
+  if (prep_parse_quantiles(c->quantiles, levels, &Q) != LS_OK) return 0;
+  for (int h = 1; h <= H; h++)
+    n += ls_horizon_shown(h, H) ? O : 0;
+  return Q * n;
 }
 
 /* Targets x horizons shown (H > 1), else 0. */
@@ -503,9 +584,14 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
   m->raw_parts = calloc(P, sizeof *m->raw_parts);
   m->parts = calloc(P, sizeof *m->parts);
   m->n_hz = horizons_shown(m->O, m->view->conf->horizon);
-  size_t const O = m->O > 0 ? (size_t)m->O : 1, Z = m->n_hz > 0 ? (size_t)m->n_hz : 1;
-  size_t const tags = O * TB_TARGET_SCALARS + Z * TB_HORIZON_SCALARS,
+  m->n_qz = quantiles_shown(m->view->conf, m->O);
+  size_t const O = m->O > 0 ? (size_t)m->O : 1, Z = m->n_hz > 0 ? (size_t)m->n_hz : 1,
+               U = m->n_qz > 0 ? (size_t)m->n_qz : 1;
+  size_t const tags = O * TB_TARGET_SCALARS + Z * TB_HORIZON_SCALARS + U * TB_QUANTILE_SCALARS,
                scalars = TB_RUN_SCALARS + tags;
+  m->qz_k = calloc(U, sizeof *m->qz_k), m->qz_w = calloc(3 * U, sizeof *m->qz_w);
+  m->qz_mine = calloc(U, sizeof *m->qz_mine), m->qz_pub = calloc(U, sizeof *m->qz_pub);
+  m->qz_http = calloc(U, sizeof *m->qz_http);
   m->hz_k = calloc(Z, sizeof *m->hz_k);
   m->hz_mine = calloc(Z, sizeof *m->hz_mine), m->hz_pub = calloc(Z, sizeof *m->hz_pub);
   m->hz_http = calloc(Z, sizeof *m->hz_http), m->hz_w = calloc(4 * Z, sizeof *m->hz_w);
@@ -520,7 +606,8 @@ static ls_err_t monitor_alloc(monitor_t *m, const monitor_conf_t *conf) {
                    (conf->tensorboard != NULL && m->tb_dir == NULL) || m->tb_parts == NULL ||
                    m->raw_parts == NULL || m->parts == NULL || !m->tg_mine || !m->tg_pub ||
                    !m->tg_http || !m->tg_w || !m->tb_tags || !m->tags || !m->values || !m->hz_k ||
-                   !m->hz_mine || !m->hz_pub || !m->hz_http || !m->hz_w,
+                   !m->hz_mine || !m->hz_pub || !m->hz_http || !m->hz_w || !m->qz_k || !m->qz_w ||
+                   !m->qz_mine || !m->qz_pub || !m->qz_http,
                LS_ERR_NOMEM, "no memory for the monitor");
   return targets_init(m);
 }
@@ -586,6 +673,7 @@ void monitor_destroy(monitor_t *m) {
   free(m->tg_mine), free(m->tg_pub), free(m->tg_http), free(m->tg_w), free(m->tb_tags);
   free(m->tags), free(m->values);
   free(m->hz_k), free(m->hz_mine), free(m->hz_pub), free(m->hz_http), free(m->hz_w);
+  free(m->qz_k), free(m->qz_mine), free(m->qz_pub), free(m->qz_http), free(m->qz_w);
   free(m);
 }
 

@@ -73,6 +73,18 @@ typedef struct monitor_horizon_s {
   double ratio_last, ratio_snaive; /* over the last value's, the seasonal naive's */
 } monitor_horizon_t;
 
+/* One target's quantile forecasts of one level at one horizon
+ * (--quantiles; the horizons the summary shows), over about the last 100
+ * steps, scored as their actuals arrived, as /metrics shows them with
+ * target="NAME", h="K" and quantile="LEVEL" labels. */
+typedef struct monitor_quantile_s {
+  int64_t h, feature;
+  char name[64];   /* the target's name */
+  char level[24];  /* the level as given, e.g. "0.1" */
+  double coverage; /* the share of actuals at or below the forecast */
+  double pinball;  /* the mean pinball loss, data units */
+} monitor_quantile_t;
+
 /* What /metrics and /health are made of. NaN: unknown (not shown). */
 typedef struct monitor_sample_s {
   int64_t rank, world;
@@ -95,6 +107,8 @@ typedef struct monitor_sample_s {
   const monitor_target_t *targets; /* [n_targets] per target feature, data units */
   int n_horizons;
   const monitor_horizon_t *horizons; /* [n_horizons] per target and horizon shown (H > 1) */
+  int n_quantiles;
+  const monitor_quantile_t *quantiles; /* [n_quantiles] per level, horizon shown and target */
   /* This rank's. */
   int64_t series;     /* series held */
   double state_bytes; /* memory of their states (h and c, all layers) */

@@ -189,8 +189,10 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   tr->v_sums = calloc((size_t)tr->NV, sizeof *tr->v_sums);
   tr->pend_target = calloc((size_t)tr->prep->O, sizeof *tr->pend_target);
   tr->pend_horizon = calloc((size_t)tr->prep->OH, sizeof *tr->pend_horizon);
+  size_t const QOH = (size_t)tr->prep->Q * (size_t)tr->prep->OH;
+  tr->pend_quantile = calloc(QOH > 0 ? QOH : 1, sizeof *tr->pend_quantile);
   LS_RETURN_IF(!tr->st || !tr->gather || !tr->pred || !tr->out || !tr->h0 || !tr->c0 ||
-                   !tr->v_sums || !tr->pend_target || !tr->pend_horizon,
+                   !tr->v_sums || !tr->pend_target || !tr->pend_horizon || !tr->pend_quantile,
                LS_ERR_NOMEM, "no memory for the step buffers (B=%zu, T=%zu)", B, T);
   return LS_OK;
 }
@@ -399,5 +401,6 @@ void ls_trainer_destroy(ls_trainer_t *tr) {
   if (tr->out != tr->pred) free(tr->out);
   free((void *)tr->v.parts), free(tr->st), free(tr->gather), free(tr->pred), free(tr->h0);
   free(tr->c0), free(tr->v_sums), free(tr->pend_target), free(tr->pend_horizon);
+  free(tr->pend_quantile);
   free(tr);
 }

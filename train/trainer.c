@@ -299,6 +299,11 @@ static void keep_pending(ls_trainer_t *tr, const ls_step_stats_t *st) {
            (size_t)st->horizons * (size_t)st->targets * sizeof *tr->pend_horizon);
     tr->pend.horizon = tr->pend_horizon;
   }
+  if (st->quantile != NULL) {
+    memcpy(tr->pend_quantile, st->quantile,
+           (size_t)st->quantiles * (size_t)tr->prep->OH * sizeof *tr->pend_quantile);
+    tr->pend.quantile = tr->pend_quantile;
+  }
   tr->has_pend = 1;
   guard_keep(&tr->guard);
 }

@@ -47,9 +47,10 @@ struct ls_trainer_s {
 
   /* A step's stats reach the callback one step late, once the gradient
    * norm of its update (fetched at the end of the step) is read. */
-  ls_step_stats_t pend;               /* the last step's stats, but its gradient norm */
-  ls_target_figures_t *pend_target;   /* [O] its per-target figures (pend.target) */
-  ls_horizon_figures_t *pend_horizon; /* [O H] and per horizon (pend.horizon, H > 1) */
+  ls_step_stats_t pend;                 /* the last step's stats, but its gradient norm */
+  ls_target_figures_t *pend_target;     /* [O] its per-target figures (pend.target) */
+  ls_horizon_figures_t *pend_horizon;   /* [O H] and per horizon (pend.horizon, H > 1) */
+  ls_quantile_figures_t *pend_quantile; /* [Q O H] and per quantile (pend.quantile, Q > 0) */
   int has_pend;
   int fetched; /* the engine's figures were fetched after the last step's update */
 

@@ -196,20 +196,25 @@ typedef struct ls_quantile_figures_s {
 /* What one step did. Losses are sums over valid target values; divide by
  * count for the mean squared error. */
 typedef struct ls_step_stats_s {
-  int64_t step;                        /* 1-based */
-  int windows;                         /* windows in this step */
-  int64_t records;                     /* target records in this step */
-  double loss_sum;                     /* model, before this step's update (prequential),
-                                          normalised units, all targets */
-  double baseline_sum;                 /* last-value prediction, same targets */
-  double count;                        /* valid target values */
-  int targets;                         /* O */
-  const ls_target_figures_t *target;   /* [targets]: per target, data units too
-                                          (valid during the callback) */
-  int horizons;                        /* H (--horizon) */
-  const ls_horizon_figures_t *horizon; /* [horizons, targets] per horizon, h-major, with H >
-                                          1 (valid during the callback), else NULL */
-  int updated;                         /* 1 if the optimizer stepped after this step */
+  int64_t step;                          /* 1-based */
+  int windows;                           /* windows in this step */
+  int64_t records;                       /* target records in this step */
+  double loss_sum;                       /* model, before this step's update (prequential),
+                                            normalised units, all targets */
+  double baseline_sum;                   /* last-value prediction, same targets */
+  double count;                          /* valid target values */
+  int targets;                           /* O */
+  const ls_target_figures_t *target;     /* [targets]: per target, data units too
+                                            (valid during the callback) */
+  int horizons;                          /* H (--horizon) */
+  const ls_horizon_figures_t *horizon;   /* [horizons, targets] per horizon, h-major, with H >
+                                            1 (valid during the callback), else NULL */
+  int quantiles;                         /* Q (--quantiles), 0: none */
+  const ls_quantile_figures_t *quantile; /* [quantiles, horizons, targets] the quantile
+                                            forecasts whose actual arrived in this step, per
+                                            level, h-major (valid during the callback), else
+                                            NULL */
+  int updated;                           /* 1 if the optimizer stepped after this step */
   int nonfinite;              /* 1: its loss or gradient (summed over the ranks) is NaN or Inf:
                                  no update, and a non-finite loss counts in no total */
   const char *nonfinite_note; /* then: what was skipped, and this rank's window with the

@@ -359,9 +359,29 @@ quantiles)
   "$lstream" produce --brokers "$bootstrap" --topic qs --series 16 --features 1 \
     --records-per-series 2000 --generator sine --noise 0.1 --seed 5 >/dev/null
   train "$work/q" --topic qs --features 1 --window 16 --batch 16 --hidden 16 --threads 1 \
-    --horizon 3 --quantiles 0.1,0.5,0.9 --predictions eval --predictions-out "$work/q.csv" |
-    grep -E '^quantile'
+    --horizon 3 --quantiles 0.1,0.5,0.9 --predictions eval --predictions-out "$work/q.csv" \
+    --metrics "$work/qm" | grep -E '^quantile'
   [ "$(grep -c '^quantile level=' "$work/q")" = 9 ] || fail "not 9 quantile lines"
+  # Every --metrics line gives, per level and horizon, the quantile
+  # forecasts whose actual arrived in its step: over the steps, the
+  # summary's counts and coverages.
+  /usr/bin/python3 -c '
+import collections, json, re, sys
+n, below = collections.Counter(), collections.Counter()
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    qs = [(x["level"], x["h"]) for x in d["quantiles"]]
+    assert qs == [(l, h) for l in (0.1, 0.5, 0.9) for h in (1, 2, 3)], qs
+    for x in d["quantiles"]:
+        n[x["level"], x["h"]] += x["count"]
+        below[x["level"], x["h"]] += x["coverage"] * x["count"] if x["count"] else 0
+for line in open(sys.argv[2]):
+    if line.startswith("quantile "):
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        k = (float(kv["level"]), int(kv["h"]))
+        assert n[k] == float(kv["count"]) > 0, (k, n[k], kv)
+        assert abs(below[k] / n[k] - float(kv["coverage"])) < 1e-4, (k, below[k] / n[k], kv)
+' "$work/qm" "$work/q" || fail "--metrics lines without the quantiles the summary counts"
   for l in 0.1 0.5 0.9; do
     for h in 1 3; do
       c=$(grep "^quantile level=$l h=$h " "$work/q" | sed -n 's/.* final_coverage=\([^ ]*\).*/\1/p')

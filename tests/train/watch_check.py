@@ -1,6 +1,6 @@
 """Checks for tests/train/watch_test.sh, each against an outside reader.
 
-  metrics FILE RANK PARTITIONS TARGETS [H]
+  metrics FILE RANK PARTITIONS TARGETS [H [LEVELS]]
                                    a /metrics scrape, parsed by Prometheus'
                                    own parser (prometheus_client, Debian's
                                    python3-prometheus-client): every family
@@ -12,7 +12,13 @@
                                    those of their losses; with H (the
                                    run's --horizon, > 1) the per-horizon
                                    families, one sample per target and
-                                   h = 1..H (labels target=, h=)
+                                   h = 1..H (labels target=, h=); with
+                                   LEVELS (the run's --quantiles) the
+                                   quantile families, one sample per level,
+                                   target and h (labels quantile=, target=,
+                                   h=), coverages within 0.2 of their level
+                                   (20 steps in, calibration still
+                                   settling); without, none
   clients URL                      slow and malformed clients: 8 connections
                                    that send half a request and wait, and 3
                                    bad requests (binary garbage, no version,
@@ -128,7 +134,38 @@ def check_horizons(families, targets, H):
         print(f"/metrics: horizons 1..{H}, smoothed ratio to the last value {ratios}")
 
 
-def check_metrics(path, rank, partitions, targets, H=1):
+QUANTILE_FAMILIES = ("lstream_quantile_coverage_smoothed", "lstream_quantile_pinball_loss_smoothed")
+
+
+def check_quantiles(families, targets, H, levels):
+    """The quantile families: with levels one sample per level, target and
+    h = 1..H, a coverage within 0.2 of its level (the calibration still
+    settling 20 steps in: 0.07-0.93 seen for 0.1 and 0.9) and a pinball
+    loss >= 0; without, none."""
+    for name in QUANTILE_FAMILIES:
+        fam = families.get(name)
+        if not levels:
+            if fam is not None:
+                fail(f"{name}: served without --quantiles")
+            continue
+        if fam is None:
+            fail(f"{name}: missing from /metrics with --quantiles {','.join(levels)}")
+        got = {(s.labels.get("quantile"), s.labels.get("target"), s.labels.get("h")): s.value
+               for s in fam.samples}
+        want = {(q, t, str(h)) for q in levels for t in targets for h in range(1, H + 1)}
+        if set(got) != want:
+            fail(f"{name}: (quantile, target, h) {sorted(got)}, expected {sorted(want)}")
+        for (q, t, h), v in got.items():
+            if not (v >= 0) or ("coverage" in name and abs(v - float(q)) > 0.2):
+                fail(f"{name}{(q, t, h)}: {v}")
+    if levels:
+        cov = {k: round(v, 3) for k, v in (((s.labels["quantile"], s.labels["target"],
+                                              s.labels["h"]), s.value)
+               for s in families[QUANTILE_FAMILIES[0]].samples)}
+        print(f"/metrics: quantiles {','.join(levels)}, smoothed coverage {cov}")
+
+
+def check_metrics(path, rank, partitions, targets, H=1, levels=()):
     from prometheus_client.parser import text_string_to_metric_families
 
     text = open(path, encoding="utf-8").read()
@@ -165,6 +202,7 @@ def check_metrics(path, rank, partitions, targets, H=1):
         fail(f"lag per partition: {lags}")
     check_targets(families, targets)
     check_horizons(families, targets, H)
+    check_quantiles(families, targets, H, levels)
     smooth = {s.labels["target"]: round(s.value, 4)
               for s in families["lstream_target_loss_ratio_smoothed"].samples}
     print(f"/metrics: {len(families)} families, {sum(len(f.samples) for f in families.values())} "
@@ -459,38 +497,51 @@ def check_tensorboard_targets(acc, rows, n):
     return compared
 
 
-def check_tensorboard_horizons(acc, rows, features, n):
-    """With --horizon H > 1 (the --metrics file's horizons entries):
-    horizon_H_F/loss, /ratio_last and /ratio_snaive, smoothed, a finite
-    value at every step from the first that scored the horizon."""
-    hs = sorted({z["h"] for z in rows[max(rows)].get("horizons", [])})
-    if not hs:
-        return 0
+def check_tensorboard_smoothed(acc, rows, features, n, field, key, tag, whats):
+    """The smoothed per-entry scalars of the --metrics file's `field`
+    entries (horizons, quantiles), one set per key(entry): tag(key, f, what)
+    for each of whats, a finite value >= 0 at every step from the first
+    that scored the key."""
+    keys = sorted({key(z) for z in rows[max(rows)].get(field, [])})
     compared = 0
-    for h in hs:
+    for k in keys:
         first = min(s for s, r in rows.items()
-                    if any(z["h"] == h and z["count"] > 0 for z in r.get("horizons", [])))
+                    if any(key(z) == k and z["count"] > 0 for z in r.get(field, [])))
         for f in features:
-            for what in ("loss", "ratio_last", "ratio_snaive"):
-                tag = f"horizon_{h}_{f}/{what}"
-                if tag not in acc.Tags()["scalars"]:
-                    fail(f"{tag}: not in the event files with --horizon {max(hs)}")
-                events = acc.Scalars(tag)
+            for what in whats:
+                name = tag(k, f, what)
+                if name not in acc.Tags()["scalars"]:
+                    fail(f"{name}: not in the event files with {field} {keys}")
+                events = acc.Scalars(name)
                 steps = [e.step for e in events]
                 if steps != list(range(first, n + 1)):
-                    fail(f"{tag}: steps {steps[:3]}..{steps[-3:]}, expected {first}..{n}")
+                    fail(f"{name}: steps {steps[:3]}..{steps[-3:]}, expected {first}..{n}")
                 if not all(math.isfinite(e.value) and e.value >= 0 for e in events):
-                    fail(f"{tag}: a value not finite or negative")
+                    fail(f"{name}: a value not finite or negative")
                 compared += len(events)
-    print(f"tensorboard: horizons {hs}: {compared} smoothed values")
+    if keys:
+        print(f"tensorboard: {field} {keys}: {compared} smoothed values")
     return compared
+
+
+def check_tensorboard_horizons(acc, rows, features, n):
+    """With --horizon H > 1 (the --metrics file's horizons entries):
+    horizon_H_F/loss, /ratio_last and /ratio_snaive; with --quantiles (its
+    quantiles entries) quantile_L_H_F/coverage and /pinball; smoothed."""
+    return check_tensorboard_smoothed(
+        acc, rows, features, n, "horizons", lambda z: z["h"],
+        lambda h, f, what: f"horizon_{h}_{f}/{what}", ("loss", "ratio_last", "ratio_snaive")) + \
+        check_tensorboard_smoothed(
+            acc, rows, features, n, "quantiles", lambda z: (z["level"], z["h"]),
+            lambda k, f, what: f"quantile_{k[0]:g}_{k[1]}_{f}/{what}", ("coverage", "pinball"))
 
 
 def main():
     what = sys.argv[1]
     if what == "metrics":
         check_metrics(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split(","),
-                      int(sys.argv[6]) if len(sys.argv) > 6 else 1)
+                      int(sys.argv[6]) if len(sys.argv) > 6 else 1,
+                      sys.argv[7].split(",") if len(sys.argv) > 7 else ())
     elif what == "clients":
         check_clients(sys.argv[2])
     elif what == "slow":

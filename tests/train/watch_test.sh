@@ -42,9 +42,10 @@ http)
   "$lstream" produce --brokers "$bootstrap" --topic live --series 16 --features 2 \
     --records-per-series 4000 --generator sine --seed 3 >/dev/null
   # Live mode: it trains what is there, then idles, the loop still turning;
-  # forecasts 3 records ahead (the per-horizon families).
+  # forecasts 3 records ahead (the per-horizon families) with quantiles (the
+  # per-quantile families).
   "$lstream" train --brokers "$bootstrap" --topic live --features 2 --window 8 --batch 8 \
-    --hidden 16 --horizon 3 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" --snapshot-every 20 \
+    --hidden 16 --horizon 3 --quantiles 0.1,0.9 --http 127.0.0.1:0 --snapshot-dir "$work/snaps" --snapshot-every 20 \
     --log-every 1000000 >"$work/train.out" 2>"$work/train.err" &
   train_pid=$!
   wait_for "the server's address" 60 grep -q 'serves http' "$work/train.err"
@@ -55,7 +56,7 @@ http)
   }
   wait_for "20 steps" 120 steps_past 20
   curl -sf --max-time 10 "$url/metrics" -o "$work/metrics.txt" || fail "curl /metrics failed"
-  check metrics "$work/metrics.txt" 0 4 0,1 3
+  check metrics "$work/metrics.txt" 0 4 0,1 3 0.1,0.9
   [ "$(status_of "$url/nowhere")" = 404 ] || fail "/nowhere is not 404"
   [ "$(status_of -X POST "$url/metrics")" = 405 ] || fail "POST /metrics is not 405"
   [ "$(status_of -X DELETE "$url/health")" = 405 ] || fail "DELETE /health is not 405"
@@ -145,8 +146,8 @@ tensorboard)
   "$lstream" produce --brokers "$bootstrap" --topic tb --series 64 --features 2 \
     --records-per-series 1000 --generator sine --noise 0.05 --seed 5 >/dev/null
   args=(train --brokers "$bootstrap" --topic tb --features 2 --window 8 --batch 16 --hidden 16
-    --horizon 2 --until end --snapshot-dir "$work/snaps" --snapshot-every 50 --tensorboard "$work/tb"
-    --metrics "$work/metrics.jsonl" --log-every 1000000)
+    --horizon 2 --quantiles 0.5 --until end --snapshot-dir "$work/snaps" --snapshot-every 50
+    --tensorboard "$work/tb" --metrics "$work/metrics.jsonl" --log-every 1000000)
   "$lstream" "${args[@]}" >"$work/killed.out" 2>"$work/killed.err" &
   pid=$!
   # Killed once a snapshot's commit is seen (the events written until then

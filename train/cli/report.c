@@ -99,6 +99,27 @@ static void metrics_horizons(FILE *out, const ls_step_stats_t *s) {
   fprintf(out, "]");
 }
 
+/* The quantiles' figures (--quantiles): per level, horizon and target, the
+ * forecasts whose actual arrived in the step, the share at or below them
+ * (coverage) and their mean pinball loss, data units (null: none
+ * arrived). */
+static void metrics_quantiles(FILE *out, const ls_step_stats_t *s) {
+  if (s->quantiles <= 0 || s->quantile == NULL) return;
+  int const H = s->horizons > 1 ? s->horizons : 1;
+  char n[2][32];
+  fprintf(out, ",\"quantiles\":[");
+  for (int k = 0; k < s->quantiles * H * s->targets; k++) {
+    const ls_quantile_figures_t *const q = &s->quantile[k];
+    fprintf(out,
+            "%s{\"level\":%g,\"h\":%d,\"feature\":%d,\"count\":%.0f,\"coverage\":%s,"
+            "\"pinball\":%s}",
+            k ? "," : "", q->level, q->h, q->feature, q->count,
+            json_num(n[0], sizeof n[0], "%.6g", q->count > 0 ? q->below / q->count : NAN),
+            json_num(n[1], sizeof n[1], "%.9g", q->count > 0 ? q->pinball_sum / q->count : NAN));
+  }
+  fprintf(out, "]");
+}
+
 void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   char loss[32], base[32], norm[32], lr[32], lag[32];
   fprintf(f,
@@ -121,6 +142,7 @@ void report_metrics_line(FILE *f, const ls_step_stats_t *s, double time_s) {
   fputc('}', f);
   metrics_targets(f, s);
   metrics_horizons(f, s);
+  metrics_quantiles(f, s);
   fputs("}\n", f);
 }
 
