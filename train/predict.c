@@ -483,6 +483,12 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   return LS_OK;
 }
 
+ls_err_t predict_after_section(predict_t *pr, int64_t step, volatile sig_atomic_t *stop) {
+  if (pr == NULL || pr->n_later == 0) return LS_OK;
+  LS_FORWARD_IF_ERROR(predict_thread_publish(pr));
+  return serve_read(pr, step, stop);
+}
+
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
                       const float *pred, const float *out, int64_t step,
                       volatile sig_atomic_t *stop) {

@@ -105,6 +105,11 @@ ls_err_t predict_idle(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
 ls_err_t predict_section_open(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
 ls_err_t predict_section_close(predict_t *pr);
 
+/* After a section that ends the step (the update's): what the serving
+ * thread left for want of a slot (a new series), served now rather than
+ * at the next record read. */
+ls_err_t predict_after_section(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);
+
 /* At the end of a replay that read everything: after each series' last
  * record. */
 ls_err_t predict_finish(predict_t *pr, int64_t step, volatile sig_atomic_t *stop);

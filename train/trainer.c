@@ -130,11 +130,13 @@ static void horizon_one(const prep_t *p, int n, const float *out, float *pred) {
     memcpy(pred + r * (size_t)p->O, out + r * (size_t)p->W, (size_t)p->O * sizeof *pred);
 }
 
-/* Closes a section (predict.h) that ended with err: err if it failed,
- * else the serving thread's. */
+/* Closes a section (predict.h) that ended with err: err (its message
+ * kept) if it failed, else the serving thread's. */
 static ls_err_t section_close(ls_trainer_t *tr, ls_err_t err) {
+  char why[1024] = "";
+  if (err != LS_OK) snprintf(why, sizeof why, "%s", ls_last_error());
   ls_err_t const served = predict_section_close(tr->v.pred);
-  return err != LS_OK ? err : served;
+  return err != LS_OK ? ls_error_set(err, "%s", why) : served;
 }
 
 /* This rank's part of a step over its n windows: their rows normalised,
@@ -268,7 +270,8 @@ static ls_err_t after_sums(ls_trainer_t *tr, const double *v, ls_step_stats_t *s
   tr->sum.compute_s += st->compute_s;
   if (loss_bad) st->nonfinite = 1, st->loss_sum = NAN; /* its finite forecasts are counted */
   if (err == LS_OK && st->updated && tr->v.rep != NULL) err = replay_updates(tr, st);
-  return section_close(tr, err);
+  LS_FORWARD_IF_ERROR(section_close(tr, err));
+  return predict_after_section(tr->v.pred, tr->sum.steps, tr->stop);
 }
 
 /* The gradient norm of the last step's update into its pending stats: the
