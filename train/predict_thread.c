@@ -19,9 +19,10 @@
  *
  * What the serving thread leaves: a record of a series the series table
  * does not know yet (its slot would grow the table under the step's feet)
- * waits for the next drain outside a section (predict.c's later list);
- * the trained states of series being re-synced are copied into the
- * serving table first (the tables of two engines do not mix).
+ * waits for the next drain outside a section (predict.c's later list: at
+ * the latest, predict_after_section as the step's update ends); the
+ * trained states of series being re-synced are copied into the serving
+ * table first (the tables of two engines do not mix).
  *
  * Polling: inside a section the thread looks for records every POLL_US
  * microseconds (the tap never waits; a window of records costs a lock and
