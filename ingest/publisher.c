@@ -35,8 +35,6 @@
 #define TXN_TIMEOUT_MS "900000"
 static const char *const publisher_defaults[] = {
     "linger.ms=1",
-    "socket.nagle.disable=true",  /* the Java client's TCP_NODELAY: a forecast is small and due
-                                     now (no difference measured on the mock broker) */
     "partitioner=murmur2_random", /* the Java client's: a key lands where its clients expect */
     "transaction.timeout.ms=" TXN_TIMEOUT_MS,
 };
