@@ -148,9 +148,11 @@ static int servable(const predict_t *pr, const pseries_t *s, int finals) {
   return s->adv < s->n && (finals || (pr->live && s->adv - s->head < 2 * (int64_t)pr->T));
 }
 
-/* pr->state_row holds one state row (row floats of h, and of c). */
-static ls_err_t state_row_buffer(predict_t *pr, size_t row) {
-  if (pr->state_row == NULL) pr->state_row = malloc(2 * row * sizeof *pr->state_row);
+/* pr->state_row holds one serving state row: *row floats of h, then of c. */
+static ls_err_t state_row_buffer(predict_t *pr, size_t *row) {
+  const ls_engine_conf_t *const ec = ls_engine_get_conf(pr->eng);
+  *row = (size_t)ec->shape.num_layers * (size_t)ec->shape.hidden_size;
+  if (pr->state_row == NULL) pr->state_row = malloc(2 * *row * sizeof *pr->state_row);
   LS_RETURN_IF(pr->state_row == NULL, LS_ERR_NOMEM, "no memory for a serving state row");
   return LS_OK;
 }
@@ -168,9 +170,8 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
     gather[b] = (synced && pr->v->conf->stateless) || zero ? -1 : pr->b_slot[b];
   }
   if (synced && eng != pr->v->eng) { /* the serving engine's own: the trained rows copied in */
-    size_t const row = (size_t)ls_engine_get_conf(eng)->shape.num_layers *
-                       (size_t)ls_engine_get_conf(eng)->shape.hidden_size;
-    LS_FORWARD_IF_ERROR(state_row_buffer(pr, row));
+    size_t row;
+    LS_FORWARD_IF_ERROR(state_row_buffer(pr, &row));
     for (int b = 0; b < n; b++) {
       if (gather[b] < 0) continue;
       size_t const slot = (size_t)gather[b];
@@ -349,9 +350,8 @@ static ls_err_t on_evict(void *opaque, int64_t slot, int64_t moved) {
     if (pr->id_of[dst] >= 0) pr->slot_of[pr->id_of[dst]] = slot;
   }
   if (pr->serve == NULL || src >= ls_state_table_slots(pr->serve)) return LS_OK;
-  const ls_engine_conf_t *const ec = ls_engine_get_conf(pr->eng);
-  size_t const row = (size_t)ec->shape.num_layers * (size_t)ec->shape.hidden_size;
-  LS_FORWARD_IF_ERROR(state_row_buffer(pr, row));
+  size_t row;
+  LS_FORWARD_IF_ERROR(state_row_buffer(pr, &row));
   LS_FORWARD_IF_ERROR(ls_state_table_read(pr->serve, src, 1, pr->state_row, pr->state_row + row));
   return ls_state_table_write(pr->serve, dst, 1, pr->state_row, pr->state_row + row);
 }
@@ -492,8 +492,10 @@ ls_err_t predict_after_section(predict_t *pr, int64_t step, volatile sig_atomic_
 ls_err_t predict_step(predict_t *pr, const ls_window_t *const *wins, const int64_t *slots, int n,
                       const float *pred, const float *out, int64_t step,
                       volatile sig_atomic_t *stop) {
-  if (pr->live) LS_FORWARD_IF_ERROR(predict_thread_publish(pr)); /* serve's parameters */
-  if (pr->live) LS_FORWARD_IF_ERROR(drain(pr)); /* every record of these windows is read */
+  if (pr->live) { /* every record of these windows is read; serve's parameters current */
+    LS_FORWARD_IF_ERROR(predict_thread_publish(pr));
+    LS_FORWARD_IF_ERROR(drain(pr));
+  }
   for (int b = 0; b < n; b++)
     LS_FORWARD_IF_ERROR(window_forecasts(pr, wins[b], slots[b], b, n, pred, out, step, stop));
   return pr->live ? serve(pr, 0, step, stop) : LS_OK;
