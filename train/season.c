@@ -94,12 +94,17 @@ int season_linear(const ls_train_conf_t *c) {
 /* Gives s its scratch and hands it to *out, or frees it. */
 static ls_err_t with_scratch(season_t *s, season_t **out) {
   size_t const K = (size_t)(s->K > 0 ? s->K : 1);
-  s->A = malloc(K * K * sizeof *s->A);
-  s->y = malloc(K * sizeof *s->y);
-  s->z = malloc(K * sizeof *s->z);
   s->z2 = malloc(K * sizeof *s->z2);
   s->fc = malloc((size_t)s->H * sizeof *s->fc);
-  if (s->A == NULL || s->y == NULL || s->z == NULL || s->z2 == NULL || s->fc == NULL) {
+  s->recip = s->autos ? malloc((size_t)ACF_WINDOW * sizeof *s->recip) : NULL;
+  s->zs = malloc((size_t)s->O * K * sizeof *s->zs);
+  s->sums = malloc((size_t)s->O * SEASON_SLOTS_MAX * sizeof *s->sums);
+  size_t const lanes = ((K * K + 2 * K) * SOLVE_LANES * sizeof(double) + 63) / 64 * 64;
+  s->lanes = aligned_alloc(64, lanes); /* whole vectors of SOLVE_LANES doubles */
+  for (int q = 0; s->recip != NULL && q < (int)ACF_WINDOW; q++) /* ages down from ACF_WINDOW */
+    s->recip[q] = 1.0 / (ACF_WINDOW - (double)q);
+  if (s->z2 == NULL || s->fc == NULL || (s->autos && s->recip == NULL) || s->zs == NULL ||
+      s->sums == NULL || s->lanes == NULL) {
     season_free(s);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the linear path");
   }
@@ -154,13 +159,14 @@ ls_err_t season_clone(const season_t *s, season_t **out) {
   season_t *const c = malloc(sizeof *c);
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the seasons");
   *c = *s;
-  c->A = c->y = c->z = c->z2 = c->fc = NULL;
+  c->z2 = c->fc = c->recip = c->zs = c->sums = c->lanes = NULL;
   return with_scratch(c, out);
 }
 
 void season_free(season_t *s) {
   if (s == NULL) return;
-  free(s->A), free(s->y), free(s->z), free(s->z2), free(s->fc);
+  free(s->z2), free(s->fc), free(s->recip);
+  free(s->zs), free(s->sums), free(s->lanes);
   free(s);
 }
 
@@ -248,6 +254,38 @@ static void find_second(const season_t *s, double *m, const float *acf, double b
   if (want != cur) set_second(s, m, want);
 }
 
+/* Lag k's autocorrelation sum takes record t's change d times record t -
+ * k's, dk: weight 1 / (t - k) while that is above 1 / ACF_WINDOW. */
+static inline void acf_lag(float *acf, double dk, double d, int64_t t, int k) {
+  int64_t const age = t - k;
+  double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
+  acf[k] += (float)(w * (d * dk - (double)acf[k]));
+}
+
+/* Lags k0 .. k1 - 1, whose records' values are at top[-(k - k0)] and
+ * their predecessors' one below, in memory (no wrap): vectors, each lag by
+ * the same terms as acf_lag, 1 / (t - k) from the table recip (these sums
+ * were a tenth of a training step's cycles on a topic of several features
+ * when a lag at a time). */
+SEASON_CLONES static void acf_lags(float *restrict acf, const float *restrict top, int k0, int k1,
+                                   double d, int64_t t, const double *restrict recip) {
+  /* Ages t - k at least ACF_WINDOW (weight 1 / ACF_WINDOW) up to lag kc. */
+  int64_t const last_old = t - (int64_t)ACF_WINDOW;
+  int const kc = last_old < k0 ? k0 : last_old + 1 < k1 ? (int)(last_old + 1) : k1;
+  double const wo = 1.0 / ACF_WINDOW;
+  for (int k = k0; k < kc; k++) {
+    double const dk = (double)top[k0 - k] - (double)top[k0 - k - 1];
+    acf[k] += (float)(wo * (d * dk - (double)acf[k]));
+  }
+  if (kc == k1) return;
+  /* recip[q] = 1 / (ACF_WINDOW - q): lag k's at q = ACF_WINDOW - t + k */
+  int64_t const q0 = (int64_t)ACF_WINDOW - t; /* q0 + k >= 1 from kc on */
+  for (int k = kc; k < k1; k++) {
+    double const dk = (double)top[k0 - k] - (double)top[k0 - k - 1];
+    acf[k] += (float)(recip[q0 + k] * (d * dk - (double)acf[k]));
+  }
+}
+
 /* The autocorrelation sums after record t (its change d = x[t] - x[t-1]),
  * and the seasons they point to, over lags seen in three seasons at least,
  * above a bar that falls with the records seen. */
@@ -255,19 +293,16 @@ static void find_season(const season_t *s, double *m, const float *ring, int64_t
   if (t < 1) return;
   float *const acf = (float *)(void *)(m + s->head) + s->R;
   int const R = s->R;
-  /* Lag k pairs record t's change with record t - k's: ring slots i (t - k)
-   * and its predecessor, walked down without a division per lag; each
-   * lag's weight is 1 / (t - k) while that is above 1 / ACF_WINDOW. */
-  int i = (int)(t % R);
+  int const i = (int)(t % R);
   double const d = (double)ring[i] - (double)ring[i == 0 ? R - 1 : i - 1];
   int const lags = t < (int64_t)s->acf_n ? (int)t : s->acf_n; /* t - k >= 1 */
-  for (int k = 0; k < lags; k++) {
-    int const prev = i == 0 ? R - 1 : i - 1;
-    double const dk = (double)ring[i] - (double)ring[prev];
-    int64_t const age = t - k;
-    double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
-    acf[k] += (float)(w * (d * dk - (double)acf[k]));
-    i = prev;
+  /* Lags 0 .. i - 1 read ring slots i, i - 1, .. 0 without wrapping; lag
+   * i reads slots 0 and R - 1; the lags after it slots R - 1 down. */
+  int const near = lags < i ? lags : i;
+  acf_lags(acf, ring + i, 0, near, d, t, s->recip);
+  if (lags > i) {
+    acf_lag(acf, (double)ring[0] - (double)ring[R - 1], d, t, i);
+    acf_lags(acf, ring + R - 1, i + 1, lags, d, t, s->recip);
   }
   if (!(acf[0] > 0.0f)) return;
   double const bar = 0.25 + 2.0 / sqrt(fmin((double)t, ACF_WINDOW));

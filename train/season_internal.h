@@ -20,6 +20,17 @@
  * the sums of a a, a p, p p, a y, p y, then alpha, beta, the rows. */
 #define HMIX 8
 
+/* AVX2 (SEASON_CLONES_512: AVX-512 too) where the CPU has it: the same
+ * operations in the same order, no fused multiply-adds, so the results
+ * are the generic build's, bit for bit. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEASON_CLONES     __attribute__((target_clones("avx2", "default")))
+#define SEASON_CLONES_512 __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SEASON_CLONES
+#define SEASON_CLONES_512
+#endif
+
 struct season_s {
   int O, slots, pmax, linear, K;
   int levels;                    /* --season-levels: the level profile, the profiles filled */
@@ -37,7 +48,10 @@ struct season_s {
   size_t hx;                     /* doubles before the horizons' mixing block */
   size_t head, per;              /* doubles before the floats; per target */
   double clip;                   /* the normaliser's clamp */
-  double *A, *y, *z, *z2, *fc;   /* [K, K], [K], [K], [K], [H] scratch */
+  double *z2, *fc;               /* [K], [H] scratch */
+  double *recip;                 /* [ACF_WINDOW] 1 / (ACF_WINDOW - q) at q (--season auto) */
+  double *zs, *sums;             /* [O, K] each target's features, [O, slots] its sums */
+  double *lanes;                 /* [K K + 2 K, SOLVE_LANES] season_solve_w's scratch */
 };
 
 static inline double season_clamp(const season_t *s, double v) {
@@ -66,6 +80,19 @@ static inline float *season_profile_of(const season_t *s, const double *m, int i
 static inline int season_period_of(const season_t *s, const double *m, int i) {
   return !s->autos ? s->periods[i] : i == 0 ? (int)m[0] : (int)m[s->per - 1];
 }
+
+/* Target blocks the linear path refits at once: one a lane of 8 doubles
+ * (AVX-512; two vectors of 4 with AVX2). */
+#define SOLVE_LANES 8
+
+/* The first n weights of each of the `lanes` (1..SOLVE_LANES) target
+ * blocks ms[l] from its forgotten sums (learn_row's: the upper triangle of
+ * A, and b): w = (A + RIDGE I)^-1 b by Cholesky, kept as they were in a
+ * block where A + RIDGE I is not positive definite; the others stay 0
+ * (features that are 0 have weights 0, and leaving them out changes no
+ * bit of the rest: a Cholesky's leading block is the leading block's
+ * Cholesky). The bits of a block solved alone (season_solve.c). */
+void season_solve_w(season_t *s, double *const *ms, int lanes, int n);
 
 /* Record t just in target block m's ring: the seasons found after it
  * (--season auto) and each slot's profiles updated by it. sums

@@ -12,9 +12,6 @@
 
 /* Records the linear path's sums reach back (1/N forgotten per row). */
 #define LIN_WINDOW 1024.0
-/* Ridge on the linear path's normal equations: one prior row per weight,
- * at zero (the forecast starts at the last value). */
-#define RIDGE 1.0
 /* Rows the mixing's sums reach back. */
 #define MIX_WINDOW 1024.0
 /* Records of a series before its linear path learns: the normaliser's
@@ -27,16 +24,7 @@
 /* Rows alpha's prior at 1 is worth. */
 #define MIX_PRIOR 32.0
 
-/* AVX2 where the CPU has it (the same operations in the same order, no
- * fused multiply-adds: the results are the generic build's, bit for bit). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SEASON_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SEASON_CLONES
-#endif
-
 static void learn_row(const season_t *s, double *m, int n, const double *z, double y);
-static void solve_w(const season_t *s, double *m, int n);
 
 /* ------------------------------------------------------------------------ */
 /* Features                                                                  */
@@ -173,52 +161,84 @@ static void iterate(season_t *s, const double *m, const float *ring, int64_t t, 
   }
 }
 
+/* Target j's record t, up to its refit: the ring, the seasons and
+ * profiles, its features (into s->zs [j K]) and each slot's sums (s->sums
+ * [j SEASON_SLOTS_MAX]), the model's inputs in `in`, and, with the linear
+ * path, the last record's features and this record's change as one more
+ * row of its least squares (without a second season's features while
+ * there is none: they are 0). Returns whether the row was learned (the
+ * weights are to be refitted), and n the features in use. */
+static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, int f, double sc,
+                      double ls, double level, float *in, int *n) {
+  int const K = s->K;
+  float *const ring = season_ring(s, m);
+  ring[t % s->R] = x[f];
+  double *const sums = s->sums + (size_t)j * SEASON_SLOTS_MAX;
+  season_update(s, m, t, sums);
+  double const now = x[f];
+  double *const zz = s->zs + (size_t)j * (K > 0 ? K : 1);
+  lags_t lags[SEASON_SLOTS_MAX];
+  vals_t const src = {ring, t, NULL, 0, sums};
+  features_of(s, m, &src, t, sc, level, zz, lags);
+  /* The model's inputs: the values one and two seasons back, as levels. */
+  for (int i = 0; i < s->in_slots; i++) {
+    double const r = sc / ls;
+    int const Si = s->in_slots;
+    in[(j * Si + i) * 2 + 0] =
+        lags[i].has_one ? (float)season_clamp(s, level + lags[i].one * r) : 0.0f;
+    in[(j * Si + i) * 2 + 1] =
+        lags[i].has_two ? (float)season_clamp(s, level + lags[i].two * r) : 0.0f;
+  }
+  if (!s->linear) return 0;
+  *n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
+  double *const zl = m + HEAD + K;
+  int const learned = m[9] != 0.0 && t >= WARM;
+  if (learned) {
+    double const prev = season_value_at(s, ring, t, t - 1);
+    learn_row(s, m, *n, zl, season_clamp(s, (now - prev) / m[10]));
+  }
+  memcpy(zl, zz, (size_t)K * sizeof *zl);
+  m[9] = 1.0, m[10] = sc;
+  return learned;
+}
+
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
                    double *beta, double *araw) {
-  int const K = s->K;
+  /* The targets' rows first, then their refits, SOLVE_LANES blocks at a
+   * time (those with the same features in use together), then their
+   * forecasts: each target's block is its own, so the order across
+   * targets changes nothing. */
+  double *ms[SOLVE_LANES];
+  int lanes = 0, lanes_n = 0;
   for (int j = 0; j < s->O; j++) {
     double *const m = model + (size_t)j * s->per;
-    float *const ring = season_ring(s, m);
     int const f = feat[j];
-    ring[t % s->R] = x[f];
-    double sums[SEASON_SLOTS_MAX];
-    season_update(s, m, t, sums);
-    double const sc = ds[f], now = x[f];
-    double *const zz = s->z; /* scratch */
-    lags_t lags[SEASON_SLOTS_MAX];
-    vals_t const src = {ring, t, NULL, 0, sums};
-    features_of(s, m, &src, t, sc, level[f], zz, lags);
-    /* The model's inputs: the values one and two seasons back, as levels. */
-    for (int i = 0; i < s->in_slots; i++) {
-      double const lv = level[f], r = sc / ls[f];
-      int const Si = s->in_slots;
-      in[(j * Si + i) * 2 + 0] =
-          lags[i].has_one ? (float)season_clamp(s, lv + lags[i].one * r) : 0.0f;
-      in[(j * Si + i) * 2 + 1] =
-          lags[i].has_two ? (float)season_clamp(s, lv + lags[i].two * r) : 0.0f;
+    int n = 0;
+    int const learned = record_row(s, m, t, j, x, f, ds[f], ls[f], level[f], in, &n);
+    if (!learned) continue;
+    if (lanes == SOLVE_LANES || (lanes > 0 && n != lanes_n)) {
+      season_solve_w(s, ms, lanes, lanes_n);
+      lanes = 0;
     }
+    ms[lanes++] = m, lanes_n = n;
+  }
+  if (lanes > 0) season_solve_w(s, ms, lanes, lanes_n);
+  for (int j = 0; j < s->O; j++) {
     if (!s->linear) {
       lin[j] = 0.0, beta[j] = 1.0;
       continue;
     }
-    /* The last record's features and this record's change: one more row
-     * of the least squares, refitted now (without a second season's
-     * features while there is none: they are 0). */
+    double *const m = model + (size_t)j * s->per;
+    int const f = feat[j], K = s->K;
     int const n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
-    double *const zl = m + HEAD + K;
-    if (m[9] != 0.0 && t >= WARM) {
-      double const prev = season_value_at(s, ring, t, t - 1);
-      learn_row(s, m, n, zl, season_clamp(s, (now - prev) / m[10]));
-      solve_w(s, m, n);
-    }
-    memcpy(zl, zz, (size_t)K * sizeof *zl);
-    m[9] = 1.0, m[10] = sc;
-    double const a = forecast(s, m, n, zz);
+    double const a = forecast(s, m, n, s->zs + (size_t)j * K);
     lin[j] = m[7] * a;
     beta[j] = m[8];
     if (araw != NULL) araw[j] = a;
-    if (s->H > 1) iterate(s, m, ring, t, j, n, a, sc, level[f], ls[f], sums, lin, beta, araw);
+    if (s->H > 1)
+      iterate(s, m, season_ring(s, m), t, j, n, a, ds[f], level[f], ls[f],
+              s->sums + (size_t)j * SEASON_SLOTS_MAX, lin, beta, araw);
   }
 }
 
@@ -226,79 +246,20 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 /* The linear path's least squares and the mixing                            */
 
 /* One row (features z [K], target y) into block m's forgotten sums: its
- * first n features (the others are 0 and their sums stay 0). */
+ * first n features (the others are 0 and their sums stay 0); of A, which
+ * is symmetric, the upper triangle (v >= u) alone, all that the solve
+ * reads (the lower stays as it is). */
 SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
                                     double y) {
   int const K = s->K;
   double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
   for (int u = 0; u < n; u++) {
-    for (int v = 0; v < n; v++)
+    for (int v = u; v < n; v++)
       A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
     b[u] = keep * b[u] + z[u] * y;
   }
   m[1] += 1.0;
-}
-
-/* Block m's first n weights from its sums: Cholesky of A + RIDGE I
- * (positive definite), then two triangular solves; kept as they were if
- * it is not. The others stay 0 (features that are 0 have weights 0, and
- * leaving them out changes no bit of the rest: a Cholesky's leading block
- * is the leading block's Cholesky). */
-/* w = (A + RIDGE I)^-1 b by Cholesky, A = L L^T, L kept by columns (L
- * [q * K + p] = L_pq, p >= q). A column at a time: column q's entries
- * below the diagonal are independent of each other, so they are updated
- * together (vectors), each by the same terms in the same order (k = 0, 1,
- * ...) as an entry at a time would be; so is the forward substitution. A
- * refit per record: this was most of a training step's time on a topic of
- * several features (tests/bench/train_vs_engine.sh). */
-SEASON_CLONES static void solve_w(const season_t *s, double *m, int n) {
-  int const K = s->K;
-  const double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
-  double *const L = s->A, *const y = s->y, *const w = m + HEAD;
-  for (int q = 0; q < n; q++) {
-    double *restrict const col = L + (size_t)q * K;
-    for (int p = q; p < n; p++)
-      col[p] = A[p * K + q];
-    col[q] += RIDGE;
-    int k = 0;
-    for (; k + 4 <= q; k += 4) { /* four columns a pass, each term in turn */
-      const double *restrict const c0 = L + (size_t)k * K, *restrict const c1 = c0 + K;
-      const double *restrict const c2 = c1 + K, *restrict const c3 = c2 + K;
-      double const l0 = c0[q], l1 = c1[q], l2 = c2[q], l3 = c3[q];
-      for (int p = q; p < n; p++)
-        col[p] = col[p] - c0[p] * l0 - c1[p] * l1 - c2[p] * l2 - c3[p] * l3;
-    }
-    for (; k < q; k++) {
-      const double *restrict const ck = L + (size_t)k * K;
-      double const lqk = ck[q];
-      for (int p = q; p < n; p++)
-        col[p] -= ck[p] * lqk;
-    }
-    if (!(col[q] > 0.0)) return; /* not finite */
-    double const lqq = sqrt(col[q]);
-    col[q] = lqq;
-    for (int p = q + 1; p < n; p++)
-      col[p] = col[p] / lqq;
-  }
-  /* L y = b */
-  for (int p = 0; p < n; p++)
-    y[p] = b[p];
-  for (int k = 0; k < n; k++) {
-    const double *restrict const ck = L + (size_t)k * K;
-    double const yk = y[k] / ck[k];
-    y[k] = yk;
-    for (int p = k + 1; p < n; p++)
-      y[p] -= ck[p] * yk;
-  }
-  /* L^T w = y */
-  for (int p = n - 1; p >= 0; p--) {
-    const double *const cp = L + (size_t)p * K;
-    double v = y[p];
-    for (int k = p + 1; k < n; k++)
-      v -= cp[k] * w[k];
-    w[p] = v / cp[p];
-  }
 }
 
 /* One row of a mixing's sums (aa, ap, pp, ay, py), g its weight. */

@@ -509,3 +509,93 @@ Test(season, later_horizons_mix_on_their_own) {
   free(model), free(only);
   season_free(s);
 }
+
+/* The linear path's refit (season_solve_w) solves several target blocks
+ * at once, one a vector lane: each block's weights are the bits of its
+ * solve alone, whether it shares a call with 1, 3 (the 4-lane vectors) or
+ * 7 others (8 lanes), with fewer features in use (n < K), and beside a
+ * block whose sums are not positive definite (whose weights stay as they
+ * were); and they solve (A + I) w = b (Gaussian elimination here). */
+Test(season, refits_in_lanes_are_each_blocks_alone) {
+  enum { BLOCKS = 8 };
+  season_t *const s = season_with("auto", "true");
+  int const K = season_features(s);
+  size_t const per = season_width(s); /* one target */
+  cr_assert(K > 5 && K < 64, "K %d", K);
+  double *blocks[BLOCKS], *alone[BLOCKS];
+  for (int k = 0; k < BLOCKS; k++) {
+    blocks[k] = calloc(per, sizeof(double));
+    alone[k] = calloc(per, sizeof(double));
+    cr_assert(blocks[k] != NULL && alone[k] != NULL);
+    double *const A = blocks[k] + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+    /* A = Z^T Z over 3K rows of draws (the upper triangle, as learn_row
+     * keeps it), b = Z^T y */
+    for (int r = 0; r < 3 * K; r++) {
+      double z[64], y = gauss((uint64_t)(k * 1000 + r) * 97 + 1);
+      for (int u = 0; u < K; u++)
+        z[u] = gauss((uint64_t)(k * 1000 + r) * 97 + 2 + (uint64_t)u);
+      for (int u = 0; u < K; u++) {
+        for (int v = u; v < K; v++)
+          A[u * K + v] += z[u] * z[v];
+        b[u] += z[u] * y;
+      }
+    }
+    if (k == 5) A[0] = -10.0; /* A + I not positive definite */
+    for (int p = 0; p < K; p++)
+      blocks[k][HEAD + p] = 1000.0 + p; /* weights before */
+    memcpy(alone[k], blocks[k], per * sizeof(double));
+  }
+  int const ns[2] = {K, K - 5};
+  for (int v = 0; v < 2; v++) {
+    int const n = ns[v];
+    for (int k = 0; k < BLOCKS; k++) {
+      memcpy(alone[k], blocks[k], per * sizeof(double));
+      season_solve_w(s, &alone[k], 1, n);
+    }
+    int const calls[3] = {8, 3, 5};
+    for (int c = 0; c < 3; c++) {
+      double *ms[BLOCKS];
+      for (int k = 0; k < calls[c]; k++) {
+        ms[k] = malloc(per * sizeof(double));
+        cr_assert_not_null(ms[k]);
+        memcpy(ms[k], blocks[k], per * sizeof(double));
+      }
+      season_solve_w(s, ms, calls[c], n);
+      for (int k = 0; k < calls[c]; k++) {
+        cr_expect_eq(memcmp(ms[k] + HEAD, alone[k] + HEAD, (size_t)K * sizeof(double)), 0,
+                     "n %d, %d blocks: block %d's weights differ from its solve alone", n, calls[c],
+                     k);
+        free(ms[k]);
+      }
+    }
+    for (int p = 0; p < K; p++)
+      cr_expect_eq(alone[5][HEAD + p], 1000.0 + p, "not positive definite: weight %d changed", p);
+    /* Block 0 against Gaussian elimination of (A + I) w = b, its first n. */
+    double M[64][65];
+    const double *const A = blocks[0] + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+    for (int p = 0; p < n; p++) {
+      for (int q = 0; q < n; q++)
+        M[p][q] = (p <= q ? A[p * K + q] : A[q * K + p]) + (p == q ? 1.0 : 0.0);
+      M[p][n] = b[p];
+    }
+    for (int c = 0; c < n; c++)
+      for (int r = c + 1; r < n; r++) {
+        double const f = M[r][c] / M[c][c];
+        for (int q = c; q <= n; q++)
+          M[r][q] -= f * M[c][q];
+      }
+    double w[64];
+    for (int p = n - 1; p >= 0; p--) {
+      w[p] = M[p][n];
+      for (int q = p + 1; q < n; q++)
+        w[p] -= M[p][q] * w[q];
+      w[p] /= M[p][p];
+    }
+    for (int p = 0; p < n; p++)
+      cr_expect_lt(fabs(w[p] - alone[0][HEAD + p]), 1e-9 * (1.0 + fabs(w[p])),
+                   "n %d: w[%d] %.17g, not %.17g", n, p, alone[0][HEAD + p], w[p]);
+  }
+  for (int k = 0; k < BLOCKS; k++)
+    free(blocks[k]), free(alone[k]);
+  season_free(s);
+}
