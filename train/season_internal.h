@@ -20,15 +20,13 @@
  * the sums of a a, a p, p p, a y, p y, then alpha, beta, the rows. */
 #define HMIX 8
 
-/* AVX2 (SEASON_CLONES_512: AVX-512 too) where the CPU has it: the same
- * operations in the same order, no fused multiply-adds, so the results
- * are the generic build's, bit for bit. */
+/* AVX-512 or AVX2 where the CPU has them: the same operations in the same
+ * order, no fused multiply-adds, so the results are the generic build's,
+ * bit for bit. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SEASON_CLONES     __attribute__((target_clones("avx2", "default")))
-#define SEASON_CLONES_512 __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SEASON_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SEASON_CLONES
-#define SEASON_CLONES_512
 #endif
 
 struct season_s {

@@ -35,7 +35,7 @@ static void FN(gather)(const season_t *s, double *const *ms, int lanes, int n, l
  * a column at a time, four earlier columns a pass, each term in turn, as
  * a block alone would be. ok [l] becomes 0 where lane l is not positive
  * definite (its later columns are then not used). */
-SEASON_CLONES_512 static void FN(cholesky)(int K, int n, lanes_t *L, int *ok) {
+SEASON_CLONES static void FN(cholesky)(int K, int n, lanes_t *L, int *ok) {
   for (int q = 0; q < n; q++) {
     lanes_t *const col = L + (size_t)q * K;
     col[q] += RIDGE;
@@ -65,8 +65,7 @@ SEASON_CLONES_512 static void FN(cholesky)(int K, int n, lanes_t *L, int *ok) {
 }
 
 /* w = L^-T L^-1 y: L y' = y, then L^T w = y' (y overwritten). */
-SEASON_CLONES_512 static void FN(substitute)(int K, int n, const lanes_t *L, lanes_t *y,
-                                             lanes_t *w) {
+SEASON_CLONES static void FN(substitute)(int K, int n, const lanes_t *L, lanes_t *y, lanes_t *w) {
   for (int k = 0; k < n; k++) {
     const lanes_t *const ck = L + (size_t)k * K;
     lanes_t const yk = y[k] / ck[k];
