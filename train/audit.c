@@ -6,6 +6,7 @@
  */
 #include "audit.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,8 @@ struct audit_s {
   float *x, *pred;      /* [T, I], [T, O H] a window's */
   double *base, *scale; /* [T, O] */
   double *lin, *beta;   /* [T, O] the linear path's share, the LSTM's weight (season.h) */
+  double *qv, *terms;   /* [Q OH] a record's quantile forecasts, [Q OH 3] scratch */
+  float *y;             /* [O] a record's target values */
 };
 
 /* The run's configuration from a snapshot's settings section. */
@@ -145,6 +148,7 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   a->info.step = si.step;
   a->info.F = a->p->F, a->info.O = a->p->O, a->info.T = a->p->T, a->info.feat = a->p->feat;
   a->info.H = a->p->H;
+  a->info.Q = a->p->Q, a->info.levels = a->p->levels;
   a->stateless = a->conf->stateless;
   LS_FORWARD_IF_ERROR(figures_new(a->p->O, a->p->feat, a->conf, &a->fig));
   LS_FORWARD_IF_ERROR(figures_load(a->fig, parts[0]));
@@ -158,8 +162,13 @@ static ls_err_t build(audit_t *a, ls_snapshot_t *const *parts, int world, const 
   a->scale = malloc(T * (size_t)a->p->O * sizeof *a->scale);
   a->lin = malloc(T * (size_t)a->p->OH * sizeof *a->lin); /* h-major, every horizon's */
   a->beta = malloc(T * (size_t)a->p->OH * sizeof *a->beta);
-  LS_RETURN_IF(!a->x || !a->pred || !a->base || !a->scale || !a->lin || !a->beta, LS_ERR_NOMEM,
-               "no memory for a window of %zu records", T);
+  size_t const QOH = (size_t)a->p->Q * (size_t)a->p->OH;
+  a->qv = malloc((QOH + 1) * sizeof *a->qv);
+  a->terms = malloc((3 * QOH + 1) * sizeof *a->terms);
+  a->y = malloc((size_t)a->p->O * sizeof *a->y);
+  LS_RETURN_IF(!a->x || !a->pred || !a->base || !a->scale || !a->lin || !a->beta || !a->qv ||
+                   !a->terms || !a->y,
+               LS_ERR_NOMEM, "no memory for a window of %zu records", T);
   return LS_OK;
 }
 
@@ -197,7 +206,8 @@ void audit_free(audit_t *a) {
   prep_free(a->p);
   ls_train_conf_destroy(a->conf);
   free(a->h), free(a->c), free(a->norm), free(a->model), free(a->x), free(a->pred);
-  free(a->base), free(a->scale), free(a->lin), free(a->beta);
+  free(a->base), free(a->scale), free(a->lin), free(a->beta), free(a->qv);
+  free(a->terms), free(a->y);
   free(a);
 }
 
@@ -205,10 +215,12 @@ void audit_info(const audit_t *a, audit_info_t *out) {
   if (a != NULL && out != NULL) *out = a->info;
 }
 
-/* One window of n <= T records from the series' state. */
-static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
+/* One window of n <= T records from the series' state; `end`: its last
+ * record is the series' last. */
+static ls_err_t window(audit_t *a, const float *x, int n, int end, double *out) {
   prep_t *const p = a->p;
   int const I = p->I, O = p->O;
+  int64_t const rec0 = a->info.norm_n; /* the window's first record */
   for (int t = 0; t < n; t++) {
     size_t const o = (size_t)t * (size_t)O, oh = (size_t)t * (size_t)p->OH;
     LS_FORWARD_IF_ERROR(prep_record(p, &a->info.norm_n, a->norm, a->model,
@@ -220,13 +232,37 @@ static ls_err_t window(audit_t *a, const float *x, int n, double *out) {
   LS_FORWARD_IF_ERROR(ls_engine_forward(a->eng, n, 1, a->x, NULL, NULL, NULL, NULL));
   LS_FORWARD_IF_ERROR(ls_engine_read_outputs(a->eng, NULL, a->pred, a->h, a->c));
   const double *const alpha = a->info.alpha;
-  size_t const OH = (size_t)p->OH;
+  size_t const O1 = (size_t)O, OH = (size_t)p->OH, Q = (size_t)p->Q, VH = O1 * (1 + Q);
   for (size_t o = 0; o < (size_t)n * OH; o++) { /* as the trainer's values_of */
-    size_t const t = o / OH, c = o % OH, j = c % (size_t)O, b = t * (size_t)O + j;
+    size_t const t = o / OH, c = o % OH, j = c % O1, b = t * O1 + j;
     float const pr = a->pred[t * (size_t)p->W + c];
-    double const fc =
-        prep_horizon_fc(p, (int)(c / (size_t)O) + 1, a->lin[o], a->beta[o], (double)pr);
-    out[o] = a->base[b] + alpha[j] * a->scale[b] * fc;
+    double const fc = prep_horizon_fc(p, (int)(c / O1) + 1, a->lin[o], a->beta[o], (double)pr);
+    out[t * OH * (1 + Q) + c / O1 * VH + j] = a->base[b] + alpha[j] * a->scale[b] * fc;
+  }
+  if (Q == 0) return LS_OK;
+  /* The quantiles as the trainer's step made them (figures_score): at each
+   * record the forecasts whose actual it is move the series' corrections
+   * (prep_calib), then its own go out calibrated and wait for theirs. The
+   * series' last record is no training row (it has no target): the trainer
+   * serves it at the end with the corrections as they stand. */
+  ls_series_stats_t st = {.model = a->model};
+  prep_calib_t const cal = prep_calib(p, &st);
+  for (size_t t = 0; t < (size_t)n; t++) {
+    double *const row = out + t * OH * (1 + Q);
+    int finite = 1;
+    for (size_t j = 0; j < O1; j++) {
+      finite &= isfinite(row[j]);
+      a->y[j] = x[t * (size_t)p->F + (size_t)p->feat[j]];
+    }
+    int const moves = finite && !(end && t + 1 == (size_t)n); /* a training row's */
+    if (moves) prep_calib_resolve(p, cal, rec0 + (int64_t)t, a->y, a->terms);
+    prep_quantile_values(p, a->pred + t * (size_t)p->W, a->base + t * O1, a->scale + t * O1,
+                         a->lin + t * OH, a->beta + t * OH,
+                         finite && p->gamma > 0.0 ? cal.corr : NULL, a->qv);
+    if (moves) prep_calib_issue(p, cal, rec0 + (int64_t)t, a->qv);
+    for (size_t q = 0; q < Q; q++)
+      for (size_t k = 0; k < OH; k++)
+        row[k / O1 * VH + (q + 1) * O1 + k % O1] = a->qv[q * OH + k];
   }
   return LS_OK;
 }
@@ -237,7 +273,8 @@ ls_err_t audit_forecast(audit_t *a, const float *x, int64_t n, double *out) {
   int64_t const T = a->info.T;
   for (int64_t at = 0; at < n; at += T) {
     int const len = (int)(n - at < T ? n - at : T);
-    LS_FORWARD_IF_ERROR(window(a, x + at * a->info.F, len, out + at * a->info.O * a->info.H));
+    LS_FORWARD_IF_ERROR(window(a, x + at * a->info.F, len, at + len == n,
+                               out + at * a->info.O * a->info.H * (1 + a->info.Q)));
   }
   return LS_OK;
 }

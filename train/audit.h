@@ -13,8 +13,13 @@
  * gives the same numbers. Records are taken T at a time, as the trainer's
  * windows (T = --window), each from the state the last one left. Not
  * modelled: --reset-gap-ms (a gap restarts the trainer's state from zero)
- * and a run on a GPU (other arithmetic). With --horizon H > 1, the
- * forecasts of the next record (h = 1) only.
+ * and a run on a GPU (other arithmetic). With --horizon H, the next H
+ * records' forecasts; with --quantiles, each level's quantile forecasts
+ * too, calibrated as the trainer's step calibrated them (each record moves
+ * the series' corrections by the forecasts whose actual it is: a replay's
+ * forecasts; a live trainer serves records before its step, with the
+ * corrections as they stood). A forecast that is not finite is left
+ * uncalibrated and moves nothing.
  */
 #ifndef LSTREAM_TRAIN_AUDIT_H
 #define LSTREAM_TRAIN_AUDIT_H
@@ -28,13 +33,15 @@ typedef struct audit_s audit_t;
 
 /* What a series' forecasts start from. */
 typedef struct audit_info_s {
-  int64_t step;        /* the snapshot's */
-  int F, O, T;         /* features, targets, window */
-  int H;               /* horizons: each forecast covers the next H records */
-  const int *feat;     /* [O] the target features */
-  int64_t norm_n;      /* records its normaliser consumed */
-  int64_t last_offset; /* the offset of the last record it trained on, -1 none */
-  const double *alpha; /* [O] the calibration factor of the forecasts */
+  int64_t step;         /* the snapshot's */
+  int F, O, T;          /* features, targets, window */
+  int H;                /* horizons: each forecast covers the next H records */
+  int Q;                /* quantile levels (--quantiles; 0: none) */
+  const double *levels; /* [Q] */
+  const int *feat;      /* [O] the target features */
+  int64_t norm_n;       /* records its normaliser consumed */
+  int64_t last_offset;  /* the offset of the last record it trained on, -1 none */
+  const double *alpha;  /* [O] the calibration factor of the forecasts */
 } audit_info_t;
 
 /* The series key (NUL-terminated) of the snapshot at path (a snapshot
@@ -45,8 +52,9 @@ void audit_free(audit_t *a); /* accepts NULL */
 void audit_info(const audit_t *a, audit_info_t *out);
 
 /* The forecasts after each of n records x [n, F] that follow the series'
- * state (its state and normaliser advance): out [n, H, O] (per record,
- * h-major: its next H records' point forecasts), in the data's units. */
+ * state (its state and normaliser advance): out [n, H, O (1 + Q)] (per
+ * record, h-major: per horizon its O point forecasts, then O per quantile
+ * level), in the data's units: the values a --predictions-out row holds. */
 ls_err_t audit_forecast(audit_t *a, const float *x, int64_t n, double *out);
 
 /* The calibration of a snapshot's forecasts (rank 0's part, snap; O

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""`lstream predict` against the trainer's own forecasts, bit for bit.
+"""`lstream predict` against the trainer's own forecasts, bit for bit (every
+horizon's, and the quantiles' where the run has them).
 
   predict_audit.py LSTREAM SNAPSHOT_DIR PREDICTIONS.csv RECORDS.csv
 
@@ -37,7 +38,9 @@ def trainer_rows(path):
     with open(path, newline="") as f:
         r = csv.reader(f)
         head = next(r)
-        fc = [i for i, c in enumerate(head) if c.startswith("forecast_")]
+        # the point forecasts, then the quantiles' (q<level>_J), as predict writes them
+        fc = [i for i, c in enumerate(head) if c.startswith("forecast_") or
+              re.match(r"q[0-9.e-]+_[0-9]+$", c)]
         hc = head.index("h") if "h" in head else None
         for rec in r:
             if rec[0] == "next":

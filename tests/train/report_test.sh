@@ -81,6 +81,13 @@ for i in range(160):
     --snapshot-every 8 --snapshot-keep 10
   /usr/bin/python3 "$here/predict_audit.py" "$lstream" "$work/snaps3" "$work/p3.csv" \
     "$work/rec.csv" || fail "predict does not reproduce the trainer's forecasts at every horizon"
+  # With quantiles: each level's, calibrated by the series' corrections.
+  run train "$lstream" "${args[@]}" --threads 2 --batch 8 --until end --predictions next \
+    --horizon 2 --quantiles 0.1,0.5,0.9 --predictions-out "$work/pq.csv" \
+    --snapshot-dir "$work/snapsq" --snapshot-every 8 --snapshot-keep 10
+  head -1 "$work/pq.csv" | grep -q ',q0.1_0,q0.1_1,q0.5_0' || fail "no quantiles: $(head -1 "$work/pq.csv")"
+  /usr/bin/python3 "$here/predict_audit.py" "$lstream" "$work/snapsq" "$work/pq.csv" \
+    "$work/rec.csv" || fail "predict does not reproduce the trainer's quantile forecasts"
   ! "$lstream" predict --snapshot "$work/snaps" --series NOPE --records "$work/rec.csv" \
     2>"$work/nope.err" || fail "an unknown series passed"
   grep -q "no series 'NOPE'" "$work/nope.err" || fail "unclear: $(cat "$work/nope.err")"

@@ -69,7 +69,7 @@ static int forecast(audit_t *a, const char *key, const records_t *r, int64_t ski
   audit_info_t in;
   audit_info(a, &in);
   int64_t const n = r->n - skip;
-  size_t const OH = (size_t)in.O * (size_t)in.H;
+  size_t const V = (size_t)in.O * (size_t)(1 + in.Q), OH = V * (size_t)in.H; /* a record's */
   double *const v = malloc((size_t)(n > 0 ? n : 1) * OH * sizeof *v);
   if (v == NULL) return cli_fail(LS_ERR_NOMEM, "no memory for %" PRId64 " forecasts", n);
   ls_err_t const err = audit_forecast(a, r->x + (size_t)skip * (size_t)in.F, n, v);
@@ -81,14 +81,17 @@ static int forecast(audit_t *a, const char *key, const records_t *r, int64_t ski
   fprintf(out, "series,record,time,step%s", in.H > 1 ? ",h" : "");
   for (int j = 0; j < in.O; j++)
     fprintf(out, ",forecast_%d", in.feat[j]);
+  for (int q = 0; q < in.Q; q++)
+    for (int j = 0; j < in.O; j++)
+      fprintf(out, ",q%g_%d", in.levels[q], in.feat[j]);
   fputc('\n', out);
   for (int64_t i = 0; i < n; i++)
     for (int h = 1; h <= in.H; h++) {
       fprintf(out, "%s,%" PRId64 ",%" PRId64 ",%" PRId64, key, skip + i, r->time[skip + i],
               in.step);
       if (in.H > 1) fprintf(out, ",%d", h);
-      for (int j = 0; j < in.O; j++)
-        fprintf(out, ",%.17g", v[(size_t)i * OH + (size_t)(h - 1) * (size_t)in.O + (size_t)j]);
+      for (size_t k = 0; k < V; k++)
+        fprintf(out, ",%.17g", v[(size_t)i * OH + (size_t)(h - 1) * V + k]);
       fputc('\n', out);
     }
   free(v);
@@ -147,7 +150,8 @@ int cmd_predict(int argc, char **argv) {
        .dst = &out_path,
        .def = "stdout",
        .help = "the forecasts: series,record,time,step,forecast_J... (with --horizon H > 1 "
-               "in the snapshot: series,record,time,step,h,forecast_J..., a row per h)"},
+               "in the snapshot: series,record,time,step,h,forecast_J..., a row per h; with "
+               "--quantiles, q<level>_J... after them, as --predictions-out names them)"},
       {0},
   };
   cli_spec_t const spec = {
@@ -159,7 +163,9 @@ int cmd_predict(int argc, char **argv) {
       "it. With FILE holding the series from its first record, the records after\n"
       "those it has consumed are forecast: the trainer's forecasts of the\n"
       "snapshot's step (the rows of that step in --predictions-out) come out bit\n"
-      "for bit (a CPU run; a reset gap restarts the trainer's state, not this).\n",
+      "for bit (a CPU run; a reset gap restarts the trainer's state, not this),\n"
+      "quantiles too (calibrated as a replay's step calibrates them: each record\n"
+      "moves the series' corrections by the forecasts whose actual it is).\n",
       opts,
       NULL,
       0};
