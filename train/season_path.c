@@ -246,9 +246,11 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 /* The linear path's least squares and the mixing                            */
 
 /* One row (features z [K], target y) into block m's forgotten sums: its
- * first n features (the others are 0 and their sums stay 0); of A, which
- * is symmetric, the upper triangle (v >= u) alone, all that the solve
- * reads (the lower stays as it is). */
+ * first n features (the others are 0 and their sums stay 0). A is
+ * symmetric: its upper triangle (v >= u) is computed, what the solve
+ * reads, and copied to the lower one (each the value its own sum would
+ * have: products commute), so that a series' state stays what it was
+ * before the upper alone was summed (golden_resume's digests). */
 SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
                                     double y) {
   int const K = s->K;
@@ -259,6 +261,9 @@ SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const d
       A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
     b[u] = keep * b[u] + z[u] * y;
   }
+  for (int u = 1; u < n; u++) /* the lower triangle: the same values */
+    for (int v = 0; v < u; v++)
+      A[u * K + v] = A[v * K + u];
   m[1] += 1.0;
 }
 
