@@ -247,23 +247,20 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 
 /* One row (features z [K], target y) into block m's forgotten sums: its
  * first n features (the others are 0 and their sums stay 0). A is
- * symmetric: its upper triangle (v >= u) is computed, what the solve
- * reads, and copied to the lower one (each the value its own sum would
- * have: products commute), so that a series' state stays what it was
- * before the upper alone was summed (golden_resume's digests). */
+ * symmetric, and both triangles are summed (each entry the same value as
+ * its mirror: products commute): the solve reads the upper one, and a
+ * series' state stays what it always was (golden_resume's digests; keeping
+ * the lower one by copies cost more than summing it). */
 SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
                                     double y) {
   int const K = s->K;
   double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
   for (int u = 0; u < n; u++) {
-    for (int v = u; v < n; v++)
+    for (int v = 0; v < n; v++)
       A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
     b[u] = keep * b[u] + z[u] * y;
   }
-  for (int u = 1; u < n; u++) /* the lower triangle: the same values */
-    for (int v = 0; v < u; v++)
-      A[u * K + v] = A[v * K + u];
   m[1] += 1.0;
 }
 
