@@ -22,11 +22,15 @@
 
 /* AVX-512 or AVX2 where the CPU has them: the same operations in the same
  * order, no fused multiply-adds, so the results are the generic build's,
- * bit for bit. */
+ * bit for bit. SEASON_CLONES_AVX2: AVX2 at most, for learn_row, whose rows
+ * of K doubles (K = 28 with two seasons) took 25% longer in AVX-512 than in
+ * AVX2 on an AMD EPYC (tests/bench/train_cycles.sh). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SEASON_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SEASON_CLONES      __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SEASON_CLONES_AVX2 __attribute__((target_clones("avx2", "default")))
 #else
 #define SEASON_CLONES
+#define SEASON_CLONES_AVX2
 #endif
 
 struct season_s {

@@ -251,8 +251,8 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
  * its mirror: products commute): the solve reads the upper one, and a
  * series' state stays what it always was (golden_resume's digests; keeping
  * the lower one by copies cost more than summing it). */
-SEASON_CLONES static void learn_row(const season_t *s, double *m, int n, const double *z,
-                                    double y) {
+SEASON_CLONES_AVX2 static void learn_row(const season_t *s, double *m, int n, const double *z,
+                                         double y) {
   int const K = s->K;
   double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
