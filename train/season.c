@@ -254,17 +254,10 @@ static void find_second(const season_t *s, double *m, const float *acf, double b
   if (want != cur) set_second(s, m, want);
 }
 
-/* Lag k's autocorrelation sum takes record t's change d times record t -
- * k's, dk: weight 1 / (t - k) while that is above 1 / ACF_WINDOW. */
-static inline void acf_lag(float *acf, double dk, double d, int64_t t, int k) {
-  int64_t const age = t - k;
-  double const w = age >= (int64_t)ACF_WINDOW ? 1.0 / ACF_WINDOW : 1.0 / (double)age;
-  acf[k] += (float)(w * (d * dk - (double)acf[k]));
-}
-
 /* Lags k0 .. k1 - 1, whose records' values are at top[-(k - k0)] and
- * their predecessors' one below, in memory (no wrap): vectors, each lag by
- * the same terms as acf_lag, 1 / (t - k) from the table recip (these sums
+ * their predecessors' one below, in memory (no wrap): vectors; lag k's
+ * sum takes record t's change d times record t - k's, weighted 1 / (t - k)
+ * (from the table recip) while that is above 1 / ACF_WINDOW (these sums
  * were a tenth of a training step's cycles on a topic of several features
  * when a lag at a time). */
 SEASON_CLONES static void acf_lags(float *restrict acf, const float *restrict top, int k0, int k1,
@@ -301,7 +294,8 @@ static void find_season(const season_t *s, double *m, const float *ring, int64_t
   int const near = lags < i ? lags : i;
   acf_lags(acf, ring + i, 0, near, d, t, s->recip);
   if (lags > i) {
-    acf_lag(acf, (double)ring[0] - (double)ring[R - 1], d, t, i);
+    float const wrap[2] = {ring[R - 1], ring[0]}; /* lag i's two, side by side */
+    acf_lags(acf, wrap + 1, i, i + 1, d, t, s->recip);
     acf_lags(acf, ring + R - 1, i + 1, lags, d, t, s->recip);
   }
   if (!(acf[0] > 0.0f)) return;

@@ -88,8 +88,8 @@ static inline int season_period_of(const season_t *s, const double *m, int i) {
 #define SOLVE_LANES 8
 
 /* The first n weights of each of the `lanes` (1..SOLVE_LANES) target
- * blocks ms[l] from its forgotten sums (learn_row's: the upper triangle of
- * A, and b): w = (A + RIDGE I)^-1 b by Cholesky, kept as they were in a
+ * blocks ms[l] from its forgotten sums (learn_row's A, of which the upper
+ * triangle is read, and b): w = (A + RIDGE I)^-1 b by Cholesky, kept as they were in a
  * block where A + RIDGE I is not positive definite; the others stay 0
  * (features that are 0 have weights 0, and leaving them out changes no
  * bit of the rest: a Cholesky's leading block is the leading block's

@@ -161,15 +161,21 @@ static void iterate(season_t *s, const double *m, const float *ring, int64_t t, 
   }
 }
 
+/* The linear path's features in use in target block m: all K, less slot
+ * 1's while it has no season (they are 0). */
+static int in_use(const season_t *s, const double *m) {
+  return s->second && m[s->per - 1] == 0.0 ? s->K - s->NF : s->K;
+}
+
 /* Target j's record t, up to its refit: the ring, the seasons and
  * profiles, its features (into s->zs [j K]) and each slot's sums (s->sums
  * [j SEASON_SLOTS_MAX]), the model's inputs in `in`, and, with the linear
  * path, the last record's features and this record's change as one more
  * row of its least squares (without a second season's features while
  * there is none: they are 0). Returns whether the row was learned (the
- * weights are to be refitted), and n the features in use. */
+ * weights are to be refitted). */
 static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, int f, double sc,
-                      double ls, double level, float *in, int *n) {
+                      double ls, double level, float *in) {
   int const K = s->K;
   float *const ring = season_ring(s, m);
   ring[t % s->R] = x[f];
@@ -190,12 +196,11 @@ static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, 
         lags[i].has_two ? (float)season_clamp(s, level + lags[i].two * r) : 0.0f;
   }
   if (!s->linear) return 0;
-  *n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
   double *const zl = m + HEAD + K;
   int const learned = m[9] != 0.0 && t >= WARM;
   if (learned) {
     double const prev = season_value_at(s, ring, t, t - 1);
-    learn_row(s, m, *n, zl, season_clamp(s, (now - prev) / m[10]));
+    learn_row(s, m, in_use(s, m), zl, season_clamp(s, (now - prev) / m[10]));
   }
   memcpy(zl, zz, (size_t)K * sizeof *zl);
   m[9] = 1.0, m[10] = sc;
@@ -214,9 +219,8 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
   for (int j = 0; j < s->O; j++) {
     double *const m = model + (size_t)j * s->per;
     int const f = feat[j];
-    int n = 0;
-    int const learned = record_row(s, m, t, j, x, f, ds[f], ls[f], level[f], in, &n);
-    if (!learned) continue;
+    if (!record_row(s, m, t, j, x, f, ds[f], ls[f], level[f], in)) continue;
+    int const n = in_use(s, m);
     if (lanes == SOLVE_LANES || (lanes > 0 && n != lanes_n)) {
       season_solve_w(s, ms, lanes, lanes_n);
       lanes = 0;
@@ -230,9 +234,8 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
       continue;
     }
     double *const m = model + (size_t)j * s->per;
-    int const f = feat[j], K = s->K;
-    int const n = s->second && m[s->per - 1] == 0.0 ? K - s->NF : K;
-    double const a = forecast(s, m, n, s->zs + (size_t)j * K);
+    int const f = feat[j], n = in_use(s, m);
+    double const a = forecast(s, m, n, s->zs + (size_t)j * s->K);
     lin[j] = m[7] * a;
     beta[j] = m[8];
     if (araw != NULL) araw[j] = a;

@@ -5,9 +5,9 @@
  * plain double and the code a solve written for one block, whose loops
  * over p the compiler vectorises.
  */
-/* The blocks' sums into the lanes: L [q K + p] = A [q K + p] (p >= q: the
- * upper triangle learn_row keeps, A being symmetric: the transposed lower
- * triangle), y [p] = b [p]; lanes past `lanes` take block 0's (their
+/* The blocks' sums into the lanes: L [q K + p] = A [q K + p] (p >= q:
+ * A's upper triangle, the lower one transposed, A being symmetric: rows
+ * read in order), y [p] = b [p]; lanes past `lanes` take block 0's (their
  * results are not kept). */
 static void FN(gather)(const season_t *s, double *const *ms, int lanes, int n, lanes_t *L,
                        lanes_t *y) {
