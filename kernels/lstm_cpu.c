@@ -24,8 +24,8 @@ typedef struct cpu_ctx_s {
   pool_t *pool;              /* threads - 1 workers; every split runs on it */
   const recur_kernels_t *rk; /* the CPU's kernels (recur_cpu.h) */
   double *colsum;            /* (O) the head's bias-gradient sums, in double */
-  double *partial;           /* (threads) per-thread sums of squares */
-  double *db;                /* (threads, 4H) per-thread bias-gradient sums */
+  double *partial;           /* (NORM_PARTS) the gradient's sums of squares by part */
+  double *db;                /* (ceil(max_batch / RECUR_DB_ROWS), 4H) bias-gradient sums */
   float *wp;                 /* (recur_pack_floats) packed weights of one layer */
   float *bias;               /* (4 P U) packed biases */
   float *tn;                 /* (threads, recur_tn_floats) gemm_tn's buffers */
@@ -60,14 +60,20 @@ static float *alloc_floats(size_t n) {
   return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
 }
 
-/* The kernels' buffers for a model of In inputs and H hidden units. */
-static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O) {
+/* Parts of the gradient whose sums of squares are added up in order: the
+ * norm's bits depend on the parameter count alone, not on the threads. */
+#define NORM_PARTS 64
+
+/* The kernels' buffers for a model of In inputs and H hidden units and
+ * batches of up to B rows. */
+static ls_err_t ctx_buffers(cpu_ctx_t *c, int In, int H, int O, int B) {
   size_t const U = (size_t)c->rk->width, panels = ((size_t)H + U - 1) / U;
   size_t const wp = recur_pack_floats(c->rk, In > H ? In : H, H);
   c->tn_floats = recur_tn_floats(c->rk, 4 * H, In > H ? In : H);
   c->colsum = malloc((size_t)O * sizeof(double));
-  c->partial = malloc((size_t)c->threads * sizeof(double));
-  c->db = malloc((size_t)c->threads * 4 * (size_t)H * sizeof(double));
+  c->partial = malloc(NORM_PARTS * sizeof(double));
+  c->db =
+      malloc((size_t)((B + RECUR_DB_ROWS - 1) / RECUR_DB_ROWS) * 4 * (size_t)H * sizeof(double));
   c->wp = alloc_floats(wp);
   c->bias = alloc_floats(panels * 4 * U);
   c->tn = alloc_floats((size_t)c->threads * c->tn_floats);
@@ -84,11 +90,32 @@ static void one_blas_thread(void) {
   omp_set_num_threads(1);
 }
 
-static void run(cpu_ctx_t *c, int n, void (*fn)(void *, int, int), void *arg) {
+static int work_threads(const cpu_ctx_t *c, double macs, int most);
+
+/* fn on as many threads as `macs` multiply-adds are worth, at most `most`. */
+static void run(cpu_ctx_t *c, double macs, int most, void (*fn)(void *, int, int), void *arg) {
   int const keep = omp_get_max_threads();
   if (keep != 1) omp_set_num_threads(1);
-  pool_run(c->pool, n, fn, arg);
+  pool_run(c->pool, work_threads(c, macs, most), macs, fn, arg);
   if (keep != 1) omp_set_num_threads(keep);
+}
+
+/* LSTREAM_CPU_ADAPT: 1 (the default) the threads a step runs on follow a
+ * competing load (pool_cpu.c), 0 all of them always, alternate (tests). */
+static ls_err_t adapt_from_env(pool_t *pool) {
+  const char *const v = getenv("LSTREAM_CPU_ADAPT");
+  pool_adapt_t mode = POOL_ADAPT_ON;
+  if (v != NULL && *v != '\0') {
+    LS_RETURN_IF(strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "alternate"), LS_ERR_INVALID_ARG,
+                 "LSTREAM_CPU_ADAPT='%s': 1 (adapt the threads to a competing load, the "
+                 "default), 0 (all threads always) or alternate (tests)",
+                 v);
+    mode = !strcmp(v, "0")   ? POOL_ADAPT_OFF
+           : !strcmp(v, "1") ? POOL_ADAPT_ON
+                             : POOL_ADAPT_ALTERNATE;
+  }
+  pool_adapt(pool, mode);
+  return LS_OK;
 }
 
 static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
@@ -100,8 +127,10 @@ static ls_err_t ctx_new(ls_engine_conf_t *conf, void **out) {
   conf->threads = c->threads;
   ls_err_t err = recur_pick(getenv("LSTREAM_CPU_KERNELS"), &c->rk);
   if (err == LS_OK)
-    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size, conf->shape.output_size);
+    err = ctx_buffers(c, conf->shape.input_size, conf->shape.hidden_size, conf->shape.output_size,
+                      conf->max_batch);
   if (err == LS_OK) err = pool_new(c->threads, one_blas_thread, &c->pool);
+  if (err == LS_OK) err = adapt_from_env(c->pool);
   if (err != LS_OK) {
     ctx_free(c);
     return err;
@@ -187,14 +216,22 @@ typedef struct gemm_s {
   float *C;
 } gemm_t;
 
+/* Columns of C per call of a split by columns: OpenBLAS computes a column
+ * with other kernels at the edge of a call than inside it, so each call
+ * has the same columns whatever the thread count (the same bits). */
+#define GEMM_COLS 16
+
 static void gemm_part(const gemm_t *g, int i, int n) {
   int lo, hi;
-  split(g->cols ? g->N : g->M, i, n, 16, &lo, &hi);
+  split(g->cols ? g->N : g->M, i, n, g->cols ? GEMM_COLS : 16, &lo, &hi);
   if (hi <= lo || g->K == 0) return;
   if (g->cols)
-    cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, hi - lo, g->K, 1.0f, g->A, g->lda,
-                g->tb == CblasNoTrans ? g->B + lo : g->B + (size_t)lo * g->ldb, g->ldb, g->beta,
-                g->C + lo, g->ldc);
+    for (int c0 = lo; c0 < hi; c0 += GEMM_COLS) {
+      int const nc = hi - c0 < GEMM_COLS ? hi - c0 : GEMM_COLS;
+      cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, nc, g->K, 1.0f, g->A, g->lda,
+                  g->tb == CblasNoTrans ? g->B + c0 : g->B + (size_t)c0 * g->ldb, g->ldb, g->beta,
+                  g->C + c0, g->ldc);
+    }
   else
     cblas_sgemm(CblasRowMajor, g->ta, g->tb, hi - lo, g->N, g->K, 1.0f,
                 g->ta == CblasNoTrans ? g->A + (size_t)lo * g->lda : g->A + lo, g->lda, g->B,
@@ -247,7 +284,7 @@ static void job_part(void *arg, int i, int n) {
 
 /* Runs a job on as many threads as its `macs` multiply-adds are worth. */
 static void run_job(job_t *j, double macs) {
-  run(j->c, work_threads(j->c, macs, j->c->threads), job_part, j);
+  run(j->c, macs, j->c->threads, job_part, j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -266,13 +303,14 @@ typedef struct fwd_job_s {
 static void forward_part(void *arg, int i, int n) {
   const fwd_job_t *const j = arg;
   int b0, b1;
-  split(j->a.B, i, n, 1, &b0, &b1);
+  split(j->a.B, i, n, RECUR_DB_ROWS, &b0, &b1);
   j->rk->forward_rows(&j->a, b0, b1);
 }
 
-/* Threads for the recurrence of a window: by rows and by work. */
-static int recurrence_threads(const cpu_ctx_t *c, int T, int B, int In, int H) {
-  return work_threads(c, (double)T * B * 4.0 * H * (In + H), B / RECURRENCE_MIN_ROWS);
+/* The multiply-adds of a window's recurrence (its threads: by them, and
+ * at most one per RECURRENCE_MIN_ROWS rows). */
+static double recurrence_macs(int T, int B, int In, int H) {
+  return (double)T * B * 4.0 * H * (In + H);
 }
 
 static ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, float *tcs,
@@ -292,7 +330,7 @@ static ls_err_t lstm_forward(void *ctx, float *gates, float *hs, float *cs, floa
                   .B = B,
                   .In = In,
                   .H = H}};
-  run(c, recurrence_threads(c, T, B, In, H), forward_part, &j);
+  run(c, recurrence_macs(T, B, In, H), B / RECURRENCE_MIN_ROWS, forward_part, &j);
   return LS_OK;
 }
 
@@ -308,8 +346,8 @@ typedef struct bwd_job_s {
 static void backward_part(void *arg, int i, int n) {
   const bwd_job_t *const j = arg;
   int b0, b1;
-  split(j->a.B, i, n, 1, &b0, &b1);
-  j->c->rk->backward_rows(&j->a, b0, b1, j->c->db + (size_t)i * 4 * j->a.H);
+  split(j->a.B, i, n, RECUR_DB_ROWS, &b0, &b1);
+  if (b1 > b0) j->c->rk->backward_rows(&j->a, b0, b1, j->c->db);
 }
 
 /* dw_ih, dw_hh [4H, ..] += dgates^T [x | h_{t-1}], split by rows of 4H;
@@ -348,19 +386,20 @@ static ls_err_t lstm_backward(void *ctx, float *dx, float *dh0, float *dc0, floa
                       .H = H};
   memset(dc0, 0, (size_t)B * H * sizeof(float)); /* d/dc_T = 0; ends as d/dc_0 */
   recur_pack_cols(c->rk, c->wp, w_hh, G, H);
-  int const nth = recurrence_threads(c, T, B, 0, H);
-  run(c, nth, backward_part, &j);
-  /* The bias gradients: the threads' sums (double), added in thread order. */
+  run(c, recurrence_macs(T, B, 0, H), B / RECURRENCE_MIN_ROWS, backward_part, &j);
+  /* The bias gradients: the sums of each RECUR_DB_ROWS rows (double),
+   * added in the order of the rows, whichever thread ran them. */
+  int const parts = (B + RECUR_DB_ROWS - 1) / RECUR_DB_ROWS;
   for (int g = 0; g < G; g++) {
     double sum = 0.0;
-    for (int i = 0; i < nth; i++)
+    for (int i = 0; i < parts; i++)
       sum += c->db[(size_t)i * G + g];
     db_ih[g] = (float)((double)db_ih[g] + sum);
     db_hh[g] = (float)((double)db_hh[g] + sum);
   }
   /* Then the weight gradients and dx, which may overwrite dh: it is spent. */
   recur_pack_cols(c->rk, c->wp, w_ih, G, In);
-  run(c, work_threads(c, (double)N * G * (2.0 * In + H), c->threads), grads_part, &j);
+  run(c, (double)N * G * (2.0 * In + H), c->threads, grads_part, &j);
   return LS_OK;
 }
 
@@ -479,26 +518,27 @@ typedef struct norm_job_s {
   size_t n;
 } norm_job_t;
 
+/* Thread i of n: the sums of squares of its share of the NORM_PARTS parts. */
 static void norm_part(void *arg, int i, int n) {
   const norm_job_t *const j = arg;
-  size_t const lo = j->n * (size_t)i / (size_t)n, hi = j->n * (size_t)(i + 1) / (size_t)n;
-  double sum = 0.0;
+  for (int q = NORM_PARTS * i / n; q < NORM_PARTS * (i + 1) / n; q++) {
+    size_t const lo = j->n * (size_t)q / NORM_PARTS, hi = j->n * (size_t)(q + 1) / NORM_PARTS;
+    double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-  for (size_t k = lo; k < hi; k++)
-    sum += (double)j->g[k] * (double)j->g[k];
-  j->c->partial[i] = sum;
+    for (size_t k = lo; k < hi; k++)
+      sum += (double)j->g[k] * (double)j->g[k];
+    j->c->partial[q] = sum;
+  }
 }
 
 static ls_err_t grad_norm_sq(void *ctx, double *norm_sq, const float *g, size_t n) {
   cpu_ctx_t *const c = ctx;
   norm_job_t j = {c, g, n};
-  /* The same thread count for the same n, and the partial sums added in
-   * order, make the sum reproducible. */
-  int const nth = work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads);
-  run(c, nth, norm_part, &j);
+  /* The parts' sums added in order: the same bits on any thread count. */
+  run(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads, norm_part, &j);
   double sum = 0.0;
-  for (int i = 0; i < nth; i++)
-    sum += c->partial[i];
+  for (int q = 0; q < NORM_PARTS; q++)
+    sum += c->partial[q];
   *norm_sq = sum;
   return LS_OK;
 }
@@ -556,7 +596,7 @@ static ls_err_t adam_update(void *ctx, float *p, float *g, float *m, float *v, s
                   .decay = opt->decoupled ? 1.0f - lr * wd : 1.0f,
                   .l2 = opt->decoupled ? 0.0f : wd,
                   .eps = opt->eps};
-  run(c, work_threads(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads), adam_part, &j);
+  run(c, (double)n * OPTIM_MACS_PER_PARAM, c->threads, adam_part, &j);
   return LS_OK;
 }
 
@@ -604,13 +644,17 @@ static ls_err_t state_scatter(void *ctx, float *tab_h, float *tab_c, const float
  * then adam_update; the arguments' device memory is host memory. */
 static ls_err_t optimizer_step(void *ctx, float *p, float *g, float *m, float *v, size_t n,
                                double *norm_sq, double *steps, const ls_optim_args_t *args) {
+  cpu_ctx_t *const c = ctx;
   LS_FORWARD_IF_ERROR(grad_norm_sq(ctx, norm_sq, g, n));
   if (args->opt.skip_nonfinite && !isfinite(*norm_sq)) { /* NaN or Inf in g: no update */
     memset(g, 0, n * sizeof *g);
-    return LS_OK;
+  } else {
+    *steps += 1.0;
+    LS_FORWARD_IF_ERROR(
+        adam_update(ctx, p, g, m, v, n, norm_sq, args->grad_scale, &args->opt, *steps));
   }
-  *steps += 1.0;
-  return adam_update(ctx, p, g, m, v, n, norm_sq, args->grad_scale, &args->opt, *steps);
+  pool_adapt_end(c->pool); /* an update's end: the next one's threads */
+  return LS_OK;
 }
 
 /* Nothing to record: the work runs now. */

@@ -27,6 +27,28 @@
  * step, short enough to leave a shared core to others. */
 #define POOL_SPIN_NS 50000
 
+/* The adaptation to a competing load (pool_adapt_end; issue 30 item 3).
+ * With another process spinning on one of two cores, the busy loop and
+ * the pool's two threads share both cores: each run waits at its end for
+ * whichever thread was preempted, and a step takes longer than on one
+ * thread of a quiet machine. The caller alone then keeps a core to itself.
+ * Units (optimizer updates) run on all threads while their rate (work a
+ * second, of the runs that wanted several threads) stays above
+ * POOL_ADAPT_SLOW of the best since the last trial; below it (at least
+ * POOL_ADAPT_COOL units after a trial: on a noisy machine at most about
+ * 1/16 of the units are trials) the next POOL_ADAPT_TRIAL units try the
+ * caller alone, kept where POOL_ADAPT_MARGIN faster (as every
+ * POOL_ADAPT_RECHECK units, the fifth unit first: a load from the start).
+ * Alone, all threads are tried every POOL_ADAPT_RETRY units, and taken
+ * back where POOL_ADAPT_MARGIN faster. The results are the same bits
+ * either way (lstm_cpu.c: sums by fixed parts). */
+#define POOL_ADAPT_SLOW    0.75
+#define POOL_ADAPT_MARGIN  1.05
+#define POOL_ADAPT_RETRY   8
+#define POOL_ADAPT_RECHECK 256
+#define POOL_ADAPT_TRIAL   2
+#define POOL_ADAPT_COOL    32
+
 struct pool_s {
   int threads; /* the caller included */
   pthread_t *tids;
@@ -39,6 +61,15 @@ struct pool_s {
   void (*fn)(void *, int, int);
   void *arg;
   int n; /* threads of this run */
+  /* The adaptation (the caller's alone; pool_adapt_end): */
+  pool_adapt_t adapt;
+  int alone;              /* the runs take the caller alone */
+  int trying;             /* units left of a trial of the other choice */
+  int fresh;              /* the next unit starts a trial */
+  int since;              /* units since the last trial */
+  double secs, done_work; /* this unit's runs that wanted several threads */
+  double rate[2];         /* work a second on all threads, alone */
+  double all_best;        /* the best rate[0] since the last trial */
 };
 
 typedef struct worker_s {
@@ -156,8 +187,61 @@ void pool_free(pool_t *p) {
   free(p);
 }
 
-void pool_run(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg) {
+static void run_on(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg);
+
+void pool_run(pool_t *p, int n, double work, void (*fn)(void *arg, int i, int n), void *arg) {
   n = n < p->threads ? n : p->threads;
+  if (n <= 1 || p->adapt == POOL_ADAPT_OFF) {
+    run_on(p, n, fn, arg);
+    return;
+  }
+  double const t0 = base_now_s();
+  run_on(p, p->alone != (p->trying > 0) ? 1 : n, fn, arg);
+  p->secs += base_now_s() - t0;
+  p->done_work += work;
+}
+
+void pool_adapt(pool_t *p, pool_adapt_t mode) {
+  p->adapt = mode;
+  p->alone = p->trying = 0;
+  p->since = POOL_ADAPT_RECHECK - 4; /* the fifth unit starts a trial: a load from the start */
+  p->fresh = 1;
+  p->secs = p->done_work = p->rate[0] = p->rate[1] = p->all_best = 0.0;
+}
+
+int pool_adapt_end(pool_t *p) {
+  if (p->adapt == POOL_ADAPT_OFF || !(p->done_work > 0.0) || !(p->secs > 0.0))
+    return p->alone != (p->trying > 0);
+  double const rate = p->done_work / p->secs;
+  p->secs = p->done_work = 0.0;
+  if (p->adapt == POOL_ADAPT_ALTERNATE) {
+    p->alone = !p->alone;
+    return p->alone;
+  }
+  /* The rate of what this unit ran on: a trial's own from its first unit,
+   * else averaged with the units before (halves: a noisy unit moves it half). */
+  int const ran_alone = p->alone != (p->trying > 0);
+  double *const r = &p->rate[ran_alone];
+  *r = p->fresh ? rate : *r + 0.5 * (rate - *r);
+  p->fresh = 0;
+  if (!ran_alone) p->all_best = p->rate[0] > p->all_best ? p->rate[0] : p->all_best;
+  if (p->trying > 0) {
+    if (--p->trying > 0) return ran_alone;
+    /* The trial's end: the other choice only if clearly faster. */
+    if (p->rate[!p->alone] > POOL_ADAPT_MARGIN * p->rate[p->alone]) p->alone = !p->alone;
+    p->since = 0;
+    p->all_best = p->rate[0]; /* the rate of all threads now, not before a load */
+  } else if (!p->alone
+                 ? ++p->since >= POOL_ADAPT_RECHECK ||
+                       (p->since >= POOL_ADAPT_COOL && p->rate[0] < POOL_ADAPT_SLOW * p->all_best)
+                 : ++p->since >= POOL_ADAPT_RETRY) {
+    p->trying = POOL_ADAPT_TRIAL, p->fresh = 1;
+  }
+  return p->alone != (p->trying > 0);
+}
+
+/* The run on n threads. */
+static void run_on(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg) {
   if (n <= 1) {
     fn(arg, 0, 1);
     return;

@@ -149,10 +149,13 @@ static void bwd_block(const recur_bwd_t *a, int t, int b, int v0, double *db, in
   TILE_SWITCH(mr, nv, bwd_tile, a, t, b, v0, db);
 }
 
+_Static_assert(RECUR_DB_ROWS % MR == 0, "a tile's rows fall in one bias-gradient partial sum");
+
 /* Steps T-1 .. 0, then dh0 = dgates_0 @ w_hh. */
 static void backward_rows(const recur_bwd_t *a, int b0, int b1, double *db) {
   int const H = a->H, G = 4 * H, P = (H + U - 1) / U, RC = chunk_rows(G);
-  for (int j = 0; j < G; j++)
+  int const d0 = b0 / RECUR_DB_ROWS, d1 = (b1 + RECUR_DB_ROWS - 1) / RECUR_DB_ROWS;
+  for (size_t j = (size_t)d0 * G; j < (size_t)d1 * G; j++)
     db[j] = 0.0;
   for (int t = a->T - 1; t >= 0; t--)
     for (int c0 = b0; c0 < b1; c0 += RC) {
@@ -161,7 +164,8 @@ static void backward_rows(const recur_bwd_t *a, int b0, int b1, double *db) {
         int v0, nv;
         recur_group(P, q, &v0, &nv);
         for (int b = c0; b < c1; b += MR)
-          bwd_block(a, t, b, v0, db, c1 - b < MR ? c1 - b : MR, nv);
+          bwd_block(a, t, b, v0, db + (size_t)(b / RECUR_DB_ROWS) * G, c1 - b < MR ? c1 - b : MR,
+                    nv);
       }
     }
   ISA_NAME(gemm_nn)(a->dh0, H, a->dgates, G, a->wp, b0, b1, H, G);

@@ -54,12 +54,20 @@ typedef struct recur_bwd_s {
   int T, B, H;
 } recur_bwd_t;
 
+/* Rows of the batch per partial sum of the bias gradients (a multiple of
+ * every build's tile rows, MR = 2, 3 or 6): backward_rows keeps one sum
+ * per 6 rows, so the sums and their order depend on B alone, never on how
+ * the rows are split across threads. */
+#define RECUR_DB_ROWS 6
+
 typedef struct recur_kernels_s {
   const char *name; /* the instruction set, e.g. "avx512" */
   int width;        /* U: floats per vector, hidden units per panel */
   void (*forward_rows)(const recur_fwd_t *a, int b0, int b1);
-  /* Also db [4H] (doubles, zeroed here) = the column sums of the rows'
-   * dgates, and dh0 of the rows. */
+  /* Also dh0 of the rows and, per RECUR_DB_ROWS rows from row 0, the
+   * column sums of their dgates: db [ceil(B / RECUR_DB_ROWS), 4H] (doubles;
+   * the rows' sums zeroed here, then added to in the order t = T-1 .. 0,
+   * rows ascending). b0 is a multiple of RECUR_DB_ROWS. */
   void (*backward_rows)(const recur_bwd_t *a, int b0, int b1, double *db);
   /* C [M, N] += A^T B for rows [m0, m1) of C: A [K, M] (row stride lda),
    * B [K, N] (ldb), neither packed; buf: recur_tn_floats(M, N) floats,

@@ -103,13 +103,17 @@ double ref_rel_err(const float *a, const double *b, size_t n) {
   return top > 0.0 ? diff / top : diff;
 }
 
-ls_engine_t *ref_engine(const ref_dims_t *d) {
+ls_engine_t *ref_engine_on(const ref_dims_t *d, int threads) {
   ls_engine_conf_t conf;
   ls_engine_conf_init(&conf);
   conf.shape = (ls_shape_t){d->I, d->H, d->L, d->O};
   conf.max_batch = d->B;
   conf.max_window = d->T;
-  conf.threads = 2;
+  conf.threads = threads;
   ls_engine_t *e = NULL;
   return ls_engine_new(&conf, &e) == LS_OK ? e : NULL;
+}
+
+ls_engine_t *ref_engine(const ref_dims_t *d) {
+  return ref_engine_on(d, 2);
 }

@@ -34,7 +34,9 @@ void ref_widen(double *dst, const float *src, size_t n);
 /* max |a - b| / max |b| over n values (0 when b is all zero and a == b). */
 double ref_rel_err(const float *a, const double *b, size_t n);
 
-/* An engine of shape d (O outputs), max_batch B, max_window T, CPU, 2 threads. */
+/* An engine of shape d (O outputs), max_batch B, max_window T, CPU, 2 threads
+ * (ref_engine_on: `threads`); NULL on failure (ls_last_error says why). */
 ls_engine_t *ref_engine(const ref_dims_t *d);
+ls_engine_t *ref_engine_on(const ref_dims_t *d, int threads);
 
 #endif

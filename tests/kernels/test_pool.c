@@ -32,7 +32,7 @@ static void part(void *arg, int i, int n) {
 /* One run of n parts on p (n already clamped by the caller of this). */
 static void check_run(pool_t *p, int ask, int n) {
   run_t r = {.n = n, .caller = pthread_self()};
-  pool_run(p, ask, part, &r);
+  pool_run(p, ask, 1.0, part, &r);
   for (int i = 0; i < MAX_PARTS; i++)
     cr_assert_eq(atomic_load(&r.calls[i]), i < n ? 1 : 0, "part %d of %d ran %d times", i, n,
                  atomic_load(&r.calls[i]));
