@@ -15,8 +15,8 @@
 # the script adds --device unless they already say (on the command line or
 # in a --config file). CPU ranks left without --threads take their share of
 # their own host's cores (cores / ranks on that host), computed where they
-# run; the thread count changes the order of sums, so for the same bits on
-# hosts with other core counts give --threads.
+# run; the bits do not depend on the thread count (the CPU's instruction set
+# does: LSTREAM_CPU_KERNELS forces one on every host).
 #   --dry-run    print the command instead of running it
 #   -h, --help   this text
 #
@@ -60,6 +60,10 @@
 #   OMP_NUM_THREADS
 #                CPU ranks: threads per rank, the same on every host [unset:
 #                each rank takes its share of its own host's cores]
+#   LSTREAM_CPU_KERNELS, LSTREAM_CPU_ADAPT
+#                if set, go to the ranks: the CPU kernels every rank runs
+#                (the same bits on hosts of other CPUs), the threads' adaptation
+#                to a competing load (0: off)
 #   CUDA_VISIBLE_DEVICES
 #                if set, goes to the ranks (the same on every host)
 #
@@ -128,7 +132,7 @@ setup_ranks "$per_host" "$@"
 
 # Multi-host environment: where the binary and its libraries are, and which
 # network MPI and NCCL use.
-for var in PATH LD_LIBRARY_PATH; do
+for var in PATH LD_LIBRARY_PATH LSTREAM_CPU_KERNELS LSTREAM_CPU_ADAPT; do
   [ -z "${!var:-}" ] || mpi_opts+=(-x "$var")
 done
 if [ -n "${MPI_IFACE:-}" ]; then

@@ -107,8 +107,8 @@ static const base_key_t keys[] = {
      F(precision), BASE_V_CHOICE(precisions), "fp32", LS_KEY_RUN},
     {"threads",
      "CPU threads; 0 = OMP_NUM_THREADS, else under mpirun this rank's share of its host's cores, "
-     "else every core the process may use (the count changes the order of sums: give it for the "
-     "same bits on other machines)",
+     "else every core the process may use (the bits do not depend on the count; while another "
+     "process holds a core, an update may run on one: LSTREAM_CPU_ADAPT=0 keeps them all)",
      F(threads), BASE_V_INT(0, 4096), "0", LS_KEY_RUN},
     {"until", "end: replay to the high watermarks read at start; live: run until stopped", F(until),
      BASE_V_CHOICE(untils), "live", LS_KEY_DATA},
