@@ -43,7 +43,7 @@
  * back where POOL_ADAPT_MARGIN faster. The results are the same bits
  * either way (lstm_cpu.c: sums by fixed parts). */
 #define POOL_ADAPT_SLOW    0.75
-#define POOL_ADAPT_MARGIN  1.05
+#define POOL_ADAPT_MARGIN  1.02
 #define POOL_ADAPT_RETRY   8
 #define POOL_ADAPT_RECHECK 256
 #define POOL_ADAPT_TRIAL   2
