@@ -577,6 +577,23 @@ static void on_added(void *opaque, const char *message) {
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Waits until the consumer's counters satisfy done(st). */
+static ls_ingest_stats_t wait_stats(ls_ingest_t *ing,
+                                    int (*done)(const ls_ingest_stats_t *, int64_t), int64_t arg,
+                                    const char *what) {
+  double const deadline = now_s() + WAIT_S;
+  for (;;) {
+    ls_ingest_stats_t const st = stats_of(ing);
+    if (done(&st, arg)) return st;
+    cr_assert(now_s() < deadline, "waited %.0f s for %s", WAIT_S, what);
+    struct timespec const tick = {0, 5 * 1000 * 1000};
+    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
+  }
+}
+
+static int records_reach(const ls_ingest_stats_t *st, int64_t n) {
+  return st->w.records >= n;
+}
 /* Partitions added to the topic while a live consumer runs (issue 23): the
  * consumer reads partitions 0 and 1 of a 4-partition topic, told that the
  * topic had 2 when they were chosen (the mock cluster cannot add
@@ -606,7 +623,9 @@ Test(consumer, partitions_added_live_are_read_from_their_beginning) {
   rig_produce(&r, 4, 7, K);
   take(r.ing, &r.got, 4 * S); /* and (6..9), (9..12) */
   expect_world(&r.w, &r.got, NULL);
-  ls_ingest_stats_t const st = stats_of(r.ing);
+  /* The counters are published by the consumer's loop after the batch
+   * whose windows were just taken: wait for them, then check them exact. */
+  ls_ingest_stats_t const st = wait_stats(r.ing, records_reach, S * K, "every record counted");
   cr_expect_eq(st.partitions_added, 2);
   cr_expect(st.arrived >= S / 2 && st.arrived <= S, "%lld series arrived", (long long)st.arrived);
   cr_expect_eq(st.duplicates, 0);
@@ -670,23 +689,6 @@ static void read_dead_letters(const ls_broker_t *b, int n, int count[LS_REJECT__
   rd_kafka_destroy(rk);
 }
 
-/* Waits until the consumer's counters satisfy done(st). */
-static ls_ingest_stats_t wait_stats(ls_ingest_t *ing,
-                                    int (*done)(const ls_ingest_stats_t *, int64_t), int64_t arg,
-                                    const char *what) {
-  double const deadline = now_s() + WAIT_S;
-  for (;;) {
-    ls_ingest_stats_t const st = stats_of(ing);
-    if (done(&st, arg)) return st;
-    cr_assert(now_s() < deadline, "waited %.0f s for %s", WAIT_S, what);
-    struct timespec const tick = {0, 5 * 1000 * 1000};
-    nanosleep(&tick, NULL); /* polling a condition, not waiting for luck */
-  }
-}
-
-static int records_reach(const ls_ingest_stats_t *st, int64_t n) {
-  return st->w.records >= n;
-}
 static int dead_letters_reach(const ls_ingest_stats_t *st, int64_t n) {
   return st->dead_letters + st->dead_letter_errors >= n;
 }
