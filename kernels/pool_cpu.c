@@ -189,6 +189,12 @@ void pool_free(pool_t *p) {
 
 static void run_on(pool_t *p, int n, void (*fn)(void *arg, int i, int n), void *arg);
 
+/* Whether this unit's runs take the caller alone: its choice, or the
+ * other one during a trial. */
+static int runs_alone(const pool_t *p) {
+  return p->alone != (p->trying > 0);
+}
+
 void pool_run(pool_t *p, int n, double work, void (*fn)(void *arg, int i, int n), void *arg) {
   n = n < p->threads ? n : p->threads;
   if (n <= 1 || p->adapt == POOL_ADAPT_OFF) {
@@ -196,7 +202,7 @@ void pool_run(pool_t *p, int n, double work, void (*fn)(void *arg, int i, int n)
     return;
   }
   double const t0 = base_now_s();
-  run_on(p, p->alone != (p->trying > 0) ? 1 : n, fn, arg);
+  run_on(p, runs_alone(p) ? 1 : n, fn, arg);
   p->secs += base_now_s() - t0;
   p->done_work += work;
 }
@@ -209,24 +215,23 @@ void pool_adapt(pool_t *p, pool_adapt_t mode) {
   p->secs = p->done_work = p->rate[0] = p->rate[1] = p->all_best = 0.0;
 }
 
-int pool_adapt_end(pool_t *p) {
-  if (p->adapt == POOL_ADAPT_OFF || !(p->done_work > 0.0) || !(p->secs > 0.0))
-    return p->alone != (p->trying > 0);
+void pool_adapt_end(pool_t *p) {
+  if (p->adapt == POOL_ADAPT_OFF || !(p->done_work > 0.0) || !(p->secs > 0.0)) return;
   double const rate = p->done_work / p->secs;
   p->secs = p->done_work = 0.0;
   if (p->adapt == POOL_ADAPT_ALTERNATE) {
     p->alone = !p->alone;
-    return p->alone;
+    return;
   }
   /* The rate of what this unit ran on: a trial's own from its first unit,
    * else averaged with the units before (halves: a noisy unit moves it half). */
-  int const ran_alone = p->alone != (p->trying > 0);
+  int const ran_alone = runs_alone(p);
   double *const r = &p->rate[ran_alone];
   *r = p->fresh ? rate : *r + 0.5 * (rate - *r);
   p->fresh = 0;
   if (!ran_alone) p->all_best = p->rate[0] > p->all_best ? p->rate[0] : p->all_best;
   if (p->trying > 0) {
-    if (--p->trying > 0) return ran_alone;
+    if (--p->trying > 0) return;
     /* The trial's end: the other choice only if clearly faster. */
     if (p->rate[!p->alone] > POOL_ADAPT_MARGIN * p->rate[p->alone]) p->alone = !p->alone;
     p->since = 0;
@@ -237,7 +242,6 @@ int pool_adapt_end(pool_t *p) {
                  : ++p->since >= POOL_ADAPT_RETRY) {
     p->trying = POOL_ADAPT_TRIAL, p->fresh = 1;
   }
-  return p->alone != (p->trying > 0);
 }
 
 /* The run on n threads. */

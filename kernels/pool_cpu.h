@@ -42,7 +42,7 @@ void pool_adapt(pool_t *p, pool_adapt_t mode);
 
 /* The end of a unit of work (an optimizer update): the rate of its runs
  * that wanted several threads is measured and the next unit's choice
- * made. Returns whether the next runs the caller alone. */
-int pool_adapt_end(pool_t *p);
+ * made. */
+void pool_adapt_end(pool_t *p);
 
 #endif /* LSTREAM_KERNELS_POOL_CPU_H */
