@@ -217,8 +217,11 @@ ls_err_t ls_snapshot_set_engine(ls_snapshot_t *s, ls_engine_t *eng) {
   return LS_OK;
 }
 
-/* Appends a series' key and counts (not its states) at index s->series. */
-static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
+/* Appends a series' key and counts (not its states) at index s->series;
+ * its host-side stats zeroed unless `filled` (the caller copies all of
+ * them next: zeroing the per-series model state first, 66 KB a series at
+ * the defaults, was a pass over it on the trainer's thread for nothing). */
+static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in, int filled) {
   LS_RETURN_IF(in->key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");
   LS_RETURN_IF(in->key_len < 1 || in->key_len > LS_KEY_MAX, LS_ERR_INVALID_ARG,
                "series key of %zu bytes: keys have 1..%d bytes", in->key_len, LS_KEY_MAX);
@@ -239,7 +242,7 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in) {
   s->last_off[i] = in->last_offset;
   s->last_time[i] = in->last_time;
   s->active[i] = in->active;
-  if (s->stats_F > 0) { /* zero until filled */
+  if (s->stats_F > 0 && !filled) { /* zero until filled */
     ls_series_stats_t st;
     LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, i, &st));
     *st.norm_n = 0;
@@ -257,7 +260,7 @@ ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series
                                 const float *c) {
   LS_RETURN_IF(s == NULL || series == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
   LS_RETURN_IF(h == NULL || c == NULL, LS_ERR_INVALID_ARG, "state h or c is NULL");
-  LS_FORWARD_IF_ERROR(append_series(s, series));
+  LS_FORWARD_IF_ERROR(append_series(s, series, 0));
   size_t const i = s->series - 1;
   memcpy(s->h + i * s->row, h, s->row * sizeof(float));
   memcpy(s->c + i * s->row, c, s->row * sizeof(float));
@@ -291,7 +294,7 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
   for (size_t i = 0; i < n; i++) {
     ls_series_info_t info;
     LS_FORWARD_IF_ERROR(ls_series_table_info(tab, (int64_t)i, &info));
-    LS_FORWARD_IF_ERROR(append_series(s, &info));
+    LS_FORWARD_IF_ERROR(append_series(s, &info, F > 0));
     if (F > 0) LS_FORWARD_IF_ERROR(copy_stats(s, first + i, tab, (int64_t)i));
   }
   return ls_state_table_read(ls_series_table_states(tab), 0, n, s->h + first * s->row,

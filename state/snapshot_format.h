@@ -30,7 +30,9 @@
  *     32 world      i32
  *     36 rank       i32 (0 in the manifest)
  *   frame   one zstd frame per section, in table order, back to back from
- *           byte 40; each with zstd's content size and content checksum
+ *           byte 40; each with zstd's content size (and, written before
+ *           2026-11-28, zstd's content checksum: an xxh64 pass over the raw
+ *           bytes that the table's raw crc32c already makes; both read)
  *   table   (40 bytes per section)
  *     0  id         u32 section id (below)
  *     4  flags      u32 bit 0: float arrays byte-shuffled; bit 1: required

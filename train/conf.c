@@ -181,7 +181,7 @@ static const base_key_t keys[] = {
     {"snapshot_level",
      "zstd compression level of snapshots (-50..-1: zstd's fast levels, the series' states of "
      "doubles compress little more at higher ones; not 0)",
-     F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22), "-10", LS_KEY_RUN},
+     F(snapshot_level), BASE_V_INT(LS_SNAPSHOT_LEVEL_MIN, 22), "-50", LS_KEY_RUN},
     {"snapshot_threads", "zstd worker threads; 0 = the writer's own thread", F(snapshot_threads),
      BASE_V_INT(0, 256), "0", LS_KEY_RUN},
     {"snapshot_shuffle", "byte-shuffle float arrays before compression", F(snapshot_shuffle),
