@@ -234,6 +234,13 @@ static const base_key_t keys[] = {
      "series' first records takes its profiles from the records the series already holds "
      "(needs linear)",
      F(season_levels), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"mix_profile",
+     "with season levels, each series' one-step forecast also weighs in its first season's level "
+     "profile forecast (the mean of the last season plus the profile at the next phase): a third "
+     "weight of the per-series mixing, fitted with the linear path's and the LSTM's by least "
+     "squares on the series' past forecasts; the LSTM still learns what the linear path leaves. "
+     "Short seasonal series gain most (a few hundred records)",
+     F(mix_profile), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
     {"linear",
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
@@ -576,9 +583,9 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
  * written before them was trained as with these values (issue 24). */
 static const struct {
   const char *key, *value;
-} earlier[] = {{"season", "none"},         {"linear", "false"},    {"auto_seasons", "1"},
-               {"season_levels", "false"}, {"linear_blocks", "0"}, {"linear_wait", "2"},
-               {"horizon_linear", "false"}};
+} earlier[] = {{"season", "none"},          {"linear", "false"},     {"auto_seasons", "1"},
+               {"season_levels", "false"},  {"linear_blocks", "0"},  {"linear_wait", "2"},
+               {"horizon_linear", "false"}, {"mix_profile", "false"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

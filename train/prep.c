@@ -97,6 +97,8 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->lin = calloc(roh, sizeof *p->lin);
     p->beta = calloc(roh, sizeof *p->beta);
     p->a = calloc(roh, sizeof *p->a);
+    p->l = calloc(roh, sizeof *p->l);
+    p->gl = calloc(roh, sizeof *p->gl);
     p->rec = malloc(rows * sizeof *p->rec);
     p->mask = malloc(rows * sizeof *p->mask);
     p->base = malloc(ro * sizeof *p->base);
@@ -106,8 +108,9 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->next = malloc(ro * sizeof *p->next);
     p->time = malloc(rows * sizeof *p->time);
     p->scr = calloc(1, sizeof *p->scr);
-    if (!p->x || !p->y || !p->target || !p->lin || !p->beta || !p->a || !p->rec || !p->mask ||
-        !p->base || !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->scr)
+    if (!p->x || !p->y || !p->target || !p->lin || !p->beta || !p->a || !p->l || !p->gl ||
+        !p->rec || !p->mask || !p->base || !p->scale || !p->last || !p->cur || !p->next ||
+        !p->time || !p->scr)
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
   }
@@ -137,7 +140,7 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
 void prep_free(prep_t *p) {
   if (p == NULL) return;
   free(p->feat), free(p->x), free(p->y), free(p->mask), free(p->base), free(p->scale);
-  free(p->target), free(p->lin), free(p->beta), free(p->a), free(p->rec);
+  free(p->target), free(p->lin), free(p->beta), free(p->a), free(p->l), free(p->gl), free(p->rec);
   for (int k = 0; p->scr != NULL && k < (p->threads > 1 ? p->threads : 1); k++)
     scratch_free(&p->scr[k], k > 0);
   free(p->scr);
@@ -194,18 +197,19 @@ static ls_err_t consume(const prep_t *p, prep_scratch_t *w, int64_t *n, double *
 /* prep_record with thread scratch w. */
 static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double *stats,
                           double *model, const float *x, float *in, double *base, double *scale,
-                          double *lin, double *beta, double *a) {
+                          double *lin, double *beta, double *a, double *l) {
   int const F = p->F;
   LS_FORWARD_IF_ERROR(consume(p, w, n, stats, x));
   memcpy(in, w->level, (size_t)F * sizeof *in);
   if (p->change) memcpy(in + F, w->chg, (size_t)F * sizeof *in);
   if (w->sea != NULL)
     season_record(w->sea, model, *n - 1, x, p->feat, w->ds, w->s, w->level, in + p->I0, lin, beta,
-                  a);
+                  a, l);
   /* Horizons the linear path does not forecast: the LSTM's alone. */
   for (int k = p->O * season_horizons(w->sea); k < p->OH; k++) {
     lin[k] = 0.0, beta[k] = 1.0;
     if (a != NULL) a[k] = 0.0;
+    if (l != NULL) l[k] = 0.0;
   }
   for (int j = 0; j < p->O; j++) {
     int const f = p->feat[j];
@@ -218,7 +222,7 @@ static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double
 
 ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
                      double *base, double *scale, double *lin, double *beta, double *a) {
-  return record_on(p, &p->scr[0], n, stats, model, x, in, base, scale, lin, beta, a);
+  return record_on(p, &p->scr[0], n, stats, model, x, in, base, scale, lin, beta, a, NULL);
 }
 
 /* Target j of row r (= t * n + b), whose base and scale are in place: from
@@ -229,7 +233,8 @@ static void target_row(const prep_t *p, size_t r, int j, const float *cur, const
   double const base = p->base[o], scale = p->scale[o];
   double const y = ((double)next[f] - base) / scale;
   p->target[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
-  p->y[o] = (float)((double)p->target[o] - p->lin[r * (size_t)p->OH + (size_t)j]);
+  size_t const k = r * (size_t)p->OH + (size_t)j;
+  p->y[o] = (float)((double)p->target[o] - (p->lin[k] - p->gl[k]));
   p->last[o] = ((double)cur[f] - base) / scale;
   p->cur[o] = cur[f];
   p->next[o] = next[f];
@@ -452,14 +457,17 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
         p->cur[o] = p->next[o] = 0.0f;
       }
       for (size_t k = r * (size_t)p->OH; k < (r + 1) * (size_t)p->OH; k++)
-        p->lin[k] = p->a[k] = 0.0, p->beta[k] = 1.0;
+        p->lin[k] = p->a[k] = p->l[k] = p->gl[k] = 0.0, p->beta[k] = 1.0;
       continue;
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
     p->rec[r] = *st->norm_n;
     LS_FORWARD_IF_ERROR(record_on(p, sc, st->norm_n, st->norm, st->model, cur, p->x + r * I,
                                   p->base + r * O, p->scale + r * O, p->lin + r * p->OH,
-                                  p->beta + r * p->OH, p->a + r * p->OH));
+                                  p->beta + r * p->OH, p->a + r * p->OH, p->l + r * p->OH));
+    /* The level profile's share of lin, which the LSTM's target leaves in. */
+    for (int j = 0; j < O; j++)
+      p->gl[r * p->OH + j] = season_profile_weight(sc->sea, st->model, j) * p->l[r * p->OH + j];
     for (int j = 0; j < O; j++)
       target_row(p, r, j, cur, next);
     if (p->W > p->O) horizons_row(p, r, w, t, st->model);
@@ -552,7 +560,8 @@ void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred, const floa
       size_t const o = r * (size_t)O + (size_t)j, k1 = r * OH + (size_t)j;
       /* A series' first record has no change yet: its target is no row to learn. */
       if (p->rec[r] > 0 && p->K > 0) {
-        season_learn(p->sea, st->model, j, 1, p->a[k1], (double)p->target[o], (double)pred[o]);
+        season_learn(p->sea, st->model, j, 1, p->a[k1], (double)p->target[o], (double)pred[o],
+                     p->l[k1]);
         learned = 1;
       }
       pred[o] = prep_mix(p->lin[k1], p->beta[k1], pred[o]);
@@ -564,7 +573,7 @@ void prep_learn(prep_t *p, int b, ls_series_stats_t *st, float *pred, const floa
         size_t const c = (size_t)(h - 1) * (size_t)O + (size_t)j, k = r * OH + c;
         if (p->mask_h[r * (size_t)p->W + c] == 0.0f) continue;
         double const v = (double)out[r * (size_t)p->W + c] / p->hw[h - 1];
-        season_learn(p->sea, st->model, j, h, p->a[k], p->target_h[k], v);
+        season_learn(p->sea, st->model, j, h, p->a[k], p->target_h[k], v, 0.0);
       }
   }
   for (int j = 0; learned && j < O; j++)

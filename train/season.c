@@ -23,6 +23,11 @@
  *              a a, a p, p p, a y, p y, its alpha and beta and the rows it
  *              learned (HMIX doubles each; a the linear path's iterated
  *              forecast, p the LSTM's, y the change over h records)
+ *   then       with --mix-profile (and season levels): the third mixing
+ *              weight's sums of a l, p l, l l, l y (l the first season's
+ *              level profile's forecast of the change, its feature in z),
+ *              then gamma: the one-step forecast is alpha a + beta p +
+ *              gamma l (5 doubles)
  *   then       floats, two to a double: the ring of its last R raw values
  *              (record u at u % R); with --season auto, the
  *              autocorrelation sums of its changes at lags 0..season_max;
@@ -145,7 +150,9 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->H = linear && c->horizon_linear && c->horizon > 1 ? c->horizon : 1;
   s->hx = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
-  s->head = s->hx + HMIX * (size_t)(s->H - 1);
+  s->mx = s->hx + HMIX * (size_t)(s->H - 1);
+  s->mixp = s->levels && c->mix_profile && slots > 0;
+  s->head = s->mx + (s->mixp ? 5 : 0);
   s->prof_n = s->pmax; /* per slot */
   s->slot_n = (size_t)s->prof_n * (s->levels ? 2 : 1);
   s->per = s->head + ((size_t)s->R + (size_t)s->acf_n + (size_t)slots * s->slot_n + 1) / 2 +

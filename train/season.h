@@ -90,19 +90,26 @@ int season_features(const season_t *s); /* K, the linear path's features per tar
  * lin, beta and a hold season_horizons(s) O columns, h-major (column (h -
  * 1) O + j: target j h records ahead, a the change over h records): the
  * later horizons' the one-step regression iterated on its own forecasts,
- * mixed with their own weights (season_learn). */
+ * mixed with their own weights (season_learn). With --mix-profile lin
+ * holds gamma l too at h = 1, and l (unless NULL) [O] receives l, the
+ * level profile's forecast of the change in a's units (0 without). */
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
-                   double *beta, double *a);
+                   double *beta, double *a, double *l);
 
 /* Target j's mixing at horizon h (1 .. season_horizons) learns one row:
  * the linear path's forecast a, the normalised target y (the change over
- * h records) and the LSTM's forecast p, in the same units. */
-void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p);
+ * h records) and the LSTM's forecast p, in the same units; at h = 1 with
+ * --mix-profile the level profile's forecast l as well (season_record's;
+ * ignored otherwise). */
+void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p, double l);
 
 /* The horizons the linear path forecasts: --horizon with --horizon-linear
  * and the linear path, else 1 (0 for NULL). */
 int season_horizons(const season_t *s);
+
+/* Target j's weight on the level profile's forecast in lin (0 without). */
+double season_profile_weight(const season_t *s, const double *model, int j);
 
 /* After a window's rows were learned: target j's mixing weights (every
  * horizon's). */

@@ -48,6 +48,8 @@ struct season_s {
   int second;                    /* slot 1 found (--season auto, --auto-seasons 2) */
   int in_slots;                  /* slots whose lags are model inputs */
   size_t hx;                     /* doubles before the horizons' mixing block */
+  int mixp;                      /* the level profile's forecast in the mixing (h = 1) */
+  size_t mx;                     /* its block: sums al, pl, ll, ly, then gamma */
   size_t head, per;              /* doubles before the floats; per target */
   double clip;                   /* the normaliser's clamp */
   double *z2, *fc;               /* [K], [H] scratch */

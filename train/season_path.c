@@ -119,6 +119,14 @@ static void features_of(const season_t *s, const double *m, const vals_t *src, i
  * change until it has seen --linear-wait rows per weight (a least squares
  * of fewer rows is mostly noise; a second season's weights and the blocks'
  * start at 0 and do not count: they never hold back the rest). */
+/* Slot 0's level profile's forecast of the change (with --mix-profile):
+ * its feature l in z, the mean of the last P plus the profile at the next
+ * phase less the record, in the change scale's units (0 until the series
+ * has a season and held two of it). */
+static double profile_forecast(const season_t *s, const double *z) {
+  return s->mixp ? z[RECENT + 1 + s->blocks + 5] : 0.0;
+}
+
 static double forecast(const season_t *s, const double *m, int n, const double *z) {
   int const young = s->wait * (s->K - s->NF * s->second - s->blocks);
   double a = 0.0;
@@ -209,7 +217,7 @@ static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, 
 
 void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
-                   double *beta, double *araw) {
+                   double *beta, double *araw, double *lraw) {
   /* The targets' rows first, then their refits, SOLVE_LANES blocks at a
    * time (those with the same features in use together), then their
    * forecasts: each target's block is its own, so the order across
@@ -236,7 +244,9 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
     double *const m = model + (size_t)j * s->per;
     int const f = feat[j], n = in_use(s, m);
     double const a = forecast(s, m, n, s->zs + (size_t)j * s->K);
-    lin[j] = m[7] * a;
+    double const l = profile_forecast(s, s->zs + (size_t)j * s->K);
+    lin[j] = m[7] * a + (s->mixp ? m[s->mx + 4] * l : 0.0);
+    if (lraw != NULL) lraw[j] = l;
     beta[j] = m[8];
     if (araw != NULL) araw[j] = a;
     if (s->H > 1)
@@ -288,16 +298,63 @@ static void mix_solve(const double *sums, double rows, double *alpha, double *be
   *beta = fmin(1.0, fmax(0.0, ((aa + k) * py - ap * (ay + k)) / det));
 }
 
-void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p) {
+/* mix_solve with the level profile's forecast l as a third predictor
+ * (--mix-profile; x its sums of a l, p l, l l, l y): least squares of y on
+ * (a, p, l), alpha pulled towards 1 and gamma towards 0 by priors worth
+ * MIX_PRIOR rows, each clamped to [0, 1]; kept as they were when the
+ * system is singular. */
+static void mix_solve3(const double *sums, const double *x, double rows, double *alpha,
+                       double *beta, double *gamma) {
+  double const aa = sums[0], ap = sums[1], pp = sums[2], ay = sums[3], py = sums[4];
+  double const al = x[0], pl = x[1], ll = x[2], ly = x[3];
+  double const n = fmin(fmax(rows, 1.0), MIX_WINDOW), k = MIX_PRIOR / n * aa + 1e-12;
+  double const e = 1e-3 * pp + 1e-12, g = MIX_PRIOR / n * ll + 1e-3 * ll + 1e-12;
+  /* M w = r, M symmetric 3 x 3, by its cofactors (Cramer's rule) */
+  double const m00 = aa + k, m01 = ap, m02 = al, m11 = pp + e, m12 = pl, m22 = ll + g;
+  double const r0 = ay + k, r1 = py, r2 = ly;
+  double const c00 = m11 * m22 - m12 * m12, c01 = m02 * m12 - m01 * m22;
+  double const c02 = m01 * m12 - m02 * m11, c11 = m00 * m22 - m02 * m02;
+  double const c12 = m01 * m02 - m00 * m12, c22 = m00 * m11 - m01 * m01;
+  double const det = m00 * c00 + m01 * c01 + m02 * c02;
+  if (!(det > 0.0)) return;
+  double const g3 = (c02 * r0 + c12 * r1 + c22 * r2) / det;
+  if (g3 >= 0.0 && g3 <= 1.0) {
+    *alpha = fmin(1.0, fmax(0.0, (c00 * r0 + c01 * r1 + c02 * r2) / det));
+    *beta = fmin(1.0, fmax(0.0, (c01 * r0 + c11 * r1 + c12 * r2) / det));
+    *gamma = g3;
+    return;
+  }
+  /* gamma at its bound, alpha and beta refitted to what it leaves (a and l
+   * are near collinear where both forecast well: clamping gamma alone
+   * would keep the alpha fitted beside a negative gamma) */
+  *gamma = g3 < 0.0 ? 0.0 : 1.0;
+  double const left[5] = {aa, ap, pp, ay - *gamma * al, py - *gamma * pl};
+  mix_solve(left, rows, alpha, beta);
+}
+
+void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p,
+                  double l) {
   if (!s->linear || h < 1 || h > s->H) return;
   double *const m = model + (size_t)j * s->per;
   if (h == 1) {
-    mix_learn(m + 2, fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW), a, y, p);
+    double const g = fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW);
+    mix_learn(m + 2, g, a, y, p);
+    if (s->mixp) { /* the same forgetting */
+      double *const x = m + s->mx;
+      double const v[4] = {a * l, p * l, l * l, l * y};
+      for (int k = 0; k < 4; k++)
+        x[k] += g * (v[k] - x[k]);
+    }
     return;
   }
   double *const x = m + s->hx + HMIX * (size_t)(h - 2);
   mix_learn(x, fmax(1.0 / (x[7] + 1.0), 1.0 / MIX_WINDOW), a, y, p);
   x[7] += 1.0;
+}
+
+double season_profile_weight(const season_t *s, const double *model, int j) {
+  if (s == NULL || !s->mixp) return 0.0;
+  return model[(size_t)j * s->per + s->mx + 4];
 }
 
 int season_horizons(const season_t *s) {
@@ -307,7 +364,10 @@ int season_horizons(const season_t *s) {
 void season_solve(season_t *s, double *model, int j) {
   if (!s->linear) return;
   double *const m = model + (size_t)j * s->per;
-  mix_solve(m + 2, m[1], &m[7], &m[8]);
+  if (s->mixp)
+    mix_solve3(m + 2, m + s->mx, m[1], &m[7], &m[8], &m[s->mx + 4]);
+  else
+    mix_solve(m + 2, m[1], &m[7], &m[8]);
   for (int h = 2; h <= s->H; h++) {
     double *const x = m + s->hx + HMIX * (size_t)(h - 2);
     if (x[7] > 0.0) mix_solve(x, x[7], &x[5], &x[6]);

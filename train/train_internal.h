@@ -71,6 +71,7 @@ struct ls_train_conf_s {
   int season_max;           /* the longest season, records */
   int auto_seasons;         /* with season auto: the seasons found per target, 1 or 2 */
   int season_levels;        /* the linear path's level profiles per season: 0 false, 1 true */
+  int mix_profile;          /* the level profile's forecast in the mixing: 0 false, 1 true */
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int linear_blocks;        /* the linear path's block means of older records (0-3) */
   int linear_wait;          /* rows per weight before the linear path's forecasts count */

@@ -62,7 +62,7 @@ static double *feed(season_t *s, const double *x, int n, double *a) {
   for (int t = 0; t < n; t++) {
     float const v = (float)x[t];
     double lin = 0.0, beta = 0.0, raw = 0.0;
-    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, &lin, &beta, &raw);
+    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, &lin, &beta, &raw, NULL);
     if (a != NULL) a[t] = raw;
   }
   free(in);
@@ -348,7 +348,7 @@ static double *feed_h(season_t *s, const double *x, int n, int H, double *a, dou
   float const level = 0.0f;
   for (int t = 0; t < n; t++) {
     float const v = (float)x[t];
-    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, lin, beta, a + (size_t)t * H);
+    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, lin, beta, a + (size_t)t * H, NULL);
   }
   free(in), free(lin);
   return model;
@@ -380,7 +380,7 @@ static void check_iterated(season_t *s, const double *x, int N) {
       int const feat = 0;
       double const ds = 1.0, ls = 1.0;
       double lin[H], next[H];
-      season_record(s, mt, t + h - 1, &v, &feat, &ds, &ls, &level, in, lin, beta, next);
+      season_record(s, mt, t + h - 1, &v, &feat, &ds, &ls, &level, in, lin, beta, next, NULL);
       double const want = (double)v - now + next[0];
       cr_expect_lt(fabs(got - want), 1e-4 * (1.0 + fabs(want)),
                    "record %d: h = %d's %.9g, not %.9g", t, h, got, want);
@@ -485,11 +485,11 @@ Test(season, later_horizons_mix_on_their_own) {
     double const a = gauss((uint64_t)i + 900), p = gauss((uint64_t)i + 9000);
     for (int k = 0; k < 2; k++) {
       double *const m = k == 0 ? model : only;
-      season_learn(s, m, 0, 2, a, a, p); /* h = 2: the linear path is right */
-      season_learn(s, m, 0, 3, a, p, p); /* h = 3: the LSTM is */
+      season_learn(s, m, 0, 2, a, a, p, 0.0); /* h = 2: the linear path is right */
+      season_learn(s, m, 0, 3, a, p, p, 0.0); /* h = 3: the LSTM is */
     }
-    season_learn(s, model, 0, 4, a, a, p); /* beyond H: nothing */
-    season_learn(s, model, 0, 0, a, a, p); /* nor before 1 */
+    season_learn(s, model, 0, 4, a, a, p, 0.0); /* beyond H: nothing */
+    season_learn(s, model, 0, 0, a, a, p, 0.0); /* nor before 1 */
   }
   cr_expect_arr_eq(model, only, width * sizeof *model, "a horizon outside 1..H learned");
   season_solve(s, model, 0);
@@ -504,7 +504,7 @@ Test(season, later_horizons_mix_on_their_own) {
   double lin[H], raw[H], beta[H];
   int const feat = 0;
   double const ds = 1.0, ls = 1.0;
-  season_record(s, model, 0, &v, &feat, &ds, &ls, &level, in, lin, beta, raw);
+  season_record(s, model, 0, &v, &feat, &ds, &ls, &level, in, lin, beta, raw, NULL);
   cr_expect(beta[1] == h2[6] && beta[2] == h3[6], "beta %g %g", beta[1], beta[2]);
   free(model), free(only);
   season_free(s);
@@ -598,4 +598,52 @@ Test(season, refits_in_lanes_are_each_blocks_alone) {
   for (int k = 0; k < BLOCKS; k++)
     free(blocks[k]), free(alone[k]);
   season_free(s);
+}
+
+/* With --mix-profile the one-step forecast weighs in the first season's
+ * level profile's forecast l (5 more doubles a target): on a short noisy
+ * monthly series, where the linear path's 26 weights fit noise, the mixing
+ * (the LSTM silent: p = 0) puts weight on l and forecasts better than the
+ * linear path alone (the mixing as the trainer runs it: each record's
+ * forecasts learned when the next record arrives, then refitted). */
+static double mixed_mse(const char *on, double *gamma, size_t *width) {
+  enum { N = 240 };
+  double x[N];
+  monthly(x, N);
+  season_t *const s =
+      season_set("12", "true", (const char *const[]){"mix_profile", on, "linear_wait", "1", NULL});
+  *width = season_width(s);
+  double *const model = calloc(*width, sizeof *model);
+  float *const in = calloc((size_t)season_inputs(s) + 1, sizeof *in);
+  cr_assert(model != NULL && in != NULL);
+  int const feat = 0;
+  double const ds = 1.0, ls = 1.0;
+  float const level = 0.0f;
+  double se = 0.0, a = 0.0, l = 0.0, lin = 0.0;
+  int n = 0;
+  for (int t = 0; t < N; t++) {
+    float const v = (float)x[t];
+    if (t > 0) {
+      double const y = (double)v - (double)(float)x[t - 1];
+      if (t >= N / 2) se += (lin - y) * (lin - y), n++;
+      season_learn(s, model, 0, 1, a, y, 0.0, l);
+      season_solve(s, model, 0);
+    }
+    double beta = 0.0;
+    season_record(s, model, t, &v, &feat, &ds, &ls, &level, in, &lin, &beta, &a, &l);
+  }
+  *gamma = season_profile_weight(s, model, 0);
+  free(model), free(in);
+  season_free(s);
+  return se / n;
+}
+
+Test(season, mix_profile_weighs_the_level_profile) {
+  double g_on = -1.0, g_off = -1.0;
+  size_t w_on = 0, w_off = 0;
+  double const on = mixed_mse("true", &g_on, &w_on), off = mixed_mse("false", &g_off, &w_off);
+  cr_expect_eq(w_on, w_off + 5, "state of %zu doubles with, %zu without", w_on, w_off);
+  cr_expect_eq(g_off, 0.0);
+  cr_expect(g_on > 0.05 && g_on <= 1.0, "gamma %g", g_on);
+  cr_expect_lt(on, 0.95 * off, "MSE %g with the profile, %g without", on, off);
 }

@@ -25,11 +25,12 @@ import run
 # set-up before issue 17 (raw inputs, the next level, window 32, lr 1e-3).
 SETUPS = [
     ("defaults", []),
+    ("mix-profile false", ["--mix-profile", "false"]),
     ("season-levels false", ["--season-levels", "false"]),
     ("linear-blocks 0", ["--linear-blocks", "0"]),
     ("linear-wait 2", ["--linear-wait", "2"]),
     ("the defaults before them", ["--season-levels", "false", "--linear-blocks", "0",
-                                  "--linear-wait", "2"]),
+                                  "--linear-wait", "2", "--mix-profile", "false"]),
     ("auto-seasons 1", ["--auto-seasons", "1"]),
     ("season none", ["--season", "none"]),
     ("linear false", ["--linear", "false"]),
