@@ -277,7 +277,7 @@ static const base_key_t keys[] = {
      "each level's coverage stays at l while the stream drifts; 0 = off (the head's quantiles)",
      F(calibration_rate), BASE_V_DBL(0, 1), "0.05", LS_KEY_MODEL},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
-     F(replay), BASE_V_INT(0, 1024), "4", LS_KEY_MODEL | LS_KEY_FIXED},
+     F(replay), BASE_V_INT(0, 1024), "1", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",
      "windows per replay update, over all partitions (each gives batch/partitions, at least 1)",
      F(replay_batch), BASE_V_INT(1, 1 << 20), "8", LS_KEY_MODEL | LS_KEY_FIXED},
@@ -579,13 +579,15 @@ static void note_add(char *note, size_t size, const char *fmt, const char *a, co
   if (len + 1 < size) snprintf(note + len, size - len, fmt, a, b, c);
 }
 
-/* Options whose default changed training when they came: a snapshot
- * written before them was trained as with these values (issue 24). */
+/* Options whose default changed training when they came (or whose
+ * default changed: replay, 4 until 2026-11-28): a snapshot written before
+ * them (or, for replay, before its settings were kept: format 4) was
+ * trained as with these values (issue 24). */
 static const struct {
   const char *key, *value;
-} earlier[] = {{"season", "none"},          {"linear", "false"},     {"auto_seasons", "1"},
-               {"season_levels", "false"},  {"linear_blocks", "0"},  {"linear_wait", "2"},
-               {"horizon_linear", "false"}, {"mix_profile", "false"}};
+} earlier[] = {{"season", "none"},          {"linear", "false"},      {"auto_seasons", "1"},
+               {"season_levels", "false"},  {"linear_blocks", "0"},   {"linear_wait", "2"},
+               {"horizon_linear", "false"}, {"mix_profile", "false"}, {"replay", "4"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

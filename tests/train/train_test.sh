@@ -270,7 +270,7 @@ counts)
   start_broker --topic ticks:3
   "$lstream" produce --brokers "$bootstrap" --topic ticks --csv "$work/ticks.csv" >/dev/null
   train "$work/out" --topic ticks --features 1 --window 8 --batch 2 --hidden 4 \
-    --series-out "$work/series.csv" --metrics "$work/replay4.jsonl" >/dev/null
+    --series-out "$work/series.csv" --metrics "$work/replayed.jsonl" >/dev/null
   # Each record but a series' first is a target once: records = n - 1, in
   # windows of 8 (the last one partial): windows = ceil((n - 1) / 8).
   expect="A 13 99
@@ -294,7 +294,7 @@ $expect"
   # runs part after that (step 2's norm differs), so the replay did run.
   train "$work/out0" --topic ticks --features 1 --window 8 --batch 2 --hidden 4 --replay 0 \
     --metrics "$work/replay0.jsonl" >/dev/null
-  /usr/bin/python3 - "$work/replay4.jsonl" "$work/replay0.jsonl" "$(field "$work/out" summary steps)" <<'PY' ||
+  /usr/bin/python3 - "$work/replayed.jsonl" "$work/replay0.jsonl" "$(field "$work/out" summary steps)" <<'PY' ||
 import json, sys
 r4, r0 = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 steps = int(sys.argv[3])

@@ -43,8 +43,10 @@ start_broker --topic g:4
 # one weight of this model differed by 2.5e-5 after 10 steps; with 1e-6 the
 # largest difference is ~5e-7, so the bound below measures the backend, not
 # Adam's conditioning. The default eps is checked once too (case one).
+# --replay 4 (the default until 2026-11-28): the counts below are of 5
+# updates a step.
 base=(train --brokers "$bootstrap" --topic g --features 2 --window 8 --batch 16 --hidden 32
-  --layers 2 --lr 0.005 --until end --max-steps 50 --quiet)
+  --layers 2 --lr 0.005 --replay 4 --until end --max-steps 50 --quiet)
 args=("${base[@]}" --eps 1e-6)
 # Both engines train the same windows; they differ by float rounding (the
 # emulated GEMMs are OpenBLAS's, as on the CPU, in other shapes; expf/tanhf
@@ -100,8 +102,8 @@ one)
       --comm nccl --comm-always true --params-out "$work/n.bin" >/dev/null ||
       fail "--comm nccl (streams $streams) exited $?"
     sums=$(count "$work/n$streams" ncclAllReduce)
-    # 50 steps of 5 updates (the step's and 4 replay updates; the default
-    # --replay 4), each of 3 segments (the head, then each layer)
+    # 50 steps of 5 updates (the step's and 4 replay updates; --replay 4),
+    # each of 3 segments (the head, then each layer)
     [ "$sums" = 750 ] || fail "streams $streams: $sums NCCL sums, want 750 (50 steps x 5 updates x 3 segments)"
     /usr/bin/python3 "$close" $tol "$work/cpu.bin" "$work/n.bin" ||
       fail "--comm nccl on one rank (streams $streams) differs from cpu"
