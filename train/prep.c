@@ -98,7 +98,6 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->beta = calloc(roh, sizeof *p->beta);
     p->a = calloc(roh, sizeof *p->a);
     p->l = calloc(roh, sizeof *p->l);
-    p->gl = calloc(roh, sizeof *p->gl);
     p->rec = malloc(rows * sizeof *p->rec);
     p->mask = malloc(rows * sizeof *p->mask);
     p->base = malloc(ro * sizeof *p->base);
@@ -108,9 +107,8 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
     p->next = malloc(ro * sizeof *p->next);
     p->time = malloc(rows * sizeof *p->time);
     p->scr = calloc(1, sizeof *p->scr);
-    if (!p->x || !p->y || !p->target || !p->lin || !p->beta || !p->a || !p->l || !p->gl ||
-        !p->rec || !p->mask || !p->base || !p->scale || !p->last || !p->cur || !p->next ||
-        !p->time || !p->scr)
+    if (!p->x || !p->y || !p->target || !p->lin || !p->beta || !p->a || !p->l || !p->rec ||
+        !p->mask || !p->base || !p->scale || !p->last || !p->cur || !p->next || !p->time || !p->scr)
       err = ls_error_set(LS_ERR_NOMEM, "no memory for a step's inputs (T=%d, B=%d, I=%d)", p->T, B,
                          p->I);
   }
@@ -140,7 +138,7 @@ ls_err_t prep_new(const ls_train_conf_t *c, int B, prep_t **out) {
 void prep_free(prep_t *p) {
   if (p == NULL) return;
   free(p->feat), free(p->x), free(p->y), free(p->mask), free(p->base), free(p->scale);
-  free(p->target), free(p->lin), free(p->beta), free(p->a), free(p->l), free(p->gl), free(p->rec);
+  free(p->target), free(p->lin), free(p->beta), free(p->a), free(p->l), free(p->rec);
   for (int k = 0; p->scr != NULL && k < (p->threads > 1 ? p->threads : 1); k++)
     scratch_free(&p->scr[k], k > 0);
   free(p->scr);
@@ -226,15 +224,16 @@ ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const 
 }
 
 /* Target j of row r (= t * n + b), whose base and scale are in place: from
- * x[t] (cur) and x[t+1] (next). */
-static void target_row(const prep_t *p, size_t r, int j, const float *cur, const float *next) {
+ * x[t] (cur) and x[t+1] (next); gl the level profile's share of lin, which
+ * the LSTM's target leaves in (it learns what the linear path leaves). */
+static void target_row(const prep_t *p, size_t r, int j, const float *cur, const float *next,
+                       double gl) {
   int const f = p->feat[j];
   size_t const o = r * (size_t)p->O + (size_t)j;
   double const base = p->base[o], scale = p->scale[o];
   double const y = ((double)next[f] - base) / scale;
   p->target[o] = (float)(p->raw ? y : ls_norm_clamp(&p->norm, y));
-  size_t const k = r * (size_t)p->OH + (size_t)j;
-  p->y[o] = (float)((double)p->target[o] - (p->lin[k] - p->gl[k]));
+  p->y[o] = (float)((double)p->target[o] - (p->lin[r * (size_t)p->OH + (size_t)j] - gl));
   p->last[o] = ((double)cur[f] - base) / scale;
   p->cur[o] = cur[f];
   p->next[o] = next[f];
@@ -457,7 +456,7 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
         p->cur[o] = p->next[o] = 0.0f;
       }
       for (size_t k = r * (size_t)p->OH; k < (r + 1) * (size_t)p->OH; k++)
-        p->lin[k] = p->a[k] = p->l[k] = p->gl[k] = 0.0, p->beta[k] = 1.0;
+        p->lin[k] = p->a[k] = p->l[k] = 0.0, p->beta[k] = 1.0;
       continue;
     }
     const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
@@ -465,11 +464,9 @@ static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_w
     LS_FORWARD_IF_ERROR(record_on(p, sc, st->norm_n, st->norm, st->model, cur, p->x + r * I,
                                   p->base + r * O, p->scale + r * O, p->lin + r * p->OH,
                                   p->beta + r * p->OH, p->a + r * p->OH, p->l + r * p->OH));
-    /* The level profile's share of lin, which the LSTM's target leaves in. */
     for (int j = 0; j < O; j++)
-      p->gl[r * p->OH + j] = season_profile_weight(sc->sea, st->model, j) * p->l[r * p->OH + j];
-    for (int j = 0; j < O; j++)
-      target_row(p, r, j, cur, next);
+      target_row(p, r, j, cur, next,
+                 season_profile_weight(sc->sea, st->model, j) * p->l[r * p->OH + j]);
     if (p->W > p->O) horizons_row(p, r, w, t, st->model);
     for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
       if (w->times[k] >= 0) {

@@ -60,7 +60,6 @@ typedef struct prep_s {
   double *beta;         /* [T, n, OH] the LSTM's weights in them (1 without the linear path) */
   double *a;            /* [T, n, OH] its forecasts before the mixing (season.h) */
   double *l;            /* [T, n, OH] the level profile's forecasts (season.h) */
-  double *gl;           /* [T, n, OH] their share in lin */
   int64_t *rec;         /* [T, n] row t's record in its series (from 0) */
   float *mask;          /* [T, n] */
   double *base;         /* [T, n, O] forecast in data units = base + alpha * scale * (prediction

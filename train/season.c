@@ -152,6 +152,7 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   s->hx = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
   s->mx = s->hx + HMIX * (size_t)(s->H - 1);
   s->mixp = s->levels && c->mix_profile && slots > 0;
+  s->lz = RECENT + 1 + s->blocks + 5; /* features_of: recent, level, blocks, then v[5] */
   s->head = s->mx + (s->mixp ? 5 : 0);
   s->prof_n = s->pmax; /* per slot */
   s->slot_n = (size_t)s->prof_n * (s->levels ? 2 : 1);

@@ -50,6 +50,7 @@ struct season_s {
   size_t hx;                     /* doubles before the horizons' mixing block */
   int mixp;                      /* the level profile's forecast in the mixing (h = 1) */
   size_t mx;                     /* its block: sums al, pl, ll, ly, then gamma */
+  int lz;                        /* l's index in z: slot 0's level-profile feature */
   size_t head, per;              /* doubles before the floats; per target */
   double clip;                   /* the normaliser's clamp */
   double *z2, *fc;               /* [K], [H] scratch */

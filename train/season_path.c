@@ -115,18 +115,18 @@ static void features_of(const season_t *s, const double *m, const vals_t *src, i
 /* ------------------------------------------------------------------------ */
 /* Records                                                                   */
 
+/* Slot 0's level profile's forecast of the change (with --mix-profile):
+ * its feature l in z (features_of's v[5]), the mean of the last P plus the
+ * profile at the next phase less the record, in the change scale's units
+ * (0 until the series has a season and held two of it). */
+static double profile_forecast(const season_t *s, const double *z) {
+  return s->mixp ? z[s->lz] : 0.0;
+}
+
 /* The linear path's forecast from features z (its first n weights): no
  * change until it has seen --linear-wait rows per weight (a least squares
  * of fewer rows is mostly noise; a second season's weights and the blocks'
  * start at 0 and do not count: they never hold back the rest). */
-/* Slot 0's level profile's forecast of the change (with --mix-profile):
- * its feature l in z, the mean of the last P plus the profile at the next
- * phase less the record, in the change scale's units (0 until the series
- * has a season and held two of it). */
-static double profile_forecast(const season_t *s, const double *z) {
-  return s->mixp ? z[RECENT + 1 + s->blocks + 5] : 0.0;
-}
-
 static double forecast(const season_t *s, const double *m, int n, const double *z) {
   int const young = s->wait * (s->K - s->NF * s->second - s->blocks);
   double a = 0.0;
@@ -278,10 +278,14 @@ SEASON_CLONES_AVX2 static void learn_row(const season_t *s, double *m, int n, co
 }
 
 /* One row of a mixing's sums (aa, ap, pp, ay, py), g its weight. */
+static void forget_into(double *sums, const double *v, int n, double g) {
+  for (int k = 0; k < n; k++)
+    sums[k] += g * (v[k] - sums[k]);
+}
+
 static void mix_learn(double *sums, double g, double a, double y, double p) {
   double const v[5] = {a * a, a * p, p * p, a * y, p * y};
-  for (int k = 0; k < 5; k++)
-    sums[k] += g * (v[k] - sums[k]);
+  forget_into(sums, v, 5, g);
 }
 
 /* A mixing's weights from its sums over rows (means): least squares of y
@@ -339,11 +343,9 @@ void season_learn(season_t *s, double *model, int j, int h, double a, double y, 
   if (h == 1) {
     double const g = fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW);
     mix_learn(m + 2, g, a, y, p);
-    if (s->mixp) { /* the same forgetting */
-      double *const x = m + s->mx;
+    if (s->mixp) { /* the third weight's sums, forgotten alike */
       double const v[4] = {a * l, p * l, l * l, l * y};
-      for (int k = 0; k < 4; k++)
-        x[k] += g * (v[k] - x[k]);
+      forget_into(m + s->mx, v, 4, g);
     }
     return;
   }
