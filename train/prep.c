@@ -47,6 +47,25 @@ static void scratch_free(prep_scratch_t *w, int own_sea) {
 }
 
 /* p's buffers for horizons and quantiles (W > O) for steps of B windows. */
+/* Level l's calibration step: gamma exp(z^2 / 2), z the standard normal's
+ * quantile at l (phi(0) / phi(z)). A level's correction moves back towards
+ * its quantile at a rate of its step times the density there; under a
+ * normal shape every level then moves back at the median's rate, gamma,
+ * where one step for all would leave the tails 2.3x slower (0.1, 0.9) and
+ * the median's correction wandering the most (a noisier median). */
+static double calib_step(double gamma, double l) {
+  double lo = -40.0, hi = 40.0; /* z by bisection of Phi(z) = l */
+  for (int i = 0; i < 100; i++) {
+    double const mid = 0.5 * (lo + hi);
+    if (0.5 * erfc(-mid / sqrt(2.0)) < l)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  double const z = 0.5 * (lo + hi);
+  return gamma * exp(0.5 * z * z);
+}
+
 static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
   size_t const rows = (size_t)p->T * (size_t)B, roh = rows * (size_t)p->OH;
   size_t const rw = rows * (size_t)p->W;
@@ -59,6 +78,8 @@ static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
   p->hw = malloc((size_t)p->H * sizeof *p->hw);
   p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
   p->gamma = c->calibration_rate;
+  for (int q = 0; q < p->Q; q++)
+    p->gstep[q] = calib_step(p->gamma, p->levels[q]);
   for (int h = 1; p->hw != NULL && h <= p->H; h++)
     p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
   LS_RETURN_IF(!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->target_h || !p->lengths ||
@@ -345,12 +366,11 @@ void prep_quantile_values(const prep_t *p, const float *out, const double *base,
     int const j = k % p->O, h = k / p->O + 1;
     for (int q = 0; q < p->Q; q++) {
       double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
-      /* Beyond h = 1 the head's quantiles are of the whole change, around
-       * its point output: moved with it to the point forecast. */
+      /* The head's quantiles are around its point output: moved with it
+       * to the point forecast (the mixing's lin + beta out), so what the
+       * mixing left out of the point (beta < 1) is not in the quantiles. */
       double const w = p->hw[h - 1];
-      double const u = h == 1        ? (lin != NULL ? lin[k] : 0.0) + v
-                       : lin == NULL ? v / w
-                                     : v / w + (lin[k] + (beta[k] - 1.0) * (out[k] / w));
+      double const u = lin == NULL ? v / w : v / w + (lin[k] + (beta[k] - 1.0) * (out[k] / w));
       sorted[q] = base[j] + scale[j] * u;
     }
     qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
@@ -408,7 +428,7 @@ void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const floa
         double const pin = d >= 0.0 ? l * d : (l - 1.0) * d;
         if (!isfinite(pin)) continue;
         terms[3 * k] += 1.0, terms[3 * k + 1] += below, terms[3 * k + 2] += pin;
-        cal.corr[k] += p->gamma * (l - below);
+        cal.corr[k] += p->gstep[q] * (l - below);
       }
   }
 }

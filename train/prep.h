@@ -100,7 +100,8 @@ typedef struct prep_s {
    * gamma (--calibration-rate, 0: off) and each row's quantile forecasts
    * as they went out, calibrated, data units (figures_score fills it). */
   double gamma;
-  double *qcal; /* [T, n, Q OH] as prep_quantile_values' qv */
+  double gstep[PREP_QUANTILES_MAX]; /* each level's step (prep.c's calib_step) */
+  double *qcal;                     /* [T, n, Q OH] as prep_quantile_values' qv */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
   int threads;
@@ -218,10 +219,10 @@ double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v
  * quantile of level q of target j h records ahead at q OH + (h - 1) O +
  * j), from the head's outputs out [W], the targets' base and scale [O],
  * the linear path's share lin [OH] and the LSTM's weights beta [OH] (both
- * NULL: none): base + scale (lin + output) at h = 1; beyond, base + scale
- * (output / hw[h - 1] + d), d the point forecast (prep_horizon_fc) less
- * the head's point output / hw[h - 1]: the head's quantiles of the whole
- * change moved with its point to the point forecast; each
+ * NULL: none): base + scale (output / hw[h - 1] + d), d the point
+ * forecast (prep_horizon_fc) less the head's point output / hw[h - 1]
+ * (hw[0] = 1): the head's quantiles moved with its point to the point
+ * forecast; each
  * target and horizon's sorted ascending, so that they never cross; then
  * with corr [Q, OH] (prep_calib; NULL: none) each plus scale times its
  * correction, raised to the level below's where it would fall under it. */

@@ -448,9 +448,25 @@ Test(calibration, corrects_a_quantile_biased_low) {
   calib_stream("0.9", "1", "0.05", head, 4000, 0, 2000, terms);
   double const cal = terms[1] / terms[0];
   /* Quantile tracking: over any stretch, |sum (0.9 - 1[y <= q])| is the
-   * correction's change over gamma, here under 2 x 1.5 / 0.05 = 60 of
-   * 2000 forecasts (0.03), whatever the draws. */
+   * correction's change over the level's step, here under 2 x 1.5 /
+   * (0.05 x 2.27) = 26 of 2000 forecasts (0.013), whatever the draws. */
   cr_expect(fabs(cal - 0.9) <= 0.03, "calibrated coverage %g, not within 0.03 of 0.9", cal);
+}
+
+Test(calibration, steps_return_every_level_at_the_medians_rate) {
+  /* g = gamma phi(0) / phi(z): the normal quantiles of 0.1 and 0.975 are
+   * -1.2815516 and 1.9599640 (tables), so 0.1's step is exp(0.8211872)
+   * gamma and 0.975's exp(1.9207294) gamma. */
+  const char *const kv[] = {
+      "features",         "1",    "window", "16", "quantiles", "0.1,0.5,0.975",
+      "calibration_rate", "0.02", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  prep_t *const p = prep_with(c, 1);
+  cr_expect(fabs(p->gstep[0] - 0.02 * 2.2731971) < 1e-7, "0.1's step %.9g", p->gstep[0]);
+  cr_expect(fabs(p->gstep[1] - 0.02) < 1e-12, "the median's step %.9g", p->gstep[1]);
+  cr_expect(fabs(p->gstep[2] - 0.02 * 6.8259358) < 1e-6, "0.975's step %.9g", p->gstep[2]);
+  prep_free(p);
+  ls_train_conf_destroy(c);
 }
 
 Test(calibration, holds_an_interval_while_the_noise_doubles) {
