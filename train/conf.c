@@ -275,7 +275,8 @@ static const base_key_t keys[] = {
      "series, level l, horizon h and target, a correction in the series' normalised units moves "
      "by g (l - 1[actual <= quantile]) each time the actual of a forecast arrives, so that each "
      "level's coverage stays at l while the stream drifts; g = gamma exp(z^2 / 2), z the normal "
-     "quantile at l (2.3 gamma at 0.1 and 0.9): every level returns at the median's rate; 0 = off",
+     "quantile at l, |z| <= 1.96 (2.3 gamma at 0.1 and 0.9, 6.8 beyond 0.025 and 0.975): every "
+     "level returns at the median's rate; 0 = off",
      F(calibration_rate), BASE_V_DBL(0, 1), "0.02", LS_KEY_MODEL},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "1", LS_KEY_MODEL | LS_KEY_FIXED},

@@ -458,13 +458,15 @@ Test(calibration, steps_return_every_level_at_the_medians_rate) {
    * -1.2815516 and 1.9599640 (tables), so 0.1's step is exp(0.8211872)
    * gamma and 0.975's exp(1.9207294) gamma. */
   const char *const kv[] = {
-      "features",         "1",    "window", "16", "quantiles", "0.1,0.5,0.975",
+      "features",         "1",    "window", "16", "quantiles", "0.001,0.1,0.5,0.975",
       "calibration_rate", "0.02", NULL};
   ls_train_conf_t *const c = conf_with(kv);
   prep_t *const p = prep_with(c, 1);
-  cr_expect(fabs(p->gstep[0] - 0.02 * 2.2731971) < 1e-7, "0.1's step %.9g", p->gstep[0]);
-  cr_expect(fabs(p->gstep[1] - 0.02) < 1e-12, "the median's step %.9g", p->gstep[1]);
-  cr_expect(fabs(p->gstep[2] - 0.02 * 6.8259358) < 1e-6, "0.975's step %.9g", p->gstep[2]);
+  cr_expect(fabs(p->gstep[1] - 0.02 * 2.2731971) < 1e-7, "0.1's step %.9g", p->gstep[1]);
+  cr_expect(fabs(p->gstep[2] - 0.02) < 1e-12, "the median's step %.9g", p->gstep[2]);
+  cr_expect(fabs(p->gstep[3] - 0.02 * 6.8259358) < 1e-6, "0.975's step %.9g", p->gstep[3]);
+  /* beyond 0.025 and 0.975, theirs (0.001's would be 118 gamma) */
+  cr_expect(fabs(p->gstep[0] - p->gstep[3]) < 1e-6, "0.001's step %.9g", p->gstep[0]);
   prep_free(p);
   ls_train_conf_destroy(c);
 }
