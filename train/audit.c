@@ -256,10 +256,12 @@ static ls_err_t window(audit_t *a, const float *x, int n, int end, double *out) 
     }
     int const moves = finite && !(end && t + 1 == (size_t)n); /* a training row's */
     if (moves) prep_calib_resolve(p, cal, rec0 + (int64_t)t, a->y, a->terms);
-    prep_quantile_values(p, a->pred + t * (size_t)p->W, a->base + t * O1, a->scale + t * O1,
-                         a->lin + t * OH, a->beta + t * OH,
-                         finite && p->gamma > 0.0 ? cal.corr : NULL, a->qv);
-    if (moves) prep_calib_issue(p, cal, rec0 + (int64_t)t, a->qv);
+    const float *const o = a->pred + t * (size_t)p->W;
+    prep_quantile_values(p, o, a->base + t * O1, a->scale + t * O1, a->lin + t * OH,
+                         a->beta + t * OH, finite && p->gamma > 0.0 ? &cal : NULL, a->qv);
+    if (moves)
+      prep_calib_issue(p, cal, rec0 + (int64_t)t, a->qv, o, a->base + t * O1, a->scale + t * O1,
+                       a->lin + t * OH, a->beta + t * OH);
     for (size_t q = 0; q < Q; q++)
       for (size_t k = 0; k < OH; k++)
         row[k / O1 * VH + (q + 1) * O1 + k % O1] = a->qv[q * OH + k];

@@ -273,9 +273,11 @@ static void quantile_terms(figures_t *f, const prep_t *p, const float *out, size
   for (size_t k = 0; k < QZ_PER * QOH; k++)
     v[k] += row[k];
   double *const qv = p->qcal + r * QOH;
-  prep_quantile_values(p, out + r * (size_t)p->W, p->base + r * O, p->scale + r * O,
-                       p->lin + r * OH, p->beta + r * OH, p->gamma > 0.0 ? cal.corr : NULL, qv);
-  prep_calib_issue(p, cal, p->rec[r], qv);
+  const float *const o = out + r * (size_t)p->W;
+  prep_quantile_values(p, o, p->base + r * O, p->scale + r * O, p->lin + r * OH, p->beta + r * OH,
+                       p->gamma > 0.0 ? &cal : NULL, qv);
+  prep_calib_issue(p, cal, p->rec[r], qv, o, p->base + r * O, p->scale + r * O, p->lin + r * OH,
+                   p->beta + r * OH);
 }
 
 ls_err_t figures_score(figures_t *f, const prep_t *p, const float *pred, const float *out,

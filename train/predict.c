@@ -196,10 +196,10 @@ static ls_err_t forward_batch(predict_t *pr, int n, int synced) {
  * in h1 [O] or, h1 NULL, the LSTM's mixed with the linear path; the later
  * horizons' mixed likewise (prep_horizon_fc); the quantiles those of qv [Q OH] (the training
  * forward's, as figures_score calibrated them) or, qv NULL, the head's with the series' calibration
- * corr [Q OH] (NULL: none; prep_calib). */
+ * cal (NULL: none; prep_calib). */
 static void values_of(const predict_t *pr, const double *base, const double *scale,
                       const double *lin, const double *beta, const float *h1, const float *out,
-                      const double *qv, const double *corr, double *value) {
+                      const double *qv, const prep_calib_t *cal, double *value) {
   const double *const alpha = figures_alpha(pr->fig);
   size_t const O = (size_t)pr->O, VH = O * (size_t)(1 + pr->NQ);
   for (int k = 0; k < pr->OH; k++) {
@@ -210,7 +210,7 @@ static void values_of(const predict_t *pr, const double *base, const double *sca
     value[(size_t)(k / pr->O) * VH + (size_t)j] = base[j] + alpha[j] * scale[j] * fc;
   }
   if (pr->NQ == 0) return;
-  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, beta, corr, pr->qv);
+  if (qv == NULL) prep_quantile_values(pr->p, out, base, scale, lin, beta, cal, pr->qv);
   const double *const v = qv != NULL ? qv : pr->qv;
   for (size_t q = 0; q < (size_t)pr->NQ; q++)
     for (size_t k = 0; k < (size_t)pr->OH; k++)
@@ -229,10 +229,10 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
   int const fresh = off + 1 > st.serve[LS_SERVE_SERVED];
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
     size_t const o = (size_t)b * (size_t)pr->O, oh = (size_t)b * (size_t)pr->OH;
-    const double *const corr =
-        pr->NQ > 0 && pr->p->gamma > 0.0 ? prep_calib(pr->p, &st).corr : NULL;
+    prep_calib_t const cal = pr->NQ > 0 ? prep_calib(pr->p, &st) : (prep_calib_t){0};
     values_of(pr, pr->b_base + o, pr->b_scale + o, pr->b_lin + oh, pr->b_beta + oh, NULL,
-              pr->b_pred + (size_t)b * (size_t)pr->W, NULL, corr, pr->value);
+              pr->b_pred + (size_t)b * (size_t)pr->W, NULL,
+              pr->NQ > 0 && pr->p->gamma > 0.0 ? &cal : NULL, pr->value);
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
     int64_t const after = s->n - at - 1; /* records read after it */

@@ -56,8 +56,14 @@ static void scratch_free(prep_scratch_t *w, int own_sea) {
  * 0.025 and 0.975 the step stays theirs (6.8 gamma): 0.001's would be 118
  * gamma, its correction's own wander then as wide as the quantile's
  * distance from the median. */
-static double calib_step(double gamma, double l) {
-  double lo = -40.0, hi = 40.0; /* z by bisection of Phi(z) = l */
+static double calib_step(double gamma, double z) {
+  double const a = fmin(fabs(z), 1.959964); /* 0.975's */
+  return gamma * exp(0.5 * a * a);
+}
+
+/* The standard normal quantile at l in (0, 1), by bisection of Phi. */
+static double probit(double l) {
+  double lo = -40.0, hi = 40.0;
   for (int i = 0; i < 100; i++) {
     double const mid = 0.5 * (lo + hi);
     if (0.5 * erfc(-mid / sqrt(2.0)) < l)
@@ -65,8 +71,7 @@ static double calib_step(double gamma, double l) {
     else
       hi = mid;
   }
-  double const z = fmin(fabs(0.5 * (lo + hi)), 1.959964); /* 0.975's */
-  return gamma * exp(0.5 * z * z);
+  return 0.5 * (lo + hi);
 }
 
 static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
@@ -82,7 +87,7 @@ static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
   p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
   p->gamma = c->calibration_rate;
   for (int q = 0; q < p->Q; q++)
-    p->gstep[q] = calib_step(p->gamma, p->levels[q]);
+    p->zq[q] = probit(p->levels[q]), p->gstep[q] = calib_step(p->gamma, p->zq[q]);
   for (int h = 1; p->hw != NULL && h <= p->H; h++)
     p->hw[h - 1] = pow((double)h, -HORIZON_WEIGHT);
   LS_RETURN_IF(!p->y_h || !p->mask_h || !p->next_h || !p->snaive || !p->target_h || !p->lengths ||
@@ -361,25 +366,56 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Column k's point forecast (the mixing's lin + beta out / w; out / w
+ * without the linear path) and the head's spread, sigma: its outermost
+ * levels' distance over their normal quantiles' (one level: its distance
+ * from the point output over its quantile's; 0 where there is none), in
+ * target units. */
+static void head_center(const prep_t *p, const float *out, const double *lin, const double *beta,
+                        int k, double *point, double *sigma) {
+  double const w = p->hw[k / p->O], o = out[k] / w;
+  *point = lin == NULL ? o : lin[k] + beta[k] * o;
+  int const hi = p->Q - 1;
+  double const vlo = out[(size_t)p->OH + (size_t)k] / w;
+  double const vhi = out[(size_t)(hi + 1) * p->OH + (size_t)k] / w;
+  double const dz = hi > 0 ? p->zq[hi] - p->zq[0] : p->zq[0];
+  double const dv = hi > 0 ? vhi - vlo : vlo - o;
+  *sigma = fabs(dz) > 1e-9 ? fabs(dv / dz) : 0.0;
+}
+
+/* Column k's spread scale rho from the calibration's sums: 1 without
+ * them, else sqrt(errors / spreads) in [1/16, 1]. Only narrowing: a
+ * widening rho measured on the short sets and the prices cost more than it
+ * gained (their errors' heavy tails; tests/bench/realdata/FINDINGS.md 17);
+ * the additive corrections widen what is too narrow. */
+static double spread_scale(const prep_calib_t *cal, int k) {
+  if (cal == NULL) return 1.0;
+  const double *const s = cal->sums + 3 * (size_t)k;
+  if (!(s[0] > 0.0 && s[2] > 0.0)) return 1.0;
+  return fmin(1.0, fmax(1.0 / 16.0, sqrt(s[1] / s[2])));
+}
+
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
                           const double *scale, const double *lin, const double *beta,
-                          const double *corr, double *qv) {
+                          const prep_calib_t *cal, double *qv) {
   double sorted[PREP_QUANTILES_MAX];
   for (int k = 0; k < p->OH; k++) {
     int const j = k % p->O, h = k / p->O + 1;
+    double point, sigma;
+    head_center(p, out, lin, beta, k, &point, &sigma);
+    double const rho = spread_scale(cal, k), w = p->hw[h - 1];
     for (int q = 0; q < p->Q; q++) {
-      double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
       /* The head's quantiles are around its point output: moved with it
        * to the point forecast (the mixing's lin + beta out), so what the
-       * mixing left out of the point (beta < 1) is not in the quantiles. */
-      double const w = p->hw[h - 1];
-      double const u = lin == NULL ? v / w : v / w + (lin[k] + (beta[k] - 1.0) * (out[k] / w));
-      sorted[q] = base[j] + scale[j] * u;
+       * mixing left out of the point (beta < 1) is not in the quantiles;
+       * their distance from it scaled by rho. */
+      double const v = out[(size_t)(q + 1) * p->OH + (size_t)k];
+      sorted[q] = base[j] + scale[j] * (point + rho * ((v - out[k]) / w));
     }
     qsort(sorted, (size_t)p->Q, sizeof *sorted, cmp_double); /* never crossing */
     for (int q = 0; q < p->Q; q++) {
       size_t const at = (size_t)q * p->OH + (size_t)k;
-      double const v = corr != NULL ? sorted[q] + scale[j] * corr[at] : sorted[q];
+      double const v = cal != NULL ? sorted[q] + scale[j] * cal->corr[at] : sorted[q];
       qv[at] = q > 0 && v < qv[at - (size_t)p->OH] ? qv[at - (size_t)p->OH] : v; /* still not */
     }
   }
@@ -390,15 +426,22 @@ size_t prep_model_width(const prep_t *p) {
          prep_calib_width(p->Q, p->O, p->H);
 }
 
+/* The spread scale's doubles: heldp and sums. */
+static size_t scale_width(size_t o, size_t h) {
+  return 2 * o * h * (h + 1) / 2 + 3 * o * h;
+}
+
 size_t prep_calib_width(int Q, int O, int H) {
   size_t const q = (size_t)Q, o = (size_t)O, h = (size_t)H;
-  return q > 0 ? q * o * h + h + q * o * h * (h + 1) / 2 : 0;
+  return q > 0 ? q * o * h + h + q * o * h * (h + 1) / 2 + scale_width(o, h) : 0;
 }
 
 prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st) {
   double *const at = st->model + season_width(p->sea) + (size_t)p->W;
-  size_t const QOH = (size_t)p->Q * (size_t)p->OH;
-  return (prep_calib_t){at, at + QOH, at + QOH + (size_t)p->H};
+  size_t const QOH = (size_t)p->Q * (size_t)p->OH, tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
+  double *const held = at + QOH + (size_t)p->H;
+  double *const heldp = held + (size_t)p->Q * (size_t)p->O * tri;
+  return (prep_calib_t){at, at + QOH, held, heldp, heldp + 2 * (size_t)p->O * tri};
 }
 
 void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
@@ -406,10 +449,18 @@ void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
   double levels[PREP_QUANTILES_MAX];
   int Q = 0;
   if (prep_parse_quantiles(c->quantiles, levels, &Q) != LS_OK) return; /* refused before */
-  size_t const young = prep_calib_width(Q, O, c->horizon > 1 ? c->horizon : 1);
-  if (young == 0 || src->model_n + young != dst->model_n) return;
+  size_t const H = (size_t)(c->horizon > 1 ? c->horizon : 1);
+  size_t young = prep_calib_width(Q, O, (int)H);
+  if (young == 0) return;
+  if (src->model_n + young != dst->model_n) young = scale_width((size_t)O, H); /* the scale's */
+  if (src->model_n + young != dst->model_n) return;
   memset(dst->model + src->model_n, 0, young * sizeof *dst->model);
   dst->model_n = src->model_n;
+}
+
+size_t prep_calib_heldp(const prep_t *p, int j, int h, int64_t s) {
+  size_t const tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
+  return 2 * ((size_t)j * tri + (size_t)(h - 1) * (size_t)h / 2 + (size_t)(s % h));
 }
 
 size_t prep_calib_held(const prep_t *p, int q, int j, int h, int64_t s) {
@@ -433,11 +484,29 @@ void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const floa
         terms[3 * k] += 1.0, terms[3 * k + 1] += below, terms[3 * k + 2] += pin;
         cal.corr[k] += p->gstep[q] * (l - below);
       }
+    for (int j = 0; j < p->O; j++) { /* the spread's scale */
+      const double *const ps = cal.heldp + prep_calib_heldp(p, j, h, s);
+      double const e = (double)y[j] - ps[0];
+      if (!isfinite(e) || !(ps[1] > 0.0) || !isfinite(ps[1])) continue;
+      double *const sum = cal.sums + 3 * ((size_t)(h - 1) * (size_t)p->O + (size_t)j);
+      sum[0] += 1.0;
+      double const g = fmax(1.0 / sum[0], 1.0 / PREP_SCALE_WINDOW);
+      sum[1] += g * (e * e - sum[1]), sum[2] += g * (ps[1] * ps[1] - sum[2]);
+    }
   }
 }
 
-void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv) {
+void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv,
+                      const float *out, const double *base, const double *scale, const double *lin,
+                      const double *beta) {
   cal.issued[t % p->H] = (double)(t + 1);
+  for (int k = 0; k < p->OH; k++) {
+    int const j = k % p->O;
+    double point, sigma;
+    head_center(p, out, lin, beta, k, &point, &sigma);
+    double *const ps = cal.heldp + prep_calib_heldp(p, j, k / p->O + 1, t);
+    ps[0] = base[j] + scale[j] * point, ps[1] = scale[j] * sigma;
+  }
   for (int q = 0; q < p->Q; q++)
     for (int h = 1; h <= p->H; h++)
       for (int j = 0; j < p->O; j++)

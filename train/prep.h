@@ -101,6 +101,7 @@ typedef struct prep_s {
    * as they went out, calibrated, data units (figures_score fills it). */
   double gamma;
   double gstep[PREP_QUANTILES_MAX]; /* each level's step (prep.c's calib_step) */
+  double zq[PREP_QUANTILES_MAX];    /* each level's standard normal quantile */
   double *qcal;                     /* [T, n, Q OH] as prep_quantile_values' qv */
   /* Threads' scratch: scr[0] the caller's (prep_record, prep_learn). */
   prep_scratch_t *scr;
@@ -180,35 +181,54 @@ double *prep_pending(const prep_t *p, const ls_series_stats_t *st);
  * H forecasts went out, at rec mod H (0: none); held the calibrated
  * quantiles of those whose actual has not arrived, data units, at
  * prep_calib_held: H (H + 1) / 2 per level and target, since h records
- * ahead only the last h forecasts wait. prep_calib_width(Q, O, H) doubles
- * in all, 0 without quantiles; a snapshot from before it resumes with all
- * zero (prep_calib_young). */
+ * ahead only the last h forecasts wait; then the spread's scale: heldp
+ * the point forecast and the head's spread (sigma: its outermost levels'
+ * distance over their normal quantiles') of each forecast held, data
+ * units, at prep_calib_heldp; sums [OH, 3] per horizon and target the
+ * rows, the forgotten means of the squared errors of the point forecast
+ * and of the squared spreads, over about PREP_SCALE_WINDOW forecasts: the
+ * head's spread is multiplied by rho = sqrt(errors / spreads) where that
+ * is under 1 (1 before any; at least 1/16) before the corrections are
+ * added, so a head that has not learned what the linear path forecasts (a
+ * short seasonal series' change over 12 records) does not leave the
+ * intervals several times too wide while the additive corrections crawl.
+ * prep_calib_width(Q, O, H) doubles in all, 0 without quantiles; a
+ * snapshot from before it resumes with all zero, one from before the
+ * scale with its part zero (prep_calib_young). */
 typedef struct prep_calib_s {
-  double *corr, *issued, *held;
+  double *corr, *issued, *held, *heldp, *sums;
 } prep_calib_t;
+#define PREP_SCALE_WINDOW 128
 size_t prep_calib_width(int Q, int O, int H);
 prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st);
 /* A series' state dst about to be copied from a snapshot's src (c's
  * settings, O targets): if src's model state lacks the calibration (a
- * snapshot from before it), dst's is zeroed and its view narrowed to
- * src's, the rest being the same (fixed settings). */
+ * snapshot from before it), or its scale (heldp and sums), dst's missing
+ * part is zeroed and its view narrowed to src's, the rest being the same
+ * (fixed settings). */
 void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
                       const ls_series_stats_t *src);
 /* Where held keeps the level q quantile of target j, h records ahead, of
- * the forecast after record s. */
+ * the forecast after record s; heldp its point forecast (+ 1: the head's
+ * spread). */
 size_t prep_calib_held(const prep_t *p, int q, int j, int h, int64_t s);
+size_t prep_calib_heldp(const prep_t *p, int j, int h, int64_t s);
 
 /* The calibration cal at a series' record t, whose target values are y
  * [O] (data units): each forecast whose actual this is (the one after
  * record t - h, h records ahead, if it went out) adds to terms [Q OH, 3]
  * 1, 1[y <= its quantile] and its pinball loss (left out if not finite),
- * and its level's correction moves by gamma (level - 1[y <= quantile]). */
+ * its level's correction moves by gamma (level - 1[y <= quantile]), and
+ * its point forecast's squared error and its spread join the sums. */
 void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const float *y,
                         double *terms);
 
 /* The quantile forecasts qv [Q, OH] (prep_quantile_values') after record
- * t going out: they wait in cal for their actuals. */
-void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv);
+ * t going out, made from out, base, scale, lin and beta as there: they
+ * wait in cal for their actuals, with their point forecasts and spreads. */
+void prep_calib_issue(const prep_t *p, prep_calib_t cal, int64_t t, const double *qv,
+                      const float *out, const double *base, const double *scale, const double *lin,
+                      const double *beta);
 
 /* Horizon h's forecast in target units from the head's output v for it,
  * the linear path's share lin and the LSTM's weight beta at h: prep_mix's
@@ -224,11 +244,12 @@ double prep_horizon_fc(const prep_t *p, int h, double lin, double beta, double v
  * (hw[0] = 1): the head's quantiles moved with its point to the point
  * forecast; each
  * target and horizon's sorted ascending, so that they never cross; then
- * with corr [Q, OH] (prep_calib; NULL: none) each plus scale times its
- * correction, raised to the level below's where it would fall under it. */
+ * with the series' calibration cal (NULL: none) the spreads around the
+ * point scaled by its rho and each plus scale times its correction,
+ * raised to the level below's where it would fall under it. */
 void prep_quantile_values(const prep_t *p, const float *out, const double *base,
                           const double *scale, const double *lin, const double *beta,
-                          const double *corr, double *qv);
+                          const prep_calib_t *cal, double *qv);
 
 /* What the engine trains on: targets and their mask, and the width of a
  * mask row (1: the row mask [T, n]; OH: a mask per target). */

@@ -426,10 +426,10 @@ static void calib_stream(const char *levels, const char *horizon, const char *ra
     prep_calib_resolve(p, cal, t, &y, scratch);
     for (size_t k = 0; k < 3 * QOH && t >= from; k++)
       terms[k] += scratch[k];
-    prep_quantile_values(p, out, &base, &scale, NULL, NULL, p->gamma > 0.0 ? cal.corr : NULL, qv);
+    prep_quantile_values(p, out, &base, &scale, NULL, NULL, p->gamma > 0.0 ? &cal : NULL, qv);
     for (size_t k = p->OH; k < QOH; k++) /* never crossing */
       cr_assert_leq(qv[k - (size_t)p->OH], qv[k], "record %d: crossing at %zu", t, k);
-    prep_calib_issue(p, cal, t, qv);
+    prep_calib_issue(p, cal, t, qv, out, &base, &scale, NULL, NULL);
   }
   free(model), free(qv), free(scratch), free(out);
   prep_free(p);
@@ -471,6 +471,50 @@ Test(calibration, steps_return_every_level_at_the_medians_rate) {
   ls_train_conf_destroy(c);
 }
 
+Test(calibration, narrows_a_head_four_times_too_wide) {
+  /* The head's 10% and 90% quantiles at 4 x 1.28 sigma: uncalibrated the
+   * interval covers P(|z| < 5.1), all; the additive corrections alone
+   * would take ~2,000 records to close 3 x 2.56 sigma (0.1 x 0.045 a
+   * record at each end). The spread's scale, sqrt(errors / spreads) = 1/4
+   * after a few dozen forecasts, closes it at once. */
+  double const head[2] = {-4.0 * 1.2815516, 4.0 * 1.2815516};
+  enum { NR = 600, FROM = 200 };
+  double terms[2 * 3];
+  for (int cal = 0; cal <= 1; cal++) {
+    calib_stream("0.1,0.9", "1", cal ? "0.02" : "0", head, NR, 0, FROM, terms);
+    double const cover = (terms[3 + 1] - terms[1]) / terms[3];
+    if (cal) /* 400 forecasts: sampling error about 0.02 */
+      cr_expect(cover >= 0.72 && cover <= 0.88, "calibrated: the 80%% interval covers %g", cover);
+    else
+      cr_expect(cover > 0.99, "uncalibrated: the interval covers %g", cover);
+  }
+}
+
+Test(calibration, resumes_a_snapshot_from_before_the_scale) {
+  /* A series' state from before the spread's scale: its calibration lacks
+   * the held points and spreads and the sums; the rest is copied as it
+   * is, the scale's part starts at 0 (rho 1 until forecasts resolve). */
+  const char *const kv[] = {"features", "1",         "window",  "16", "horizon",
+                            "3",        "quantiles", "0.1,0.9", NULL};
+  ls_train_conf_t *const c = conf_with(kv);
+  prep_t *const p = prep_with(c, 1);
+  size_t const full = prep_model_width(p), scale = 2 * 1 * 6 + 3 * 1 * 3;
+  double *const dm = malloc(full * sizeof *dm), *const sm = calloc(full, sizeof *sm);
+  cr_assert(dm && sm);
+  for (size_t i = 0; i < full; i++)
+    dm[i] = 7.0;
+  ls_series_stats_t dst = {.model = dm, .model_n = full};
+  ls_series_stats_t const src = {.model = sm, .model_n = full - scale};
+  prep_calib_young(c, 1, &dst, &src);
+  cr_expect_eq(dst.model_n, full - scale, "the view narrowed to the snapshot's");
+  for (size_t i = full - scale; i < full; i++)
+    cr_expect_eq(dm[i], 0.0, "the scale's double %zu zeroed", i);
+  cr_expect_eq(dm[full - scale - 1], 7.0, "what the snapshot has is left to the copy");
+  free(dm), free(sm);
+  prep_free(p);
+  ls_train_conf_destroy(c);
+}
+
 Test(calibration, holds_an_interval_while_the_noise_doubles) {
   /* The head's 10% and 90% quantiles are right for the first half, whose
    * noise doubles halfway: uncalibrated, the 80% interval then covers
@@ -498,15 +542,16 @@ Test(calibration, holds_an_interval_while_the_noise_doubles) {
 
 Test(calibration, bounded_per_series) {
   /* 2 levels, one target, horizon 256: 256 x 3 = 768 outputs, but 2 x
-   * 256 x 257 / 2 quantiles awaiting their actuals: refused. */
+   * 256 x 257 / 2 quantiles awaiting their actuals, and as many point
+   * forecasts and spreads (the spread's scale): refused. */
   const char *const kv[] = {"features", "1",         "window",  "256", "horizon",
                             "256",      "quantiles", "0.1,0.9", NULL};
   ls_train_conf_t *const c = conf_with(kv);
   int per = 0;
   cr_assert_eq(prep_outputs_per_target(c, &per), LS_ERR_INVALID_ARG);
-  cr_expect(strstr(ls_last_error(), "calibration keeps 66560 doubles") != NULL, "%s",
+  cr_expect(strstr(ls_last_error(), "calibration keeps 133120 doubles") != NULL, "%s",
             ls_last_error());
-  cr_assert_eq(ls_train_conf_set(c, "horizon", "128"), LS_OK); /* 16896: within */
+  cr_assert_eq(ls_train_conf_set(c, "horizon", "120"), LS_OK); /* 29760: within */
   cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK, "%s", ls_last_error());
   ls_train_conf_destroy(c);
 }
