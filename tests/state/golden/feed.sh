@@ -14,5 +14,5 @@ golden_feed() {
 golden_train() {
   "$lstream" train --brokers "$bootstrap" --topic golden --features 2 --window 8 --batch 4 \
     --hidden 8 --layers 1 --lr 0.01 --threads 1 --until end \
-    --predictions-topic golden-forecasts --quiet "$@"
+    --predictions-topic golden-forecasts --quiet ${GOLDEN_ARGS:-} "$@"
 }

@@ -7,7 +7,10 @@
 # Run it once per snapshot format, with the version that writes that format,
 # and commit OUT under tests/state/golden/ (a few tens of KB). resume_test.sh
 # resumes every committed set with the lstream under test.
-# Usage: make.sh LSTREAM OUT
+# GOLDEN_ARGS: more train options for the set's runs (such as --horizon 3
+# --quantiles 0.1,0.5,0.9); they must be ones a resume takes from the
+# snapshot (fixed settings), as resume_test.sh gives none.
+# Usage: [GOLDEN_ARGS=...] make.sh LSTREAM OUT
 set -euo pipefail
 lstream=$(realpath "$1")
 out=$2
@@ -33,6 +36,7 @@ cp -r "$work/snaps" "$out/snapshots"
 rm -f "$out/snapshots/lock"
 {
   echo "resume_to=24 $d_resume"
+  [ -z "${GOLDEN_ARGS:-}" ] || echo "# options: $GOLDEN_ARGS"
   echo "# written by: $("$lstream" --version 2>/dev/null || echo lstream) (tree $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)) on $(date -u +%F)"
 } >"$out/digests"
 du -sh "$out"
