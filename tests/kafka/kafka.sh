@@ -217,11 +217,16 @@ start() {
   local t0=$SECONDS
   for try in 1 2 3; do
     pick_ports $((2 * nodes)) >"$dir/ports"
-    # A cluster id: 16 random bytes, base64url without padding (22 chars).
-    # Checked: once, under load, the command that made it printed nothing
-    # and the format failed on an empty --cluster-id.
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
-    if [ ${#id} != 22 ]; then
+    # A cluster id: 16 random bytes, base64url without padding (22 chars),
+    # not starting with '-' (as Kafka's own Uuid.randomUuid() makes them):
+    # the format's argument parser reads "-t -x..." as a missing value and
+    # another option (one start in 64 failed so: "--cluster-id/-t: expected
+    # one argument").
+    for _ in $(seq 64); do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+      [ "${id:0:1}" = - ] || break
+    done
+    if [ ${#id} != 22 ] || [ "${id:0:1}" = - ]; then
       [ $try -lt 3 ] || die "could not make a cluster id (got '$id')"
       echo "kafka.sh: no cluster id (got '$id'); again" >&2
       continue

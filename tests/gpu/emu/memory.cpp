@@ -5,7 +5,12 @@
  * PROT_NONE guard page (its size rounded up to 4 bytes only), so a kernel,
  * copy or GEMM that runs past the end faults at once. Outside device work
  * (window_enter .. window_leave) the whole allocation is PROT_NONE too, so
- * host code that reads or writes device memory faults. New memory holds
+ * host code that reads or writes device memory faults. Inside device work
+ * an allocation is opened when first touched: its fault there makes it
+ * readable and writable and the access is retried, and the window's end
+ * closes the ones opened (an mprotect costs ~60 us in the VMs of CI:
+ * opening all live allocations around every operation took ~90% of the
+ * emulated engine tests' time). New memory holds
  * NaN bytes (0xff), as cudaMalloc gives garbage. Freed allocations stay
  * mapped PROT_NONE for a while, so a use after free faults rather than
  * reading a newer allocation. A SIGSEGV in any of these is turned into a
@@ -24,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <vector>
@@ -40,13 +46,15 @@ struct alloc_t {
   size_t bytes;    /* as asked */
   size_t usable;   /* bytes rounded up to 4 */
   const char *how; /* cudaMalloc, cudaMallocAsync */
+  bool open;       /* readable and writable in the device window running */
 };
 
 std::map<uintptr_t, alloc_t> live; /* by start */
 std::deque<alloc_t> freed;         /* quarantine, oldest first */
 size_t freed_bytes;
-std::map<uintptr_t, size_t> pinned; /* cudaMallocHost blocks: start -> bytes */
-int depth;                          /* device windows open */
+std::map<uintptr_t, size_t> pinned;          /* cudaMallocHost blocks: start -> bytes */
+int depth;                                   /* device windows open */
+std::atomic_flag opening = ATOMIC_FLAG_INIT; /* the fault handlers' opening (threads of a GEMM) */
 size_t const page = (size_t)sysconf(_SC_PAGESIZE);
 long alloc_calls, host_calls, host_fail_at;
 long fail_at = -2; /* -2: not yet read from the configuration */
@@ -88,11 +96,29 @@ void say(const char *fmt, ...) {
   if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* Inside a device window, a live allocation's first touch: opens it (no
+ * allocation, no lock a faulting thread could hold: a spin flag among the
+ * threads of a GEMM). True: retry the access. */
+bool open_on_fault(const alloc_t *a, uintptr_t x) {
+  if (depth == 0 || a == nullptr || x >= (uintptr_t)a->start + a->usable) return false;
+  while (opening.test_and_set(std::memory_order_acquire)) {
+  }
+  alloc_t *const m = const_cast<alloc_t *>(a);
+  bool ok = true;
+  if (!m->open) {
+    ok = mprotect(m->map, m->len - page, PROT_READ | PROT_WRITE) == 0;
+    m->open = ok;
+  }
+  opening.clear(std::memory_order_release);
+  return ok;
+}
+
 /* A fault in device memory: say who touched what, and end the process. */
 void on_segv(int sig, siginfo_t *si, void *uc) {
   uintptr_t const x = (uintptr_t)si->si_addr;
   bool was_freed = false;
   const alloc_t *const a = mapping_of(x, &was_freed);
+  if (!was_freed && open_on_fault(a, x)) return;
   char smem_msg[512];
   if (a == nullptr && shared_fault(x, smem_msg, sizeof smem_msg)) {
     char who[256];
@@ -185,7 +211,8 @@ cudaError_t device_alloc(void **ptr, size_t bytes, const char *how) {
       (char *)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return cudaErrorMemoryAllocation;
   memset(m, 0xff, len - page); /* NaN floats and doubles: garbage that shows */
-  alloc_t const a = {m, len, m + len - page - usable, bytes, usable, how};
+  /* Made in a device window: open until its end. */
+  alloc_t const a = {m, len, m + len - page - usable, bytes, usable, how, depth > 0};
   mprotect(m + len - page, page, PROT_NONE);
   if (config().protect && depth == 0) protect(a, PROT_NONE);
   live[(uintptr_t)a.start] = a;
@@ -352,16 +379,18 @@ bool shared_fault(uintptr_t x, char *msg, size_t size) {
   return false;
 }
 
+/* Allocations open when touched inside (open_on_fault). */
 void window_enter(void) {
-  if (depth++ == 0 && config().protect)
-    for (auto &kv : live)
-      protect(kv.second, PROT_READ | PROT_WRITE);
+  if (depth++ == 0 && config().protect && !live.empty())
+    install_handler(); /* ours on top: another's (MPI's) would take the touches for errors */
 }
 
 void window_leave(void) {
-  if (--depth == 0 && config().protect)
-    for (auto &kv : live)
-      protect(kv.second, PROT_NONE);
+  if (--depth > 0) return;
+  for (auto &kv : live) {
+    if (kv.second.open && config().protect) protect(kv.second, PROT_NONE);
+    kv.second.open = false;
+  }
 }
 
 } // namespace emu

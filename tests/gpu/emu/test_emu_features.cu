@@ -107,6 +107,11 @@ __global__ static void overrun_kernel(float *out, int n) {
   out[0] = sh[n];
 }
 
+/* p[i] = 1. */
+__global__ static void poke_kernel(float *p, int i) {
+  p[i] = 1.0f;
+}
+
 /* The sum of v over the grid, in the last block to finish (whichever it
  * is), in block order; the counter is left at zero for the next launch. */
 __global__ static void last_block_kernel(double *out, double *partials, unsigned *counter,
@@ -269,6 +274,38 @@ static void overrun(void) {
   overrun_kernel<<<1, 1, 16 * sizeof(float), child_stream>>>(child_dev, 16);
   cudaStreamSynchronize(child_stream);
 }
+/* Host code reads device memory that a kernel had just touched (opened in
+ * its window): closed again once the kernel's window ended. */
+static void host_touch(void) {
+  poke_kernel<<<1, 1, 0, child_stream>>>(child_dev, 0);
+  cudaStreamSynchronize(child_stream);
+  printf("%g\n", (double)*(volatile float *)child_dev);
+}
+/* The same with memory allocated on the stream (inside a window). */
+static void host_touch_async(void) {
+  float *p = NULL;
+  cudaMallocAsync((void **)&p, 64, child_stream);
+  poke_kernel<<<1, 1, 0, child_stream>>>(p, 0);
+  cudaStreamSynchronize(child_stream);
+  printf("%g\n", (double)*(volatile float *)p);
+}
+/* A kernel writes one float past the end of its allocation, opened by an
+ * earlier write in the same window. */
+static void past_end(void) {
+  poke_kernel<<<1, 1, 0, child_stream>>>(child_dev, 0);
+  poke_kernel<<<1, 1, 0, child_stream>>>(child_dev, BLOCKS * THREADS);
+  cudaStreamSynchronize(child_stream);
+}
+/* A kernel writes into memory freed before it. */
+static void after_free(void) {
+  float *p = NULL;
+  cudaMalloc((void **)&p, 64);
+  poke_kernel<<<1, 1, 0, child_stream>>>(p, 0);
+  cudaStreamSynchronize(child_stream);
+  cudaFree(p);
+  poke_kernel<<<1, 1, 0, child_stream>>>(p, 1);
+  cudaStreamSynchronize(child_stream);
+}
 
 static void check_faults(cudaStream_t s, float *dev) {
   child_stream = s, child_dev = dev;
@@ -277,6 +314,16 @@ static void check_faults(cudaStream_t s, float *dev) {
         said);
   rc = in_child(overrun, "outside the 64 bytes of dynamic shared memory", &said);
   CHECK(rc == 3 && said, "a read past dynamic shared memory: exit %d, message %d", rc, said);
+  const char *const host_only = "reachable only through CUDA calls";
+  rc = in_child(host_touch, host_only, &said);
+  CHECK(rc == 3 && said, "host code reading device memory after a kernel: exit %d, message %d", rc,
+        said);
+  rc = in_child(host_touch_async, host_only, &said);
+  CHECK(rc == 3 && said, "host code reading cudaMallocAsync memory: exit %d, message %d", rc, said);
+  rc = in_child(past_end, "bytes past the end of a device allocation", &said);
+  CHECK(rc == 3 && said, "a write past a device allocation: exit %d, message %d", rc, said);
+  rc = in_child(after_free, "device memory freed earlier", &said);
+  CHECK(rc == 3 && said, "a write into freed device memory: exit %d, message %d", rc, said);
 }
 
 static void check_atomics(cudaStream_t s) {
