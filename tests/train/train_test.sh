@@ -54,7 +54,8 @@
 #                says it cannot read those partitions, in its log and in
 #                /health's 503
 #   lock         a second trainer on a --snapshot-dir in use refuses, naming the
-#                first's pid and host; once the first has stopped it resumes
+#                first's pid and host; once the first has stopped it resumes;
+#                the live one, given no snapshot cadence, warned of it
 #   quiet        live, a series that sent one record and went quiet, then
 #                retention (the mock's 5 MiB per partition) deleted that record:
 #                the resume offset is the next unread record, the quiet
@@ -723,6 +724,12 @@ lock)
   wait $live || fail "the live trainer exited $? on SIGTERM: $(cat "$work/live.err")"
   train "$work/out" "${args[@]}" >/dev/null 2>"$work/third.err"
   grep -q 'resumed from' "$work/third.err" || fail "the directory was not free again"
+  # The live run, with a snapshot directory and no cadence, said at its
+  # start that it snapshots only when it stops; the replay did not.
+  nocadence='without --snapshot-every or --snapshot-interval'
+  grep -q -- "WARN .*$nocadence" "$work/live.err" ||
+    fail "a live run without a snapshot cadence did not say so: $(cat "$work/live.err")"
+  grep -q -- "$nocadence" "$work/third.err" && fail "a replay warned of the snapshot cadence"
   ;;
 quiet)
   start_broker --topic q:1
