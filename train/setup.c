@@ -197,6 +197,21 @@ static ls_err_t alloc_buffers(ls_trainer_t *tr) {
   return LS_OK;
 }
 
+/* A live run with a snapshot directory but no cadence snapshots only when
+ * it stops: said once, by rank 0, through the warning callback (a crash
+ * would lose all it trained). */
+static void warn_no_cadence(const ls_trainer_t *tr) {
+  const ls_train_conf_t *const c = &tr->conf;
+  if (c->warn_cb == NULL || tr->v.rank != 0 || c->until != 0 || c->snapshot_dir[0] == '\0' ||
+      c->snapshot_every > 0 || c->snapshot_interval > 0)
+    return;
+  c->warn_cb(c->warn_opaque,
+             "--snapshot-dir without --snapshot-every or --snapshot-interval: a live run "
+             "snapshots only when it stops, so a crash (SIGKILL, a lost machine) loses all it "
+             "trained since its start, and /health turns 503 after --health-snapshot-age; give, "
+             "say, --snapshot-interval 60");
+}
+
 /* The backend of the comm key: auto = mpi when started by mpirun on more
  * than one rank (the program initialises MPI then), else none. */
 static ls_err_t open_comm(ls_trainer_t *tr) {
@@ -343,6 +358,7 @@ ls_err_t ls_trainer_new(const ls_train_conf_t *conf, ls_trainer_t **out) {
   if (err == LS_OK) err = shape_of(c, &tr->v.shape);
   if (err == LS_OK) err = train_snaps_new(&tr->v, &tr->snaps);
   if (err == LS_OK) err = open_comm(tr);
+  if (err == LS_OK) warn_no_cadence(tr);
   if (err == LS_OK) err = train_snaps_find(tr->snaps, &snap);
   /* The snapshot's settings may fill in fixed options left out: what
    * depends on them is read again. */

@@ -465,22 +465,6 @@ static int until_end(const train_args_t *a) {
   return !strcmp(until, "end");
 }
 
-/* A live run with a snapshot directory but no cadence snapshots only when
- * it stops: says so at the start (a crash would lose all it trained). */
-static void warn_no_cadence(const train_args_t *a) {
-  char dir[4096] = "", every[32] = "", interval[32] = "";
-  ls_train_conf_get(a->conf, "snapshot_dir", dir, sizeof dir);
-  ls_train_conf_get(a->conf, "snapshot_every", every, sizeof every);
-  ls_train_conf_get(a->conf, "snapshot_interval", interval, sizeof interval);
-  if (until_end(a) || dir[0] == '\0' || strtod(every, NULL) > 0 || strtod(interval, NULL) > 0)
-    return;
-  cli_log(CLI_WARN, LOGGER,
-          "--snapshot-dir without --snapshot-every or --snapshot-interval: a live run snapshots "
-          "only when it stops, so a crash (SIGKILL, a lost machine) loses all it trained since "
-          "its start, and /health turns 503 after --health-snapshot-age; give, say, "
-          "--snapshot-interval 60");
-}
-
 /* Runs a trainer to its end with the log lg, then the summary and the
  * files asked for. *rank receives its rank. */
 static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int *rank) {
@@ -493,7 +477,6 @@ static int train_run(const train_args_t *a, ls_trainer_t *tr, run_log_t *lg, int
   ls_trainer_rank(tr, rank, &world);
   if (*rank == 0 && ls_trainer_note(tr)[0] != '\0')
     cli_log(CLI_INFO, LOGGER, "%s", ls_trainer_note(tr));
-  if (*rank == 0) warn_no_cadence(a);
   int const rc_watch = cli_watch_start(lg->watch, tr, lg->quiet);
   if (rc_watch != CLI_EXIT_OK) return rc_watch;
   lg->quiet |= *rank != 0; /* rank 0 prints; the figures it prints are every rank's */
