@@ -3,12 +3,8 @@
  * verifies a file's container and checksums, and the decoders of its
  * sections.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, for snap_limits_t */
 #include <zstd.h>
 
@@ -18,38 +14,6 @@
 /* Parsing                                                                   */
 
 #define CORRUPT(...) ls_error_set(LS_ERR_CORRUPT, __VA_ARGS__)
-
-ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
-  int const fd = open(path, O_RDONLY | O_CLOEXEC);
-  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
-               errno == ENOENT ? " (a missing file)" : "");
-  struct stat st;
-  ls_err_t err = LS_OK;
-  uint8_t *buf = NULL;
-  if (fstat(fd, &st) != 0)
-    err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-  else if (!S_ISREG(st.st_mode))
-    err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
-  else if ((buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL)
-    err =
-        ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path, (long long)st.st_size);
-  size_t got = 0;
-  while (err == LS_OK && got < (size_t)st.st_size) {
-    ssize_t const r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) err = ls_error_set(LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-    if (r == 0) break; /* shrank while read: the checks below see a short file */
-    if (r > 0) got += (size_t)r;
-  }
-  close(fd);
-  if (err != LS_OK) {
-    free(buf);
-    return err;
-  }
-  *data = buf;
-  *size = got;
-  return LS_OK;
-}
 
 static const char *kind_name(uint32_t kind) {
   return kind == SNAP_KIND_SHARD      ? "shard"
@@ -166,6 +130,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   if (lim->skip_checksums) return LS_OK;
   for (uint32_t i = 0; i < n; i++) {
     const ls_snapshot_section_t *const s = &f->desc.sections[i];
+    if (lim->meta_only && f->ids[i] != SNAP_META) continue;
     uint32_t const got = base_crc32c(0, d + s->offset, s->stored);
     uint32_t const want = snap_get_u32(d + table_at + i * SNAP_ENTRY_BYTES + 32);
     if (got != want)
@@ -174,6 +139,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
                      name, s->name, (unsigned long long)s->offset,
                      (unsigned long long)(s->offset + s->stored), got, want);
   }
+  if (lim->meta_only) return LS_OK;
   uint32_t const file_crc = base_crc32c(0, d, size - 4);
   if (file_crc != f->desc.crc)
     return CORRUPT("%s: damaged header, table or tail: whole-file checksum %08x, written %08x",
@@ -607,7 +573,7 @@ ls_err_t snap_decode_shard(const snap_file_t *f, int what, const snap_limits_t *
 }
 
 ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *m) {
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   decoder_t *dec = NULL;
   LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
   ls_err_t const err = read_meta(f, dec, &lim, m);
@@ -659,7 +625,7 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
 
 ls_err_t snap_decode_sections(const snap_file_t *f, const int *at, const snap_section_spans_t *secs,
                               int n) {
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   decoder_t *dec = NULL;
   LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
   ls_err_t err = LS_OK;
@@ -671,7 +637,7 @@ ls_err_t snap_decode_sections(const snap_file_t *f, const int *at, const snap_se
 
 ls_err_t snap_decode_segment_list(const snap_file_t *f, uint8_t **segs, size_t *n) {
   *segs = NULL, *n = 0;
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   decoder_t *dec = NULL;
   LS_FORWARD_IF_ERROR(decoder_new(&lim, &dec));
   snap_meta_t m;

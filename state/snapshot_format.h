@@ -487,6 +487,10 @@ ls_err_t snap_commit(snap_encoder_t *enc, const char *dir, int64_t step, int wor
 typedef struct snap_limits_s {
   int skip_checksums;
   uint64_t max_alloc; /* bytes a decoded file may allocate; 0 = no limit */
+  /* The container and the meta section alone: their checksums verified,
+   * not the other sections' nor the whole file's (a file read with
+   * snap_read_file_meta, whose other bytes were never read). */
+  int meta_only;
 } snap_limits_t;
 
 /* A file's bytes, parsed and checked up to its sections' content. */
@@ -551,8 +555,16 @@ ls_err_t snap_decode_shard_meta(const snap_file_t *f, snap_meta_t *meta);
 ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
                               ls_snapshot_shard_t **shards);
 
-/* Reads a whole file into memory (malloc'ed). */
+/* Reads a whole file into memory (malloc'ed; snapshot_read.c). */
 ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
+
+/* Reads of a file only its header, section table, tail and meta section
+ * into *data, a buffer of the file's *size bytes whose other pages are
+ * never touched (snap_unmap_file frees it): for snap_file_parse with
+ * meta_only, the commit's check of shards that their writers checksummed
+ * as they wrote them (a whole read was a third of a snapshot's cost). */
+ls_err_t snap_read_file_meta(const char *path, uint8_t **data, size_t *size);
+void snap_unmap_file(uint8_t *data, size_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Records in flight by reference (snapshot_segment.c)                      */

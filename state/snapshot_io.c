@@ -177,12 +177,14 @@ ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *s, const char *dir,
 }
 
 /* Reads and checks a file of a snapshot: path, of `kind`; step, world and
- * rank as given when want_world > 0. */
+ * rank as given when want_world > 0; with meta_only its container and meta
+ * section alone (snap_read_file_meta: *data then for snap_unmap_file). */
 static ls_err_t read_checked(const char *path, uint32_t kind, int64_t step, int32_t want_world,
-                             int32_t rank, uint8_t **data, snap_file_t *f) {
+                             int32_t rank, int meta_only, uint8_t **data, snap_file_t *f) {
   size_t size = 0;
-  LS_FORWARD_IF_ERROR(snap_read_file(path, data, &size));
-  snap_limits_t const lim = {0, 0};
+  LS_FORWARD_IF_ERROR(meta_only ? snap_read_file_meta(path, data, &size)
+                                : snap_read_file(path, data, &size));
+  snap_limits_t const lim = {.meta_only = meta_only};
   ls_err_t err = snap_file_parse(*data, size, path, kind, &lim, f);
   if (err == LS_OK && want_world > 0 &&
       (f->step != step || f->world != want_world || f->rank != rank))
@@ -192,7 +194,10 @@ static ls_err_t read_checked(const char *path, uint32_t kind, int64_t step, int3
                        path, (long long)f->step, (int)f->rank, (int)f->world, (long long)step,
                        (int)rank, (int)want_world);
   if (err != LS_OK) {
-    free(*data);
+    if (meta_only)
+      snap_unmap_file(*data, size);
+    else
+      free(*data);
     *data = NULL;
   }
   return err;
@@ -242,8 +247,10 @@ static ls_err_t prune(const char *dir, int64_t step, int keep) {
   return err;
 }
 
-/* Verifies the world shards of tmp (each intact, of this step and rank,
- * all of one run) and lists them for the manifest. */
+/* Verifies the world shards of tmp (each whole, of this step and rank,
+ * all of one run: container and meta section; their writers checksummed
+ * the rest as they wrote it, and a resume verifies it) and lists them for
+ * the manifest. */
 static ls_err_t check_shards(const char *tmp, int64_t step, int world,
                              ls_snapshot_shard_t *shards) {
   snap_meta_t zero;
@@ -254,9 +261,9 @@ static ls_err_t check_shards(const char *tmp, int64_t step, int world,
     uint8_t *data = NULL;
     snap_file_t f;
     snap_meta_t m;
-    LS_FORWARD_IF_ERROR(read_checked(path, SNAP_KIND_SHARD, step, world, r, &data, &f));
+    LS_FORWARD_IF_ERROR(read_checked(path, SNAP_KIND_SHARD, step, world, r, 1, &data, &f));
     ls_err_t const err = snap_decode_shard_meta(&f, &m);
-    free(data);
+    snap_unmap_file(data, f.size);
     LS_FORWARD_IF_ERROR(err);
     if (r == 0) zero = m;
     LS_RETURN_IF(memcmp(&m.shape, &zero.shape, sizeof m.shape) != 0 || m.seed != zero.seed ||
@@ -331,12 +338,12 @@ ls_err_t ls_snapshot_manifest_read(const char *path, ls_snapshot_manifest_t **ou
   char file[PATH_MAX];
   uint8_t *data = NULL;
   snap_file_t f;
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   ls_err_t err = strlen(path) < sizeof m->path
                      ? join_path(file, path, "manifest")
                      : ls_error_set(LS_ERR_INVALID_ARG, "path %s is too long", path);
   if (err == LS_OK) strcpy(m->path, path);
-  if (err == LS_OK) err = read_checked(file, SNAP_KIND_MANIFEST, 0, 0, 0, &data, &f);
+  if (err == LS_OK) err = read_checked(file, SNAP_KIND_MANIFEST, 0, 0, 0, 0, &data, &f);
   if (err == LS_OK) err = snap_decode_manifest(&f, &lim, &m->shards);
   if (err == LS_OK) {
     m->step = f.step;
@@ -398,7 +405,7 @@ static ls_err_t load_part(const ls_snapshot_manifest_t *m, int rank, int what,
   LS_FORWARD_IF_ERROR(shard_path(path, m->path, rank));
   uint8_t *data = NULL;
   snap_file_t f;
-  LS_FORWARD_IF_ERROR(read_checked(path, SNAP_KIND_SHARD, m->step, m->world, rank, &data, &f));
+  LS_FORWARD_IF_ERROR(read_checked(path, SNAP_KIND_SHARD, m->step, m->world, rank, 0, &data, &f));
   const ls_snapshot_shard_t *const want = &m->shards[rank];
   ls_err_t err = LS_OK;
   if (f.desc.size != want->size || f.desc.crc != want->crc)
@@ -407,7 +414,7 @@ static ls_err_t load_part(const ls_snapshot_manifest_t *m, int rank, int what,
                        "%llu bytes, %08x)",
                        path, (unsigned long long)f.desc.size, f.desc.crc,
                        (unsigned long long)want->size, want->crc);
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   if (err == LS_OK && what == 0) err = snap_segments_check(&f, m->path);
   if (err == LS_OK && what != 0) err = snap_decode_shard(&f, what, &lim, out);
   /* Its series in flight put back together from the segment files. */

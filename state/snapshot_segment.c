@@ -588,7 +588,7 @@ static ls_err_t read_segment(const uint8_t *segs, size_t g, const char *dir, int
   uint8_t *data = NULL;
   size_t size = 0;
   LS_FORWARD_IF_ERROR(snap_read_file(path, &data, &size));
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   snap_file_t f;
   ls_err_t err = snap_file_parse(data, size, path, SNAP_KIND_SEGMENT, &lim, &f);
   if (err == LS_OK && (f.desc.size != e.size || f.desc.crc != e.crc || f.rank != rank))

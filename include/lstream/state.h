@@ -455,13 +455,15 @@ LS_API ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *snap, const char *d
                                         const ls_snapshot_conf_t *conf);
 
 /* Rank 0, once every rank's shard of `step` is written: verifies the
- * world shards in DIR/.tmp-snap-<step> (present, structure and checksums,
- * step, world and rank), writes the manifest, fsyncs, renames the directory
- * to DIR/snap-<step> (replacing a snapshot of the same step), fsyncs DIR,
- * points DIR/latest at it (temporary file + rename), and deletes all but the
- * `keep` newest snapshots up to this step (and older temporary directories
- * left by failed attempts). Snapshots of later steps, left by a run that was
- * resumed from an earlier one, are not deleted but are no longer found. */
+ * world shards in DIR/.tmp-snap-<step> (present and whole: their structure,
+ * the checksums of their section tables and meta sections, step, world,
+ * rank, shape and configuration; the other sections' checksums their
+ * writers computed as they wrote them, and every load verifies them, so
+ * the commit reads no more of a shard than that), writes the manifest, fsyncs, renames the
+ * directory to DIR/snap-<step> (replacing a snapshot of the same step), fsyncs DIR, points
+ * DIR/latest at it (temporary file + rename), and deletes all but the `keep` newest snapshots up to
+ * this step (and older temporary directories left by failed attempts). Snapshots of later steps,
+ * left by a run that was resumed from an earlier one, are not deleted but are no longer found. */
 LS_API ls_err_t ls_snapshot_commit(const char *dir, int64_t step, int world, int keep);
 
 /* What a file of a snapshot held, as verified when it was read. */

@@ -73,7 +73,7 @@ static void round_trip(const ls_snapshot_t *s) {
   size_t size = 0;
   snap_file_t f;
   ls_snapshot_t *back = NULL;
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   if (snap_read_file(path, &data, &size) != LS_OK ||
       snap_file_parse(data, size, path, SNAP_KIND_SHARD, &lim, &f) != LS_OK ||
       snap_decode_shard(&f, SNAP_DECODE_ALL, &lim, &back) != LS_OK)
@@ -107,7 +107,7 @@ static void round_trip(const ls_snapshot_t *s) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   int const manifest = data[0] & 1;
-  snap_limits_t const lim = {(data[0] >> 1) & 1, MAX_ALLOC};
+  snap_limits_t const lim = {.skip_checksums = (data[0] >> 1) & 1, .max_alloc = MAX_ALLOC};
   /* A copy of exactly the file's size, so ASan sees any read past it. */
   size_t const len = size - 1;
   uint8_t *const file = malloc(len ? len : 1);

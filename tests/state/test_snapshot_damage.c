@@ -4,7 +4,8 @@
  * and says so: a truncated shard or manifest, a flipped bit in every
  * section, header, table and tail, a missing shard, a wrong version, a
  * wrong magic number, a shard of another snapshot or run; a half-written
- * temporary directory is never visible.
+ * temporary directory is never visible; the commit refuses shards with a
+ * damaged container or meta section.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -326,26 +327,27 @@ Test(damage, latest_missing_wrong_or_dangling) {
   done(dir);
 }
 
-Test(damage, half_written_snapshot_never_visible) {
-  char *const dir = three_snapshots();
+/* Ranks [from, to)'s shards of `step` (of 3) written, not committed. */
+static void write_shards(const char *dir, int64_t step, int from, int to) {
   ls_snapshot_conf_t conf;
   ls_snapshot_conf_init(&conf);
-  /* Step 40: two of three shards written, and a commit that finds the
-   * third missing; step 50: shards written, never committed. */
-  for (int r = 0; r < 2; r++) {
-    ls_snapshot_t *s = su_snapshot(&SHAPE, 3, r, 40, 10, 1, 40);
-    cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK);
+  for (int r = from; r < to; r++) {
+    ls_snapshot_t *s = su_snapshot(&SHAPE, 3, r, step, 10, 1, (uint32_t)step);
+    cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK, "%s", ls_last_error());
     ls_snapshot_destroy(s);
   }
+}
+
+Test(damage, half_written_snapshot_never_visible) {
+  char *const dir = three_snapshots();
+  /* Step 40: two of three shards written, and a commit that finds the
+   * third missing; step 50: shards written, never committed. */
+  write_shards(dir, 40, 0, 2);
   cr_assert_eq(ls_snapshot_commit(dir, 40, 3, 5), LS_ERR_IO);
   cr_assert(strstr(ls_last_error(), ".tmp-snap-000000000040/shard-2") &&
                 strstr(ls_last_error(), "missing"),
             "%s", ls_last_error());
-  for (int r = 0; r < 3; r++) {
-    ls_snapshot_t *s = su_snapshot(&SHAPE, 3, r, 50, 10, 1, 50);
-    cr_assert_eq(ls_snapshot_write_shard(s, dir, &conf), LS_OK);
-    ls_snapshot_destroy(s);
-  }
+  write_shards(dir, 50, 0, 3);
   expect_latest(dir, 30, -1, NULL, NULL);
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/.tmp-snap-000000000050", dir);
@@ -383,5 +385,71 @@ Test(damage, shards_of_two_runs_never_committed) {
   cr_assert(strstr(ls_last_error(), "shard-2") && strstr(ls_last_error(), "fingerprint"), "%s",
             ls_last_error());
   expect_latest(dir, 30, -1, NULL, NULL);
+  done(dir);
+}
+
+/* Section `id`'s bytes in a snapshot file, from its table (the format of
+ * state/snapshot_format.h: a 32-byte tail whose first 4 bytes count the
+ * 40-byte entries before it; an entry's id at 0, offset at 8, size at 16). */
+static uint32_t section_span(const char *path, uint32_t id, uint64_t *at, uint64_t *stored) {
+  FILE *const f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  uint64_t const size = su_file_size(path);
+  uint8_t tail[32], e[40];
+  cr_assert(fseek(f, (long)(size - 32), SEEK_SET) == 0 && fread(tail, 1, 32, f) == 32);
+  uint32_t n;
+  memcpy(&n, tail, 4);
+  *at = *stored = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    cr_assert(fseek(f, (long)(size - 32 - 40 * (uint64_t)(n - i)), SEEK_SET) == 0 &&
+              fread(e, 1, 40, f) == 40);
+    uint32_t got;
+    memcpy(&got, e, 4);
+    if (got == id) memcpy(at, e + 8, 8), memcpy(stored, e + 16, 8);
+  }
+  fclose(f);
+  cr_assert_gt(*stored, 0, "%s has no section %u", path, id);
+  return n;
+}
+
+/* The commit reads of each shard its container and meta section (its
+ * writer checksummed the rest as it wrote it): damage there, or a shard cut
+ * short, is refused and nothing is committed; damage in another section is
+ * not read then, and finding the newest good snapshot refuses it. */
+Test(damage, commit_checks_container_and_meta) {
+  char *const dir = three_snapshots();
+  write_shards(dir, 40, 0, 3);
+  char path[PATH_MAX], cut[PATH_MAX];
+  snprintf(path, sizeof path, "%s/.tmp-snap-000000000040/shard-0", dir);
+  snprintf(cut, sizeof cut, "%s/.tmp-snap-000000000040/shard-2", dir);
+  uint64_t meta_at, meta_n, other_at, other_n;
+  section_span(path, 1, &meta_at, &meta_n);                      /* meta */
+  uint32_t const n = section_span(path, 6, &other_at, &other_n); /* h and c */
+  uint64_t const size = su_file_size(path), table = size - 32 - 40 * (uint64_t)n;
+  struct {
+    uint64_t at;
+    const char *fault;
+  } const places[] = {{meta_at + meta_n / 2, "section 'meta'"},
+                      {table + 17, "section table"},
+                      {size - 10, "end marker"},
+                      {26, "step"}};
+  for (size_t k = 0; k < sizeof places / sizeof places[0]; k++) {
+    su_flip_bit(path, places[k].at, 1);
+    cr_assert_eq(ls_snapshot_commit(dir, 40, 3, 5), LS_ERR_CORRUPT, "%s", places[k].fault);
+    cr_assert(strstr(ls_last_error(), "shard-0") && strstr(ls_last_error(), places[k].fault),
+              "'%s' does not name shard-0 and '%s'", ls_last_error(), places[k].fault);
+    su_flip_bit(path, places[k].at, 1);
+    expect_latest(dir, 30, -1, NULL, NULL);
+  }
+  uint64_t const whole = su_file_size(cut);
+  su_truncate(cut, whole - 100);
+  cr_assert_eq(ls_snapshot_commit(dir, 40, 3, 5), LS_ERR_CORRUPT);
+  cr_assert(strstr(ls_last_error(), "shard-2") && strstr(ls_last_error(), "truncated"), "%s",
+            ls_last_error());
+  expect_latest(dir, 30, -1, NULL, NULL);
+  write_shards(dir, 40, 2, 3); /* whole again */
+  su_flip_bit(path, other_at + other_n / 2, 1);
+  cr_assert_eq(ls_snapshot_commit(dir, 40, 3, 5), LS_OK, "%s", ls_last_error());
+  expect_latest(dir, 30, 40, "snap-000000000040/shard-0", "damaged");
   done(dir);
 }

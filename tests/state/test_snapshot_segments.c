@@ -137,7 +137,7 @@ static size_t segment_windows(const char *path) {
   size_t size = 0;
   snap_file_t f;
   snap_segment_t g;
-  snap_limits_t const lim = {0, 0};
+  snap_limits_t const lim = {0};
   cr_assert_eq(snap_read_file(path, &data, &size), LS_OK);
   cr_assert_eq(snap_file_parse(data, size, path, SNAP_KIND_SEGMENT, &lim, &f), LS_OK, "%s",
                ls_last_error());

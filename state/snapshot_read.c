@@ -1,0 +1,122 @@
+/*
+ * Reading snapshot files from disk (snapshot_format.h): a whole file, or
+ * only what the commit checks of a shard (its container and meta section).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot_format.h"
+
+ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
+  int const fd = open(path, O_RDONLY | O_CLOEXEC);
+  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
+               errno == ENOENT ? " (a missing file)" : "");
+  struct stat st;
+  ls_err_t err = LS_OK;
+  uint8_t *buf = NULL;
+  if (fstat(fd, &st) != 0)
+    err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
+  else if ((buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL)
+    err =
+        ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path, (long long)st.st_size);
+  size_t got = 0;
+  while (err == LS_OK && got < (size_t)st.st_size) {
+    ssize_t const r = read(fd, buf + got, (size_t)st.st_size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = ls_error_set(LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    if (r == 0) break; /* shrank while read: the checks below see a short file */
+    if (r > 0) got += (size_t)r;
+  }
+  close(fd);
+  if (err != LS_OK) {
+    free(buf);
+    return err;
+  }
+  *data = buf;
+  *size = got;
+  return LS_OK;
+}
+
+/* Reads n bytes at offset `at` of fd into buf + at; a file that shrank
+ * meanwhile leaves zeros, which the parser's checks catch. */
+static ls_err_t read_at(int fd, const char *path, uint8_t *buf, uint64_t at, uint64_t n) {
+  while (n > 0) {
+    ssize_t const r = pread(fd, buf + at, (size_t)n, (off_t)at);
+    if (r < 0 && errno == EINTR) continue;
+    LS_RETURN_IF(r < 0, LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    if (r == 0) break;
+    at += (uint64_t)r;
+    n -= (uint64_t)r;
+  }
+  return LS_OK;
+}
+
+/* The table's entries and the meta section's bytes, as far as the tail
+ * read into buf (n bytes) places them within the file; what does not fit
+ * is left unread for snap_file_parse to refuse. */
+static ls_err_t read_table_and_meta(int fd, const char *path, uint8_t *buf, size_t n) {
+  size_t const least = SNAP_HEADER_BYTES + SNAP_TAIL_BYTES;
+  if (n < least) return LS_OK;
+  uint32_t const sections = snap_get_u32(buf + n - SNAP_TAIL_BYTES);
+  if (sections < 1 || sections > LS_SNAPSHOT_SECTIONS_MAX ||
+      (size_t)sections * SNAP_ENTRY_BYTES > n - least)
+    return LS_OK;
+  size_t const table_at = n - SNAP_TAIL_BYTES - (size_t)sections * SNAP_ENTRY_BYTES;
+  LS_FORWARD_IF_ERROR(read_at(fd, path, buf, table_at, (size_t)sections * SNAP_ENTRY_BYTES));
+  for (uint32_t i = 0; i < sections; i++) {
+    const uint8_t *const e = buf + table_at + (size_t)i * SNAP_ENTRY_BYTES;
+    uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16);
+    if (snap_get_u32(e) == SNAP_META && at >= SNAP_HEADER_BYTES && at <= table_at &&
+        stored <= table_at - at)
+      LS_FORWARD_IF_ERROR(read_at(fd, path, buf, at, stored));
+  }
+  return LS_OK;
+}
+
+ls_err_t snap_read_file_meta(const char *path, uint8_t **data, size_t *size) {
+  *data = NULL;
+  *size = 0;
+  int const fd = open(path, O_RDONLY | O_CLOEXEC);
+  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
+               errno == ENOENT ? " (a missing file)" : "");
+  struct stat st;
+  int const stat_failed = fstat(fd, &st) != 0;
+  ls_err_t err = LS_OK;
+  uint8_t *buf = NULL;
+  size_t const n = !stat_failed && st.st_size > 0 ? (size_t)st.st_size : 0;
+  if (stat_failed)
+    err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
+  /* Anonymous pages: those never read stay untouched (malloc may reuse
+   * memory it would have to clear). */
+  else if (n > 0 && (buf = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                                0)) == MAP_FAILED) {
+    buf = NULL;
+    err = ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %zu bytes", path, n);
+  }
+  size_t const head = n < SNAP_HEADER_BYTES ? n : SNAP_HEADER_BYTES;
+  size_t const tail = n < SNAP_TAIL_BYTES ? n : SNAP_TAIL_BYTES;
+  if (err == LS_OK) err = read_at(fd, path, buf, 0, head);
+  if (err == LS_OK) err = read_at(fd, path, buf, n - tail, tail);
+  if (err == LS_OK) err = read_table_and_meta(fd, path, buf, n);
+  close(fd);
+  if (err != LS_OK) {
+    snap_unmap_file(buf, n);
+    return err;
+  }
+  *data = buf;
+  *size = n;
+  return LS_OK;
+}
+
+void snap_unmap_file(uint8_t *data, size_t size) {
+  if (data != NULL && size > 0) munmap(data, size);
+}
