@@ -145,6 +145,9 @@ def main():
         # inspect: passes the snapshot, fails on a damaged shard.
         p = run([args.lstream, "inspect", snaps])
         assert "verification: ok" in p.stdout and "rank 1: " in p.stdout, p.stdout
+        # DIR/latest, the file naming the newest: that snapshot.
+        p = run([args.lstream, "inspect", os.path.join(snaps, "latest")])
+        assert "verification: ok" in p.stdout and "latest good snapshot" in p.stdout, p.stdout
         snap = os.path.join(snaps, "snap-000000000003")
         with open(os.path.join(snap, "shard-1"), "r+b") as f:
             f.seek(60)

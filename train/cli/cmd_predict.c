@@ -123,7 +123,8 @@ int cmd_predict(int argc, char **argv) {
        .kind = CLI_TEXT,
        .dst = &snapshot,
        .flags = CLI_REQUIRED,
-       .help = "a snapshot directory (DIR/snap-<step>), or a snapshot\nroot DIR for its latest"},
+       .help = "a snapshot directory (DIR/snap-<step>), or a snapshot\nroot DIR (or DIR/latest) "
+               "for its latest"},
       {.name = "series",
        .arg = "KEY",
        .kind = CLI_TEXT,

@@ -23,14 +23,21 @@ static void print_rejected(void *opaque, const char *path, ls_err_t err, const c
 }
 
 int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t size, FILE *note) {
-  char manifest[PATH_MAX];
+  char manifest[PATH_MAX], root[PATH_MAX];
   struct stat st;
   snprintf(manifest, sizeof manifest, "%s/manifest", arg);
   if (stat(manifest, &st) == 0) {
     snprintf(path, size, "%s", arg);
     return CLI_EXIT_OK;
   }
-  ls_err_t const err = ls_snapshot_find_latest(arg, print_rejected, (void *)cmd, path, size);
+  /* DIR/latest, the file that names the newest snapshot: DIR's latest. */
+  size_t const n = strlen(arg);
+  const char *const base = strrchr(arg, '/') != NULL ? strrchr(arg, '/') + 1 : arg;
+  snprintf(root, sizeof root, "%s", arg);
+  if (!strcmp(base, "latest") && stat(arg, &st) == 0 && S_ISREG(st.st_mode) && n < sizeof root)
+    snprintf(root, sizeof root, "%.*s", base - arg > 1 ? (int)(base - arg - 1) : 1,
+             base > arg ? arg : "."); /* (not its last '/', unless it is "/") */
+  ls_err_t const err = ls_snapshot_find_latest(root, print_rejected, (void *)cmd, path, size);
   if (err != LS_OK) return cli_fail(err, "%s: no snapshot to read", arg);
   if (path[0] == '\0') return cli_fail(LS_OK, "%s: no snapshot there (nor a manifest)", arg);
   fprintf(note, "%s: latest good snapshot is %s\n", arg, path);
@@ -111,7 +118,8 @@ int cmd_inspect(int argc, char **argv) {
       "inspect",
       "SNAPSHOT",
       "Verifies and describes a snapshot: SNAPSHOT is a snapshot directory\n"
-      "(DIR/snap-<step>), or a snapshot root DIR for its latest good snapshot.\n"
+      "(DIR/snap-<step>), or a snapshot root DIR (or DIR/latest) for its latest\n"
+      "good snapshot.\n"
       "Prints the manifest, every file's sections with their sizes, compression\n"
       "ratios and checksums, the model's shape and step, and each rank's series\n"
       "and partitions. Every checksum is verified and every section decoded; the\n"
@@ -280,8 +288,9 @@ int cmd_export(int argc, char **argv) {
   cli_spec_t const spec = {
       "export",
       "SNAPSHOT [--safetensors FILE] [--states FILE]",
-      "Writes a snapshot (a snapshot directory, or a root DIR for its latest good one)\n"
-      "as safetensors files (F32, little-endian); at least one of the two.\n",
+      "Writes a snapshot (a snapshot directory, or a root DIR or DIR/latest for its\n"
+      "latest good one) as safetensors files (F32, little-endian); at least one of\n"
+      "the two.\n",
       opts,
       NULL,
       1};
