@@ -219,7 +219,7 @@ ls_err_t ls_snapshot_set_engine(ls_snapshot_t *s, ls_engine_t *eng) {
 
 /* Appends a series' key and counts (not its states) at index s->series;
  * its host-side stats zeroed unless `filled` (the caller copies all of
- * them next: zeroing the per-series model state first, 66 KB a series at
+ * them next: zeroing the per-series model state first, 54 KB a series at
  * the defaults, was a pass over it on the trainer's thread for nothing). */
 static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in, int filled) {
   LS_RETURN_IF(in->key == NULL, LS_ERR_INVALID_ARG, "series key is NULL");

@@ -121,15 +121,23 @@ static ls_err_t series_state(audit_t *a, ls_snapshot_t *snap, size_t at) {
   memcpy(a->h, h, row * sizeof *h), memcpy(a->c, c, row * sizeof *c);
   memcpy(a->norm, st.norm, F * LS_NORM_STATS * sizeof *a->norm);
   size_t const X = prep_model_width(a->p);
-  LS_RETURN_IF(st.model_n != X, LS_ERR_CORRUPT,
-               "the snapshot's series keep %zu doubles of seasons and linear path, its settings "
-               "make %zu",
-               st.model_n, X);
   if (X > 0) {
-    a->model = malloc(X * sizeof *a->model);
+    a->model = calloc(X, sizeof *a->model);
     LS_RETURN_IF(a->model == NULL, LS_ERR_NOMEM, "no memory for a series' linear path");
-    memcpy(a->model, st.model, X * sizeof *a->model);
   }
+  /* (a snapshot of an earlier layout in this one's) */
+  ls_series_stats_t into = {.model = a->model, .model_n = X};
+  double *packed = NULL;
+  LS_FORWARD_IF_ERROR(prep_model_adopt(a->conf, a->p->sea, a->p->O, &into, &st, &packed));
+  ls_err_t const err = st.model_n == into.model_n
+                           ? LS_OK
+                           : ls_error_set(LS_ERR_CORRUPT,
+                                          "the snapshot's series keep %zu doubles of seasons and "
+                                          "linear path, its settings make %zu",
+                                          st.model_n, X);
+  if (err == LS_OK && st.model_n > 0) memcpy(a->model, st.model, st.model_n * sizeof *a->model);
+  free(packed);
+  LS_FORWARD_IF_ERROR(err);
   a->info.norm_n = *st.norm_n;
   a->info.last_offset = si.last_offset;
   return LS_OK;

@@ -318,24 +318,6 @@ static void horizons_pad(const prep_t *p, size_t r) {
     p->y_h[o] = 0.0f, p->mask_h[o] = 0.0f;
 }
 
-ls_err_t prep_parse_quantiles(const char *text, double *levels, int *Q) {
-  *Q = 0;
-  for (const char *s = text; *s != '\0';) {
-    char *end = NULL;
-    double const l = strtod(s, &end);
-    LS_RETURN_IF(end == s || (*end != ',' && *end != '\0') || !(l > 0.0 && l < 1.0) ||
-                     (*Q > 0 && !(l > levels[*Q - 1])) || *Q == PREP_QUANTILES_MAX,
-                 LS_ERR_INVALID_ARG,
-                 "quantiles '%s': up to %d levels in (0, 1), ascending, such as 0.1,0.5,0.9", text,
-                 PREP_QUANTILES_MAX);
-    levels[(*Q)++] = l;
-    s = *end ? end + 1 : end;
-    LS_RETURN_IF(*end == ',' && *s == '\0', LS_ERR_INVALID_ARG,
-                 "quantiles '%s' ends with a comma: give levels such as 0.1,0.5,0.9", text);
-  }
-  return LS_OK;
-}
-
 ls_err_t prep_outputs_per_target(const ls_train_conf_t *c, int *per) {
   double levels[PREP_QUANTILES_MAX];
   int Q = 0, O = 0;
@@ -419,54 +401,6 @@ void prep_quantile_values(const prep_t *p, const float *out, const double *base,
       qv[at] = q > 0 && v < qv[at - (size_t)p->OH] ? qv[at - (size_t)p->OH] : v; /* still not */
     }
   }
-}
-
-size_t prep_model_width(const prep_t *p) {
-  return season_width(p->sea) + (p->W > p->O ? (size_t)p->W : 0) +
-         prep_calib_width(p->Q, p->O, p->H);
-}
-
-/* The spread scale's doubles: heldp and sums. */
-static size_t scale_width(size_t o, size_t h) {
-  return 2 * o * h * (h + 1) / 2 + 3 * o * h;
-}
-
-size_t prep_calib_width(int Q, int O, int H) {
-  size_t const q = (size_t)Q, o = (size_t)O, h = (size_t)H;
-  return q > 0 ? q * o * h + h + q * o * h * (h + 1) / 2 + scale_width(o, h) : 0;
-}
-
-prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st) {
-  double *const at = st->model + season_width(p->sea) + (size_t)p->W;
-  size_t const QOH = (size_t)p->Q * (size_t)p->OH, tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
-  double *const held = at + QOH + (size_t)p->H;
-  double *const heldp = held + (size_t)p->Q * (size_t)p->O * tri;
-  return (prep_calib_t){at, at + QOH, held, heldp, heldp + 2 * (size_t)p->O * tri};
-}
-
-void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
-                      const ls_series_stats_t *src) {
-  double levels[PREP_QUANTILES_MAX];
-  int Q = 0;
-  if (prep_parse_quantiles(c->quantiles, levels, &Q) != LS_OK) return; /* refused before */
-  size_t const H = (size_t)(c->horizon > 1 ? c->horizon : 1);
-  size_t young = prep_calib_width(Q, O, (int)H);
-  if (young == 0) return;
-  if (src->model_n + young != dst->model_n) young = scale_width((size_t)O, H); /* the scale's */
-  if (src->model_n + young != dst->model_n) return;
-  memset(dst->model + src->model_n, 0, young * sizeof *dst->model);
-  dst->model_n = src->model_n;
-}
-
-size_t prep_calib_heldp(const prep_t *p, int j, int h, int64_t s) {
-  size_t const tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
-  return 2 * ((size_t)j * tri + (size_t)(h - 1) * (size_t)h / 2 + (size_t)(s % h));
-}
-
-size_t prep_calib_held(const prep_t *p, int q, int j, int h, int64_t s) {
-  size_t const tri = (size_t)p->H * (size_t)(p->H + 1) / 2;
-  return ((size_t)q * (size_t)p->O + (size_t)j) * tri + (size_t)(h - 1) * (size_t)h / 2 +
-         (size_t)(s % h);
 }
 
 void prep_calib_resolve(const prep_t *p, prep_calib_t cal, int64_t t, const float *y,

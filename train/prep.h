@@ -208,6 +208,17 @@ prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st);
  * (fixed settings). */
 void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
                       const ls_series_stats_t *src);
+/* The same, and first, if src was written with the linear path's A whole
+ * (before 2026-11-28's eighth session; sea the run's seasons), src packed
+ * into *buf (malloc'ed, the caller frees it; NULL when src was not) and
+ * pointed there: what ls_series_stats_copy (dst, src) then takes is this
+ * run's layout. */
+ls_err_t prep_model_adopt(const ls_train_conf_t *c, const season_t *sea, int O,
+                          ls_series_stats_t *dst, ls_series_stats_t *src, double **buf);
+/* A snapshot's series state src into dst (a table's slot) through
+ * prep_model_adopt and ls_series_stats_copy (F features, O targets). */
+ls_err_t prep_stats_adopt(const ls_train_conf_t *c, const season_t *sea, int F, int O,
+                          ls_series_stats_t *dst, ls_series_stats_t src);
 /* Where held keeps the level q quantile of target j, h records ahead, of
  * the forecast after record s; heldp its point forecast (+ 1: the head's
  * spread). */

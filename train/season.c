@@ -17,8 +17,11 @@
  *              NF (five; six with --season-levels), 1, then slot 1's NF:
  *              the last while slot 1 has no season, its rows of A and b
  *              zero and its weights 0)
- *   then       z_last [K], A [K, K], b [K]: the last record's features and
- *              the forgotten sums                      (with the linear path)
+ *   then       z_last [K], A [K (K + 1) / 2], b [K]: the last record's
+ *              features and the forgotten sums, of the symmetric A its upper
+ *              triangle row by row (season_tri_at)     (with the linear path;
+ *              A whole, K x K, in snapshots written before 2026-11-28's
+ *              eighth session: season_pack_full)
  *   then       per horizon h = 2..H (--horizon-linear): its mixing's sums of
  *              a a, a p, p p, a y, p y, its alpha and beta and the rows it
  *              learned (HMIX doubles each; a the linear path's iterated
@@ -149,7 +152,7 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   if (s->R < RECENT << s->blocks) s->R = RECENT << s->blocks; /* the oldest block's records */
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->H = linear && c->horizon_linear && c->horizon > 1 ? c->horizon : 1;
-  s->hx = HEAD + (linear ? (size_t)s->K * (size_t)(s->K + 3) : 0);
+  s->hx = HEAD + (linear ? 3 * (size_t)s->K + season_tri(s->K) : 0);
   s->mx = s->hx + HMIX * (size_t)(s->H - 1);
   s->mixp = s->levels && c->mix_profile && slots > 0;
   s->lz = RECENT + 1 + s->blocks + 5; /* features_of: recent, level, blocks, then v[5] */
@@ -181,6 +184,23 @@ void season_free(season_t *s) {
 size_t season_width(const season_t *s) {
   return s != NULL ? s->per * (size_t)s->O : 0;
 }
+size_t season_full_extra(const season_t *s) {
+  return s != NULL && s->linear ? (size_t)s->O * (size_t)s->K * (size_t)(s->K - 1) / 2 : 0;
+}
+void season_pack_full(const season_t *s, const double *old, double *out) {
+  int const K = s->K;
+  size_t const at = HEAD + 2 * (size_t)K, tri = season_tri(K);
+  size_t const was = s->per + (size_t)K * (size_t)(K - 1) / 2; /* an old block's doubles */
+  for (int j = 0; j < s->O; j++) {
+    const double *const o = old + (size_t)j * was;
+    double *const m = out + (size_t)j * s->per;
+    memcpy(m, o, at * sizeof *m);
+    for (int u = 0; u < K; u++)
+      for (int v = u; v < K; v++)
+        m[at + season_tri_at(K, u, v)] = o[at + (size_t)u * K + v];
+    memcpy(m + at + tri, o + at + (size_t)K * K, (s->per - at - tri) * sizeof *m);
+  }
+}
 int season_inputs(const season_t *s) {
   return s != NULL ? 2 * s->in_slots * s->O : 0;
 }
@@ -199,10 +219,10 @@ static void set_second(const season_t *s, double *m, int P) {
   memset(prof, 0, s->slot_n * sizeof *prof);
   if (!s->linear) return;
   int const K = s->K, from = K - s->NF; /* slot 1's features come last */
-  double *const w = m + HEAD, *const zl = w + K, *const A = zl + K, *const b = A + (size_t)K * K;
+  double *const w = m + HEAD, *const zl = w + K, *const A = zl + K, *const b = A + season_tri(K);
   for (int u = 0; u < K; u++)
-    for (int v = u < from ? from : 0; v < K; v++)
-      A[u * K + v] = A[v * K + u] = 0.0;
+    for (int v = u < from ? from : u; v < K; v++)
+      A[season_tri_at(K, u, v)] = 0.0;
   for (int u = from; u < K; u++)
     w[u] = zl[u] = b[u] = 0.0;
 }

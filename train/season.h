@@ -75,6 +75,13 @@ ls_err_t season_clone(const season_t *s, season_t **out);
 void season_free(season_t *s); /* accepts NULL */
 
 size_t season_width(const season_t *s); /* doubles per series (ls_series_table_keep_model) */
+/* A series' target blocks as written before the linear path's A was kept
+ * as its upper triangle (whole, K x K: snapshots of before 2026-11-28's
+ * eighth session): season_full_extra more doubles than season_width (0:
+ * no linear path, the same layout); season_pack_full turns old [O blocks
+ * of theirs] into out [season_width], the same values. */
+size_t season_full_extra(const season_t *s);
+void season_pack_full(const season_t *s, const double *old, double *out);
 int season_inputs(const season_t *s);   /* model inputs it adds: 2 slots O (found: 2 O) */
 int season_features(const season_t *s); /* K, the linear path's features per target */
 

@@ -20,6 +20,17 @@
  * the sums of a a, a p, p p, a y, p y, then alpha, beta, the rows. */
 #define HMIX 8
 
+/* Doubles of the linear path's A (symmetric, K x K): its upper triangle,
+ * row by row (row u holds A[u][u..K-1]). */
+static inline size_t season_tri(int K) {
+  return (size_t)K * (size_t)(K + 1) / 2;
+}
+
+/* Where A[u][v] (u <= v) is in its triangle. */
+static inline size_t season_tri_at(int K, int u, int v) {
+  return (size_t)u * (size_t)K - (size_t)u * (size_t)(u - 1) / 2 + (size_t)(v - u);
+}
+
 /* AVX-512 or AVX2 where the CPU has them: the same operations in the same
  * order, no fused multiply-adds, so the results are the generic build's,
  * bit for bit. SEASON_CLONES_AVX2: AVX2 at most, for learn_row, whose rows
@@ -91,8 +102,8 @@ static inline int season_period_of(const season_t *s, const double *m, int i) {
 #define SOLVE_LANES 8
 
 /* The first n weights of each of the `lanes` (1..SOLVE_LANES) target
- * blocks ms[l] from its forgotten sums (learn_row's A, of which the upper
- * triangle is read, and b): w = (A + RIDGE I)^-1 b by Cholesky, kept as they were in a
+ * blocks ms[l] from its forgotten sums (learn_row's A, its upper triangle,
+ * and b): w = (A + RIDGE I)^-1 b by Cholesky, kept as they were in a
  * block where A + RIDGE I is not positive definite; the others stay 0
  * (features that are 0 have weights 0, and leaving them out changes no
  * bit of the rest: a Cholesky's leading block is the leading block's

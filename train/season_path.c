@@ -260,18 +260,17 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
 
 /* One row (features z [K], target y) into block m's forgotten sums: its
  * first n features (the others are 0 and their sums stay 0). A is
- * symmetric, and both triangles are summed (each entry the same value as
- * its mirror: products commute): the solve reads the upper one, and a
- * series' state stays what it always was (golden_resume's digests; keeping
- * the lower one by copies cost more than summing it). */
+ * symmetric: its upper triangle is kept (season_tri_at), each entry the
+ * bits it had when both triangles were. */
 SEASON_CLONES_AVX2 static void learn_row(const season_t *s, double *m, int n, const double *z,
                                          double y) {
   int const K = s->K;
-  double *const A = m + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+  double *const A = m + HEAD + 2 * (size_t)K, *const b = A + season_tri(K);
   double const keep = 1.0 - 1.0 / LIN_WINDOW;
   for (int u = 0; u < n; u++) {
-    for (int v = 0; v < n; v++)
-      A[u * K + v] = keep * A[u * K + v] + z[u] * z[v];
+    double *const row = A + season_tri_at(K, u, u) - u; /* row[v], v >= u */
+    for (int v = u; v < n; v++)
+      row[v] = keep * row[v] + z[u] * z[v];
     b[u] = keep * b[u] + z[u] * y;
   }
   m[1] += 1.0;

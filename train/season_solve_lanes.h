@@ -5,9 +5,9 @@
  * plain double and the code a solve written for one block, whose loops
  * over p the compiler vectorises.
  */
-/* The blocks' sums into the lanes: L [q K + p] = A [q K + p] (p >= q:
- * A's upper triangle, the lower one transposed, A being symmetric: rows
- * read in order), y [p] = b [p]; lanes past `lanes` take block 0's (their
+/* The blocks' sums into the lanes: L [q K + p] = A_qp (p >= q: A's upper
+ * triangle, as kept, the lower one transposed, A being symmetric: rows read
+ * in order), y [p] = b [p]; lanes past `lanes` take block 0's (their
  * results are not kept). */
 static void FN(gather)(const season_t *s, double *const *ms, int lanes, int n, lanes_t *L,
                        lanes_t *y) {
@@ -17,16 +17,16 @@ static void FN(gather)(const season_t *s, double *const *ms, int lanes, int n, l
     A[l] = ms[l < lanes ? l : 0] + HEAD + 2 * (size_t)K;
   for (int q = 0; q < n; q++)
     for (int p = q; p < n; p++) {
-      size_t const i = (size_t)q * K + p;
+      size_t const at = season_tri_at(K, q, p);
       lanes_t v;
       for (int l = 0; l < LANES; l++)
-        LANE(v, l) = A[l][i];
-      L[i] = v;
+        LANE(v, l) = A[l][at];
+      L[(size_t)q * K + p] = v;
     }
   for (int p = 0; p < n; p++) {
     lanes_t v;
     for (int l = 0; l < LANES; l++)
-      LANE(v, l) = A[l][(size_t)K * K + p];
+      LANE(v, l) = A[l][season_tri(K) + p];
     y[p] = v;
   }
 }

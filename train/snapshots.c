@@ -369,7 +369,7 @@ static ls_err_t restarted_partitions(ls_ingest_t *ing, int32_t **out, int *n, ch
 
 /* Series i's host-side state from the snapshot into the table's slot. */
 static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size_t i, int64_t slot,
-                            const ls_train_conf_t *c) {
+                            const ls_train_conf_t *c, const season_t *sea) {
   int F = 0, O = 0, tf = 0, to = 0;
   ls_snapshot_stats_shape(snap, &F, &O);
   ls_series_table_stats_shape(series, &tf, &to);
@@ -380,8 +380,7 @@ static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size
   ls_series_stats_t from, to_st;
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
   LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
-  prep_calib_young(c, O, &to_st, &from);
-  return ls_series_stats_copy(&to_st, &from, F, O);
+  return prep_stats_adopt(c, sea, F, O, &to_st, from);
 }
 
 ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps,
@@ -399,11 +398,13 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
   int32_t *gone = NULL;
   int n_gone = 0;
   LS_FORWARD_IF_ERROR(restarted_partitions(s->v->ing, &gone, &n_gone, restarted, sizeof restarted));
-  /* The series in their order: the slots, and so the table, come out as
-   * those of the run that wrote the snapshot. */
+  /* The series in their order: the slots, and the table, as the writer's. */
   size_t const S = ls_snapshot_series_count(snap);
   size_t kept = 0;
-  ls_err_t err = LS_OK;
+  int tf = 0, to = 0; /* the table's features and targets */
+  ls_series_table_stats_shape(series, &tf, &to);
+  season_t *sea = NULL; /* the layout of the series' seasons and linear path */
+  ls_err_t err = to > 0 ? season_new(s->v->conf, to, &sea) : LS_OK;
   for (size_t i = 0; i < S && err == LS_OK; i++) {
     ls_series_info_t si;
     int64_t slot = -1;
@@ -415,12 +416,13 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     if (err != LS_OK || drop) continue;
     err = ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot);
     if (err == LS_OK) err = ls_series_table_restore(series, slot, &si);
-    if (err == LS_OK) err = apply_stats(series, snap, i, slot, s->v->conf);
+    if (err == LS_OK) err = apply_stats(series, snap, i, slot, s->v->conf, sea);
     if (err == LS_OK && n_gone > 0) /* else all at once below */
       err = ls_state_table_write(ls_series_table_states(series), (size_t)slot, 1, h, c);
     kept++;
   }
   free(gone);
+  season_free(sea);
   LS_FORWARD_IF_ERROR(err);
   LS_FORWARD_IF_ERROR(ls_series_table_restored(series));
   if (S > 0 && n_gone == 0) {

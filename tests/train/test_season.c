@@ -527,7 +527,7 @@ Test(season, refits_in_lanes_are_each_blocks_alone) {
     blocks[k] = calloc(per, sizeof(double));
     alone[k] = calloc(per, sizeof(double));
     cr_assert(blocks[k] != NULL && alone[k] != NULL);
-    double *const A = blocks[k] + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+    double *const A = blocks[k] + HEAD + 2 * (size_t)K, *const b = A + season_tri(K);
     /* A = Z^T Z over 3K rows of draws (the upper triangle, as learn_row
      * keeps it), b = Z^T y */
     for (int r = 0; r < 3 * K; r++) {
@@ -536,7 +536,7 @@ Test(season, refits_in_lanes_are_each_blocks_alone) {
         z[u] = gauss((uint64_t)(k * 1000 + r) * 97 + 2 + (uint64_t)u);
       for (int u = 0; u < K; u++) {
         for (int v = u; v < K; v++)
-          A[u * K + v] += z[u] * z[v];
+          A[season_tri_at(K, u, v)] += z[u] * z[v];
         b[u] += z[u] * y;
       }
     }
@@ -572,10 +572,11 @@ Test(season, refits_in_lanes_are_each_blocks_alone) {
       cr_expect_eq(alone[5][HEAD + p], 1000.0 + p, "not positive definite: weight %d changed", p);
     /* Block 0 against Gaussian elimination of (A + I) w = b, its first n. */
     double M[64][65];
-    const double *const A = blocks[0] + HEAD + 2 * (size_t)K, *const b = A + (size_t)K * K;
+    const double *const A = blocks[0] + HEAD + 2 * (size_t)K, *const b = A + season_tri(K);
     for (int p = 0; p < n; p++) {
       for (int q = 0; q < n; q++)
-        M[p][q] = (p <= q ? A[p * K + q] : A[q * K + p]) + (p == q ? 1.0 : 0.0);
+        M[p][q] =
+            A[p <= q ? season_tri_at(K, p, q) : season_tri_at(K, q, p)] + (p == q ? 1.0 : 0.0);
       M[p][n] = b[p];
     }
     for (int c = 0; c < n; c++)
@@ -646,4 +647,39 @@ Test(season, mix_profile_weighs_the_level_profile) {
   cr_expect_eq(g_off, 0.0);
   cr_expect(g_on > 0.05 && g_on <= 1.0, "gamma %g", g_on);
   cr_expect_lt(on, 0.95 * off, "MSE %g with the profile, %g without", on, off);
+}
+
+/* A state written before the linear path's A was kept as its upper
+ * triangle (whole, both triangles summed: the same values mirrored) comes
+ * back as this layout, the same doubles in their places: the weights,
+ * sums and everything after A (the horizons' mixing, the floats, the
+ * second season) moved by what the lower triangle took. */
+Test(season, full_sums_of_earlier_snapshots_packed) {
+  season_t *const s =
+      season_set("auto", "true", (const char *const[]){"horizon", "3", "quantiles", "0.5", NULL});
+  int const K = season_features(s);
+  size_t const per = season_width(s), extra = season_full_extra(s), at = HEAD + 2 * (size_t)K;
+  cr_assert_eq(extra, (size_t)K * (size_t)(K - 1) / 2);
+  double x[900];
+  for (int t = 0; t < 900; t++)
+    x[t] = sin(t * 6.283185307179586 / 24.0) + 0.1 * gauss((uint64_t)t + 77);
+  double *const now = feed(s, x, 900, NULL);
+  /* the layout before: A [K][K] */
+  double *const old = calloc(per + extra, sizeof *old), *const back = calloc(per, sizeof *back);
+  cr_assert(old != NULL && back != NULL);
+  memcpy(old, now, at * sizeof *old);
+  int nonzero = 0;
+  for (int u = 0; u < K; u++)
+    for (int v = u; v < K; v++) {
+      double const a = now[at + season_tri_at(K, u, v)];
+      old[at + (size_t)u * K + v] = old[at + (size_t)v * K + u] = a;
+      nonzero += a != 0.0;
+    }
+  memcpy(old + at + (size_t)K * K, now + at + season_tri(K),
+         (per - at - season_tri(K)) * sizeof *old);
+  cr_assert_gt(nonzero, K, "the sums learned nothing");
+  season_pack_full(s, old, back);
+  cr_expect_eq(memcmp(back, now, per * sizeof *now), 0, "the packed state differs");
+  free(now), free(old), free(back);
+  season_free(s);
 }
