@@ -148,6 +148,8 @@ def main():
         # DIR/latest, the file naming the newest: that snapshot.
         p = run([args.lstream, "inspect", os.path.join(snaps, "latest")])
         assert "verification: ok" in p.stdout and "latest good snapshot" in p.stdout, p.stdout
+        p = run([args.lstream, "inspect", os.path.join(snaps, "nope")], expect_rc=1)
+        assert "nope: No such file or directory" in p.stderr, p.stderr
         snap = os.path.join(snaps, "snap-000000000003")
         with open(os.path.join(snap, "shard-1"), "r+b") as f:
             f.seek(60)

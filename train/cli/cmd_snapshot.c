@@ -3,6 +3,7 @@
  * snapshot (verifying every checksum), and write its model and states as
  * safetensors files for PyTorch.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t si
              base > arg ? arg : "."); /* (not its last '/', unless it is "/") */
   ls_err_t const err = ls_snapshot_find_latest(root, print_rejected, (void *)cmd, path, size);
   if (err != LS_OK) return cli_fail(err, "%s: no snapshot to read", arg);
+  if (path[0] == '\0' && stat(arg, &st) != 0)
+    return cli_fail(LS_ERR_IO, "%s: %s", arg, strerror(errno));
   if (path[0] == '\0') return cli_fail(LS_OK, "%s: no snapshot there (nor a manifest)", arg);
   fprintf(note, "%s: latest good snapshot is %s\n", arg, path);
   return CLI_EXIT_OK;
