@@ -10,6 +10,7 @@
 #include "base/digest.h"
 #include "base/keymap.h"
 #include "lstream/state.h"
+#include "stats_layout.h"
 
 /* A partition's series by activity: the least and the most recently active
  * slots (-1 none), how many, and the newest event time made active. */
@@ -429,15 +430,8 @@ ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_sta
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
-  size_t const i = (size_t)slot;
-  *out = (ls_series_stats_t){t->norm_n + i,
-                             t->norm + i * (size_t)t->F * LS_NORM_STATS,
-                             t->errors + i * (size_t)t->O * 2,
-                             t->serve + i * LS_SERVE_FIELDS,
-                             t->pending + i * (size_t)t->O,
-                             t->tail + i * (size_t)t->F,
-                             t->X > 0 ? t->model + i * t->X : NULL,
-                             t->X};
+  *out = stats_layout_at(t->norm_n, t->norm, t->errors, t->serve, t->pending, t->tail, t->model,
+                         t->F, t->O, t->X, (size_t)slot);
   return LS_OK;
 }
 

@@ -268,13 +268,6 @@ ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series
 }
 
 /* Series `at` of s takes the host-side state of the table's slot. */
-static ls_err_t copy_stats(ls_snapshot_t *s, size_t at, ls_series_table_t *tab, int64_t slot) {
-  ls_series_stats_t src, dst;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(tab, slot, &src));
-  LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(s, at, &dst));
-  return ls_series_stats_copy(&dst, &src, s->stats_F, s->stats_O);
-}
-
 ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) {
   LS_RETURN_IF(s == NULL || tab == NULL, LS_ERR_INVALID_ARG, "snapshot or table is NULL");
   LS_FORWARD_IF_ERROR(check_engine_shape(s, ls_series_table_engine(tab), 0));
@@ -295,8 +288,8 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
     ls_series_info_t info;
     LS_FORWARD_IF_ERROR(ls_series_table_info(tab, (int64_t)i, &info));
     LS_FORWARD_IF_ERROR(append_series(s, &info, F > 0));
-    if (F > 0) LS_FORWARD_IF_ERROR(copy_stats(s, first + i, tab, (int64_t)i));
   }
+  if (F > 0) LS_FORWARD_IF_ERROR(snap_fill_stats(s, tab, first, n));
   return ls_state_table_read(ls_series_table_states(tab), 0, n, s->h + first * s->row,
                              s->c + first * s->row);
 }
@@ -359,21 +352,6 @@ size_t ls_snapshot_model_width(const ls_snapshot_t *s) {
 void ls_snapshot_stats_shape(const ls_snapshot_t *s, int *features, int *targets) {
   if (features != NULL) *features = s != NULL ? s->stats_F : 0;
   if (targets != NULL) *targets = s != NULL ? s->stats_O : 0;
-}
-
-ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t *out) {
-  LS_RETURN_IF(s == NULL || out == NULL, LS_ERR_INVALID_ARG, "snapshot or out is NULL");
-  LS_RETURN_IF(i >= s->series, LS_ERR_INVALID_ARG, "series %zu of a snapshot of %zu", i, s->series);
-  LS_RETURN_IF(s->stats_F == 0, LS_ERR_STATE, "the snapshot holds no host-side series state");
-  *out = (ls_series_stats_t){s->norm_n + i,
-                             s->norm + i * (size_t)s->stats_F * LS_NORM_STATS,
-                             s->errors + i * (size_t)s->stats_O * 2,
-                             s->serve + i * LS_SERVE_FIELDS,
-                             s->pending + i * (size_t)s->stats_O,
-                             s->tail + i * (size_t)s->stats_F,
-                             s->model_X > 0 ? s->smodel + i * s->model_X : NULL,
-                             s->model_X};
-  return LS_OK;
 }
 
 /* ------------------------------------------------------------------------ */

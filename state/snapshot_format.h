@@ -392,6 +392,13 @@ size_t snap_next_cap(size_t cap, size_t need);
  * partitions (growing by doubling at least). */
 ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t parts);
 
+/* Series [first, first + n) of snap (appended, their stats not yet
+ * filled) take the host-side state of tab's slots [0, n): on the calling
+ * thread and, for a table of more than a few MB, a second thread, each
+ * taking the next chunk of series (snapshot_stats.c; the caller's step
+ * waits for the copy). */
+ls_err_t snap_fill_stats(ls_snapshot_t *snap, ls_series_table_t *tab, size_t first, size_t n);
+
 /* Makes room for `series` series in flight, `key_bytes` of their keys and
  * `rows` rows (snapshot_inflight.c). */
 ls_err_t snap_reserve_inflight(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t rows);

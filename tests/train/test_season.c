@@ -655,15 +655,23 @@ Test(season, mix_profile_weighs_the_level_profile) {
  * sums and everything after A (the horizons' mixing, the floats, the
  * second season) moved by what the lower triangle took. */
 Test(season, full_sums_of_earlier_snapshots_packed) {
-  season_t *const s =
-      season_set("auto", "true", (const char *const[]){"horizon", "3", "quantiles", "0.5", NULL});
+  season_t *const s = season_set(
+      "auto", "true", (const char *const[]){"horizon", "3", "horizon_linear", "true", NULL});
   int const K = season_features(s);
   size_t const per = season_width(s), extra = season_full_extra(s), at = HEAD + 2 * (size_t)K;
   cr_assert_eq(extra, (size_t)K * (size_t)(K - 1) / 2);
-  double x[900];
-  for (int t = 0; t < 900; t++)
-    x[t] = sin(t * 6.283185307179586 / 24.0) + 0.1 * gauss((uint64_t)t + 77);
-  double *const now = feed(s, x, 900, NULL);
+  double *const now = calloc(per, sizeof *now);
+  cr_assert_not_null(now);
+  float *const in = calloc((size_t)season_inputs(s) + 1, sizeof *in);
+  int const feat = 0;
+  double const ds = 1.0, ls = 1.0;
+  float const level = 0.0f;
+  for (int t = 0; t < 900; t++) {
+    float const v = (float)(sin(t * 6.283185307179586 / 24.0) + 0.1 * gauss((uint64_t)t + 77));
+    double lin[3], beta[3], raw[3];
+    season_record(s, now, t, &v, &feat, &ds, &ls, &level, in, lin, beta, raw, NULL);
+  }
+  free(in);
   /* the layout before: A [K][K] */
   double *const old = calloc(per + extra, sizeof *old), *const back = calloc(per, sizeof *back);
   cr_assert(old != NULL && back != NULL);
