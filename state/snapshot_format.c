@@ -40,6 +40,7 @@ const char *snap_section_name(uint32_t id) {
   if (id == LS_SNAPSHOT_SECTION_RUN) return "run";
   if (id == LS_SNAPSHOT_SECTION_MARKS) return "marks";
   if (id == LS_SNAPSHOT_SECTION_EVICTED) return "evicted";
+  if (id == LS_SNAPSHOT_SECTION_SERIES_MODEL) return "series_layout";
   return id <= SNAP_SEGMENT_ROWS ? names[id] : names[0];
 }
 

@@ -128,13 +128,17 @@ static ls_err_t series_state(audit_t *a, ls_snapshot_t *snap, size_t at) {
   /* (a snapshot of an earlier layout in this one's) */
   ls_series_stats_t into = {.model = a->model, .model_n = X};
   double *packed = NULL;
-  LS_FORWARD_IF_ERROR(prep_model_adopt(a->conf, a->p->sea, a->p->O, &into, &st, &packed));
-  ls_err_t const err = st.model_n == into.model_n
-                           ? LS_OK
-                           : ls_error_set(LS_ERR_CORRUPT,
-                                          "the snapshot's series keep %zu doubles of seasons and "
-                                          "linear path, its settings make %zu",
-                                          st.model_n, X);
+  prep_adopt_t ad;
+  ls_err_t err = prep_adopt_begin(a->conf, a->p->O, X, snap, &ad);
+  if (err == LS_OK) err = prep_model_adopt(&ad, &into, &st, &packed);
+  prep_adopt_end(&ad);
+  LS_FORWARD_IF_ERROR(err);
+  err = st.model_n == into.model_n
+            ? LS_OK
+            : ls_error_set(LS_ERR_CORRUPT,
+                           "the snapshot's series keep %zu doubles of seasons and "
+                           "linear path, its settings make %zu",
+                           st.model_n, X);
   if (err == LS_OK && st.model_n > 0) memcpy(a->model, st.model, st.model_n * sizeof *a->model);
   free(packed);
   LS_FORWARD_IF_ERROR(err);

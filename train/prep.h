@@ -208,17 +208,32 @@ prep_calib_t prep_calib(const prep_t *p, const ls_series_stats_t *st);
  * (fixed settings). */
 void prep_calib_young(const ls_train_conf_t *c, int O, ls_series_stats_t *dst,
                       const ls_series_stats_t *src);
-/* The same, and first, if src was written with the linear path's A whole
- * (before 2026-11-28's eighth session; sea the run's seasons), src packed
- * into *buf (malloc'ed, the caller frees it; NULL when src was not) and
- * pointed there: what ls_series_stats_copy (dst, src) then takes is this
- * run's layout. */
-ls_err_t prep_model_adopt(const ls_train_conf_t *c, const season_t *sea, int O,
-                          ls_series_stats_t *dst, ls_series_stats_t *src, double **buf);
-/* A snapshot's series state src into dst (a table's slot) through
- * prep_model_adopt and ls_series_stats_copy (F features, O targets). */
-ls_err_t prep_stats_adopt(const ls_train_conf_t *c, const season_t *sea, int F, int O,
-                          ls_series_stats_t *dst, ls_series_stats_t src);
+/* The layout of the series' model state in snapshots (train/prep_state.c:
+ * section LS_SNAPSHOT_SECTION_SERIES_MODEL), put in each shard. */
+#define PREP_MODEL_LAYOUT 2
+ls_err_t prep_layout_put(ls_snapshot_t *snap);
+/* What taking a snapshot's series' model states into this run's needs: c's
+ * settings (the snapshot's, adopted), O targets, their seasons (NULL:
+ * none), the snapshot's layout version: its section's; without one 1, or
+ * 2 where the snapshot's width is this run's X (a snapshot of 2026-11-28
+ * written between the packing and the section). */
+typedef struct prep_adopt_s {
+  const ls_train_conf_t *c;
+  season_t *sea;
+  int O, layout;
+} prep_adopt_t;
+/* LS_ERR_UNSUPPORTED for a layout this lstream does not know. */
+ls_err_t prep_adopt_begin(const ls_train_conf_t *c, int O, size_t X, const ls_snapshot_t *snap,
+                          prep_adopt_t *out);
+void prep_adopt_end(prep_adopt_t *ad);
+/* src, a snapshot's series state, for dst of this run (ls_series_stats_copy
+ * next): of layout 1 it is packed into *buf (malloc'ed, the caller frees
+ * it; NULL otherwise) and pointed there; then prep_calib_young. */
+ls_err_t prep_model_adopt(const prep_adopt_t *ad, ls_series_stats_t *dst, ls_series_stats_t *src,
+                          double **buf);
+/* The same, then ls_series_stats_copy (dst, src) (F features). */
+ls_err_t prep_stats_adopt(const prep_adopt_t *ad, int F, ls_series_stats_t *dst,
+                          ls_series_stats_t src);
 /* Where held keeps the level q quantile of target j, h records ahead, of
  * the forecast after record s; heldp its point forecast (+ 1: the head's
  * spread). */

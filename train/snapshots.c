@@ -204,8 +204,9 @@ static ls_err_t check_loaded(const train_snaps_t *s, const ls_snapshot_t *snap, 
 /* The module sections this version reads: a snapshot holding another that
  * it must not skip was written by a later version. */
 static const uint32_t known_sections[] = {
-    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION, LS_SNAPSHOT_SECTION_PREDICT,
-    LS_SNAPSHOT_SECTION_RUN, LS_SNAPSHOT_SECTION_MARKS};
+    LS_SNAPSHOT_SECTION_SETTINGS, LS_SNAPSHOT_SECTION_CALIBRATION,
+    LS_SNAPSHOT_SECTION_PREDICT,  LS_SNAPSHOT_SECTION_RUN,
+    LS_SNAPSHOT_SECTION_MARKS,    LS_SNAPSHOT_SECTION_SERIES_MODEL};
 
 /* The settings section: "key=value\n" per fixed or noted option, in the
  * option table's order (train_conf_settings). Version 1. */
@@ -367,26 +368,27 @@ static ls_err_t restarted_partitions(ls_ingest_t *ing, int32_t **out, int *n, ch
   return err;
 }
 
-/* Series i's host-side state from the snapshot into the table's slot. */
+/* Series i's host-side state (F features) from the snapshot into the table's slot. */
 static ls_err_t apply_stats(ls_series_table_t *series, ls_snapshot_t *snap, size_t i, int64_t slot,
-                            const ls_train_conf_t *c, const season_t *sea) {
-  int F = 0, O = 0, tf = 0, to = 0;
-  ls_snapshot_stats_shape(snap, &F, &O);
-  ls_series_table_stats_shape(series, &tf, &to);
-  LS_RETURN_IF(F != tf || O != to, LS_ERR_INVALID_ARG,
-               "the snapshot's series keep state of %d features and %d targets, this run's of %d "
-               "and %d: resume with the same features and targets, or --resume none",
-               F, O, tf, to);
+                            const prep_adopt_t *ad, int F) {
   ls_series_stats_t from, to_st;
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(snap, i, &from));
   LS_FORWARD_IF_ERROR(ls_series_table_stats(series, slot, &to_st));
-  return prep_stats_adopt(c, sea, F, O, &to_st, from);
+  return prep_stats_adopt(ad, F, &to_st, from);
 }
 
 ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps,
                            int64_t *updates) {
   ls_engine_t *const eng = s->v->eng;
   ls_series_table_t *const series = s->v->series;
+  size_t const S = ls_snapshot_series_count(snap);
+  int F = 0, O = 0, tf = 0, to = 0; /* the snapshot's and the table's features and targets */
+  ls_snapshot_stats_shape(snap, &F, &O);
+  ls_series_table_stats_shape(series, &tf, &to);
+  LS_RETURN_IF(S > 0 && (F != tf || O != to), LS_ERR_INVALID_ARG,
+               "the snapshot's series keep state of %d features and %d targets, this run's of %d "
+               "and %d: resume with the same features and targets, or --resume none",
+               F, O, tf, to);
   ls_snapshot_model_t model;
   LS_FORWARD_IF_ERROR(ls_snapshot_get_model(snap, &model));
   LS_FORWARD_IF_ERROR(ls_engine_write_params(eng, model.params, model.n));
@@ -399,12 +401,9 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
   int n_gone = 0;
   LS_FORWARD_IF_ERROR(restarted_partitions(s->v->ing, &gone, &n_gone, restarted, sizeof restarted));
   /* The series in their order: the slots, and the table, as the writer's. */
-  size_t const S = ls_snapshot_series_count(snap);
   size_t kept = 0;
-  int tf = 0, to = 0; /* the table's features and targets */
-  ls_series_table_stats_shape(series, &tf, &to);
-  season_t *sea = NULL; /* the layout of the series' seasons and linear path */
-  ls_err_t err = to > 0 ? season_new(s->v->conf, to, &sea) : LS_OK;
+  prep_adopt_t ad; /* their model states' layout in the snapshot and in this run */
+  ls_err_t err = prep_adopt_begin(s->v->conf, to, ls_series_table_model_width(series), snap, &ad);
   for (size_t i = 0; i < S && err == LS_OK; i++) {
     ls_series_info_t si;
     int64_t slot = -1;
@@ -416,13 +415,13 @@ ls_err_t train_snaps_apply(train_snaps_t *s, ls_snapshot_t *snap, int64_t *steps
     if (err != LS_OK || drop) continue;
     err = ls_series_table_slot(series, si.key, si.key_len, si.partition, &slot);
     if (err == LS_OK) err = ls_series_table_restore(series, slot, &si);
-    if (err == LS_OK) err = apply_stats(series, snap, i, slot, s->v->conf, sea);
+    if (err == LS_OK) err = apply_stats(series, snap, i, slot, &ad, F);
     if (err == LS_OK && n_gone > 0) /* else all at once below */
       err = ls_state_table_write(ls_series_table_states(series), (size_t)slot, 1, h, c);
     kept++;
   }
   free(gone);
-  season_free(sea);
+  prep_adopt_end(&ad);
   LS_FORWARD_IF_ERROR(err);
   LS_FORWARD_IF_ERROR(ls_series_table_restored(series));
   if (S > 0 && n_gone == 0) {
@@ -539,6 +538,7 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   LS_FORWARD_IF_ERROR(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SETTINGS, SETTINGS_VERSION,
                                               LS_SNAPSHOT_REQUIRED, text, len));
   LS_FORWARD_IF_ERROR(train_run_put(v, snap));
+  LS_FORWARD_IF_ERROR(prep_layout_put(snap));
   if (v->rank == 0) {
     LS_FORWARD_IF_ERROR(ls_snapshot_set_engine(snap, v->eng));
     /* Never a model with a NaN or an Inf (the step loop skips the updates

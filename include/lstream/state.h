@@ -365,13 +365,15 @@ LS_API ls_err_t ls_snapshot_get_memory(const ls_snapshot_t *snap, size_t i, int6
  * layouts are described where they are written. */
 enum {
   LS_SNAPSHOT_SECTION_FIRST = 64,
-  LS_SNAPSHOT_SECTION_SETTINGS = 64,    /* train/snapshots.c: the run's configuration */
-  LS_SNAPSHOT_SECTION_CALIBRATION = 65, /* train/figures.c: the forecasts' calibration */
-  LS_SNAPSHOT_SECTION_PREDICT = 66,     /* train/predict_out.c: the forecasts' bookkeeping */
-  LS_SNAPSHOT_SECTION_RUN = 67,         /* train/snapshots.c: the run's id */
-  LS_SNAPSHOT_SECTION_MARKS = 68,       /* train/marks.c: each partition's last record read */
-  LS_SNAPSHOT_SECTION_EVICTED = 69,     /* state/snapshot_inflight.c: the series in flight evicted
-                                           (ls_inflight_t.evicted; state's own: not put) */
+  LS_SNAPSHOT_SECTION_SETTINGS = 64,     /* train/snapshots.c: the run's configuration */
+  LS_SNAPSHOT_SECTION_CALIBRATION = 65,  /* train/figures.c: the forecasts' calibration */
+  LS_SNAPSHOT_SECTION_PREDICT = 66,      /* train/predict_out.c: the forecasts' bookkeeping */
+  LS_SNAPSHOT_SECTION_RUN = 67,          /* train/snapshots.c: the run's id */
+  LS_SNAPSHOT_SECTION_MARKS = 68,        /* train/marks.c: each partition's last record read */
+  LS_SNAPSHOT_SECTION_EVICTED = 69,      /* state/snapshot_inflight.c: the series in flight evicted
+                                            (ls_inflight_t.evicted; state's own: not put) */
+  LS_SNAPSHOT_SECTION_SERIES_MODEL = 70, /* train/prep_state.c: the layout of the series' model
+                                            state (the series_model section) */
   LS_SNAPSHOT_SECTION_LAST = 1023
 };
 #define LS_SNAPSHOT_MODULE_SECTIONS 16 /* the most module sections in one shard */

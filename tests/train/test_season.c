@@ -10,6 +10,7 @@
 
 #include "base/digest.h" /* base_mix64: a reproducible noise */
 #include "season.h"
+#include "prep.h"            /* prep_adopt_begin */
 #include "season_internal.h" /* the horizons' mixing block */
 
 static ls_train_conf_t *conf_with(const char *season, const char *linear) {
@@ -690,4 +691,46 @@ Test(season, full_sums_of_earlier_snapshots_packed) {
   cr_expect_eq(memcmp(back, now, per * sizeof *now), 0, "the packed state differs");
   free(now), free(old), free(back);
   season_free(s);
+}
+
+/* A snapshot's layout of the series' model state (prep_adopt_begin): its
+ * section's version; without the section 1 (the sums whole: season_full_extra
+ * doubles more than this run's), or 2 at this run's width (written on
+ * 2026-11-28 before the section was kept); a later version refused. */
+Test(season, layout_of_snapshots) {
+  ls_train_conf_t *const c = conf_with("auto", "true");
+  season_t *s = NULL;
+  cr_assert_eq(season_new(c, 1, &s), LS_OK, "%s", ls_last_error());
+  size_t const X = season_width(s), extra = season_full_extra(s);
+  cr_assert_gt(extra, 0);
+  ls_shape_t const shape = {2, 8, 1, 1};
+  struct {
+    int version; /* 0: no section */
+    size_t width;
+    int layout; /* 0: refused */
+  } const cases[] = {{0, X + extra, 1}, {0, X, 2}, {1, X + extra, 1}, {2, X, 2}, {3, X, 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    ls_snapshot_t *snap = NULL;
+    cr_assert_eq(ls_snapshot_new(&shape, 0, 0, &snap), LS_OK);
+    cr_assert_eq(ls_snapshot_set_stats_shape(snap, 1, 1), LS_OK, "%s", ls_last_error());
+    cr_assert_eq(ls_snapshot_set_model_width(snap, cases[k].width), LS_OK, "%s", ls_last_error());
+    if (cases[k].version > 0)
+      cr_assert_eq(ls_snapshot_put_section(snap, LS_SNAPSHOT_SECTION_SERIES_MODEL,
+                                           (uint32_t)cases[k].version, LS_SNAPSHOT_REQUIRED, NULL,
+                                           0),
+                   LS_OK);
+    prep_adopt_t ad;
+    ls_err_t const err = prep_adopt_begin(c, 1, X, snap, &ad);
+    if (cases[k].layout == 0) {
+      cr_expect_eq(err, LS_ERR_UNSUPPORTED, "case %zu", k);
+      cr_expect(strstr(ls_last_error(), "layout 3") != NULL, "%s", ls_last_error());
+    } else {
+      cr_expect_eq(err, LS_OK, "case %zu: %s", k, ls_last_error());
+      cr_expect_eq(ad.layout, cases[k].layout, "case %zu", k);
+    }
+    prep_adopt_end(&ad);
+    ls_snapshot_destroy(snap);
+  }
+  season_free(s);
+  ls_train_conf_destroy(c);
 }
