@@ -12,49 +12,57 @@
 
 #include "snapshot_format.h"
 
-ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
-  int const fd = open(path, O_RDONLY | O_CLOEXEC);
-  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
+/* Opens path, a regular file: *fd and its *size. */
+static ls_err_t open_file(const char *path, int *fd, size_t *size) {
+  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  LS_RETURN_IF(*fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
                errno == ENOENT ? " (a missing file)" : "");
   struct stat st;
   ls_err_t err = LS_OK;
-  uint8_t *buf = NULL;
-  if (fstat(fd, &st) != 0)
+  if (fstat(*fd, &st) != 0)
     err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
   else if (!S_ISREG(st.st_mode))
     err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
-  else if ((buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1)) == NULL)
-    err =
-        ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %lld bytes", path, (long long)st.st_size);
-  size_t got = 0;
-  while (err == LS_OK && got < (size_t)st.st_size) {
-    ssize_t const r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) err = ls_error_set(LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-    if (r == 0) break; /* shrank while read: the checks below see a short file */
-    if (r > 0) got += (size_t)r;
+  if (err != LS_OK) {
+    close(*fd);
+    return err;
   }
+  *size = st.st_size > 0 ? (size_t)st.st_size : 0;
+  return LS_OK;
+}
+
+/* Reads n bytes at offset `at` of fd into buf + at, *got of them (fewer
+ * where the file shrank meanwhile: what follows stays as it was, and the
+ * parser's checks see a short or damaged file). */
+static ls_err_t read_at(int fd, const char *path, uint8_t *buf, uint64_t at, uint64_t n,
+                        uint64_t *got) {
+  *got = 0;
+  while (*got < n) {
+    ssize_t const r = pread(fd, buf + at + *got, (size_t)(n - *got), (off_t)(at + *got));
+    if (r < 0 && errno == EINTR) continue;
+    LS_RETURN_IF(r < 0, LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    if (r == 0) break;
+    *got += (uint64_t)r;
+  }
+  return LS_OK;
+}
+
+ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size) {
+  int fd = -1;
+  size_t n = 0;
+  LS_FORWARD_IF_ERROR(open_file(path, &fd, &n));
+  uint8_t *const buf = malloc(n > 0 ? n : 1);
+  uint64_t got = 0;
+  ls_err_t const err = buf == NULL
+                           ? ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %zu bytes", path, n)
+                           : read_at(fd, path, buf, 0, n, &got);
   close(fd);
   if (err != LS_OK) {
     free(buf);
     return err;
   }
   *data = buf;
-  *size = got;
-  return LS_OK;
-}
-
-/* Reads n bytes at offset `at` of fd into buf + at; a file that shrank
- * meanwhile leaves zeros, which the parser's checks catch. */
-static ls_err_t read_at(int fd, const char *path, uint8_t *buf, uint64_t at, uint64_t n) {
-  while (n > 0) {
-    ssize_t const r = pread(fd, buf + at, (size_t)n, (off_t)at);
-    if (r < 0 && errno == EINTR) continue;
-    LS_RETURN_IF(r < 0, LS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-    if (r == 0) break;
-    at += (uint64_t)r;
-    n -= (uint64_t)r;
-  }
+  *size = (size_t)got;
   return LS_OK;
 }
 
@@ -69,13 +77,14 @@ static ls_err_t read_table_and_meta(int fd, const char *path, uint8_t *buf, size
       (size_t)sections * SNAP_ENTRY_BYTES > n - least)
     return LS_OK;
   size_t const table_at = n - SNAP_TAIL_BYTES - (size_t)sections * SNAP_ENTRY_BYTES;
-  LS_FORWARD_IF_ERROR(read_at(fd, path, buf, table_at, (size_t)sections * SNAP_ENTRY_BYTES));
+  uint64_t got = 0;
+  LS_FORWARD_IF_ERROR(read_at(fd, path, buf, table_at, (size_t)sections * SNAP_ENTRY_BYTES, &got));
   for (uint32_t i = 0; i < sections; i++) {
     const uint8_t *const e = buf + table_at + (size_t)i * SNAP_ENTRY_BYTES;
     uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16);
     if (snap_get_u32(e) == SNAP_META && at >= SNAP_HEADER_BYTES && at <= table_at &&
         stored <= table_at - at)
-      LS_FORWARD_IF_ERROR(read_at(fd, path, buf, at, stored));
+      LS_FORWARD_IF_ERROR(read_at(fd, path, buf, at, stored, &got));
   }
   return LS_OK;
 }
@@ -83,29 +92,23 @@ static ls_err_t read_table_and_meta(int fd, const char *path, uint8_t *buf, size
 ls_err_t snap_read_file_meta(const char *path, uint8_t **data, size_t *size) {
   *data = NULL;
   *size = 0;
-  int const fd = open(path, O_RDONLY | O_CLOEXEC);
-  LS_RETURN_IF(fd < 0, LS_ERR_IO, "%s: cannot open: %s%s", path, strerror(errno),
-               errno == ENOENT ? " (a missing file)" : "");
-  struct stat st;
-  int const stat_failed = fstat(fd, &st) != 0;
+  int fd = -1;
+  size_t n = 0;
+  LS_FORWARD_IF_ERROR(open_file(path, &fd, &n));
   ls_err_t err = LS_OK;
   uint8_t *buf = NULL;
-  size_t const n = !stat_failed && st.st_size > 0 ? (size_t)st.st_size : 0;
-  if (stat_failed)
-    err = ls_error_set(LS_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-  else if (!S_ISREG(st.st_mode))
-    err = ls_error_set(LS_ERR_IO, "%s: not a regular file", path);
   /* Anonymous pages: those never read stay untouched (malloc may reuse
    * memory it would have to clear). */
-  else if (n > 0 && (buf = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                                0)) == MAP_FAILED) {
+  if (n > 0 && (buf = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) ==
+                   MAP_FAILED) {
     buf = NULL;
     err = ls_error_set(LS_ERR_NOMEM, "%s: no memory for its %zu bytes", path, n);
   }
   size_t const head = n < SNAP_HEADER_BYTES ? n : SNAP_HEADER_BYTES;
   size_t const tail = n < SNAP_TAIL_BYTES ? n : SNAP_TAIL_BYTES;
-  if (err == LS_OK) err = read_at(fd, path, buf, 0, head);
-  if (err == LS_OK) err = read_at(fd, path, buf, n - tail, tail);
+  uint64_t got = 0;
+  if (err == LS_OK) err = read_at(fd, path, buf, 0, head, &got);
+  if (err == LS_OK) err = read_at(fd, path, buf, n - tail, tail, &got);
   if (err == LS_OK) err = read_table_and_meta(fd, path, buf, n);
   close(fd);
   if (err != LS_OK) {
