@@ -50,6 +50,13 @@ struct ls_series_table_s {
   double *tail;    /* [cap, F] */
   size_t X;        /* the trainer's doubles per slot (ls_series_table_keep_model); 0 none */
   double *model;   /* [cap, X] */
+  /* When each slot's model state last changed, by a clock that counts the
+   * changes (ls_series_table_stats, a slot's new series or move): a
+   * background snapshot writer writes again only the slots that changed since
+   * it last wrote them (snapshot_model.c). */
+  uint64_t *mgen; /* [cap] */
+  uint64_t clock;
+  uint64_t id; /* random: tells this table from another one */
 };
 
 static ls_err_t check_key(const void *key, size_t key_len) {
@@ -68,6 +75,7 @@ ls_err_t ls_series_table_new(ls_engine_t *eng, size_t initial, ls_series_table_t
   LS_RETURN_IF(t == NULL, LS_ERR_NOMEM, "no memory for a series table");
   t->eng = eng;
   t->cap = initial;
+  t->id = base_random64();
   ls_err_t err = ls_state_table_new(eng, initial, &t->states);
   if (err == LS_OK) {
     t->series = calloc(initial, sizeof *t->series);
@@ -89,7 +97,7 @@ void ls_series_table_destroy(ls_series_table_t *t) {
   base_keymap_free(&t->index);
   ls_state_table_destroy(t->states);
   free(t->norm_n), free(t->norm), free(t->errors), free(t->zero_row), free(t->parts);
-  free(t->serve), free(t->pending), free(t->tail), free(t->model);
+  free(t->serve), free(t->pending), free(t->tail), free(t->model), free(t->mgen);
   free(t);
 }
 
@@ -114,6 +122,7 @@ static ls_err_t grow_stats(ls_series_table_t *t, size_t old, size_t cap) {
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->pending, old, cap, (size_t)t->O * sizeof(double)));
   LS_FORWARD_IF_ERROR(grow_zeroed(&t->tail, old, cap, (size_t)t->F * sizeof(double)));
   if (t->X > 0) LS_FORWARD_IF_ERROR(grow_zeroed(&t->model, old, cap, t->X * sizeof(double)));
+  if (t->X > 0) LS_FORWARD_IF_ERROR(grow_zeroed(&t->mgen, old, cap, sizeof(uint64_t)));
   return grow_zeroed(&t->errors, old, cap, (size_t)t->O * 2 * sizeof(double));
 }
 
@@ -154,8 +163,8 @@ ls_err_t ls_series_table_keep_model(ls_series_table_t *t, size_t doubles) {
   LS_RETURN_IF(doubles > ((size_t)1 << 24), LS_ERR_INVALID_ARG,
                "%zu doubles of per-series state: at most 2^24", doubles);
   t->X = doubles;
-  ls_err_t const err =
-      doubles > 0 ? grow_zeroed(&t->model, 0, t->cap, doubles * sizeof(double)) : LS_OK;
+  ls_err_t err = doubles > 0 ? grow_zeroed(&t->model, 0, t->cap, doubles * sizeof(double)) : LS_OK;
+  if (err == LS_OK && doubles > 0) err = grow_zeroed(&t->mgen, 0, t->cap, sizeof(uint64_t));
   if (err != LS_OK) t->X = 0;
   return err;
 }
@@ -206,6 +215,11 @@ static void plist_unlink(ls_series_table_t *t, int64_t s) {
     l->tail = e->prev;
   e->prev = e->next = -1;
   l->count--;
+}
+
+/* Slot s's model state changes (or did): its clock. */
+static void model_touch(ls_series_table_t *t, size_t s) {
+  if (t->X > 0) t->mgen[s] = ++t->clock;
 }
 
 /* A reused slot (an evicted series' place) starts from zero: states and
@@ -263,6 +277,7 @@ ls_err_t ls_series_table_slot(ls_series_table_t *t, const void *key, size_t key_
   t->series[at] = (series_t){copy, key_len, partition, 0, 0, -1, -1, 0, -1, -1};
   plist_append(t, list, (int64_t)at);
   *slot = (int64_t)t->count++;
+  model_touch(t, at);
   return at < t->high ? clear_slot(t, at) : (t->high = t->count, LS_OK);
 }
 
@@ -382,6 +397,7 @@ static ls_err_t evict_slot(ls_series_table_t *t, int64_t s) {
              (size_t)t->F * sizeof(double));
       if (t->X > 0)
         memcpy(t->model + (size_t)s * t->X, t->model + last * t->X, t->X * sizeof(double));
+      model_touch(t, (size_t)s);
     }
   }
   t->count--;
@@ -426,13 +442,26 @@ ls_err_t ls_series_table_info(const ls_series_table_t *t, int64_t slot, ls_serie
   return LS_OK;
 }
 
-ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_stats_t *out) {
+ls_err_t ls_series_table_peek(ls_series_table_t *t, int64_t slot, ls_series_stats_t *out) {
   LS_FORWARD_IF_ERROR(check_slot(t, slot));
   LS_RETURN_IF(out == NULL, LS_ERR_INVALID_ARG, "out is NULL");
   LS_RETURN_IF(t->F == 0, LS_ERR_STATE, "the table keeps no host-side state per series");
   *out = stats_layout_at(t->norm_n, t->norm, t->errors, t->serve, t->pending, t->tail, t->model,
                          t->F, t->O, t->X, (size_t)slot);
   return LS_OK;
+}
+
+ls_err_t ls_series_table_stats(ls_series_table_t *t, int64_t slot, ls_series_stats_t *out) {
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(t, slot, out));
+  model_touch(t, (size_t)slot);
+  return LS_OK;
+}
+
+uint64_t series_table_model_gen(const ls_series_table_t *t, size_t slot, uint64_t *clock,
+                                uint64_t *id) {
+  if (clock != NULL) *clock = t->clock;
+  if (id != NULL) *id = t->id;
+  return t->X > 0 && slot < t->count ? t->mgen[slot] : UINT64_MAX;
 }
 
 ls_err_t ls_series_stats_copy(const ls_series_stats_t *dst, const ls_series_stats_t *src, int F,

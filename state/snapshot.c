@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapshot_format.h"
+#include "snapshot_model.h"
 
 /* Steps fit the 12 digits of a snapshot's directory name. */
 #define STEP_LIMIT 1000000000000ll
@@ -43,6 +43,7 @@ void ls_snapshot_destroy(ls_snapshot_t *s) {
   free(s->part_id), free(s->part_offset);
   free(s->norm_n), free(s->norm), free(s->errors), free(s->calib), free(s->calib_k);
   free(s->serve), free(s->pending), free(s->tail), free(s->predict), free(s->smodel);
+  free(s->mrefs);
   free(s->mem_filled), free(s->mem_next), free(s->mem);
   snap_free_inflight(s);
   snap_free_refs(s);
@@ -59,6 +60,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->series = s->key_bytes = s->parts = 0;
   s->stats_F = s->stats_O = 0;
   s->model_X = 0;
+  s->model_refs = 0, s->reused = 0, s->model_full = 0;
   s->has_calib = 0;
   s->has_serve = 0;
   s->predict_Q = s->predict_W = 0;
@@ -66,7 +68,7 @@ void ls_snapshot_reset(ls_snapshot_t *s) {
   s->in_F = 0;
   s->in_series = s->in_key_bytes = s->in_rows = 0;
   s->in_windows = s->n_segs = 0;
-  s->newseg.n = s->newseg.rows = 0;
+  s->newseg.n = s->newseg.rows = s->newseg.m = s->newseg.X = 0;
   s->new_seg = s->seg_hint = -1;
   s->book_gen = -1; /* (the book stays: a staging snapshot's is its writer's) */
   s->n_modules = 0; /* their buffers are kept */
@@ -84,6 +86,12 @@ static ls_err_t ensure(void *p, size_t *have, size_t count, size_t size, const c
   return LS_OK;
 }
 
+ls_err_t snap_reserve_smodel(ls_snapshot_t *s) {
+  if (s->stats_F == 0 || s->model_X == 0) return LS_OK;
+  return ensure(&s->smodel, &s->have_smodel, s->cap_series, s->model_X * sizeof(double),
+                "series models");
+}
+
 /* The optional arrays for the capacities: host-side series state, replay
  * memory of the partitions. */
 static ls_err_t reserve_optional(ls_snapshot_t *s) {
@@ -99,9 +107,9 @@ static ls_err_t reserve_optional(ls_snapshot_t *s) {
                                (size_t)s->stats_O * sizeof(double), "forecasts"));
     LS_FORWARD_IF_ERROR(
         ensure(&s->tail, &s->have_tail, cs, (size_t)s->stats_F * sizeof(double), "records"));
-    if (s->model_X > 0)
-      LS_FORWARD_IF_ERROR(
-          ensure(&s->smodel, &s->have_smodel, cs, s->model_X * sizeof(double), "series models"));
+    /* (a writer's staging snapshot mostly holds them by reference: when not,
+     * snap_reserve_smodel) */
+    if (s->book == NULL) LS_FORWARD_IF_ERROR(snap_reserve_smodel(s));
   }
   if (s->mem_cap > 0) {
     LS_RETURN_IF(s->mem_entry > SIZE_MAX / sizeof(float) / s->mem_cap, LS_ERR_NOMEM,
@@ -230,6 +238,7 @@ static ls_err_t append_series(ls_snapshot_t *s, const ls_series_info_t *in, int 
                "last event time %lld, activity %lld", (long long)in->last_time,
                (long long)in->active);
   LS_FORWARD_IF_ERROR(snap_reserve(s, s->series + 1, s->key_bytes + in->key_len + 1, 0));
+  if (!filled) LS_FORWARD_IF_ERROR(snap_reserve_smodel(s));
   size_t const i = s->series++;
   s->key_len[i] = (uint8_t)in->key_len;
   s->key_off[i] = s->key_bytes;
@@ -260,6 +269,8 @@ ls_err_t ls_snapshot_add_series(ls_snapshot_t *s, const ls_series_info_t *series
                                 const float *c) {
   LS_RETURN_IF(s == NULL || series == NULL, LS_ERR_INVALID_ARG, "snapshot or series is NULL");
   LS_RETURN_IF(h == NULL || c == NULL, LS_ERR_INVALID_ARG, "state h or c is NULL");
+  LS_RETURN_IF(s->model_refs, LS_ERR_STATE,
+               "the snapshot holds a table's series' model state by reference: no series after");
   LS_FORWARD_IF_ERROR(append_series(s, series, 0));
   size_t const i = s->series - 1;
   memcpy(s->h + i * s->row, h, s->row * sizeof(float));
@@ -277,10 +288,12 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
     LS_FORWARD_IF_ERROR(ls_snapshot_set_stats_shape(s, F, O));
     LS_FORWARD_IF_ERROR(ls_snapshot_set_model_width(s, ls_series_table_model_width(tab)));
   }
-  LS_RETURN_IF(F != s->stats_F || O != s->stats_O, LS_ERR_INVALID_ARG,
-               "the table keeps state of %d features and %d targets per series, the snapshot of "
-               "%d and %d",
-               F, O, s->stats_F, s->stats_O);
+  LS_RETURN_IF(F != s->stats_F || O != s->stats_O ||
+                   (F > 0 && ls_series_table_model_width(tab) != s->model_X),
+               LS_ERR_INVALID_ARG,
+               "the table keeps state of %d features and %d targets per series (%zu doubles of "
+               "the trainer's), the snapshot of %d and %d (%zu)",
+               F, O, ls_series_table_model_width(tab), s->stats_F, s->stats_O, s->model_X);
   size_t const first = s->series, n = ls_series_table_count(tab);
   if (n == 0) return LS_OK;
   LS_FORWARD_IF_ERROR(snap_reserve(s, first + n, 0, 0));
@@ -289,7 +302,12 @@ ls_err_t ls_snapshot_add_series_table(ls_snapshot_t *s, ls_series_table_t *tab) 
     LS_FORWARD_IF_ERROR(ls_series_table_info(tab, (int64_t)i, &info));
     LS_FORWARD_IF_ERROR(append_series(s, &info, F > 0));
   }
-  if (F > 0) LS_FORWARD_IF_ERROR(snap_fill_stats(s, tab, first, n));
+  if (F > 0) { /* the series' model state by reference, or by value */
+    ls_err_t const err = snap_model_plan(s, tab, first, n);
+    if (!s->model_refs) LS_FORWARD_IF_ERROR(snap_reserve_smodel(s));
+    LS_FORWARD_IF_ERROR(err);
+    LS_FORWARD_IF_ERROR(snap_fill_stats(s, tab, first, n));
+  }
   return ls_state_table_read(ls_series_table_states(tab), 0, n, s->h + first * s->row,
                              s->c + first * s->row);
 }

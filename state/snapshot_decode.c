@@ -32,7 +32,7 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
    * the shuffle flag; version 5 adds module sections with theirs. */
   int const v4 = snap_get_u32(f->data + 8) == 4;
   uint32_t const allowed = v4 ? (uint32_t)SNAP_FLAG_SHUFFLED : (uint32_t)SNAP_FLAG_KNOWN;
-  int const own = id >= SNAP_META && id <= SNAP_SEGMENT_ROWS;
+  int const own = id >= SNAP_META && id <= SNAP_SERIES_MODEL_REFS;
   if (!(own || (!v4 && snap_is_module(id))) || (flags & ~allowed) != 0 ||
       (own && (flags & ~(uint32_t)SNAP_FLAG_SHUFFLED) != 0))
     return CORRUPT("%s: section %d has an unknown id %u or flags %#x", f->name, i, id, flags);
@@ -258,7 +258,9 @@ static ls_err_t check_meta_inflight(const snap_file_t *f, const snap_meta_t *m) 
       m->in_windows > (1ull << 40) || m->in_key_bytes < 2 * m->in_series ||
       m->in_key_bytes > 256 * m->in_series || m->in_rows + m->in_windows < m->in_series ||
       (m->in_F == 0 && m->in_series + m->in_rows + m->in_windows > 0) ||
-      (m->segs == 0) != (m->in_windows == 0) || m->segs > m->in_windows || m->updates < 0)
+      (m->model_refs ? m->segs == 0 || m->model_refs > 1 || m->in_F == 0
+                     : (m->segs == 0) != (m->in_windows == 0) || m->segs > m->in_windows) ||
+      m->updates < 0)
     return CORRUPT("%s: meta: %llu series in flight of %u features with %llu rows, %llu windows "
                    "by reference in %u segments and %llu key bytes, %lld updates are not possible",
                    f->name, (unsigned long long)m->in_series, m->in_F,
@@ -275,7 +277,7 @@ static ls_err_t check_meta_layouts(const snap_file_t *f, const snap_meta_t *m) {
       m->mem_cap > (1u << 30) || m->mem_entry > (1u << 30) || m->has_calib > m->has_model ||
       m->has_serve > (m->stats_F > 0) || m->predict_Q > (1u << 20) || m->predict_W > (1u << 20) ||
       (m->predict_Q + m->predict_W > 0 && !m->has_model) || m->model_X > (1u << 24) ||
-      (m->model_X > 0 && m->stats_F == 0))
+      (m->model_X > 0 && m->stats_F == 0) || (m->model_refs && m->model_X == 0))
     return CORRUPT("%s: meta: series state of %u features and %u targets (forecasts %u), a "
                    "memory of %llu entries of %llu floats, calibration %u, forecasts' "
                    "bookkeeping of %u and %u values, %u doubles of series model are not possible",
@@ -292,7 +294,8 @@ static double meta_content_bytes(const snap_meta_t *m, uint64_t row, size_t n) {
   return S * (53.0 + 8.0 * (double)row) + (double)m->key_bytes +
          S * 8.0 * (1.0 + 4.0 * m->stats_F + 2.0 * m->stats_O) +
          S * 8.0 * (LS_SERVE_FIELDS + m->stats_O + m->stats_F) * m->has_serve +
-         S * 8.0 * m->model_X + 8.0 * ((double)m->predict_Q + (double)m->predict_W) +
+         S * 8.0 * (m->model_X + (m->model_refs ? 2 : 0)) +
+         8.0 * ((double)m->predict_Q + (double)m->predict_W) +
          (double)m->parts * (28.0 + 4.0 * (double)m->mem_cap * (double)m->mem_entry) +
          (m->has_model ? 12.0 * (double)n + 24.0 * m->shape.output_size : 0.0) +
          (double)m->in_series * 65.0 + (double)m->in_key_bytes +
@@ -306,7 +309,9 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
   snap_section_spans_t const sec = {SNAP_META, 1, {{raw, sizeof raw, 0}}};
   LS_FORWARD_IF_ERROR(decode_section(f, 0, &sec, dec, lim));
   *m = snap_meta_unpack(raw);
-  if (snap_get_u32(f->data + 8) < 6) m->segs = 0, m->in_windows = 0; /* (reserved before) */
+  uint32_t const version = snap_get_u32(f->data + 8);
+  if (version < 6) m->segs = 0, m->in_windows = 0; /* (reserved before) */
+  if (version < 7) m->model_refs = 0;
   if (ls_shape_check(&m->shape) != LS_OK)
     return CORRUPT("%s: meta: shape I=%d H=%d L=%d O=%d is not valid", f->name, m->shape.input_size,
                    m->shape.hidden_size, m->shape.num_layers, m->shape.output_size);
@@ -357,7 +362,8 @@ static ls_err_t read_meta(const snap_file_t *f, decoder_t *dec, const snap_limit
                           .in_key_bytes = (size_t)m->in_key_bytes,
                           .in_rows = (size_t)m->in_rows,
                           .in_windows = (size_t)m->in_windows,
-                          .n_segs = (size_t)m->segs};
+                          .n_segs = (size_t)m->segs,
+                          .model_refs = (int)m->model_refs};
   uint32_t ids[SNAP_SHARD_SECTIONS];
   int const count = 1 + snap_shard_ids(&sizing, 1, ids);
   int modules = 0; /* the module sections after the container's */
@@ -515,6 +521,10 @@ static ls_err_t shard_alloc(const snap_file_t *f, const snap_meta_t *m, int what
   if (err == LS_OK) err = ls_snapshot_set_model_width(s, (size_t)m->model_X);
   if (err == LS_OK) err = ls_snapshot_set_memory_shape(s, (size_t)m->mem_cap, (size_t)m->mem_entry);
   if (err == LS_OK) err = ls_snapshot_set_inflight_features(s, (int)m->in_F);
+  s->model_refs = (int)m->model_refs; /* (its rows: snap_model_resolve) */
+  if (err == LS_OK && series && m->model_refs)
+    err = snap_grow(&s->mrefs, (size_t)m->series, 2 * sizeof *s->mrefs, "series' model places");
+  if (err == LS_OK && series && m->model_refs) s->cap_mrefs = (size_t)m->series;
   if (err == LS_OK && series)
     err =
         snap_reserve_inflight(s, (size_t)m->in_series, (size_t)m->in_key_bytes, (size_t)m->in_rows);

@@ -300,18 +300,21 @@ ls_err_t snap_write_segment_file(snap_encoder_t *e, const snap_segment_t *g, int
                                  uint32_t *crc) {
   uint8_t meta[SNAP_SEG_META_BYTES] = {0};
   snap_put_u32(meta, (uint32_t)g->F);
+  snap_put_u32(meta + 4, (uint32_t)g->X);
   snap_put_u64(meta + 8, g->n);
   snap_put_u64(meta + 16, g->rows);
   snap_put_u64(meta + 24, g->writer);
   snap_put_u64(meta + 32, g->number);
   size_t const R = g->rows;
-  snap_section_spans_t const secs[3] = {
+  snap_section_spans_t const secs[4] = {
       {SNAP_SEGMENT, 1, {{meta, sizeof meta, 0}}},
       {SNAP_SEGMENT_WINDOWS, 1, {{g->win, g->n * SNAP_SEG_WIN * sizeof(int64_t), 0}}},
       {SNAP_SEGMENT_ROWS,
        3,
        {{g->offsets, R * sizeof(int64_t), 0},
         {g->times, R * sizeof(int64_t), 0},
-        {g->x, R * (size_t)g->F * sizeof(float), 1}}}};
-  return write_file(e, path, SNAP_KIND_SEGMENT, step, world, rank, secs, NULL, 3, size, crc);
+        {g->x, R * (size_t)g->F * sizeof(float), 1}}},
+      {SNAP_SEGMENT_MODEL, 1, {{g->model, g->m * g->X * sizeof(double), 0}}}};
+  return write_file(e, path, SNAP_KIND_SEGMENT, step, world, rank, secs, NULL, g->X > 0 ? 4 : 3,
+                    size, crc);
 }

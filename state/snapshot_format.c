@@ -32,7 +32,9 @@ const char *snap_section_name(uint32_t id) {
                                       "segments",
                                       "segment",
                                       "segment_windows",
-                                      "segment_rows"};
+                                      "segment_rows",
+                                      "segment_model",
+                                      "series_model_refs"};
   /* Module sections by the ids state.h allots (their content is theirs). */
   if (id == LS_SNAPSHOT_SECTION_SETTINGS) return "settings";
   if (id == LS_SNAPSHOT_SECTION_CALIBRATION) return "calibration";
@@ -41,7 +43,7 @@ const char *snap_section_name(uint32_t id) {
   if (id == LS_SNAPSHOT_SECTION_MARKS) return "marks";
   if (id == LS_SNAPSHOT_SECTION_EVICTED) return "evicted";
   if (id == LS_SNAPSHOT_SECTION_SERIES_MODEL) return "series_layout";
-  return id <= SNAP_SEGMENT_ROWS ? names[id] : names[0];
+  return id <= SNAP_SERIES_MODEL_REFS ? names[id] : names[0];
 }
 
 int snap_is_module(uint32_t id) {
@@ -137,6 +139,7 @@ snap_section_spans_t snap_section_of(const ls_snapshot_t *s, uint32_t id) {
                                    {s->tail, S * (size_t)s->stats_F * 8, 0}}};
   case SNAP_SERIES_MODEL:
     return (snap_section_spans_t){id, 1, {{s->smodel, S * s->model_X * 8, 0}}};
+  case SNAP_SERIES_MODEL_REFS: return (snap_section_spans_t){id, 1, {{s->mrefs, S * 2 * 8, 0}}};
   case SNAP_PREDICT:
     return (snap_section_spans_t){
         id, 1, {{s->predict, ((size_t)s->predict_Q + (size_t)s->predict_W) * 8, 0}}};
@@ -202,11 +205,13 @@ int snap_shard_ids(const ls_snapshot_t *s, int own_only, uint32_t ids[SNAP_SHARD
   ids[n++] = SNAP_KEYS, ids[n++] = SNAP_COUNTS, ids[n++] = SNAP_ACTIVITY, ids[n++] = SNAP_STATES;
   if (s->stats_F > 0) ids[n++] = SNAP_NORM;
   if (s->stats_F > 0 && s->has_serve) ids[n++] = SNAP_SERVE;
-  if (s->stats_F > 0 && s->model_X > 0) ids[n++] = SNAP_SERIES_MODEL;
+  if (s->stats_F > 0 && s->model_X > 0)
+    ids[n++] = s->model_refs ? SNAP_SERIES_MODEL_REFS : SNAP_SERIES_MODEL;
   ids[n++] = SNAP_PARTITIONS;
   if (s->mem_cap > 0) ids[n++] = SNAP_MEMORY;
   if (s->in_F > 0) ids[n++] = SNAP_INFLIGHT, ids[n++] = SNAP_INFLIGHT_ROWS;
-  if (s->in_F > 0 && s->in_windows > 0) ids[n++] = SNAP_INFLIGHT_WINDOWS, ids[n++] = SNAP_SEGMENTS;
+  if (s->in_F > 0 && (s->in_windows > 0 || s->model_refs))
+    ids[n++] = SNAP_INFLIGHT_WINDOWS, ids[n++] = SNAP_SEGMENTS;
   for (int i = 0; !own_only && i < s->n_modules; i++)
     ids[n++] = s->modules[i].id;
   return n;
@@ -240,8 +245,10 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u32(m + 152, (uint32_t)(s->has_model ? s->predict_Q : 0));
   snap_put_u32(m + 156, (uint32_t)(s->has_model ? s->predict_W : 0));
   snap_put_u32(m + 160, (uint32_t)(s->stats_F > 0 ? s->model_X : 0));
-  snap_put_u32(m + 164, (uint32_t)(s->in_F > 0 && s->in_windows > 0 ? s->n_segs : 0));
+  int const refs = s->model_refs && s->stats_F > 0 && s->model_X > 0 && s->in_F > 0;
+  snap_put_u32(m + 164, (uint32_t)(s->in_F > 0 && (s->in_windows > 0 || refs) ? s->n_segs : 0));
   snap_put_u64(m + 168, s->in_F > 0 ? s->in_windows : 0);
+  snap_put_u32(m + 176, (uint32_t)refs);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
@@ -270,5 +277,6 @@ snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {
                        snap_get_u32(m + 156),
                        snap_get_u32(m + 160),
                        snap_get_u32(m + 164),
-                       snap_get_u64(m + 168)};
+                       snap_get_u64(m + 168),
+                       snap_get_u32(m + 176)};
 }

@@ -8,7 +8,9 @@
  * directory; snapshotter.c: the background writer; safetensors.c: export).
  * Not a public header.
  *
- * Format, version 6; versions 5 (no records in flight by reference: no
+ * Format, version 7; versions 6 (no series' model state by reference:
+ * bytes 176..179 of the meta section and 4..7 of a segment's reserved, no
+ * section 24 or 23), 5 (no records in flight by reference: no
  * inflight_windows or segments section, and no segment files) and 4 (the
  * layout of 5 without module sections: every section of a version-4 file
  * is the container's own) are read too;
@@ -22,7 +24,8 @@
  *   file    = header | frame* | table | tail
  *   header  (40 bytes)
  *     0  magic      8   "LSTRSNAP"
- *     8  version    u32 6 (5 before segments, 4 before module sections)
+ *     8  version    u32 7 (6 before the series' model state by reference, 5
+ *                   before segments, 4 before module sections)
  *     12 kind       u32 1 = shard, 2 = manifest, 3 = segment
  *     16 flags      u32 bit 0: some section is byte-shuffled
  *     20 reserved   u32 0
@@ -77,7 +80,9 @@
  *                 160) series model X u32 (0: no series_model section);
  *                 (at 164) segments G u32, (at 168) windows by reference W
  *                 u64 (0, 0: no inflight_windows or segments section);
- *                 16 reserved bytes
+ *                 (at 176) series model by reference u32 (1: section 24
+ *                 instead of 17, and segments, G >= 1, whatever W;
+ *                 version 7); 12 reserved bytes
  *   2 model       params f32 [n]
  *   3 optimizer   adam_m f32 [n], adam_v f32 [n]
  *  10 calibration (format 4 only) spy f64 [O], spp f64 [O], k i64 [O]
@@ -97,6 +102,12 @@
  *  17 series_model  model f64 [S, X]: the trainer's per-series state
  *                 (ls_series_stats_t.model, opaque to state/; written since
  *                 issue 24, absent before: X = 0)
+ *  24 series_model_refs  (instead of 17, meta at 176) per series its
+ *                 model state's place, i64 [S, 2]: a segment (its index in
+ *                 segments) and the row of that segment's segment_model:
+ *                 a background writer writes a series' model state once,
+ *                 into the segment of the first shard after it changed
+ *                 (snapshot_model.c)
  *   7 partitions  partition i32 [P], offset i64 [P] (its next unread record)
  *  11 memory      filled i64 [P], next i64 [P], entries f32 [P, M, E]
  *  12 inflight    key_len u8 [Q], then the keys, each followed by a NUL,
@@ -132,13 +143,16 @@
  *                 partitions u64 (32 bytes each)
  * Segment sections (a segment file: windows in flight, written once by the
  * snapshot writer that first kept them, named in its header's step, world
- * and rank; the windows new since its last segment, in the order kept):
- *  20 segment     F u32, reserved u32, windows N u64, rows R u64, writer
- *                 u64, number u64 (40 bytes)
+ * and rank; the windows new since its last segment, in the order kept; and
+ * the series' model state that changed since its last shard):
+ *  20 segment     F u32, model X u32 (0: no section 23; version 7),
+ *                 windows N u64, rows R u64, writer u64, number u64 (40
+ *                 bytes); F 0 when N and R are
  *  21 segment_windows  per window partition, seq, rows: i64 [N, 3] (the
  *                 rows sum to R; (partition, seq) once each)
  *  22 segment_rows  offset i64 [R], event time i64 [R], values f32 [R, F]
  *                 (the windows' rows one after the other)
+ *  23 segment_model  rows of series' model state f64 [M, X] (X > 0)
  * Byte shuffling (flag bit 0 of a section) splits each 64 KiB block of a
  * float array (the last block shorter) into 4 planes: byte 0 of every
  * float, then byte 1, ...; raw_crc is over the unshuffled bytes.
@@ -158,7 +172,7 @@
 #endif
 
 enum {
-  SNAP_VERSION = 6,
+  SNAP_VERSION = 7,
   SNAP_VERSION_OLDEST = 4, /* the oldest version read */
   SNAP_KIND_SHARD = 1,
   SNAP_KIND_MANIFEST = 2,
@@ -206,7 +220,9 @@ typedef enum snap_section_e {
   SNAP_SEGMENTS,
   SNAP_SEGMENT,
   SNAP_SEGMENT_WINDOWS,
-  SNAP_SEGMENT_ROWS
+  SNAP_SEGMENT_ROWS,
+  SNAP_SEGMENT_MODEL,
+  SNAP_SERIES_MODEL_REFS
 } snap_section_t;
 
 /* The first 8 bytes of every file, and bytes 16..23 of its tail. */
@@ -259,6 +275,8 @@ typedef struct snap_segment_s {
   size_t rows, cap_rows;
   int64_t *offsets, *times; /* [rows] */
   float *x;                 /* [rows, F] */
+  size_t X, m, cap_m;       /* series' model state: doubles a row (0: none), rows, room */
+  double *model;            /* [m, X] (cap_m doubles) */
 } snap_segment_t;
 
 /* What a snapshot writer's segments hold (snapshot_segment.c): the
@@ -274,6 +292,17 @@ typedef struct snap_book_part_s {
   uint64_t *number; /* [n] */
 } snap_book_part_t;
 
+/* Where a writer's last shard has each series' model state (snapshot_model.c):
+ * series i's in row row[i] of segment number[i], copied from the series
+ * table (of id `table`) when its clock read clock[i]; rows: the rows
+ * written into segments after the last shard that wrote every series'. */
+typedef struct snap_places_s {
+  uint64_t table;
+  size_t X, n, cap;
+  uint64_t *number, *row, *clock; /* [n] */
+  uint64_t rows;
+} snap_places_t;
+
 typedef struct snap_book_s {
   uint64_t writer;    /* random: names its segments apart from any other run's */
   uint64_t next;      /* the number of its next segment */
@@ -285,6 +314,7 @@ typedef struct snap_book_s {
   size_t n_parts, cap_parts;
   uint8_t *segs; /* [n_segs, SNAP_SEG_ENTRY_BYTES]: the segments alive, by number */
   size_t n_segs, cap_segs;
+  snap_places_t places, written; /* its last shard's series' model state; scratch */
 } snap_book_t;
 
 /* The content of one rank's part (include/lstream/state.h). Arrays have
@@ -319,6 +349,17 @@ struct ls_snapshot_s {
   double *tail;         /* [S, F] */
   size_t model_X;       /* with stats: the trainer's doubles per series (0: none) */
   double *smodel;       /* [S, X] */
+  /* By reference (a writer's staging snapshot, or a shard read before its
+   * segments are; snapshot_model.c): series i's model state is row
+   * mrefs[i][1] of segment mrefs[i][0] (its index in segs), smodel unused;
+   * the rows of the series that changed since the writer's last shard go
+   * into its new segment (newseg), the others' stay where they are. */
+  int model_refs;
+  int64_t *mrefs;                   /* [S, 2] */
+  size_t cap_mrefs;                 /* series */
+  size_t reused;                    /* series whose rows stay where they are */
+  int model_full;                   /* every series' row written (the places reset) */
+  uint64_t fill_clock, model_table; /* the table's clock when filled, and its id */
 
   int has_calib;    /* with the model: calibration per target of the shape's O */
   double *calib;    /* [2 O]: spy [O], then spp [O] */
@@ -389,8 +430,10 @@ ls_err_t snap_grow(void *p, size_t count, size_t size, const char *what);
 size_t snap_next_cap(size_t cap, size_t need);
 
 /* Makes room for `series` series, `key_bytes` key bytes and `parts`
- * partitions (growing by doubling at least). */
+ * partitions (growing by doubling at least); but for a writer's staging
+ * snapshot, the series' model state by value (snap_reserve_smodel). */
 ls_err_t snap_reserve(ls_snapshot_t *snap, size_t series, size_t key_bytes, size_t parts);
+ls_err_t snap_reserve_smodel(ls_snapshot_t *snap);
 
 /* Series [first, first + n) of snap (appended, their stats not yet
  * filled) take the host-side state of tab's slots [0, n): on the calling
@@ -549,6 +592,7 @@ typedef struct snap_meta_s {
   uint32_t model_X;
   uint32_t segs;       /* G */
   uint64_t in_windows; /* W */
+  uint32_t model_refs; /* section 24 instead of 17 */
 } snap_meta_t;
 
 /* The meta section of a snapshot's content, and back. */
@@ -564,6 +608,10 @@ ls_err_t snap_decode_manifest(const snap_file_t *f, const snap_limits_t *lim,
 
 /* Reads a whole file into memory (malloc'ed; snapshot_read.c). */
 ls_err_t snap_read_file(const char *path, uint8_t **data, size_t *size);
+
+/* `to` becomes another name of the file at `from` (its copy, fsynced,
+ * where the file system has no hard links) (snapshot_read.c). */
+ls_err_t snap_link_file(const char *from, const char *to);
 
 /* Reads of a file only its header, section table, tail and meta section
  * into *data, a buffer of the file's *size bytes whose other pages are

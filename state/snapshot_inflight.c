@@ -64,6 +64,7 @@ ls_err_t snap_reserve_refs(ls_snapshot_t *s, size_t windows) {
 
 void snap_segment_free(snap_segment_t *g) {
   free(g->win), free(g->row_at), free(g->order), free(g->offsets), free(g->times), free(g->x);
+  free(g->model);
   *g = (snap_segment_t){.F = g->F};
 }
 
@@ -82,9 +83,10 @@ ls_err_t ls_snapshot_set_inflight_features(ls_snapshot_t *s, int features) {
   LS_RETURN_IF(s == NULL, LS_ERR_INVALID_ARG, "snapshot is NULL");
   LS_RETURN_IF(features < 0 || features > (1 << 16), LS_ERR_INVALID_ARG,
                "in-flight records of %d features", features);
-  LS_RETURN_IF(s->in_series > 0 && features != s->in_F, LS_ERR_STATE,
-               "the snapshot holds series in flight already (set their features first)");
-  if (features != s->in_F) { /* the rows' arrays are sized for the old width */
+  LS_RETURN_IF((s->in_series > 0 || s->new_seg >= 0) && features != s->in_F, LS_ERR_STATE,
+               "the snapshot holds series in flight or a new segment already (set the features "
+               "first)");
+  if (features != s->newseg.F) { /* the rows' arrays are sized for another width */
     free(s->in_offsets), free(s->in_times), free(s->in_x);
     s->in_offsets = s->in_times = NULL, s->in_x = NULL, s->cap_in_rows = 0;
     snap_segment_free(&s->newseg);

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "snapshot_format.h"
+#include "snapshot_model.h"
 
 #define SNAP_PREFIX "snap-"
 #define TMP_PREFIX  ".tmp-snap-"
@@ -156,17 +156,20 @@ ls_err_t snap_write_shard(snap_encoder_t *enc, ls_snapshot_t *s, const char *dir
   char tmp[PATH_MAX], file[PATH_MAX];
   LS_FORWARD_IF_ERROR(shard_paths(s, dir, tmp, file));
   /* Its segments first: a shard written references files in place. */
-  if (s->in_windows > 0) LS_FORWARD_IF_ERROR(snap_segments_put(enc, s, dir, tmp));
-  return snap_write_shard_file(enc, s, file);
+  if (s->in_windows > 0 || s->model_refs) LS_FORWARD_IF_ERROR(snap_segments_put(enc, s, dir, tmp));
+  LS_FORWARD_IF_ERROR(snap_write_shard_file(enc, s, file));
+  /* Where its series' model state is, for the writer's next shard. */
+  return s->book != NULL ? snap_model_written(s->book, s) : LS_OK;
 }
 
 ls_err_t ls_snapshot_write_shard(const ls_snapshot_t *s, const char *dir,
                                  const ls_snapshot_conf_t *conf) {
   LS_RETURN_IF(s == NULL || dir == NULL, LS_ERR_INVALID_ARG, "snapshot or dir is NULL");
   LS_FORWARD_IF_ERROR(ls_snapshot_conf_check(conf));
-  LS_RETURN_IF(s->in_windows > 0, LS_ERR_STATE,
-               "the snapshot holds windows by reference (a writer's staging snapshot): its "
-               "writer writes it (ls_snapshotter_submit)");
+  LS_RETURN_IF(s->in_windows > 0 || s->model_refs, LS_ERR_STATE,
+               "the snapshot holds %s by reference (a writer's staging snapshot): its writer "
+               "writes it (ls_snapshotter_submit)",
+               s->in_windows > 0 ? "windows" : "series' model state");
   char tmp[PATH_MAX], file[PATH_MAX];
   LS_FORWARD_IF_ERROR(shard_paths(s, dir, tmp, file));
   snap_encoder_t *enc = NULL;

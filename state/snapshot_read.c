@@ -123,3 +123,40 @@ ls_err_t snap_read_file_meta(const char *path, uint8_t **data, size_t *size) {
 void snap_unmap_file(uint8_t *data, size_t size) {
   if (data != NULL && size > 0) munmap(data, size);
 }
+
+/* Copies the file at `from` to `to` (fsynced): where a hard link cannot be
+ * made. */
+static ls_err_t copy_file(const char *from, const char *to) {
+  uint8_t *data = NULL;
+  size_t size = 0;
+  LS_FORWARD_IF_ERROR(snap_read_file(from, &data, &size));
+  int const fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ls_err_t err =
+      fd >= 0 ? LS_OK : ls_error_set(LS_ERR_IO, "%s: cannot create: %s", to, strerror(errno));
+  for (size_t at = 0; err == LS_OK && at < size;) {
+    ssize_t const w = write(fd, data + at, size - at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      err = ls_error_set(LS_ERR_IO, "%s: write failed: %s", to,
+                         w < 0 ? strerror(errno) : "no progress");
+    else
+      at += (size_t)w;
+  }
+  if (err == LS_OK && fsync(fd) != 0)
+    err = ls_error_set(LS_ERR_IO, "%s: fsync failed: %s", to, strerror(errno));
+  if (fd >= 0 && close(fd) != 0 && err == LS_OK)
+    err = ls_error_set(LS_ERR_IO, "%s: close failed: %s", to, strerror(errno));
+  free(data);
+  return err;
+}
+
+ls_err_t snap_link_file(const char *from, const char *to) {
+  if (link(from, to) == 0) return LS_OK;
+  if (errno == EEXIST) { /* left by an attempt at this step that failed */
+    LS_RETURN_IF(unlink(to) != 0, LS_ERR_IO, "%s: cannot replace: %s", to, strerror(errno));
+    if (link(from, to) == 0) return LS_OK;
+  }
+  if (errno == EPERM || errno == EXDEV || errno == ENOTSUP || errno == EMLINK || errno == ENOSYS)
+    return copy_file(from, to);
+  return ls_error_set(LS_ERR_IO, "%s: cannot link to %s: %s", to, from, strerror(errno));
+}

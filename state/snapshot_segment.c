@@ -35,45 +35,12 @@
 #include <unistd.h>
 
 #include "base/digest.h"
-#include "snapshot_format.h"
+#include "snapshot_model.h"
 
 #define CORRUPT(...) ls_error_set(LS_ERR_CORRUPT, __VA_ARGS__)
 
 /* The writer's folder of segments in a snapshot directory. */
 #define SEG_DIR "segments"
-
-/* ------------------------------------------------------------------------ */
-/* Segments entries (the segments section; the book's)                       */
-
-typedef struct seg_entry_s {
-  uint64_t writer, number, windows, size;
-  uint32_t crc;
-} seg_entry_t;
-
-static seg_entry_t entry_get(const uint8_t *segs, size_t i) {
-  const uint8_t *const p = segs + i * SNAP_SEG_ENTRY_BYTES;
-  return (seg_entry_t){snap_get_u64(p), snap_get_u64(p + 8), snap_get_u64(p + 16),
-                       snap_get_u64(p + 24), snap_get_u32(p + 32)};
-}
-
-static void entry_put(uint8_t *segs, size_t i, const seg_entry_t *e) {
-  uint8_t *const p = segs + i * SNAP_SEG_ENTRY_BYTES;
-  memset(p, 0, SNAP_SEG_ENTRY_BYTES);
-  snap_put_u64(p, e->writer);
-  snap_put_u64(p + 8, e->number);
-  snap_put_u64(p + 16, e->windows);
-  snap_put_u64(p + 24, e->size);
-  snap_put_u32(p + 32, e->crc);
-}
-
-/* Room for n entries in *segs (capacity *cap). */
-static ls_err_t reserve_entries(uint8_t **segs, size_t *cap, size_t n) {
-  size_t const c = snap_next_cap(*cap, n);
-  if (c == *cap && *segs != NULL) return LS_OK;
-  LS_FORWARD_IF_ERROR(snap_grow(segs, c, SNAP_SEG_ENTRY_BYTES, "segment entries"));
-  *cap = c;
-  return LS_OK;
-}
 
 void snap_segment_name(char name[64], int rank, uint64_t writer, uint64_t number) {
   snprintf(name, 64, "seg-r%d-%016" PRIx64 "-%012" PRIu64, rank, writer, number);
@@ -134,7 +101,7 @@ void snap_book_free(snap_book_t *b) {
   if (b == NULL) return;
   for (size_t i = 0; i < b->n_parts; i++)
     free(b->parts[i].hi), free(b->parts[i].number);
-  free(b->parts), free(b->segs);
+  free(b->parts), free(b->segs), snap_places_free(&b->places), snap_places_free(&b->written);
   *b = (snap_book_t){0};
 }
 
@@ -164,22 +131,9 @@ static int book_lookup(snap_book_t *b, size_t *hint, int32_t partition, int64_t 
   return 1;
 }
 
-/* The book's entry of segment `number` (alive), or -1. */
-static int64_t book_entry(const snap_book_t *b, uint64_t number) {
-  size_t lo = 0, hi = b->n_segs;
-  while (lo < hi) { /* by number, ascending */
-    size_t const mid = lo + (hi - lo) / 2;
-    if (entry_get(b->segs, mid).number < number)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < b->n_segs && entry_get(b->segs, lo).number == number ? (int64_t)lo : -1;
-}
-
 /* Segment g written: its windows' seqs enter the book, under its number. */
-static ls_err_t book_enter(snap_book_t *b, const snap_segment_t *g, const seg_entry_t *e) {
-  LS_FORWARD_IF_ERROR(reserve_entries(&b->segs, &b->cap_segs, b->n_segs + 1));
+static ls_err_t book_enter(snap_book_t *b, const snap_segment_t *g, const snap_seg_entry_t *e) {
+  LS_FORWARD_IF_ERROR(snap_reserve_entries(&b->segs, &b->cap_segs, b->n_segs + 1));
   size_t hint = 0;
   for (size_t k = 0; k < g->n; k++) {
     int32_t const partition = (int32_t)g->win[k * SNAP_SEG_WIN];
@@ -206,7 +160,7 @@ static ls_err_t book_enter(snap_book_t *b, const snap_segment_t *g, const seg_en
     if (seq > p->hi[p->n - 1]) p->hi[p->n - 1] = seq;
     if (seq > p->written) p->written = seq;
   }
-  entry_put(b->segs, b->n_segs++, e); /* the newest: numbers stay ascending */
+  snap_entry_put(b->segs, b->n_segs++, e); /* the newest: numbers stay ascending */
   b->next = e->number + 1;
   b->generation++;
   return LS_OK;
@@ -214,7 +168,7 @@ static ls_err_t book_enter(snap_book_t *b, const snap_segment_t *g, const seg_en
 
 /* Segment `number` leaves the book (its file gone). */
 static void book_drop(snap_book_t *b, uint64_t number) {
-  int64_t const at = book_entry(b, number);
+  int64_t const at = snap_book_entry(b, number);
   if (at >= 0) {
     memmove(b->segs + (size_t)at * SNAP_SEG_ENTRY_BYTES,
             b->segs + ((size_t)at + 1) * SNAP_SEG_ENTRY_BYTES,
@@ -234,34 +188,6 @@ static void book_drop(snap_book_t *b, uint64_t number) {
 /* ------------------------------------------------------------------------ */
 /* Keeping series in flight (the trainer's thread)                          */
 
-/* The entry of segment `number` in s's segments, appended from the book's
- * the first time. */
-static ls_err_t entry_of(ls_snapshot_t *s, uint64_t number, int64_t *g) {
-  /* (a series' windows run in seq order: mostly the segment of the last) */
-  if (s->seg_hint >= 0 && s->seg_hint_number == number) {
-    *g = s->seg_hint;
-    return LS_OK;
-  }
-  for (size_t i = s->n_segs; i-- > 0;)
-    if (snap_get_u64(s->segs + i * SNAP_SEG_ENTRY_BYTES + 8) == number &&
-        (int64_t)i != s->new_seg) {
-      *g = s->seg_hint = (int64_t)i;
-      s->seg_hint_number = number;
-      return LS_OK;
-    }
-  int64_t const at = book_entry(s->book, number);
-  LS_RETURN_IF(at < 0, LS_ERR_STATE,
-               "the snapshot writer's book maps a window to segment %" PRIu64 ", which it no "
-               "longer holds",
-               number);
-  LS_FORWARD_IF_ERROR(reserve_entries(&s->segs, &s->cap_segs, s->n_segs + 1));
-  seg_entry_t const e = entry_get(s->book->segs, (size_t)at);
-  entry_put(s->segs, s->n_segs, &e);
-  *g = s->seg_hint = (int64_t)s->n_segs++;
-  s->seg_hint_number = number;
-  return LS_OK;
-}
-
 /* A window of `partition` into s by reference: *ref = its segment and seq;
  * a window no segment holds yet goes into s's new one. */
 static ls_err_t keep_window(ls_snapshot_t *s, int32_t partition, const ls_inflight_window_t *w,
@@ -269,17 +195,10 @@ static ls_err_t keep_window(ls_snapshot_t *s, int32_t partition, const ls_inflig
   uint64_t number = 0;
   int64_t g = -1;
   if (book_lookup(s->book, &s->book_hint, partition, w->seq, &number)) {
-    LS_FORWARD_IF_ERROR(entry_of(s, number, &g));
+    LS_FORWARD_IF_ERROR(snap_segment_entry(s, number, &g));
   } else {
     snap_segment_t *const n = &s->newseg;
-    if (s->new_seg < 0) { /* its entry; its size and checksum once written */
-      LS_FORWARD_IF_ERROR(reserve_entries(&s->segs, &s->cap_segs, s->n_segs + 1));
-      seg_entry_t const e = {s->book->writer, s->book->next, 0, 0, 0};
-      entry_put(s->segs, s->n_segs, &e);
-      s->new_seg = (int)s->n_segs++;
-      n->n = n->rows = 0;
-      n->writer = e.writer, n->number = e.number;
-    }
+    LS_FORWARD_IF_ERROR(snap_newseg_entry(s, &g));
     size_t const rows = (size_t)w->rows, F = (size_t)n->F;
     LS_FORWARD_IF_ERROR(segment_reserve(n, n->n + 1, n->rows + rows));
     int64_t *const m = n->win + n->n++ * SNAP_SEG_WIN;
@@ -288,7 +207,6 @@ static ls_err_t keep_window(ls_snapshot_t *s, int32_t partition, const ls_inflig
     memcpy(n->times + n->rows, w->times, rows * sizeof(int64_t));
     memcpy(n->x + n->rows * F, w->x, rows * F * sizeof(float));
     n->rows += rows;
-    g = s->new_seg;
   }
   ref[0] = g, ref[1] = w->seq;
   return LS_OK;
@@ -347,45 +265,6 @@ ls_err_t ls_snapshot_add_inflight_parts(ls_snapshot_t *s, const ls_inflight_part
 /* ------------------------------------------------------------------------ */
 /* Writing (the writer's thread)                                             */
 
-/* Copies the file at `from` to `to` (fsynced): where a hard link cannot be
- * made. */
-static ls_err_t copy_file(const char *from, const char *to) {
-  uint8_t *data = NULL;
-  size_t size = 0;
-  LS_FORWARD_IF_ERROR(snap_read_file(from, &data, &size));
-  int const fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ls_err_t err =
-      fd >= 0 ? LS_OK : ls_error_set(LS_ERR_IO, "%s: cannot create: %s", to, strerror(errno));
-  for (size_t at = 0; err == LS_OK && at < size;) {
-    ssize_t const w = write(fd, data + at, size - at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      err = ls_error_set(LS_ERR_IO, "%s: write failed: %s", to,
-                         w < 0 ? strerror(errno) : "no progress");
-    else
-      at += (size_t)w;
-  }
-  if (err == LS_OK && fsync(fd) != 0)
-    err = ls_error_set(LS_ERR_IO, "%s: fsync failed: %s", to, strerror(errno));
-  if (fd >= 0 && close(fd) != 0 && err == LS_OK)
-    err = ls_error_set(LS_ERR_IO, "%s: close failed: %s", to, strerror(errno));
-  free(data);
-  return err;
-}
-
-/* `to` becomes another name of the file at `from` (its copy where the file
- * system has no hard links). */
-static ls_err_t link_file(const char *from, const char *to) {
-  if (link(from, to) == 0) return LS_OK;
-  if (errno == EEXIST) { /* left by an attempt at this step that failed */
-    LS_RETURN_IF(unlink(to) != 0, LS_ERR_IO, "%s: cannot replace: %s", to, strerror(errno));
-    if (link(from, to) == 0) return LS_OK;
-  }
-  if (errno == EPERM || errno == EXDEV || errno == ENOTSUP || errno == EMLINK || errno == ENOSYS)
-    return copy_file(from, to);
-  return ls_error_set(LS_ERR_IO, "%s: cannot link to %s: %s", to, from, strerror(errno));
-}
-
 ls_err_t snap_segments_put(snap_encoder_t *enc, ls_snapshot_t *s, const char *dir,
                            const char *tmp) {
   LS_RETURN_IF(s->book == NULL, LS_ERR_STATE,
@@ -398,7 +277,7 @@ ls_err_t snap_segments_put(snap_encoder_t *enc, ls_snapshot_t *s, const char *di
   int const rank = (int)s->info.rank;
   if (s->new_seg >= 0) { /* written whole under a temporary name, then renamed */
     snap_segment_t const *const n = &s->newseg;
-    seg_entry_t e = {n->writer, n->number, n->n, 0, 0};
+    snap_seg_entry_t e = {n->writer, n->number, n->n, 0, 0};
     char part[96];
     snap_segment_name(name, rank, e.writer, e.number);
     snprintf(part, sizeof part, ".%s.tmp", name);
@@ -413,16 +292,16 @@ ls_err_t snap_segments_put(snap_encoder_t *enc, ls_snapshot_t *s, const char *di
       return err;
     }
     LS_FORWARD_IF_ERROR(snap_fsync_dir(segdir));
-    entry_put(s->segs, (size_t)s->new_seg, &e);
+    snap_entry_put(s->segs, (size_t)s->new_seg, &e);
     LS_FORWARD_IF_ERROR(book_enter(s->book, n, &e));
     s->book_gen = s->book->generation;
   }
   for (size_t g = 0; g < s->n_segs; g++) {
-    seg_entry_t const e = entry_get(s->segs, g);
+    snap_seg_entry_t const e = snap_entry_get(s->segs, g);
     snap_segment_name(name, rank, e.writer, e.number);
     LS_FORWARD_IF_ERROR(join(path, segdir, name));
     LS_FORWARD_IF_ERROR(join(to, tmp, name));
-    LS_FORWARD_IF_ERROR(link_file(path, to));
+    LS_FORWARD_IF_ERROR(snap_link_file(path, to));
   }
   return LS_OK;
 }
@@ -468,10 +347,10 @@ ls_err_t snap_segments_sweep(snap_book_t *b, const ls_snapshot_t *s, const char 
     b->swept = 1;
   }
   for (size_t i = b->n_segs; i-- > 0;) {
-    seg_entry_t const e = entry_get(b->segs, i);
+    snap_seg_entry_t const e = snap_entry_get(b->segs, i);
     int kept = 0;
     for (size_t g = 0; g < s->n_segs && !kept; g++)
-      kept = entry_get(s->segs, g).number == e.number;
+      kept = snap_entry_get(s->segs, g).number == e.number;
     if (kept) continue;
     snap_segment_name(name, rank, e.writer, e.number);
     LS_FORWARD_IF_ERROR(join(path, segdir, name));
@@ -533,20 +412,27 @@ static ls_err_t index_segment(const snap_file_t *f, snap_segment_t *g) {
 
 ls_err_t snap_decode_segment(const snap_file_t *f, snap_segment_t *g) {
   *g = (snap_segment_t){0};
-  if (f->desc.n_sections != 3 || f->ids[0] != SNAP_SEGMENT || f->ids[1] != SNAP_SEGMENT_WINDOWS ||
-      f->ids[2] != SNAP_SEGMENT_ROWS || f->desc.sections[0].raw != SNAP_SEG_META_BYTES)
-    return CORRUPT("%s: not a segment's sections (%d of them)", f->name, f->desc.n_sections);
+  int const ns = f->desc.n_sections;
+  if ((ns != 3 && ns != 4) || f->ids[0] != SNAP_SEGMENT || f->ids[1] != SNAP_SEGMENT_WINDOWS ||
+      f->ids[2] != SNAP_SEGMENT_ROWS || (ns == 4 && f->ids[3] != SNAP_SEGMENT_MODEL) ||
+      f->desc.sections[0].raw != SNAP_SEG_META_BYTES)
+    return CORRUPT("%s: not a segment's sections (%d of them)", f->name, ns);
   uint8_t meta[SNAP_SEG_META_BYTES];
   snap_section_spans_t const ms = {SNAP_SEGMENT, 1, {{meta, sizeof meta, 0}}};
-  int const at[3] = {0, 1, 2};
+  int const at[4] = {0, 1, 2, 3};
   ls_err_t err = snap_decode_sections(f, at, &ms, 1);
   uint32_t const F = snap_get_u32(meta);
+  uint32_t const X = snap_get_u32(f->data + 8) < 7 ? 0 : snap_get_u32(meta + 4); /* (reserved) */
   uint64_t const n = snap_get_u64(meta + 8), R = snap_get_u64(meta + 16);
-  if (err == LS_OK && (F < 1 || F > (1u << 16) || n > (1ull << 40) || R > (1ull << 40) || R < n ||
-                       f->desc.sections[1].raw != n * SNAP_SEG_WIN * 8 ||
-                       f->desc.sections[2].raw != R * (16 + 4 * (uint64_t)F)))
-    err = CORRUPT("%s: segment: %llu windows of %llu rows of %u features do not fit its sections",
-                  f->name, (unsigned long long)n, (unsigned long long)R, F);
+  uint64_t const M = ns == 4 && X > 0 ? f->desc.sections[3].raw / (8 * (uint64_t)X) : 0;
+  if (err == LS_OK &&
+      ((F < 1 && n + R > 0) || F > (1u << 16) || n > (1ull << 40) || R > (1ull << 40) || R < n ||
+       f->desc.sections[1].raw != n * SNAP_SEG_WIN * 8 ||
+       f->desc.sections[2].raw != R * (16 + 4 * (uint64_t)F) || X > (1u << 24) ||
+       (ns == 4) != (X > 0) || (ns == 4 && f->desc.sections[3].raw != M * 8 * X)))
+    err = CORRUPT("%s: segment: %llu windows of %llu rows of %u features, model rows of %u "
+                  "doubles do not fit its sections",
+                  f->name, (unsigned long long)n, (unsigned long long)R, F, X);
   if (err == LS_OK) {
     *g = (snap_segment_t){.F = (int)F,
                           .writer = snap_get_u64(meta + 24),
@@ -554,23 +440,28 @@ ls_err_t snap_decode_segment(const snap_file_t *f, snap_segment_t *g) {
                           .n = (size_t)n,
                           .cap = (size_t)n,
                           .rows = (size_t)R,
-                          .cap_rows = (size_t)R};
+                          .cap_rows = (size_t)R,
+                          .X = X,
+                          .m = (size_t)M,
+                          .cap_m = (size_t)(M * X)};
     g->win = malloc(n ? n * SNAP_SEG_WIN * 8 : 1);
     g->row_at = malloc(n ? n * sizeof *g->row_at : 1);
     g->order = malloc(n ? n * sizeof *g->order : 1);
     g->offsets = malloc(R ? R * 8 : 1);
     g->times = malloc(R ? R * 8 : 1);
-    g->x = malloc(R ? R * F * 4 : 1);
-    if (!g->win || !g->row_at || !g->order || !g->offsets || !g->times || !g->x)
+    g->x = malloc(R > 0 && F > 0 ? R * F * 4 : 1);
+    g->model = malloc(M ? M * X * 8 : 1);
+    if (!g->win || !g->row_at || !g->order || !g->offsets || !g->times || !g->x || !g->model)
       err =
           ls_error_set(LS_ERR_NOMEM, "no memory for a segment of %llu rows", (unsigned long long)R);
   }
-  snap_section_spans_t const secs[2] = {
+  snap_section_spans_t const secs[3] = {
       {SNAP_SEGMENT_WINDOWS, 1, {{g->win, g->n * SNAP_SEG_WIN * 8, 0}}},
       {SNAP_SEGMENT_ROWS,
        3,
-       {{g->offsets, g->rows * 8, 0}, {g->times, g->rows * 8, 0}, {g->x, g->rows * F * 4, 1}}}};
-  if (err == LS_OK) err = snap_decode_sections(f, at + 1, secs, 2);
+       {{g->offsets, g->rows * 8, 0}, {g->times, g->rows * 8, 0}, {g->x, g->rows * F * 4, 1}}},
+      {SNAP_SEGMENT_MODEL, 1, {{g->model, g->m * g->X * 8, 0}}}};
+  if (err == LS_OK) err = snap_decode_sections(f, at + 1, secs, ns - 1);
   if (err == LS_OK) err = index_segment(f, g);
   if (err != LS_OK) snap_segment_free(g);
   return err;
@@ -581,7 +472,7 @@ ls_err_t snap_decode_segment(const snap_file_t *f, snap_segment_t *g) {
  * decoded into *out when out is not NULL. */
 static ls_err_t read_segment(const uint8_t *segs, size_t g, const char *dir, int rank,
                              snap_segment_t *out) {
-  seg_entry_t const e = entry_get(segs, g);
+  snap_seg_entry_t const e = snap_entry_get(segs, g);
   char name[64], path[PATH_MAX];
   snap_segment_name(name, rank, e.writer, e.number);
   LS_FORWARD_IF_ERROR(join(path, dir, name));
@@ -661,19 +552,50 @@ static ls_err_t put_together(ls_snapshot_t *s, const ls_snapshot_t *old, const s
   return LS_OK;
 }
 
+/* The series' model state by reference: each series' segment one of the
+ * G the shard lists (before any is read); then, segment g read, the rows
+ * of the series it holds copied into smodel and its rows freed, so that
+ * no more than one segment's rows are in memory beside the series'. */
+static ls_err_t check_model_refs(const ls_snapshot_t *s, size_t G, const char *name) {
+  for (size_t i = 0; s->model_refs && i < s->series; i++)
+    if (s->mrefs[2 * i] < 0 || (uint64_t)s->mrefs[2 * i] >= G)
+      return CORRUPT("%s: series_model_refs: series %zu's model state is in segment %lld of %zu",
+                     name, i, (long long)s->mrefs[2 * i], G);
+  return LS_OK;
+}
+
+static ls_err_t resolve_model(ls_snapshot_t *s, snap_segment_t *seg, size_t g, const char *name) {
+  size_t const X = s->model_X;
+  for (size_t i = 0; s->model_refs && i < s->series; i++) {
+    int64_t const r = s->mrefs[2 * i + 1];
+    if ((uint64_t)s->mrefs[2 * i] != g) continue;
+    if (seg->X != X || r < 0 || (uint64_t)r >= seg->m)
+      return CORRUPT("%s: series_model_refs: series %zu's model state is row %lld of segment "
+                     "%" PRIu64 ", which %s",
+                     name, i, (long long)r, seg->number,
+                     seg->X != X ? "holds rows of another width" : "it does not hold");
+    memcpy(s->smodel + i * X, seg->model + (size_t)r * X, X * sizeof(double));
+  }
+  free(seg->model), seg->model = NULL, seg->m = seg->cap_m = 0;
+  return LS_OK;
+}
+
 ls_err_t snap_segments_resolve(ls_snapshot_t *s, const char *dir, int rank) {
   if (s->in_windows == 0 && s->n_segs == 0) return LS_OK;
   const char *const name = dir;
   snap_segment_t *const segs = calloc(s->n_segs ? s->n_segs : 1, sizeof *segs);
   LS_RETURN_IF(segs == NULL, LS_ERR_NOMEM, "no memory for %zu segments", s->n_segs);
-  ls_err_t err = LS_OK;
+  ls_err_t err = check_model_refs(s, s->n_segs, name);
   size_t read = 0;
-  for (; read < s->n_segs && err == LS_OK; read++)
+  for (; read < s->n_segs && err == LS_OK; read++) {
     err = read_segment(s->segs, read, dir, rank, &segs[read]);
+    if (err == LS_OK) err = resolve_model(s, &segs[read], read, name);
+  }
   for (size_t g = 0; g < read && err == LS_OK; g++)
-    if (segs[g].F != s->in_F)
+    if (segs[g].F != s->in_F && segs[g].n > 0)
       err = CORRUPT("%s: segment %" PRIu64 " holds rows of %d features, the shard's of %d", name,
                     segs[g].number, segs[g].F, s->in_F);
+  if (err == LS_OK) s->model_refs = 0; /* (resolved) */
   /* The by-reference form moves aside; s's in-flight arrays start empty. */
   ls_snapshot_t old = {0};
   if (err == LS_OK) {

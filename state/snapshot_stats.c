@@ -12,8 +12,9 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "snapshot_format.h"
+#include "snapshot_model.h"
 #include "stats_layout.h"
 
 ls_err_t ls_snapshot_series_stats(ls_snapshot_t *s, size_t i, ls_series_stats_t *out) {
@@ -44,8 +45,12 @@ typedef struct fill_s {
 
 static ls_err_t copy_one(fill_t *f, size_t i) {
   ls_series_stats_t src, dst;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(f->tab, (int64_t)i, &src));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(f->tab, (int64_t)i, &src));
   LS_FORWARD_IF_ERROR(ls_snapshot_series_stats(f->s, f->first + i, &dst));
+  /* Its model state: into the new segment, or where it is (by reference). */
+  double *const row = snap_model_row(f->s, f->first + i);
+  if (src.model_n > 0 && row != NULL) memcpy(row, src.model, src.model_n * sizeof *row);
+  src.model_n = dst.model_n = 0;
   return ls_series_stats_copy(&dst, &src, f->s->stats_F, f->s->stats_O);
 }
 
@@ -80,9 +85,10 @@ ls_err_t snap_fill_stats(ls_snapshot_t *s, ls_series_table_t *tab, size_t first,
   size_t const per =
       ((size_t)s->stats_F * (LS_NORM_STATS + 1) + (size_t)s->stats_O * 3 + s->model_X) *
       sizeof(double);
+  size_t const copied = n - s->reused; /* series whose model state is copied */
   fill_t f = {s, tab, first, n, 0, 0, LS_OK, ""};
   pthread_t helper;
-  int const helped = n > FILL_CHUNK && n * per > FILL_SPLIT_BYTES &&
+  int const helped = n > FILL_CHUNK && copied * per > FILL_SPLIT_BYTES &&
                      pthread_create(&helper, NULL, fill_main, &f) == 0;
   fill_chunks(&f);
   if (helped) pthread_join(helper, NULL);

@@ -77,7 +77,7 @@ static ls_err_t series_of(predict_t *pr, int64_t slot, pseries_t **out) {
     s->norm = calloc((size_t)pr->F * LS_NORM_STATS, sizeof *s->norm);
     LS_RETURN_IF(s->norm == NULL, LS_ERR_NOMEM, "no memory for a serving normaliser");
     ls_series_stats_t st;
-    LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
+    LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, slot, &st));
     if (st.model_n > 0) s->model = malloc(st.model_n * sizeof *s->model);
     LS_RETURN_IF(st.model_n > 0 && s->model == NULL, LS_ERR_NOMEM,
                  "no memory for a serving linear path");
@@ -224,7 +224,7 @@ static ls_err_t serve_emit(predict_t *pr, int b, pseries_t *s, int64_t step,
                            volatile sig_atomic_t *stop) {
   int64_t const slot = pr->b_slot[b], at = s->adv;
   ls_series_stats_t st;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, slot, &st));
   int64_t const off = s->off[at];
   int const fresh = off + 1 > st.serve[LS_SERVE_SERVED];
   if (fresh && (pr->kinds & PREDICT_NEXT)) {
@@ -448,7 +448,7 @@ static ls_err_t window_forecasts(predict_t *pr, const ls_window_t *w, int64_t sl
   const prep_t *const p = pr->p;
   int const O = pr->O;
   ls_series_stats_t st;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, slot, &st));
   for (int t = 0; t < w->n_targets; t++) {
     size_t const r = (size_t)t * (size_t)n + (size_t)b;
     values_of(pr, p->base + r * (size_t)O, p->scale + r * (size_t)O, p->lin + r * (size_t)pr->OH,
@@ -525,7 +525,7 @@ ls_err_t predict_finish(predict_t *pr, int64_t step, volatile sig_atomic_t *stop
     ls_series_stats_t st;
     pseries_t *s = NULL;
     err = ls_series_table_info(pr->v->series, (int64_t)slot, &si);
-    if (err == LS_OK) err = ls_series_table_stats(pr->v->series, (int64_t)slot, &st);
+    if (err == LS_OK) err = ls_series_table_peek(pr->v->series, (int64_t)slot, &st);
     if (err != LS_OK || si.windows == 0 || st.serve[LS_SERVE_SERVED] > si.last_offset) continue;
     for (int f = 0; f < pr->F; f++)
       x[f] = (float)st.tail[f];

@@ -388,7 +388,7 @@ ls_err_t predict_emit(predict_t *pr, const forecast_t *fc, volatile sig_atomic_t
     return write_rows(pr, fc->kind, &si, fc->offset, fc->time, fc->step, fc->value, fc->actual,
                       fc->known);
   ls_series_stats_t st; /* a next forecast waits for its actual: the series' next record */
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, fc->slot, &st));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, fc->slot, &st));
   st.serve[LS_SERVE_PENDING] = fc->offset + 1;
   st.serve[LS_SERVE_TIME] = fc->time;
   st.serve[LS_SERVE_STEP] = fc->step;
@@ -399,7 +399,7 @@ ls_err_t predict_emit(predict_t *pr, const forecast_t *fc, volatile sig_atomic_t
 ls_err_t predict_resolve(predict_t *pr, int64_t slot, const float *x) {
   if (pr->file == NULL) return LS_OK;
   ls_series_stats_t st;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, slot, &st));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, slot, &st));
   if (st.serve[LS_SERVE_PENDING] == 0) return LS_OK;
   ls_series_info_t si;
   LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, slot, &si));
@@ -602,7 +602,7 @@ static ls_err_t write_pending(predict_t *pr) {
   size_t const n = ls_series_table_count(pr->v->series);
   for (size_t s = 0; s < n; s++) {
     ls_series_stats_t st;
-    LS_FORWARD_IF_ERROR(ls_series_table_stats(pr->v->series, (int64_t)s, &st));
+    LS_FORWARD_IF_ERROR(ls_series_table_peek(pr->v->series, (int64_t)s, &st));
     if (st.serve[LS_SERVE_PENDING] == 0) continue;
     ls_series_info_t si;
     LS_FORWARD_IF_ERROR(ls_series_table_info(pr->v->series, (int64_t)s, &si));

@@ -149,7 +149,7 @@ ls_err_t ls_trainer_series_errors(ls_trainer_t *tr, int64_t i, const double **er
   LS_RETURN_IF(tr == NULL || errors == NULL || targets == NULL, LS_ERR_INVALID_ARG,
                "trainer, errors or targets is NULL");
   ls_series_stats_t st;
-  LS_FORWARD_IF_ERROR(ls_series_table_stats(tr->v.series, i, &st));
+  LS_FORWARD_IF_ERROR(ls_series_table_peek(tr->v.series, i, &st));
   *errors = st.errors;
   *targets = tr->prep->O;
   return LS_OK;

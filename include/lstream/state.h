@@ -194,8 +194,15 @@ LS_API void ls_series_table_stats_shape(const ls_series_table_t *tab, int *featu
 LS_API ls_err_t ls_series_table_keep_model(ls_series_table_t *tab, size_t doubles);
 LS_API size_t ls_series_table_model_width(const ls_series_table_t *tab); /* 0 when none */
 
-/* The host-side state of the series at slot (a table that keeps it). */
+/* The host-side state of the series at slot (a table that keeps it), to
+ * read and change. Its model state (ls_series_stats_t.model) counts as
+ * changed from this call on: a background snapshot writer rewrites it in
+ * its next snapshot (ls_snapshotter_t writes only the series' model state
+ * that changed since its last shard, and reuses the rest from it). */
 LS_API ls_err_t ls_series_table_stats(ls_series_table_t *tab, int64_t slot, ls_series_stats_t *out);
+/* The same views, for a caller that leaves the model state as it is (it
+ * may change the other fields: they are written whole in every snapshot). */
+LS_API ls_err_t ls_series_table_peek(ls_series_table_t *tab, int64_t slot, ls_series_stats_t *out);
 
 /* The states of every slot, for ls_engine_gather_state / scatter_state. */
 LS_API ls_state_table_t *ls_series_table_states(ls_series_table_t *tab);

@@ -421,3 +421,27 @@ uint64_t su_file_size(const char *path) {
   cr_assert_eq(stat(path, &st), 0, "cannot stat %s", path);
   return (uint64_t)st.st_size;
 }
+
+ls_series_table_t *su_table(const ls_shape_t *shape, int n, int F, int O, size_t X, int parts,
+                            ls_engine_t **eng) {
+  ls_engine_conf_t ec;
+  ls_engine_conf_init(&ec);
+  ec.shape = *shape, ec.max_batch = 4, ec.max_window = 3, ec.threads = 1;
+  cr_assert_eq(ls_engine_new(&ec, eng), LS_OK, "%s", ls_last_error());
+  ls_series_table_t *tab = NULL;
+  cr_assert_eq(ls_series_table_new(*eng, 8, &tab), LS_OK);
+  cr_assert_eq(ls_series_table_keep_stats(tab, F, O), LS_OK, "%s", ls_last_error());
+  cr_assert_eq(ls_series_table_keep_model(tab, X), LS_OK, "%s", ls_last_error());
+  for (int k = 0; k < n; k++) {
+    char key[16];
+    int64_t slot;
+    snprintf(key, sizeof key, "k%d", k);
+    cr_assert_eq(ls_series_table_slot(tab, key, strlen(key), k % parts, &slot), LS_OK);
+    cr_assert_eq(slot, k);
+    ls_series_stats_t st;
+    cr_assert_eq(ls_series_table_stats(tab, slot, &st), LS_OK);
+    for (size_t i = 0; i < X; i++)
+      st.model[i] = k * 1e4 + (double)i;
+  }
+  return tab;
+}

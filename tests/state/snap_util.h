@@ -40,6 +40,13 @@ void su_copy_sections(ls_snapshot_t *dst, const ls_snapshot_t *src);
  * model, series, partitions, module sections). */
 void su_expect_same(const ls_snapshot_t *a, const ls_snapshot_t *b);
 
+/* A new engine of shape (*eng) and a table on it of n series "k0".."k<n-1>"
+ * (series k in slot k, on partition k % parts) keeping stats of F
+ * features and O targets and X doubles of model state each, series k's
+ * model[i] = k 1e4 + i. */
+ls_series_table_t *su_table(const ls_shape_t *shape, int n, int F, int O, size_t X, int parts,
+                            ls_engine_t **eng);
+
 /* A new empty directory under /tmp (malloc'ed path), and its removal with
  * everything below it. */
 char *su_temp_dir(void);

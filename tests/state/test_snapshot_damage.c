@@ -195,9 +195,9 @@ Test(damage, wrong_version) {
   char *const dir = three_snapshots();
   char path[PATH_MAX];
   su_snap_path(path, dir, 30, "shard-1");
-  su_poke_u32(path, 8, 7);
-  expect_latest(dir, 20, 30, "shard-1", "format version 7, this build reads versions 4 to 6");
-  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 7");
+  su_poke_u32(path, 8, 8);
+  expect_latest(dir, 20, 30, "shard-1", "format version 8, this build reads versions 4 to 7");
+  expect_load_fails(dir, 30, 1, LS_ERR_CORRUPT, "shard-1", "version 8");
   done(dir);
 }
 

@@ -452,28 +452,15 @@ Test(format, shuffle) {
  * snapshot by two threads, each taking chunks of series (snapshot_stats.c):
  * every series' state arrives whole, in its place. */
 Test(round_trip, large_series_table_in_two_halves) {
-  ls_engine_conf_t ec;
-  ls_engine_conf_init(&ec);
-  ec.shape = SHAPE, ec.max_batch = 4, ec.max_window = 3, ec.threads = 1;
   ls_engine_t *eng = NULL;
-  cr_assert_eq(ls_engine_new(&ec, &eng), LS_OK, "%s", ls_last_error());
-  ls_series_table_t *tab = NULL;
   enum { N = 301, F = 3, O = 2, X = 4096 }; /* ~33 KB a series: ~10 MB */
-  cr_assert_eq(ls_series_table_new(eng, 8, &tab), LS_OK);
-  cr_assert_eq(ls_series_table_keep_stats(tab, F, O), LS_OK, "%s", ls_last_error());
-  cr_assert_eq(ls_series_table_keep_model(tab, X), LS_OK, "%s", ls_last_error());
+  ls_series_table_t *const tab = su_table(&SHAPE, N, F, O, X, 1, &eng);
   for (int k = 0; k < N; k++) {
-    char key[16];
-    int64_t slot;
-    snprintf(key, sizeof key, "k%d", k);
-    cr_assert_eq(ls_series_table_slot(tab, key, strlen(key), 0, &slot), LS_OK);
     ls_series_stats_t st;
-    cr_assert_eq(ls_series_table_stats(tab, slot, &st), LS_OK);
+    cr_assert_eq(ls_series_table_stats(tab, k, &st), LS_OK);
     *st.norm_n = k;
     for (int i = 0; i < F * LS_NORM_STATS; i++)
       st.norm[i] = k + 0.001 * i;
-    for (size_t i = 0; i < X; i++)
-      st.model[i] = k * 1e4 + (double)i;
     st.errors[1] = st.pending[0] = st.tail[F - 1] = -k;
   }
   ls_snapshot_t *s = NULL;

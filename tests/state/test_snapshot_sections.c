@@ -81,7 +81,7 @@ Test(sections, round_trip_and_replace) {
   cr_expect(version == 4 && bytes == 2 && !memcmp(data, "ab", 2), "replaced");
   ls_snapshot_file_t f;
   cr_assert_eq(ls_snapshot_get_file(s, &f), LS_OK);
-  cr_expect_eq(f.version, 6);
+  cr_expect_eq(f.version, 7);
   int seen = 0;
   for (int i = 0; i < f.n_sections; i++)
     if (f.sections[i].id == LATER_OPTIONAL) {

@@ -15,6 +15,10 @@
 #             says so, and the run still ends bit-identical
 #   evict     kill and resume with keys evicted and returning (--max-series):
 #             bit-identical to the uninterrupted run
+#   many      kill and evict again with many series and a snapshot every 2
+#             steps of 4 windows: most series' model state stays in the
+#             segment an earlier snapshot wrote it to (state/snapshot_model.c);
+#             bit-identical ends all the same
 #   settings  a resume that leaves out the model's options takes the
 #             snapshot's (bit-identical end); another value of a fixed one
 #             is refused naming it; a changed reported one is reported
@@ -24,7 +28,7 @@ case_name=$2
 stopper=${3:-}
 source "$(dirname "$0")/lib.sh"
 mpi_env
-start_broker --topic snap:4 --topic runs:4
+start_broker --topic snap:4 --topic runs:4 --topic many:4 --topic bursts:4
 "$lstream" produce --brokers "$bootstrap" --topic snap --series 48 --features 2 \
   --records-per-series 1400 --generator sine --noise 0.05 --seed 4 >/dev/null
 
@@ -48,18 +52,19 @@ run() {
 # through writing a snapshot), then once to the end. Every point must be
 # reached. Output of the last run in $work/resumed.out.
 points="45 write 170 write 330"
+every=10 # steps between snapshots
 killed_runs() {
   local dir=$1
   shift
   local kills=0
   mkdir -p "$dir"
   for point in $points; do
-    kill_at "$point" "$@" --snapshot-dir "$dir" --snapshot-every 10
+    kill_at "$point" "$@" --snapshot-dir "$dir" --snapshot-every $every
     kills=$((kills + 1))
     echo "killed at $point"
   done
   echo "killed $kills times; snapshots: $(ls -A "$dir" | tr '\n' ' ')"
-  run resumed "$@" --snapshot-dir "$dir" --snapshot-every 10
+  run resumed "$@" --snapshot-dir "$dir" --snapshot-every $every
   grep -q 'resumed from' "$work/resumed.err" || fail "the last run did not resume"
 }
 
@@ -69,6 +74,23 @@ same_digest() {
   b=$(grep '^digest' "$work/$2.out")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "$1 and $2 differ: '$a' vs '$b'"
   echo "$1 = $2: $a"
+}
+
+# produce_runs TOPIC KEYS: KEYS keys sending in runs of 12 to 30 records
+# (one key after another, as a market's symbols burst) into TOPIC.
+produce_runs() {
+  /usr/bin/python3 - "$work/$1.csv" "$2" <<'PY'
+import math, random, sys
+rng = random.Random(7)
+t, k, out = 1704067200000, 0, []
+for run in range(700):
+    key = "K%02d" % rng.randrange(int(sys.argv[2]))
+    for _ in range(rng.randrange(12, 31)):
+        k += 1
+        out.append("%s,%d,%.5f,%.5f" % (key, t + 1000 * k, math.sin(k / 7), math.cos(k / 11)))
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+PY
+  "$lstream" produce --brokers "$bootstrap" --topic "$1" --csv "$work/$1.csv" >/dev/null
 }
 
 case "$case_name" in
@@ -163,18 +185,7 @@ evict)
   # arrives next evicts the older of the other two held, which only the
   # restored eviction order tells (with 2 held, the one left is the only
   # choice: the order would go untested).
-  /usr/bin/python3 - "$work/runs.csv" <<'PY'
-import math, random, sys
-rng = random.Random(7)
-t, k, out = 1704067200000, 0, []
-for run in range(700):
-    key = "K%02d" % rng.randrange(20)
-    for _ in range(rng.randrange(12, 31)):
-        k += 1
-        out.append("%s,%d,%.5f,%.5f" % (key, t + 1000 * k, math.sin(k / 7), math.cos(k / 11)))
-open(sys.argv[1], "w").write("\n".join(out) + "\n")
-PY
-  "$lstream" produce --brokers "$bootstrap" --topic runs --csv "$work/runs.csv" >/dev/null
+  produce_runs runs 20
   args=(train --brokers "$bootstrap" --topic runs --features 2 --window 8 --batch 16 --hidden 24
     --layers 2 --lr 0.005 --until end --quiet --threads 1 --max-series 12)
   run plain "$lstream" "${args[@]}" --series-out "$work/plain.csv"
@@ -184,6 +195,32 @@ PY
   killed_runs "$work/snaps" "$lstream" "${args[@]}" --series-out "$work/resumed.csv"
   same_digest plain resumed
   cmp "$work/plain.csv" "$work/resumed.csv" || fail "per-series counts differ"
+  ;;
+many)
+  # kill and evict again, with many series and a snapshot every 2 steps of
+  # 4 windows: most series' model state stays in the segment an earlier
+  # snapshot wrote it to, the shard naming its row (state/snapshot_model.c):
+  # 512 series (a few dozen train between two snapshots written), then 600
+  # keys in bursts through 200 slots (evictions: slots emptied, reused and
+  # moved).
+  every=2
+  "$lstream" produce --brokers "$bootstrap" --topic many --series 512 --features 2 \
+    --records-per-series 100 --generator sine --noise 0.05 --seed 5 >/dev/null
+  args=(train --brokers "$bootstrap" --topic many --features 2 --window 8 --batch 4 --hidden 24
+    --layers 2 --lr 0.005 --until end --quiet --threads 1 --max-steps 400)
+  run plain "$lstream" "${args[@]}" --series-out "$work/plain.csv"
+  killed_runs "$work/snaps" "$lstream" "${args[@]}" --series-out "$work/resumed.csv"
+  same_digest plain resumed
+  cmp "$work/plain.csv" "$work/resumed.csv" || fail "per-series counts differ"
+  produce_runs bursts 600
+  args=(train --brokers "$bootstrap" --topic bursts --features 2 --window 8 --batch 4
+    --hidden 24 --layers 2 --lr 0.005 --until end --quiet --threads 1 --max-series 200)
+  run plain_evict "$lstream" "${args[@]}" --series-out "$work/plain_evict.csv"
+  [ "$(field "$work/plain_evict.out" series evicted)" -gt 100 ] || fail "too few evictions to test"
+  points="60 write 150 write 220"
+  killed_runs "$work/snaps_evict" "$lstream" "${args[@]}" --series-out "$work/resumed.csv"
+  same_digest plain_evict resumed
+  cmp "$work/plain_evict.csv" "$work/resumed.csv" || fail "per-series counts differ (evict)"
   ;;
 settings)
   # A resume that leaves out the model's options takes them from the
