@@ -245,10 +245,11 @@ void snap_meta_pack(const ls_snapshot_t *s, uint8_t m[SNAP_META_BYTES]) {
   snap_put_u32(m + 152, (uint32_t)(s->has_model ? s->predict_Q : 0));
   snap_put_u32(m + 156, (uint32_t)(s->has_model ? s->predict_W : 0));
   snap_put_u32(m + 160, (uint32_t)(s->stats_F > 0 ? s->model_X : 0));
-  int const refs = s->model_refs && s->stats_F > 0 && s->model_X > 0 && s->in_F > 0;
-  snap_put_u32(m + 164, (uint32_t)(s->in_F > 0 && (s->in_windows > 0 || refs) ? s->n_segs : 0));
+  /* (snap_model_plan sets model_refs only with stats, model state and in_F) */
+  snap_put_u32(m + 164,
+               (uint32_t)(s->in_F > 0 && (s->in_windows > 0 || s->model_refs) ? s->n_segs : 0));
   snap_put_u64(m + 168, s->in_F > 0 ? s->in_windows : 0);
-  snap_put_u32(m + 176, (uint32_t)refs);
+  snap_put_u32(m + 176, (uint32_t)s->model_refs);
 }
 
 snap_meta_t snap_meta_unpack(const uint8_t m[SNAP_META_BYTES]) {

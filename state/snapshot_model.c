@@ -14,9 +14,11 @@
  * lists every series' place, and its directory links every segment it
  * names. Segments whose rows no shard names any more go as the windows'
  * do (snap_segments_sweep). So that rows superseded do not pile up, once
- * the rows written since the last full one would outnumber the series,
- * the next shard writes every series' row again (the disk holds at most
- * about twice the series' state).
+ * the rows written since the last full one would outnumber the series, or
+ * the rows staying would be spread over more than MODEL_SEGMENTS_MAX
+ * segments, the next shard writes every series' row again (the disk holds
+ * at most about twice the series' state; a snapshot links, a resume reads
+ * at most that many segments of rows).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,27 +36,43 @@ static ls_err_t places_reserve(snap_places_t *p, size_t n) {
   return LS_OK;
 }
 
-/* Whether series i's row stays where the book's places have it. */
-static int stays(const snap_places_t *p, ls_series_table_t *tab, size_t i) {
-  return i < p->n && series_table_model_gen(tab, i, NULL, NULL) <= p->clock[i];
-}
-
 /* The most segments a shard's rows may be in: beyond, every row again (a
  * snapshot links, and a resume reads, every segment its rows are in). */
 #define MODEL_SEGMENTS_MAX 256
 
-/* Where s's series [0, n) go (model_full: every row into the new segment),
- * the others' places the book's (g_of [book's segments]: their entries in
- * s, -1 until made). */
-static ls_err_t place_rows(ls_snapshot_t *s, ls_series_table_t *tab, size_t n, int64_t *g_of) {
+/* Which of s's series [0, n) stay where the book's places have them:
+ * mrefs[2 i] = the index in the book's segments of the one that holds
+ * series i's row, or -1 (its state changed, or no places of this table).
+ * Whether s writes every row again: no such places, or the rows written
+ * since the last full write would outnumber the series, or those staying
+ * are in more than MODEL_SEGMENTS_MAX segments (seen [the book's
+ * segments]: zeros, scratch). */
+static int staying(ls_snapshot_t *s, ls_series_table_t *tab, size_t n, uint64_t id, int64_t *seen) {
+  const snap_places_t *const p = &s->book->places;
+  int const known = p->n > 0 && p->table == id && p->X == s->model_X;
+  size_t changed = 0, segments = 0;
+  for (size_t i = 0; i < n; i++) {
+    int const stays =
+        known && i < p->n && series_table_model_gen(tab, i, NULL, NULL) <= p->clock[i];
+    int64_t const at = stays ? snap_book_entry(s->book, p->number[i]) : -1;
+    s->mrefs[2 * i] = at;
+    changed += at < 0;
+    if (at >= 0 && !seen[at]) seen[at] = 1, segments++;
+  }
+  return !known || p->rows + changed > n || segments > MODEL_SEGMENTS_MAX;
+}
+
+/* Where s's series [0, n) go (staying's mrefs[2 i]): a row that stays, to
+ * its segment's entry in s (g_of [the book's segments]: -1 until made),
+ * the others (all with model_full) into the new segment. */
+static ls_err_t place_rows(ls_snapshot_t *s, size_t n, int64_t *g_of) {
   const snap_places_t *const p = &s->book->places;
   snap_segment_t *const seg = &s->newseg;
   int64_t g = -1;
   for (size_t i = 0; i < n; i++) {
     int64_t *const ref = s->mrefs + 2 * i;
-    if (!s->model_full && stays(p, tab, i)) {
-      int64_t const at = snap_book_entry(s->book, p->number[i]);
-      LS_RETURN_IF(at < 0, LS_ERR_STATE, "the writer's book lost a segment of series' rows");
+    int64_t const at = ref[0];
+    if (!s->model_full && at >= 0) {
       if (g_of[at] < 0) LS_FORWARD_IF_ERROR(snap_segment_entry(s, p->number[i], &g_of[at]));
       ref[0] = g_of[at], ref[1] = (int64_t)p->row[i];
       s->reused++;
@@ -70,23 +88,6 @@ static ls_err_t place_rows(ls_snapshot_t *s, ls_series_table_t *tab, size_t n, i
   }
   seg->X = g >= 0 ? s->model_X : 0;
   return LS_OK;
-}
-
-/* Whether s writes every row again: no places of this table, or the rows
- * written since the last full write would outnumber the series, or the
- * rows staying are in more than MODEL_SEGMENTS_MAX segments (seen [the
- * book's segments]: zeros, scratch). */
-static int every_row(const ls_snapshot_t *s, ls_series_table_t *tab, size_t n, uint64_t id,
-                     int64_t *seen) {
-  const snap_places_t *const p = &s->book->places;
-  if (p->n == 0 || p->table != id || p->X != s->model_X) return 1;
-  size_t changed = 0, segments = 0;
-  for (size_t i = 0; i < n; i++) {
-    int64_t const at = stays(p, tab, i) ? snap_book_entry(s->book, p->number[i]) : -1;
-    changed += at < 0;
-    if (at >= 0 && !seen[at]) seen[at] = 1, segments++;
-  }
-  return p->rows + changed > n || segments > MODEL_SEGMENTS_MAX;
 }
 
 ls_err_t snap_model_plan(ls_snapshot_t *s, ls_series_table_t *tab, size_t first, size_t n) {
@@ -110,11 +111,11 @@ ls_err_t snap_model_plan(ls_snapshot_t *s, ls_series_table_t *tab, size_t first,
   size_t const G = s->book->n_segs;
   int64_t *const g_of = calloc(G ? G : 1, sizeof *g_of);
   LS_RETURN_IF(g_of == NULL, LS_ERR_NOMEM, "no memory for %zu segments' entries", G);
-  s->model_full = every_row(s, tab, n, id, g_of);
+  s->model_full = staying(s, tab, n, id, g_of);
   for (size_t k = 0; k < G; k++)
     g_of[k] = -1;
   s->model_refs = 1;
-  ls_err_t const err = place_rows(s, tab, n, g_of);
+  ls_err_t const err = place_rows(s, n, g_of);
   free(g_of);
   if (err != LS_OK) s->model_refs = 0, s->reused = 0;
   return err;

@@ -555,8 +555,8 @@ static ls_err_t take(train_snaps_t *s, int64_t steps) {
   size_t cap = 0, entry = 0;
   if (v->rep != NULL) replay_shape(v->rep, &cap, &entry);
   LS_FORWARD_IF_ERROR(ls_snapshot_set_memory_shape(snap, cap, entry));
-  LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features));
-  LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series)); /* (its new segment's F) */
+  LS_FORWARD_IF_ERROR(ls_snapshot_set_inflight_features(snap, v->conf->features)); /* first */
+  LS_FORWARD_IF_ERROR(ls_snapshot_add_series_table(snap, v->series)); /* (rows: a segment) */
   LS_FORWARD_IF_ERROR(room_for_partitions(s));
   /* Each partition's next unread record: what is older is in flight, in the snapshot. */
   LS_FORWARD_IF_ERROR(

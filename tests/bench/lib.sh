@@ -1,5 +1,5 @@
-# Shared by the benchmarks (source it after setting $lstream): a work
-# directory, the embedded broker, and an EXIT trap that stops the broker and
+# Shared by the benchmarks (source it, then set $lstream, or call
+# bench_bins): a work directory, the embedded broker, and an EXIT trap that stops the broker and
 # a trainer ($trainer_pid, when a script starts one in the background) and
 # removes the directory.
 work=$(mktemp -d)
@@ -12,6 +12,22 @@ bench_cleanup() {
   rm -rf "$work"
 }
 trap bench_cleanup EXIT
+
+# bench_bins [BUILD_DIR]: $lstream, BUILD_DIR/lstream (build/ by default;
+# exits unless it is built), and $bins: it, then $BASELINE when set
+# (another lstream binary run side by side with it).
+bench_bins() {
+  lstream="${1:-build}/lstream"
+  [ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
+  bins=("$lstream")
+  [ -z "${BASELINE:-}" ] || bins+=("$BASELINE")
+}
+
+# bench_median VALUES...: their median.
+bench_median() {
+  printf '%s\n' "$@" | sort -g |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 
 # bench_broker [ARGS...]: starts `lstream broker ARGS` and sets $bootstrap
 # once it has published its address; fails if the broker exits first or

@@ -39,20 +39,15 @@
 #        MODES ("replay live") BASELINE (none) SNAP_ARGS (more options for the runs
 #        with snapshots, e.g. "--snapshot-level -50")
 set -euo pipefail
-build=${1:-build}
-lstream="$build/lstream"
-[ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
-bins=("$lstream")
-[ -z "${BASELINE:-}" ] || bins+=("$BASELINE")
+. "$(dirname "$0")/lib.sh"
+bench_bins "${1:-}"
 ROUNDS=${ROUNDS:-3} EVERY=${EVERY:-10} SERIES=${SERIES:-512} RECORDS=${RECORDS:-4097} F=${F:-4}
 STEPS=${STEPS:-0} DURATION=${DURATION:-20} WARMUP=${WARMUP:-5}
 MODES=${MODES:-replay live}
-. "$(dirname "$0")/lib.sh"
 bench_broker --topic bench:16
 "$lstream" produce --brokers "$bootstrap" --topic bench --series "$SERIES" --features "$F" \
   --records-per-series "$RECORDS" --generator sine --seed 1 >/dev/null 2>&1
 
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # figures METRICS CPU FROM TO: "step_ms cpu_ms wait_share windows_per_step"
 # over the steps that ended in [FROM, TO] s of the run (the first step left
@@ -128,7 +123,7 @@ for mode in $MODES; do
   done
   for b in "${!bins[@]}"; do
     m=()
-    for v in st0 st1 ss cpu0 cpu1 cs; do eval 'm+=("$(median "${'$v'_'$b'[@]}")")'; done
+    for v in st0 st1 ss cpu0 cpu1 cs; do eval 'm+=("$(bench_median "${'$v'_'$b'[@]}")")'; done
     printf "snapshot_cost mode=%s bin=%s rounds=%d every=%d median_step_ms none=%.3f every_%d=%.3f share=%.2f%% median_cpu_ms_per_step none=%.3f every_%d=%.3f share=%.2f%%\n" \
       "$mode" "${bins[$b]}" "$ROUNDS" "$EVERY" "${m[0]}" "$EVERY" "${m[1]}" "${m[2]}" "${m[3]}" \
       "$EVERY" "${m[4]}" "${m[5]}"

@@ -18,14 +18,10 @@
 #   env: ROUNDS (2) EVERY (10) SERIES (16384) ACTIVE (384) RECORDS (2049)
 #        QUIET (17) BASELINE (none)
 set -euo pipefail
-build=${1:-build}
-lstream="$build/lstream"
-[ -x "$lstream" ] || { echo "no $lstream: build first" >&2; exit 1; }
-bins=("$lstream")
-[ -z "${BASELINE:-}" ] || bins+=("$BASELINE")
+. "$(dirname "$0")/lib.sh"
+bench_bins "${1:-}"
 ROUNDS=${ROUNDS:-2} EVERY=${EVERY:-10} SERIES=${SERIES:-16384} ACTIVE=${ACTIVE:-384}
 RECORDS=${RECORDS:-2049} QUIET=${QUIET:-17}
-. "$(dirname "$0")/lib.sh"
 bench_broker --topic quiet:16
 /usr/bin/python3 - "$work/q.csv" "$SERIES" "$ACTIVE" "$RECORDS" "$QUIET" <<'PY'
 import math, sys
@@ -42,7 +38,6 @@ with open(path, "w") as f:
 PY
 "$lstream" produce --brokers "$bootstrap" --topic quiet --csv "$work/q.csv" >/dev/null
 
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # run BIN SNAP: "wall cpu committed skipped" of one replay (SNAP: none or EVERY).
 run() {
@@ -72,5 +67,5 @@ done
 for bin in "${bins[@]}"; do
   # shellcheck disable=SC2086
   echo "snapshot_quiet bin=$bin rounds=$ROUNDS series=$SERIES active=$ACTIVE every=$EVERY" \
-    "median_cpu_ms_per_snapshot=$(median ${per[$bin]}) median_committed=$(median ${per["$bin,n"]})"
+    "median_cpu_ms_per_snapshot=$(bench_median ${per[$bin]}) median_committed=$(bench_median ${per["$bin,n"]})"
 done
