@@ -24,7 +24,7 @@ static const char *kind_name(uint32_t kind) {
 
 /* Checks a table entry against its neighbours and the file. */
 static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *next,
-                            uint64_t table_at) {
+                            uint64_t table_at, const snap_limits_t *lim) {
   uint32_t const id = snap_get_u32(e + 0), flags = snap_get_u32(e + 4);
   uint64_t const at = snap_get_u64(e + 8), stored = snap_get_u64(e + 16),
                  raw = snap_get_u64(e + 24);
@@ -41,6 +41,16 @@ static ls_err_t parse_entry(snap_file_t *f, int i, const uint8_t *e, uint64_t *n
                    "within the file",
                    f->name, snap_section_name(id), (unsigned long long)at,
                    (unsigned long long)stored);
+  /* A section's raw size is what its zstd frame says, and no more than a
+   * frame of its stored bytes can hold (each block of up to
+   * ZSTD_BLOCKSIZE_MAX takes 4 bytes at least): decoders allocate the raw
+   * sizes, so a table that claims more is refused here, before they do
+   * (not read: the sections of a file read for its meta alone). */
+  if (raw / ZSTD_BLOCKSIZE_MAX > stored / 4 ||
+      (!(lim->meta_only && id != SNAP_META) &&
+       ZSTD_getFrameContentSize(f->data + at, (size_t)stored) != raw))
+    return CORRUPT("%s: section '%s' is not a zstd frame of %llu bytes", f->name,
+                   snap_section_name(id), (unsigned long long)raw);
   *next = at + stored;
   f->ids[i] = id;
   f->entry_flags[i] = flags;
@@ -119,7 +129,7 @@ ls_err_t snap_file_parse(const uint8_t *d, size_t size, const char *name, uint32
   uint64_t next = SNAP_HEADER_BYTES;
   for (uint32_t i = 0; i < n; i++)
     LS_FORWARD_IF_ERROR(
-        parse_entry(f, (int)i, d + table_at + i * SNAP_ENTRY_BYTES, &next, table_at));
+        parse_entry(f, (int)i, d + table_at + i * SNAP_ENTRY_BYTES, &next, table_at, lim));
   if (next != table_at)
     return CORRUPT("%s: damaged: %llu bytes between the last section and the table", name,
                    (unsigned long long)(table_at - next));
@@ -195,10 +205,7 @@ static ls_err_t decode_section(const snap_file_t *f, int i, const snap_section_s
     return CORRUPT("%s: section '%s' holds %llu bytes, its meta section says %llu", f->name,
                    s->name, (unsigned long long)s->raw,
                    (unsigned long long)snap_section_bytes(sec));
-  const uint8_t *const frame = f->data + s->offset;
-  if (ZSTD_getFrameContentSize(frame, s->stored) != s->raw)
-    return CORRUPT("%s: section '%s' is not a zstd frame of %llu bytes", f->name, s->name,
-                   (unsigned long long)s->raw);
+  const uint8_t *const frame = f->data + s->offset; /* of s->raw bytes (parse_entry) */
   ZSTD_DCtx_reset(dec->dctx, ZSTD_reset_session_only);
   inflow_t flow = {{frame, s->stored, 0}, 1};
   uint32_t crc = 0;

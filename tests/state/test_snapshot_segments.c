@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/crc32c.h"
 #include "snap_util.h"
 #include "snapshot_format.h" /* segment files, to look into */
 
@@ -218,6 +219,44 @@ Test(segments, a_missing_or_damaged_segment_is_passed_over) {
   cr_expect_eq(ls_snapshot_find_latest(dir, NULL, NULL, found, sizeof found), LS_OK);
   su_snap_path(path, dir, 10, NULL);
   cr_expect_str_eq(found, path, "the newest good snapshot is 10");
+  su_remove(dir);
+  free(dir);
+}
+
+/* A section table whose raw sizes are not its frames' (a file written by
+ * another program, every checksum right) is refused as the file is parsed,
+ * before a decoder allocates what it claims: a size past what the stored
+ * bytes can hold, and one a few bytes off what its frame says. */
+Test(segments, a_table_that_claims_more_than_its_frames_is_refused) {
+  char *const dir = su_temp_dir();
+  ls_snapshotter_t *const w = writer(dir, 3);
+  take(w, dir, 10, 0, 1);
+  ls_snapshotter_destroy(w);
+  char snap[PATH_MAX], path[PATH_MAX];
+  su_snap_path(snap, dir, 10, NULL);
+  segment_path(path, snap, 0);
+  uint8_t *data = NULL;
+  size_t size = 0;
+  cr_assert_eq(snap_read_file(path, &data, &size), LS_OK);
+  uint8_t *const tail = data + size - SNAP_TAIL_BYTES;
+  uint32_t const n = snap_get_u32(tail);
+  uint8_t *const windows = tail - (size_t)n * SNAP_ENTRY_BYTES + SNAP_ENTRY_BYTES; /* entry 1 */
+  cr_assert_eq(snap_get_u32(windows), SNAP_SEGMENT_WINDOWS);
+  uint64_t const raw = snap_get_u64(windows + 24);
+  uint64_t const claims[] = {1ull << 40, raw + 8};
+  for (int k = 0; k < 2; k++) {
+    snap_put_u64(windows + 24, claims[k]);
+    snap_put_u32(tail + 4,
+                 base_crc32c(0, tail - (size_t)n * SNAP_ENTRY_BYTES, (size_t)n * SNAP_ENTRY_BYTES));
+    snap_put_u32(data + size - 4, base_crc32c(0, data, size - 4));
+    snap_file_t f;
+    snap_limits_t const lim = {0};
+    cr_expect_eq(snap_file_parse(data, size, path, SNAP_KIND_SEGMENT, &lim, &f), LS_ERR_CORRUPT,
+                 "a table claiming %llu bytes", (unsigned long long)claims[k]);
+    cr_expect(strstr(ls_last_error(), "'segment_windows' is not a zstd frame"), "%s",
+              ls_last_error());
+  }
+  free(data);
   su_remove(dir);
   free(dir);
 }
