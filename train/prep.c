@@ -11,11 +11,15 @@
 #include <string.h>
 
 /* Records x targets of a step worth a second thread: about 2 us of the
- * seasons' and linear path's work each (a refit of K = 19 and 337
- * autocorrelation lags), so 2,048 of them take ~4 ms, against ~50 us to
- * start and join a thread. A step of a few live series stays on one. Each
- * later horizon the linear path iterates counts as another target. */
-#define PREP_THREAD_MIN 2048
+ * seasons' and linear path's work each (a refit of K = 19-28 and 337
+ * autocorrelation lags), so 256 of them take ~0.5 ms, against ~50 us to
+ * start and join a thread. A step of a few live series records stays on
+ * one. Each later horizon the linear path iterates counts as another
+ * target. (2,048 until 2026-11-29: the default shape's steps, 64 windows of
+ * 16 records of one feature, then ran on one thread while the other core
+ * waited; at 256, 1,024 series x 1,025 records replayed with --replay 0 in
+ * 5.1 s against 6.5 s, medians of 3 rounds side by side, 2-core EPYC.) */
+#define PREP_THREAD_MIN 256
 
 /* Horizon h's targets are scaled by h^-HORIZON_WEIGHT (its outputs by the
  * inverse), which weighs its squared errors h^-2.5 against h = 1's: a
