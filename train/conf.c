@@ -16,6 +16,7 @@ static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", NULL}; /* ls_precision_t order */
 static const char *const untils[] = {"live", "end", NULL};
 static const char *const bools[] = {"false", "true", NULL};
+static const char *const mix_rows[] = {"all", "linear", NULL}; /* mix_profile_rows order */
 static const char *const comms[] = {"auto", "none", "mpi", "nccl", NULL};
 static const char *const overlaps[] = {"auto", "false", "true", NULL};
 static const char *const normalizes[] = {"series", "none", NULL};
@@ -241,6 +242,11 @@ static const base_key_t keys[] = {
      "squares on the series' past forecasts; the LSTM still learns what the linear path leaves. "
      "Short seasonal series gain most (a few hundred records)",
      F(mix_profile), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"mix_profile_rows",
+     "the rows the level profile's weight is fitted on: linear (those where the linear path "
+     "forecast too: the two forecast the same change, and a weight fitted where the profile stood "
+     "alone made the pair overshoot a season that grows) or all (every row, as before 2026-11-29)",
+     F(mix_profile_rows), BASE_V_CHOICE(mix_rows), "linear", LS_KEY_MODEL | LS_KEY_FIXED},
     {"linear",
      "a linear autoregression on each series' recent and seasonal lags beside the LSTM, fitted "
      "per series by least squares on what the LSTM leaves (needs normalize series, target delta)",
@@ -266,6 +272,12 @@ static const base_key_t keys[] = {
      "ahead), combined per series and horizon with the LSTM's forecast by least squares on the "
      "series' past forecasts; false: the LSTM alone beyond h = 1",
      F(horizon_linear), BASE_V_CHOICE(bools), "true", LS_KEY_MODEL | LS_KEY_FIXED},
+    {"horizon_prior",
+     "with horizon_linear, rows per record ahead of a prior that draws the LSTM's weight at each "
+     "later horizon h towards 0 (worth h x this many rows): its forecast of the change over h "
+     "records earns its weight on targets that overlap h - 1 of every h (0: none, as before "
+     "2026-11-29)",
+     F(horizon_prior), BASE_V_INT(0, 1000000), "32", LS_KEY_MODEL | LS_KEY_FIXED},
     {"quantiles",
      "levels in (0, 1), ascending, such as 0.1,0.5,0.9: beside each point forecast, its quantiles "
      "(outputs trained with the pinball loss, sorted so that they never cross); empty: none",
@@ -335,6 +347,11 @@ const ls_train_key_t *ls_train_conf_keys(void) {
 /* The key, spelled with underscores or (as on the command line) dashes. */
 static const base_key_t *find_key(const char *key) {
   return base_keys_find(keys, n_keys, key);
+}
+
+const base_key_t *train_conf_table(size_t *n) {
+  *n = n_keys;
+  return keys;
 }
 
 /* The index of a key of the table (one that exists). */
@@ -539,161 +556,4 @@ static ls_err_t set_from_file(void *conf, const char *key, const char *value) {
 ls_err_t ls_train_conf_read(ls_train_conf_t *c, const char *path) {
   LS_RETURN_IF(c == NULL || path == NULL, LS_ERR_INVALID_ARG, "conf or path is NULL");
   return base_kv_read(path, "config file", set_from_file, c);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Settings across a resume                                                  */
-
-/* k's value in c as text, doubles to the last bit (settings, fingerprint). */
-static ls_err_t key_text(const base_key_t *k, const ls_train_conf_t *c, char *buf, size_t size) {
-  if (k->value.kind != BASE_DBL) return base_key_get(k, c, buf, size);
-  double v;
-  memcpy(&v, (const char *)c + k->offset, sizeof v);
-  int const n = snprintf(buf, size, "%.17g", v);
-  LS_RETURN_IF(n < 0 || (size_t)n >= size, LS_ERR_INVALID_ARG, "%s: no room for its value",
-               k->name);
-  return LS_OK;
-}
-
-ls_err_t train_conf_settings(const ls_train_conf_t *c, unsigned mask, char *buf, size_t size,
-                             size_t *len) {
-  LS_RETURN_IF(c == NULL || buf == NULL || size == 0 || len == NULL, LS_ERR_INVALID_ARG,
-               "conf, buffer or length is NULL");
-  size_t at = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < n_keys; i++) {
-    if (!(keys[i].flags & mask)) continue;
-    char v[1100];
-    LS_FORWARD_IF_ERROR(key_text(&keys[i], c, v, sizeof v));
-    int const n = snprintf(buf + at, size - at, "%s=%s\n", keys[i].name, v);
-    LS_RETURN_IF(n < 0 || (size_t)n >= size - at, LS_ERR_INVALID_ARG,
-                 "no room for the settings (%zu bytes)", size);
-    at += (size_t)n;
-  }
-  *len = at;
-  return LS_OK;
-}
-
-/* Appends to note (size) as printf does, never past its end. */
-static void note_add(char *note, size_t size, const char *fmt, const char *a, const char *b,
-                     const char *c) {
-  size_t const len = strlen(note);
-  if (len + 1 < size) snprintf(note + len, size - len, fmt, a, b, c);
-}
-
-/* Options whose default changed training when they came (or whose
- * default changed: replay, 4 until 2026-11-28): a snapshot written before
- * them (or, for replay, before its settings were kept: format 4) was
- * trained as with these values (issue 24). */
-static const struct {
-  const char *key, *value;
-} earlier[] = {{"season", "none"},          {"linear", "false"},      {"auto_seasons", "1"},
-               {"season_levels", "false"},  {"linear_blocks", "0"},   {"linear_wait", "2"},
-               {"horizon_linear", "false"}, {"mix_profile", "false"}, {"replay", "4"}};
-
-static const char *earlier_value(const char *key) {
-  for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)
-    if (!strcmp(earlier[i].key, key)) return earlier[i].value;
-  return NULL;
-}
-
-/* The snapshot's value of one key against c's; key k's row. */
-static ls_err_t adopt_one(ls_train_conf_t *c, const base_key_t *k, const char *was,
-                          const char *path, char *note, size_t note_size) {
-  char now[1100];
-  LS_FORWARD_IF_ERROR(key_text(k, c, now, sizeof now));
-  if (!strcmp(now, was)) return LS_OK;
-  int const given = c->given[k - keys];
-  if (k->flags & LS_KEY_FIXED) {
-    LS_RETURN_IF(given, LS_ERR_INVALID_ARG,
-                 "snapshot %s was written with %s=%s; this run gives %s=%s, which may not change "
-                 "across a resume: leave it out to take the snapshot's, give the same, or "
-                 "--resume none",
-                 path, k->name, was, k->name, now);
-    LS_FORWARD_IF_ERROR(base_key_set(k, c, was));
-    note_add(note, note_size, "%s=%s taken from the snapshot (the default is %s); ", k->name, was,
-             now);
-  } else if (k->flags & LS_KEY_NOTED) {
-    note_add(note, note_size,
-             "%s changed from %s to %s across the resume (from here the run differs from an "
-             "uninterrupted one); ",
-             k->name, was, now);
-  }
-  return LS_OK;
-}
-
-ls_err_t train_conf_adopt(ls_train_conf_t *c, const char *text, size_t len, const char *path,
-                          char *note, size_t note_size) {
-  LS_RETURN_IF(c == NULL || (text == NULL && len > 0) || path == NULL || note == NULL,
-               LS_ERR_INVALID_ARG, "conf, settings, path or note is NULL");
-  unsigned char seen[TRAIN_KEYS_MAX] = {0};
-  for (size_t at = 0; at < len;) {
-    const char *const line = text + at;
-    const char *const nl = memchr(line, '\n', len - at);
-    size_t const n = nl != NULL ? (size_t)(nl - line) : len - at;
-    at += n + 1;
-    const char *const eq = memchr(line, '=', n);
-    LS_RETURN_IF(eq == NULL || eq == line || n >= 1200, LS_ERR_CORRUPT,
-                 "snapshot %s: its settings hold a line that is not key=value", path);
-    char key[80], was[1200];
-    size_t const kl = (size_t)(eq - line);
-    LS_RETURN_IF(kl >= sizeof key, LS_ERR_CORRUPT, "snapshot %s: a setting's key is too long",
-                 path);
-    memcpy(key, line, kl), key[kl] = '\0';
-    memcpy(was, eq + 1, n - kl - 1), was[n - kl - 1] = '\0';
-    const base_key_t *const k = base_keys_find(keys, n_keys, key);
-    if (k == NULL || strcmp(k->name, key) != 0) {
-      /* A setting of a later lstream: this one cannot honour it. */
-      note_add(note, note_size, "the snapshot's setting %s=%s is unknown to this lstream%s; ", key,
-               was, "");
-      continue;
-    }
-    seen[k - keys] = 1;
-    LS_FORWARD_IF_ERROR(adopt_one(c, k, was, path, note, note_size));
-  }
-  /* Keys that came after the snapshot: it was trained as with their value
-   * before they existed (earlier_value: the old behaviour), or else their
-   * default (an option added with the old behaviour as its default). */
-  for (size_t i = 0; i < n_keys; i++) {
-    if (seen[i] || !(keys[i].flags & LS_KEY_FIXED) || keys[i].def == NULL) continue;
-    const char *const was = earlier_value(keys[i].name);
-    if (was != NULL) {
-      LS_FORWARD_IF_ERROR(adopt_one(c, &keys[i], was, path, note, note_size));
-      continue;
-    }
-    ls_train_conf_t *const d = calloc(1, sizeof *d);
-    LS_RETURN_IF(d == NULL, LS_ERR_NOMEM, "no memory for a configuration");
-    char def[1100], now[1100];
-    ls_err_t err = base_key_set(&keys[i], d, keys[i].def);
-    if (err == LS_OK) err = key_text(&keys[i], d, def, sizeof def);
-    if (err == LS_OK) err = key_text(&keys[i], c, now, sizeof now);
-    if (keys[i].value.kind == BASE_STR && keys[i].value.size == 0)
-      free(*(char **)((char *)d + keys[i].offset));
-    free(d);
-    LS_FORWARD_IF_ERROR(err);
-    LS_RETURN_IF(strcmp(def, now) != 0, LS_ERR_INVALID_ARG,
-                 "snapshot %s was written before the option %s existed (as with its default %s); "
-                 "this run gives %s=%s: resume with the default, or --resume none",
-                 path, keys[i].name, def, keys[i].name, now);
-  }
-  return LS_OK;
-}
-
-const char *train_conf_fixed_names(void) {
-  static char names[1024];
-  if (names[0] != '\0') return names;
-  size_t at = 0;
-  for (size_t i = 0; i < n_keys && at + 1 < sizeof names; i++)
-    if (keys[i].flags & LS_KEY_FIXED)
-      at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", keys[i].name);
-  return names;
-}
-
-ls_err_t train_conf_adopt_earlier(ls_train_conf_t *c, const char *path, char *note,
-                                  size_t note_size) {
-  for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++) {
-    const base_key_t *const k = find_key(earlier[i].key);
-    LS_FORWARD_IF_ERROR(adopt_one(c, k, earlier[i].value, path, note, note_size));
-  }
-  return LS_OK;
 }

@@ -152,9 +152,11 @@ ls_err_t season_new(const ls_train_conf_t *c, int O, season_t **out) {
   if (s->R < RECENT << s->blocks) s->R = RECENT << s->blocks; /* the oldest block's records */
   s->acf_n = s->autos ? s->pmax + 1 : 0;
   s->H = linear && c->horizon_linear && c->horizon > 1 ? c->horizon : 1;
+  s->hprior = (double)c->horizon_prior;
   s->hx = HEAD + (linear ? 3 * (size_t)s->K + season_tri(s->K) : 0);
   s->mx = s->hx + HMIX * (size_t)(s->H - 1);
   s->mixp = s->levels && c->mix_profile && slots > 0;
+  s->mix_all = c->mix_profile_rows == 0;
   s->lz = RECENT + 1 + s->blocks + 5; /* features_of: recent, level, blocks, then v[5] */
   s->head = s->mx + (s->mixp ? 5 : 0);
   s->prof_n = s->pmax; /* per slot */

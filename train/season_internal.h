@@ -51,6 +51,7 @@ struct season_s {
   int wait;                      /* --linear-wait: rows per weight before the path forecasts */
   int NF;                        /* the linear path's features per season slot: 5, 6 with levels */
   int H;                         /* horizons the linear path forecasts (--horizon-linear; else 1) */
+  double hprior;                 /* --horizon-prior: rows per h of beta_h's prior towards 0 */
   int periods[SEASON_SLOTS_MAX]; /* given, or 0: found */
   int autos;                     /* find the seasons (slot 0; slot 1 too with two slots) */
   int R, acf_n;                  /* ring length; autocorrelation lags (0 without auto) */
@@ -60,6 +61,7 @@ struct season_s {
   int in_slots;                  /* slots whose lags are model inputs */
   size_t hx;                     /* doubles before the horizons' mixing block */
   int mixp;                      /* the level profile's forecast in the mixing (h = 1) */
+  int mix_all;                   /* its weight fitted on every row (--mix-profile-rows all) */
   size_t mx;                     /* its block: sums al, pl, ll, ly, then gamma */
   int lz;                        /* l's index in z: slot 0's level-profile feature */
   size_t head, per;              /* doubles before the floats; per target */

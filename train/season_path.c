@@ -289,12 +289,14 @@ static void mix_learn(double *sums, double g, double a, double y, double p) {
 
 /* A mixing's weights from its sums over rows (means): least squares of y
  * on (a, p), alpha pulled towards 1 (the linear path is a least-squares
- * fit itself) by a prior worth MIX_PRIOR rows, each clamped to [0, 1];
- * kept as they were when the system is singular. */
-static void mix_solve(const double *sums, double rows, double *alpha, double *beta) {
+ * fit itself) by a prior worth MIX_PRIOR rows and beta towards 0 by one
+ * worth beta_rows, each clamped to [0, 1]; kept as they were when the
+ * system is singular. */
+static void mix_solve(const double *sums, double rows, double beta_rows, double *alpha,
+                      double *beta) {
   double const aa = sums[0], ap = sums[1], pp = sums[2], ay = sums[3], py = sums[4];
   double const n = fmin(fmax(rows, 1.0), MIX_WINDOW), k = MIX_PRIOR / n * aa + 1e-12;
-  double const e = 1e-3 * pp + 1e-12;
+  double const e = (1e-3 + beta_rows / n) * pp + 1e-12;
   double const det = (aa + k) * (pp + e) - ap * ap;
   if (!(det > 0.0)) return;
   *alpha = fmin(1.0, fmax(0.0, ((pp + e) * (ay + k) - ap * py) / det));
@@ -332,7 +334,7 @@ static void mix_solve3(const double *sums, const double *x, double rows, double 
    * would keep the alpha fitted beside a negative gamma) */
   *gamma = g3 < 0.0 ? 0.0 : 1.0;
   double const left[5] = {aa, ap, pp, ay - *gamma * al, py - *gamma * pl};
-  mix_solve(left, rows, alpha, beta);
+  mix_solve(left, rows, 0.0, alpha, beta);
 }
 
 void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p,
@@ -342,7 +344,16 @@ void season_learn(season_t *s, double *model, int j, int h, double a, double y, 
   if (h == 1) {
     double const g = fmax(1.0 / (m[1] + 1.0), 1.0 / MIX_WINDOW);
     mix_learn(m + 2, g, a, y, p);
-    if (s->mixp) { /* the third weight's sums, forgotten alike */
+    /* The third weight's sums, forgotten alike, over the rows where the
+     * linear path forecast (a is exactly 0 while it is young: forecast()).
+     * a and l forecast the same change: rows where l stood alone taught
+     * gamma the whole of it, which the linear path then forecast too, and
+     * alpha a + gamma l overshot every swing of a season that grows
+     * (UKgas: alpha 0.9 and gamma 0.4 from 32 such rows of 108, 7.7x
+     * Holt-Winters' MSE; tests/bench/realdata/FINDINGS.md 19). Those rows
+     * count for l as if it were 0 then, as a is: the sums stay one set
+     * of rows' products. (--mix-profile-rows all: every row, as before.) */
+    if (s->mixp && (a != 0.0 || s->mix_all)) {
       double const v[4] = {a * l, p * l, l * l, l * y};
       forget_into(m + s->mx, v, 4, g);
     }
@@ -368,9 +379,14 @@ void season_solve(season_t *s, double *model, int j) {
   if (s->mixp)
     mix_solve3(m + 2, m + s->mx, m[1], &m[7], &m[8], &m[s->mx + 4]);
   else
-    mix_solve(m + 2, m[1], &m[7], &m[8]);
+    mix_solve(m + 2, m[1], 0.0, &m[7], &m[8]);
   for (int h = 2; h <= s->H; h++) {
     double *const x = m + s->hx + HMIX * (size_t)(h - 2);
-    if (x[7] > 0.0) mix_solve(x, x[7], &x[5], &x[6]);
+    /* The LSTM's forecast of the change over h records earns its weight
+     * (--horizon-prior): rows of overlapping targets tell h times less
+     * than as many records, and on a short series a free beta_h jumped
+     * between 0 and 1 on its latest rows (BJsales: 3.0x the best
+     * classical method over h = 1-12, 1.3x with it; FINDINGS.md 20). */
+    if (x[7] > 0.0) mix_solve(x, x[7], s->hprior * h, &x[5], &x[6]);
   }
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/value.h" /* base_key_t: the configuration's table */
 #include "lstream/ingest.h"
 #include "lstream/train.h"
 
@@ -72,11 +73,13 @@ struct ls_train_conf_s {
   int auto_seasons;         /* with season auto: the seasons found per target, 1 or 2 */
   int season_levels;        /* the linear path's level profiles per season: 0 false, 1 true */
   int mix_profile;          /* the level profile's forecast in the mixing: 0 false, 1 true */
+  int mix_profile_rows;     /* its weight's rows: 0 all, 1 those the linear path forecast */
   int linear;               /* the linear path beside the LSTM: 0 false, 1 true */
   int linear_blocks;        /* the linear path's block means of older records (0-3) */
   int linear_wait;          /* rows per weight before the linear path's forecasts count */
   int horizon;              /* H, records ahead per forecast (issue 25) */
   int horizon_linear;       /* the linear path iterated and mixed per horizon: 0 false, 1 true */
+  int horizon_prior;        /* rows per record ahead of the prior on the LSTM's weight there */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
   double calibration_rate;  /* gamma of the quantiles' online calibration; 0: off */
   int replay;               /* replay updates per step */
@@ -114,6 +117,10 @@ const char *train_conf_feature_name(const ls_train_conf_t *c, int f, char *buf, 
 ls_err_t train_conf_targets(const ls_train_conf_t *c, int *feat, int *O);
 
 ls_err_t train_conf_copy(ls_train_conf_t *dst, const ls_train_conf_t *src);
+
+/* The configuration's table of keys (conf.c) and their count (*n): what
+ * conf_kept.c reads and writes of a snapshot's settings. */
+const base_key_t *train_conf_table(size_t *n);
 
 /* The keys with a flag of mask (LS_KEY_FIXED, ...) and their values, one
  * "key=value\n" each in the table's order, doubles to the last bit: what a

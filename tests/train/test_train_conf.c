@@ -29,9 +29,9 @@ static void get(const ls_train_conf_t *c, const char *key, char *buf, size_t siz
 /* A value of key that the key accepts and that reads differently from
  * c's current one, into out; 0 if none of the candidates is. */
 static int other_value(const ls_train_conf_t *c, const char *key, char *out, size_t size) {
-  static const char *const candidates[] = {"2",     "3",     "0.5",   "0.25", "0.0001", "adamw",
-                                           "level", "true",  "false", "csv",  "none",   "0",
-                                           "1",     "other", "0,2",   "9",    "1000",   "ms"};
+  static const char *const candidates[] = {
+      "2",    "3", "0.5", "0.25",  "0.0001", "adamw", "level", "true", "false", "csv",
+      "none", "0", "1",   "other", "0,2",    "9",     "1000",  "ms",   "all"};
   char now[256], v[256];
   get(c, key, now, sizeof now);
   for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {

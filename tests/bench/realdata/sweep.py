@@ -26,6 +26,7 @@ import run
 SETUPS = [
     ("defaults", []),
     ("mix-profile false", ["--mix-profile", "false"]),
+    ("mix-profile-rows all", ["--mix-profile-rows", "all"]),
     ("season-levels false", ["--season-levels", "false"]),
     ("linear-blocks 0", ["--linear-blocks", "0"]),
     ("linear-wait 2", ["--linear-wait", "2"]),
