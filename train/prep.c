@@ -33,10 +33,10 @@
 /* The most threads a step's preparation takes. */
 #define PREP_THREADS_MAX 64
 
-/* Scratch w's buffers for F features and O targets, and its seasons (sea:
- * its own; NULL: none). */
+/* Scratch w's buffers for F features of SEASON_GROUP series, and its
+ * seasons (sea: its own; NULL: none). */
 static ls_err_t scratch_new(prep_scratch_t *w, int F, season_t *sea) {
-  size_t const f = (size_t)(F > 0 ? F : 1);
+  size_t const f = (size_t)(F > 0 ? F : 1) * SEASON_GROUP;
   w->level = malloc(f * sizeof *w->level), w->chg = malloc(f * sizeof *w->chg);
   w->s = malloc(f * sizeof *w->s), w->ds = malloc(f * sizeof *w->ds);
   w->sea = sea;
@@ -208,34 +208,55 @@ void prep_begin(prep_t *p, int n) {
   p->t_max = -1;
 }
 
-/* Consumes record x [F] into the normaliser (n, stats); w's level, chg,
- * s, ds receive what the model sees (raw: the record itself, its change,
- * unit scales). */
-static ls_err_t consume(const prep_t *p, prep_scratch_t *w, int64_t *n, double *stats,
-                        const float *x) {
+/* What the normaliser gave the record of thread scratch w's slot g (<
+ * SEASON_GROUP): its level, change, scale and change scale [F] each. */
+typedef struct norm_out_s {
+  float *level, *chg;
+  double *s, *ds;
+} norm_out_t;
+
+static norm_out_t slot_of(const prep_t *p, const prep_scratch_t *w, int g) {
+  size_t const at = (size_t)g * (size_t)p->F;
+  return (norm_out_t){w->level + at, w->chg + at, w->s + at, w->ds + at};
+}
+
+/* Consumes record x [F] into the normaliser (n, stats); o receives what
+ * the model sees (raw: the record itself, its change, unit scales). */
+static ls_err_t consume(const prep_t *p, norm_out_t o, int64_t *n, double *stats, const float *x) {
   int64_t const t = *n;
-  ls_norm_row_t out = {w->level, w->chg, w->s, w->ds};
+  ls_norm_row_t out = {o.level, o.chg, o.s, o.ds};
   if (!p->raw) return ls_norm_consume(&p->norm, p->F, n, stats, x, &out);
   for (int f = 0; f < p->F; f++) { /* the previous value, before it is replaced */
     double const prev = stats[f * LS_NORM_STATS + 3];
-    w->level[f] = x[f];
-    w->chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
-    w->s[f] = w->ds[f] = 1.0;
+    o.level[f] = x[f];
+    o.chg[f] = t > 0 ? (float)((double)x[f] - prev) : 0.0f;
+    o.s[f] = o.ds[f] = 1.0;
   }
   return ls_norm_consume(&p->norm, p->F, n, stats, x, NULL);
 }
 
-/* prep_record with thread scratch w. */
-static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double *stats,
-                          double *model, const float *x, float *in, double *base, double *scale,
-                          double *lin, double *beta, double *a, double *l) {
+/* A record's first part on thread scratch w's slot g: the normaliser, the
+ * model's inputs, the seasons' rows (their refits wait: season_refit). */
+static ls_err_t record_in(const prep_t *p, prep_scratch_t *w, int g, int64_t *n, double *stats,
+                          double *model, const float *x, float *in) {
   int const F = p->F;
-  LS_FORWARD_IF_ERROR(consume(p, w, n, stats, x));
-  memcpy(in, w->level, (size_t)F * sizeof *in);
-  if (p->change) memcpy(in + F, w->chg, (size_t)F * sizeof *in);
+  norm_out_t const o = slot_of(p, w, g);
+  LS_FORWARD_IF_ERROR(consume(p, o, n, stats, x));
+  memcpy(in, o.level, (size_t)F * sizeof *in);
+  if (p->change) memcpy(in + F, o.chg, (size_t)F * sizeof *in);
   if (w->sea != NULL)
-    season_record(w->sea, model, *n - 1, x, p->feat, w->ds, w->s, w->level, in + p->I0, lin, beta,
-                  a, l);
+    season_record_rows(w->sea, g, model, *n - 1, x, p->feat, o.ds, o.s, o.level, in + p->I0);
+  return LS_OK;
+}
+
+/* Its last part, after the refits: the forecasts of the linear path and
+ * the mixing's weights, the targets' base and scale. */
+static void record_out(const prep_t *p, prep_scratch_t *w, int g, int64_t n, const double *stats,
+                       double *model, const float *x, double *base, double *scale, double *lin,
+                       double *beta, double *a, double *l) {
+  norm_out_t const o = slot_of(p, w, g);
+  if (w->sea != NULL)
+    season_record_out(w->sea, g, model, n - 1, p->feat, o.ds, o.s, o.level, lin, beta, a, l);
   /* Horizons the linear path does not forecast: the LSTM's alone. */
   for (int k = p->O * season_horizons(w->sea); k < p->OH; k++) {
     lin[k] = 0.0, beta[k] = 1.0;
@@ -246,14 +267,17 @@ static ls_err_t record_on(const prep_t *p, prep_scratch_t *w, int64_t *n, double
     int const f = p->feat[j];
     double const loc = p->raw ? 0.0 : stats[f * LS_NORM_STATS];
     base[j] = p->delta ? (double)x[f] : loc;
-    scale[j] = p->delta ? w->ds[f] : w->s[f];
+    scale[j] = p->delta ? o.ds[f] : o.s[f];
   }
-  return LS_OK;
 }
 
 ls_err_t prep_record(prep_t *p, int64_t *n, double *stats, double *model, const float *x, float *in,
                      double *base, double *scale, double *lin, double *beta, double *a) {
-  return record_on(p, &p->scr[0], n, stats, model, x, in, base, scale, lin, beta, a, NULL);
+  prep_scratch_t *const w = &p->scr[0];
+  LS_FORWARD_IF_ERROR(record_in(p, w, 0, n, stats, model, x, in));
+  if (w->sea != NULL) season_refit(w->sea);
+  record_out(p, w, 0, *n, stats, model, x, base, scale, lin, beta, a, NULL);
+  return LS_OK;
 }
 
 /* Target j of row r (= t * n + b), whose base and scale are in place: from
@@ -465,44 +489,77 @@ const float *prep_train_mask(const prep_t *p, int *width) {
   return p->W > p->O ? p->mask_h : p->mask;
 }
 
-/* prep_window on thread scratch sc, the event times into sc's range. */
-static ls_err_t window_on(const prep_t *p, prep_scratch_t *sc, int b, const ls_window_t *w,
-                          ls_series_stats_t *st) {
-  int const T = p->T, F = p->F, I = p->I, O = p->O, n = p->B;
-  if (p->lengths != NULL) p->lengths[b] = w->n_targets;
-  for (int t = 0; t < T; t++) {
-    size_t const r = (size_t)t * (size_t)n + (size_t)b;
-    int const valid = t < w->n_targets;
-    p->mask[r] = valid ? 1.0f : 0.0f;
-    p->time[r] = valid ? w->times[t + 1] : -1;
-    if (!valid) { /* padding */
-      horizons_pad(p, r);
-      memset(p->x + r * I, 0, (size_t)I * sizeof *p->x);
-      memset(p->y + r * O, 0, (size_t)O * sizeof *p->y);
-      memset(p->target + r * O, 0, (size_t)O * sizeof *p->target);
-      for (int j = 0; j < O; j++) {
-        size_t const o = r * (size_t)O + (size_t)j;
-        p->base[o] = p->last[o] = 0.0, p->scale[o] = 1.0;
-        p->cur[o] = p->next[o] = 0.0f;
-      }
-      for (size_t k = r * (size_t)p->OH; k < (r + 1) * (size_t)p->OH; k++)
-        p->lin[k] = p->a[k] = p->l[k] = 0.0, p->beta[k] = 1.0;
-      continue;
+/* A padding row r: no record, nothing to learn. */
+static void pad_row(const prep_t *p, size_t r) {
+  int const I = p->I, O = p->O;
+  horizons_pad(p, r);
+  memset(p->x + r * I, 0, (size_t)I * sizeof *p->x);
+  memset(p->y + r * O, 0, (size_t)O * sizeof *p->y);
+  memset(p->target + r * O, 0, (size_t)O * sizeof *p->target);
+  for (int j = 0; j < O; j++) {
+    size_t const o = r * (size_t)O + (size_t)j;
+    p->base[o] = p->last[o] = 0.0, p->scale[o] = 1.0;
+    p->cur[o] = p->next[o] = 0.0f;
+  }
+  for (size_t k = r * (size_t)p->OH; k < (r + 1) * (size_t)p->OH; k++)
+    p->lin[k] = p->a[k] = p->l[k] = 0.0, p->beta[k] = 1.0;
+}
+
+/* Row t of window b (wins[g], its series' state st): after its record's
+ * refits, the forecasts, targets and the step's event times (into sc's
+ * range). */
+static void row_out(const prep_t *p, prep_scratch_t *sc, int g, int b, const ls_window_t *w,
+                    ls_series_stats_t *st, int t) {
+  int const F = p->F, O = p->O;
+  size_t const r = (size_t)t * (size_t)p->B + (size_t)b;
+  const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
+  record_out(p, sc, g, *st->norm_n, st->norm, st->model, cur, p->base + r * O, p->scale + r * O,
+             p->lin + r * p->OH, p->beta + r * p->OH, p->a + r * p->OH, p->l + r * p->OH);
+  for (int j = 0; j < O; j++)
+    target_row(p, r, j, cur, next,
+               season_profile_weight(sc->sea, st->model, j) * p->l[r * p->OH + j]);
+  if (p->W > p->O) horizons_row(p, r, w, t, st->model);
+  for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
+    if (w->times[k] >= 0) {
+      sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;
+      sc->t_max = w->times[k] > sc->t_max ? w->times[k] : sc->t_max;
     }
-    const float *const cur = w->x + (size_t)t * F, *const next = cur + F;
-    p->rec[r] = *st->norm_n;
-    LS_FORWARD_IF_ERROR(record_on(p, sc, st->norm_n, st->norm, st->model, cur, p->x + r * I,
-                                  p->base + r * O, p->scale + r * O, p->lin + r * p->OH,
-                                  p->beta + r * p->OH, p->a + r * p->OH, p->l + r * p->OH));
-    for (int j = 0; j < O; j++)
-      target_row(p, r, j, cur, next,
-                 season_profile_weight(sc->sea, st->model, j) * p->l[r * p->OH + j]);
-    if (p->W > p->O) horizons_row(p, r, w, t, st->model);
-    for (int k = t; k <= t + 1; k++) /* the step's records' times, inputs and targets */
-      if (w->times[k] >= 0) {
-        sc->t_min = w->times[k] < sc->t_min ? w->times[k] : sc->t_min;
-        sc->t_max = w->times[k] > sc->t_max ? w->times[k] : sc->t_max;
+}
+
+/* Windows b0 .. b0 + cnt - 1 of the step (cnt <= SEASON_GROUP; wins [cnt]
+ * and st [cnt] theirs) on thread scratch sc, in lockstep: row t of each,
+ * then their records' refits together (SOLVE_LANES to a vector), then the
+ * rest of each row. Every window's rows are the bits of its own alone
+ * (its series' state is its own; each block's refit the same in any
+ * lane). On an error, the window that failed in *err_b. */
+static ls_err_t windows_on(const prep_t *p, prep_scratch_t *sc, int b0, int cnt,
+                           const ls_window_t *const *wins, ls_series_stats_t *st, int *err_b) {
+  int const T = p->T, F = p->F, I = p->I;
+  for (int g = 0; g < cnt && p->lengths != NULL; g++)
+    p->lengths[b0 + g] = wins[g]->n_targets;
+  for (int t = 0; t < T; t++) {
+    for (int g = 0; g < cnt; g++) {
+      const ls_window_t *const w = wins[g];
+      size_t const r = (size_t)t * (size_t)p->B + (size_t)(b0 + g);
+      int const valid = t < w->n_targets;
+      p->mask[r] = valid ? 1.0f : 0.0f;
+      p->time[r] = valid ? w->times[t + 1] : -1;
+      if (!valid) {
+        pad_row(p, r);
+        continue;
       }
+      p->rec[r] = *st[g].norm_n;
+      ls_err_t const err = record_in(p, sc, g, st[g].norm_n, st[g].norm, st[g].model,
+                                     w->x + (size_t)t * F, p->x + r * I);
+      if (err != LS_OK) {
+        if (sc->sea != NULL) season_refit(sc->sea); /* the rows learned so far */
+        *err_b = b0 + g;
+        return err;
+      }
+    }
+    if (sc->sea != NULL) season_refit(sc->sea);
+    for (int g = 0; g < cnt; g++)
+      if (t < wins[g]->n_targets) row_out(p, sc, g, b0 + g, wins[g], &st[g], t);
   }
   return LS_OK;
 }
@@ -516,7 +573,8 @@ static void take_times(prep_t *p, prep_scratch_t *sc) {
 ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *st) {
   prep_scratch_t *const sc = &p->scr[0];
   sc->t_min = INT64_MAX, sc->t_max = -1;
-  ls_err_t const err = window_on(p, sc, b, w, st);
+  int err_b = -1;
+  ls_err_t const err = windows_on(p, sc, b, 1, &w, st, &err_b);
   take_times(p, sc);
   return err;
 }
@@ -532,12 +590,10 @@ static void *run_part(void *opaque) {
   part_t const *const pt = opaque;
   prep_scratch_t *const sc = pt->sc;
   sc->t_min = INT64_MAX, sc->t_max = -1, sc->err = LS_OK, sc->err_b = -1;
-  for (int b = sc->b0; b < sc->b1 && sc->err == LS_OK; b++) {
-    sc->err = window_on(pt->p, sc, b, pt->p->wins[b], &pt->p->st[b]);
-    if (sc->err != LS_OK) {
-      sc->err_b = b;
-      snprintf(sc->why, sizeof sc->why, "%s", ls_last_error());
-    }
+  for (int b = sc->b0; b < sc->b1 && sc->err == LS_OK; b += SEASON_GROUP) {
+    int const cnt = sc->b1 - b < SEASON_GROUP ? sc->b1 - b : SEASON_GROUP;
+    sc->err = windows_on(pt->p, sc, b, cnt, pt->p->wins + b, pt->p->st + b, &sc->err_b);
+    if (sc->err != LS_OK) snprintf(sc->why, sizeof sc->why, "%s", ls_last_error());
   }
   return NULL;
 }

@@ -105,14 +105,18 @@ static ls_err_t with_scratch(season_t *s, season_t **out) {
   s->z2 = malloc(K * sizeof *s->z2);
   s->fc = malloc((size_t)s->H * sizeof *s->fc);
   s->recip = s->autos ? malloc((size_t)ACF_WINDOW * sizeof *s->recip) : NULL;
-  s->zs = malloc((size_t)s->O * K * sizeof *s->zs);
-  s->sums = malloc((size_t)s->O * SEASON_SLOTS_MAX * sizeof *s->sums);
+  size_t const blocks = (size_t)SEASON_GROUP * (size_t)s->O; /* a group's targets */
+  s->zs = malloc(blocks * K * sizeof *s->zs);
+  s->sums = malloc(blocks * SEASON_SLOTS_MAX * sizeof *s->sums);
+  s->pend = malloc(blocks * sizeof *s->pend);
+  s->pend_n = malloc(blocks * sizeof *s->pend_n);
+  s->npend = 0;
   size_t const lanes = ((K * K + 2 * K) * SOLVE_LANES * sizeof(double) + 63) / 64 * 64;
   s->lanes = aligned_alloc(64, lanes); /* whole vectors of SOLVE_LANES doubles */
   for (int q = 0; s->recip != NULL && q < (int)ACF_WINDOW; q++) /* ages down from ACF_WINDOW */
     s->recip[q] = 1.0 / (ACF_WINDOW - (double)q);
   if (s->z2 == NULL || s->fc == NULL || (s->autos && s->recip == NULL) || s->zs == NULL ||
-      s->sums == NULL || s->lanes == NULL) {
+      s->sums == NULL || s->lanes == NULL || s->pend == NULL || s->pend_n == NULL) {
     season_free(s);
     return ls_error_set(LS_ERR_NOMEM, "no memory for the linear path");
   }
@@ -173,6 +177,7 @@ ls_err_t season_clone(const season_t *s, season_t **out) {
   LS_RETURN_IF(c == NULL, LS_ERR_NOMEM, "no memory for the seasons");
   *c = *s;
   c->z2 = c->fc = c->recip = c->zs = c->sums = c->lanes = NULL;
+  c->pend = NULL, c->pend_n = NULL;
   return with_scratch(c, out);
 }
 
@@ -180,6 +185,7 @@ void season_free(season_t *s) {
   if (s == NULL) return;
   free(s->z2), free(s->fc), free(s->recip);
   free(s->zs), free(s->sums), free(s->lanes);
+  free(s->pend), free(s->pend_n);
   free(s);
 }
 

@@ -104,6 +104,30 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
                    double *beta, double *a, double *l);
 
+/* The series whose records one season_t takes at once: season_record in
+ * three parts, so that the refits of several series' records go into
+ * vector lanes together (one target's record alone fills one lane of
+ * SOLVE_LANES; a step of one-feature series refitted lane by lane spent a
+ * quarter of its cycles there). */
+#define SEASON_GROUP 8
+
+/* season_record's first part for the series in slot g (< SEASON_GROUP) of
+ * s's scratch: the ring, the seasons, the features, the model's inputs in
+ * `in` and the linear path's row; its targets' refits wait for
+ * season_refit. */
+void season_record_rows(season_t *s, int g, double *model, int64_t t, const float *x,
+                        const int *feat, const double *ds, const double *ls, const float *level,
+                        float *in);
+/* The refits of every target block season_record_rows left since the last
+ * call, SOLVE_LANES at a time: each block's weights the bits of its refit
+ * alone. */
+void season_refit(season_t *s);
+/* season_record's last part for slot g, after season_refit: the forecasts
+ * (lin, beta, a, l as season_record's). */
+void season_record_out(season_t *s, int g, double *model, int64_t t, const int *feat,
+                       const double *ds, const double *ls, const float *level, double *lin,
+                       double *beta, double *a, double *l);
+
 /* Target j's mixing at horizon h (1 .. season_horizons) learns one row:
  * the linear path's forecast a, the normalised target y (the change over
  * h records) and the LSTM's forecast p, in the same units; at h = 1 with

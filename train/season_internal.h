@@ -68,7 +68,10 @@ struct season_s {
   double clip;                   /* the normaliser's clamp */
   double *z2, *fc;               /* [K], [H] scratch */
   double *recip;                 /* [ACF_WINDOW] 1 / (ACF_WINDOW - q) at q (--season auto) */
-  double *zs, *sums;             /* [O, K] each target's features, [O, slots] its sums */
+  double *zs, *sums;             /* [SEASON_GROUP, O, K] each series' and target's features,
+                                  * [SEASON_GROUP, O, slots] its sums */
+  double **pend;                 /* [SEASON_GROUP O] the target blocks awaiting their refit */
+  int *pend_n, npend;            /* their features in use; how many */
   double *lanes;                 /* [K K + 2 K, SOLVE_LANES] season_solve_w's scratch */
 };
 

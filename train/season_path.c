@@ -175,22 +175,23 @@ static int in_use(const season_t *s, const double *m) {
   return s->second && m[s->per - 1] == 0.0 ? s->K - s->NF : s->K;
 }
 
-/* Target j's record t, up to its refit: the ring, the seasons and
- * profiles, its features (into s->zs [j K]) and each slot's sums (s->sums
- * [j SEASON_SLOTS_MAX]), the model's inputs in `in`, and, with the linear
- * path, the last record's features and this record's change as one more
- * row of its least squares (without a second season's features while
- * there is none: they are 0). Returns whether the row was learned (the
- * weights are to be refitted). */
-static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, int f, double sc,
-                      double ls, double level, float *in) {
+/* Target j's record t in scratch slot g, up to its refit: the ring, the
+ * seasons and profiles, its features (into the slot's zs [j K]) and each
+ * slot's sums (the slot's sums [j SEASON_SLOTS_MAX]), the model's inputs
+ * in `in`, and, with the linear path, the last record's features and this
+ * record's change as one more row of its least squares (without a second
+ * season's features while there is none: they are 0). Returns whether the
+ * row was learned (the weights are to be refitted). */
+static int record_row(season_t *s, int g, double *m, int64_t t, int j, const float *x, int f,
+                      double sc, double ls, double level, float *in) {
   int const K = s->K;
   float *const ring = season_ring(s, m);
   ring[t % s->R] = x[f];
-  double *const sums = s->sums + (size_t)j * SEASON_SLOTS_MAX;
+  size_t const at = (size_t)g * (size_t)s->O + (size_t)j; /* the slot's target j */
+  double *const sums = s->sums + at * SEASON_SLOTS_MAX;
   season_update(s, m, t, sums);
   double const now = x[f];
-  double *const zz = s->zs + (size_t)j * (K > 0 ? K : 1);
+  double *const zz = s->zs + at * (size_t)(K > 0 ? K : 1);
   lags_t lags[SEASON_SLOTS_MAX];
   vals_t const src = {ring, t, NULL, 0, sums};
   features_of(s, m, &src, t, sc, level, zz, lags);
@@ -215,44 +216,71 @@ static int record_row(season_t *s, double *m, int64_t t, int j, const float *x, 
   return learned;
 }
 
-void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
-                   const double *ds, const double *ls, const float *level, float *in, double *lin,
-                   double *beta, double *araw, double *lraw) {
-  /* The targets' rows first, then their refits, SOLVE_LANES blocks at a
-   * time (those with the same features in use together), then their
-   * forecasts: each target's block is its own, so the order across
-   * targets changes nothing. */
-  double *ms[SOLVE_LANES];
-  int lanes = 0, lanes_n = 0;
+void season_record_rows(season_t *s, int g, double *model, int64_t t, const float *x,
+                        const int *feat, const double *ds, const double *ls, const float *level,
+                        float *in) {
   for (int j = 0; j < s->O; j++) {
     double *const m = model + (size_t)j * s->per;
     int const f = feat[j];
-    if (!record_row(s, m, t, j, x, f, ds[f], ls[f], level[f], in)) continue;
-    int const n = in_use(s, m);
-    if (lanes == SOLVE_LANES || (lanes > 0 && n != lanes_n)) {
-      season_solve_w(s, ms, lanes, lanes_n);
-      lanes = 0;
-    }
-    ms[lanes++] = m, lanes_n = n;
+    if (!record_row(s, g, m, t, j, x, f, ds[f], ls[f], level[f], in)) continue;
+    s->pend[s->npend] = m, s->pend_n[s->npend] = in_use(s, m);
+    s->npend++;
   }
-  if (lanes > 0) season_solve_w(s, ms, lanes, lanes_n);
+}
+
+void season_refit(season_t *s) {
+  /* Blocks with the same features in use together (at most two counts: a
+   * second season found or not), in the order they came: each block's
+   * bits are its own whatever lane it takes, so the grouping changes
+   * nothing but the time. */
+  double *ms[SOLVE_LANES];
+  for (int i = 0; i < s->npend; i++) {
+    if (s->pend[i] == NULL) continue;
+    int const n = s->pend_n[i];
+    int lanes = 0;
+    for (int k = i; k < s->npend; k++) {
+      if (s->pend[k] == NULL || s->pend_n[k] != n) continue;
+      ms[lanes++] = s->pend[k], s->pend[k] = NULL;
+      if (lanes == SOLVE_LANES) season_solve_w(s, ms, lanes, n), lanes = 0;
+    }
+    if (lanes > 0) season_solve_w(s, ms, lanes, n);
+  }
+  s->npend = 0;
+}
+
+void season_record_out(season_t *s, int g, double *model, int64_t t, const int *feat,
+                       const double *ds, const double *ls, const float *level, double *lin,
+                       double *beta, double *araw, double *lraw) {
   for (int j = 0; j < s->O; j++) {
     if (!s->linear) {
       lin[j] = 0.0, beta[j] = 1.0;
       continue;
     }
     double *const m = model + (size_t)j * s->per;
+    size_t const at = (size_t)g * (size_t)s->O + (size_t)j;
+    const double *const z = s->zs + at * (size_t)s->K;
     int const f = feat[j], n = in_use(s, m);
-    double const a = forecast(s, m, n, s->zs + (size_t)j * s->K);
-    double const l = profile_forecast(s, s->zs + (size_t)j * s->K);
+    double const a = forecast(s, m, n, z);
+    double const l = profile_forecast(s, z);
     lin[j] = m[7] * a + (s->mixp ? m[s->mx + 4] * l : 0.0);
     if (lraw != NULL) lraw[j] = l;
     beta[j] = m[8];
     if (araw != NULL) araw[j] = a;
     if (s->H > 1)
       iterate(s, m, season_ring(s, m), t, j, n, a, ds[f], level[f], ls[f],
-              s->sums + (size_t)j * SEASON_SLOTS_MAX, lin, beta, araw);
+              s->sums + at * SEASON_SLOTS_MAX, lin, beta, araw);
   }
+}
+
+void season_record(season_t *s, double *model, int64_t t, const float *x, const int *feat,
+                   const double *ds, const double *ls, const float *level, float *in, double *lin,
+                   double *beta, double *araw, double *lraw) {
+  /* The targets' rows first, then their refits, then their forecasts:
+   * each target's block is its own, so the order across targets changes
+   * nothing. */
+  season_record_rows(s, 0, model, t, x, feat, ds, ls, level, in);
+  season_refit(s);
+  season_record_out(s, 0, model, t, feat, ds, ls, level, lin, beta, araw, lraw);
 }
 
 /* ------------------------------------------------------------------------ */
