@@ -57,10 +57,11 @@
  *
  * A writer streams header, frames, table and tail in one pass; a reader
  * checks, in this order, the magic, version and kind, the tail (a missing
- * end marker or a wrong size: truncated), the table's checksum and bounds,
- * each frame's stored checksum (naming the section at fault), the whole-file
- * checksum, and then, decoding, each section's content size and raw
- * checksum and the content's consistency.
+ * end marker or a wrong size: truncated), the table's checksum and bounds
+ * (no more raw bytes than a frame's stored ones can hold), each frame's
+ * stored checksum (naming the section at fault), the whole-file checksum,
+ * each frame's content size against its table entry, and then, decoding,
+ * each section's raw checksum and the content's consistency.
  *
  * Shard sections, in this order (model, optimizer and calibration in rank
  * 0's only; norm, calibration, memory and in-flight only when the meta says

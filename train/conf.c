@@ -350,7 +350,7 @@ static const base_key_t *find_key(const char *key) {
 }
 
 const base_key_t *train_conf_table(size_t *n) {
-  *n = n_keys;
+  if (n != NULL) *n = n_keys;
   return keys;
 }
 

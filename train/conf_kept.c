@@ -167,10 +167,14 @@ const char *train_conf_fixed_names(void) {
 
 ls_err_t train_conf_adopt_earlier(ls_train_conf_t *c, const char *path, char *note,
                                   size_t note_size) {
+  LS_RETURN_IF(c == NULL || path == NULL || note == NULL, LS_ERR_INVALID_ARG,
+               "conf, path or note is NULL");
   size_t n_keys;
   const base_key_t *const keys = train_conf_table(&n_keys);
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++) {
     const base_key_t *const k = base_keys_find(keys, n_keys, earlier[i].key);
+    LS_RETURN_IF(k == NULL, LS_ERR_UNKNOWN_KEY, "an earlier value of an unknown option %s",
+                 earlier[i].key);
     LS_FORWARD_IF_ERROR(adopt_one(c, k, earlier[i].value, path, note, note_size));
   }
   return LS_OK;

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Records x targets of a step worth a second thread: about 2 us of the
- * seasons' and linear path's work each (a refit of K = 19-28 and 337
- * autocorrelation lags), so 256 of them take ~0.5 ms, against ~50 us to
- * start and join a thread. A step of a few live series records stays on
- * one. Each later horizon the linear path iterates counts as another
+/* Records x targets of a step worth a second thread: 1-2 us of the
+ * seasons' and linear path's work each (337 autocorrelation lags, the
+ * features, a row of the least squares, a refit of K = 19-28 sharing a
+ * vector with seven others), so 256 of them take 0.3-0.5 ms, against ~50
+ * us to start and join a thread. A step of a few live series' records
+ * stays on one. Each later horizon the linear path iterates counts as another
  * target. (2,048 until 2026-11-29: the default shape's steps, 64 windows of
  * 16 records of one feature, then ran on one thread while the other core
  * waited; at 256, 1,024 series x 1,025 records replayed with --replay 0 in
@@ -611,6 +612,9 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
   int started[PREP_THREADS_MAX];
   for (int k = 0; k < parts; k++) {
     pt[k] = (part_t){p, &p->scr[k]};
+    /* Even parts, not whole groups: the work is per window, and 20
+     * windows on two threads as 8 | 8 + 4 would leave one with half as
+     * much again. */
     p->scr[k].b0 = (int)((long)n * k / parts), p->scr[k].b1 = (int)((long)n * (k + 1) / parts);
     /* A thread that cannot start: its part runs on the caller after its own. */
     started[k] = k > 0 && pthread_create(&tid[k], NULL, run_part, &pt[k]) == 0;
@@ -622,8 +626,8 @@ ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_serie
     else
       run_part(&pt[k]);
   }
-  /* As one thread would: the first failing window's error; the event
-   * times of the windows prepared. */
+  /* The first thread's error that met one (prep_windows); the event times
+   * of the windows prepared. */
   for (int k = 0; k < parts; k++) {
     take_times(p, &p->scr[k]);
     if (p->scr[k].err != LS_OK) return ls_error_set(p->scr[k].err, "%s", p->scr[k].why);

@@ -19,8 +19,8 @@
  * scratch, the seasons' (season.h), and, over the
  * windows it prepared, their event-time range and the first error. */
 typedef struct prep_scratch_s {
-  float *level, *chg; /* [F] */
-  double *s, *ds;     /* [F] */
+  float *level, *chg; /* [SEASON_GROUP, F]: per series of a group (prep.c windows_on) */
+  double *s, *ds;     /* [SEASON_GROUP, F] */
   season_t *sea;      /* its seasons' scratch: the prep's own for thread 0 (NULL: none) */
   int64_t t_min, t_max;
   int b0, b1; /* its windows of the step: [b0, b1) */
@@ -153,8 +153,12 @@ ls_err_t prep_window(prep_t *p, int b, const ls_window_t *w, ls_series_stats_t *
 
 /* prep_window of every window b of the step (wins [n], their series st
  * [n]), on the prep's threads where the step is worth it (the seasons' and
- * linear path's work per record: PREP_THREAD_MIN); the first error in
- * window order is returned, as one thread would have met it. */
+ * linear path's work per record: PREP_THREAD_MIN), each thread's windows
+ * SEASON_GROUP at a time in lockstep (the same bits as each alone); of
+ * the errors, that of the first failing window of the first thread that
+ * met one (only the normaliser's checks of a series' state can fail, and
+ * the run stops then: the other windows of that group are left part
+ * prepared). */
 ls_err_t prep_windows(prep_t *p, int n, const ls_window_t *const *wins, ls_series_stats_t *st);
 
 /* The model's forecast in target units from the linear path's share lin,

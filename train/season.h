@@ -104,7 +104,10 @@ void season_record(season_t *s, double *model, int64_t t, const float *x, const 
                    const double *ds, const double *ls, const float *level, float *in, double *lin,
                    double *beta, double *a, double *l);
 
-/* The series whose records one season_t takes at once: season_record in
+/* (season_record: one series' record at once, as the tests feed it;
+ * prep_record does the same in the three parts below.)
+ *
+ * The series whose records one season_t takes at once: season_record in
  * three parts, so that the refits of several series' records go into
  * vector lanes together (one target's record alone fills one lane of
  * SOLVE_LANES; a step of one-feature series refitted lane by lane spent a
@@ -129,10 +132,12 @@ void season_record_out(season_t *s, int g, double *model, int64_t t, const int *
                        double *beta, double *a, double *l);
 
 /* Target j's mixing at horizon h (1 .. season_horizons) learns one row:
- * the linear path's forecast a, the normalised target y (the change over
- * h records) and the LSTM's forecast p, in the same units; at h = 1 with
+ * the linear path's forecast a (exactly as season_record_out gave it: 0
+ * while the path is young), the normalised target y (the change over h
+ * records) and the LSTM's forecast p, in the same units; at h = 1 with
  * --mix-profile the level profile's forecast l as well (season_record's;
- * ignored otherwise). */
+ * ignored otherwise, and with --mix-profile-rows linear taken as 0 on a
+ * row where a is 0). */
 void season_learn(season_t *s, double *model, int j, int h, double a, double y, double p, double l);
 
 /* The horizons the linear path forecasts: --horizon with --horizon-linear

@@ -219,6 +219,8 @@ static int record_row(season_t *s, int g, double *m, int64_t t, int j, const flo
 void season_record_rows(season_t *s, int g, double *model, int64_t t, const float *x,
                         const int *feat, const double *ds, const double *ls, const float *level,
                         float *in) {
+  if (g < 0 || g >= SEASON_GROUP) return;
+  if (s->npend > (SEASON_GROUP - 1) * s->O) season_refit(s); /* room for O more, the same bits */
   for (int j = 0; j < s->O; j++) {
     double *const m = model + (size_t)j * s->per;
     int const f = feat[j];
@@ -381,8 +383,9 @@ void season_learn(season_t *s, double *model, int j, int h, double a, double y, 
      * Holt-Winters' MSE; tests/bench/realdata/FINDINGS.md 19). Those rows
      * count for l as if it were 0 then, as a is: the sums stay one set
      * of rows' products. (--mix-profile-rows all: every row, as before.) */
-    if (s->mixp && (a != 0.0 || s->mix_all)) {
-      double const v[4] = {a * l, p * l, l * l, l * y};
+    if (s->mixp) {
+      double const w = a != 0.0 || s->mix_all ? l : 0.0;
+      double const v[4] = {a * w, p * w, w * w, w * y};
       forget_into(m + s->mx, v, 4, g);
     }
     return;

@@ -203,13 +203,15 @@ Test(conf, reported_unknown_and_later_options) {
 /* A snapshot that predates the seasons and the linear path (issue 24), or
  * its forecasts of the later horizons (issue 25), was trained without
  * them: it resumes so, whatever their defaults; given otherwise, they are
- * refused. */
+ * refused. So too the level profile's weight fitted on every row and the
+ * later horizons' mixing without a prior (2026-11-29). */
 Test(conf, earlier_snapshots_resume_as_trained) {
   ls_train_conf_t *const was = conf_new();
   char text[8192], note[1024] = "", v[64];
   size_t len = 0;
   settings_of(was, text, sizeof text, &len);
-  const char *const gone[] = {"\nseason=", "\nlinear=", "\nhorizon_linear="};
+  const char *const gone[] = {
+      "\nseason=", "\nlinear=", "\nhorizon_linear=", "\nmix_profile_rows=", "\nhorizon_prior="};
   for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
     const char *const key = gone[i];
     char *const at = strstr(text, key);
@@ -227,6 +229,10 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   cr_expect_str_eq(v, "false");
   get(c, "horizon_linear", v, sizeof v);
   cr_expect_str_eq(v, "false");
+  get(c, "mix_profile_rows", v, sizeof v);
+  cr_expect_str_eq(v, "all");
+  get(c, "horizon_prior", v, sizeof v);
+  cr_expect_str_eq(v, "0");
   ls_train_conf_destroy(c);
   c = conf_new();
   cr_assert_eq(ls_train_conf_set(c, "season", "auto"), LS_OK);
@@ -239,6 +245,10 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   cr_expect_eq(train_conf_adopt_earlier(c, "SNAP", note, sizeof note), LS_OK);
   get(c, "linear", v, sizeof v);
   cr_expect_str_eq(v, "false");
+  get(c, "mix_profile_rows", v, sizeof v);
+  cr_expect_str_eq(v, "all");
+  get(c, "horizon_prior", v, sizeof v);
+  cr_expect_str_eq(v, "0");
   ls_train_conf_destroy(c);
   ls_train_conf_destroy(was);
 }
