@@ -290,6 +290,12 @@ static const base_key_t keys[] = {
      "quantile at l, |z| <= 1.96 (2.3 gamma at 0.1 and 0.9, 6.8 beyond 0.025 and 0.975): every "
      "level returns at the median's rate; 0 = off",
      F(calibration_rate), BASE_V_DBL(0, 1), "0.02", LS_KEY_MODEL},
+    {"quantile_weight",
+     "the weight of each quantile's pinball loss against its point forecast's squared error in "
+     "the loss the model trains on; 0: 1 / the levels, so that they weigh together as much as the "
+     "point (with 3 levels each at 1 took tmy ghi's one-step forecast 3.3% from --horizon 1's); 1 "
+     "as before 2026-11-29",
+     F(quantile_weight), BASE_V_DBL(0, 1), "0", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay", "extra updates per step on windows drawn from a memory of recent ones; 0 = none",
      F(replay), BASE_V_INT(0, 1024), "1", LS_KEY_MODEL | LS_KEY_FIXED},
     {"replay_batch",

@@ -59,7 +59,7 @@ static const struct {
 } earlier[] = {{"season", "none"},          {"linear", "false"},      {"auto_seasons", "1"},
                {"season_levels", "false"},  {"linear_blocks", "0"},   {"linear_wait", "2"},
                {"horizon_linear", "false"}, {"mix_profile", "false"}, {"replay", "4"},
-               {"mix_profile_rows", "all"}, {"horizon_prior", "0"}};
+               {"mix_profile_rows", "all"}, {"horizon_prior", "0"},   {"quantile_weight", "1"}};
 
 static const char *earlier_value(const char *key) {
   for (size_t i = 0; i < sizeof earlier / sizeof earlier[0]; i++)

@@ -91,6 +91,9 @@ static ls_err_t horizons_new(prep_t *p, const ls_train_conf_t *c, int B) {
   p->hw = malloc((size_t)p->H * sizeof *p->hw);
   p->qcal = p->Q > 0 ? malloc(rows * (size_t)(p->W - p->OH) * sizeof *p->qcal) : NULL;
   p->gamma = c->calibration_rate;
+  p->qweight = c->quantile_weight > 0.0 ? (float)c->quantile_weight
+               : p->Q > 0               ? 1.0f / (float)p->Q
+                                        : 1.0f;
   for (int q = 0; q < p->Q; q++)
     p->zq[q] = probit(p->levels[q]), p->gstep[q] = calib_step(p->gamma, p->zq[q]);
   for (int h = 1; p->hw != NULL && h <= p->H; h++)
@@ -332,9 +335,9 @@ static void horizons_row(const prep_t *p, size_t r, const ls_window_t *w, int t,
         p->y_h[ow] = (float)(yc * p->hw[h - 1]);
         p->mask_h[ow] = 1.0f, p->next_h[o] = x;
       }
-      for (int q = 1; q <= p->Q; q++)
+      for (int q = 1; q <= p->Q; q++) /* each level weighs qweight in the loss: its mask */
         p->y_h[ow + (size_t)q * p->OH] = p->y_h[ow],
-                                p->mask_h[ow + (size_t)q * p->OH] = p->mask_h[ow];
+                                p->mask_h[ow + (size_t)q * p->OH] = p->mask_h[ow] * p->qweight;
     }
 }
 

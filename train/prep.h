@@ -100,6 +100,7 @@ typedef struct prep_s {
    * gamma (--calibration-rate, 0: off) and each row's quantile forecasts
    * as they went out, calibrated, data units (figures_score fills it). */
   double gamma;
+  float qweight; /* a quantile column's weight in the loss (its mask): --quantile-weight */
   double gstep[PREP_QUANTILES_MAX]; /* each level's step (prep.c's calib_step) */
   double zq[PREP_QUANTILES_MAX];    /* each level's standard normal quantile */
   double *qcal;                     /* [T, n, Q OH] as prep_quantile_values' qv */

@@ -82,6 +82,7 @@ struct ls_train_conf_s {
   int horizon_prior;        /* rows per record ahead of the prior on the LSTM's weight there */
   char quantiles[256];      /* levels of the quantile forecasts, such as 0.1,0.5,0.9; "": none */
   double calibration_rate;  /* gamma of the quantiles' online calibration; 0: off */
+  double quantile_weight;   /* each quantile column's loss against the point's; 0: 1 / levels */
   int replay;               /* replay updates per step */
   int replay_batch;         /* windows per replay update, over all partitions */
   int replay_memory;        /* windows kept for replay, over all partitions */

@@ -203,15 +203,16 @@ Test(conf, reported_unknown_and_later_options) {
 /* A snapshot that predates the seasons and the linear path (issue 24), or
  * its forecasts of the later horizons (issue 25), was trained without
  * them: it resumes so, whatever their defaults; given otherwise, they are
- * refused. So too the level profile's weight fitted on every row and the
- * later horizons' mixing without a prior (2026-11-29). */
+ * refused. So too the level profile's weight fitted on every row, the
+ * later horizons' mixing without a prior and each quantile's loss at
+ * weight 1 (2026-11-29). */
 Test(conf, earlier_snapshots_resume_as_trained) {
   ls_train_conf_t *const was = conf_new();
   char text[8192], note[1024] = "", v[64];
   size_t len = 0;
   settings_of(was, text, sizeof text, &len);
-  const char *const gone[] = {
-      "\nseason=", "\nlinear=", "\nhorizon_linear=", "\nmix_profile_rows=", "\nhorizon_prior="};
+  const char *const gone[] = {"\nseason=",           "\nlinear=",        "\nhorizon_linear=",
+                              "\nmix_profile_rows=", "\nhorizon_prior=", "\nquantile_weight="};
   for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
     const char *const key = gone[i];
     char *const at = strstr(text, key);
@@ -233,6 +234,8 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   cr_expect_str_eq(v, "all");
   get(c, "horizon_prior", v, sizeof v);
   cr_expect_str_eq(v, "0");
+  get(c, "quantile_weight", v, sizeof v);
+  cr_expect_str_eq(v, "1");
   ls_train_conf_destroy(c);
   c = conf_new();
   cr_assert_eq(ls_train_conf_set(c, "season", "auto"), LS_OK);
