@@ -88,7 +88,8 @@ typedef struct prep_s {
   int Q, W;
   double levels[PREP_QUANTILES_MAX];
   float *y_h;       /* [T, n, W] what the LSTM trains on: y at h = 1, the target beyond */
-  float *mask_h;    /* [T, n, W] 1: a known target */
+  float *mask_h;    /* [T, n, W] a known target's loss weight: 1, qweight in a quantile's column;
+                     * 0: not known */
   float *next_h;    /* [T, n, OH] x[t+h] of each target feature, raw; NaN: not known */
   double *snaive;   /* [T, n, OH] the seasonal naive forecast of x[t+h] (season_naive) */
   double *target_h; /* [T, n, OH] the change to x[t+h] in the target's units, clamped (known

@@ -31,7 +31,8 @@
  * torch.maximum's would be tau - 1/2). A mask m weighs each target: per row,
  * m [T, B] (ls_engine_forward, ls_engine_forward_seq: the row's O targets),
  * or per element, m [T, B, O] (ls_engine_forward_elem: 1 = a known target,
- * 0 = not known yet or padding). The loss sum is sum m * l over every
+ * 0 = not known yet or padding, another weight >= 0 a known target whose
+ * loss weighs that much). The loss sum is sum m * l over every
  * target and the count sum m over every target: O * sum_{t,b} m[t,b] with a
  * row mask. With a row mask and every column squared error this is the
  * masked MSE, sum_{t,b} m[t,b] * sum_o (pred - target)^2, whose

@@ -556,3 +556,20 @@ Test(calibration, bounded_per_series) {
   cr_assert_eq(prep_outputs_per_target(c, &per), LS_OK, "%s", ls_last_error());
   ls_train_conf_destroy(c);
 }
+
+/* --quantile-weight: a quantile column's weight in the loss (the factor
+ * of its mask, prep_train_mask): 1 / the levels by default (0), else the
+ * value given; 1 trains as before the option. */
+Test(prep, quantile_weight) {
+  const char *const weights[] = {"0", "0.25", "1"};
+  float const want[] = {0.5f, 0.25f, 1.0f}; /* two levels */
+  for (int i = 0; i < 3; i++) {
+    const char *const kv[] = {"features",        "1",        "window", "4", "quantiles", "0.1,0.9",
+                              "quantile_weight", weights[i], NULL};
+    ls_train_conf_t *const c = conf_with(kv);
+    prep_t *const p = prep_with(c, 1);
+    cr_expect_eq(p->qweight, want[i], "--quantile-weight %s: %g", weights[i], p->qweight);
+    prep_free(p);
+    ls_train_conf_destroy(c);
+  }
+}

@@ -252,6 +252,8 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   cr_expect_str_eq(v, "all");
   get(c, "horizon_prior", v, sizeof v);
   cr_expect_str_eq(v, "0");
+  get(c, "quantile_weight", v, sizeof v);
+  cr_expect_str_eq(v, "1");
   ls_train_conf_destroy(c);
   ls_train_conf_destroy(was);
 }
