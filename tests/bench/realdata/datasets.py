@@ -478,6 +478,11 @@ HOLDOUT = ["airpass", "lynx", "nottem"]
 # after; the kinds in the comment above load_ukdriver).
 WIDE = ["ukdriver", "seatfront", "ukgas", "nile", "lakehuron", "discover", "bjsales",
         "wwwusage", "beaver1", "beaver2"]
+# Known misses held to a looser bound where a CI check runs them (run.py
+# --check, ci_sketch.sh), so that what fixed their worst stays: ukgas was
+# 7.66x Holt-Winters (seeds' median; FINDINGS 19) before the level
+# profile's weight was fitted beside the linear path, 1.80x after.
+GUARDS = {"ukgas": 3.0}
 # Prices (random walks): their acceptance is against the last value.
 PRICES = {"eustock", "msft", "stocks"}
 
