@@ -206,15 +206,28 @@ Test(conf, reported_unknown_and_later_options) {
  * refused. So too the level profile's weight fitted on every row, the
  * later horizons' mixing without a prior and each quantile's loss at
  * weight 1 (2026-11-29). */
+/* The options a snapshot from before them takes, and the values it takes. */
+static const struct {
+  const char *key, *was;
+} EARLIER[] = {{"season", "none"},          {"linear", "false"},    {"horizon_linear", "false"},
+               {"mix_profile_rows", "all"}, {"horizon_prior", "0"}, {"quantile_weight", "1"}};
+
+/* c holds every EARLIER key at its earlier value. */
+static void expect_earlier(const ls_train_conf_t *c) {
+  char v[64];
+  for (size_t i = 0; i < sizeof EARLIER / sizeof EARLIER[0]; i++) {
+    get(c, EARLIER[i].key, v, sizeof v);
+    cr_expect_str_eq(v, EARLIER[i].was, "%s=%s, not %s", EARLIER[i].key, v, EARLIER[i].was);
+  }
+}
+
 Test(conf, earlier_snapshots_resume_as_trained) {
   ls_train_conf_t *const was = conf_new();
-  char text[8192], note[1024] = "", v[64];
+  char text[8192], note[1024] = "", key[80];
   size_t len = 0;
   settings_of(was, text, sizeof text, &len);
-  const char *const gone[] = {"\nseason=",           "\nlinear=",        "\nhorizon_linear=",
-                              "\nmix_profile_rows=", "\nhorizon_prior=", "\nquantile_weight="};
-  for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
-    const char *const key = gone[i];
+  for (size_t i = 0; i < sizeof EARLIER / sizeof EARLIER[0]; i++) {
+    snprintf(key, sizeof key, "\n%s=", EARLIER[i].key);
     char *const at = strstr(text, key);
     cr_assert_not_null(at, "%s", key);
     char *const end = strchr(at + 1, '\n');
@@ -224,18 +237,7 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   ls_train_conf_t *c = conf_new();
   cr_expect_eq(train_conf_adopt(c, text, len, "SNAP", note, sizeof note), LS_OK, "%s",
                ls_last_error());
-  get(c, "season", v, sizeof v);
-  cr_expect_str_eq(v, "none");
-  get(c, "linear", v, sizeof v);
-  cr_expect_str_eq(v, "false");
-  get(c, "horizon_linear", v, sizeof v);
-  cr_expect_str_eq(v, "false");
-  get(c, "mix_profile_rows", v, sizeof v);
-  cr_expect_str_eq(v, "all");
-  get(c, "horizon_prior", v, sizeof v);
-  cr_expect_str_eq(v, "0");
-  get(c, "quantile_weight", v, sizeof v);
-  cr_expect_str_eq(v, "1");
+  expect_earlier(c);
   ls_train_conf_destroy(c);
   c = conf_new();
   cr_assert_eq(ls_train_conf_set(c, "season", "auto"), LS_OK);
@@ -246,14 +248,7 @@ Test(conf, earlier_snapshots_resume_as_trained) {
   /* Format 4 kept no settings: the same. */
   c = conf_new();
   cr_expect_eq(train_conf_adopt_earlier(c, "SNAP", note, sizeof note), LS_OK);
-  get(c, "linear", v, sizeof v);
-  cr_expect_str_eq(v, "false");
-  get(c, "mix_profile_rows", v, sizeof v);
-  cr_expect_str_eq(v, "all");
-  get(c, "horizon_prior", v, sizeof v);
-  cr_expect_str_eq(v, "0");
-  get(c, "quantile_weight", v, sizeof v);
-  cr_expect_str_eq(v, "1");
+  expect_earlier(c);
   ls_train_conf_destroy(c);
   ls_train_conf_destroy(was);
 }
