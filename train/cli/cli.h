@@ -158,6 +158,11 @@ int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t si
 /* Median of n doubles (sorts the array in place). */
 double cli_median(double *v, int n);
 
+/* The program's allocator, for --version: "jemalloc <version>" where the
+ * build linked it and malloc resolves to it, else "system malloc"
+ * (train/cli/allocator.c). */
+void cli_allocator(char *buf, size_t size);
+
 /* MPI around a command started by mpirun on several ranks: cli_mpi_begin
  * initialises it (*up = 1) or does nothing (one rank); returns CLI_EXIT_OK
  * or a failure it has printed. cli_mpi_end aborts the job when rc is a

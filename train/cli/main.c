@@ -50,7 +50,9 @@ int main(int argc, char **argv) {
   if (rc == CLI_DONE) return CLI_EXIT_OK;
   if (rc != CLI_EXIT_OK) return rc;
   if (version) {
-    printf("lstream %s\n", LSTREAM_VERSION);
+    char alloc[128];
+    cli_allocator(alloc, sizeof alloc);
+    printf("lstream %s (allocator: %s)\n", LSTREAM_VERSION, alloc);
     return CLI_EXIT_OK;
   }
   if (args.sub == 0) {
