@@ -139,6 +139,7 @@ typedef struct part_s {
   int64_t cap_flight;  /* a power of two */
   atomic_int_fast64_t n;
   int ended;        /* done and every window queued: LS_NEXT_END once the queue is empty */
+  int waiters;      /* threads in take_next waiting for this partition's next window */
   int64_t pub_next; /* next, as published by consumer_publish */
   int pub_paused;   /* queue_paused, as published */
   int64_t high;     /* the high watermark of the last good watch (or read at start) */
@@ -239,7 +240,8 @@ struct ls_ingest_s {
   pthread_cond_t room;  /* the trainer took a window or waits, or stop */
   window_node_t *head, *tail, *pool;
   int64_t n_pool;
-  int waiting; /* index of the partition ls_ingest_next_partition waits on, or -1 */
+  int waiting;     /* index of the partition ls_ingest_next_partition waits on, or -1 */
+  int waiters_any; /* threads in take_next waiting for any partition's next window */
   atomic_int_fast64_t queued;
   tap_buf_t tap_fill, tap_out; /* the tap: filled by the consumer, handed out */
   atomic_int_fast64_t tap_n;   /* records in tap_fill (memory) */

@@ -112,7 +112,10 @@ int consumer_enqueue(ls_ingest_t *ing, part_t *part, const ls_window_t *v) {
   part->tail = node;
   atomic_fetch_add(&part->n, 1);
   atomic_fetch_add(&ing->queued, 1);
-  pthread_cond_broadcast(&ing->ready);
+  /* Only a thread waiting for this partition's windows or any partition's
+   * (a replay's look-ahead waits on one partition: a wake-up per window of
+   * the others would be for nothing). */
+  if (ing->waiters_any > 0 || part->waiters > 0) pthread_cond_broadcast(&ing->ready);
   pthread_mutex_unlock(&ing->lock);
   consumer_track_peak(ing);
   return 0;
@@ -238,8 +241,11 @@ static ls_err_t take_next(ls_ingest_t *ing, part_t *part, int timeout_ms, ls_nex
       ing->waiting = (int)(part - ing->parts);
       pthread_cond_broadcast(&ing->room); /* a consumer paused on memory re-checks */
     }
+    int *const waiters = part != NULL ? &part->waiters : &ing->waiters_any;
+    ++*waiters;
     timed_out = timeout_ms < 0 ? pthread_cond_wait(&ing->ready, &ing->lock) != 0
                                : pthread_cond_timedwait(&ing->ready, &ing->lock, &deadline) != 0;
+    --*waiters;
   }
   ing->waiting = -1;
   window_node_t *const head = part != NULL ? part->head : ing->head;
