@@ -236,7 +236,8 @@ struct ls_ingest_s {
 
   /* Shared, under lock. */
   pthread_mutex_t lock;
-  pthread_cond_t ready; /* a window, an end or an error */
+  pthread_cond_t ready; /* a window where a thread waits for its partition or any (waiters,
+                         * waiters_any), an end, an error, the tap's records, stop */
   pthread_cond_t room;  /* the trainer took a window or waits, or stop */
   window_node_t *head, *tail, *pool;
   int64_t n_pool;

@@ -43,9 +43,10 @@ void cli_allocator(char *buf, size_t size) {
     size_t const probe = (size_t)1 << 20;
     void *volatile p = malloc(probe);
     uint64_t const after = thread_allocated();
+    int const counted = p != NULL && after - before >= probe;
     free(p);
     int const n = (int)strcspn(version, "-"); /* 5.3.0-0-g<commit>: 5.3.0 */
-    if (p != NULL && after - before >= probe)
+    if (counted)
       snprintf(buf, size, "jemalloc %.*s", n, version);
     else
       snprintf(buf, size, "another malloc (jemalloc %.*s linked, not in use)", n, version);

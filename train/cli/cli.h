@@ -159,8 +159,10 @@ int cli_snapshot_resolve(const char *cmd, const char *arg, char *path, size_t si
 double cli_median(double *v, int n);
 
 /* The program's allocator, for --version: "jemalloc <version>" where the
- * build linked it and malloc resolves to it, else "system malloc"
- * (train/cli/allocator.c). */
+ * build linked it and malloc resolves to it; "another malloc (jemalloc
+ * <version> linked, not in use)" where it is linked but malloc resolves
+ * elsewhere (an LD_PRELOAD); else "system malloc" (not linked, or its
+ * version unreadable) (train/cli/allocator.c). */
 void cli_allocator(char *buf, size_t size);
 
 /* MPI around a command started by mpirun on several ranks: cli_mpi_begin

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
        .short_name = 'V',
        .kind = CLI_FLAG,
        .dst = &version,
-       .help = "the version"},
+       .help = "the version and the allocator the program runs on"},
       {0},
   };
   cli_spec_t const spec = {"",
