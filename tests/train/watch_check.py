@@ -16,9 +16,9 @@
                                    LEVELS (the run's --quantiles) the
                                    quantile families, one sample per level,
                                    target and h (labels quantile=, target=,
-                                   h=), coverages within 0.2 of their level
-                                   (20 steps in, calibration still
-                                   settling); without, none
+                                   h=), coverages in [0, 1] (a live run
+                                   part way: train_quantiles checks them
+                                   against their levels); without, none
   clients URL                      slow and malformed clients: 8 connections
                                    that send half a request and wait, and 3
                                    bad requests (binary garbage, no version,
@@ -139,9 +139,13 @@ QUANTILE_FAMILIES = ("lstream_quantile_coverage_smoothed", "lstream_quantile_pin
 
 def check_quantiles(families, targets, H, levels):
     """The quantile families: with levels one sample per level, target and
-    h = 1..H, a coverage within 0.2 of its level (the calibration still
-    settling 20 steps in: 0.07-0.93 seen for 0.1 and 0.9) and a pinball
-    loss >= 0; without, none."""
+    h = 1..H, a coverage that is a share (in [0, 1]) and a pinball loss >= 0;
+    without, none. Not how near a coverage is to its level: the run is live,
+    scraped at whichever step it has reached (its steps are formed from
+    what has arrived), so the smoothed coverage there is the calibration
+    part way (0.07-0.93 seen for 0.1 and 0.9; once 0.33 for 0.1 on the
+    sanitizer build): train_quantiles checks the coverage on a replay,
+    whose steps and figures do not depend on timing."""
     for name in QUANTILE_FAMILIES:
         fam = families.get(name)
         if not levels:
@@ -156,7 +160,7 @@ def check_quantiles(families, targets, H, levels):
         if set(got) != want:
             fail(f"{name}: (quantile, target, h) {sorted(got)}, expected {sorted(want)}")
         for (q, t, h), v in got.items():
-            if not (v >= 0) or ("coverage" in name and abs(v - float(q)) > 0.2):
+            if not (v >= 0) or ("coverage" in name and not v <= 1):
                 fail(f"{name}{(q, t, h)}: {v}")
     if levels:
         cov = {k: round(v, 3) for k, v in (((s.labels["quantile"], s.labels["target"],
