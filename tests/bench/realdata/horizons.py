@@ -326,12 +326,14 @@ def calibrated_outside(n, lo=0.77, hi=0.83, p=0.8):
     years, about 0.2)."""
     if n <= 0:
         return 0.0
-    out = 0.0
-    for k in range(n + 1):
-        if not lo <= k / n <= hi:
-            out += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) +
-                            k * math.log(p) + (n - k) * math.log1p(-p))
-    return out
+    # 1 - the band's terms: about 6% of the n + 1 (k near the band's edges
+    # tested as k / n is, the same predicate as misses()).
+    inside = 0.0
+    for k in range(max(0, math.floor(lo * n) - 1), min(n, math.ceil(hi * n) + 1) + 1):
+        if lo <= k / n <= hi:
+            inside += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) +
+                               k * math.log(p) + (n - k) * math.log1p(-p))
+    return max(0.0, 1.0 - inside)
 
 
 def print_table(name, length, res, levels, seeds, W):
